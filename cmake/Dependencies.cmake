@@ -1,0 +1,25 @@
+# Third-party libraries, all from Debian's packages (scripts/install-deps.sh installs them).
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(Threads REQUIRED)
+
+# OpenBLAS, OpenMP flavour: inside our own parallel regions it runs single-threaded, which
+# is how trident makes GEMMs deterministic across thread counts
+# (Note [Deterministic GEMM] in src/kernels/cpu/matmul.cc).
+find_library(OPENBLAS_LIBRARY NAMES openblas
+  PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp
+  NO_DEFAULT_PATH)
+find_path(OPENBLAS_INCLUDE_DIR cblas.h
+  PATHS /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/aarch64-linux-gnu/openblas-openmp
+  NO_DEFAULT_PATH)
+if(NOT OPENBLAS_LIBRARY OR NOT OPENBLAS_INCLUDE_DIR)
+  message(FATAL_ERROR "OpenBLAS (OpenMP flavour) not found: run scripts/install-deps.sh "
+                      "(Debian package libopenblas-openmp-dev)")
+endif()
+add_library(trident_blas INTERFACE)
+target_include_directories(trident_blas SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(trident_blas INTERFACE ${OPENBLAS_LIBRARY})
+
+find_package(nlohmann_json 3 REQUIRED)
+if(TRIDENT_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

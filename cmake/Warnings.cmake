@@ -1,0 +1,19 @@
+# Compiler flags shared by every trident target.
+add_library(trident_options INTERFACE)
+target_compile_options(trident_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TRIDENT_WERROR}>>:-Werror>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TRIDENT_NATIVE}>>:-march=native>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release>>:-O3>)
+if(TRIDENT_SANITIZE)
+  target_compile_options(trident_options INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer)
+  target_link_options(trident_options INTERFACE -fsanitize=address,undefined)
+endif()
+
+# trident_layer(name SOURCES... DEPS...): one library per layer of the architecture.
+function(trident_layer name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PUBLIC trident_options ${ARG_DEPS})
+endfunction()

@@ -1,0 +1,11 @@
+// The differentiable operations: everything a model is written with. Each function computes
+// its result through src/ops and, when grad mode is on and an input requires a gradient,
+// records a node whose backward rule lives in autograd/derivatives/<family>.cc.
+#pragma once
+
+#include "autograd/engine.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/reduce.h"
+#include "autograd/functions/shape.h"
+#include "autograd/grad_mode.h"

@@ -1,0 +1,129 @@
+#include "core/copy.h"
+
+#include <type_traits>
+
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "core/views.h"
+
+namespace trident {
+namespace {
+
+template <class D, class S>
+inline D convert(S s) {
+  if constexpr (std::is_same_v<D, S>) {
+    return s;
+  } else if constexpr (std::is_same_v<D, bf16> || std::is_same_v<D, f16>) {
+    return D(static_cast<float>(s));
+  } else if constexpr (std::is_same_v<S, bf16> || std::is_same_v<S, f16>) {
+    return static_cast<D>(static_cast<float>(s));
+  } else {
+    return static_cast<D>(s);
+  }
+}
+
+// Merges adjacent dims that are contiguous with each other in both tensors, so a copy of a
+// contiguous block runs as one flat loop. Returns the number of dims kept.
+int coalesce(Shape& shape, Strides& ds, Strides& ss) {
+  int n = 0;
+  for (int i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (n > 0 && ds[n - 1] == ds[i] * shape[i] && ss[n - 1] == ss[i] * shape[i]) {
+      shape[n - 1] *= shape[i];
+      ds[n - 1] = ds[i];
+      ss[n - 1] = ss[i];
+    } else {
+      shape[n] = shape[i];
+      ds[n] = ds[i];
+      ss[n] = ss[i];
+      ++n;
+    }
+  }
+  return n;
+}
+
+template <class D, class S>
+void copy_kernel(D* dst, const S* src, Shape shape, Strides ds, Strides ss) {
+  int nd = coalesce(shape, ds, ss);
+  if (nd == 0) {
+    dst[0] = convert<D>(src[0]);
+    return;
+  }
+  const int64_t inner = shape[nd - 1], dsi = ds[nd - 1], ssi = ss[nd - 1];
+  int64_t outer = 1;
+  for (int i = 0; i < nd - 1; ++i) outer *= shape[i];
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1));
+  parallel_for(0, outer, grain, [&](int64_t ob, int64_t oe) {
+    for (int64_t o = ob; o < oe; ++o) {
+      // Unravel the outer index into offsets.
+      int64_t rem = o, doff = 0, soff = 0;
+      for (int i = nd - 2; i >= 0; --i) {
+        const int64_t idx = rem % shape[i];
+        rem /= shape[i];
+        doff += idx * ds[i];
+        soff += idx * ss[i];
+      }
+      D* d = dst + doff;
+      const S* s = src + soff;
+      if (dsi == 1 && ssi == 1) {
+        for (int64_t j = 0; j < inner; ++j) d[j] = convert<D>(s[j]);
+      } else {
+        for (int64_t j = 0; j < inner; ++j) d[j * dsi] = convert<D>(s[j * ssi]);
+      }
+    }
+  });
+}
+
+template <class Fn>
+void dispatch_any(DType dtype, const Fn& fn) {
+  switch (dtype) {
+    case DType::kF32: return fn(float{});
+    case DType::kF64: return fn(double{});
+    case DType::kBF16: return fn(bf16{});
+    case DType::kF16: return fn(f16{});
+    case DType::kI32: return fn(int32_t{});
+    case DType::kI64: return fn(int64_t{});
+    case DType::kU16: return fn(uint16_t{});
+  }
+}
+
+}  // namespace
+
+namespace core {
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  TRI_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy_: only CPU tensors here, got ",
+            dst.device(), " and ", src.device());
+  for (int i = 0; i < dst.dim(); ++i)
+    TRI_CHECK(dst.strides()[i] != 0 || dst.shape()[i] <= 1, "copy_: the destination (shape ",
+              dst.shape(), ", strides ", dst.strides(), ") has overlapping elements");
+  const Tensor s = src.shape() == dst.shape() ? src : views::expand(src, dst.shape());
+  if (dst.numel() == 0) return;
+  dispatch_any(dst.dtype(), [&](auto d) {
+    dispatch_any(s.dtype(), [&](auto sv) {
+      using D = decltype(d);
+      using S = decltype(sv);
+      copy_kernel<D, S>(static_cast<D*>(dst.raw_data()), static_cast<const S*>(s.raw_data()),
+                        dst.shape(), dst.strides(), s.strides());
+    });
+  });
+  dst.bump_version();
+}
+
+Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+
+Tensor clone(const Tensor& t) {
+  Tensor out = empty(t.shape(), t.dtype(), t.device());
+  copy_(out, t);
+  return out;
+}
+
+Tensor cast(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype && t.is_contiguous()) return t;
+  Tensor out = empty(t.shape(), dtype, t.device());
+  copy_(out, t);
+  return out;
+}
+
+}  // namespace core
+}  // namespace trident

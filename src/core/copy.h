@@ -1,0 +1,20 @@
+// Data movement that is part of what a tensor is: strided copy, contiguous(), dtype casts.
+// These live in namespace trident::core because they record no autograd history: the
+// differentiable trident::contiguous and trident::to (autograd/functions/shape.h) build on them.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace trident::core {
+
+// Copies src into dst element by element, converting dtype; src must broadcast to dst's shape.
+// Bumps dst's version. dst and src must not overlap partially.
+void copy_(const Tensor& dst, const Tensor& src);
+// `t` itself if already contiguous, else a contiguous copy.
+Tensor contiguous(const Tensor& t);
+// A new contiguous tensor with the same values.
+Tensor clone(const Tensor& t);
+// A contiguous tensor of `dtype`: `t` itself if it already is one, else a converted copy.
+Tensor cast(const Tensor& t, DType dtype);
+
+}  // namespace trident::core

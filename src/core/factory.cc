@@ -1,0 +1,51 @@
+#include "core/factory.h"
+
+namespace trident {
+
+Tensor empty(const Shape& shape, DType dtype, Device device, MemoryCategory category) {
+  for (int i = 0; i < shape.size(); ++i)
+    TRI_CHECK(shape[i] >= 0, "empty: shape ", shape, " has a negative size at dim ", i);
+  const size_t nbytes = static_cast<size_t>(shape.product()) * element_size(dtype);
+  Storage storage = allocate_storage(nbytes, device, category);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape),
+                                             0, dtype));
+}
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, dtype, device, MemoryCategoryGuard::current());
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 0.0, dtype, device);
+}
+
+Tensor ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1.0, dtype, device);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  fill_(t, value);
+  return t;
+}
+
+Tensor scalar_tensor(double value, DType dtype) { return full(Shape{}, value, dtype); }
+
+Tensor arange(int64_t n, DType dtype) {
+  TRI_CHECK(n >= 0, "arange: n must be >= 0, got ", n);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  return core::cast(from_vector(v, Shape{n}), dtype);
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+
+void fill_(const Tensor& t, double value) {
+  // A one-element f64 source broadcast over t: copy_ converts and handles any strides.
+  Tensor src = empty(Shape{}, DType::kF64, t.device());
+  *src.data_ptr<double>() = value;
+  core::copy_(t, src);
+}
+
+}  // namespace trident

@@ -1,0 +1,38 @@
+// Storage: one allocation shared by every view of it, plus a version counter that in-place
+// writes bump (autograd uses it to detect a saved tensor modified before backward).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "core/allocator.h"
+
+namespace trident {
+
+class StorageImpl {
+ public:
+  explicit StorageImpl(DataPtr data) : data_(std::move(data)) {}
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  void* data() const { return data_.get(); }
+  size_t nbytes() const { return data_.nbytes(); }
+  Device device() const { return data_.device(); }
+  const DataPtr& data_ptr() const { return data_; }
+
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  DataPtr data_;
+  std::atomic<uint64_t> version_{0};
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+// Allocates storage for nbytes on `device` from that device's allocator.
+Storage allocate_storage(size_t nbytes, Device device, MemoryCategory category);
+Storage allocate_storage(size_t nbytes, Device device);
+
+}  // namespace trident

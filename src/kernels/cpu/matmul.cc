@@ -1,0 +1,152 @@
+#include "kernels/cpu/matmul.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <type_traits>
+
+#include "core/allocator.h"
+#include "core/check.h"
+#include "core/half.h"
+#include "core/parallel.h"
+
+namespace trident::kernels::cpu {
+
+// Note [Deterministic GEMM]
+// Why not let OpenBLAS thread each call? Its OpenMP build splits the output differently for
+// different thread counts and its edge micro-kernels sum in a different order, so the same
+// product gives different bits with 1 and 2 threads (measured: 64x80x96 and every GPT-2
+// shape differ). We want results independent of the thread count, so we split the output
+// ourselves into fixed blocks of kGemmBlock rows (or columns, when N > M), whose boundaries
+// depend only on the shape, and compute each block with a single-threaded BLAS call.
+// OpenBLAS's OpenMP build runs single-threaded inside an active parallel region, and we
+// pin it to one thread when a block runs on the calling thread. Measured on 2 cores, this
+// is as fast as OpenBLAS's own threading at GPT-2 shapes (bench/matmul_bench).
+
+namespace {
+
+// Runs fn with OpenMP (hence OpenBLAS) limited to the calling thread.
+template <class Fn>
+void on_this_thread_only(const Fn& fn) {
+  if (omp_in_parallel()) return fn();
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  fn();
+  omp_set_num_threads(saved);
+}
+
+void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const double* A,
+          int64_t lda, const double* B, int64_t ldb, float beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// Block b of the product: rows [r0, r0+rows) and columns [c0, c0+cols) of C.
+template <class T>
+void gemm_block(bool ta, bool tb, int64_t r0, int64_t rows, int64_t c0, int64_t cols, int64_t K,
+                float alpha, const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C,
+                int64_t ldc) {
+  const T* a = ta ? A + r0 : A + r0 * lda;  // op(A) rows r0.. are A's columns when transposed
+  const T* b = tb ? B + c0 * ldb : B + c0;
+  blas(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, C + r0 * ldc + c0, ldc);
+}
+
+template <class T>
+void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+  const bool by_rows = M >= N;
+  const int64_t extent = by_rows ? M : N;
+  const int64_t blocks = (extent + kGemmBlock - 1) / kGemmBlock;
+  auto run = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t start = b * kGemmBlock, len = std::min(kGemmBlock, extent - start);
+      if (by_rows) {
+        gemm_block(ta, tb, start, len, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      } else {
+        gemm_block(ta, tb, 0, M, start, len, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      }
+    }
+  };
+  if (serial || blocks == 1 || omp_in_parallel() || num_threads() == 1) {
+    on_this_thread_only([&] { run(0, blocks); });
+  } else {
+    parallel_for(0, blocks, 1, run);  // inside an active region: BLAS is single-threaded
+  }
+}
+
+// Copies op(X) (rows x cols as used by the product) into a dense f32 buffer.
+template <class T>
+void widen(float* dst, const T* src, bool trans, int64_t rows, int64_t cols, int64_t ld) {
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
+               [&](int64_t rb, int64_t re) {
+                 for (int64_t r = rb; r < re; ++r)
+                   for (int64_t c = 0; c < cols; ++c)
+                     dst[r * cols + c] =
+                         static_cast<float>(trans ? src[c * ld + r] : src[r * ld + c]);
+               });
+}
+
+DataPtr scratch(int64_t floats) {
+  return host_allocator().allocate(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float),
+                                   MemoryCategory::kActivation);
+}
+
+template <class T>
+void gemm_any(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+              int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+  if (M == 0 || N == 0) return;
+  // BLAS requires leading dims >= the stored row length even when a dim is 1.
+  lda = std::max<int64_t>(lda, std::max<int64_t>(trans_a ? M : K, 1));
+  ldb = std::max<int64_t>(ldb, std::max<int64_t>(trans_b ? K : N, 1));
+  ldc = std::max<int64_t>(ldc, std::max<int64_t>(N, 1));
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    gemm_native<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+  } else {
+    // bf16/f16 storage: widen to f32, multiply with f32 accumulation, round once.
+    DataPtr a = scratch(M * K), b = scratch(K * N), c = scratch(M * N);
+    float* af = static_cast<float*>(a.get());
+    float* bf = static_cast<float*>(b.get());
+    float* cf = static_cast<float*>(c.get());
+    widen(af, A, trans_a, M, K, lda);
+    widen(bf, B, trans_b, K, N, ldb);
+    if (beta != 0.0f) widen(cf, C, false, M, N, ldc);
+    gemm_native<float>(false, false, M, N, K, alpha, af, std::max<int64_t>(K, 1), bf, N, beta, cf, N,
+                       serial);
+    parallel_for(0, M, std::max<int64_t>(1, 8192 / N), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r)
+        for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = T(cf[r * N + j]);
+    });
+  }
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+          int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  gemm_any(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+}
+
+template <class T>
+void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  gemm_any(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
+}
+
+#define TRI_INSTANTIATE(T)                                                                      \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t,        \
+                        const T*, int64_t, float, T*, int64_t);                                 \
+  template void gemm_serial<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t, \
+                               const T*, int64_t, float, T*, int64_t);
+TRI_INSTANTIATE(float)
+TRI_INSTANTIATE(double)
+TRI_INSTANTIATE(bf16)
+TRI_INSTANTIATE(f16)
+#undef TRI_INSTANTIATE
+
+}  // namespace trident::kernels::cpu

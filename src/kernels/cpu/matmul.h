@@ -1,0 +1,29 @@
+// General matrix multiply on row-major matrices, through OpenBLAS:
+//   C (M,N) = alpha * op(A) (M,K) @ op(B) (K,N) + beta * C
+// op(X) is X or X^T (trans_*), so transposed operands need no copy. lda/ldb/ldc are row
+// strides in elements (of the matrices as stored). Accumulation semantics: `=` when beta
+// is 0, `+=` (scaled) otherwise.
+//   f32: sgemm.  f64: dgemm.  bf16/f16: operands widened to f32, sgemm, C rounded once
+//   (fp32 accumulation; issue #4 adds native bf16 GEMMs where the CPU has them).
+#pragma once
+
+#include <cstdint>
+
+namespace trident::kernels::cpu {
+
+// Uses every thread; results are bitwise independent of the thread count
+// (Note [Deterministic GEMM] in matmul.cc).
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+          int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc);
+
+// The same product on the calling thread only: for kernels that already run in parallel
+// over independent matrices. Gives the same bits as gemm for matrices of one block.
+template <class T>
+void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc);
+
+// Rows (or columns) per block of the deterministic GEMM.
+inline constexpr int64_t kGemmBlock = 256;
+
+}  // namespace trident::kernels::cpu

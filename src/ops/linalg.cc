@@ -1,0 +1,178 @@
+#include "ops/linalg.h"
+
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "core/views.h"
+#include "kernels/cpu/matmul.h"
+#include "ops/dispatch.h"
+
+namespace trident::ops {
+namespace {
+
+// A matrix operand as BLAS wants it: pointer, transposed flag and leading dim.
+struct MatrixArg {
+  bool trans;
+  int64_t ld;
+};
+
+// How the last two dims (rows, cols) of `t` can be handed to BLAS without a copy.
+std::optional<MatrixArg> blas_layout(const Tensor& t) {
+  const int n = t.dim();
+  const int64_t rows = t.shape()[n - 2], cols = t.shape()[n - 1];
+  const int64_t rs = t.strides()[n - 2], cs = t.strides()[n - 1];
+  if ((cs == 1 || cols == 1) && (rs >= std::max<int64_t>(cols, 1) || rows == 1))
+    return MatrixArg{false, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
+  if ((rs == 1 || rows == 1) && (cs >= std::max<int64_t>(rows, 1) || cols == 1))
+    return MatrixArg{true, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
+  return std::nullopt;
+}
+
+int64_t batch_offset(int64_t idx, const Shape& batch, const Strides& strides) {
+  int64_t off = 0;
+  for (int i = batch.size() - 1; i >= 0; --i) {
+    off += (idx % batch[i]) * strides[i];
+    idx /= batch[i];
+  }
+  return off;
+}
+
+}  // namespace
+
+Tensor as_matrix(const Tensor& t) {
+  const int64_t cols = t.shape().back(), rows = cols == 0 ? 0 : t.numel() / cols;
+  const Shape shape{rows, cols};
+  auto strides = views::view_strides(t, shape);
+  if (strides && ((*strides)[1] == 1 || cols == 1)) return views::as_strided(t, shape, *strides, t.offset());
+  return views::view(core::contiguous(t), {rows, cols});
+}
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  check_floating(a_in, "matmul");
+  check_same_dtype(a_in, b_in, "matmul");
+  check_same_device(a_in, b_in, "matmul");
+  TRI_CHECK(a_in.dim() >= 2 && b_in.dim() >= 2, "matmul: expected tensors with >= 2 dims, got ",
+            a_in.shape(), " and ", b_in.shape(), " (unsqueeze a vector to a 1-row matrix)");
+  const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
+  TRI_CHECK(b_in.size(-2) == K, "matmul: inner dims differ: ", a_in.shape(), " @ ", b_in.shape(),
+            " (", K, " vs ", b_in.size(-2), ")");
+  Shape a_batch = a_in.shape(), b_batch = b_in.shape();
+  a_batch.resize(a_in.dim() - 2);
+  b_batch.resize(b_in.dim() - 2);
+  const Shape batch = broadcast_shapes(a_batch, b_batch, "matmul (batch dims)");
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = empty(out_shape, a_in.dtype(), a_in.device());
+  if (out.numel() == 0) return out;
+  const int64_t nbatch = batch.product();
+
+  // One GEMM when b is a single matrix shared by every batch: fold a's batch into M.
+  bool b_shared = true;
+  for (int i = 0; i < b_in.dim() - 2; ++i) b_shared = b_shared && (b_in.shape()[i] == 1 || b_in.strides()[i] == 0);
+  if (b_shared && a_batch.product() == nbatch) {
+    // A 2-D a may itself be a transposed view; deeper a folds its batch into rows.
+    Tensor a2 = a_in.dim() == 2 ? a_in : as_matrix(a_in);
+    auto la = blas_layout(a2);
+    if (!la) {
+      a2 = core::contiguous(a2);
+      la = blas_layout(a2);
+    }
+    Tensor b2 = views::as_strided(b_in, Shape{K, N},
+                                  Strides{b_in.strides()[b_in.dim() - 2], b_in.strides()[b_in.dim() - 1]},
+                                  b_in.offset());
+    auto lb = blas_layout(b2);
+    if (!lb) {
+      b2 = core::contiguous(b2);
+      lb = blas_layout(b2);
+    }
+    dispatch_floating(a_in.dtype(), "matmul", [&]<class T>() {
+      kernels::cpu::gemm<T>(la->trans, lb->trans, a2.size(0), N, K, 1.0f, a2.data_ptr<T>(), la->ld,
+                            b2.data_ptr<T>(), lb->ld, 0.0f, out.data_ptr<T>(), N);
+    });
+    return out;
+  }
+
+  // Batched: broadcast both to the batch shape and run one GEMM per matrix.
+  Shape a_full = batch, b_full = batch;
+  a_full.push_back(M);
+  a_full.push_back(K);
+  b_full.push_back(K);
+  b_full.push_back(N);
+  Tensor a = views::expand(a_in, a_full), b = views::expand(b_in, b_full);
+  auto la = blas_layout(a), lb = blas_layout(b);
+  if (!la) {
+    a = core::contiguous(a);
+    la = blas_layout(a);
+  }
+  if (!lb) {
+    b = core::contiguous(b);
+    lb = blas_layout(b);
+  }
+  Strides a_bs = a.strides(), b_bs = b.strides();
+  a_bs.resize(batch.size());
+  b_bs.resize(batch.size());
+  // Matrices of one GEMM block: one per thread in parallel; larger ones: one at a time,
+  // each split across every thread. Either way the bits do not depend on the thread count
+  // (Note [Deterministic GEMM] in kernels/cpu/matmul.cc).
+  const bool small = M <= kernels::cpu::kGemmBlock && N <= kernels::cpu::kGemmBlock;
+  dispatch_floating(a_in.dtype(), "matmul", [&]<class T>() {
+    const T* pa = a.data_ptr<T>();
+    const T* pb = b.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    auto one = [&](int64_t i) {
+      (small ? kernels::cpu::gemm_serial<T> : kernels::cpu::gemm<T>)(la->trans, lb->trans, M, N, K, 1.0f, pa + batch_offset(i, batch, a_bs),
+                            la->ld, pb + batch_offset(i, batch, b_bs), lb->ld, 0.0f,
+                            po + i * M * N, N);
+    };
+    if (small) {
+      parallel_for(0, nbatch, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i) one(i);
+      });
+    } else {
+      for (int64_t i = 0; i < nbatch; ++i) one(i);
+    }
+  });
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
+  check_floating(x, "linear");
+  check_same_dtype(x, w, "linear");
+  check_same_device(x, w, "linear");
+  TRI_CHECK(x.dim() >= 1 && w.dim() == 2, "linear: expected input (..., in) and weight (out, in), got ",
+            x.shape(), " and ", w.shape());
+  const int64_t in = w.size(1), out_features = w.size(0);
+  TRI_CHECK(x.size(-1) == in, "linear: input ", x.shape(), " has ", x.size(-1),
+            " features but weight ", w.shape(), " expects ", in);
+  if (bias) {
+    check_same_dtype(x, *bias, "linear (bias)");
+    TRI_CHECK(bias->dim() == 1 && bias->size(0) == out_features, "linear: bias ", bias->shape(),
+              " must have shape (", out_features, ",) to match weight ", w.shape());
+  }
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = out_features;
+  Tensor out = empty(out_shape, x.dtype(), x.device());
+  if (out.numel() == 0) return out;
+  const Tensor x2 = as_matrix(x);
+  const int64_t rows = x2.size(0);
+  // w^T as a BLAS operand: w (out, in) row-major is op(B) = B^T with B = w.
+  Tensor wt = views::transpose(w, 0, 1);
+  auto lw = blas_layout(wt);
+  if (!lw) {
+    wt = views::transpose(core::contiguous(w), 0, 1);
+    lw = blas_layout(wt);
+  }
+  float beta = 0.0f;
+  if (bias) {
+    core::copy_(views::view(out, {rows, out_features}), *bias);  // broadcast bias over the rows
+    beta = 1.0f;
+  }
+  dispatch_floating(x.dtype(), "linear", [&]<class T>() {
+    kernels::cpu::gemm<T>(false, lw->trans, rows, out_features, in, 1.0f, x2.data_ptr<T>(),
+                          x2.stride(0), wt.data_ptr<T>(), lw->ld, beta, out.data_ptr<T>(),
+                          out_features);
+  });
+  return out;
+}
+
+}  // namespace trident::ops

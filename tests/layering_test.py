@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Checks that every #include in src/ points to the same layer or one below it.
+
+The layer order is the architecture (docs/architecture.md); CMake links each layer only to
+the ones below, and this test catches header-only upward dependencies that linking misses.
+"""
+import pathlib
+import re
+import sys
+
+# Lower index = lower layer. A file may include its own layer or any lower one.
+LAYERS = [
+    "core",
+    "kernels/reference",
+    "kernels/cpu",
+    "kernels/cuda",
+    "ops",
+    "autograd",
+    "nn",
+    "models",
+    "comm",
+    "parallel",
+    "amp",
+    "optim",
+    "data",
+    "checkpoint",
+    "train",
+    "planner",
+    "config",
+]
+# Siblings that must not see each other even though both sit above core.
+FORBIDDEN = {("kernels/cpu", "kernels/reference"), ("kernels/cuda", "kernels/reference")}
+
+
+def layer_of(path: str):
+    best = None
+    for name in LAYERS:
+        if path == name or path.startswith(name + "/"):
+            if best is None or len(name) > len(best):
+                best = name
+    return best
+
+
+def main() -> int:
+    src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "src")
+    include = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+    errors = []
+    for f in sorted(src.rglob("*")):
+        if f.suffix not in {".h", ".cc", ".cu", ".cuh"}:
+            continue
+        rel = f.relative_to(src).as_posix()
+        here = layer_of(rel)
+        if here is None:
+            errors.append(f"{rel}: not in any known layer (add it to tests/layering_test.py)")
+            continue
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            m = include.match(line)
+            if not m:
+                continue
+            there = layer_of(m.group(1))
+            if there is None:
+                continue  # a third-party or same-folder header
+            if LAYERS.index(there) > LAYERS.index(here) or (here, there) in FORBIDDEN:
+                errors.append(f"{rel}:{n}: layer '{here}' includes '{m.group(1)}' from layer '{there}'")
+    for e in errors:
+        print(e)
+    print(f"layering: {len(errors)} violation(s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
