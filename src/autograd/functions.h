@@ -4,8 +4,16 @@
 #pragma once
 
 #include "autograd/engine.h"
+#include "autograd/functions/attention.h"
+#include "autograd/functions/dropout.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/embedding.h"
+#include "autograd/functions/join.h"
 #include "autograd/functions/linalg.h"
+#include "autograd/functions/loss.h"
+#include "autograd/functions/norm.h"
+#include "autograd/functions/pointwise.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/functions/softmax.h"
 #include "autograd/grad_mode.h"

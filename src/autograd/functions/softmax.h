@@ -1,0 +1,2 @@
+// Placeholder: this family is being written.
+#pragma once
