@@ -20,6 +20,12 @@ target_include_directories(trident_blas SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR}
 target_link_libraries(trident_blas INTERFACE ${OPENBLAS_LIBRARY})
 
 find_package(nlohmann_json 3 REQUIRED)
+
+find_package(tomlplusplus 3 REQUIRED)
+
+# PCRE2 (UTF, JIT): the GPT-2 pre-tokenization pattern needs Unicode classes and lookahead.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 if(TRIDENT_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

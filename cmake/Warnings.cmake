@@ -4,7 +4,10 @@ target_compile_options(trident_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TRIDENT_WERROR}>>:-Werror>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TRIDENT_NATIVE}>>:-march=native>
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release>>:-O3>)
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release>>:-O3>
+  # Math functions never set errno and float ops never trap in trident: lets loops over
+  # sqrt/exp-style code vectorize without -ffast-math (IEEE results are unchanged).
+  $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno -fno-trapping-math>)
 if(TRIDENT_SANITIZE)
   target_compile_options(trident_options INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer)
   target_link_options(trident_options INTERFACE -fsanitize=address,undefined)

@@ -11,6 +11,7 @@ import sys
 # Lower index = lower layer. A file may include its own layer or any lower one.
 LAYERS = [
     "core",
+    "config",  # generic typed option tables and TOML: a utility beside core
     "kernels/reference",
     "kernels/cpu",
     "kernels/cuda",
@@ -26,7 +27,6 @@ LAYERS = [
     "checkpoint",
     "train",
     "planner",
-    "config",
 ]
 # Siblings that must not see each other even though both sit above core.
 FORBIDDEN = {("kernels/cpu", "kernels/reference"), ("kernels/cuda", "kernels/reference")}

@@ -1,2 +1,26 @@
-// Placeholder: this family is being written.
+// Differentiable fused scaled-dot-product attention. See ops/attention.h for the shapes,
+// the supported layouts and what is not supported; backward rule in
+// autograd/derivatives/attention.cc.
 #pragma once
+
+#include <optional>
+
+#include "core/tensor.h"
+#include "ops/attention.h"
+
+namespace trident {
+
+using ops::AttentionOutputLayout;
+
+// q (B, NH, T, HS), k and v (B, NKV, T, HS), NKV dividing NH -> (B, NH, T, HS):
+// softmax(scale * q k^T + causal mask) v per head, query head h reading kv head
+// h / (NH / NKV); scale defaults to 1/sqrt(HS). Like torch's
+// scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True).
+// layout kTokensFirst returns the same values stored as (B, T, NH, HS), so that
+// transpose(out, 1, 2) then a reshape to (B, T, NH * HS) copies nothing
+// (Note [Attention output layout] in ops/attention.h).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true,
+                 std::optional<double> scale = std::nullopt,
+                 AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst);
+
+}  // namespace trident

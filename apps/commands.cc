@@ -1,0 +1,215 @@
+#include "commands.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "config/config_tree.h"
+#include "data/prepare.h"
+#include "models/gpt2/generate.h"
+#include "train/tokenizer_factory.h"
+#include "train/trainer.h"
+
+namespace trident::cli {
+namespace {
+
+// A run directory (train.out_dir: its latest checkpoint) or one checkpoint directory.
+StatusOr<std::string> resolve_checkpoint(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(path) / checkpoint::kDoneFileName)) return path;
+  auto latest = checkpoint::find_latest_checkpoint(checkpoint::default_env(), path);
+  if (!latest.is_ok()) return latest.status();
+  if (!latest.value()) return Status::io_error("no complete checkpoint in '" + path + "'");
+  return *latest.value();
+}
+
+// The training config saved in a checkpoint.
+StatusOr<train::TrainConfig> checkpoint_config(const std::string& dir) {
+  auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir);
+  if (!reader.is_ok()) return reader.status();
+  auto text = reader.value().read_file("config.toml");
+  if (!text.is_ok()) return text.status();
+  train::TrainConfig cfg;
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  Status s = tree.load_toml_string(text.value(), dir + "/config.toml");
+  if (!s.is_ok()) return s;
+  return cfg;
+}
+
+// A model with a checkpoint's weights.
+StatusOr<std::unique_ptr<models::gpt2::GPT2>> load_model(const std::string& dir, const train::TrainConfig& cfg) {
+  auto model = std::make_unique<models::gpt2::GPT2>(cfg.model);
+  Status s = train::load_gpt2_weights(*model, dir + "/model.safetensors");
+  if (!s.is_ok()) return s;
+  model->eval();
+  return model;
+}
+
+}  // namespace
+
+CLI::App* add_prepare(CLI::App& app, PrepareArgs& a) {
+  CLI::App* c = app.add_subcommand("prepare", "Tokenize text files into train.bin / val.bin (uint16 token ids)");
+  c->add_option("files", a.inputs, "text files (UTF-8); each is one document")->required()->check(CLI::ExistingFile);
+  c->add_option("--out", a.out_dir, "output directory")->required();
+  c->add_option("--tokenizer", a.tokenizer, "gpt2 or byte")->check(CLI::IsMember({"gpt2", "byte"}));
+  c->add_option("--vocab", a.vocab_dir, "GPT-2 vocabulary directory (vocab.json + merges.txt)");
+  c->add_option("--val-fraction", a.val_fraction, "share of tokens (from the end) for validation")
+      ->check(CLI::Range(0.0, 0.9));
+  return c;
+}
+
+Status run_prepare(const PrepareArgs& a) {
+  auto tok = train::make_tokenizer(a.tokenizer, a.vocab_dir);
+  if (!tok.is_ok()) return tok.status();
+  data::PrepareOptions opt;
+  for (const std::string& f : a.inputs) opt.inputs.emplace_back(f);
+  opt.out_dir = a.out_dir;
+  opt.val_fraction = a.val_fraction;
+  auto r = data::prepare_token_files(*tok.value(), opt);
+  if (!r.is_ok()) return r.status();
+  const data::PrepareResult& res = r.value();
+  std::printf("prepared %lld documents (%lld bytes) with %s: %lld train tokens -> %s, %lld val tokens -> %s\n",
+              static_cast<long long>(res.documents), static_cast<long long>(res.input_bytes),
+              tok.value()->name().c_str(), static_cast<long long>(res.train_tokens), res.train_path.c_str(),
+              static_cast<long long>(res.val_tokens), res.val_path.c_str());
+  return Status::ok();
+}
+
+CLI::App* add_train(CLI::App& app, TrainArgs& a) {
+  CLI::App* c = app.add_subcommand("train", "Train a GPT-2 from a config file and --section.key=value overrides");
+  c->add_option("--config", a.config_file, "TOML config file")->check(CLI::ExistingFile);
+  c->add_flag("--print-config", a.print_config, "print the resolved config and exit");
+  c->add_flag("--help-config", a.help_config, "list every config key with its default and doc, and exit");
+  c->allow_extras();
+  return c;
+}
+
+Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides) {
+  train::TrainConfig cfg;
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  if (a.help_config) {
+    std::printf("%s", tree.help().c_str());
+    return Status::ok();
+  }
+  if (!a.config_file.empty()) {
+    Status s = tree.load_toml_file(a.config_file);
+    if (!s.is_ok()) return s;
+  }
+  for (const std::string& arg : overrides) {
+    if (!arg.starts_with("--"))
+      return Status::invalid("unexpected argument '" + arg + "' (overrides look like --section.key=value)");
+    Status s = tree.apply_override(arg.substr(2), "command line");
+    if (!s.is_ok()) return s;
+  }
+  cfg.validate();
+  std::printf("# resolved config\n%s", tree.to_toml().c_str());
+  if (a.print_config) return Status::ok();
+  std::fflush(stdout);
+  auto trainer = train::Trainer::create(cfg);
+  if (!trainer.is_ok()) return trainer.status();
+  train::Trainer& t = *trainer.value();
+  std::fprintf(stderr, "model: %lld parameters; %lld tokens per step; starting at step %lld of %lld\n",
+               static_cast<long long>(t.model().num_parameters()), static_cast<long long>(cfg.tokens_per_step()),
+               static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
+  return t.run();
+}
+
+CLI::App* add_sample(CLI::App& app, SampleArgs& a) {
+  CLI::App* c = app.add_subcommand("sample", "Generate text from a checkpoint");
+  c->add_option("--checkpoint", a.checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
+  c->add_option("--prompt", a.prompt, "text to continue");
+  c->add_option("--tokens", a.tokens, "number of tokens to generate")->check(CLI::Range(1, 100000));
+  c->add_option("--temperature", a.temperature, "sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  c->add_option("--top-k", a.top_k, "sample from the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber);
+  c->add_option("--seed", a.seed, "sampling seed")->check(CLI::NonNegativeNumber);
+  c->add_option("--vocab", a.vocab_dir, "GPT-2 vocabulary directory (default: the checkpoint config's)");
+  return c;
+}
+
+Status run_sample(const SampleArgs& a) {
+  auto dir = resolve_checkpoint(a.checkpoint);
+  if (!dir.is_ok()) return dir.status();
+  auto cfg = checkpoint_config(dir.value());
+  if (!cfg.is_ok()) return cfg.status();
+  auto tok = train::make_tokenizer(cfg.value().data.tokenizer, a.vocab_dir.empty() ? cfg.value().data.vocab_dir : a.vocab_dir);
+  if (!tok.is_ok()) return tok.status();
+  auto model = load_model(dir.value(), cfg.value());
+  if (!model.is_ok()) return model.status();
+  std::vector<int64_t> prompt;
+  for (data::TokenId id : tok.value()->encode(a.prompt, /*allow_special=*/true)) prompt.push_back(id);
+  if (prompt.empty()) {
+    const std::optional<data::TokenId> eot = tok.value()->eot_id();
+    prompt.push_back(eot ? *eot : '\n');
+  }
+  models::gpt2::SampleOptions opt{a.tokens, a.temperature, a.top_k, static_cast<uint64_t>(a.seed)};
+  const std::vector<int64_t> out = models::gpt2::generate(*model.value(), prompt, opt);
+  std::vector<data::TokenId> ids(out.begin(), out.end());
+  std::printf("%s%s\n", a.prompt.c_str(), tok.value()->decode(ids).c_str());
+  return Status::ok();
+}
+
+CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
+  CLI::App* c = app.add_subcommand("eval", "Validation loss and perplexity of a checkpoint");
+  c->add_option("--checkpoint", a.checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
+  c->add_option("--batches", a.batches, "validation batches (default: the config's train.eval_batches)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--val-file", a.val_file, "token file to evaluate (default: the config's data.val_file)");
+  return c;
+}
+
+Status run_eval(const EvalArgs& a) {
+  auto dir = resolve_checkpoint(a.checkpoint);
+  if (!dir.is_ok()) return dir.status();
+  auto cfg_or = checkpoint_config(dir.value());
+  if (!cfg_or.is_ok()) return cfg_or.status();
+  train::TrainConfig cfg = cfg_or.value();
+  if (a.batches > 0) cfg.train.eval_batches = a.batches;
+  if (!a.val_file.empty()) cfg.data.val_file = a.val_file;
+  if (a.val_file.empty()) cfg.data.train_file = cfg.data.val_file;  // eval needs no training data
+  cfg.train.resume = false;
+  auto trainer = train::Trainer::create(cfg);
+  if (!trainer.is_ok()) return trainer.status();
+  Status s = trainer.value()->load_checkpoint(dir.value());
+  if (!s.is_ok()) return s;
+  const double loss = trainer.value()->evaluate();
+  std::printf("{\"checkpoint\": \"%s\", \"val_loss\": %.6f, \"perplexity\": %.4f, \"batches\": %lld}\n",
+              dir.value().c_str(), loss, std::exp(loss), static_cast<long long>(cfg.train.eval_batches));
+  return Status::ok();
+}
+
+CLI::App* add_tokenize(CLI::App& app, TokenizeArgs& a) {
+  CLI::App* c = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
+  c->add_option("--tokenizer", a.tokenizer, "gpt2 or byte")->check(CLI::IsMember({"gpt2", "byte"}));
+  c->add_option("--vocab", a.vocab_dir, "GPT-2 vocabulary directory");
+  auto* text = c->add_option("--text", a.text, "the text");
+  auto* file = c->add_option("--file", a.file, "a file holding the text")->check(CLI::ExistingFile);
+  text->excludes(file);
+  c->add_flag("--allow-special", a.allow_special, "treat <|endoftext|> as the special token");
+  return c;
+}
+
+Status run_tokenize(const TokenizeArgs& a) {
+  auto tok = train::make_tokenizer(a.tokenizer, a.vocab_dir);
+  if (!tok.is_ok()) return tok.status();
+  std::string text = a.text;
+  if (!a.file.empty()) {
+    std::ifstream in(a.file, std::ios::binary);
+    if (!in) return Status::io_error("cannot read '" + a.file + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const std::vector<data::TokenId> ids = tok.value()->encode(text, a.allow_special);
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  std::printf("%s]\n", out.c_str());
+  return Status::ok();
+}
+
+}  // namespace trident::cli

@@ -1,0 +1,63 @@
+// The subcommands of the trident tool: argument structs, CLI11 registration, and the
+// functions that run them. Each returns a Status; main() prints it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace trident::cli {
+
+struct PrepareArgs {
+  std::vector<std::string> inputs;
+  std::string out_dir;
+  std::string tokenizer = "gpt2";
+  std::string vocab_dir;
+  double val_fraction = 0.1;
+};
+CLI::App* add_prepare(CLI::App& app, PrepareArgs& args);
+Status run_prepare(const PrepareArgs& args);
+
+struct TrainArgs {
+  std::string config_file;
+  bool print_config = false;
+  bool help_config = false;
+};
+CLI::App* add_train(CLI::App& app, TrainArgs& args);
+// `overrides`: the remaining "--section.key=value" arguments.
+Status run_train(const TrainArgs& args, const std::vector<std::string>& overrides);
+
+struct SampleArgs {
+  std::string checkpoint;
+  std::string prompt = "\n";
+  int64_t tokens = 200;
+  double temperature = 0.8;
+  int64_t top_k = 200;
+  int64_t seed = 1337;
+  std::string vocab_dir;
+};
+CLI::App* add_sample(CLI::App& app, SampleArgs& args);
+Status run_sample(const SampleArgs& args);
+
+struct EvalArgs {
+  std::string checkpoint;
+  int64_t batches = 0;  // 0: the checkpoint config's train.eval_batches
+  std::string val_file; // empty: the checkpoint config's data.val_file
+};
+CLI::App* add_eval(CLI::App& app, EvalArgs& args);
+Status run_eval(const EvalArgs& args);
+
+struct TokenizeArgs {
+  std::string tokenizer = "gpt2";
+  std::string vocab_dir;
+  std::string text;
+  std::string file;
+  bool allow_special = false;
+};
+CLI::App* add_tokenize(CLI::App& app, TokenizeArgs& args);
+Status run_tokenize(const TokenizeArgs& args);
+
+}  // namespace trident::cli

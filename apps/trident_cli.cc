@@ -1,0 +1,51 @@
+// trident: the command-line tool. Thin by design: parse arguments, call the library, turn
+// errors into messages and exit codes (the only place that exits).
+//
+//   trident prepare  --out DIR [--tokenizer gpt2|byte] [--vocab DIR] [--val-fraction F] FILE...
+//   trident train    [--config FILE] [--section.key=value ...] [--print-config] [--help-config]
+//   trident sample   --checkpoint DIR [--prompt STR] [--tokens N] [--temperature T] [--top-k K] [--seed S]
+//   trident eval     --checkpoint DIR [--batches N] [--val-file FILE]
+//   trident tokenize [--tokenizer gpt2|byte] [--vocab DIR] (--text STR | --file FILE) [--allow-special]
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "commands.h"
+#include "core/check.h"
+
+int main(int argc, char** argv) {
+  using namespace trident::cli;
+  CLI::App app{"trident: train GPT-class language models"};
+  app.require_subcommand(1);
+  PrepareArgs prepare;
+  TrainArgs train;
+  SampleArgs sample;
+  EvalArgs eval;
+  TokenizeArgs tokenize;
+  CLI::App* cmd_prepare = add_prepare(app, prepare);
+  CLI::App* cmd_train = add_train(app, train);
+  CLI::App* cmd_sample = add_sample(app, sample);
+  CLI::App* cmd_eval = add_eval(app, eval);
+  CLI::App* cmd_tokenize = add_tokenize(app, tokenize);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    trident::Status s = trident::Status::ok();
+    if (*cmd_prepare) s = run_prepare(prepare);
+    else if (*cmd_train) s = run_train(train, cmd_train->remaining());
+    else if (*cmd_sample) s = run_sample(sample);
+    else if (*cmd_eval) s = run_eval(eval);
+    else if (*cmd_tokenize) s = run_tokenize(tokenize);
+    if (!s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+      return 1;
+    }
+  } catch (const trident::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,142 @@
+#include "config/config_tree.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace trident::config {
+
+const ConfigTree::Section* ConfigTree::find_section(const std::string& name) const {
+  for (const Section& s : sections_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const OptionField* ConfigTree::find_field(const Section& s, const std::string& key) const {
+  for (const OptionField& f : *s.fields)
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+Status ConfigTree::unknown_section(const std::string& name, const std::string& where) const {
+  std::vector<std::string> names;
+  std::string all;
+  for (const Section& s : sections_) {
+    names.push_back(s.name);
+    all += (all.empty() ? "" : ", ") + s.name;
+  }
+  std::string msg = where + ": unknown section [" + name + "]";
+  if (auto m = closest_match(name, names)) msg += " (did you mean [" + *m + "]?)";
+  return Status::invalid(msg + "; sections are: " + all);
+}
+
+Status ConfigTree::unknown_key(const Section& s, const std::string& key, const std::string& where) const {
+  std::vector<std::string> keys;
+  for (const OptionField& f : *s.fields) keys.push_back(f.key);
+  std::string msg = where + ": unknown key '" + key + "' in section [" + s.name + "]";
+  if (auto m = closest_match(key, keys)) msg += " (did you mean '" + *m + "'?)";
+  std::string all;
+  for (const std::string& k : keys) all += (all.empty() ? "" : ", ") + k;
+  return Status::invalid(msg + "; keys are: " + all);
+}
+
+Status ConfigTree::load_toml_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::io_error("cannot open config file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_toml_string(text.str(), path);
+}
+
+Status ConfigTree::load_toml_string(const std::string& text, const std::string& source_name) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    return Status::invalid(os.str());
+  }
+  for (auto&& [section_key, node] : root) {
+    const std::string name(section_key.str());
+    const std::string where = source_name + ":" + std::to_string(section_key.source().begin.line);
+    const Section* s = find_section(name);
+    if (s == nullptr) return unknown_section(name, where);
+    const toml::table* tbl = node.as_table();
+    if (tbl == nullptr) return Status::invalid(where + ": '" + name + "' must be a table ([" + name + "])");
+    for (auto&& [key_node, value_node] : *tbl) {
+      const std::string key(key_node.str());
+      const std::string at = source_name + ":" + std::to_string(key_node.source().begin.line) + " [" + name + "]";
+      const OptionField* f = find_field(*s, key);
+      if (f == nullptr) return unknown_key(*s, key, at);
+      OptionValue v;
+      if (auto i = value_node.value_exact<int64_t>()) v = *i;
+      else if (auto d = value_node.value_exact<double>()) v = *d;
+      else if (auto b = value_node.value_exact<bool>()) v = *b;
+      else if (auto str = value_node.value_exact<std::string>()) v = *str;
+      else return Status::invalid(at + ": " + key + " has an unsupported TOML type (expected " + option_type_name(f->type) + ")");
+      StatusOr<OptionValue> checked = f->check(v, at);
+      if (!checked.is_ok()) return checked.status();
+      f->set(s->options, checked.value());
+    }
+  }
+  return Status::ok();
+}
+
+Status ConfigTree::apply_override(const std::string& assignment, const std::string& where) {
+  const size_t eq = assignment.find('=');
+  const size_t dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    return Status::invalid(where + ": override '" + assignment + "' must look like section.key=value");
+  const std::string name = assignment.substr(0, dot);
+  const std::string key = assignment.substr(dot + 1, eq - dot - 1);
+  const std::string text = assignment.substr(eq + 1);
+  const Section* s = find_section(name);
+  if (s == nullptr) return unknown_section(name, where);
+  const OptionField* f = find_field(*s, key);
+  if (f == nullptr) return unknown_key(*s, key, where);
+  StatusOr<OptionValue> v = f->parse(text, where + " --" + name);
+  if (!v.is_ok()) return v.status();
+  f->set(s->options, v.value());
+  return Status::ok();
+}
+
+std::string ConfigTree::to_toml() const {
+  std::ostringstream os;
+  for (const Section& s : sections_) {
+    os << "# " << s.doc << "\n[" << s.name << "]\n";
+    for (const OptionField& f : *s.fields)
+      os << f.key << " = " << option_value_str(f.get(s.options)) << "  # " << f.doc << "\n";
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string ConfigTree::help() const {
+  std::ostringstream os;
+  for (const Section& s : sections_) {
+    os << "[" << s.name << "]  " << s.doc << "\n";
+    for (const OptionField& f : *s.fields) {
+      os << "  --" << s.name << "." << f.key << "=" << option_value_str(f.get(s.options)) << "\n      " << f.doc;
+      if (!f.choices.empty()) {
+        os << " (one of:";
+        for (const std::string& c : f.choices) os << " " << c;
+        os << ")";
+      } else if (f.type == OptionType::kInt || f.type == OptionType::kFloat) {
+        if (f.range.str() != "any value") os << " (" << f.range.str() << ")";
+      }
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+std::vector<std::string> ConfigTree::keys() const {
+  std::vector<std::string> out;
+  for (const Section& s : sections_)
+    for (const OptionField& f : *s.fields) out.push_back(s.name + "." + f.key);
+  return out;
+}
+
+}  // namespace trident::config

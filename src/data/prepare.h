@@ -1,0 +1,46 @@
+// Preparing token files from text: what `trident prepare` does.
+//
+// Each input file is one document. The documents are tokenized in order (their text is
+// ordinary text: a literal "<|endoftext|>" inside a document is not the special token) and
+// concatenated, with the tokenizer's end-of-text token between consecutive documents when it
+// has one (GPT-2: 50256; the byte tokenizer has none, so documents are simply joined). The
+// last val_fraction of the tokens becomes val.bin and the rest train.bin, both written
+// atomically (data/token_file.h) into out_dir. A single document gives exactly the tokens
+// tiktoken's encode_ordinary gives for the file, so a PyTorch script tokenizing the same file
+// sees the same stream.
+// Not here: deduplication, shuffling documents, sharding into many files.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "core/status.h"
+#include "data/tokenizer.h"
+
+namespace trident::data {
+
+struct PrepareOptions {
+  // Text files, one document each, in this order.
+  std::vector<std::filesystem::path> inputs;
+  // Where train.bin and val.bin go (created if missing; existing files are replaced).
+  std::filesystem::path out_dir;
+  // The fraction of tokens, taken from the end, that forms val.bin: 0 < val_fraction < 1.
+  double val_fraction = 0.1;
+};
+
+struct PrepareResult {
+  int64_t documents = 0;
+  int64_t input_bytes = 0;
+  int64_t train_tokens = 0;
+  int64_t val_tokens = 0;
+  std::filesystem::path train_path, val_path;
+};
+
+// Errors name the file and what is wrong: an unreadable input (kIO), text the tokenizer
+// rejects (kValue, with the byte offset: invalid UTF-8 for GPT-2), a vocabulary too large for
+// uint16 ids, a val_fraction outside (0, 1) or one that leaves a split empty, a failed write.
+StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
+                                            const PrepareOptions& options);
+
+}  // namespace trident::data

@@ -1,0 +1,91 @@
+// The sequential and random batch samplers (see sampler.h for the definitions).
+#include "data/sampler.h"
+
+#include "core/check.h"
+#include "core/factory.h"
+#include "core/rng.h"
+
+namespace trident::data {
+
+BatchSampler::BatchSampler(std::shared_ptr<const TokenFile> file, int64_t B, int64_t T,
+                           uint64_t seed, const char* what)
+    : file_(std::move(file)), B_(B), T_(T), state_{seed, 0} {
+  TRI_CHECK(file_ != nullptr, what, ": no token file");
+  TRI_CHECK(B >= 1 && T >= 1, what, ": batch size B and sequence length T must be >= 1, got B=", B,
+            " T=", T);
+  TRI_CHECK(file_->size() >= T + 1, what, ": token file ", file_->name(), " has ", file_->size(),
+            " tokens, fewer than one window of T + 1 = ", T + 1,
+            " tokens (input and target); use a shorter sequence length or more data");
+}
+
+void BatchSampler::restore(const SamplerState& state) {
+  TRI_CHECK(state.position >= 0, "sampler restore: position must be >= 0, got ", state.position);
+  state_ = state;
+}
+
+Batch BatchSampler::empty_batch() const {
+  return Batch{empty({B_, T_}, DType::kI64), empty({B_, T_}, DType::kI64)};
+}
+
+void BatchSampler::fill_row(const Batch& batch, int64_t b, int64_t start) const {
+  TRI_ASSERT(start >= 0 && start + T_ + 1 <= file_->size(), "window at ", start,
+             " does not fit in ", file_->size(), " tokens");
+  const uint16_t* window = file_->tokens().data() + start;
+  int64_t* x = batch.inputs.data_ptr<int64_t>() + b * T_;
+  int64_t* y = batch.targets.data_ptr<int64_t>() + b * T_;
+  for (int64_t t = 0; t < T_; ++t) {
+    x[t] = window[t];
+    y[t] = window[t + 1];
+  }
+}
+
+SequentialSampler::SequentialSampler(std::shared_ptr<const TokenFile> file, int64_t B, int64_t T)
+    : BatchSampler(std::move(file), B, T, /*seed=*/0, "SequentialSampler"),
+      windows_((file_->size() - 1) / T) {}
+
+Batch SequentialSampler::batch_at(int64_t position) const {
+  TRI_CHECK(position >= 0, "SequentialSampler: position must be >= 0, got ", position);
+  Batch batch = empty_batch();
+  // r = (s*B + b) mod W, computed without overflow for any s.
+  const auto W = static_cast<unsigned __int128>(windows_);
+  const unsigned __int128 first = static_cast<unsigned __int128>(position) * B_ % W;
+  for (int64_t b = 0; b < B_; ++b) {
+    const auto r = static_cast<int64_t>((first + static_cast<unsigned __int128>(b)) % W);
+    fill_row(batch, b, r * T_);
+  }
+  return batch;
+}
+
+namespace {
+
+// The Philox key of a random sampler: its seed xor a tag ("sampler!" in ASCII), through
+// splitmix64's finalizer, so that a sampler and a Generator given the same seed (say, the
+// model's init) draw unrelated bits.
+uint64_t sampler_key(uint64_t seed) {
+  uint64_t z = seed ^ 0x73616d706c657221ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+RandomSampler::RandomSampler(std::shared_ptr<const TokenFile> file, int64_t B, int64_t T,
+                             uint64_t seed)
+    : BatchSampler(std::move(file), B, T, seed, "RandomSampler") {}
+
+Batch RandomSampler::batch_at(int64_t position) const {
+  TRI_CHECK(position >= 0, "RandomSampler: position must be >= 0, got ", position);
+  Batch batch = empty_batch();
+  const auto offsets = static_cast<unsigned __int128>(file_->size() - T_);  // starts 0..N-T-1
+  for (int64_t b = 0; b < B_; ++b) {
+    const auto counter =
+        static_cast<uint64_t>(position) * static_cast<uint64_t>(B_) + static_cast<uint64_t>(b);
+    const std::array<uint32_t, 4> r = philox4x32(sampler_key(state_.seed), counter);
+    const uint64_t bits = (static_cast<uint64_t>(r[0]) << 32) | r[1];
+    fill_row(batch, b, static_cast<int64_t>((bits * offsets) >> 64));
+  }
+  return batch;
+}
+
+}  // namespace trident::data

@@ -1,0 +1,63 @@
+// Fused scaled-dot-product attention on the CPU, tiled in the style of FlashAttention-2:
+//   out[b,h] = softmax(scale * q[b,h] @ k[b,g]^T + mask) @ v[b,g],   g = h / (NH / NKV)
+// with the causal mask (-inf where key position > query position) when `causal`.
+// B batch, NH query heads, NKV key/value heads (grouped-query attention when NKV < NH;
+// NKV divides NH), T sequence length (the same for queries and keys), HS head size.
+//
+// Neither direction materializes the (T, T) score matrix: the forward streams key tiles
+// past each query tile with an online softmax and caches only the logsumexp of every score
+// row; the backward recomputes each score tile from q, k and that logsumexp
+// (attention_forward.cc, attention_backward.cc; tiles and building blocks in
+// attention_tile.h). Scratch comes from host_allocator() and is O(tile) per thread, plus
+// O(T * HS) per thread for the backward's fused schedule.
+//
+// Operands are strided views (HeadsView): any strides for the batch, head and time dims,
+// unit stride for the HS dim. T is float, double, bf16 or f16; the math runs in acc_t<T>
+// (f32, or f64 for double) and every output is rounded once on store.
+// Results are bitwise independent of the thread count.
+//
+// What this does not do: dropout, attention masks other than causal, different query and
+// key lengths, or a value head size different from the query/key head size.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace trident::kernels::cpu {
+
+// A (B, heads, T, HS) operand: element (b, h, t, d) is data[b*batch + h*head + t*time + d].
+template <class T>
+struct HeadsView {
+  T* data;
+  int64_t batch_stride, head_stride, time_stride;
+
+  T* row(int64_t b, int64_t h, int64_t t) const {
+    return data + b * batch_stride + h * head_stride + t * time_stride;
+  }
+};
+
+struct AttentionShape {
+  int64_t B, NH, NKV, T, HS;
+  bool causal;
+  double scale;  // multiplies q . k before the softmax (1/sqrt(HS) in the usual definition)
+};
+
+// out (B, NH, T, HS) = attention(q (B, NH, T, HS), k, v (B, NKV, T, HS)).
+// lse (B, NH, T), contiguous, cached for backward: logsumexp over keys of each score row
+// (scaled and masked), in acc_t<T>. Accumulation semantics: `=` for both.
+template <class T>
+void attention_forward(HeadsView<T> out, acc_t<T>* lse, HeadsView<const T> q,
+                       HeadsView<const T> k, HeadsView<const T> v, const AttentionShape& shape);
+
+// Gradients of attention given dout (B, NH, T, HS), the forward's inputs, its output `out`
+// and its cached lse (B, NH, T):
+//   dq (B, NH, T, HS), dk and dv (B, NKV, T, HS). Accumulation semantics: `=` for all three
+// (dk and dv sum over the NH / NKV query heads sharing a key/value head).
+template <class T>
+void attention_backward(HeadsView<T> dq, HeadsView<T> dk, HeadsView<T> dv,
+                        HeadsView<const T> dout, HeadsView<const T> q, HeadsView<const T> k,
+                        HeadsView<const T> v, HeadsView<const T> out, const acc_t<T>* lse,
+                        const AttentionShape& shape);
+
+}  // namespace trident::kernels::cpu

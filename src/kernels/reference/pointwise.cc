@@ -1,0 +1,48 @@
+#include "kernels/reference/pointwise.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace trident::reference {
+namespace {
+
+template <class Fn>
+Array map(const Array& x, Fn fn) {
+  Array out(x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = fn(x[i]);
+  return out;
+}
+
+}  // namespace
+
+Array exp(const Array& x) {
+  return map(x, [](double v) { return std::exp(v); });
+}
+Array log(const Array& x) {
+  return map(x, [](double v) { return std::log(v); });
+}
+Array tanh(const Array& x) {
+  return map(x, [](double v) { return std::tanh(v); });
+}
+Array sqrt(const Array& x) {
+  return map(x, [](double v) { return std::sqrt(v); });
+}
+Array pow(const Array& x, double exponent) {
+  return map(x, [exponent](double v) { return std::pow(v, exponent); });
+}
+
+Array gelu_tanh(const Array& x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  return map(x,
+             [k](double v) { return 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))); });
+}
+
+Array gelu(const Array& x) {
+  return map(x, [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2)); });
+}
+
+Array silu(const Array& x) {
+  return map(x, [](double v) { return v / (1.0 + std::exp(-v)); });
+}
+
+}  // namespace trident::reference

@@ -1,0 +1,28 @@
+// GPT-2's shape: every size comes from here (the [model] section of a training config).
+#pragma once
+
+#include <cstdint>
+
+#include "core/options.h"
+
+namespace trident::models::gpt2 {
+
+struct GPT2Config {
+  int64_t n_layer = 12;         // transformer blocks (L)
+  int64_t n_head = 12;          // attention heads (NH)
+  int64_t n_embd = 768;         // model width (C)
+  int64_t block_size = 1024;    // context length: the longest sequence (n_positions)
+  int64_t vocab_size = 50257;   // V
+  double dropout = 0.0;         // on embeddings, attention output and MLP output (training only)
+  double layer_norm_eps = 1e-5;
+  double init_std = 0.02;       // N(0, init_std); residual projections use init_std/sqrt(2L)
+  int64_t init_seed = 1337;     // seed of the initial weights
+
+  int64_t head_size() const { return n_embd / n_head; }
+  // Throws with a message naming the sizes if they are inconsistent.
+  void validate() const;
+
+  static const OptionTable<GPT2Config>& table();
+};
+
+}  // namespace trident::models::gpt2

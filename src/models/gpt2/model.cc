@@ -1,0 +1,112 @@
+#include "models/gpt2/model.h"
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "core/factory.h"
+#include "nn/init.h"
+
+namespace trident::models::gpt2 {
+namespace {
+
+Tensor maybe_dropout(const Tensor& x, double p, Generator* gen) {
+  return (gen != nullptr && p > 0.0) ? trident::dropout(x, p, *gen) : x;
+}
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(const GPT2Config& cfg)
+    : cfg_(cfg),
+      c_attn_(register_module("c_attn", std::make_shared<nn::Conv1D>(cfg.n_embd, 3 * cfg.n_embd))),
+      c_proj_(register_module("c_proj", std::make_shared<nn::Conv1D>(cfg.n_embd, cfg.n_embd))) {}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen) const {
+  const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, NH = cfg_.n_head, HS = C / NH;
+  const Tensor qkv = c_attn_->forward(x);  // (B,T,3C)
+  // q, k, v: (B,NH,T,HS) views into qkv; the attention kernel reads them through strides.
+  auto head_view = [&](int64_t which) {
+    return trident::transpose(trident::view(trident::narrow(qkv, 2, which * C, C), {B, T, NH, HS}), 1, 2);
+  };
+  // Tokens-first output: merging heads back into (B,T,C) is a free view.
+  // See Note [Attention output layout] in ops/attention.h.
+  const Tensor y = trident::attention(head_view(0), head_view(1), head_view(2), /*causal=*/true,
+                                      std::nullopt, ops::AttentionOutputLayout::kTokensFirst);
+  const Tensor merged = trident::view(trident::transpose(y, 1, 2), {B, T, C});
+  return maybe_dropout(c_proj_->forward(merged), cfg_.dropout, dropout_gen);
+}
+
+MLP::MLP(const GPT2Config& cfg)
+    : cfg_(cfg),
+      c_fc_(register_module("c_fc", std::make_shared<nn::Conv1D>(cfg.n_embd, 4 * cfg.n_embd))),
+      c_proj_(register_module("c_proj", std::make_shared<nn::Conv1D>(4 * cfg.n_embd, cfg.n_embd))) {}
+
+Tensor MLP::forward(const Tensor& x, Generator* dropout_gen) const {
+  return maybe_dropout(c_proj_->forward(trident::gelu_tanh(c_fc_->forward(x))), cfg_.dropout, dropout_gen);
+}
+
+Block::Block(const GPT2Config& cfg)
+    : ln_1_(register_module("ln_1", std::make_shared<nn::LayerNorm>(cfg.n_embd, cfg.layer_norm_eps))),
+      attn_(register_module("attn", std::make_shared<CausalSelfAttention>(cfg))),
+      ln_2_(register_module("ln_2", std::make_shared<nn::LayerNorm>(cfg.n_embd, cfg.layer_norm_eps))),
+      mlp_(register_module("mlp", std::make_shared<MLP>(cfg))) {}
+
+Tensor Block::forward(const Tensor& x, Generator* dropout_gen) const {
+  const Tensor h = x + attn_->forward(ln_1_->forward(x), dropout_gen);
+  return h + mlp_->forward(ln_2_->forward(h), dropout_gen);
+}
+
+GPT2::GPT2(const GPT2Config& cfg) : cfg_(cfg), dropout_gen_(static_cast<uint64_t>(cfg.init_seed) + 1) {
+  cfg_.validate();
+  wte_ = register_module("wte", std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.n_embd));
+  wpe_ = register_module("wpe", std::make_shared<nn::Embedding>(cfg.block_size, cfg.n_embd));
+  for (int64_t i = 0; i < cfg.n_layer; ++i)
+    h_.push_back(register_module("h." + std::to_string(i), std::make_shared<Block>(cfg)));
+  ln_f_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(cfg.n_embd, cfg.layer_norm_eps));
+  init_weights();
+}
+
+void GPT2::init_weights() {
+  autograd::NoGradGuard no_grad;
+  Generator gen(static_cast<uint64_t>(cfg_.init_seed));
+  const double residual_std = cfg_.init_std / std::sqrt(2.0 * static_cast<double>(cfg_.n_layer));
+  // Registration order is fixed, so the draw order (and the weights) depend only on the seed.
+  for (auto& [name, p] : named_parameters()) {
+    const bool is_bias = name.ends_with(".bias");
+    const bool is_norm = name.find("ln_") != std::string::npos;
+    if (is_norm) {
+      nn::init_constant_(p, is_bias ? 0.0 : 1.0);
+    } else if (is_bias) {
+      nn::init_constant_(p, 0.0);
+    } else {
+      // GPT-2: residual projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2L).
+      const bool residual = name.ends_with("c_proj.weight");
+      nn::init_normal_(p, gen, 0.0, residual ? residual_std : cfg_.init_std);
+    }
+  }
+}
+
+Tensor GPT2::hidden(const Tensor& idx) const {
+  TRI_CHECK(idx.dim() == 2, "GPT2: expected token ids of shape (B, T), got ", idx.shape());
+  const int64_t T = idx.size(1);
+  TRI_CHECK(T <= cfg_.block_size, "GPT2: sequence length ", T, " exceeds the context length block_size=",
+            cfg_.block_size);
+  Generator* gen = is_training() && cfg_.dropout > 0.0 ? &dropout_gen_ : nullptr;
+  const Tensor pos = arange(T, DType::kI64);
+  Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // (B,T,C) + (T,C)
+  x = maybe_dropout(x, cfg_.dropout, gen);
+  for (const auto& block : h_) x = block->forward(x, gen);
+  return ln_f_->forward(x);
+}
+
+Tensor GPT2::forward(const Tensor& idx) const {
+  // LM head tied to wte: logits = x wte^T, one GEMM against the transposed view.
+  return trident::linear(hidden(idx), wte_->weight());
+}
+
+Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
+  const Tensor logits = forward(idx);  // (B,T,V)
+  const int64_t V = cfg_.vocab_size;
+  return trident::cross_entropy(trident::view(logits, {-1, V}), trident::reshape(targets, {-1}));
+}
+
+}  // namespace trident::models::gpt2

@@ -1,0 +1,25 @@
+#include "nn/linear.h"
+
+#include "autograd/functions.h"
+#include "core/factory.h"
+
+namespace trident::nn {
+
+Linear::Linear(int64_t in, int64_t out, bool bias, DType dtype)
+    : weight_(register_parameter("weight", zeros({out, in}, dtype))) {
+  if (bias) bias_ = register_parameter("bias", zeros({out}, dtype));
+}
+
+Tensor Linear::forward(const Tensor& x) const { return trident::linear(x, weight_, bias_); }
+
+Conv1D::Conv1D(int64_t in, int64_t out, DType dtype)
+    : weight_(register_parameter("weight", zeros({in, out}, dtype))),
+      bias_(register_parameter("bias", zeros({out}, dtype))) {}
+
+Tensor Conv1D::forward(const Tensor& x) const {
+  // linear() wants (out, in); the transposed view of (in, out) is exactly that, and BLAS
+  // reads it as a transposed operand.
+  return trident::linear(x, trident::transpose(weight_, 0, 1), bias_);
+}
+
+}  // namespace trident::nn

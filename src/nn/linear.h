@@ -1,0 +1,39 @@
+// Linear layers.
+//   Linear: y = x W^T + b with W (out, in), as torch.nn.Linear.
+//   Conv1D: y = x W + b with W (in, out), Hugging Face's GPT-2 layout, so GPT-2 checkpoints
+//           load and save without transposing. Both run as one GEMM with the bias fused;
+//           Conv1D hands BLAS the transposed view of W (no copy).
+#pragma once
+
+#include <optional>
+
+#include "core/rng.h"
+#include "nn/module.h"
+
+namespace trident::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias, DType dtype = DType::kF32);
+  Tensor forward(const Tensor& x) const;
+  const Tensor& weight() const { return weight_; }
+  const std::optional<Tensor>& bias() const { return bias_; }
+
+ private:
+  Tensor weight_;  // (out, in)
+  std::optional<Tensor> bias_;  // (out)
+};
+
+class Conv1D : public Module {
+ public:
+  Conv1D(int64_t in, int64_t out, DType dtype = DType::kF32);
+  Tensor forward(const Tensor& x) const;  // x (..., in) -> (..., out)
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }
+
+ private:
+  Tensor weight_;  // (in, out)
+  Tensor bias_;    // (out)
+};
+
+}  // namespace trident::nn

@@ -1,0 +1,28 @@
+// Normalization layers over the last dim: LayerNorm (weight 1, bias 0 at init) and RMSNorm.
+#pragma once
+
+#include "nn/module.h"
+
+namespace trident::nn {
+
+class LayerNorm : public Module {
+ public:
+  LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::kF32);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  Tensor weight_, bias_;  // (dim)
+  double eps_;
+};
+
+class RMSNorm : public Module {
+ public:
+  RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::kF32);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  Tensor weight_;  // (dim)
+  double eps_;
+};
+
+}  // namespace trident::nn

@@ -1,0 +1,111 @@
+// Attention front ends: validation, layout canonicalization (unit-stride HS dim), output
+// allocation and dtype dispatch to kernels/cpu/attention.h. Contract in ops/attention.h.
+#include "ops/attention.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include "core/factory.h"
+#include "core/views.h"
+#include "kernels/cpu/attention.h"
+#include "ops/dispatch.h"
+
+namespace trident::ops {
+namespace {
+
+using kernels::cpu::AttentionShape;
+using kernels::cpu::HeadsView;
+
+// Checks q, k, v (and names them in errors); returns the problem's sizes.
+AttentionShape check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                            std::optional<double> scale, const char* what) {
+  check_floating(q, what);
+  check_same_dtype(q, k, what);
+  check_same_dtype(q, v, what);
+  check_same_device(q, k, what);
+  check_same_device(q, v, what);
+  TRI_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, what,
+            ": expected q (B, NH, T, HS) and k, v (B, NKV, T, HS), got q ", q.shape(), ", k ",
+            k.shape(), ", v ", v.shape());
+  TRI_CHECK(k.shape() == v.shape(), what, ": k ", k.shape(), " and v ", v.shape(),
+            " must have the same shape (B, NKV, T, HS)");
+  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3), NKV = k.size(1);
+  TRI_CHECK(k.size(0) == B, what, ": q ", q.shape(), " and k ", k.shape(),
+            " have different batch sizes (dim 0)");
+  TRI_CHECK(k.size(2) == T, what, ": q ", q.shape(), " and k ", k.shape(),
+            " have different sequence lengths (dim 2); queries and keys must have the same T");
+  TRI_CHECK(k.size(3) == HS, what, ": q ", q.shape(), " and k ", k.shape(),
+            " have different head sizes (dim 3)");
+  TRI_CHECK(HS > 0, what, ": head size (dim 3) must be positive, got q ", q.shape());
+  TRI_CHECK(NKV > 0 && NH % NKV == 0, what, ": the number of kv heads NKV=", NKV, " (k ",
+            k.shape(), ") must divide the number of query heads NH=", NH, " (q ", q.shape(), ")");
+  TRI_CHECK(!scale || std::isfinite(*scale), what, ": scale must be finite, got ", *scale);
+  return AttentionShape{B, NH, NKV, T, HS, causal,
+                        scale ? *scale : 1.0 / std::sqrt(static_cast<double>(HS))};
+}
+
+// The kernels need the HS dim unit-stride; any other strides are fine.
+Tensor unit_stride_rows(const Tensor& t) {
+  return t.stride(3) == 1 || t.size(3) == 1 ? t : core::contiguous(t);
+}
+
+template <class T>
+HeadsView<T> heads(const Tensor& t) {
+  return {t.data_ptr<std::remove_const_t<T>>(), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+DType lse_dtype(DType dtype) { return dtype == DType::kF64 ? DType::kF64 : DType::kF32; }
+
+}  // namespace
+
+AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                           bool causal, std::optional<double> scale,
+                           AttentionOutputLayout layout) {
+  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, "attention");
+  const Tensor q = unit_stride_rows(q_in), k = unit_stride_rows(k_in), v = unit_stride_rows(v_in);
+  // See Note [Attention output layout].
+  const Tensor out = layout == AttentionOutputLayout::kHeadsFirst
+                         ? empty({s.B, s.NH, s.T, s.HS}, q.dtype(), q.device())
+                         : views::transpose(empty({s.B, s.T, s.NH, s.HS}, q.dtype(), q.device()), 1, 2);
+  Tensor lse = empty({s.B, s.NH, s.T}, lse_dtype(q.dtype()), q.device());
+  if (out.numel() == 0) return {out, lse};
+  dispatch_floating(q.dtype(), "attention", [&]<class T>() {
+    kernels::cpu::attention_forward<T>(heads<T>(out), lse.data_ptr<acc_t<T>>(), heads<const T>(q),
+                                       heads<const T>(k), heads<const T>(v), s);
+  });
+  return {out, lse};
+}
+
+AttentionGrads attention_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in,
+                                  const Tensor& v_in, const Tensor& out_in, const Tensor& lse,
+                                  bool causal, std::optional<double> scale) {
+  const char* what = "attention_backward";
+  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, what);
+  TRI_CHECK(dout_in.shape() == q_in.shape() && out_in.shape() == q_in.shape(), what,
+            ": dout ", dout_in.shape(), " and out ", out_in.shape(), " must have q's shape ",
+            q_in.shape());
+  check_same_dtype(q_in, dout_in, what);
+  check_same_dtype(q_in, out_in, what);
+  TRI_CHECK(lse.shape() == Shape({s.B, s.NH, s.T}) && lse.dtype() == lse_dtype(q_in.dtype()) &&
+                lse.is_contiguous(),
+            what, ": lse must be the forward's contiguous (B, NH, T) = (", s.B, ", ", s.NH, ", ",
+            s.T, ") ", lse_dtype(q_in.dtype()), " logsumexp, got ", lse.str());
+  const Tensor q = unit_stride_rows(q_in), k = unit_stride_rows(k_in), v = unit_stride_rows(v_in);
+  const Tensor dout = unit_stride_rows(dout_in), out = unit_stride_rows(out_in);
+  AttentionGrads g{empty(q.shape(), q.dtype(), q.device()), empty(k.shape(), k.dtype(), k.device()),
+                   empty(v.shape(), v.dtype(), v.device())};
+  if (q.numel() == 0) {
+    fill_(g.dk, 0.0);  // no query reads any key: zero gradients
+    fill_(g.dv, 0.0);
+    return g;
+  }
+  dispatch_floating(q.dtype(), what, [&]<class T>() {
+    kernels::cpu::attention_backward<T>(heads<T>(g.dq), heads<T>(g.dk), heads<T>(g.dv),
+                                        heads<const T>(dout), heads<const T>(q), heads<const T>(k),
+                                        heads<const T>(v), heads<const T>(out),
+                                        lse.data_ptr<acc_t<T>>(), s);
+  });
+  return g;
+}
+
+}  // namespace trident::ops

@@ -1,0 +1,52 @@
+// Fused scaled-dot-product attention (no autograd): validation, layouts and dtype dispatch
+// for the tiled kernels in kernels/cpu/attention.h.
+//   attention(q, k, v): q (B, NH, T, HS), k and v (B, NKV, T, HS) with NKV dividing NH
+//     (grouped-query attention: query head h reads kv head h / (NH / NKV)) ->
+//     out (B, NH, T, HS) = softmax(scale * q k^T + causal mask) v, with
+//     scale = 1/sqrt(HS) unless given; plus the logsumexp (B, NH, T) of every score row,
+//     f32 (f64 for f64 inputs), that attention_backward needs.
+//     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
+//     scale=scale, enable_gqa=True) computes the same.
+// q, k, v may be any strided views (e.g. slices of a (B, T, 3, NH, HS) projection,
+// permuted) as long as the HS dim is unit-stride; they are not copied then (otherwise they
+// are made contiguous first). Not supported: dropout, arbitrary masks, different query and
+// key lengths, a value head size different from HS.
+#pragma once
+
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace trident::ops {
+
+// Note [Attention output layout]
+// The output's shape is (B, NH, T, HS) either way; the layout picks its memory order.
+// kHeadsFirst: contiguous (B, NH, T, HS), what torch returns.
+// kTokensFirst: (B, T, NH, HS) in memory, so out.transpose(1, 2) is contiguous and merging
+//   the heads back into (B, T, C = NH * HS), which every transformer does next, is a free
+//   view instead of a (B, T, C) copy (and one less activation kept alive for backward).
+//   The kernel writes rows through strides, so this costs nothing.
+enum class AttentionOutputLayout { kHeadsFirst, kTokensFirst };
+
+struct AttentionForward {
+  Tensor out;  // (B, NH, T, HS)
+  Tensor lse;  // (B, NH, T), contiguous, cached for attention_backward
+};
+
+AttentionForward attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                           std::optional<double> scale = std::nullopt,
+                           AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst);
+
+struct AttentionGrads {
+  Tensor dq;  // (B, NH, T, HS), contiguous
+  Tensor dk;  // (B, NKV, T, HS), contiguous
+  Tensor dv;  // (B, NKV, T, HS), contiguous
+};
+
+// Gradients of attention(q, k, v, causal, scale) given the upstream gradient dout
+// (B, NH, T, HS), the forward's output `out` and its lse.
+AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor& out, const Tensor& lse,
+                                  bool causal, std::optional<double> scale = std::nullopt);
+
+}  // namespace trident::ops

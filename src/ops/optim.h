@@ -1,0 +1,23 @@
+// Optimizer primitives (no autograd): in-place parameter updates and gradient norms.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/cpu/adamw.h"
+
+namespace trident::ops {
+
+// One AdamW update of `param` (contiguous) from `grad`; m and v are f32 state of the same
+// shape. Bumps param's version.
+void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                   const kernels::cpu::AdamWStep& step);
+
+// Sum of squares of every element of every tensor, accumulated in double in a fixed order
+// (independent of the thread count).
+double sum_of_squares(const std::vector<Tensor>& tensors);
+
+// t *= scale in place (any floating dtype, contiguous).
+void scale_(const Tensor& t, double scale);
+
+}  // namespace trident::ops

@@ -1,0 +1,47 @@
+#include "train/metrics.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+namespace trident::train {
+
+StatusOr<MetricsWriter> MetricsWriter::open(const std::string& path) {
+  if (path.empty()) return MetricsWriter(nullptr);
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) return Status::io_error("cannot open metrics file '" + path + "': " + std::strerror(errno));
+  return MetricsWriter(f);
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+// JSON has no NaN/Infinity: write null so every line stays parseable.
+static void put_number(std::FILE* f, const char* key, double v, bool last = false) {
+  if (std::isfinite(v)) std::fprintf(f, "\"%s\": %.9g%s", key, v, last ? "" : ", ");
+  else std::fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
+}
+
+void MetricsWriter::write_step(const StepMetrics& m) {
+  if (file_ == nullptr) return;
+  std::fprintf(file_, "{\"step\": %lld, ", static_cast<long long>(m.step));
+  put_number(file_, "loss", m.loss);
+  put_number(file_, "lr", m.lr);
+  put_number(file_, "grad_norm", m.grad_norm);
+  put_number(file_, "tokens_per_s", m.tokens_per_s);
+  put_number(file_, "elapsed_s", m.elapsed_s, true);
+  std::fprintf(file_, "}\n");
+  std::fflush(file_);
+}
+
+void MetricsWriter::write_eval(int64_t step, double val_loss) {
+  if (file_ == nullptr) return;
+  std::fprintf(file_, "{\"step\": %lld, ", static_cast<long long>(step));
+  put_number(file_, "val_loss", val_loss, true);
+  std::fprintf(file_, "}\n");
+  std::fflush(file_);
+}
+
+}  // namespace trident::train

@@ -1,0 +1,38 @@
+// Training metrics: one JSON object per line (JSONL) per step and per evaluation, flushed as
+// written so a crashed run keeps every completed step. Written by the training loop only.
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+
+namespace trident::train {
+
+struct StepMetrics {
+  int64_t step = 0;          // 1-based: the number of optimizer steps completed
+  double loss = 0.0;         // mean training loss over the step's micro-batches
+  double lr = 0.0;
+  double grad_norm = 0.0;    // global norm before clipping
+  double tokens_per_s = 0.0; // this step's throughput
+  double elapsed_s = 0.0;    // since the run (or resume) started
+};
+
+class MetricsWriter {
+ public:
+  // Appends to `path` (creating it). An empty path writes nothing.
+  static StatusOr<MetricsWriter> open(const std::string& path);
+  MetricsWriter(MetricsWriter&& other) noexcept : file_(std::exchange(other.file_, nullptr)) {}
+  MetricsWriter(const MetricsWriter&) = delete;
+  ~MetricsWriter();
+
+  void write_step(const StepMetrics& m);
+  void write_eval(int64_t step, double val_loss);
+
+ private:
+  explicit MetricsWriter(std::FILE* file) : file_(file) {}
+  std::FILE* file_;
+};
+
+}  // namespace trident::train

@@ -1,0 +1,62 @@
+#include "train/train_config.h"
+
+namespace trident::train {
+
+const OptionTable<DataOptions>& DataOptions::table() {
+  static const auto t =
+      OptionTable<DataOptions>("data", "Token files, tokenizer and batching")
+          .add("train_file", &DataOptions::train_file, "training tokens (uint16, nanoGPT's train.bin format)")
+          .add("val_file", &DataOptions::val_file, "validation tokens (uint16)")
+          .add("tokenizer", &DataOptions::tokenizer, "tokenizer used to prepare the data", {"gpt2", "byte"})
+          .add("vocab_dir", &DataOptions::vocab_dir,
+               "GPT-2 vocabulary directory (vocab.json + merges.txt); empty: search the usual places")
+          .add("batch_size", &DataOptions::batch_size, "sequences per micro-batch (B)", Range::at_least(1))
+          .add("seq_len", &DataOptions::seq_len, "tokens per sequence (T); <= model.block_size", Range::at_least(1))
+          .add("grad_accum_steps", &DataOptions::grad_accum_steps, "micro-batches per optimizer step",
+               Range::at_least(1))
+          .add("sampler", &DataOptions::sampler, "batch order", {"random", "sequential"})
+          .add("seed", &DataOptions::seed, "random sampler seed", Range::non_negative());
+  return t;
+}
+
+const OptionTable<TrainOptions>& TrainOptions::table() {
+  static const auto t =
+      OptionTable<TrainOptions>("train", "The training run")
+          .add("steps", &TrainOptions::steps, "optimizer steps in the run", Range::at_least(1))
+          .add("eval_interval", &TrainOptions::eval_interval, "evaluate every N steps (0: at the end only)",
+               Range::non_negative())
+          .add("eval_batches", &TrainOptions::eval_batches, "validation batches per evaluation", Range::at_least(1))
+          .add("log_interval", &TrainOptions::log_interval, "log line every N steps when not on a terminal",
+               Range::at_least(1))
+          .add("checkpoint_interval", &TrainOptions::checkpoint_interval,
+               "save a checkpoint every N steps (0: at the end only)", Range::non_negative())
+          .add("checkpoint_keep", &TrainOptions::checkpoint_keep, "complete checkpoints to keep", Range::at_least(1))
+          .add("out_dir", &TrainOptions::out_dir, "directory for checkpoints and metrics.jsonl")
+          .add("init_from", &TrainOptions::init_from, "safetensors weights to start from (Hugging Face GPT-2 names)")
+          .add("resume", &TrainOptions::resume, "continue from the latest checkpoint in out_dir, if one exists")
+          .add("threads", &TrainOptions::threads, "CPU threads (0: all cores)", Range::non_negative());
+  return t;
+}
+
+void TrainConfig::bind(config::ConfigTree& tree) {
+  tree.bind(model);
+  tree.bind(data);
+  tree.bind(optim);
+  tree.bind(lr_schedule);
+  tree.bind(train);
+}
+
+void TrainConfig::validate() const {
+  model.validate();
+  TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
+            ") must not exceed model.block_size (", model.block_size, ")");
+  TRI_CHECK(model.vocab_size <= 65536, "model.vocab_size (", model.vocab_size,
+            ") must fit uint16 token files (<= 65536)");
+  TRI_CHECK(lr_schedule.min_lr <= optim.lr, "lr_schedule.min_lr (", lr_schedule.min_lr,
+            ") must not exceed optim.lr (", optim.lr, ")");
+  TRI_CHECK(lr_schedule.decay_steps == 0 || lr_schedule.decay_steps > lr_schedule.warmup_steps,
+            "lr_schedule.decay_steps (", lr_schedule.decay_steps, ") must be 0 or greater than warmup_steps (",
+            lr_schedule.warmup_steps, ")");
+}
+
+}  // namespace trident::train

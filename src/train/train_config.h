@@ -1,0 +1,58 @@
+// The training configuration: one typed tree composed of each component's Options
+// ([model], [data], [optim], [lr_schedule], [train]). Every key has a default and a one-line
+// doc in its component's table; config/ConfigTree parses TOML and overrides against them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/config_tree.h"
+#include "models/gpt2/config.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+
+namespace trident::train {
+
+struct DataOptions {
+  std::string train_file = "data/train.bin";  // uint16 token file (nanoGPT format)
+  std::string val_file = "data/val.bin";
+  std::string tokenizer = "gpt2";             // "gpt2" (BPE) or "byte"
+  std::string vocab_dir = "";                 // gpt2: dir with vocab.json+merges.txt (or encoder.json+vocab.bpe)
+  int64_t batch_size = 8;                     // sequences per micro-batch (B)
+  int64_t seq_len = 256;                      // tokens per sequence (T)
+  int64_t grad_accum_steps = 1;               // micro-batches per optimizer step
+  std::string sampler = "random";             // "random" or "sequential"
+  int64_t seed = 1337;                        // random sampler seed
+  static const OptionTable<DataOptions>& table();
+};
+
+struct TrainOptions {
+  int64_t steps = 1000;             // optimizer steps in the whole run
+  int64_t eval_interval = 100;      // evaluate every this many steps (0: only at the end)
+  int64_t eval_batches = 20;        // validation batches per evaluation
+  int64_t log_interval = 10;        // plain log line every this many steps (no terminal)
+  int64_t checkpoint_interval = 0;  // save every this many steps (0: only at the end)
+  int64_t checkpoint_keep = 2;      // complete checkpoints kept in out_dir
+  std::string out_dir = "out";      // checkpoints and metrics.jsonl
+  std::string init_from = "";       // safetensors weights to start from (HF GPT-2 names)
+  bool resume = true;               // continue from the latest checkpoint in out_dir if any
+  int64_t threads = 0;              // CPU threads (0: all cores)
+  static const OptionTable<TrainOptions>& table();
+};
+
+struct TrainConfig {
+  models::gpt2::GPT2Config model;
+  DataOptions data;
+  optim::AdamWOptions optim;
+  optim::LRScheduleOptions lr_schedule;
+  TrainOptions train;
+
+  // Binds every section, in print order.
+  void bind(config::ConfigTree& tree);
+  // Cross-section checks (e.g. seq_len <= model.block_size), naming every value involved.
+  void validate() const;
+  // Tokens consumed per optimizer step.
+  int64_t tokens_per_step() const { return data.batch_size * data.seq_len * data.grad_accum_steps; }
+};
+
+}  // namespace trident::train

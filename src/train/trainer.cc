@@ -1,0 +1,296 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/functions.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "core/copy.h"
+#include "core/parallel.h"
+#include "models/gpt2/hf_names.h"
+#include "optim/clip_grad.h"
+#include "train/progress.h"
+
+namespace trident::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<checkpoint::NamedTensor> to_checkpoint_list(const std::vector<nn::NamedTensor>& in) {
+  std::vector<checkpoint::NamedTensor> out;
+  out.reserve(in.size());
+  for (const auto& [name, t] : in) out.push_back({name, t});
+  return out;
+}
+
+// Copies `src` into parameter `dst` (shape-checked, dtype-converted) without recording.
+Status assign(const std::string& what, const Tensor& dst, const Tensor& src) {
+  if (!(src.shape() == dst.shape()))
+    return Status::invalid(what + ": shape " + src.shape().str() + " does not match the model's " + dst.shape().str());
+  autograd::NoGradGuard no_grad;
+  core::copy_(dst, src);
+  return Status::ok();
+}
+
+// Fields of [model] whose values differ between two configs, as "key: a vs b" lines.
+std::string model_differences(const models::gpt2::GPT2Config& a, const models::gpt2::GPT2Config& b) {
+  std::string diffs;
+  for (const OptionField& f : models::gpt2::GPT2Config::table().fields()) {
+    const OptionValue va = f.get(&a), vb = f.get(&b);
+    if (va != vb) diffs += "\n  model." + f.key + ": checkpoint " + option_value_str(va) + ", config " + option_value_str(vb);
+  }
+  return diffs;
+}
+
+}  // namespace
+
+std::string config_to_toml(const TrainConfig& cfg) {
+  TrainConfig copy = cfg;
+  config::ConfigTree tree;
+  copy.bind(tree);
+  return tree.to_toml();
+}
+
+Status load_gpt2_weights(models::gpt2::GPT2& model, const std::string& path) {
+  auto reader = checkpoint::SafetensorsReader::open(checkpoint::default_env(), path);
+  if (!reader.is_ok()) return reader.status();
+  std::map<std::string, Tensor> params;
+  for (auto& [name, t] : model.named_parameters()) params.emplace(name, t);
+  std::set<std::string> loaded;
+  std::string unknown;
+  for (const checkpoint::SafetensorsEntry& e : reader.value().entries()) {
+    const std::optional<std::string> name = models::gpt2::parameter_name_from_hf(e.name);
+    if (!name) continue;
+    auto it = params.find(*name);
+    if (it == params.end()) {
+      unknown += (unknown.empty() ? "" : ", ") + e.name;
+      continue;
+    }
+    auto t = reader.value().load(e.name);
+    if (!t.is_ok()) return t.status();
+    Status s = assign(path + ": tensor '" + e.name + "'", it->second, t.value());
+    if (!s.is_ok()) return s;
+    loaded.insert(*name);
+  }
+  if (!unknown.empty()) return Status::invalid(path + ": tensors that are not GPT-2 parameters: " + unknown);
+  std::string missing;
+  for (const auto& [name, t] : params)
+    if (!loaded.count(name)) missing += (missing.empty() ? "" : ", ") + name;
+  if (!missing.empty()) return Status::invalid(path + ": missing parameters: " + missing);
+  return Status::ok();
+}
+
+Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {}
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg) {
+  cfg.validate();
+  std::unique_ptr<Trainer> t(new Trainer(cfg));
+  Status s = t->init();
+  if (!s.is_ok()) return s;
+  return t;
+}
+
+Status Trainer::init() {
+  if (cfg_.train.threads > 0) set_num_threads(static_cast<int>(cfg_.train.threads));
+  {
+    MemoryCategoryGuard params(MemoryCategory::kParameter);
+    model_ = std::make_unique<models::gpt2::GPT2>(cfg_.model);
+  }
+  if (!cfg_.train.init_from.empty()) {
+    Status s = load_gpt2_weights(*model_, cfg_.train.init_from);
+    if (!s.is_ok()) return s;
+  }
+  optimizer_ = std::make_unique<optim::AdamW>(model_->named_parameters(), cfg_.optim);
+  schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
+
+  auto train_file = data::TokenFile::open(cfg_.data.train_file);
+  if (!train_file.is_ok()) return train_file.status();
+  Status vs = train_file.value()->check_vocab_size(cfg_.model.vocab_size);
+  if (!vs.is_ok()) return vs;
+  const int64_t B = cfg_.data.batch_size, T = cfg_.data.seq_len;
+  if (cfg_.data.sampler == "sequential") {
+    train_sampler_ = std::make_unique<data::SequentialSampler>(train_file.value(), B, T);
+  } else {
+    train_sampler_ = std::make_unique<data::RandomSampler>(train_file.value(), B, T,
+                                                           static_cast<uint64_t>(cfg_.data.seed));
+  }
+  auto val_file = data::TokenFile::open(cfg_.data.val_file);
+  if (!val_file.is_ok()) return val_file.status();
+  val_file_ = val_file.value();
+  vs = val_file_->check_vocab_size(cfg_.model.vocab_size);
+  if (!vs.is_ok()) return vs;
+
+  if (cfg_.train.resume) {
+    auto latest = checkpoint::find_latest_checkpoint(checkpoint::default_env(), cfg_.train.out_dir);
+    if (!latest.is_ok()) return latest.status();
+    if (latest.value().has_value()) return load_checkpoint(*latest.value());
+  }
+  return Status::ok();
+}
+
+StepMetrics Trainer::train_step() {
+  const auto start = Clock::now();
+  const double lr = schedule_->lr_at(step_);
+  const int64_t accum = cfg_.data.grad_accum_steps;
+  double loss_sum = 0.0;
+  {
+    MemoryCategoryGuard activations(MemoryCategory::kActivation);
+    for (int64_t micro = 0; micro < accum; ++micro) {
+      const data::Batch batch = train_sampler_->next();
+      const Tensor loss = model_->loss(batch.inputs, batch.targets);
+      loss_sum += loss.item();
+      // The step's gradient is the mean over micro-batches.
+      autograd::backward(accum == 1 ? loss : loss * (1.0 / static_cast<double>(accum)));
+    }
+  }
+  StepMetrics m;
+  m.grad_norm = optim::clip_grad_norm_(model_->parameters(), cfg_.optim.grad_clip);
+  optimizer_->step(lr);
+  model_->zero_grad();
+  ++step_;
+  m.step = step_;
+  m.loss = loss_sum / static_cast<double>(accum);
+  m.lr = lr;
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  m.tokens_per_s = static_cast<double>(cfg_.tokens_per_step()) / seconds;
+  return m;
+}
+
+double Trainer::evaluate() {
+  autograd::NoGradGuard no_grad;
+  MemoryCategoryGuard activations(MemoryCategory::kActivation);
+  model_->eval();
+  data::SequentialSampler val(val_file_, cfg_.data.batch_size, cfg_.data.seq_len);
+  double total = 0.0;
+  for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
+    const data::Batch batch = val.batch_at(i);
+    total += model_->loss(batch.inputs, batch.targets).item();
+  }
+  model_->train();
+  return total / static_cast<double>(cfg_.train.eval_batches);
+}
+
+Status Trainer::run(int64_t until_step) {
+  const int64_t last = until_step < 0 ? cfg_.train.steps : std::min(until_step, cfg_.train.steps);
+  Status mk = checkpoint::create_dirs(checkpoint::default_env(), cfg_.train.out_dir);
+  if (!mk.is_ok()) return mk;
+  auto metrics = MetricsWriter::open(cfg_.train.out_dir + "/metrics.jsonl");
+  if (!metrics.is_ok()) return metrics.status();
+  Progress progress(cfg_.train.steps, cfg_.train.log_interval);
+  const auto run_start = Clock::now();
+  while (step_ < last) {
+    StepMetrics m = train_step();
+    m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+    metrics.value().write_step(m);
+    if (show_progress) progress.step(m);
+    if (on_step) on_step(m);
+    if (!std::isfinite(m.loss))
+      return Status::error(ErrorKind::kValue, "training loss became " + std::to_string(m.loss) + " at step " +
+                                                  std::to_string(m.step) + " (lr " + std::to_string(m.lr) + ")");
+    const bool at_end = step_ == cfg_.train.steps;
+    const int64_t ei = cfg_.train.eval_interval, ci = cfg_.train.checkpoint_interval;
+    if ((ei > 0 && step_ % ei == 0) || at_end) {
+      const double val = evaluate();
+      metrics.value().write_eval(step_, val);
+      if (show_progress) {
+        char line[128];
+        std::snprintf(line, sizeof line, "step %lld: val_loss %.4f (ppl %.2f)", static_cast<long long>(step_), val,
+                      std::exp(val));
+        progress.message(line);
+      }
+      if (on_eval) on_eval(step_, val);
+    }
+    if ((ci > 0 && step_ % ci == 0) || at_end) {
+      Status s = save_checkpoint();
+      if (!s.is_ok()) return s;
+    }
+  }
+  if (show_progress) progress.finish();
+  return Status::ok();
+}
+
+Status Trainer::save_checkpoint() {
+  checkpoint::Env* env = checkpoint::default_env();
+  Status s = checkpoint::create_dirs(env, cfg_.train.out_dir);
+  if (!s.is_ok()) return s;
+  auto writer = checkpoint::CheckpointWriter::begin(env, cfg_.train.out_dir, checkpoint::step_checkpoint_name(step_));
+  if (!writer.is_ok()) return writer.status();
+  checkpoint::CheckpointWriter& w = writer.value();
+  // "format": "pt" is what transformers' safetensors loader expects.
+  if (!(s = w.write_safetensors("model.safetensors", to_checkpoint_list(model_->named_parameters()),
+                                {{"format", "pt"}})).is_ok())
+    return s;
+  if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(optimizer_->state()))).is_ok()) return s;
+  const data::SamplerState sampler = train_sampler_->state();
+  const Generator& gen = model_->dropout_generator();
+  nlohmann::json state = {
+      {"step", step_},
+      {"optimizer_step", optimizer_->step_count()},
+      {"sampler", {{"kind", cfg_.data.sampler}, {"seed", sampler.seed}, {"position", sampler.position}}},
+      {"dropout_rng", {{"seed", gen.seed()}, {"offset", gen.offset()}}},
+  };
+  if (!(s = w.write_file("trainer_state.json", state.dump(2) + "\n")).is_ok()) return s;
+  if (!(s = w.write_file("config.toml", config_to_toml(cfg_))).is_ok()) return s;
+  if (!(s = w.write_file("config.json", models::gpt2::hf_config_json(cfg_.model))).is_ok()) return s;
+  auto done = w.commit();
+  if (!done.is_ok()) return done.status();
+  return checkpoint::prune_checkpoints(env, cfg_.train.out_dir, static_cast<int>(cfg_.train.checkpoint_keep));
+}
+
+Status Trainer::load_checkpoint(const std::string& dir) {
+  auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir);
+  if (!reader.is_ok()) return reader.status();
+  const checkpoint::CheckpointReader& r = reader.value();
+
+  // The architecture must match; other sections (steps, lr, ...) may change on resume.
+  auto toml = r.read_file("config.toml");
+  if (!toml.is_ok()) return toml.status();
+  TrainConfig saved;
+  config::ConfigTree tree;
+  saved.bind(tree);
+  Status s = tree.load_toml_string(toml.value(), dir + "/config.toml");
+  if (!s.is_ok()) return s;
+  const std::string diffs = model_differences(saved.model, cfg_.model);
+  if (!diffs.empty()) return Status::invalid("checkpoint " + dir + " was trained with a different model:" + diffs);
+
+  for (auto& [name, p] : model_->named_parameters()) {
+    auto t = r.load_tensor(name);
+    if (!t.is_ok()) return t.status();
+    if (!(s = assign(dir + ": parameter '" + name + "'", p, t.value())).is_ok()) return s;
+  }
+  auto state_text = r.read_file("trainer_state.json");
+  if (!state_text.is_ok()) return state_text.status();
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(state_text.value());
+    const int64_t opt_step = state.at("optimizer_step").get<int64_t>();
+    std::vector<nn::NamedTensor> opt_state;
+    for (auto& [name, p] : model_->named_parameters()) {
+      for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
+        if (!r.has_tensor(name + suffix)) continue;
+        auto t = r.load_tensor(name + suffix);
+        if (!t.is_ok()) return t.status();
+        opt_state.emplace_back(name + suffix, t.value());
+      }
+    }
+    optimizer_->load_state(opt_state, opt_step);
+    const auto& smp = state.at("sampler");
+    if (smp.at("kind").get<std::string>() != cfg_.data.sampler)
+      return Status::invalid("checkpoint " + dir + " used data.sampler = " + smp.at("kind").dump() + ", config has \"" +
+                             cfg_.data.sampler + "\"");
+    train_sampler_->restore({smp.at("seed").get<uint64_t>(), smp.at("position").get<int64_t>()});
+    const auto& rng = state.at("dropout_rng");
+    model_->dropout_generator().set_state(rng.at("seed").get<uint64_t>(), rng.at("offset").get<uint64_t>());
+    step_ = state.at("step").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::invalid(dir + "/trainer_state.json: " + e.what());
+  }
+  return Status::ok();
+}
+
+}  // namespace trident::train

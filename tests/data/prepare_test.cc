@@ -1,0 +1,123 @@
+// Preparing train.bin / val.bin from text files: documents, separators, the split, errors.
+#include "data/prepare.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "data/byte_tokenizer.h"
+#include "data/test_data.h"
+#include "data/token_file.h"
+
+namespace trident::data {
+namespace {
+
+using testing::TempDir;
+using testing::write_file;
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+std::vector<uint16_t> read_tokens(const testing::fs::path& path) {
+  auto file = TokenFile::open(path);
+  file.status().throw_if_error();
+  return {file.value()->tokens().begin(), file.value()->tokens().end()};
+}
+
+TEST(Prepare, ByteTokenizerJoinsDocumentsAndSplitsFromTheEnd) {
+  TempDir dir;
+  write_file(dir.path() / "a.txt", "abc");
+  write_file(dir.path() / "b.txt", "de");
+  auto r = prepare_token_files(
+      ByteTokenizer(), {{dir.path() / "a.txt", dir.path() / "b.txt"}, dir.path() / "out", 0.4});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r.value().documents, 2);
+  EXPECT_EQ(r.value().input_bytes, 5);
+  EXPECT_EQ(r.value().train_tokens, 3);
+  EXPECT_EQ(r.value().val_tokens, 2);
+  EXPECT_EQ(read_tokens(dir.path() / "out" / "train.bin"), (std::vector<uint16_t>{'a', 'b', 'c'}));
+  EXPECT_EQ(read_tokens(dir.path() / "out" / "val.bin"), (std::vector<uint16_t>{'d', 'e'}));
+}
+
+TEST(Prepare, Gpt2SeparatesDocumentsWithEndOfText) {
+  const Gpt2Tokenizer* gpt2 = testing::shared_gpt2();
+  if (gpt2 == nullptr) GTEST_SKIP() << testing::gpt2_missing_message();
+  TempDir dir;
+  // A literal "<|endoftext|>" inside a document is text, not the separator.
+  const std::string one = "Hello world. <|endoftext|> is text here.", two = "Second document.";
+  write_file(dir.path() / "1.txt", one);
+  write_file(dir.path() / "2.txt", two);
+  auto r =
+      prepare_token_files(*gpt2, {{dir.path() / "1.txt", dir.path() / "2.txt"}, dir.path(), 0.25});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  std::vector<TokenId> expected = gpt2->encode(one);
+  expected.push_back(50256);
+  for (TokenId id : gpt2->encode(two)) expected.push_back(id);
+  std::vector<uint16_t> got = read_tokens(r.value().train_path);
+  const std::vector<uint16_t> val = read_tokens(r.value().val_path);
+  got.insert(got.end(), val.begin(), val.end());
+  EXPECT_EQ(got, std::vector<uint16_t>(expected.begin(), expected.end()));
+  EXPECT_EQ(std::count(got.begin(), got.end(), 50256), 1);
+  EXPECT_EQ(r.value().val_tokens, std::llround(0.25 * static_cast<double>(expected.size())));
+}
+
+TEST(Prepare, TinyShakespeareGivesTiktokensTokens) {
+  const Gpt2Tokenizer* gpt2 = testing::shared_gpt2();
+  if (gpt2 == nullptr) GTEST_SKIP() << testing::gpt2_missing_message();
+  const auto text = testing::find_shared_file("shakespeare.txt");
+  if (!text) GTEST_SKIP() << "shakespeare.txt not found in ../shared/data";
+  TempDir dir;
+  auto r = prepare_token_files(*gpt2, {{*text}, dir.path(), 0.1});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r.value().train_tokens + r.value().val_tokens, 338025);  // tiktoken's count
+  EXPECT_EQ(r.value().val_tokens, 33803);
+  auto train = TokenFile::open(r.value().train_path);
+  EXPECT_TRUE(train.value()->check_vocab_size(gpt2->vocab_size()).is_ok());
+}
+
+TEST(Prepare, ErrorsNameTheFileAndTheProblem) {
+  TempDir dir;
+  write_file(dir.path() / "ok.txt", "some text");
+  write_file(dir.path() / "bad.txt", "caf\xC3");
+  const ByteTokenizer bytes;
+  auto missing = prepare_token_files(bytes, {{dir.path() / "nope.txt"}, dir.path(), 0.1});
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.status().kind(), ErrorKind::kIO);
+  EXPECT_CONTAINS(missing.status().message(), "nope.txt");
+  for (double f : {0.0, 1.0, -0.5, std::nan("")}) {
+    auto r = prepare_token_files(bytes, {{dir.path() / "ok.txt"}, dir.path(), f});
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_CONTAINS(r.status().message(), "val_fraction must be in (0, 1)");
+  }
+  auto tiny = prepare_token_files(bytes, {{dir.path() / "ok.txt"}, dir.path(), 0.01});
+  ASSERT_FALSE(tiny.is_ok());
+  EXPECT_CONTAINS(tiny.status().message(), "of 9 tokens leaves val.bin empty");
+  EXPECT_CONTAINS(prepare_token_files(bytes, {{}, dir.path(), 0.1}).status().message(),
+                  "no input files");
+
+  // A vocabulary too large for uint16 ids.
+  class BigTokenizer final : public Tokenizer {
+   public:
+    void encode_append(std::string_view, bool, std::vector<TokenId>&) const override {}
+    std::string decode(std::span<const TokenId>) const override { return ""; }
+    int64_t vocab_size() const override { return 100277; }
+    std::optional<TokenId> eot_id() const override { return std::nullopt; }
+    std::string name() const override { return "cl100k"; }
+  };
+  auto big = prepare_token_files(BigTokenizer(), {{dir.path() / "ok.txt"}, dir.path(), 0.1});
+  ASSERT_FALSE(big.is_ok());
+  EXPECT_CONTAINS(big.status().message(),
+                  "cl100k has 100277 ids, but token files store uint16 ids (at most 65536)");
+
+  const Gpt2Tokenizer* gpt2 = testing::shared_gpt2();
+  if (gpt2 == nullptr) return;
+  auto invalid = prepare_token_files(
+      *gpt2, {{dir.path() / "ok.txt", dir.path() / "bad.txt"}, dir.path(), 0.1});
+  ASSERT_FALSE(invalid.is_ok());
+  EXPECT_CONTAINS(invalid.status().message(),
+                  (dir.path() / "bad.txt").string() +
+                      ": GPT-2 tokenizer: the text is not valid UTF-8 at byte offset 3");
+}
+
+}  // namespace
+}  // namespace trident::data

@@ -1,0 +1,107 @@
+// Attention front end: error messages, the tokens-first output layout, and memory: the
+// forward must never allocate a (T, T) score matrix. Values and gradients are checked by
+// the op suite (tests/op_suite/cases_attention.cc).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/factory.h"
+#include "core/rng.h"
+#include "core/views.h"
+#include "ops/attention.h"
+
+namespace trident {
+namespace {
+
+// Runs fn, expecting a trident::Error whose message contains every one of `parts`.
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    for (const std::string& part : parts)
+      EXPECT_NE(e.message().find(part), std::string::npos)
+          << "message \"" << e.message() << "\" does not contain \"" << part << "\"";
+  }
+}
+
+TEST(AttentionOps, ShapeMismatchesNameTheShapes) {
+  const Tensor q = zeros({2, 4, 5, 8}), kv = zeros({2, 2, 5, 8});
+  expect_error([&] { ops::attention(zeros({4, 5, 8}), kv, kv, true); },
+               {"attention", "q (B, NH, T, HS)", "(4, 5, 8)"});
+  expect_error([&] { ops::attention(q, kv, zeros({2, 2, 5, 4}), true); },
+               {"attention", "k (2, 2, 5, 8)", "v (2, 2, 5, 4)", "same shape"});
+  expect_error([&] { ops::attention(q, zeros({2, 3, 5, 8}), zeros({2, 3, 5, 8}), true); },
+               {"attention", "NKV=3", "must divide", "NH=4"});
+  expect_error([&] { ops::attention(q, zeros({2, 2, 6, 8}), zeros({2, 2, 6, 8}), true); },
+               {"attention", "(2, 4, 5, 8)", "(2, 2, 6, 8)", "sequence lengths"});
+  expect_error([&] { ops::attention(q, zeros({2, 2, 5, 16}), zeros({2, 2, 5, 16}), true); },
+               {"attention", "head sizes"});
+  expect_error([&] { ops::attention(q, zeros({1, 2, 5, 8}), zeros({1, 2, 5, 8}), true); },
+               {"attention", "batch sizes"});
+}
+
+TEST(AttentionOps, RejectsBadDtypesAndScale) {
+  const Tensor q = zeros({1, 2, 3, 4}), kv = zeros({1, 2, 3, 4});
+  expect_error([&] { ops::attention(q, zeros({1, 2, 3, 4}, DType::kBF16), kv, true); },
+               {"attention", "f32", "bf16"});
+  expect_error([&] { ops::attention(zeros({1, 2, 3, 4}, DType::kI64), kv, kv, true); },
+               {"attention", "floating", "i64"});
+  expect_error([&] { ops::attention(q, kv, kv, true, std::nan("")); },
+               {"attention", "scale must be finite"});
+}
+
+TEST(AttentionOps, BackwardChecksItsSavedTensors) {
+  const Tensor q = zeros({1, 2, 3, 4}), kv = zeros({1, 2, 3, 4});
+  const ops::AttentionForward f = ops::attention(q, kv, kv, true);
+  expect_error([&] { ops::attention_backward(zeros({1, 2, 3, 5}), q, kv, kv, f.out, f.lse, true); },
+               {"attention_backward", "dout (1, 2, 3, 5)", "q's shape (1, 2, 3, 4)"});
+  expect_error([&] { ops::attention_backward(f.out, q, kv, kv, f.out, zeros({1, 2, 4}), true); },
+               {"attention_backward", "lse", "(1, 2, 3)", "(1, 2, 4)"});
+  expect_error(
+      [&] { ops::attention_backward(f.out, q, kv, kv, f.out, zeros({1, 2, 3}, DType::kF64), true); },
+      {"attention_backward", "lse", "f32", "f64"});
+}
+
+TEST(AttentionOps, TokensFirstOutputMergesHeadsWithoutACopy) {
+  Generator gen(7);
+  const Tensor q = randn({2, 3, 5, 4}, gen), k = randn({2, 3, 5, 4}, gen), v = randn({2, 3, 5, 4}, gen);
+  const Tensor heads_first = ops::attention(q, k, v, true).out;
+  const Tensor tokens_first =
+      ops::attention(q, k, v, true, std::nullopt, ops::AttentionOutputLayout::kTokensFirst).out;
+  EXPECT_TRUE(heads_first.is_contiguous());
+  EXPECT_EQ(tokens_first.shape(), Shape({2, 3, 5, 4}));
+  EXPECT_TRUE(views::transpose(tokens_first, 1, 2).is_contiguous());
+  EXPECT_EQ(to_vector<float>(heads_first), to_vector<float>(tokens_first));
+}
+
+// The point of the tiled kernels: memory linear in T. The forward holds its output (T * HS),
+// the logsumexp (T) and a few 64-row tiles per thread; the backward its three gradients and,
+// per thread, at most five (T, HS) accumulators. A (T, T) f32 score matrix would be 16 MiB.
+TEST(AttentionOps, NeverAllocatesTheScoreMatrix) {
+  const int64_t T = 2048, HS = 64;
+  const int64_t scores_bytes = T * T * static_cast<int64_t>(sizeof(float));
+  Generator gen(3);
+  const Tensor q = randn({1, 1, T, HS}, gen), k = randn({1, 1, T, HS}, gen), v = randn({1, 1, T, HS}, gen);
+  const Tensor dout = randn({1, 1, T, HS}, gen);
+  Allocator& alloc = host_allocator();
+
+  alloc.reset_peak_stats();
+  int64_t before = alloc.stats().in_use.current;
+  const ops::AttentionForward f = ops::attention(q, k, v, true);
+  const int64_t forward_peak = alloc.stats().in_use.peak - before;
+  EXPECT_LT(forward_peak, scores_bytes / 16) << "forward peak " << forward_peak << " bytes";
+
+  alloc.reset_peak_stats();
+  before = alloc.stats().in_use.current;
+  const ops::AttentionGrads g = ops::attention_backward(dout, q, k, v, f.out, f.lse, true);
+  const int64_t backward_peak = alloc.stats().in_use.peak - before;
+  EXPECT_LT(backward_peak, scores_bytes / 2) << "backward peak " << backward_peak << " bytes";
+}
+
+}  // namespace
+}  // namespace trident

@@ -1,0 +1,103 @@
+// Cross-entropy front end: error messages for bad targets, and the semantics the op suite
+// cannot check by finite differences (every row ignored, mean versus sum on known values).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/functions.h"
+#include "core/factory.h"
+#include "ops/loss.h"
+
+namespace trident {
+namespace {
+
+// Runs fn, expecting a trident::Error whose message contains every one of `parts`.
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    for (const std::string& part : parts)
+      EXPECT_NE(e.message().find(part), std::string::npos)
+          << "message \"" << e.message() << "\" does not contain \"" << part << "\"";
+  }
+}
+
+TEST(CrossEntropyOp, OutOfRangeTargetNamesValuePositionAndClasses) {
+  const Tensor logits = zeros({2, 3, 5});
+  const Tensor targets = from_vector<int64_t>({0, 4, -1, 2, 7, 9}, {2, 3});
+  expect_error([&] { ops::cross_entropy(logits, targets, -1, Reduction::kMean); },
+               {"cross_entropy", "target 7", "position (1, 1)", "5 classes", "0 <= target < 5",
+                "ignore_index = -1"});
+  const Tensor negative = from_vector<int32_t>({1, -3}, {2});
+  expect_error(
+      [&] {
+        ops::cross_entropy(zeros({2, 5}), negative, -100, Reduction::kSum);
+      },
+      {"target -3", "position (1,)", "ignore_index = -100"});
+}
+
+TEST(CrossEntropyOp, RejectsMismatchedOrNonIntegerTargets) {
+  expect_error(
+      [&] {
+        ops::cross_entropy(zeros({4, 5}), from_vector<int64_t>({0, 1, 2}, {3}), -1,
+                           Reduction::kMean);
+      },
+      {"cross_entropy", "targets of shape (3,)", "logits (4, 5)", "(4,)"});
+  expect_error(
+      [&] {
+        ops::cross_entropy(zeros({4, 5}), zeros({4}), -1, Reduction::kMean);
+      },
+      {"cross_entropy", "i32, i64 or u16", "f32"});
+  expect_error(
+      [&] {
+        ops::cross_entropy(zeros({4, 0}), from_vector<int64_t>({0, 0, 0, 0}, {4}), -1,
+                           Reduction::kMean);
+      },
+      {"cross_entropy", "no classes"});
+}
+
+TEST(CrossEntropyOp, FlattenedTargetsAreAccepted) {
+  const Tensor logits = zeros({2, 3, 4});
+  const Tensor flat = from_vector<int64_t>({0, 1, 2, 3, 0, 1}, {6});
+  EXPECT_NEAR(ops::cross_entropy(logits, flat, -1, Reduction::kMean).loss.item(), std::log(4.0),
+              1e-6);
+}
+
+// Uniform logits over V = 4: every counted row loses log 4 and has gradient
+// (1/4 - onehot) * g / count (mean) or * g (sum); the ignored row contributes nothing.
+TEST(CrossEntropyOp, IgnoredRowsAreNeitherSummedNorCounted) {
+  const Tensor targets = from_vector<int64_t>({1, -1, 2}, {3});
+  for (Reduction reduction : {Reduction::kMean, Reduction::kSum}) {
+    Tensor logits = zeros({3, 4});
+    logits.set_requires_grad(true);
+    const Tensor loss = cross_entropy(logits, targets, -1, reduction);
+    const bool mean = reduction == Reduction::kMean;
+    EXPECT_NEAR(loss.item(), (mean ? 1.0 : 2.0) * std::log(4.0), 1e-6);
+    autograd::backward(loss);
+    const double scale = mean ? 0.5 : 1.0;
+    const std::vector<double> want = {
+        0.25 * scale, -0.75 * scale, 0.25 * scale,  0.25 * scale, 0, 0, 0, 0,
+        0.25 * scale, 0.25 * scale,  -0.75 * scale, 0.25 * scale};
+    const std::vector<double> got = to_vector<double>(*logits.grad());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-7) << i;
+  }
+}
+
+// As in PyTorch: a mean over no counted rows is NaN; the gradient is zero.
+TEST(CrossEntropyOp, EveryRowIgnoredGivesNanMeanAndZeroGradient) {
+  Tensor logits = ones({2, 3});
+  logits.set_requires_grad(true);
+  const Tensor targets = from_vector<int32_t>({-1, -1}, {2});
+  const Tensor loss = cross_entropy(logits, targets);
+  EXPECT_TRUE(std::isnan(loss.item()));
+  autograd::backward(loss);
+  EXPECT_EQ(to_vector<float>(*logits.grad()), std::vector<float>(6, 0.0f));
+  EXPECT_EQ(cross_entropy(logits, targets, -1, Reduction::kSum).item(), 0.0);
+}
+
+}  // namespace
+}  // namespace trident
