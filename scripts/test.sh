@@ -5,5 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh -DTRIDENT_WERROR=ON
+# GPT-2's vocabulary for the tokenizer tests (they skip, saying so, if it cannot be fetched).
+if [ ! -f ../shared/data/gpt2/vocab.json ]; then
+  scripts/fetch-gpt2-vocab.sh build/data/gpt2 || echo "test: could not fetch GPT-2's vocabulary; tokenizer tests will skip"
+fi
 cd build
 ctest --output-on-failure -j "$(nproc)"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -18,10 +19,13 @@ std::string option_value_str(const OptionValue& v) {
         } else if constexpr (std::is_same_v<X, std::string>) {
           os << '"' << x << '"';
         } else if constexpr (std::is_same_v<X, double>) {
-          os.precision(17);
-          os << x;
+          // The shortest text that reads back as the same double (6e-4, not 0.00059999...).
+          char buf[32];
+          const auto r = std::to_chars(buf, buf + sizeof buf, x);
+          std::string text(buf, r.ptr);
           // Keep floats recognisable as floats when printed back as TOML.
-          if (std::isfinite(x) && os.str().find_first_of(".eE") == std::string::npos) os << ".0";
+          if (std::isfinite(x) && text.find_first_of(".eE") == std::string::npos) text += ".0";
+          os << text;
         } else {
           os << x;
         }

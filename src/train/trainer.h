@@ -5,7 +5,7 @@
 // A step: lr = schedule(step); for each of grad_accum_steps micro-batches, loss / accum is
 // back-propagated (gradients accumulate in .grad); clip; AdamW; zero the gradients.
 //
-// Checkpoint directory <out_dir>/step_NNNNNNNN (checkpoint/checkpoint_dir.h), files:
+// Checkpoint directory <out_dir>/step_NNNNNN (checkpoint/checkpoint_dir.h), files:
 //   model.safetensors      parameters under Hugging Face GPT-2 names
 //   optimizer.safetensors  AdamW state: "<param>.exp_avg", "<param>.exp_avg_sq" (f32)
 //   trainer_state.json     step, optimizer step, sampler state, dropout RNG state

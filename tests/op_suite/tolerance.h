@@ -10,8 +10,10 @@
 // (a backward rule that chains ops rounds several times).
 //
 // Finite differences: 4-point central differences with step h = 1e-3 have truncation error
-// O(h^4 f^(5)) ~ 1e-12 and roundoff ~ eps64 * |L| / h ~ 1e-13 |L|; we accept 1e-7 relative to
-// the gradient's magnitude, five orders above the method's error and far below any real bug.
+// O(h^4 f^(5)) ~ 1e-12 and roundoff ~ eps64 * sum|terms of L| / h; we accept 1e-7 relative to
+// the gradient's magnitude (five orders above the method's error, far below any real bug)
+// plus an absolute floor of 16 times the roundoff bound, so that a gradient that is exactly
+// zero (e.g. dq of a one-token causal attention) can be checked too.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -32,6 +34,7 @@ struct Tolerance {
   double relative;   // multiplies |r_i|
   double scaled;     // multiplies rms(r)
   std::string why;
+  double absolute = 0.0;
 
   static Tolerance for_dtype(DType dtype, int64_t reduction_length) {
     const double u = unit_roundoff(dtype);
@@ -41,8 +44,12 @@ struct Tolerance {
         << ") * rms(ref))";
     return {kRoundingsAllowed * u, kRoundingsAllowed * u * k, why.str()};
   }
-  static Tolerance finite_difference() {
-    return {1e-7, 1e-7, "1e-7 * (|ref| + rms(ref)), 4-point FD with h=1e-3"};
+  // loss_terms: sum of |upstream_i * output_i| over the outputs, the size of L's terms.
+  static Tolerance finite_difference(double loss_terms) {
+    const double floor = 16.0 * 0x1p-53 * loss_terms / kFiniteDifferenceStep;
+    std::ostringstream why;
+    why << "1e-7 * (|ref| + rms(ref)) + " << floor << " (roundoff floor), 4-point FD with h=1e-3";
+    return {1e-7, 1e-7, why.str(), floor};
   }
 };
 
@@ -62,7 +69,7 @@ inline void expect_close(const std::string& what, const reference::Array& got,
   double worst = 0.0;
   std::ostringstream first;
   for (int64_t i = 0; i < want.numel(); ++i) {
-    const double allowed = tol.relative * std::fabs(want[i]) + tol.scaled * scale;
+    const double allowed = tol.absolute + tol.relative * std::fabs(want[i]) + tol.scaled * scale;
     const double diff = std::fabs(got[i] - want[i]);
     const bool ok = diff <= allowed || (std::isnan(got[i]) && std::isnan(want[i])) ||
                     (std::isinf(want[i]) && got[i] == want[i]);
