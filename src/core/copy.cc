@@ -4,6 +4,7 @@
 
 #include "core/factory.h"
 #include "core/parallel.h"
+#include "core/shape.h"
 #include "core/views.h"
 
 namespace trident {
@@ -22,29 +23,9 @@ inline D convert(S s) {
   }
 }
 
-// Merges adjacent dims that are contiguous with each other in both tensors, so a copy of a
-// contiguous block runs as one flat loop. Returns the number of dims kept.
-int coalesce(Shape& shape, Strides& ds, Strides& ss) {
-  int n = 0;
-  for (int i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    if (n > 0 && ds[n - 1] == ds[i] * shape[i] && ss[n - 1] == ss[i] * shape[i]) {
-      shape[n - 1] *= shape[i];
-      ds[n - 1] = ds[i];
-      ss[n - 1] = ss[i];
-    } else {
-      shape[n] = shape[i];
-      ds[n] = ds[i];
-      ss[n] = ss[i];
-      ++n;
-    }
-  }
-  return n;
-}
-
 template <class D, class S>
 void copy_kernel(D* dst, const S* src, Shape shape, Strides ds, Strides ss) {
-  int nd = coalesce(shape, ds, ss);
+  const int nd = coalesce_dims(shape, ds, ss);  // a contiguous block runs as one flat loop
   if (nd == 0) {
     dst[0] = convert<D>(src[0]);
     return;

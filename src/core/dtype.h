@@ -45,3 +45,10 @@ template <> struct AccType<double> { using type = double; };
 template <class T> using acc_t = typename AccType<T>::type;
 
 }  // namespace trident
+
+// X(float) X(double) X(bf16) X(f16): applies macro X to every floating element type, for the
+// explicit instantiations of kernel templates:
+//   #define TRI_INSTANTIATE(T) template void foo_forward<T>(T*, const T*, int64_t);
+//   TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
+//   #undef TRI_INSTANTIATE
+#define TRI_FOR_EACH_FLOATING_TYPE(X) X(float) X(double) X(bf16) X(f16)

@@ -1,5 +1,6 @@
 // Dims: a small inline list of int64 used for shapes and strides (at most kMaxDims dims),
-// so creating a view never touches the heap for its metadata.
+// so creating a view never touches the heap for its metadata; and the shape arithmetic on
+// them (contiguous strides, dim normalization, broadcasting, merging contiguous dims).
 #pragma once
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace trident {
@@ -66,5 +68,29 @@ int normalize_dim(int64_t dim, int ndim, const char* what);
 
 // The broadcast of two shapes under NumPy rules; throws naming both shapes and `what`.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* what);
+
+// Merges adjacent dims of `shape` that are contiguous with each other in every one of
+// `strides` (strides[i - 1] == strides[i] * shape[i]) and drops dims of size 1, in place, so
+// a strided loop over the result has fewer, longer inner loops and visits the same elements
+// in the same order. Returns the number of dims left (0 when every dim had size 1).
+template <class... S>
+int coalesce_dims(Shape& shape, S&... strides) {
+  static_assert((std::is_same_v<S, Strides> && ...), "coalesce_dims takes Strides");
+  int n = 0;
+  for (int i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (n > 0 && ((strides[n - 1] == strides[i] * shape[i]) && ...)) {
+      shape[n - 1] *= shape[i];
+      ((strides[n - 1] = strides[i]), ...);
+    } else {
+      shape[n] = shape[i];
+      ((strides[n] = strides[i]), ...);
+      ++n;
+    }
+  }
+  shape.resize(n);
+  (strides.resize(n), ...);
+  return n;
+}
 
 }  // namespace trident

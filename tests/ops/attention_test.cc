@@ -4,30 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
-#include <string>
-#include <vector>
 
 #include "core/allocator.h"
 #include "core/factory.h"
 #include "core/rng.h"
 #include "core/views.h"
 #include "ops/attention.h"
+#include "ops/expect_error.h"
 
 namespace trident {
 namespace {
-
-// Runs fn, expecting a trident::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const std::string& part : parts)
-      EXPECT_NE(e.message().find(part), std::string::npos)
-          << "message \"" << e.message() << "\" does not contain \"" << part << "\"";
-  }
-}
 
 TEST(AttentionOps, ShapeMismatchesNameTheShapes) {
   const Tensor q = zeros({2, 4, 5, 8}), kv = zeros({2, 2, 5, 8});

@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <functional>
-#include <string>
 #include <vector>
 
 #include "autograd/functions.h"
@@ -13,21 +11,10 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "ops/embedding.h"
+#include "ops/expect_error.h"
 
 namespace trident {
 namespace {
-
-// Runs fn, expecting a trident::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const std::string& part : parts)
-      EXPECT_NE(e.message().find(part), std::string::npos)
-          << "message \"" << e.message() << "\" does not contain \"" << part << "\"";
-  }
-}
 
 TEST(EmbeddingOp, OutOfRangeIndexNamesValuePositionAndRows) {
   const Tensor w = zeros({4, 3});

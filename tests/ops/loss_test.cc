@@ -3,28 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
-#include <string>
 #include <vector>
 
 #include "autograd/functions.h"
 #include "core/factory.h"
+#include "ops/expect_error.h"
 #include "ops/loss.h"
 
 namespace trident {
 namespace {
-
-// Runs fn, expecting a trident::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const std::string& part : parts)
-      EXPECT_NE(e.message().find(part), std::string::npos)
-          << "message \"" << e.message() << "\" does not contain \"" << part << "\"";
-  }
-}
 
 TEST(CrossEntropyOp, OutOfRangeTargetNamesValuePositionAndClasses) {
   const Tensor logits = zeros({2, 3, 5});

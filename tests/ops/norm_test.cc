@@ -2,30 +2,17 @@
 // the thread count at a GPT-2-like width with many row blocks.
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <string>
 #include <vector>
 
 #include "autograd/functions.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "ops/expect_error.h"
 #include "ops/norm.h"
 
 namespace trident {
 namespace {
-
-// Runs fn, expecting a trident::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const std::string& part : parts)
-      EXPECT_NE(e.message().find(part), std::string::npos)
-          << "message \"" << e.message() << "\" does not contain \"" << part << "\"";
-  }
-}
 
 TEST(NormOps, ParameterShapeAndDtypeMismatchesNameBoth) {
   const Tensor x = zeros({4, 8});

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "autograd/functions.h"
 #include "core/factory.h"
+#include "ops/expect_error.h"
 #include "ops/pointwise.h"
 #include "ops/softmax.h"
 
@@ -19,21 +19,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Expects fn to throw an Error of `kind` whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, ErrorKind kind,
-                  const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.message();
-    for (const std::string& part : parts)
-      EXPECT_NE(e.message().find(part), std::string::npos)
-          << "message \"" << e.message() << "\" lacks \"" << part << "\"";
-    return;
-  }
-  ADD_FAILURE() << "no error thrown";
-}
 
 Tensor f32(const std::vector<float>& values) {
   return from_vector(values, Shape{static_cast<int64_t>(values.size())});

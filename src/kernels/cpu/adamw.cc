@@ -30,9 +30,9 @@ void adamw_update(T* param, const T* grad, float* m, float* v, int64_t n, const 
   });
 }
 
-template void adamw_update<float>(float*, const float*, float*, float*, int64_t, const AdamWStep&);
-template void adamw_update<double>(double*, const double*, float*, float*, int64_t, const AdamWStep&);
-template void adamw_update<bf16>(bf16*, const bf16*, float*, float*, int64_t, const AdamWStep&);
-template void adamw_update<f16>(f16*, const f16*, float*, float*, int64_t, const AdamWStep&);
+#define TRI_INSTANTIATE(T) \
+  template void adamw_update<T>(T*, const T*, float*, float*, int64_t, const AdamWStep&);
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
+#undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu

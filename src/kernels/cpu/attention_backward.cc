@@ -273,10 +273,7 @@ void attention_backward(HeadsView<T> dq, HeadsView<T> dk, HeadsView<T> dv,
                                       HeadsView<const T>, HeadsView<const T>,               \
                                       HeadsView<const T>, HeadsView<const T>,               \
                                       HeadsView<const T>, const acc_t<T>*, const AttentionShape&);
-TRI_INSTANTIATE(float)
-TRI_INSTANTIATE(double)
-TRI_INSTANTIATE(bf16)
-TRI_INSTANTIATE(f16)
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu

@@ -101,12 +101,12 @@ struct ForwardTask {
         }
         V sum{};
         for (int64_t c = 0; c < cols; ++c) {
-          const V p = exp_lanes(load(pt + c * kBr + r) - m_new);
+          const V p = exp_lanes<Acc>(load(pt + c * kBr + r) - m_new);
           store(pt + c * kBr + r, p);
           sum += p;
         }
         // m = -inf before the first tile: alpha = e^-inf = 0 (l and acc are 0 then).
-        const V a = exp_lanes(load(m + r) - m_new);
+        const V a = exp_lanes<Acc>(load(m + r) - m_new);
         store(alpha + r, a);
         store(l + r, a * load(l + r) + sum);
         store(m + r, m_new);
@@ -149,10 +149,7 @@ void attention_forward(HeadsView<T> out, acc_t<T>* lse, HeadsView<const T> q,
 #define TRI_INSTANTIATE(T)                                                                    \
   template void attention_forward<T>(HeadsView<T>, acc_t<T>*, HeadsView<const T>,             \
                                      HeadsView<const T>, HeadsView<const T>, const AttentionShape&);
-TRI_INSTANTIATE(float)
-TRI_INSTANTIATE(double)
-TRI_INSTANTIATE(bf16)
-TRI_INSTANTIATE(f16)
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu

@@ -1,5 +1,5 @@
 // Building blocks of the tiled attention kernels (attention_forward.cc, attention_backward.cc):
-// the tile sizes, a register-blocked product of small tiles, a vectorized exp, the row
+// the tile sizes, a register-blocked product of small tiles, exp on vectors, the row
 // operations of the softmax, and loading (T, HS) rows of a head into padded tiles.
 // Everything here works on tiles in the accumulation type Acc (float, or double for f64
 // inputs). Internal to kernels/cpu; it is not a general GEMM (see kernels/cpu/matmul.h).
@@ -7,13 +7,12 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
 #include "core/allocator.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace trident::kernels::cpu::attention_tile {
 
@@ -142,33 +141,15 @@ void tile_matmul(Acc* C, int64_t ldc, const Acc* A, int64_t lda, const Acc* B, i
   }
 }
 
-// e^x lane by lane. f32: Cephes' expf (Cody-Waite range reduction to |r| <= ln(2)/2, a
-// degree-7 polynomial), within 2 ulp of the true value on [-87.3, 88.3]; arguments below
-// -87.3 (-inf included) give exactly 0, above 88.3 they saturate; NaN stays NaN.
-inline Vec<float> exp_lanes(Vec<float> x) {
-  using V = Vec<float>;
-  using Mask = Simd<float>::Mask;
-  const Mask underflow = x < -87.3f;
-  x = x > 88.3f ? splat(88.3f) : x;
-  x = x < -87.3f ? splat(-87.3f) : x;
-  const V rounding = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const V n = (x * 1.44269504088896341f + rounding) - rounding;
-  const V r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  V p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const Mask exponent = (__builtin_convertvector(n, Mask) + 127) << 23;
-  const V result = p * std::bit_cast<V>(exponent);
-  return std::bit_cast<V>(std::bit_cast<Mask>(result) & ~underflow);
-}
-// f64 (run by the tests, not for speed): the C library's exp, lane by lane.
-inline Vec<double> exp_lanes(Vec<double> x) {
-  for (int l = 0; l < Simd<double>::kLanes; ++l) x[l] = std::exp(x[l]);
-  return x;
+// e^x lane by lane, with math::exp (Note [Vectorizable float math] in fast_math.h): for f32 a
+// polynomial that the lane loop turns into vector code, for f64 the C library.
+template <class Acc>
+inline Vec<Acc> exp_lanes(Vec<Acc> x) {
+  constexpr int kLanes = Simd<Acc>::kLanes;
+  Acc lane[kLanes];
+  store(lane, x);
+  for (int l = 0; l < kLanes; ++l) lane[l] = math::exp(lane[l]);
+  return load(lane);
 }
 
 // row[c] = -inf outside [begin, end), over n columns (a multiple of the lane count): the
@@ -192,7 +173,8 @@ inline void mask_outside(Acc* row, int64_t n, int64_t begin, int64_t end) {
 // row[c] = e^(row[c] - shift) over the kBc columns of a tile row.
 template <class Acc>
 inline void exp_shifted(Acc* row, Acc shift) {
-  for (int64_t c = 0; c < kBc; c += Simd<Acc>::kLanes) store(row + c, exp_lanes(load(row + c) - shift));
+  for (int64_t c = 0; c < kBc; c += Simd<Acc>::kLanes)
+    store(row + c, exp_lanes<Acc>(load(row + c) - shift));
 }
 
 // dst (rows, ld) = scale * rows [0, rows) of a head, src pointing at the first (row stride

@@ -59,32 +59,6 @@ void run(T* out, const Strides& so, const T* a, const Strides& sa, const T* b, c
   });
 }
 
-// Merges dims that are contiguous with each other in all three views (fewer, longer loops).
-int coalesce3(Shape& shape, Strides& s0, Strides& s1, Strides& s2) {
-  int n = 0;
-  for (int i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    if (n > 0 && s0[n - 1] == s0[i] * shape[i] && s1[n - 1] == s1[i] * shape[i] &&
-        s2[n - 1] == s2[i] * shape[i]) {
-      shape[n - 1] *= shape[i];
-      s0[n - 1] = s0[i];
-      s1[n - 1] = s1[i];
-      s2[n - 1] = s2[i];
-    } else {
-      shape[n] = shape[i];
-      s0[n] = s0[i];
-      s1[n] = s1[i];
-      s2[n] = s2[i];
-      ++n;
-    }
-  }
-  shape.resize(n);
-  s0.resize(n);
-  s1.resize(n);
-  s2.resize(n);
-  return n;
-}
-
 }  // namespace
 
 template <class T>
@@ -94,7 +68,7 @@ void binary_forward(BinaryOp op, T* out, const Strides& out_strides, const T* a,
   if (shape.product() == 0) return;
   Shape sh = shape;
   Strides so = out_strides, sa = a_strides, sb = b_strides;
-  coalesce3(sh, so, sa, sb);
+  coalesce_dims(sh, so, sa, sb);  // fewer, longer loops
   switch (op) {
     case BinaryOp::kAdd: return run<BinaryOp::kAdd>(out, so, a, sa, b, sb, sh);
     case BinaryOp::kSub: return run<BinaryOp::kSub>(out, so, a, sa, b, sb, sh);
@@ -127,10 +101,7 @@ void scale_shift(T* out, const T* a, double scale, double shift, int64_t n) {
                                   const T*, const Strides&, const Shape&);                     \
   template void axpby<T>(T*, const T*, const T*, double, double, int64_t);                      \
   template void scale_shift<T>(T*, const T*, double, double, int64_t);
-TRI_INSTANTIATE(float)
-TRI_INSTANTIATE(double)
-TRI_INSTANTIATE(bf16)
-TRI_INSTANTIATE(f16)
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu

@@ -38,9 +38,9 @@ void dropout_forward(T* out, const T* in, int64_t n, double p, uint64_t seed, ui
   });
 }
 
-template void dropout_forward<float>(float*, const float*, int64_t, double, uint64_t, uint64_t);
-template void dropout_forward<double>(double*, const double*, int64_t, double, uint64_t, uint64_t);
-template void dropout_forward<bf16>(bf16*, const bf16*, int64_t, double, uint64_t, uint64_t);
-template void dropout_forward<f16>(f16*, const f16*, int64_t, double, uint64_t, uint64_t);
+#define TRI_INSTANTIATE(T) \
+  template void dropout_forward<T>(T*, const T*, int64_t, double, uint64_t, uint64_t);
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
+#undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu

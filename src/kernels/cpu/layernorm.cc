@@ -1,51 +1,19 @@
 // LayerNorm kernels (see layernorm.h): rows are independent in the forward and in dx; the
-// parameter gradients sum over rows block by block.
+// parameter gradients sum over rows block by block (Note [Deterministic parameter gradients]
+// in row_blocks.h). Row sums are lane sums (Note [Lane sums] in row_reduce.h).
 #include "kernels/cpu/layernorm.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/allocator.h"
+#include "core/dtype.h"
 #include "core/parallel.h"
+#include "kernels/cpu/row_blocks.h"
+#include "kernels/cpu/row_reduce.h"
 
 namespace trident::kernels::cpu {
 namespace {
-
-// Note [Lane sums]
-// A row sum written as `s += x[j]` does not vectorize: that would reassociate floating-point
-// additions, which the compiler may not do without -ffast-math. Summing into kLanes
-// independent accumulators (lane k takes the elements j with j % kLanes == k) and adding the
-// lanes in order at the end is one fixed order that compiles to kLanes-wide vector adds. The
-// order depends only on the row length, never on threads or alignment. (rmsnorm.cc and
-// cross_entropy.cc use the same helper.)
-constexpr int kLanes = 16;
-
-template <class Acc, class Term>
-inline Acc lane_sum(int64_t n, const Term& term) {
-  Acc lane[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += term(j + k);
-  for (int k = 0; j + k < n; ++k) lane[k] += term(j + k);
-  Acc sum = 0;
-  for (int k = 0; k < kLanes; ++k) sum += lane[k];
-  return sum;
-}
-
-// Rows per parallel chunk: enough elements that a chunk outweighs its scheduling.
-int64_t row_grain(int64_t C) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1));
-}
-
-// Note [Deterministic parameter gradients]
-// dweight and dbias are sums over all N rows. The rows are cut into blocks whose size depends
-// only on N (at least kMinBlockRows rows, at most kMaxBlocks blocks). One thread handles a
-// whole block: it computes dx for the block's rows and adds their contributions, in row
-// order, to the block's own slot of a scratch buffer. The slots are then added in block
-// order. No atomics and no per-thread buffers, so the bits do not depend on the thread count,
-// and the scratch is at most kMaxBlocks x C doubles per gradient.
-constexpr int64_t kMinBlockRows = 8;
-constexpr int64_t kMaxBlocks = 64;
 
 template <bool kWeight, bool kBias, class T>
 void forward_rows(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* x, const T* weight,
@@ -75,18 +43,6 @@ void forward_rows(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* x, const T* w
   });
 }
 
-// Adds the per-block partials (blocks x C, block-major) in block order into grad (C).
-template <class T>
-void sum_blocks(T* grad, double* partial, int64_t blocks, int64_t C) {
-  parallel_for(0, C, 4096, [&](int64_t cb, int64_t ce) {
-    for (int64_t b = 1; b < blocks; ++b) {
-      const double* p = partial + b * C;
-      for (int64_t j = cb; j < ce; ++j) partial[j] += p[j];
-    }
-    for (int64_t j = cb; j < ce; ++j) grad[j] = static_cast<T>(partial[j]);
-  });
-}
-
 template <bool kWeight, class T>
 void backward_rows(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight,
                    const acc_t<T>* mean, const acc_t<T>* rstd, int64_t N, int64_t C) {
@@ -97,9 +53,9 @@ void backward_rows(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const
     if (dbias) std::fill(dbias, dbias + C, static_cast<T>(0.0));
     return;
   }
-  // Row blocks and their partial sums: Note [Deterministic parameter gradients].
-  const int64_t block_rows = std::max(kMinBlockRows, (N + kMaxBlocks - 1) / kMaxBlocks);
-  const int64_t blocks = (N + block_rows - 1) / block_rows;
+  // Row blocks and their partial sums: Note [Deterministic parameter gradients] (row_blocks.h).
+  const RowBlocks row_block = row_blocks(N);
+  const int64_t block_rows = row_block.rows, blocks = row_block.count;
   const int64_t n_partials = (dweight ? 1 : 0) + (dbias ? 1 : 0);
   DataPtr scratch;
   double* partial_w = nullptr;
@@ -182,10 +138,7 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, 
                                      int64_t, int64_t, double);                                  \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const acc_t<T>*, \
                                       const acc_t<T>*, int64_t, int64_t);
-TRI_INSTANTIATE_LAYERNORM(float)
-TRI_INSTANTIATE_LAYERNORM(double)
-TRI_INSTANTIATE_LAYERNORM(bf16)
-TRI_INSTANTIATE_LAYERNORM(f16)
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE_LAYERNORM)
 #undef TRI_INSTANTIATE_LAYERNORM
 
 }  // namespace trident::kernels::cpu

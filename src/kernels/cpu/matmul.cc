@@ -7,6 +7,7 @@
 
 #include "core/allocator.h"
 #include "core/check.h"
+#include "core/dtype.h"
 #include "core/half.h"
 #include "core/parallel.h"
 
@@ -143,10 +144,7 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
                         const T*, int64_t, float, T*, int64_t);                                 \
   template void gemm_serial<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t, \
                                const T*, int64_t, float, T*, int64_t);
-TRI_INSTANTIATE(float)
-TRI_INSTANTIATE(double)
-TRI_INSTANTIATE(bf16)
-TRI_INSTANTIATE(f16)
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu

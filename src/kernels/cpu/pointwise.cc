@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/parallel.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -212,10 +213,7 @@ void silu_backward(T* dx, const T* dy, const T* x, int64_t n) {
   template void gelu_tanh_backward<T>(T*, const T*, const T*, int64_t);   \
   template void gelu_backward<T>(T*, const T*, const T*, int64_t);        \
   template void silu_backward<T>(T*, const T*, const T*, int64_t);
-TRI_INSTANTIATE(float)
-TRI_INSTANTIATE(double)
-TRI_INSTANTIATE(bf16)
-TRI_INSTANTIATE(f16)
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu

@@ -113,9 +113,9 @@ void sum_forward(T* out, const T* in, const Shape& shape, const Strides& strides
   });
 }
 
-template void sum_forward<float>(float*, const float*, const Shape&, const Strides&, const bool*, double);
-template void sum_forward<double>(double*, const double*, const Shape&, const Strides&, const bool*, double);
-template void sum_forward<bf16>(bf16*, const bf16*, const Shape&, const Strides&, const bool*, double);
-template void sum_forward<f16>(f16*, const f16*, const Shape&, const Strides&, const bool*, double);
+#define TRI_INSTANTIATE(T) \
+  template void sum_forward<T>(T*, const T*, const Shape&, const Strides&, const bool*, double);
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
+#undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu

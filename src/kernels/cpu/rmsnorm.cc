@@ -1,38 +1,19 @@
 // RMSNorm kernels (see rmsnorm.h): rows are independent in the forward and in dx; dweight
-// sums over rows block by block, as layernorm.cc does.
+// sums over rows block by block, as layernorm.cc does (Note [Deterministic parameter
+// gradients] in row_blocks.h). Row sums are lane sums (Note [Lane sums] in row_reduce.h).
 #include "kernels/cpu/rmsnorm.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/allocator.h"
+#include "core/dtype.h"
 #include "core/parallel.h"
+#include "kernels/cpu/row_blocks.h"
+#include "kernels/cpu/row_reduce.h"
 
 namespace trident::kernels::cpu {
 namespace {
-
-// Fixed-order vectorizable row sum: see Note [Lane sums] in layernorm.cc.
-constexpr int kLanes = 16;
-
-template <class Acc, class Term>
-inline Acc lane_sum(int64_t n, const Term& term) {
-  Acc lane[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += term(j + k);
-  for (int k = 0; j + k < n; ++k) lane[k] += term(j + k);
-  Acc sum = 0;
-  for (int k = 0; k < kLanes; ++k) sum += lane[k];
-  return sum;
-}
-
-int64_t row_grain(int64_t C) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1));
-}
-
-// Row blocks of the weight gradient: Note [Deterministic parameter gradients] in layernorm.cc.
-constexpr int64_t kMinBlockRows = 8;
-constexpr int64_t kMaxBlocks = 64;
 
 template <bool kWeight, class T>
 void forward_rows(T* out, acc_t<T>* rstd, const T* x, const T* weight, int64_t N, int64_t C,
@@ -68,8 +49,9 @@ void backward_rows(T* dx, T* dweight, const T* dout, const T* x, const T* weight
     if (dweight) std::fill(dweight, dweight + C, static_cast<T>(0.0));
     return;
   }
-  const int64_t block_rows = std::max(kMinBlockRows, (N + kMaxBlocks - 1) / kMaxBlocks);
-  const int64_t blocks = (N + block_rows - 1) / block_rows;
+  // Row blocks and their partial sums: Note [Deterministic parameter gradients] (row_blocks.h).
+  const RowBlocks row_block = row_blocks(N);
+  const int64_t block_rows = row_block.rows, blocks = row_block.count;
   DataPtr scratch;
   double* partial_w = nullptr;
   if (dweight) {
@@ -105,15 +87,7 @@ void backward_rows(T* dx, T* dweight, const T* dout, const T* x, const T* weight
       }
     }
   });
-  if (!dweight) return;
-  // Partials added in block order.
-  parallel_for(0, C, 4096, [&](int64_t cb, int64_t ce) {
-    for (int64_t b = 1; b < blocks; ++b) {
-      const double* p = partial_w + b * C;
-      for (int64_t j = cb; j < ce; ++j) partial_w[j] += p[j];
-    }
-    for (int64_t j = cb; j < ce; ++j) dweight[j] = static_cast<T>(partial_w[j]);
-  });
+  if (dweight) sum_blocks(dweight, partial_w, blocks, C);
 }
 
 }  // namespace
@@ -141,10 +115,7 @@ void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* wei
   template void rmsnorm_forward<T>(T*, acc_t<T>*, const T*, const T*, int64_t, int64_t, double); \
   template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const acc_t<T>*,       \
                                     int64_t, int64_t);
-TRI_INSTANTIATE_RMSNORM(float)
-TRI_INSTANTIATE_RMSNORM(double)
-TRI_INSTANTIATE_RMSNORM(bf16)
-TRI_INSTANTIATE_RMSNORM(f16)
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE_RMSNORM)
 #undef TRI_INSTANTIATE_RMSNORM
 
 }  // namespace trident::kernels::cpu

@@ -5,7 +5,8 @@
 
 #include "core/dtype.h"
 #include "core/parallel.h"
-#include "kernels/cpu/pointwise.h"
+#include "kernels/cpu/fast_math.h"
+#include "kernels/cpu/row_reduce.h"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -13,41 +14,8 @@ namespace {
 // Elements per parallel chunk: enough work to be worth waking a thread.
 constexpr int64_t kGrain = 16384;
 
-// Note [Lane-parallel row reductions]
-// A sum or max along a contiguous row is a loop-carried dependency, which g++ will not
-// vectorize without -ffast-math (reassociating a float sum changes its rounding). So rows
-// are reduced into kLanes interleaved partials (element i goes to partial i % kLanes),
-// which the compiler turns into vector adds, and the partials are combined left to right
-// at the end. The order depends only on n, so the result is the same on every thread
-// count, and the partial sums also make the rounding error grow more slowly with n.
-constexpr int kLanes = 16;
-
-template <class Acc, class Fn>
-Acc lane_max(int64_t n, const Fn& term) {
-  Acc lane[kLanes];
-  std::fill(lane, lane + kLanes, -std::numeric_limits<Acc>::infinity());
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] = std::max(lane[j], term(i + j));
-  for (int j = 0; i < n; ++i, ++j) lane[j] = std::max(lane[j], term(i));
-  Acc m = lane[0];
-  for (int j = 1; j < kLanes; ++j) m = std::max(m, lane[j]);
-  return m;
-}
-
-template <class Acc, class Fn>
-Acc lane_sum(int64_t n, const Fn& term) {
-  Acc lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] += term(i + j);
-  for (int j = 0; i < n; ++i, ++j) lane[j] += term(i);
-  Acc s = lane[0];
-  for (int j = 1; j < kLanes; ++j) s += lane[j];
-  return s;
-}
-
-// inner == 1: one contiguous row of n per item.
+// inner == 1: one contiguous row of n per item, reduced in lanes (Note [Lane sums] in
+// row_reduce.h).
 template <bool kLog, class T>
 void forward_rows(T* y, const T* x, int64_t rows, int64_t n) {
   using Acc = acc_t<T>;
@@ -213,10 +181,7 @@ void log_softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t
   template void log_softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t);        \
   template void softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t); \
   template void log_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);
-TRI_INSTANTIATE(float)
-TRI_INSTANTIATE(double)
-TRI_INSTANTIATE(bf16)
-TRI_INSTANTIATE(f16)
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 
 }  // namespace trident::kernels::cpu
