@@ -97,6 +97,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg) {
 
 Status Trainer::init() {
   if (cfg_.train.threads > 0) set_num_threads(static_cast<int>(cfg_.train.threads));
+  set_flush_denormals(cfg_.train.flush_denormals);
   {
     MemoryCategoryGuard params(MemoryCategory::kParameter);
     model_ = std::make_unique<models::gpt2::GPT2>(cfg_.model);

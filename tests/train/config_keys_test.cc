@@ -20,7 +20,8 @@ TEST(TrainConfigKeys, AreFrozen) {
       "optim.lr", "optim.beta1", "optim.beta2", "optim.eps", "optim.weight_decay", "optim.grad_clip",
       "lr_schedule.shape", "lr_schedule.warmup_steps", "lr_schedule.decay_steps", "lr_schedule.min_lr",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
-      "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads"};
+      "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads",
+      "train.flush_denormals"};
   EXPECT_EQ(tree.keys(), expected);
 }
 
