@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace trident::train {
@@ -23,7 +24,10 @@ std::string Progress::bar(const StepMetrics& m) const {
   constexpr int kWidth = 24;
   const double frac = total_ > 0 ? static_cast<double>(m.step) / static_cast<double>(total_) : 1.0;
   const int filled = static_cast<int>(frac * kWidth);
-  std::string b = "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
+  std::string b(kWidth + 2, '.');
+  b.front() = '[';
+  b.back() = ']';
+  std::fill_n(b.begin() + 1, filled, '#');
   const double per_step = m.step > 0 ? m.elapsed_s / static_cast<double>(m.step) : 0.0;
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s step %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s | ETA %s", b.c_str(),
