@@ -73,7 +73,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   return out;
 }
 
-std::vector<Tensor> split(const Tensor& x, int64_t chunk, int64_t dim) {
+std::vector<Tensor> split_chunks(const Tensor& x, int64_t chunk, int64_t dim) {
   TRI_CHECK(x.dim() >= 1, "split: cannot split a zero-dimensional tensor (shape ", x.shape(), ")");
   const int d = normalize_dim(dim, x.dim(), "split");
   TRI_CHECK(chunk > 0, "split: chunk size must be > 0, got ", chunk);

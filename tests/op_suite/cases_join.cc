@@ -43,7 +43,7 @@ void split_chunk_case(const char* name, InputSpec x, int64_t chunk, std::vector<
                       int64_t dim) {
   add_case(OpCase("split", name)
                .input(std::move(x))
-               .forward([=](const TensorList& x) { return trident::split(x[0], chunk, dim); })
+               .forward([=](const TensorList& x) { return trident::split_chunks(x[0], chunk, dim); })
                .reference([=](const Arrays& x) { return split_reference(x[0], sizes, dim); })
                .dtypes(kJoinTypes));
 }

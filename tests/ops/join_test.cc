@@ -30,12 +30,12 @@ TEST(JoinOp, SplitChecksSizes) {
   expect_error([&] { ops::split(x, std::vector<int64_t>{2, 3}, 1); },
                {"split", "sizes [2, 3] sum to 5", "dim 1", "(4, 6)", "size 6"});
   expect_error([&] { ops::split(x, std::vector<int64_t>{5, -1}, 0); }, {"size -1 at position 1"});
-  expect_error([&] { ops::split(x, int64_t{0}, 0); }, {"chunk size must be > 0, got 0"});
+  expect_error([&] { ops::split_chunks(x, 0, 0); }, {"chunk size must be > 0, got 0"});
 }
 
 TEST(JoinOp, SplitReturnsViewsAndConcatCopies) {
   const Tensor x = arange(12, DType::kI64);
-  const std::vector<Tensor> pieces = ops::split(views::view(x, {3, 4}), int64_t{3}, 1);
+  const std::vector<Tensor> pieces = ops::split_chunks(views::view(x, {3, 4}), 3, 1);
   ASSERT_EQ(pieces.size(), 2u);
   EXPECT_EQ(pieces[1].shape(), (Shape{3, 1}));
   EXPECT_TRUE(pieces[0].shares_storage_with(x));

@@ -49,8 +49,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   return record_split(x, ops::split(x, sizes, dim), dim);
 }
 
-std::vector<Tensor> split(const Tensor& x, int64_t chunk, int64_t dim) {
-  return record_split(x, ops::split(x, chunk, dim), dim);
+std::vector<Tensor> split_chunks(const Tensor& x, int64_t chunk, int64_t dim) {
+  return record_split(x, ops::split_chunks(x, chunk, dim), dim);
 }
 
 }  // namespace trident

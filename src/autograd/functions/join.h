@@ -19,6 +19,6 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 // Pieces of the given sizes along dim (they must sum to x.size(dim)).
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 // Pieces of `chunk` elements along dim, the last one shorter if chunk does not divide it.
-std::vector<Tensor> split(const Tensor& x, int64_t chunk, int64_t dim);
+std::vector<Tensor> split_chunks(const Tensor& x, int64_t chunk, int64_t dim);
 
 }  // namespace trident
