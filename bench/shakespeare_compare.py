@@ -12,7 +12,9 @@ one after the other (so each has the cores to itself), with the sequential sampl
 
 Prints the validation-loss curves side by side as a markdown table, the final losses and each
 side's training throughput (tokens/s, evaluation excluded), and writes everything as JSON to
-<work>/summary.json. Needs shared/data (shakespeare.txt and gpt2/): prints a message and exits
+<work>/summary.json. The PyTorch side (about twice trident's time) checkpoints every 100 steps into
+<work>/torch_checkpoint.pt and continues from there when the script is run again with the same
+--work. Needs shared/data (shakespeare.txt and gpt2/): prints a message and exits
 0 without it. Python: stdlib here; the PyTorch side needs torch + numpy (Debian's python3-torch).
 
     bench/shakespeare_compare.py --trident build/apps/trident            # the full run
@@ -31,11 +33,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_SCRIPT = os.path.join(REPO, "tests", "parity", "gpt2_torch.py")
 
 
-def run(cmd, env, log_path=None):
+def run(cmd, env, log_path=None, log_mode="w"):
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     t0 = time.time()
     if log_path:
-        with open(log_path, "w") as log:
+        with open(log_path, log_mode) as log:
             # stdout goes to the log; stderr (progress) to the log and the terminal. Both
             # writers share the file offset, so lines interleave and never overwrite.
             p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.PIPE, text=True)
@@ -163,8 +165,10 @@ def main():
             "--min-lr", repr(args.min_lr), "--warmup", str(args.warmup), "--decay-steps", str(args.steps),
             "--beta1", "0.9", "--beta2", "0.95", "--eps", "1e-8", "--weight-decay", repr(args.weight_decay),
             "--grad-clip", repr(args.grad_clip), "--eval-interval", str(args.eval_interval),
-            "--eval-batches", str(args.eval_batches), "--log-interval", "10", "--threads", str(args.threads)]
-        results["torch_wall_s"] = run(cmd, env, os.path.join(args.work, "torch.log"))
+            "--eval-batches", str(args.eval_batches), "--log-interval", "10", "--threads", str(args.threads),
+            "--checkpoint", os.path.join(args.work, "torch_checkpoint.pt")]
+        # The PyTorch side checkpoints every 100 steps and resumes from there when run again.
+        results["torch_wall_s"] = run(cmd, env, os.path.join(args.work, "torch.log"), "a")
     if os.path.exists(torch_json):
         with open(torch_json) as f:
             t = json.load(f)

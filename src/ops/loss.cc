@@ -5,7 +5,12 @@
 #include <optional>
 
 #include "core/factory.h"
+#include "core/copy.h"
+#include "core/views.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/matmul.h"
+#include "ops/elementwise.h"
+#include "ops/linalg.h"
 #include "ops/dispatch.h"
 
 namespace trident::ops {
@@ -120,6 +125,78 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
     });
   });
   return dlogits;
+}
+
+LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets,
+                                              int64_t ignore_index, Reduction reduction, bool want_dx,
+                                              bool want_dw, int64_t chunk_rows) {
+  const char* what = "linear_cross_entropy";
+  check_floating(x, what);
+  check_same_dtype(x, w, what);
+  check_same_device(x, w, what);
+  TRI_CHECK(x.dim() >= 1 && w.dim() == 2 && w.size(1) == x.size(-1), what, ": expected x (..., C) and w (V, C), got ",
+            x.shape(), " and ", w.shape());
+  TRI_CHECK(chunk_rows >= 0, what, ": chunk_rows must be >= 0 (0: automatic), got ", chunk_rows);
+  const int64_t C = x.size(-1), V = w.size(0);
+  TRI_CHECK(V > 0, what, ": w ", w.shape(), " has no classes");
+  const Tensor x2 = core::contiguous(as_matrix(x));  // (N, C)
+  const Tensor wc = core::contiguous(w);
+  const int64_t N = x2.size(0);
+  Shape rows = x.shape();
+  rows.resize(rows.size() - 1);
+  TRI_CHECK_TYPE(is_integral(targets.dtype()), what, ": targets must hold class indices (i32, i64 or u16), got dtype ",
+                 targets.dtype());
+  TRI_CHECK(targets.shape() == rows || (targets.dim() == 1 && targets.size(0) == N), what, ": targets of shape ",
+            targets.shape(), " do not match x ", x.shape(), " (expected ", rows, " or (", N, "))");
+  const Tensor tc = views::view(core::contiguous(targets), {N});
+  const int64_t count = count_targets(tc, V, ignore_index, what);
+  const int64_t R = chunk_rows > 0 ? chunk_rows : std::max<int64_t>(64, (int64_t{1} << 24) / V);
+  // Per-row gradient of the summed loss for a unit upstream gradient (see cross_entropy_backward).
+  const double scale = reduction == Reduction::kSum ? 1.0 : (count > 0 ? 1.0 / static_cast<double>(count) : 0.0);
+
+  LinearCrossEntropyOutput out{empty(Shape{}, x.dtype(), x.device()), std::nullopt, std::nullopt};
+  if (want_dx) out.dx = empty(Shape{N, C}, x.dtype(), x.device());
+  const bool low_precision = x.dtype() == DType::kBF16 || x.dtype() == DType::kF16;
+  // dw accumulates over chunks: in place for f32/f64, in an fp32 buffer for bf16/f16.
+  std::optional<Tensor> dw_acc;
+  if (want_dw) dw_acc = zeros(w.shape(), low_precision ? DType::kF32 : x.dtype(), x.device());
+  const bool want_grad = want_dx || want_dw;
+  double total = 0.0;
+  dispatch_floating(x.dtype(), what, [&]<class T>() {
+    Tensor lse = empty(Shape{std::min(R, N)}, dtype_of<acc_t<T>>(), x.device());
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+      const int64_t n = std::min(R, N - r0);
+      const Tensor xc = views::narrow(x2, 0, r0, n);
+      const Tensor logits = linear(xc, wc, std::nullopt);  // (n, V), becomes dlogits in place
+      T* lg = logits.data_ptr<T>();
+      dispatch_index(tc.dtype(), what, [&]<class I>() {
+        const I* tg = tc.data_ptr<I>() + r0;
+        total += kernels::cpu::cross_entropy_forward<T, I>(lse.data_ptr<acc_t<T>>(), lg, tg, n, V, ignore_index);
+        if (want_grad)
+          kernels::cpu::cross_entropy_backward<T, I>(lg, lg, lse.data_ptr<acc_t<T>>(), tg, n, V, ignore_index, scale);
+      });
+      if (want_dx)  // dx rows = dlogits (n,V) @ w (V,C)
+        kernels::cpu::gemm<T>(false, false, n, C, V, 1.0f, lg, V, wc.data_ptr<T>(), C,
+                              0.0f, out.dx->data_ptr<T>() + r0 * C, C);
+      if (want_dw) {  // dw += dlogits^T (V,n) @ xc (n,C)
+        if (!low_precision) {
+          kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, x2.data_ptr<T>() + r0 * C, C, r0 == 0 ? 0.0f : 1.0f,
+                                dw_acc->data_ptr<T>(), C);
+        } else {
+          Tensor part = empty(w.shape(), x.dtype(), x.device());
+          kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, x2.data_ptr<T>() + r0 * C, C, 0.0f,
+                                part.data_ptr<T>(), C);
+          dw_acc = add(*dw_acc, core::cast(part, DType::kF32));
+        }
+      }
+    }
+    // A mean over no counted rows is 0/0 = NaN, as in PyTorch.
+    out.loss.data_ptr<T>()[0] =
+        static_cast<T>(reduction == Reduction::kMean ? total / static_cast<double>(count) : total);
+  });
+  if (want_dx) out.dx = views::view(*out.dx, x.shape().span());
+  if (want_dw) out.dw = low_precision ? core::cast(*dw_acc, x.dtype()) : *dw_acc;
+  return out;
 }
 
 }  // namespace trident::ops

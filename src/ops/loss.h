@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/tensor.h"
 
@@ -38,5 +39,25 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
 // rows get zero gradient (also when every row is ignored).
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
                               const Tensor& logsumexp, int64_t ignore_index, Reduction reduction);
+
+// Note [Fused LM head and cross-entropy]
+// The loss of a language model's head, cross_entropy(x w^T, targets), without its logits:
+// rows of x go through in chunks of `chunk_rows`; each chunk's logits (chunk_rows, V) are
+// computed, reduced to the chunk's losses and, when gradients are wanted, turned in place
+// into the chunk's dlogits, which give dx's rows (dlogits w) and add to dw (dlogits^T x).
+// Only one chunk of logits exists at a time (instead of the (N,V) logits and their gradient,
+// by far the largest activations of a GPT with a 50k vocabulary), and the backward has no
+// GEMM left to do: it scales dx and dw by the upstream gradient.
+//   x (N,C) (leading dims fold into N), w (V,C), targets (N) or x's leading shape.
+//   chunk_rows 0: automatic (about 16M logits per chunk; depends on V only, so results do
+//   not depend on the thread count). dw is accumulated in fp32 for bf16/f16.
+struct LinearCrossEntropyOutput {
+  Tensor loss;                // (), x's dtype
+  std::optional<Tensor> dx;   // dloss/dx for a unit upstream gradient (x's shape), if asked
+  std::optional<Tensor> dw;   // dloss/dw likewise (w's shape), if asked
+};
+LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets,
+                                              int64_t ignore_index, Reduction reduction, bool want_dx,
+                                              bool want_dw, int64_t chunk_rows = 0);
 
 }  // namespace trident::ops

@@ -3,6 +3,7 @@
 // sum reductions, non-contiguous logits and targets; f32 and bf16 logits (f32 math).
 #include "autograd/functions.h"
 #include "core/factory.h"
+#include "kernels/reference/linalg.h"
 #include "kernels/reference/loss.h"
 #include "op_case.h"
 
@@ -51,7 +52,41 @@ void cross_entropy_case(std::string name, InputSpec logits, Targets t, Reduction
                .dtypes(kLossTypes));
 }
 
+// linear_cross_entropy(x, w, targets) against cross_entropy(linear(x, w)) in float64.
+void linear_cross_entropy_case(std::string name, int64_t N, int64_t C, int64_t V, Targets t, Reduction reduction,
+                               int64_t chunk_rows, bool transposed_x = false) {
+  const int64_t ignore_index = t.ignore_index, every = t.ignore_every;
+  const bool mean = reduction == Reduction::kMean;
+  InputSpec x = normal({N, C});
+  if (transposed_x) x.transposed();
+  add_case(OpCase("linear_cross_entropy", std::move(name))
+               .input(std::move(x))
+               .input(normal({V, C}))
+               .input(std::move(t.spec))
+               .forward([=](const TensorList& in) {
+                 const Tensor targets = every ? mark_ignored(in[2], every, ignore_index) : in[2];
+                 return TensorList{
+                     trident::linear_cross_entropy(in[0], in[1], targets, ignore_index, reduction, chunk_rows)};
+               })
+               .reference([=](const Arrays& in) {
+                 const reference::Array targets = every ? mark_ignored(in[2], every, ignore_index) : in[2];
+                 return Arrays{reference::cross_entropy(reference::linear(in[0], in[1], std::nullopt), targets,
+                                                        ignore_index, mean)};
+               })
+               // The loss: N rows of V exponentials of length-C products; dw sums over N rows.
+               .reduction_length(N * V * C)
+               .dtypes(kLossTypes));
+}
+
 }  // namespace
+
+TRI_OP_CASES(linear_cross_entropy_cases) {
+  const Reduction kMean = Reduction::kMean, kSum = Reduction::kSum;
+  linear_cross_entropy_case("one chunk", 12, 8, 37, {index({12}, 37)}, kMean, 0);
+  linear_cross_entropy_case("chunks of 5 rows, ignored targets", 23, 8, 37, {index({23}, 37), -1, 4}, kMean, 5);
+  linear_cross_entropy_case("chunks of 7, sum, u16", 30, 6, 50, {index({30}, 50, DType::kU16)}, kSum, 7);
+  linear_cross_entropy_case("transposed x, chunks of 4", 10, 9, 17, {index({10}, 17, DType::kI32)}, kMean, 4, true);
+}
 
 TRI_OP_CASES(loss_cases) {
   const Reduction kMean = Reduction::kMean, kSum = Reduction::kSum;

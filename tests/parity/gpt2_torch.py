@@ -38,6 +38,7 @@ Run with OMP_WAIT_POLICY=PASSIVE on a shared machine; --threads sets torch's thr
 import argparse
 import json
 import math
+import os
 import struct
 import sys
 import time
@@ -293,6 +294,39 @@ def evaluate(model, val, n_batches):
     return total / n_batches
 
 
+def save_checkpoint(args, model, opt, result, done, position, train_time):
+    """Everything the loop needs to continue bit-identically: a long comparison run can stop
+    and resume (in another session). Written to a temporary name, then renamed."""
+    state = {"model": model.state_dict(), "opt": opt.state_dict(), "step": done, "position": position,
+             "train_time": train_time, "result": result, "config": checkpoint_config(args)}
+    tmp = args.checkpoint + ".tmp"
+    torch.save(state, tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, args.checkpoint)
+    print(f"step {done}: checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
+
+
+def checkpoint_config(args):
+    """The run's definition; a checkpoint of another run is refused rather than continued."""
+    skip = {"out", "checkpoint", "checkpoint_interval", "log_interval", "threads"}
+    return {k: v for k, v in vars(args).items() if k not in skip}
+
+
+def resume(args, model, opt, result):
+    state = torch.load(args.checkpoint)
+    want = checkpoint_config(args)
+    if state["config"] != want:
+        diff = {k: (state["config"].get(k), v) for k, v in want.items() if state["config"].get(k) != v}
+        raise ValueError(f"{args.checkpoint}: checkpoint of another run; differs in (saved, now): {diff}")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    result.update(state["result"])
+    result["config"] = vars(args)
+    print(f"resumed from {args.checkpoint} at step {state['step']}", file=sys.stderr, flush=True)
+    return state["step"], state["position"], state["train_time"]
+
+
 def train(args):
     model = GPT2(args.n_layer, args.n_head, args.n_embd, args.block_size, args.vocab_size)
     model.load_hf(read_safetensors(args.init), args.init)
@@ -315,9 +349,12 @@ def train(args):
     accum = args.grad_accum
     tokens_per_step = args.batch_size * args.seq_len * accum
     position = 0
-    start = time.time()
     train_time = 0.0
-    for step in range(args.steps):
+    first_step = 0
+    if args.checkpoint and os.path.exists(args.checkpoint):
+        first_step, position, train_time = resume(args, model, opt, result)
+    start = time.time() - (result.get("elapsed_s") or 0.0)
+    for step in range(first_step, args.steps):
         t0 = time.time()
         lr = lr_at(step, args)
         for g in opt.param_groups:
@@ -348,6 +385,10 @@ def train(args):
             v = evaluate(model, val, args.eval_batches)
             result["val_loss"][str(done)] = v
             print(f"step {done}: val_loss {v:.6f}", file=sys.stderr, flush=True)
+        if args.checkpoint and args.checkpoint_interval > 0 and done % args.checkpoint_interval == 0 \
+                and done < args.steps:
+            result["elapsed_s"] = time.time() - start
+            save_checkpoint(args, model, opt, result, done, position, train_time)
     result["elapsed_s"] = time.time() - start
     result["tokens_per_s"] = tokens_per_step * args.steps / max(train_time, 1e-9)
     with open(args.out, "w") as f:
@@ -385,6 +426,9 @@ def main():
     ap.add_argument("--eval-batches", type=int, default=20)
     ap.add_argument("--log-interval", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--checkpoint", default="",
+                    help="save the run here every --checkpoint-interval steps; resume from it if present")
+    ap.add_argument("--checkpoint-interval", type=int, default=100)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)

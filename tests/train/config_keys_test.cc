@@ -14,7 +14,7 @@ TEST(TrainConfigKeys, AreFrozen) {
   cfg.bind(tree);
   const std::vector<std::string> expected = {
       "model.n_layer", "model.n_head", "model.n_embd", "model.block_size", "model.vocab_size", "model.dropout",
-      "model.layer_norm_eps", "model.init_std", "model.init_seed",
+      "model.layer_norm_eps", "model.init_std", "model.init_seed", "model.activation_checkpointing",
       "data.train_file", "data.val_file", "data.tokenizer", "data.vocab_dir", "data.batch_size", "data.seq_len",
       "data.grad_accum_steps", "data.sampler", "data.seed",
       "optim.lr", "optim.beta1", "optim.beta2", "optim.eps", "optim.weight_decay", "optim.grad_clip",

@@ -96,6 +96,30 @@ TEST_F(TrainerTest, ResumeIsBitIdentical) {
     EXPECT_EQ(joined[i], straight[i]) << "step " << i + 1 << " differs after resume";
 }
 
+TEST_F(TrainerTest, ActivationCheckpointingGivesBitIdenticalLosses) {
+  // Dropout on, two micro-batches per step: the rerun must redraw the same masks.
+  const std::vector<double> plain = train(config("none"));
+  for (const char* mode : {"selective", "full"}) {
+    TrainConfig cfg = config(mode);
+    cfg.model.activation_checkpointing = mode;
+    const std::vector<double> losses = train(cfg);
+    ASSERT_EQ(losses.size(), plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(losses[i], plain[i]) << mode << ", step " << i + 1;
+  }
+}
+
+TEST_F(TrainerTest, ResumeMayChangeActivationCheckpointing) {
+  const std::vector<double> straight = train(config("straight"));
+  TrainConfig first = config("resumed");
+  first.train.checkpoint_interval = 10;
+  const std::vector<double> a = train(first, 10);
+  TrainConfig second = config("resumed");
+  second.model.activation_checkpointing = "full";
+  const std::vector<double> b = train(second);
+  ASSERT_EQ(a.size() + b.size(), straight.size());
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], straight[10 + i]) << "step " << 11 + i;
+}
+
 TEST_F(TrainerTest, TruncatedCheckpointIsRefused) {
   TrainConfig cfg = config("trunc");
   cfg.train.steps = 2;

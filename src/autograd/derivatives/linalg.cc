@@ -2,6 +2,7 @@
 #include "autograd/functions/linalg.h"
 
 #include "autograd/record.h"
+#include "autograd/recompute.h"
 #include "core/views.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
@@ -13,7 +14,7 @@ TRI_REGISTER_OP(kMatmul, "matmul");
 TRI_REGISTER_OP(kLinear, "linear");
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  Tensor out = ops::matmul(a, b);
+  Tensor out = kept_or_computed([&] { return ops::matmul(a, b); });  // Note: autograd/recompute.h
   if (needs_grad({a, b}))
     record(kMatmul, {a, b}, {out}, [sa = SavedTensor(a), sb = SavedTensor(b)](const BackwardContext& c) {
       // C = A @ B:  dA = dC @ B^T,  dB = A^T @ dC  (summed over broadcast batch dims)
@@ -38,7 +39,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
-  Tensor out = ops::linear(x, w, bias);
+  Tensor out = kept_or_computed([&] { return ops::linear(x, w, bias); });
   if (needs_grad({x, w, bias}))
     record(kLinear, {x, w, bias}, {out},
            [sx = SavedTensor(x), sw = SavedTensor(w)](const BackwardContext& c) {

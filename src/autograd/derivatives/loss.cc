@@ -1,14 +1,17 @@
 // Differentiable losses. The cross-entropy backward rebuilds softmax from the saved logits
-// and the forward's per-row logsumexp and writes dlogits in one pass per row.
+// and the forward's per-row logsumexp and writes dlogits in one pass per row. The fused LM
+// head's gradients come out of its forward; its backward only scales them.
 #include "autograd/functions/loss.h"
 
 #include "autograd/record.h"
+#include "ops/elementwise.h"
 #include "ops/loss.h"
 
 namespace trident {
 using namespace autograd;
 
 TRI_REGISTER_OP(kCrossEntropy, "cross_entropy");
+TRI_REGISTER_OP(kLinearCrossEntropy, "linear_cross_entropy");
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                      Reduction reduction) {
@@ -24,6 +27,25 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
              return GradList{ops::cross_entropy_backward(c.grad(), sl.get(), st.get(), lse,
                                                          ignore_index, reduction)};
            });
+  return r.loss;
+}
+
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets, int64_t ignore_index,
+                            Reduction reduction, int64_t chunk_rows) {
+  const bool grad = needs_grad({x, w});
+  ops::LinearCrossEntropyOutput r =
+      ops::linear_cross_entropy(x, w, targets, ignore_index, reduction, grad && x.requires_grad(),
+                                grad && w.requires_grad(), chunk_rows);
+  if (grad)
+    // The gradients for a unit upstream gradient are already computed; backward scales them.
+    record(kLinearCrossEntropy, {x, w}, {r.loss}, [dx = r.dx, dw = r.dw](const BackwardContext& c) {
+      const double g = c.grad().item();
+      auto scaled = [g](const std::optional<Tensor>& d) -> std::optional<Tensor> {
+        if (!d.has_value()) return std::nullopt;
+        return g == 1.0 ? *d : ops::mul_scalar(*d, g);
+      };
+      return GradList{c.needs(0) ? scaled(dx) : std::nullopt, c.needs(1) ? scaled(dw) : std::nullopt};
+    });
   return r.loss;
 }
 

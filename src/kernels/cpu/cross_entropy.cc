@@ -84,10 +84,12 @@ void cross_entropy_backward(T* dlogits, const T* logits, const acc_t<T>* logsume
       }
       const T* row = logits + r * V;
       const Acc lse = logsumexp[r];
+      // Read before the row is written: dlogits may be logits itself.
+      const Acc target_logit = static_cast<Acc>(row[target]);
       for (int64_t j = 0; j < V; ++j)
         d[j] = static_cast<T>(math::exp(static_cast<Acc>(row[j]) - lse) * s);
       // The target's entry, recomputed rather than corrected so it is rounded only once.
-      d[target] = static_cast<T>((math::exp(static_cast<Acc>(row[target]) - lse) - Acc(1)) * s);
+      d[target] = static_cast<T>((math::exp(target_logit - lse) - Acc(1)) * s);
     }
   });
 }

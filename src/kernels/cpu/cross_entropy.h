@@ -31,7 +31,7 @@ double cross_entropy_forward(acc_t<T>* logsumexp, const T* logits, const I* targ
 
 // dlogits (N,V) = (softmax - onehot) * scale, zero on ignored rows; logits (N,V);
 // logsumexp (N) as cached by the forward; targets (N). scale is the upstream gradient of the
-// summed loss per row (g, or g / count for a mean).
+// summed loss per row (g, or g / count for a mean). dlogits may be logits (in place).
 template <class T, class I>
 void cross_entropy_backward(T* dlogits, const T* logits, const acc_t<T>* logsumexp,
                             const I* targets, int64_t N, int64_t V, int64_t ignore_index,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/options.h"
 
@@ -17,6 +18,10 @@ struct GPT2Config {
   double layer_norm_eps = 1e-5;
   double init_std = 0.02;       // N(0, init_std); residual projections use init_std/sqrt(2L)
   int64_t init_seed = 1337;     // seed of the initial weights
+  // Activation checkpointing per block (Note [Activation checkpointing] in model.cc):
+  // "none", "selective" (recompute norms, attention and GELU; keep matmul outputs) or "full"
+  // (keep only each block's input). Changes memory and speed, never the numbers.
+  std::string activation_checkpointing = "none";
 
   int64_t head_size() const { return n_embd / n_head; }
   // Throws with a message naming the sizes if they are inconsistent.

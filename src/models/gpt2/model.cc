@@ -85,6 +85,14 @@ void GPT2::init_weights() {
   }
 }
 
+// Note [Activation checkpointing]
+// With model.activation_checkpointing = "full", each block runs inside trident::checkpoint (autograd/functions/
+// checkpoint.h): between forward and backward only the block's input (B,T,C) stays alive, and
+// the backward reruns the block. "selective" also keeps the outputs of the block's four
+// matrix products (qkv, attention projection, MLP up and down: 9 x (B,T,C)), so the rerun
+// costs only the norms, the attention kernel and GELU, and frees the norm outputs, the
+// attention output and the 4C GELU output. The dropout generator is rewound for the rerun,
+// so losses and gradients are bitwise those of "none".
 Tensor GPT2::hidden(const Tensor& idx) const {
   TRI_CHECK(idx.dim() == 2, "GPT2: expected token ids of shape (B, T), got ", idx.shape());
   const int64_t T = idx.size(1);
@@ -94,7 +102,16 @@ Tensor GPT2::hidden(const Tensor& idx) const {
   const Tensor pos = arange(T, DType::kI64);
   Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // (B,T,C) + (T,C)
   x = maybe_dropout(x, cfg_.dropout, gen);
-  for (const auto& block : h_) x = block->forward(x, gen);
+  const std::string& mode = cfg_.activation_checkpointing;
+  for (const auto& block : h_) {
+    if (mode == "none" || !is_training()) {
+      x = block->forward(x, gen);
+    } else {
+      const RecomputePolicy policy = mode == "full" ? RecomputePolicy::kEverything : RecomputePolicy::kAllButMatmuls;
+      x = trident::activation_checkpoint([block, gen](const TensorList& in) { return block->forward(in[0], gen); }, {x},
+                              policy, gen);
+    }
+  }
   return ln_f_->forward(x);
 }
 
@@ -104,9 +121,9 @@ Tensor GPT2::forward(const Tensor& idx) const {
 }
 
 Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
-  const Tensor logits = forward(idx);  // (B,T,V)
-  const int64_t V = cfg_.vocab_size;
-  return trident::cross_entropy(trident::view(logits, {-1, V}), trident::reshape(targets, {-1}));
+  // The tied LM head fused with the loss: the (B,T,V) logits never exist (Note [Fused LM
+  // head and cross-entropy] in ops/loss.h).
+  return trident::linear_cross_entropy(hidden(idx), wte_->weight(), trident::reshape(targets, {-1}));
 }
 
 }  // namespace trident::models::gpt2

@@ -1,0 +1,146 @@
+// trident's side of bench/train_speed_compare.py: times GPT-2 training steps (forward,
+// backward, global-norm clipping, AdamW, zero_grad) on random tokens and prints JSON: every
+// step's milliseconds, the median tokens/s of the steps after warm-up, the process's peak RSS,
+// the allocator's peak, and optionally the SGEMM rate of this machine (for MFU).
+//
+// Usage: train_step_bench [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
+//          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
+//          [--sgemm]
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/functions.h"
+#include "core/allocator.h"
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "kernels/cpu/matmul.h"
+#include "models/gpt2/model.h"
+#include "optim/adamw.h"
+#include "optim/clip_grad.h"
+
+using namespace trident;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// GFLOP/s of the deterministic f32 GEMM on a square product, best of a few runs.
+double sgemm_gflops(int64_t n) {
+  std::vector<float> a(static_cast<size_t>(n * n), 0.5f), b(a), c(a);
+  double best = 0.0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = Clock::now();
+    kernels::cpu::gemm<float>(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::max(best, 2.0 * static_cast<double>(n * n * n) / seconds_since(t0) / 1e9);
+  }
+  return best;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  models::gpt2::GPT2Config cfg;
+  int64_t T = 1024, B = 4, steps = 5, warmup = 1, threads = 0;
+  bool sgemm = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "train_step_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--layers") cfg.n_layer = std::stoll(next());
+    else if (a == "--embd") cfg.n_embd = std::stoll(next());
+    else if (a == "--heads") cfg.n_head = std::stoll(next());
+    else if (a == "--vocab") cfg.vocab_size = std::stoll(next());
+    else if (a == "--T") T = std::stoll(next());
+    else if (a == "--B") B = std::stoll(next());
+    else if (a == "--steps") steps = std::stoll(next());
+    else if (a == "--warmup") warmup = std::stoll(next());
+    else if (a == "--threads") threads = std::stoll(next());
+    else if (a == "--checkpointing") cfg.activation_checkpointing = next();
+    else if (a == "--sgemm") sgemm = true;
+    else {
+      std::fprintf(stderr, "train_step_bench: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    if (threads > 0) set_num_threads(static_cast<int>(threads));
+    set_flush_denormals(true);
+    cfg.block_size = T;
+    std::optional<models::gpt2::GPT2> model_storage;
+    {
+      MemoryCategoryGuard params(MemoryCategory::kParameter);
+      model_storage.emplace(cfg);
+    }
+    models::gpt2::GPT2& model = *model_storage;
+    model.train();
+    optim::AdamWOptions opt_options;
+    optim::AdamW opt(model.named_parameters(), opt_options);
+    const std::vector<Tensor> params = model.parameters();
+    int64_t n_params = 0;
+    for (const Tensor& p : params) n_params += p.numel();
+    Generator gen(1);
+    std::vector<double> step_ms, losses;
+    for (int64_t s = 0; s < warmup + steps; ++s) {
+      const Tensor idx = randint(0, cfg.vocab_size, {B, T}, gen);
+      const Tensor targets = randint(0, cfg.vocab_size, {B, T}, gen);
+      const auto t0 = Clock::now();
+      {
+        MemoryCategoryGuard activations(MemoryCategory::kActivation);
+        const Tensor loss = model.loss(idx, targets);
+        losses.push_back(loss.item());
+        autograd::backward(loss);
+      }
+      optim::clip_grad_norm_(params, opt_options.grad_clip);
+      opt.step(opt_options.lr);
+      model.zero_grad();
+      step_ms.push_back(seconds_since(t0) * 1e3);
+      std::fprintf(stderr, "step %lld: %.0f ms, loss %.4f\n", static_cast<long long>(s + 1), step_ms.back(),
+                   losses.back());
+    }
+    const std::vector<double> timed(step_ms.begin() + warmup, step_ms.end());
+    const double ms = median(timed);
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const MemoryStats mem = host_allocator().stats();
+    nlohmann::json out = {
+        {"framework", "trident"},
+        {"config", {{"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
+                    {"vocab_size", cfg.vocab_size}, {"T", T}, {"B", B},
+                    {"activation_checkpointing", cfg.activation_checkpointing}}},
+        {"threads", num_threads()},
+        {"params", n_params},
+        {"step_ms", step_ms},
+        {"losses", losses},
+        {"median_step_ms", ms},
+        {"tokens_per_s", static_cast<double>(B * T) / (ms / 1e3)},
+        {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0},
+        {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
+    };
+    if (sgemm) out["sgemm_gflops"] = sgemm_gflops(2048);
+    std::printf("%s\n", out.dump().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_step_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
