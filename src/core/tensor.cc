@@ -32,6 +32,15 @@ TensorImpl::TensorImpl(Storage storage, Shape shape, Strides strides, int64_t of
             capacity, " elements of ", dtype_);
 }
 
+void TensorImpl::set_data(const TensorImpl& src) {
+  storage_ = src.storage_;
+  shape_ = src.shape_;
+  strides_ = src.strides_;
+  offset_ = src.offset_;
+  numel_ = src.numel_;
+  dtype_ = src.dtype_;
+}
+
 Tensor::Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {
   TRI_ASSERT(impl_ != nullptr, "Tensor built from a null impl");
 }
@@ -89,6 +98,14 @@ bool Tensor::is_leaf() const { return impl_->autograd().grad_fn == nullptr; }
 const std::optional<Tensor>& Tensor::grad() const { return impl_->autograd().grad; }
 std::optional<Tensor>& Tensor::mutable_grad() { return impl_->autograd().grad; }
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return impl_->autograd().grad_fn; }
+
+void Tensor::set_data(const Tensor& src) {
+  TRI_CHECK(grad_fn() == nullptr, "set_data: ", str(), " was produced by a recorded op; only a leaf's data can be replaced");
+  TRI_CHECK(!requires_grad() || is_floating(src.dtype()), "set_data: a tensor that requires grad needs floating data, got ",
+            src.dtype());
+  if (grad().has_value() && (src.dtype() != dtype() || !(src.shape() == shape()))) mutable_grad().reset();
+  impl_->set_data(src.impl());
+}
 
 std::string Tensor::str() const {
   std::ostringstream os;

@@ -79,6 +79,11 @@ class Tensor {
   std::optional<Tensor>& mutable_grad();
   void zero_grad() { mutable_grad().reset(); }
   const std::shared_ptr<autograd::Node>& grad_fn() const;
+  // Points this leaf at `src`'s data (storage, geometry, dtype), as PyTorch's
+  // `param.data = src`: every holder of this tensor (module, optimizer, hooks) sees it, e.g.
+  // to switch a model's parameters to bf16. Only for a tensor with no grad_fn; its .grad is
+  // dropped when the dtype or shape changes.
+  void set_data(const Tensor& src);
 
   // One-line description: "Tensor(shape=(2, 3), dtype=f32, device=cpu)".
   std::string str() const;
@@ -120,6 +125,8 @@ class TensorImpl {
   int64_t numel() const { return numel_; }
   AutogradMeta& autograd() { return autograd_; }
   const AutogradMeta& autograd() const { return autograd_; }
+  // Takes `src`'s storage and geometry; keeps this impl's autograd data (Tensor::set_data).
+  void set_data(const TensorImpl& src);
 
  private:
   Storage storage_;

@@ -3,6 +3,7 @@
 #include "ops/loss.h"
 
 #include <optional>
+#include <type_traits>
 
 #include "core/factory.h"
 #include "core/copy.h"
@@ -151,51 +152,48 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   const Tensor tc = views::view(core::contiguous(targets), {N});
   const int64_t count = count_targets(tc, V, ignore_index, what);
   const int64_t R = chunk_rows > 0 ? chunk_rows : std::max<int64_t>(64, (int64_t{1} << 24) / V);
-  // Per-row gradient of the summed loss for a unit upstream gradient (see cross_entropy_backward).
-  const double scale = reduction == Reduction::kSum ? 1.0 : (count > 0 ? 1.0 / static_cast<double>(count) : 0.0);
+  const DType acc = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
 
-  LinearCrossEntropyOutput out{empty(Shape{}, x.dtype(), x.device()), std::nullopt, std::nullopt};
+  LinearCrossEntropyOutput out{empty(Shape{}, acc, x.device()), std::nullopt, std::nullopt, 0.0};
+  // Per-row gradient of the summed loss; with every row ignored all gradients are zero.
+  out.grad_scale = reduction == Reduction::kSum ? 1.0 : (count > 0 ? 1.0 / static_cast<double>(count) : 0.0);
   if (want_dx) out.dx = empty(Shape{N, C}, x.dtype(), x.device());
-  const bool low_precision = x.dtype() == DType::kBF16 || x.dtype() == DType::kF16;
-  // dw accumulates over chunks: in place for f32/f64, in an fp32 buffer for bf16/f16.
-  std::optional<Tensor> dw_acc;
-  if (want_dw) dw_acc = zeros(w.shape(), low_precision ? DType::kF32 : x.dtype(), x.device());
+  if (want_dw) out.dw = zeros(w.shape(), acc, x.device());
   const bool want_grad = want_dx || want_dw;
   double total = 0.0;
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     Tensor lse = empty(Shape{std::min(R, N)}, dtype_of<acc_t<T>>(), x.device());
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t n = std::min(R, N - r0);
-      const Tensor xc = views::narrow(x2, 0, r0, n);
-      const Tensor logits = linear(xc, wc, std::nullopt);  // (n, V), becomes dlogits in place
+      const Tensor logits = linear(views::narrow(x2, 0, r0, n), wc, std::nullopt);  // (n, V)
       T* lg = logits.data_ptr<T>();
+      const T* xc = x2.data_ptr<T>() + r0 * C;
       dispatch_index(tc.dtype(), what, [&]<class I>() {
         const I* tg = tc.data_ptr<I>() + r0;
         total += kernels::cpu::cross_entropy_forward<T, I>(lse.data_ptr<acc_t<T>>(), lg, tg, n, V, ignore_index);
+        // softmax - onehot in place, unscaled: values in [-1, 1] whatever the dtype.
         if (want_grad)
-          kernels::cpu::cross_entropy_backward<T, I>(lg, lg, lse.data_ptr<acc_t<T>>(), tg, n, V, ignore_index, scale);
+          kernels::cpu::cross_entropy_backward<T, I>(lg, lg, lse.data_ptr<acc_t<T>>(), tg, n, V, ignore_index, 1.0);
       });
       if (want_dx)  // dx rows = dlogits (n,V) @ w (V,C)
-        kernels::cpu::gemm<T>(false, false, n, C, V, 1.0f, lg, V, wc.data_ptr<T>(), C,
-                              0.0f, out.dx->data_ptr<T>() + r0 * C, C);
-      if (want_dw) {  // dw += dlogits^T (V,n) @ xc (n,C)
-        if (!low_precision) {
-          kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, x2.data_ptr<T>() + r0 * C, C, r0 == 0 ? 0.0f : 1.0f,
-                                dw_acc->data_ptr<T>(), C);
+        kernels::cpu::gemm<T>(false, false, n, C, V, 1.0f, lg, V, wc.data_ptr<T>(), C, 0.0f,
+                              out.dx->data_ptr<T>() + r0 * C, C);
+      if (want_dw) {  // dw += dlogits^T (V,n) @ x rows (n,C), in acc (fp32 for bf16/f16)
+        if constexpr (std::is_same_v<T, acc_t<T>>) {
+          kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, xc, C, 1.0f, out.dw->data_ptr<T>(), C);
         } else {
           Tensor part = empty(w.shape(), x.dtype(), x.device());
-          kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, x2.data_ptr<T>() + r0 * C, C, 0.0f,
-                                part.data_ptr<T>(), C);
-          dw_acc = add(*dw_acc, core::cast(part, DType::kF32));
+          kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, xc, C, 0.0f, part.data_ptr<T>(), C);
+          out.dw = add(*out.dw, core::cast(part, acc));
         }
       }
     }
-    // A mean over no counted rows is 0/0 = NaN, as in PyTorch.
-    out.loss.data_ptr<T>()[0] =
-        static_cast<T>(reduction == Reduction::kMean ? total / static_cast<double>(count) : total);
   });
+  // A mean over no counted rows is 0/0 = NaN, as in PyTorch.
+  const double loss = reduction == Reduction::kMean ? total / static_cast<double>(count) : total;
+  if (acc == DType::kF64) out.loss.data_ptr<double>()[0] = loss;
+  else out.loss.data_ptr<float>()[0] = static_cast<float>(loss);
   if (want_dx) out.dx = views::view(*out.dx, x.shape().span());
-  if (want_dw) out.dw = low_precision ? core::cast(*dw_acc, x.dtype()) : *dw_acc;
   return out;
 }
 

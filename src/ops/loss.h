@@ -44,17 +44,23 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
 // The loss of a language model's head, cross_entropy(x w^T, targets), without its logits:
 // rows of x go through in chunks of `chunk_rows`; each chunk's logits (chunk_rows, V) are
 // computed, reduced to the chunk's losses and, when gradients are wanted, turned in place
-// into the chunk's dlogits, which give dx's rows (dlogits w) and add to dw (dlogits^T x).
+// into softmax - onehot, which gives dx's rows (dlogits w) and adds to dw (dlogits^T x).
 // Only one chunk of logits exists at a time (instead of the (N,V) logits and their gradient,
 // by far the largest activations of a GPT with a 50k vocabulary), and the backward has no
-// GEMM left to do: it scales dx and dw by the upstream gradient.
+// GEMM left to do: it scales dx and dw.
 //   x (N,C) (leading dims fold into N), w (V,C), targets (N) or x's leading shape.
 //   chunk_rows 0: automatic (about 16M logits per chunk; depends on V only, so results do
-//   not depend on the thread count). dw is accumulated in fp32 for bf16/f16.
+//   not depend on the thread count).
+// Precision: the loss is in the accumulation dtype (f32 for f32/bf16/f16 inputs, f64 for
+// f64), as autocast computes cross-entropy in fp32: a bf16 loss would keep 3 digits. The
+// gradients are kept unscaled (softmax - onehot is in [-1, 1]) and dw in the accumulation
+// dtype, so fp16 gradients under loss scaling neither underflow here nor lose bits to a
+// double rounding: the backward applies grad_scale * upstream and rounds once.
 struct LinearCrossEntropyOutput {
-  Tensor loss;                // (), x's dtype
-  std::optional<Tensor> dx;   // dloss/dx for a unit upstream gradient (x's shape), if asked
-  std::optional<Tensor> dw;   // dloss/dw likewise (w's shape), if asked
+  Tensor loss;               // (), acc dtype
+  std::optional<Tensor> dx;  // x's shape and dtype, if asked: dloss/dx = grad_scale * dx
+  std::optional<Tensor> dw;  // w's shape, acc dtype, if asked: dloss/dw = grad_scale * dw
+  double grad_scale;         // 1/count for a mean (0 with no counted rows), 1 for a sum
 };
 LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets,
                                               int64_t ignore_index, Reduction reduction, bool want_dx,

@@ -17,6 +17,11 @@ struct StepMetrics {
   double grad_norm = 0.0;    // global norm before clipping
   double tokens_per_s = 0.0; // this step's throughput
   double elapsed_s = 0.0;    // since the run (or resume) started
+  // Mixed precision (precision.dtype = fp16): the loss scale used by this step, whether the
+  // step was skipped for an inf/NaN gradient, and the run's skipped steps so far.
+  std::optional<double> loss_scale;
+  bool skipped = false;
+  int64_t skipped_steps = 0;
 };
 
 class MetricsWriter {

@@ -45,6 +45,7 @@ void TrainConfig::bind(config::ConfigTree& tree) {
   tree.bind(data);
   tree.bind(optim);
   tree.bind(lr_schedule);
+  tree.bind(precision);
   tree.bind(train);
 }
 

@@ -10,6 +10,7 @@
 #include "models/gpt2/config.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
+#include "optim/mixed_precision.h"
 
 namespace trident::train {
 
@@ -46,6 +47,7 @@ struct TrainConfig {
   DataOptions data;
   optim::AdamWOptions optim;
   optim::LRScheduleOptions lr_schedule;
+  optim::PrecisionOptions precision;
   TrainOptions train;
 
   // Binds every section, in print order.

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <map>
 #include <set>
@@ -107,7 +108,10 @@ Status Trainer::init() {
     Status s = load_gpt2_weights(*model_, cfg_.train.init_from);
     if (!s.is_ok()) return s;
   }
-  optimizer_ = std::make_unique<optim::AdamW>(model_->named_parameters(), cfg_.optim);
+  if (cfg_.precision.mixed())
+    master_ = std::make_unique<optim::MasterWeights>(model_->named_parameters(), cfg_.precision.compute_dtype());
+  scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
+  optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
   auto train_file = data::TokenFile::open(cfg_.data.train_file);
@@ -135,6 +139,10 @@ Status Trainer::init() {
   return Status::ok();
 }
 
+std::vector<nn::NamedTensor> Trainer::weights() const {
+  return master_ ? master_->masters() : model_->named_parameters();
+}
+
 StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
   const double lr = schedule_->lr_at(step_);
@@ -146,14 +154,33 @@ StepMetrics Trainer::train_step() {
       const data::Batch batch = train_sampler_->next();
       const Tensor loss = model_->loss(batch.inputs, batch.targets);
       loss_sum += loss.item();
-      // The step's gradient is the mean over micro-batches.
-      autograd::backward(accum == 1 ? loss : loss * (1.0 / static_cast<double>(accum)));
+      // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
+      const double seed = scaler_->scale() / static_cast<double>(accum);
+      autograd::backward(seed == 1.0 ? loss : loss * seed);
     }
   }
   StepMetrics m;
-  m.grad_norm = optim::clip_grad_norm_(model_->parameters(), cfg_.optim.grad_clip);
-  optimizer_->step(lr);
+  bool apply = true;
+  if (cfg_.precision.loss_scaling()) {
+    m.loss_scale = scaler_->scale();
+    const bool overflow = master_->grads_overflowed();
+    apply = scaler_->update(overflow);
+    m.skipped = !apply;
+    m.skipped_steps = scaler_->skipped_steps();
+    if (apply) master_->scale_grads(1.0 / *m.loss_scale);
+  }
+  const std::vector<nn::NamedTensor> w = weights();
+  std::vector<Tensor> tensors;
+  for (const auto& [name, t] : w) tensors.push_back(t);
+  if (apply) {
+    m.grad_norm = optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
+    optimizer_->step(lr);
+    if (master_) master_->copy_to_model();
+  } else {
+    m.grad_norm = std::numeric_limits<double>::quiet_NaN();  // not measured: the gradients overflowed
+  }
   model_->zero_grad();
+  if (master_) master_->zero_grads();
   ++step_;
   m.step = step_;
   m.loss = loss_sum / static_cast<double>(accum);
@@ -224,7 +251,7 @@ Status Trainer::save_checkpoint() {
   if (!writer.is_ok()) return writer.status();
   checkpoint::CheckpointWriter& w = writer.value();
   // "format": "pt" is what transformers' safetensors loader expects.
-  if (!(s = w.write_safetensors("model.safetensors", to_checkpoint_list(model_->named_parameters()),
+  if (!(s = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()),
                                 {{"format", "pt"}})).is_ok())
     return s;
   if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(optimizer_->state()))).is_ok()) return s;
@@ -236,6 +263,11 @@ Status Trainer::save_checkpoint() {
       {"sampler", {{"kind", cfg_.data.sampler}, {"seed", sampler.seed}, {"position", sampler.position}}},
       {"dropout_rng", {{"seed", gen.seed()}, {"offset", gen.offset()}}},
   };
+  const optim::DynamicLossScaler::State ls = scaler_->state();
+  state["loss_scaler"] = {{"scale", ls.scale},
+                          {"growth_tracker", ls.growth_tracker},
+                          {"hysteresis_left", ls.hysteresis_left},
+                          {"skipped", ls.skipped}};
   if (!(s = w.write_file("trainer_state.json", state.dump(2) + "\n")).is_ok()) return s;
   if (!(s = w.write_file("config.toml", config_to_toml(cfg_))).is_ok()) return s;
   if (!(s = w.write_file("config.json", models::gpt2::hf_config_json(cfg_.model))).is_ok()) return s;
@@ -260,11 +292,12 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   const std::string diffs = model_differences(saved.model, cfg_.model);
   if (!diffs.empty()) return Status::invalid("checkpoint " + dir + " was trained with a different model:" + diffs);
 
-  for (auto& [name, p] : model_->named_parameters()) {
+  for (auto& [name, p] : weights()) {
     auto t = r.load_tensor(name);
     if (!t.is_ok()) return t.status();
     if (!(s = assign(dir + ": parameter '" + name + "'", p, t.value())).is_ok()) return s;
   }
+  if (master_) master_->copy_to_model();
   auto state_text = r.read_file("trainer_state.json");
   if (!state_text.is_ok()) return state_text.status();
   nlohmann::json state;
@@ -272,7 +305,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     state = nlohmann::json::parse(state_text.value());
     const int64_t opt_step = state.at("optimizer_step").get<int64_t>();
     std::vector<nn::NamedTensor> opt_state;
-    for (auto& [name, p] : model_->named_parameters()) {
+    for (auto& [name, p] : weights()) {
       for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
         if (!r.has_tensor(name + suffix)) continue;
         auto t = r.load_tensor(name + suffix);
@@ -289,6 +322,11 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     const auto& rng = state.at("dropout_rng");
     model_->dropout_generator().set_state(rng.at("seed").get<uint64_t>(), rng.at("offset").get<uint64_t>());
     step_ = state.at("step").get<int64_t>();
+    if (state.contains("loss_scaler") && cfg_.precision.loss_scaling()) {
+      const auto& ls = state.at("loss_scaler");
+      scaler_->load_state({ls.at("scale").get<double>(), ls.at("growth_tracker").get<int64_t>(),
+                           ls.at("hysteresis_left").get<int64_t>(), ls.at("skipped").get<int64_t>()});
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::invalid(dir + "/trainer_state.json: " + e.what());
   }

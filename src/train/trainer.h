@@ -3,12 +3,15 @@
 // (JSONL) and progress, and checkpoints that resume bit-identically.
 //
 // A step: lr = schedule(step); for each of grad_accum_steps micro-batches, loss / accum is
-// back-propagated (gradients accumulate in .grad); clip; AdamW; zero the gradients.
+// back-propagated (gradients accumulate in .grad); clip; AdamW; zero the gradients. Under
+// mixed precision (precision.dtype bf16/fp16) the model runs in that dtype, gradients fold
+// into fp32 master weights, which AdamW steps and checkpoints store; fp16 multiplies the loss
+// by a dynamic loss scale and skips steps whose gradients overflow (optim/mixed_precision.h).
 //
 // Checkpoint directory <out_dir>/step_NNNNNN (checkpoint/checkpoint_dir.h), files:
-//   model.safetensors      parameters under Hugging Face GPT-2 names
+//   model.safetensors      parameters under Hugging Face GPT-2 names (fp32 masters under mixed precision)
 //   optimizer.safetensors  AdamW state: "<param>.exp_avg", "<param>.exp_avg_sq" (f32)
-//   trainer_state.json     step, optimizer step, sampler state, dropout RNG state
+//   trainer_state.json     step, optimizer step, sampler state, dropout RNG state, loss scaler
 //   config.toml            the resolved training config
 //   config.json            Hugging Face's config for the model (so transformers loads it)
 #pragma once
@@ -22,6 +25,7 @@
 #include "models/gpt2/model.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
+#include "optim/mixed_precision.h"
 #include "train/metrics.h"
 #include "train/train_config.h"
 
@@ -59,6 +63,12 @@ class Trainer {
 
   TrainConfig cfg_;
   std::unique_ptr<models::gpt2::GPT2> model_;
+  // The tensors the optimizer steps and checkpoints hold: the model's parameters in fp32, the
+  // fp32 masters under mixed precision.
+  std::vector<nn::NamedTensor> weights() const;
+
+  std::unique_ptr<optim::MasterWeights> master_;  // mixed precision only
+  std::unique_ptr<optim::DynamicLossScaler> scaler_;
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<data::BatchSampler> train_sampler_;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "autograd/functions.h"
+#include "core/copy.h"
 #include "core/factory.h"
 #include "core/views.h"
 
@@ -109,6 +111,31 @@ TEST(Copy, CastsAndCopiesStrided) {
   EXPECT_GT(t.version(), v);
   EXPECT_EQ(to_vector<float>(t), std::vector<float>(4, 0.0f));
   EXPECT_THROW(core::copy_(views::expand(zeros({1}), {3}), zeros({3})), Error);
+}
+
+}  // namespace
+}  // namespace trident
+
+namespace trident {
+namespace {
+
+TEST(Tensor, SetDataRepointsEveryHolderAndDropsAMismatchedGrad) {
+  Tensor p = from_vector(std::vector<float>{1, 2, 3}, {3});
+  p.set_requires_grad(true);
+  p.mutable_grad() = from_vector(std::vector<float>{1, 1, 1}, {3});
+  const Tensor holder = p;  // e.g. a module's member and its parameter list
+  p.set_data(core::cast(from_vector(std::vector<float>{4, 5, 6}, {3}), DType::kBF16));
+  EXPECT_EQ(holder.dtype(), DType::kBF16);
+  EXPECT_TRUE(holder.requires_grad());
+  EXPECT_FALSE(holder.grad().has_value());
+  EXPECT_EQ(to_vector<float>(core::cast(holder, DType::kF32)), (std::vector<float>{4, 5, 6}));
+}
+
+TEST(Tensor, SetDataRefusesANonLeaf) {
+  Tensor p = from_vector(std::vector<float>{1, 2}, {2});
+  p.set_requires_grad(true);
+  Tensor y = p * 2.0;
+  EXPECT_THROW(y.set_data(p), Error);
 }
 
 }  // namespace

@@ -19,6 +19,8 @@ TEST(TrainConfigKeys, AreFrozen) {
       "data.grad_accum_steps", "data.sampler", "data.seed",
       "optim.lr", "optim.beta1", "optim.beta2", "optim.eps", "optim.weight_decay", "optim.grad_clip",
       "lr_schedule.shape", "lr_schedule.warmup_steps", "lr_schedule.decay_steps", "lr_schedule.min_lr",
+      "precision.dtype", "precision.initial_loss_scale", "precision.growth_interval", "precision.growth_factor",
+      "precision.backoff_factor", "precision.hysteresis", "precision.min_loss_scale",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
       "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads",
       "train.flush_denormals"};

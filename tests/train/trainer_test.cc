@@ -5,9 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/env.h"
+#include "checkpoint/safetensors.h"
+#include "core/copy.h"
+#include "core/factory.h"
 #include "data/token_file.h"
 
 namespace trident::train {
@@ -118,6 +123,108 @@ TEST_F(TrainerTest, ResumeMayChangeActivationCheckpointing) {
   const std::vector<double> b = train(second);
   ASSERT_EQ(a.size() + b.size(), straight.size());
   for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], straight[10 + i]) << "step " << 11 + i;
+}
+
+// Mixed precision: bf16 and fp16 (default loss scale) train the tiny model like fp32 does.
+TEST_F(TrainerTest, Bf16AndFp16TrainCloseToFp32) {
+  const std::vector<double> fp32 = train(config("fp32"));
+  for (const char* dtype : {"bf16", "fp16"}) {
+    TrainConfig cfg = config(dtype);
+    cfg.precision.dtype = dtype;
+    std::vector<double> losses;
+    auto t = Trainer::create(cfg);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    t.value()->show_progress = false;
+    int64_t skipped = 0;
+    t.value()->on_step = [&](const StepMetrics& m) {
+      losses.push_back(m.loss);
+      skipped = m.skipped_steps;
+    };
+    ASSERT_TRUE(t.value()->run().is_ok());
+    EXPECT_EQ(t.value()->model().parameter("h.0.attn.c_attn.weight").dtype(),
+              std::string(dtype) == "bf16" ? DType::kBF16 : DType::kF16);
+    EXPECT_EQ(skipped, 0) << dtype;
+    ASSERT_EQ(losses.size(), fp32.size());
+    for (size_t i = 0; i < fp32.size(); ++i)
+      EXPECT_NEAR(losses[i], fp32[i], 0.03 * fp32[i]) << dtype << ", step " << i + 1;
+    EXPECT_LT(losses.back(), losses.front() - 0.5) << dtype;
+  }
+}
+
+TEST_F(TrainerTest, MixedPrecisionCheckpointsHoldFp32MastersAndResumeBitIdentically) {
+  TrainConfig straight_cfg = config("straight");
+  straight_cfg.precision.dtype = "bf16";
+  const std::vector<double> straight = train(straight_cfg);
+  TrainConfig first = config("resumed");
+  first.precision.dtype = "bf16";
+  first.train.checkpoint_interval = 10;
+  const std::vector<double> a = train(first, 10);
+  const std::vector<double> b = train(first);
+  ASSERT_EQ(a.size() + b.size(), straight.size());
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], straight[10 + i]) << "step " << 11 + i;
+  auto reader = checkpoint::SafetensorsReader::open(checkpoint::default_env(),
+                                                    (dir_ / "resumed" / "step_000020" / "model.safetensors").string());
+  ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+  auto w = reader.value().load("h.0.attn.c_attn.weight");
+  ASSERT_TRUE(w.is_ok());
+  EXPECT_EQ(w.value().dtype(), DType::kF32);
+}
+
+// fp16 with a loss scale far too large: every gradient overflows, so the steps are skipped
+// (weights unchanged), counted, and the scale backs off once the hysteresis is used up.
+TEST_F(TrainerTest, Fp16OverflowSkipsTheStepAndBacksOffTheScale) {
+  TrainConfig cfg = config("overflow");
+  cfg.precision.dtype = "fp16";
+  cfg.precision.initial_loss_scale = 1099511627776.0;  // 2^40
+  cfg.precision.hysteresis = 2;
+  cfg.precision.backoff_factor = 0.5;
+  cfg.train.steps = 3;
+  auto t = Trainer::create(cfg);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  t.value()->show_progress = false;
+  const Tensor before = core::clone(t.value()->model().parameter("h.1.mlp.c_fc.weight"));
+  std::vector<StepMetrics> steps;
+  t.value()->on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+  ASSERT_TRUE(t.value()->run().is_ok());
+  ASSERT_EQ(steps.size(), 3u);
+  const double s0 = 1099511627776.0;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(steps[i].skipped) << "step " << i + 1;
+    EXPECT_EQ(steps[i].skipped_steps, static_cast<int64_t>(i + 1));
+    EXPECT_TRUE(std::isfinite(steps[i].loss));
+  }
+  // Hysteresis 2: the first overflow is tolerated, the second and later ones halve the scale.
+  EXPECT_EQ(*steps[0].loss_scale, s0);
+  EXPECT_EQ(*steps[1].loss_scale, s0);
+  EXPECT_EQ(*steps[2].loss_scale, s0 / 2);
+  const Tensor after = t.value()->model().parameter("h.1.mlp.c_fc.weight");
+  EXPECT_EQ(to_vector<float>(core::cast(after, DType::kF32)), to_vector<float>(core::cast(before, DType::kF32)));
+}
+
+TEST(DynamicLossScaler, BacksOffAfterHysteresisAndGrowsAfterTheInterval) {
+  optim::PrecisionOptions o;
+  o.dtype = "fp16";
+  o.initial_loss_scale = 1024;
+  o.hysteresis = 2;
+  o.growth_interval = 3;
+  o.min_loss_scale = 256;
+  optim::DynamicLossScaler s(o);
+  EXPECT_FALSE(s.update(true));  // tolerated by hysteresis
+  EXPECT_EQ(s.scale(), 1024);
+  EXPECT_FALSE(s.update(true));
+  EXPECT_EQ(s.scale(), 512);
+  EXPECT_FALSE(s.update(true));  // hysteresis stays used up until a growth
+  EXPECT_EQ(s.scale(), 256);
+  EXPECT_FALSE(s.update(true));  // floor
+  EXPECT_EQ(s.scale(), 256);
+  EXPECT_EQ(s.skipped_steps(), 4);
+  EXPECT_TRUE(s.update(false));
+  EXPECT_TRUE(s.update(false));
+  EXPECT_EQ(s.scale(), 256);
+  EXPECT_TRUE(s.update(false));  // third good step in a row
+  EXPECT_EQ(s.scale(), 512);
+  EXPECT_FALSE(s.update(true));  // hysteresis restored by the growth
+  EXPECT_EQ(s.scale(), 512);
 }
 
 TEST_F(TrainerTest, TruncatedCheckpointIsRefused) {

@@ -4,6 +4,7 @@
 #include "autograd/functions/loss.h"
 
 #include "autograd/record.h"
+#include "core/copy.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 
@@ -37,15 +38,16 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targ
       ops::linear_cross_entropy(x, w, targets, ignore_index, reduction, grad && x.requires_grad(),
                                 grad && w.requires_grad(), chunk_rows);
   if (grad)
-    // The gradients for a unit upstream gradient are already computed; backward scales them.
-    record(kLinearCrossEntropy, {x, w}, {r.loss}, [dx = r.dx, dw = r.dw](const BackwardContext& c) {
-      const double g = c.grad().item();
-      auto scaled = [g](const std::optional<Tensor>& d) -> std::optional<Tensor> {
-        if (!d.has_value()) return std::nullopt;
-        return g == 1.0 ? *d : ops::mul_scalar(*d, g);
-      };
-      return GradList{c.needs(0) ? scaled(dx) : std::nullopt, c.needs(1) ? scaled(dw) : std::nullopt};
-    });
+    // The forward already computed the gradients up to a factor; backward applies it.
+    record(kLinearCrossEntropy, {x, w}, {r.loss},
+           [dx = r.dx, dw = r.dw, scale = r.grad_scale, dtype = x.dtype()](const BackwardContext& c) {
+             const double g = scale * c.grad().item();
+             auto scaled = [g, dtype](const std::optional<Tensor>& d) -> std::optional<Tensor> {
+               if (!d.has_value()) return std::nullopt;
+               return d->dtype() == dtype ? ops::mul_scalar(*d, g) : core::cast(ops::mul_scalar(*d, g), dtype);
+             };
+             return GradList{c.needs(0) ? scaled(dx) : std::nullopt, c.needs(1) ? scaled(dw) : std::nullopt};
+           });
   return r.loss;
 }
 

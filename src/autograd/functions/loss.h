@@ -20,7 +20,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // cross_entropy(linear(x, w), targets) without the logits (Note [Fused LM head and
 // cross-entropy] in ops/loss.h): x (..., C), w (V, C), targets x's leading shape or (N).
 // Gradients for x and w are computed in the forward, chunk by chunk, and only scaled by the
-// backward; chunk_rows 0 picks the chunk size from V. Differentiable in x and w.
+// backward; chunk_rows 0 picks the chunk size from V. The loss is f32 for f32/bf16/f16
+// inputs (f64 for f64). Differentiable in x and w.
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets, int64_t ignore_index = -1,
                             Reduction reduction = Reduction::kMean, int64_t chunk_rows = 0);
 

@@ -1,0 +1,132 @@
+#include "optim/mixed_precision.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "core/allocator.h"
+#include "core/copy.h"
+#include "ops/elementwise.h"
+#include "ops/optim.h"
+
+namespace trident::optim {
+
+const OptionTable<PrecisionOptions>& PrecisionOptions::table() {
+  static const auto t =
+      OptionTable<PrecisionOptions>("precision", "Mixed precision: compute dtype, fp32 master weights, loss scaling")
+          .add("dtype", &PrecisionOptions::dtype,
+               "parameters, activations and gradients; bf16 and fp16 keep fp32 master weights for the optimizer",
+               {"fp32", "bf16", "fp16"})
+          .add("initial_loss_scale", &PrecisionOptions::initial_loss_scale, "fp16: first loss scale",
+               Range::positive())
+          .add("growth_interval", &PrecisionOptions::growth_interval,
+               "fp16: overflow-free steps in a row before the scale grows", Range::at_least(1))
+          .add("growth_factor", &PrecisionOptions::growth_factor, "fp16: scale multiplier on growth",
+               Range::at_least(1.0))
+          .add("backoff_factor", &PrecisionOptions::backoff_factor, "fp16: scale multiplier on overflow",
+               Range::between(1e-6, 1.0))
+          .add("hysteresis", &PrecisionOptions::hysteresis, "fp16: overflowing steps tolerated before a backoff",
+               Range::at_least(1))
+          .add("min_loss_scale", &PrecisionOptions::min_loss_scale, "fp16: the scale never backs off below this",
+               Range::positive());
+  return t;
+}
+
+DType PrecisionOptions::compute_dtype() const {
+  if (dtype == "bf16") return DType::kBF16;
+  if (dtype == "fp16") return DType::kF16;
+  TRI_CHECK(dtype == "fp32", "precision.dtype is \"", dtype, "\"; allowed: \"fp32\", \"bf16\", \"fp16\"");
+  return DType::kF32;
+}
+
+DynamicLossScaler::DynamicLossScaler(const PrecisionOptions& options)
+    : options_(options),
+      scale_(options.loss_scaling() ? options.initial_loss_scale : 1.0),
+      hysteresis_left_(options.hysteresis) {}
+
+bool DynamicLossScaler::update(bool found_inf) {
+  if (!options_.loss_scaling()) return !found_inf;
+  if (found_inf) {
+    ++skipped_;
+    growth_tracker_ = 0;
+    if (--hysteresis_left_ <= 0) scale_ = std::max(scale_ * options_.backoff_factor, options_.min_loss_scale);
+    return false;
+  }
+  if (++growth_tracker_ == options_.growth_interval) {
+    growth_tracker_ = 0;
+    hysteresis_left_ = options_.hysteresis;
+    scale_ *= options_.growth_factor;
+  }
+  return true;
+}
+
+void DynamicLossScaler::load_state(const State& s) {
+  TRI_CHECK(std::isfinite(s.scale) && s.scale > 0, "loss scaler state: scale must be finite and positive, got ",
+            s.scale);
+  scale_ = s.scale;
+  growth_tracker_ = s.growth_tracker;
+  hysteresis_left_ = s.hysteresis_left;
+  skipped_ = s.skipped;
+}
+
+MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute) {
+  for (const auto& [name, p] : params) {
+    TRI_CHECK(p.dtype() == DType::kF32, "mixed precision: parameter '", name, "' must start in f32, got ", p.dtype());
+    Tensor master = [&] {
+      MemoryCategoryGuard state(MemoryCategory::kOptimizerState);
+      return core::clone(p);
+    }();
+    master.set_requires_grad(true);
+    Tensor model_param = p;
+    {
+      MemoryCategoryGuard param_memory(MemoryCategory::kParameter);
+      model_param.set_data(core::cast(p, compute));
+    }
+    // Fold each backward pass's gradient into the master's fp32 .grad as soon as it is final.
+    autograd::register_grad_ready_hook(model_param, [master](const Tensor& leaf) mutable {
+      const std::optional<Tensor>& g = leaf.grad();
+      if (!g.has_value()) return;
+      MemoryCategoryGuard grads(MemoryCategory::kGradient);
+      Tensor g32 = core::cast(*g, DType::kF32);
+      std::optional<Tensor>& acc = master.mutable_grad();
+      if (acc.has_value()) {
+        ops::add_(*acc, g32);
+      } else {
+        acc = g32;
+      }
+      Tensor(leaf).zero_grad();
+    });
+    masters_.emplace_back(name, master);
+    model_params_.push_back(model_param);
+  }
+}
+
+std::vector<Tensor> MasterWeights::master_tensors() const {
+  std::vector<Tensor> out;
+  for (const auto& [name, m] : masters_) out.push_back(m);
+  return out;
+}
+
+bool MasterWeights::grads_overflowed() const {
+  std::vector<Tensor> grads;
+  for (const auto& [name, m] : masters_)
+    if (m.grad().has_value()) grads.push_back(*m.grad());
+  return !std::isfinite(ops::sum_of_squares(grads));
+}
+
+void MasterWeights::scale_grads(double factor) {
+  for (const auto& [name, m] : masters_)
+    if (m.grad().has_value()) ops::scale_(*m.grad(), factor);
+}
+
+void MasterWeights::zero_grads() {
+  for (auto& [name, m] : masters_) Tensor(m).zero_grad();
+}
+
+void MasterWeights::copy_to_model() {
+  autograd::NoGradGuard no_grad;
+  for (size_t i = 0; i < masters_.size(); ++i) core::copy_(model_params_[i], masters_[i].second);
+}
+
+}  // namespace trident::optim

@@ -1,0 +1,91 @@
+// Mixed-precision training (Micikevicius et al., "Mixed Precision Training", 2018; the bf16
+// and fp16 modes of Megatron-LM and DeepSpeed): the model's parameters, activations and
+// gradients are bf16 or fp16; the optimizer updates fp32 master weights.
+//
+// Per step: each backward pass's low-precision gradients are folded into fp32 gradients of
+// the masters as they become final (grad-ready hooks), so accumulation over micro-batches
+// is fp32; the optimizer steps the masters; the masters are rounded back into the model.
+// fp16 adds dynamic loss scaling: the loss is multiplied by the scale before backward so
+// small gradients survive fp16; a step whose gradients hold an inf or NaN is skipped and
+// the scale backs off; after growth_interval good steps it grows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/options.h"
+#include "core/tensor.h"
+#include "nn/module.h"
+
+namespace trident::optim {
+
+struct PrecisionOptions {
+  std::string dtype = "fp32";         // "fp32", "bf16" (fp32 masters) or "fp16" (fp32 masters + loss scaling)
+  double initial_loss_scale = 65536;  // fp16: the first scale (2^16)
+  int64_t growth_interval = 1000;     // fp16: good steps in a row before the scale grows
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t hysteresis = 2;             // fp16: overflowing steps tolerated before a backoff
+  double min_loss_scale = 1.0;
+  static const OptionTable<PrecisionOptions>& table();
+
+  // The model's dtype: f32, bf16 or f16.
+  DType compute_dtype() const;
+  bool mixed() const { return dtype != "fp32"; }
+  bool loss_scaling() const { return dtype == "fp16"; }
+};
+
+// Megatron-LM's DynamicGradScaler: an overflow uses up one unit of hysteresis, and when none
+// is left the scale is multiplied by backoff_factor (not below min_loss_scale); growth_interval
+// overflow-free steps in a row multiply it by growth_factor and restore the hysteresis.
+class DynamicLossScaler {
+ public:
+  explicit DynamicLossScaler(const PrecisionOptions& options);
+
+  double scale() const { return scale_; }
+  // Call once per step with whether its gradients overflowed; returns whether to step.
+  bool update(bool found_inf);
+  int64_t skipped_steps() const { return skipped_; }
+
+  struct State {
+    double scale;
+    int64_t growth_tracker, hysteresis_left, skipped;
+  };
+  State state() const { return {scale_, growth_tracker_, hysteresis_left_, skipped_}; }
+  void load_state(const State& s);
+
+ private:
+  PrecisionOptions options_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+  int64_t hysteresis_left_;
+  int64_t skipped_ = 0;
+};
+
+// The fp32 master copy of a model's parameters.
+class MasterWeights {
+ public:
+  // `params` are the model's fp32 parameters. Their current values become the masters (fp32,
+  // tagged optimizer-state memory); the parameters themselves switch to `compute` (set_data)
+  // and get a grad-ready hook that adds their gradient, in fp32, to the master's .grad and
+  // drops the low-precision one.
+  MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute);
+
+  // The masters under the parameters' names: what the optimizer steps and checkpoints hold.
+  const std::vector<nn::NamedTensor>& masters() const { return masters_; }
+  std::vector<Tensor> master_tensors() const;
+  // Whether any master gradient holds an inf or a NaN.
+  bool grads_overflowed() const;
+  // Multiplies every master gradient by `factor` (unscaling the loss scale).
+  void scale_grads(double factor);
+  void zero_grads();
+  // Rounds the masters into the model's parameters.
+  void copy_to_model();
+
+ private:
+  std::vector<nn::NamedTensor> masters_;
+  std::vector<Tensor> model_params_;
+};
+
+}  // namespace trident::optim
