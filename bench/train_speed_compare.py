@@ -4,7 +4,8 @@
 For each config, alternating trident and PyTorch `--reps` times (so a noisy neighbour hits
 both), each run in its own process: `--warmup` untimed steps, then `--steps` timed steps of
 forward + backward + clip_grad_norm_ + AdamW + zero_grad on random tokens, same thread count,
-model, batch, precision (fp32) and optimizer. Reports per framework the median over runs of
+model, batch, precision (fp32; `--precision bf16` runs trident in bf16 against PyTorch fp32)
+and optimizer. Reports per framework the median over runs of
 each run's median step: ms/step, tokens/s, peak RSS (the process's, from wait4), and the
 ratios trident/PyTorch; and the model FLOPs utilization of each against the SGEMM rate
 trident measures on this machine (6 x params + 12 x L x C x T FLOPs per token, the PaLM
@@ -105,6 +106,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--checkpointing", default="none", help="trident's activation checkpointing")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="trident's precision (PyTorch's side stays fp32: the issue's baseline)")
     ap.add_argument("--out", default="", help="also write the JSON here")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config", default="tiny", help=argparse.SUPPRESS)
@@ -113,7 +116,8 @@ def main():
         return torch_worker(args)
 
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads))
-    report = {"benchmark": "train_speed_compare", "threads": args.threads, "precision": "fp32",
+    report = {"benchmark": "train_speed_compare", "threads": args.threads, "trident_precision": args.precision,
+              "pytorch_precision": "fp32",
               "trident_checkpointing": args.checkpointing, "configs": {}}
     sgemm = None
     for name in args.configs.split(","):
@@ -124,7 +128,8 @@ def main():
             tri_cmd = [args.trident_bench, "--layers", str(c["L"]), "--embd", str(c["C"]), "--heads", str(c["NH"]),
                        "--vocab", str(V), "--T", str(c["T"]), "--B", str(c["B"]), "--steps", str(steps),
                        "--warmup", str(args.warmup), "--threads", str(args.threads),
-                       "--checkpointing", args.checkpointing] + (["--sgemm"] if sgemm is None else [])
+                       "--checkpointing", args.checkpointing, "--precision", args.precision] + (
+                           ["--sgemm"] if sgemm is None else [])
             r = run_child(tri_cmd, env)
             if sgemm is None:
                 sgemm = r["sgemm_gflops"]

@@ -5,7 +5,9 @@
 //
 // Usage: train_step_bench [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
-//          [--sgemm]
+//          [--precision fp32|bf16|fp16] [--sgemm]
+// bf16/fp16 run as the trainer does: the model in that dtype, fp32 master weights stepped by
+// AdamW (fp16 with a fixed loss scale of 1024 here; no overflow checks).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "models/gpt2/model.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
+#include "optim/mixed_precision.h"
 
 using namespace trident;
 using Clock = std::chrono::steady_clock;
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   models::gpt2::GPT2Config cfg;
   int64_t T = 1024, B = 4, steps = 5, warmup = 1, threads = 0;
   bool sgemm = false;
+  optim::PrecisionOptions precision;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoll(next());
     else if (a == "--checkpointing") cfg.activation_checkpointing = next();
     else if (a == "--sgemm") sgemm = true;
+    else if (a == "--precision") precision.dtype = next();
     else {
       std::fprintf(stderr, "train_step_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -93,11 +98,14 @@ int main(int argc, char** argv) {
     }
     models::gpt2::GPT2& model = *model_storage;
     model.train();
-    optim::AdamWOptions opt_options;
-    optim::AdamW opt(model.named_parameters(), opt_options);
-    const std::vector<Tensor> params = model.parameters();
     int64_t n_params = 0;
-    for (const Tensor& p : params) n_params += p.numel();
+    for (const Tensor& p : model.parameters()) n_params += p.numel();
+    std::optional<optim::MasterWeights> master;
+    if (precision.mixed()) master.emplace(model.named_parameters(), precision.compute_dtype());
+    const double loss_scale = precision.loss_scaling() ? 1024.0 : 1.0;
+    optim::AdamWOptions opt_options;
+    optim::AdamW opt(master ? master->masters() : model.named_parameters(), opt_options);
+    const std::vector<Tensor> params = master ? master->master_tensors() : model.parameters();
     Generator gen(1);
     std::vector<double> step_ms, losses;
     for (int64_t s = 0; s < warmup + steps; ++s) {
@@ -108,10 +116,15 @@ int main(int argc, char** argv) {
         MemoryCategoryGuard activations(MemoryCategory::kActivation);
         const Tensor loss = model.loss(idx, targets);
         losses.push_back(loss.item());
-        autograd::backward(loss);
+        autograd::backward(loss_scale == 1.0 ? loss : loss * loss_scale);
       }
+      if (master && loss_scale != 1.0) master->scale_grads(1.0 / loss_scale);
       optim::clip_grad_norm_(params, opt_options.grad_clip);
       opt.step(opt_options.lr);
+      if (master) {
+        master->copy_to_model();
+        master->zero_grads();
+      }
       model.zero_grad();
       step_ms.push_back(seconds_since(t0) * 1e3);
       std::fprintf(stderr, "step %lld: %.0f ms, loss %.4f\n", static_cast<long long>(s + 1), step_ms.back(),
@@ -127,6 +140,7 @@ int main(int argc, char** argv) {
         {"config", {{"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
                     {"vocab_size", cfg.vocab_size}, {"T", T}, {"B", B},
                     {"activation_checkpointing", cfg.activation_checkpointing}}},
+        {"precision", precision.dtype},
         {"threads", num_threads()},
         {"params", n_params},
         {"step_ms", step_ms},

@@ -179,12 +179,10 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
         kernels::cpu::gemm<T>(false, false, n, C, V, 1.0f, lg, V, wc.data_ptr<T>(), C, 0.0f,
                               out.dx->data_ptr<T>() + r0 * C, C);
       if (want_dw) {  // dw += dlogits^T (V,n) @ x rows (n,C), in acc (fp32 for bf16/f16)
-        if constexpr (std::is_same_v<T, acc_t<T>>) {
+        if constexpr (std::is_same_v<T, double>) {
           kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, xc, C, 1.0f, out.dw->data_ptr<T>(), C);
         } else {
-          Tensor part = empty(w.shape(), x.dtype(), x.device());
-          kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, xc, C, 0.0f, part.data_ptr<T>(), C);
-          out.dw = add(*out.dw, core::cast(part, acc));
+          kernels::cpu::gemm_to_f32<T>(true, false, V, C, n, 1.0f, lg, V, xc, C, 1.0f, out.dw->data_ptr<float>(), C);
         }
       }
     }

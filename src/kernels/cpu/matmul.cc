@@ -80,16 +80,18 @@ void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   }
 }
 
-// Copies op(X) (rows x cols as used by the product) into a dense f32 buffer.
+// Copies a stored matrix (rows x cols, row stride ld) into a dense f32 one, in the same
+// layout: contiguous reads and writes that vectorize (bf16 -> f32 is a shift). Transposes
+// stay BLAS's job.
 template <class T>
-void widen(float* dst, const T* src, bool trans, int64_t rows, int64_t cols, int64_t ld) {
-  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
-               [&](int64_t rb, int64_t re) {
-                 for (int64_t r = rb; r < re; ++r)
-                   for (int64_t c = 0; c < cols; ++c)
-                     dst[r * cols + c] =
-                         static_cast<float>(trans ? src[c * ld + r] : src[r * ld + c]);
-               });
+void widen(float* dst, const T* src, int64_t rows, int64_t cols, int64_t ld) {
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* in = src + r * ld;
+      float* out = dst + r * cols;
+      for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(in[c]);
+    }
+  });
 }
 
 DataPtr scratch(int64_t floats) {
@@ -113,11 +115,13 @@ void gemm_any(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
     float* af = static_cast<float*>(a.get());
     float* bf = static_cast<float*>(b.get());
     float* cf = static_cast<float*>(c.get());
-    widen(af, A, trans_a, M, K, lda);
-    widen(bf, B, trans_b, K, N, ldb);
-    if (beta != 0.0f) widen(cf, C, false, M, N, ldc);
-    gemm_native<float>(false, false, M, N, K, alpha, af, std::max<int64_t>(K, 1), bf, N, beta, cf, N,
-                       serial);
+    // As stored: op(A) is (M,K), stored (K,M) when transposed; likewise B.
+    const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
+    widen(af, A, trans_a ? K : M, a_cols, lda);
+    widen(bf, B, trans_b ? N : K, b_cols, ldb);
+    if (beta != 0.0f) widen(cf, C, M, N, ldc);
+    gemm_native<float>(trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(a_cols, 1), bf,
+                       std::max<int64_t>(b_cols, 1), beta, cf, N, serial);
     parallel_for(0, M, std::max<int64_t>(1, 8192 / N), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r)
         for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = T(cf[r * N + j]);
@@ -138,6 +142,34 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
                  const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
   gemm_any(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
 }
+
+template <class T>
+void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    gemm_any<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+  } else {
+    if (M == 0 || N == 0) return;
+    lda = std::max<int64_t>(lda, std::max<int64_t>(trans_a ? M : K, 1));
+    ldb = std::max<int64_t>(ldb, std::max<int64_t>(trans_b ? K : N, 1));
+    const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
+    DataPtr a = scratch(M * K), b = scratch(K * N);
+    float* af = static_cast<float*>(a.get());
+    float* bf = static_cast<float*>(b.get());
+    widen(af, A, trans_a ? K : M, a_cols, lda);
+    widen(bf, B, trans_b ? N : K, b_cols, ldb);
+    gemm_native<float>(trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(a_cols, 1), bf,
+                       std::max<int64_t>(b_cols, 1), beta, C, std::max<int64_t>(ldc, std::max<int64_t>(N, 1)),
+                       /*serial=*/false);
+  }
+}
+
+template void gemm_to_f32<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                                 int64_t, float, float*, int64_t);
+template void gemm_to_f32<bf16>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t, const bf16*,
+                                int64_t, float, float*, int64_t);
+template void gemm_to_f32<f16>(bool, bool, int64_t, int64_t, int64_t, float, const f16*, int64_t, const f16*,
+                               int64_t, float, float*, int64_t);
 
 #define TRI_INSTANTIATE(T)                                                                      \
   template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t,        \

@@ -23,6 +23,12 @@ template <class T>
 void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc);
 
+// The same product with a float result for bf16/f16 (or f32) operands: C stays fp32, so a
+// sum over several calls (beta = 1) is accumulated in fp32, not rounded to T each time.
+template <class T>
+void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // Rows (or columns) per block of the deterministic GEMM.
 inline constexpr int64_t kGemmBlock = 256;
 
