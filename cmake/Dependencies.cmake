@@ -21,6 +21,10 @@ target_link_libraries(trident_blas INTERFACE ${OPENBLAS_LIBRARY})
 
 find_package(nlohmann_json 3 REQUIRED)
 
+# MPI (OpenMPI): the communication engine between processes and hosts (src/comm). Only its
+# C library is linked.
+find_package(MPI REQUIRED COMPONENTS C)
+
 find_package(tomlplusplus 3 REQUIRED)
 
 # PCRE2 (UTF, JIT): the GPT-2 pre-tokenization pattern needs Unicode classes and lookahead.

@@ -12,6 +12,7 @@ PACKAGES=(
   libpcre2-dev               # GPT-2 pre-tokenization regex (Unicode classes)
   libtomlplusplus-dev        # TOML config files
   libcli11-dev               # command-line parsing
+  libopenmpi-dev openmpi-bin # MPI: the communication engine between processes (src/comm)
   python3-torch python3-numpy  # independent reference for parity tests and benchmarks
   fortunes                   # the main job's corpus
 )

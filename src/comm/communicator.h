@@ -1,0 +1,111 @@
+// Communicator: the collective and point-to-point operations every distributed strategy is
+// written against (data parallel, ZeRO, tensor/pipeline parallel). Backends implement it on a
+// real communication engine: MPI (OpenMPI) between processes and hosts here, NCCL between
+// GPUs later (issue #7). A strategy never names a backend.
+//
+// Tensors are contiguous CPU tensors of the same dtype and shape on every rank (what each
+// operation requires of sizes is stated below). Reductions support f32, f64, bf16, f16
+// (summed in fp32), i32 and i64. Every operation has an asynchronous form returning a Work
+// handle (MPI non-blocking collectives), so communication overlaps computation; the tensors
+// must stay alive and untouched until the handle is waited on.
+//
+// Every communicator counts, per operation kind, the calls made and the elements and bytes
+// this rank handed to them (stats()): the ZeRO and tensor-parallel tests check their
+// communication volume with these counters, and the trainer reports them in metrics.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace trident::comm {
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+enum class CommOp : int {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kSend,
+  kRecv,
+  kBarrier,
+  kAllToAll,
+};
+inline constexpr int kNumCommOps = 8;
+const char* comm_op_name(CommOp op);
+
+struct CommStats {
+  struct Counter {
+    int64_t calls = 0;
+    int64_t elements = 0;  // elements of the input this rank handed to the operation
+    int64_t bytes = 0;
+  };
+  std::array<Counter, kNumCommOps> ops{};
+  const Counter& of(CommOp op) const { return ops[static_cast<int>(op)]; }
+  Counter& of(CommOp op) { return ops[static_cast<int>(op)]; }
+  int64_t total_bytes() const;
+  std::string str() const;  // one line per operation kind that was used
+};
+
+// An operation in flight. wait() blocks until it completes (and throws if it failed);
+// destroying a handle that was not waited on waits for it.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  // Whether it has completed (then wait() returns at once).
+  virtual bool test() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "mpi", later "nccl".
+  virtual std::string backend() const = 0;
+
+  // t = op over ranks of t, in place.
+  virtual std::unique_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) = 0;
+  // input (size() * n elements) reduced over ranks; this rank gets elements
+  // [rank * n, (rank + 1) * n) of the result in output (n elements).
+  virtual std::unique_ptr<Work> reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
+  // output (size() * n elements) = the ranks' inputs (n elements each) in rank order.
+  virtual std::unique_ptr<Work> all_gather_async(const Tensor& input, const Tensor& output) = 0;
+  // t = root's t on every rank.
+  virtual std::unique_ptr<Work> broadcast_async(const Tensor& t, int root) = 0;
+  virtual std::unique_ptr<Work> send_async(const Tensor& t, int dst, int tag) = 0;
+  virtual std::unique_ptr<Work> recv_async(const Tensor& t, int src, int tag) = 0;
+  // input and output of size() * n elements: block j of input goes to rank j, block i of
+  // output comes from rank i.
+  virtual std::unique_ptr<Work> all_to_all_async(const Tensor& input, const Tensor& output) = 0;
+  virtual void barrier() = 0;
+
+  // Blocking forms.
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::kSum) { all_reduce_async(t, op)->wait(); }
+  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::kSum) {
+    reduce_scatter_async(input, output, op)->wait();
+  }
+  void all_gather(const Tensor& input, const Tensor& output) { all_gather_async(input, output)->wait(); }
+  void broadcast(const Tensor& t, int root) { broadcast_async(t, root)->wait(); }
+  void send(const Tensor& t, int dst, int tag = 0) { send_async(t, dst, tag)->wait(); }
+  void recv(const Tensor& t, int src, int tag = 0) { recv_async(t, src, tag)->wait(); }
+  void all_to_all(const Tensor& input, const Tensor& output) { all_to_all_async(input, output)->wait(); }
+
+  // A sub-communicator of the ranks that pass the same color, ordered by key (then by rank
+  // here), as MPI_Comm_split: the mesh's data-, tensor- and pipeline-parallel groups.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+ protected:
+  void count(CommOp op, const Tensor& t);
+  CommStats stats_;
+};
+
+}  // namespace trident::comm

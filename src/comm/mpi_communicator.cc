@@ -1,0 +1,268 @@
+#include "comm/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+
+namespace trident::comm {
+namespace {
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+// MPI reductions of bf16/f16: each pairwise combination widens to float and rounds back.
+template <class T, class Combine>
+void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = T(Combine{}(static_cast<float>(a[i]), static_cast<float>(b[i])));
+}
+struct Add {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  float operator()(float a, float b) const { return a > b ? a : b; }
+};
+struct Min {
+  float operator()(float a, float b) const { return a < b ? a : b; }
+};
+
+struct HalfOps {
+  MPI_Op for_bf16[3], for_f16[3];  // indexed by ReduceOp
+  HalfOps() {
+    MPI_Op_create(&half_reduce<bf16, Add>, 1, &for_bf16[0]);
+    MPI_Op_create(&half_reduce<bf16, Max>, 1, &for_bf16[1]);
+    MPI_Op_create(&half_reduce<bf16, Min>, 1, &for_bf16[2]);
+    MPI_Op_create(&half_reduce<f16, Add>, 1, &for_f16[0]);
+    MPI_Op_create(&half_reduce<f16, Max>, 1, &for_f16[1]);
+    MPI_Op_create(&half_reduce<f16, Min>, 1, &for_f16[2]);
+  }
+};
+
+MPI_Datatype mpi_type(DType d) {
+  switch (d) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI32: return MPI_INT32_T;
+    case DType::kI64: return MPI_INT64_T;
+    case DType::kU16:
+    case DType::kBF16:
+    case DType::kF16: return MPI_UINT16_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(MPI_Request request, std::string what) : request_(request), what_(std::move(what)) {}
+  ~MpiWork() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave one in flight
+  }
+  void wait() override {
+    if (request_ == MPI_REQUEST_NULL) return;
+    const int rc = MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what_, " failed: ", mpi_error(rc));
+  }
+  bool test() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    const int rc = MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what_, " failed: ", mpi_error(rc));
+    return done != 0;
+  }
+
+ private:
+  MPI_Request request_;
+  std::string what_;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `comm` unless it is MPI_COMM_WORLD.
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  }
+  ~MpiCommunicator() override {
+    if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  std::unique_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
+    const int n = count_of(t, "all_reduce");
+    count(CommOp::kAllReduce, t);
+    MPI_Request r;
+    const int rc = MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), n, mpi_type(t.dtype()), mpi_op(t, op, "all_reduce"),
+                                  comm_, &r);
+    return started(rc, r, "all_reduce");
+  }
+
+  std::unique_ptr<Work> reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) override {
+    check_pair(input, output, "reduce_scatter", /*input_is_whole=*/true);
+    count(CommOp::kReduceScatter, input);
+    const int n = count_of(output, "reduce_scatter");
+    MPI_Request r;
+    const int rc = MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), n, mpi_type(input.dtype()),
+                                             mpi_op(input, op, "reduce_scatter"), comm_, &r);
+    return started(rc, r, "reduce_scatter");
+  }
+
+  std::unique_ptr<Work> all_gather_async(const Tensor& input, const Tensor& output) override {
+    check_pair(input, output, "all_gather", /*input_is_whole=*/false);
+    count(CommOp::kAllGather, output);
+    const int n = count_of(input, "all_gather");
+    MPI_Request r;
+    const int rc = MPI_Iallgather(input.raw_data(), n, mpi_type(input.dtype()), output.raw_data(), n,
+                                  mpi_type(output.dtype()), comm_, &r);
+    return started(rc, r, "all_gather");
+  }
+
+  std::unique_ptr<Work> broadcast_async(const Tensor& t, int root) override {
+    check_rank(root, "broadcast root");
+    const int n = count_of(t, "broadcast");
+    count(CommOp::kBroadcast, t);
+    MPI_Request r;
+    const int rc = MPI_Ibcast(t.raw_data(), n, mpi_type(t.dtype()), root, comm_, &r);
+    return started(rc, r, "broadcast");
+  }
+
+  std::unique_ptr<Work> send_async(const Tensor& t, int dst, int tag) override {
+    check_rank(dst, "send destination");
+    const int n = count_of(t, "send");
+    count(CommOp::kSend, t);
+    MPI_Request r;
+    const int rc = MPI_Isend(t.raw_data(), n, mpi_type(t.dtype()), dst, tag, comm_, &r);
+    return started(rc, r, "send to rank " + std::to_string(dst));
+  }
+
+  std::unique_ptr<Work> recv_async(const Tensor& t, int src, int tag) override {
+    check_rank(src, "recv source");
+    const int n = count_of(t, "recv");
+    count(CommOp::kRecv, t);
+    MPI_Request r;
+    const int rc = MPI_Irecv(t.raw_data(), n, mpi_type(t.dtype()), src, tag, comm_, &r);
+    return started(rc, r, "recv from rank " + std::to_string(src));
+  }
+
+  std::unique_ptr<Work> all_to_all_async(const Tensor& input, const Tensor& output) override {
+    check_tensor(input, "all_to_all");
+    check_tensor(output, "all_to_all");
+    TRI_CHECK(input.numel() == output.numel() && input.dtype() == output.dtype() && input.numel() % size_ == 0,
+              where("all_to_all"), ": input (", input.numel(), " ", input.dtype(), ") and output (", output.numel(),
+              " ", output.dtype(), ") must have the same dtype and a size divisible by the ", size_, " ranks");
+    count(CommOp::kAllToAll, input);
+    const int n = count_of(input, "all_to_all") / size_;
+    MPI_Request r;
+    const int rc = MPI_Ialltoall(input.raw_data(), n, mpi_type(input.dtype()), output.raw_data(), n,
+                                 mpi_type(output.dtype()), comm_, &r);
+    return started(rc, r, "all_to_all");
+  }
+
+  void barrier() override {
+    ++stats_.of(CommOp::kBarrier).calls;
+    const int rc = MPI_Barrier(comm_);
+    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where("barrier"), " failed: ", mpi_error(rc));
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    TRI_CHECK(color >= 0, where("split"), ": color must be >= 0, got ", color);
+    MPI_Comm sub;
+    const int rc = MPI_Comm_split(comm_, color, key, &sub);
+    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where("split"), " failed: ", mpi_error(rc));
+    return std::make_unique<MpiCommunicator>(sub);
+  }
+
+ private:
+  std::string where(const char* op) const {
+    return "rank " + std::to_string(world_rank_) + ": " + op;
+  }
+
+  void check_tensor(const Tensor& t, const char* op) const {
+    TRI_CHECK(t.device().is_cpu(), where(op), ": the MPI backend takes CPU tensors, got one on ", t.device());
+    TRI_CHECK(t.is_contiguous(), where(op), ": tensor ", t.shape(), " must be contiguous");
+  }
+
+  int count_of(const Tensor& t, const char* op) const {
+    check_tensor(t, op);
+    TRI_CHECK(t.numel() <= INT_MAX, where(op), ": ", t.numel(), " elements exceed MPI's int count (", INT_MAX,
+              "); split the tensor");
+    return static_cast<int>(t.numel());
+  }
+
+  void check_rank(int r, const char* what) const {
+    TRI_CHECK(r >= 0 && r < size_, where(what), " ", r, " is not a rank of this communicator (size ", size_, ")");
+  }
+
+  // reduce_scatter: input is size() x output; all_gather: output is size() x input.
+  void check_pair(const Tensor& input, const Tensor& output, const char* op, bool input_is_whole) const {
+    check_tensor(input, op);
+    check_tensor(output, op);
+    const Tensor& whole = input_is_whole ? input : output;
+    const Tensor& part = input_is_whole ? output : input;
+    TRI_CHECK(input.dtype() == output.dtype(), where(op), ": input ", input.dtype(), " and output ", output.dtype(),
+              " differ in dtype");
+    TRI_CHECK(whole.numel() == part.numel() * size_, where(op), ": ", input_is_whole ? "input" : "output", " has ",
+              whole.numel(), " elements; expected ", size_, " ranks x ", part.numel());
+  }
+
+  MPI_Op mpi_op(const Tensor& t, ReduceOp op, const char* what) const {
+    const int i = static_cast<int>(op);
+    if (t.dtype() == DType::kBF16 || t.dtype() == DType::kF16) {
+      static const HalfOps ops;  // created after MPI_Init, on first use
+      return t.dtype() == DType::kBF16 ? ops.for_bf16[i] : ops.for_f16[i];
+    }
+    TRI_CHECK(t.dtype() != DType::kU16, where(what), ": reductions of u16 are not supported");
+    return op == ReduceOp::kSum ? MPI_SUM : op == ReduceOp::kMax ? MPI_MAX : MPI_MIN;
+  }
+
+  std::unique_ptr<Work> started(int rc, MPI_Request r, const std::string& op) {
+    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where(op.c_str()), " failed to start: ", mpi_error(rc));
+    return std::make_unique<MpiWork>(r, where(op.c_str()));
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1, world_rank_ = 0;
+};
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+void MpiRuntime::init(int* argc, char*** argv) {
+  if (initialized()) return;
+  int provided = 0;
+  const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, "MPI_Init_thread failed: ", mpi_error(rc));
+  std::atexit(finalize_at_exit);
+}
+
+bool MpiRuntime::initialized() {
+  int flag = 0;
+  MPI_Initialized(&flag);
+  return flag != 0;
+}
+
+std::unique_ptr<Communicator> MpiRuntime::world() {
+  init();
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+}
+
+}  // namespace trident::comm
