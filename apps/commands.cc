@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
 #include "data/prepare.h"
 #include "models/gpt2/generate.h"
@@ -108,15 +109,19 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides) 
     if (!s.is_ok()) return s;
   }
   cfg.validate();
-  std::printf("# resolved config\n%s", tree.to_toml().c_str());
+  const bool rank0 = comm::MpiRuntime::launcher_rank() == 0;
+  if (rank0) std::printf("# resolved config\n%s", tree.to_toml().c_str());
   if (a.print_config) return Status::ok();
   std::fflush(stdout);
-  auto trainer = train::Trainer::create(cfg);
+  std::shared_ptr<comm::Communicator> world;
+  if (comm::MpiRuntime::launched_by_mpirun()) world = comm::MpiRuntime::world();
+  auto trainer = train::Trainer::create(cfg, world);
   if (!trainer.is_ok()) return trainer.status();
   train::Trainer& t = *trainer.value();
-  std::fprintf(stderr, "model: %lld parameters; %lld tokens per step; starting at step %lld of %lld\n",
-               static_cast<long long>(t.model().num_parameters()), static_cast<long long>(cfg.tokens_per_step()),
-               static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
+  if (rank0)
+    std::fprintf(stderr, "model: %lld parameters; %lld tokens per step; %d rank(s); starting at step %lld of %lld\n",
+                 static_cast<long long>(t.model().num_parameters()), static_cast<long long>(cfg.tokens_per_step()),
+                 world ? world->size() : 1, static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
   return t.run();
 }
 
@@ -210,6 +215,18 @@ Status run_tokenize(const TokenizeArgs& a) {
   for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
   std::printf("%s]\n", out.c_str());
   return Status::ok();
+}
+
+std::string error_prefix() {
+  if (!comm::MpiRuntime::launched_by_mpirun()) return "error: ";
+  return "error (rank " + std::to_string(comm::MpiRuntime::launcher_rank()) + "): ";
+}
+
+void exit_after_error(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (comm::MpiRuntime::launched_by_mpirun()) comm::MpiRuntime::abort(code);
+  std::exit(code);
 }
 
 }  // namespace trident::cli

@@ -28,7 +28,13 @@ struct TrainArgs {
 };
 CLI::App* add_train(CLI::App& app, TrainArgs& args);
 // `overrides`: the remaining "--section.key=value" arguments.
+// Under mpirun, trains data-parallel over the job's ranks; rank 0 alone prints.
 Status run_train(const TrainArgs& args, const std::vector<std::string>& overrides);
+
+// "error: " or, in a job started by mpirun, "error (rank R): ".
+std::string error_prefix();
+// Exits with `code`; in an MPI job, ends every rank (no rank is left waiting on this one).
+[[noreturn]] void exit_after_error(int code);
 
 struct SampleArgs {
   std::string checkpoint;

@@ -40,12 +40,12 @@ int main(int argc, char** argv) {
     else if (*cmd_eval) s = run_eval(eval);
     else if (*cmd_tokenize) s = run_tokenize(tokenize);
     if (!s.is_ok()) {
-      std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
-      return 1;
+      std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), s.to_string().c_str());
+      exit_after_error(1);
     }
   } catch (const trident::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), e.what());
+    exit_after_error(1);
   }
   return 0;
 }

@@ -260,6 +260,26 @@ bool MpiRuntime::initialized() {
   return flag != 0;
 }
 
+bool MpiRuntime::launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
+         std::getenv("PMI_SIZE") != nullptr;
+}
+
+int MpiRuntime::launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
+void MpiRuntime::abort(int code) {
+  if (initialized()) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  }
+  std::_Exit(code);
+}
+
 std::unique_ptr<Communicator> MpiRuntime::world() {
   init();
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);

@@ -18,6 +18,14 @@ class MpiRuntime {
   static bool initialized();
   // The communicator of every process of the job (MPI_COMM_WORLD).
   static std::unique_ptr<Communicator> world();
+  // Whether this process was started by mpirun (its environment says so), so that a
+  // program can run alone without touching MPI.
+  static bool launched_by_mpirun();
+  // This process's rank in the job from the launcher's environment (0 when not launched).
+  static int launcher_rank();
+  // Ends every process of the job (MPI_Abort): a rank that fails must not leave the others
+  // waiting in a collective.
+  [[noreturn]] static void abort(int code);
 };
 
 }  // namespace trident::comm

@@ -46,6 +46,7 @@ void TrainConfig::bind(config::ConfigTree& tree) {
   tree.bind(optim);
   tree.bind(lr_schedule);
   tree.bind(precision);
+  tree.bind(parallel);
   tree.bind(train);
 }
 

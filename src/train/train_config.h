@@ -11,6 +11,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
+#include "parallel/data_parallel.h"
 
 namespace trident::train {
 
@@ -48,6 +49,7 @@ struct TrainConfig {
   optim::AdamWOptions optim;
   optim::LRScheduleOptions lr_schedule;
   optim::PrecisionOptions precision;
+  parallel::ParallelOptions parallel;
   TrainOptions train;
 
   // Binds every section, in print order.

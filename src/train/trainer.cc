@@ -12,6 +12,8 @@
 #include "autograd/functions.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "core/copy.h"
+#include "core/factory.h"
+#include "core/views.h"
 #include "core/parallel.h"
 #include "models/gpt2/hf_names.h"
 #include "optim/clip_grad.h"
@@ -87,11 +89,19 @@ Status load_gpt2_weights(models::gpt2::GPT2& model, const std::string& path) {
   return Status::ok();
 }
 
-Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {}
+Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm)
+    : cfg_(cfg), comm_(std::move(comm)) {}
 
-StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg) {
+StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm) {
   cfg.validate();
-  std::unique_ptr<Trainer> t(new Trainer(cfg));
+  if (comm && comm->size() > 1) {
+    TRI_CHECK(cfg.data.batch_size % comm->size() == 0, "data.batch_size (", cfg.data.batch_size,
+              ") must be divisible by the number of ranks (", comm->size(),
+              "): each rank trains on an equal slice of every global batch");
+    TRI_CHECK(!cfg.precision.mixed(), "precision.dtype = \"", cfg.precision.dtype,
+              "\" is not supported with more than one rank yet; use fp32");
+  }
+  std::unique_ptr<Trainer> t(new Trainer(cfg, std::move(comm)));
   Status s = t->init();
   if (!s.is_ok()) return s;
   return t;
@@ -111,6 +121,9 @@ Status Trainer::init() {
   if (cfg_.precision.mixed())
     master_ = std::make_unique<optim::MasterWeights>(model_->named_parameters(), cfg_.precision.compute_dtype());
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
+  if (world_size() > 1)
+    dp_ = std::make_unique<parallel::DataParallel>(model_->named_parameters(), *comm_,
+                                                   static_cast<int64_t>(cfg_.parallel.bucket_mb * 1024 * 1024));
   optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
@@ -143,6 +156,20 @@ std::vector<nn::NamedTensor> Trainer::weights() const {
   return master_ ? master_->masters() : model_->named_parameters();
 }
 
+data::Batch Trainer::local_rows(const data::Batch& batch) const {
+  if (world_size() == 1) return batch;
+  const int64_t rows = batch.inputs.size(0) / world_size(), first = rows * comm_->rank();
+  return {core::contiguous(views::narrow(batch.inputs, 0, first, rows)),
+          core::contiguous(views::narrow(batch.targets, 0, first, rows))};
+}
+
+double Trainer::mean_over_ranks(double v) const {
+  if (world_size() == 1) return v;
+  Tensor t = full({1}, v, DType::kF64);
+  comm_->all_reduce(t);
+  return t.item() / static_cast<double>(world_size());
+}
+
 StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
   const double lr = schedule_->lr_at(step_);
@@ -151,7 +178,8 @@ StepMetrics Trainer::train_step() {
   {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     for (int64_t micro = 0; micro < accum; ++micro) {
-      const data::Batch batch = train_sampler_->next();
+      const data::Batch batch = local_rows(train_sampler_->next());
+      if (dp_) dp_->set_sync(micro == accum - 1);  // only the last micro-batch communicates
       const Tensor loss = model_->loss(batch.inputs, batch.targets);
       loss_sum += loss.item();
       // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
@@ -159,6 +187,8 @@ StepMetrics Trainer::train_step() {
       autograd::backward(seed == 1.0 ? loss : loss * seed);
     }
   }
+  if (dp_) dp_->finish();
+  loss_sum = mean_over_ranks(loss_sum);
   StepMetrics m;
   bool apply = true;
   if (cfg_.precision.loss_scaling()) {
@@ -197,18 +227,20 @@ double Trainer::evaluate() {
   data::SequentialSampler val(val_file_, cfg_.data.batch_size, cfg_.data.seq_len);
   double total = 0.0;
   for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
-    const data::Batch batch = val.batch_at(i);
+    const data::Batch batch = local_rows(val.batch_at(i));
     total += model_->loss(batch.inputs, batch.targets).item();
   }
   model_->train();
-  return total / static_cast<double>(cfg_.train.eval_batches);
+  return mean_over_ranks(total / static_cast<double>(cfg_.train.eval_batches));
 }
 
 Status Trainer::run(int64_t until_step) {
   const int64_t last = until_step < 0 ? cfg_.train.steps : std::min(until_step, cfg_.train.steps);
-  Status mk = checkpoint::create_dirs(checkpoint::default_env(), cfg_.train.out_dir);
+  Status mk = is_rank0() ? checkpoint::create_dirs(checkpoint::default_env(), cfg_.train.out_dir) : Status::ok();
   if (!mk.is_ok()) return mk;
-  auto metrics = MetricsWriter::open(cfg_.train.out_dir + "/metrics.jsonl");
+  // Rank 0 alone writes metrics and prints.
+  auto metrics = MetricsWriter::open(is_rank0() ? cfg_.train.out_dir + "/metrics.jsonl" : "");
+  const bool print = show_progress && is_rank0();
   if (!metrics.is_ok()) return metrics.status();
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
   const auto run_start = Clock::now();
@@ -216,7 +248,7 @@ Status Trainer::run(int64_t until_step) {
     StepMetrics m = train_step();
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);
-    if (show_progress) progress.step(m);
+    if (print) progress.step(m);
     if (on_step) on_step(m);
     if (!std::isfinite(m.loss))
       return Status::error(ErrorKind::kValue, "training loss became " + std::to_string(m.loss) + " at step " +
@@ -226,7 +258,7 @@ Status Trainer::run(int64_t until_step) {
     if ((ei > 0 && step_ % ei == 0) || at_end) {
       const double val = evaluate();
       metrics.value().write_eval(step_, val);
-      if (show_progress) {
+      if (print) {
         char line[128];
         std::snprintf(line, sizeof line, "step %lld: val_loss %.4f (ppl %.2f)", static_cast<long long>(step_), val,
                       std::exp(val));
@@ -239,11 +271,22 @@ Status Trainer::run(int64_t until_step) {
       if (!s.is_ok()) return s;
     }
   }
-  if (show_progress) progress.finish();
+  if (print) progress.finish();
   return Status::ok();
 }
 
 Status Trainer::save_checkpoint() {
+  // Data parallel: every rank holds the same state; rank 0 writes it, the others wait.
+  if (!is_rank0()) {
+    comm_->barrier();
+    return Status::ok();
+  }
+  Status saved = save_checkpoint_files();
+  if (comm_ && world_size() > 1) comm_->barrier();
+  return saved;
+}
+
+Status Trainer::save_checkpoint_files() {
   checkpoint::Env* env = checkpoint::default_env();
   Status s = checkpoint::create_dirs(env, cfg_.train.out_dir);
   if (!s.is_ok()) return s;

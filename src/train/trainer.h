@@ -20,12 +20,14 @@
 #include <memory>
 #include <string>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "data/sampler.h"
 #include "models/gpt2/model.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
+#include "parallel/data_parallel.h"
 #include "train/metrics.h"
 #include "train/train_config.h"
 
@@ -35,7 +37,11 @@ class Trainer {
  public:
   // Builds the model (GPT-2 init, or weights from train.init_from), optimizer and samplers,
   // and resumes from the latest checkpoint in train.out_dir when train.resume is set.
-  static StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg);
+  // With a communicator of more than one rank, trains data-parallel: each rank takes its
+  // slice of every global batch (data.batch_size rows, divisible by the ranks), gradients are
+  // averaged (parallel/data_parallel.h), rank 0 alone prints, writes metrics and checkpoints.
+  static StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
+                                                   std::shared_ptr<comm::Communicator> comm = nullptr);
 
   // Trains until `until_step` optimizer steps are done (default: train.steps), evaluating
   // and checkpointing on the configured intervals and at the end.
@@ -43,7 +49,7 @@ class Trainer {
   // Mean validation loss over train.eval_batches sequential batches from the start of the
   // validation file (the same batches every time).
   double evaluate();
-  [[nodiscard]] Status save_checkpoint();
+  [[nodiscard]] Status save_checkpoint();  // collective with more than one rank
   [[nodiscard]] Status load_checkpoint(const std::string& dir);
 
   int64_t step() const { return step_; }
@@ -57,9 +63,16 @@ class Trainer {
   bool show_progress = true;
 
  private:
-  explicit Trainer(const TrainConfig& cfg);
+  Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm);
+  bool is_rank0() const { return !comm_ || comm_->rank() == 0; }
+  int world_size() const { return comm_ ? comm_->size() : 1; }
+  // This rank's rows of a global batch.
+  data::Batch local_rows(const data::Batch& batch) const;
+  // The mean of `v` over the ranks.
+  double mean_over_ranks(double v) const;
   [[nodiscard]] Status init();
   StepMetrics train_step();
+  [[nodiscard]] Status save_checkpoint_files();
 
   TrainConfig cfg_;
   std::unique_ptr<models::gpt2::GPT2> model_;
@@ -67,6 +80,8 @@ class Trainer {
   // fp32 masters under mixed precision.
   std::vector<nn::NamedTensor> weights() const;
 
+  std::shared_ptr<comm::Communicator> comm_;     // null: one process
+  std::unique_ptr<parallel::DataParallel> dp_;   // more than one rank
   std::unique_ptr<optim::MasterWeights> master_;  // mixed precision only
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
   std::unique_ptr<optim::AdamW> optimizer_;

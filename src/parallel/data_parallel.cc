@@ -1,0 +1,119 @@
+#include "parallel/data_parallel.h"
+
+#include "autograd/engine.h"
+#include "core/copy.h"
+#include "core/factory.h"
+#include "core/views.h"
+#include "ops/optim.h"
+
+namespace trident::parallel {
+
+const OptionTable<ParallelOptions>& ParallelOptions::table() {
+  static const auto t =
+      OptionTable<ParallelOptions>("parallel", "Distributed training across the ranks of mpirun")
+          .add("zero_stage", &ParallelOptions::zero_stage, "ZeRO stage: 0 = data parallel (replicated optimizer)",
+               Range::between(0, 0))
+          .add("bucket_mb", &ParallelOptions::bucket_mb, "gradient all-reduce bucket size (MiB)", Range::positive());
+  return t;
+}
+
+DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm,
+                           int64_t bucket_bytes)
+    : comm_(comm), alive_(std::make_shared<bool>(true)) {
+  for (const auto& [name, p] : params) {
+    TRI_CHECK(p.dtype() == DType::kF32 && p.is_contiguous(), "data parallel: parameter '", name,
+              "' must be a contiguous f32 tensor, got ", p.dtype(), " ", p.shape());
+    params_.push_back(p);
+  }
+  // Same starting weights everywhere, whatever each rank initialized or loaded.
+  for (const Tensor& p : params_) comm_.broadcast(p, 0);
+
+  // Buckets of consecutive parameters in reverse order (the backward's), each up to `limit`
+  // elements (a parameter larger than that gets a bucket of its own).
+  bucket_of_.resize(params_.size());
+  offset_of_.resize(params_.size());
+  const int64_t limit = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  std::vector<std::vector<size_t>> groups;
+  int64_t filled = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const int64_t n = params_[k].numel();
+    if (groups.empty() || (filled > 0 && filled + n > limit)) {
+      groups.emplace_back();
+      filled = 0;
+    }
+    groups.back().push_back(k);
+    filled += n;
+  }
+  for (const std::vector<size_t>& group : groups) {
+    Bucket b;
+    int64_t off = 0;
+    for (size_t k : group) {
+      b.params.push_back(k);
+      b.offsets.push_back(off);
+      bucket_of_[k] = buckets_.size();
+      offset_of_[k] = off;
+      off += params_[k].numel();
+    }
+    MemoryCategoryGuard grads(MemoryCategory::kGradient);
+    b.buffer = zeros({off});
+    b.pending = static_cast<int>(group.size());
+    buckets_.push_back(std::move(b));
+  }
+  std::weak_ptr<bool> alive = alive_;
+  for (size_t k = 0; k < params_.size(); ++k)
+    autograd::register_grad_ready_hook(params_[k], [this, k, alive](const Tensor&) {
+      if (alive.lock()) on_grad_ready(k);
+    });
+}
+
+DataParallel::~DataParallel() {
+  alive_.reset();
+  for (Bucket& b : buckets_) b.work.reset();  // waits for anything in flight
+}
+
+void DataParallel::on_grad_ready(size_t k) {
+  if (!sync_) return;
+  Bucket& b = buckets_[bucket_of_[k]];
+  const Tensor& g = *params_[k].grad();
+  core::copy_(views::narrow(*b.buffer, 0, offset_of_[k], params_[k].numel()), views::view(g, {g.numel()}));
+  if (--b.pending == 0) launch(b);
+  // Non-blocking collectives progress inside MPI calls: poll the ones in flight.
+  for (Bucket& other : buckets_)
+    if (other.work) other.work->test();
+}
+
+void DataParallel::launch(Bucket& b) {
+  b.work = comm_.all_reduce_async(*b.buffer, comm::ReduceOp::kSum);
+}
+
+void DataParallel::finish() {
+  // Buckets with a parameter that got no gradient this step: zeros for it, then launch, in
+  // bucket order on every rank.
+  for (Bucket& b : buckets_) {
+    if (b.work) continue;
+    for (size_t i = 0; i < b.params.size(); ++i)
+      if (!params_[b.params[i]].grad().has_value())
+        core::copy_(views::narrow(*b.buffer, 0, b.offsets[i], params_[b.params[i]].numel()),
+                    zeros({params_[b.params[i]].numel()}));
+    launch(b);
+  }
+  const double inv = 1.0 / static_cast<double>(comm_.size());
+  for (Bucket& b : buckets_) {
+    b.work->wait();
+    b.work.reset();
+    ops::scale_(*b.buffer, inv);
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      Tensor p = params_[b.params[i]];
+      const Tensor avg = views::view(views::narrow(*b.buffer, 0, b.offsets[i], p.numel()), p.shape().span());
+      if (p.grad().has_value()) {
+        core::copy_(*p.grad(), avg);
+      } else {
+        MemoryCategoryGuard grads(MemoryCategory::kGradient);
+        p.mutable_grad() = core::clone(avg);
+      }
+    }
+    b.pending = static_cast<int>(b.params.size());
+  }
+}
+
+}  // namespace trident::parallel
