@@ -11,6 +11,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/factory.h"
 #include "data/token_file.h"
+#include "support/phrase_corpus.h"
 #include "train/trainer.h"
 
 namespace trident::train {
@@ -30,13 +31,7 @@ class DataParallelTest : public ::testing::Test {
     if (world->rank() == 0) {
       fs::remove_all(dir);
       fs::create_directories(dir);
-      std::vector<uint16_t> tokens;
-      uint32_t x = 1;
-      for (int i = 0; i < 6000; ++i) {
-        x = x * 1103515245u + 12345u;
-        const uint16_t phrase = static_cast<uint16_t>((x >> 16) % 8);
-        for (uint16_t j = 0; j < 5; ++j) tokens.push_back(static_cast<uint16_t>((phrase * 7 + j * 3) % 61));
-      }
+      const std::vector<uint16_t> tokens = testing::phrase_corpus();
       ASSERT_TRUE(data::write_token_file(dir / "train.bin", tokens).is_ok());
       ASSERT_TRUE(data::write_token_file(dir / "val.bin", std::vector<uint16_t>(tokens.begin(), tokens.begin() + 3000))
                       .is_ok());
