@@ -2,7 +2,14 @@
 
 #include <mpi.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <climits>
+#include <csignal>
+#include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -61,16 +68,59 @@ MPI_Datatype mpi_type(DType d) {
   return MPI_DATATYPE_NULL;
 }
 
+// Note [Distributed failures]
+// A rank that dies (killed, crashed) is noticed by mpirun, which names it ("process rank 2
+// ... exited on signal 9") and terminates the others with SIGTERM: our handler then prints,
+// on each survivor, the operation it was in (recorded below before every start and wait), so
+// every rank's last words say what it was doing. A rank that stays alive but stops taking
+// part (a hang) is caught by the timeout of wait(): it names the operation and the
+// communicator, then MPI_Abort ends the job. Either way no rank waits forever.
+char g_current_op[192] = "no communication yet";
+double g_timeout_s = 300.0;
+int g_world_rank = -1;
+
+void note_op(const char* verb, const std::string& what) {
+  std::snprintf(g_current_op, sizeof g_current_op, "%s %s", verb, what.c_str());
+}
+
+extern "C" void on_terminate(int sig) {
+  char line[320];
+  const int n = std::snprintf(line, sizeof line,
+                              "trident (rank %d): stopped by signal %d from the launcher (another rank failed?) "
+                              "while %s\n",
+                              g_world_rank, sig, g_current_op);
+  if (n > 0) [[maybe_unused]] auto w = ::write(2, line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
+  std::_Exit(128 + sig);
+}
+
 class MpiWork final : public Work {
  public:
   MpiWork(MPI_Request request, std::string what) : request_(request), what_(std::move(what)) {}
   ~MpiWork() override {
     if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave one in flight
   }
+  // Polls (MPI_Test) rather than blocking, to enforce the timeout.
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    const int rc = MPI_Wait(&request_, MPI_STATUS_IGNORE);
-    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what_, " failed: ", mpi_error(rc));
+    note_op("waiting for", what_);
+    const auto start = std::chrono::steady_clock::now();
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      const int rc = MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+      TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what_, " failed: ", mpi_error(rc));
+      if (done) break;
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > g_timeout_s) {
+        std::fprintf(stderr,
+                     "trident (rank %d): %s did not complete within %.0f s (a rank stopped taking part?); "
+                     "ending the job\n",
+                     g_world_rank, what_.c_str(), g_timeout_s);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+      }
+    }
+    note_op("computing, last communication:", what_);
   }
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
@@ -174,8 +224,9 @@ class MpiCommunicator final : public Communicator {
 
   void barrier() override {
     ++stats_.of(CommOp::kBarrier).calls;
-    const int rc = MPI_Barrier(comm_);
-    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where("barrier"), " failed: ", mpi_error(rc));
+    MPI_Request r;
+    const int rc = MPI_Ibarrier(comm_, &r);
+    started(rc, r, "barrier")->wait();  // with the timeout
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -230,8 +281,10 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Work> started(int rc, MPI_Request r, const std::string& op) {
-    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where(op.c_str()), " failed to start: ", mpi_error(rc));
-    return std::make_unique<MpiWork>(r, where(op.c_str()));
+    const std::string what = where(op.c_str()) + " (communicator of " + std::to_string(size_) + " ranks)";
+    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what, " failed to start: ", mpi_error(rc));
+    note_op("in", what);
+    return std::make_unique<MpiWork>(r, what);
   }
 
   MPI_Comm comm_;
@@ -252,6 +305,11 @@ void MpiRuntime::init(int* argc, char*** argv) {
   const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, "MPI_Init_thread failed: ", mpi_error(rc));
   std::atexit(finalize_at_exit);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+  if (const char* t = std::getenv("TRIDENT_COMM_TIMEOUT_S")) set_timeout(std::atof(t));
+  // Note [Distributed failures]: last words when the launcher ends this rank.
+  std::signal(SIGTERM, on_terminate);
+  std::signal(SIGINT, on_terminate);
 }
 
 bool MpiRuntime::initialized() {
@@ -259,6 +317,13 @@ bool MpiRuntime::initialized() {
   MPI_Initialized(&flag);
   return flag != 0;
 }
+
+void MpiRuntime::set_timeout(double seconds) {
+  TRI_CHECK(seconds > 0, "communication timeout must be positive, got ", seconds, " s");
+  g_timeout_s = seconds;
+}
+
+double MpiRuntime::timeout() { return g_timeout_s; }
 
 bool MpiRuntime::launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||

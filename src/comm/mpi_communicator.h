@@ -1,7 +1,8 @@
 // The Communicator on MPI (OpenMPI from Debian): non-blocking collectives (MPI_Iallreduce,
 // MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ibcast, MPI_Ialltoall) and MPI_Isend/Irecv.
 // Errors return (MPI_ERRORS_RETURN) and become trident::Error naming the rank, the operation
-// and MPI's message.
+// and MPI's message. A rank that dies or stops taking part ends the job with messages naming
+// it and the operation (Note [Distributed failures] in mpi_communicator.cc).
 #pragma once
 
 #include <memory>
@@ -23,6 +24,11 @@ class MpiRuntime {
   static bool launched_by_mpirun();
   // This process's rank in the job from the launcher's environment (0 when not launched).
   static int launcher_rank();
+  // How long wait() lets one operation take before it names it and ends the job (default
+  // 300 s; the environment variable TRIDENT_COMM_TIMEOUT_S overrides it at init). Note
+  // [Distributed failures] in mpi_communicator.cc.
+  static void set_timeout(double seconds);
+  static double timeout();
   // Ends every process of the job (MPI_Abort): a rank that fails must not leave the others
   // waiting in a collective.
   [[noreturn]] static void abort(int code);
