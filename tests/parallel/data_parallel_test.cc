@@ -12,6 +12,7 @@
 #include "core/factory.h"
 #include "data/token_file.h"
 #include "support/phrase_corpus.h"
+#include "support/tiny_run.h"
 #include "train/trainer.h"
 
 namespace trident::train {
@@ -44,16 +45,7 @@ class DataParallelTest : public ::testing::Test {
   }
 
   TrainConfig config(const std::string& out) const {
-    TrainConfig cfg;
-    cfg.model.n_layer = 2;
-    cfg.model.n_head = 2;
-    cfg.model.n_embd = 32;
-    cfg.model.block_size = 16;
-    cfg.model.vocab_size = 64;
-    cfg.data.train_file = (dir / "train.bin").string();
-    cfg.data.val_file = (dir / "val.bin").string();
-    cfg.data.batch_size = 8;  // the global batch: 8, 4 or 2 rows per rank
-    cfg.data.seq_len = 16;
+    TrainConfig cfg = testing::tiny_run_config(dir);  // global batch 8: 8, 4 or 2 rows per rank
     cfg.data.sampler = "sequential";
     cfg.optim.lr = 3e-3;
     cfg.lr_schedule.warmup_steps = 3;

@@ -17,6 +17,7 @@
 #include "comm/mpi_communicator.h"
 #include "data/token_file.h"
 #include "support/phrase_corpus.h"
+#include "support/tiny_run.h"
 #include "train/trainer.h"
 
 using namespace trident;
@@ -39,16 +40,7 @@ int main(int argc, char** argv) {
       comm::MpiRuntime::abort(2);
   }
   world->barrier();
-  train::TrainConfig cfg;
-  cfg.model.n_layer = 2;
-  cfg.model.n_head = 2;
-  cfg.model.n_embd = 32;
-  cfg.model.block_size = 16;
-  cfg.model.vocab_size = 64;
-  cfg.data.train_file = (dir / "train.bin").string();
-  cfg.data.val_file = (dir / "val.bin").string();
-  cfg.data.batch_size = 8;
-  cfg.data.seq_len = 16;
+  train::TrainConfig cfg = testing::tiny_run_config(dir);
   cfg.parallel.bucket_mb = 0.01;  // several buckets: the survivors are inside all-reduces
   cfg.train.steps = 50;
   cfg.train.eval_interval = 1000;

@@ -15,6 +15,7 @@
 #include "core/factory.h"
 #include "data/token_file.h"
 #include "support/phrase_corpus.h"
+#include "support/tiny_run.h"
 
 namespace trident::train {
 namespace {
@@ -35,17 +36,9 @@ class TrainerTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   TrainConfig config(const std::string& out) const {
-    TrainConfig cfg;
-    cfg.model.n_layer = 2;
-    cfg.model.n_head = 2;
-    cfg.model.n_embd = 32;
-    cfg.model.block_size = 16;
-    cfg.model.vocab_size = 64;
+    TrainConfig cfg = testing::tiny_run_config(dir_);
     cfg.model.dropout = 0.1;  // exercises the dropout RNG state across resume
-    cfg.data.train_file = (dir_ / "train.bin").string();
-    cfg.data.val_file = (dir_ / "val.bin").string();
     cfg.data.batch_size = 4;
-    cfg.data.seq_len = 16;
     cfg.data.grad_accum_steps = 2;
     cfg.data.sampler = "random";
     cfg.optim.lr = 3e-3;

@@ -1,0 +1,26 @@
+// The tiny GPT-2 run the training tests share: 2 layers, 2 heads, width 32, context 16,
+// vocabulary 64, batches of 8 x 16 tokens from DIR/train.bin and DIR/val.bin (written from
+// phrase_corpus()).
+#pragma once
+
+#include <filesystem>
+
+#include "train/train_config.h"
+
+namespace trident::testing {
+
+inline train::TrainConfig tiny_run_config(const std::filesystem::path& dir) {
+  train::TrainConfig cfg;
+  cfg.model.n_layer = 2;
+  cfg.model.n_head = 2;
+  cfg.model.n_embd = 32;
+  cfg.model.block_size = 16;
+  cfg.model.vocab_size = 64;
+  cfg.data.train_file = (dir / "train.bin").string();
+  cfg.data.val_file = (dir / "val.bin").string();
+  cfg.data.batch_size = 8;
+  cfg.data.seq_len = 16;
+  return cfg;
+}
+
+}  // namespace trident::testing
