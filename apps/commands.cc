@@ -1,6 +1,10 @@
 #include "commands.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -227,6 +231,55 @@ void exit_after_error(int code) {
   std::fflush(stderr);
   if (comm::MpiRuntime::launched_by_mpirun()) comm::MpiRuntime::abort(code);
   std::exit(code);
+}
+
+CLI::App* add_launch(CLI::App& app, LaunchArgs& a) {
+  CLI::App* c = app.add_subcommand("launch", "Run a trident command on several ranks through mpirun");
+  c->add_option("-n,--ranks", a.ranks, "number of ranks")->required()->check(CLI::Range(1, 1 << 20));
+  c->add_option("--hostfile", a.hostfile, "mpirun hostfile (several hosts); default: this host only")
+      ->check(CLI::ExistingFile);
+  c->add_option("--mpirun", a.mpirun, "the mpirun to use");
+  c->add_flag("--dry-run", a.dry_run, "print the mpirun command instead of running it");
+  c->add_option("command", a.command, "the trident command to run on every rank, after --");
+  c->footer("Example: trident launch -n 4 -- train --config configs/fortunes.toml --train.threads=1");
+  return c;
+}
+
+Status run_launch(const LaunchArgs& a) {
+  std::vector<std::string> rest = a.command;
+  if (rest.empty()) return Status::invalid("launch: no command to run (e.g. trident launch -n 2 -- train ...)");
+  if (rest.front() == "launch") return Status::invalid("launch: the command to run cannot be launch itself");
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Status::io_error("launch: cannot find this executable (/proc/self/exe): " + ec.message());
+  std::vector<std::string> argv = {a.mpirun, "-np", std::to_string(a.ranks), "--bind-to", "none"};
+  if (a.hostfile.empty()) {
+    argv.push_back("--oversubscribe");  // one host: more ranks than cores is allowed (tests, small runs)
+  } else {
+    argv.insert(argv.end(), {"--hostfile", a.hostfile});
+  }
+  if (::geteuid() == 0) {
+    // OpenMPI refuses to run as root unless told twice; pass it on to remote hosts too.
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    argv.insert(argv.end(), {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
+  }
+  argv.push_back(self);
+  argv.insert(argv.end(), rest.begin(), rest.end());
+  std::string line;
+  for (const std::string& s : argv) line += (line.empty() ? "" : " ") + s;
+  if (a.dry_run) {
+    std::printf("%s\n", line.c_str());
+    return Status::ok();
+  }
+  std::fprintf(stderr, "launch: %s\n", line.c_str());
+  std::fflush(stderr);
+  std::vector<char*> cargv;
+  for (std::string& s : argv) cargv.push_back(s.data());
+  cargv.push_back(nullptr);
+  ::execvp(cargv[0], cargv.data());
+  return Status::io_error("launch: cannot run '" + a.mpirun + "': " + std::strerror(errno) +
+                          " (install OpenMPI: scripts/install-deps.sh)");
 }
 
 }  // namespace trident::cli

@@ -66,4 +66,17 @@ struct TokenizeArgs {
 CLI::App* add_tokenize(CLI::App& app, TokenizeArgs& args);
 Status run_tokenize(const TokenizeArgs& args);
 
+// `trident launch -n N [--hostfile F] -- train ...`: runs mpirun with the flags trident wants
+// (--bind-to none for the ranks' OpenMP threads; --oversubscribe on one host; as root, the
+// allow-run-as-root variables) on this same executable. Replaces this process.
+struct LaunchArgs {
+  int ranks = 1;
+  std::string hostfile;
+  std::string mpirun = "mpirun";
+  bool dry_run = false;
+  std::vector<std::string> command;  // everything after "--"
+};
+CLI::App* add_launch(CLI::App& app, LaunchArgs& args);
+Status run_launch(const LaunchArgs& args);
+
 }  // namespace trident::cli

@@ -6,6 +6,7 @@
 //   trident sample   --checkpoint DIR [--prompt STR] [--tokens N] [--temperature T] [--top-k K] [--seed S]
 //   trident eval     --checkpoint DIR [--batches N] [--val-file FILE]
 //   trident tokenize [--tokenizer gpt2|byte] [--vocab DIR] (--text STR | --file FILE) [--allow-special]
+//   trident launch   -n N [--hostfile F] [--mpirun PATH] [--dry-run] -- COMMAND...
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -22,11 +23,13 @@ int main(int argc, char** argv) {
   SampleArgs sample;
   EvalArgs eval;
   TokenizeArgs tokenize;
+  LaunchArgs launch;
   CLI::App* cmd_prepare = add_prepare(app, prepare);
   CLI::App* cmd_train = add_train(app, train);
   CLI::App* cmd_sample = add_sample(app, sample);
   CLI::App* cmd_eval = add_eval(app, eval);
   CLI::App* cmd_tokenize = add_tokenize(app, tokenize);
+  CLI::App* cmd_launch = add_launch(app, launch);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
     else if (*cmd_sample) s = run_sample(sample);
     else if (*cmd_eval) s = run_eval(eval);
     else if (*cmd_tokenize) s = run_tokenize(tokenize);
+    else if (*cmd_launch) s = run_launch(launch);
     if (!s.is_ok()) {
       std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), s.to_string().c_str());
       exit_after_error(1);
