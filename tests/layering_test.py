@@ -20,9 +20,9 @@ LAYERS = [
     "nn",
     "models",
     "comm",
-    "parallel",
     "amp",
     "optim",
+    "parallel",  # strategies wrap models and optimizers (ZeRO shards the optimizer)
     "data",
     "checkpoint",
     "train",

@@ -72,9 +72,11 @@ class Communicator {
   // t = op over ranks of t, in place.
   virtual std::unique_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) = 0;
   // input (size() * n elements) reduced over ranks; this rank gets elements
-  // [rank * n, (rank + 1) * n) of the result in output (n elements).
+  // [rank * n, (rank + 1) * n) of the result in output (n elements). In place when output
+  // is the first n elements of input (input is then overwritten).
   virtual std::unique_ptr<Work> reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
-  // output (size() * n elements) = the ranks' inputs (n elements each) in rank order.
+  // output (size() * n elements) = the ranks' inputs (n elements each) in rank order. In
+  // place when input is this rank's block of output.
   virtual std::unique_ptr<Work> all_gather_async(const Tensor& input, const Tensor& output) = 0;
   // t = root's t on every rank.
   virtual std::unique_ptr<Work> broadcast_async(const Tensor& t, int root) = 0;

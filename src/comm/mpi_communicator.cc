@@ -166,7 +166,9 @@ class MpiCommunicator final : public Communicator {
     count(CommOp::kReduceScatter, input);
     const int n = count_of(output, "reduce_scatter");
     MPI_Request r;
-    const int rc = MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), n, mpi_type(input.dtype()),
+    // In place when output is the start of input (the result lands there, MPI_IN_PLACE).
+    const void* send = output.raw_data() == input.raw_data() ? MPI_IN_PLACE : input.raw_data();
+    const int rc = MPI_Ireduce_scatter_block(send, output.raw_data(), n, mpi_type(input.dtype()),
                                              mpi_op(input, op, "reduce_scatter"), comm_, &r);
     return started(rc, r, "reduce_scatter");
   }
@@ -176,7 +178,13 @@ class MpiCommunicator final : public Communicator {
     count(CommOp::kAllGather, output);
     const int n = count_of(input, "all_gather");
     MPI_Request r;
-    const int rc = MPI_Iallgather(input.raw_data(), n, mpi_type(input.dtype()), output.raw_data(), n,
+    // In place when input is this rank's block of output (MPI_IN_PLACE).
+    const size_t block_bytes = static_cast<size_t>(n) * element_size(input.dtype());
+    const void* send = static_cast<const char*>(input.raw_data()) ==
+                               static_cast<const char*>(output.raw_data()) + static_cast<size_t>(rank_) * block_bytes
+                           ? MPI_IN_PLACE
+                           : input.raw_data();
+    const int rc = MPI_Iallgather(send, n, mpi_type(input.dtype()), output.raw_data(), n,
                                   mpi_type(output.dtype()), comm_, &r);
     return started(rc, r, "all_gather");
   }

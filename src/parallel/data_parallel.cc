@@ -11,8 +11,9 @@ namespace trident::parallel {
 const OptionTable<ParallelOptions>& ParallelOptions::table() {
   static const auto t =
       OptionTable<ParallelOptions>("parallel", "Distributed training across the ranks of mpirun")
-          .add("zero_stage", &ParallelOptions::zero_stage, "ZeRO stage: 0 = data parallel (replicated optimizer)",
-               Range::between(0, 0))
+          .add("zero_stage", &ParallelOptions::zero_stage,
+               "ZeRO stage: 0 = data parallel, 1 = + optimizer state sharded, 2 = + gradients sharded",
+               Range::between(0, 2))
           .add("bucket_mb", &ParallelOptions::bucket_mb, "gradient all-reduce bucket size (MiB)", Range::positive());
   return t;
 }
@@ -102,15 +103,11 @@ void DataParallel::finish() {
     b.work->wait();
     b.work.reset();
     ops::scale_(*b.buffer, inv);
+    // The averaged gradients stay in the bucket: .grad becomes a view of it (PyTorch DDP's
+    // gradient_as_bucket_view), so a gradient is never held twice.
     for (size_t i = 0; i < b.params.size(); ++i) {
       Tensor p = params_[b.params[i]];
-      const Tensor avg = views::view(views::narrow(*b.buffer, 0, b.offsets[i], p.numel()), p.shape().span());
-      if (p.grad().has_value()) {
-        core::copy_(*p.grad(), avg);
-      } else {
-        MemoryCategoryGuard grads(MemoryCategory::kGradient);
-        p.mutable_grad() = core::clone(avg);
-      }
+      p.mutable_grad() = views::view(views::narrow(*b.buffer, 0, b.offsets[i], p.numel()), p.shape().span());
     }
     b.pending = static_cast<int>(b.params.size());
   }

@@ -5,7 +5,7 @@
 // order (roughly the order backward produces them). A grad-ready hook copies each gradient
 // into its bucket as soon as it is final; when a bucket is full its all-reduce starts
 // (asynchronously), so communication overlaps the rest of the backward. finish() waits for
-// every bucket and writes the averaged gradients back into .grad. With gradient
+// every bucket and makes each .grad a view of its averaged slice. With gradient
 // accumulation, only the last micro-batch's backward communicates (set_sync).
 //
 // Every rank launches the buckets in the same order (the backward's order is the same on all
@@ -41,7 +41,7 @@ class DataParallel {
 
   // Whether the next backward communicates (true for the last micro-batch of a step).
   void set_sync(bool sync) { sync_ = sync; }
-  // Waits for every bucket's all-reduce and replaces each gradient by the ranks' mean.
+  // Waits for every bucket's all-reduce and makes each .grad a view of the ranks' mean.
   void finish();
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }

@@ -121,10 +121,19 @@ Status Trainer::init() {
   if (cfg_.precision.mixed())
     master_ = std::make_unique<optim::MasterWeights>(model_->named_parameters(), cfg_.precision.compute_dtype());
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
-  if (world_size() > 1)
-    dp_ = std::make_unique<parallel::DataParallel>(model_->named_parameters(), *comm_,
-                                                   static_cast<int64_t>(cfg_.parallel.bucket_mb * 1024 * 1024));
-  optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
+  const int64_t bucket_bytes = static_cast<int64_t>(cfg_.parallel.bucket_mb * 1024 * 1024);
+  if (cfg_.parallel.zero_stage > 0) {
+    TRI_CHECK(comm_ != nullptr, "parallel.zero_stage = ", cfg_.parallel.zero_stage,
+              " needs ranks to shard across: start the run with mpirun or trident launch");
+    TRI_CHECK(!cfg_.precision.mixed(), "parallel.zero_stage > 0 supports precision.dtype = fp32 only for now");
+    zero_ = std::make_unique<parallel::ZeroOptimizer>(model_->named_parameters(), *comm_,
+                                                      static_cast<int>(cfg_.parallel.zero_stage), bucket_bytes,
+                                                      cfg_.optim);
+  } else {
+    if (comm_)  // also with one rank (mpirun -np 1): the same code path as with many
+      dp_ = std::make_unique<parallel::DataParallel>(model_->named_parameters(), *comm_, bucket_bytes);
+    optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
+  }
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
   auto train_file = data::TokenFile::open(cfg_.data.train_file);
@@ -180,11 +189,13 @@ StepMetrics Trainer::train_step() {
     for (int64_t micro = 0; micro < accum; ++micro) {
       const data::Batch batch = local_rows(train_sampler_->next());
       if (dp_) dp_->set_sync(micro == accum - 1);  // only the last micro-batch communicates
+      if (zero_) zero_->begin_backward(micro == accum - 1);
       const Tensor loss = model_->loss(batch.inputs, batch.targets);
       loss_sum += loss.item();
       // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
       const double seed = scaler_->scale() / static_cast<double>(accum);
       autograd::backward(seed == 1.0 ? loss : loss * seed);
+      if (zero_) zero_->end_backward();
     }
   }
   if (dp_) dp_->finish();
@@ -202,7 +213,10 @@ StepMetrics Trainer::train_step() {
   const std::vector<nn::NamedTensor> w = weights();
   std::vector<Tensor> tensors;
   for (const auto& [name, t] : w) tensors.push_back(t);
-  if (apply) {
+  if (zero_) {
+    m.grad_norm = zero_->clip_grad_norm(cfg_.optim.grad_clip);
+    zero_->step(lr);
+  } else if (apply) {
     m.grad_norm = optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
     optimizer_->step(lr);
     if (master_) master_->copy_to_model();
@@ -277,16 +291,18 @@ Status Trainer::run(int64_t until_step) {
 
 Status Trainer::save_checkpoint() {
   // Data parallel: every rank holds the same state; rank 0 writes it, the others wait.
+  // ZeRO: the optimizer state is sharded; gather it (collective) for a layout-free checkpoint.
+  const std::vector<nn::NamedTensor> opt_state = zero_ ? zero_->gather_state() : optimizer_->state();
   if (!is_rank0()) {
     comm_->barrier();
     return Status::ok();
   }
-  Status saved = save_checkpoint_files();
+  Status saved = save_checkpoint_files(opt_state);
   if (comm_ && world_size() > 1) comm_->barrier();
   return saved;
 }
 
-Status Trainer::save_checkpoint_files() {
+Status Trainer::save_checkpoint_files(const std::vector<nn::NamedTensor>& opt_state) {
   checkpoint::Env* env = checkpoint::default_env();
   Status s = checkpoint::create_dirs(env, cfg_.train.out_dir);
   if (!s.is_ok()) return s;
@@ -297,12 +313,12 @@ Status Trainer::save_checkpoint_files() {
   if (!(s = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()),
                                 {{"format", "pt"}})).is_ok())
     return s;
-  if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(optimizer_->state()))).is_ok()) return s;
+  if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(opt_state))).is_ok()) return s;
   const data::SamplerState sampler = train_sampler_->state();
   const Generator& gen = model_->dropout_generator();
   nlohmann::json state = {
       {"step", step_},
-      {"optimizer_step", optimizer_->step_count()},
+      {"optimizer_step", zero_ ? zero_->step_count() : optimizer_->step_count()},
       {"sampler", {{"kind", cfg_.data.sampler}, {"seed", sampler.seed}, {"position", sampler.position}}},
       {"dropout_rng", {{"seed", gen.seed()}, {"offset", gen.offset()}}},
   };
@@ -356,7 +372,11 @@ Status Trainer::load_checkpoint(const std::string& dir) {
         opt_state.emplace_back(name + suffix, t.value());
       }
     }
-    optimizer_->load_state(opt_state, opt_step);
+    if (zero_) {
+      zero_->load_state(opt_state, opt_step);
+    } else {
+      optimizer_->load_state(opt_state, opt_step);
+    }
     const auto& smp = state.at("sampler");
     if (smp.at("kind").get<std::string>() != cfg_.data.sampler)
       return Status::invalid("checkpoint " + dir + " used data.sampler = " + smp.at("kind").dump() + ", config has \"" +

@@ -28,6 +28,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
 #include "parallel/data_parallel.h"
+#include "parallel/zero.h"
 #include "train/metrics.h"
 #include "train/train_config.h"
 
@@ -72,7 +73,7 @@ class Trainer {
   double mean_over_ranks(double v) const;
   [[nodiscard]] Status init();
   StepMetrics train_step();
-  [[nodiscard]] Status save_checkpoint_files();
+  [[nodiscard]] Status save_checkpoint_files(const std::vector<nn::NamedTensor>& opt_state);
 
   TrainConfig cfg_;
   std::unique_ptr<models::gpt2::GPT2> model_;
@@ -81,7 +82,8 @@ class Trainer {
   std::vector<nn::NamedTensor> weights() const;
 
   std::shared_ptr<comm::Communicator> comm_;     // null: one process
-  std::unique_ptr<parallel::DataParallel> dp_;   // more than one rank
+  std::unique_ptr<parallel::DataParallel> dp_;   // more than one rank, ZeRO stage 0
+  std::unique_ptr<parallel::ZeroOptimizer> zero_;  // ZeRO stages 1-2 (replaces optimizer_)
   std::unique_ptr<optim::MasterWeights> master_;  // mixed precision only
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
   std::unique_ptr<optim::AdamW> optimizer_;

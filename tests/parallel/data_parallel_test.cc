@@ -1,14 +1,18 @@
-// Data parallelism under mpirun (1, 2 and 4 ranks, label mpi): the per-step losses of a
-// data-parallel run equal the single-process run's on the same seed, init and global batch,
-// with and without gradient accumulation and for several bucket sizes; the gradients travel
-// as one all-reduce of P elements per step; checkpoints written by rank 0 resume on all ranks.
+// Data parallelism and ZeRO stages 1-2 under mpirun (1, 2 and 4 ranks, label mpi): the
+// per-step losses equal the single-process run's on the same seed, init and global batch,
+// with and without gradient accumulation and for several bucket sizes; model-state memory
+// per rank (from the allocator's categories) and elements handed to collectives per step
+// match ZeRO's formulas; checkpoints resume on every rank, and under another rank count and
+// stage.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "comm/mpi_communicator.h"
+#include "core/allocator.h"
 #include "core/factory.h"
 #include "data/token_file.h"
 #include "support/phrase_corpus.h"
@@ -56,6 +60,16 @@ class DataParallelTest : public ::testing::Test {
     return cfg;
   }
 
+  // A few steps with one ZeRO stage and (almost) no evaluation.
+  TrainConfig short_run(const std::string& name, int64_t stage, int64_t steps) const {
+    TrainConfig cfg = config(name + std::to_string(stage));
+    cfg.parallel.zero_stage = stage;
+    cfg.train.steps = steps;
+    cfg.train.eval_interval = 1000;
+    cfg.train.eval_batches = 1;
+    return cfg;
+  }
+
   struct Run {
     std::vector<double> losses, val;
   };
@@ -84,17 +98,22 @@ class DataParallelTest : public ::testing::Test {
 };
 
 TEST_F(DataParallelTest, LossesEqualTheSingleProcessRun) {
+  for (int64_t stage : {0, 1, 2})
   for (int64_t accum : {1, 2}) {
     for (double bucket_mb : {25.0, 0.01}) {  // one bucket; several
-      TrainConfig cfg = config("dp_" + std::to_string(accum) + "_" + std::to_string(bucket_mb));
+      TrainConfig cfg = config("dp_" + std::to_string(stage) + "_" + std::to_string(accum) + "_" +
+                               std::to_string(bucket_mb));
       cfg.data.grad_accum_steps = accum;
       cfg.parallel.bucket_mb = bucket_mb;
+      cfg.parallel.zero_stage = stage;
       cfg.train.checkpoint_interval = 1000;
       TrainConfig single = cfg;
+      single.parallel.zero_stage = 0;
       single.train.out_dir += "_single_rank" + std::to_string(world->rank());
       const Run ref = train(single, nullptr);
       const Run dp = train(cfg, world);
-      const std::string what = std::to_string(world->size()) + " ranks, accum " + std::to_string(accum) +
+      const std::string what = std::to_string(world->size()) + " ranks, ZeRO stage " + std::to_string(stage) +
+                               ", accum " + std::to_string(accum) +
                                ", bucket " + std::to_string(bucket_mb) + " MiB";
       expect_close(dp.losses, ref.losses, what + " (train loss)");
       expect_close(dp.val, ref.val, what + " (val loss)");
@@ -102,23 +121,88 @@ TEST_F(DataParallelTest, LossesEqualTheSingleProcessRun) {
   }
 }
 
-TEST_F(DataParallelTest, OneAllReduceOfThePArametersPerStep) {
-  TrainConfig cfg = config("comm");
-  cfg.train.steps = 3;
-  cfg.train.eval_interval = 1000;
-  cfg.train.eval_batches = 1;
-  auto t = Trainer::create(cfg, world);
-  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-  t.value()->show_progress = false;
-  const int64_t P = t.value()->model().num_parameters();
-  world->reset_stats();
-  ASSERT_TRUE(t.value()->run(2).is_ok());
-  if (world->size() == 1) return;  // one process: nothing to communicate
-  // Two steps: 2 P gradient elements, plus one scalar (the step's mean loss) per step.
-  const int64_t elements = world->stats().of(comm::CommOp::kAllReduce).elements;
-  EXPECT_GE(elements, 2 * P);
-  EXPECT_LE(static_cast<double>(elements), 1.05 * 2.0 * static_cast<double>(P));
-  EXPECT_EQ(world->stats().of(comm::CommOp::kAllGather).calls, 0);
+// Model states per rank after two steps, from the allocator's categories (bytes), against
+// ZeRO's fp32 Adam formulas: stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N.
+TEST_F(DataParallelTest, ModelStateMemoryFollowsTheZeroFormulas) {
+  const double N = world->size();
+  for (int64_t stage : {0, 1, 2}) {
+    TrainConfig cfg = short_run("mem", stage, 2);
+    const MemoryStats before = host_allocator().stats();
+    double P = 0;
+    MemoryStats after;
+    {
+      auto t = Trainer::create(cfg, world);
+      ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+      t.value()->show_progress = false;
+      ASSERT_TRUE(t.value()->run().is_ok());
+      P = static_cast<double>(t.value()->model().num_parameters());
+      after = host_allocator().stats();
+    }
+    auto held = [&](MemoryCategory c) {
+      return static_cast<double>(after.category(c).current - before.category(c).current);
+    };
+    const double states = held(MemoryCategory::kParameter) + held(MemoryCategory::kGradient) +
+                          held(MemoryCategory::kOptimizerState);
+    const double want = stage == 0 ? 16 * P : stage == 1 ? 8 * P + 8 * P / N : 4 * P + 12 * P / N;
+    if (world->rank() == 0)
+      std::printf("ZeRO stage %lld, %g ranks: model states %.0f B = %.3f P bytes (formula %.3f P)\n",
+                  static_cast<long long>(stage), N, states, states / P, want / P);
+    EXPECT_NEAR(states, want, 0.05 * want)
+        << "stage " << stage << ", " << N << " ranks: params " << held(MemoryCategory::kParameter) << " B, grads "
+        << held(MemoryCategory::kGradient) << " B, optimizer " << held(MemoryCategory::kOptimizerState) << " B; P = "
+        << P;
+  }
+}
+
+// Per step (accumulation 1): stage 0 all-reduces P elements; stages 1-2 reduce-scatter P and
+// all-gather P (each counted at its full size); nothing else but the step's mean loss.
+TEST_F(DataParallelTest, ElementsHandedToCollectivesPerStep) {
+  if (world->size() == 1) GTEST_SKIP() << "one process communicates nothing";
+  for (int64_t stage : {0, 1, 2}) {
+    TrainConfig cfg = short_run("comm", stage, 3);
+    cfg.parallel.bucket_mb = 0.01;
+    auto t = Trainer::create(cfg, world);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    t.value()->show_progress = false;
+    const double P = static_cast<double>(t.value()->model().num_parameters());
+    world->reset_stats();
+    ASSERT_TRUE(t.value()->run(2).is_ok());  // two steps
+    const comm::CommStats& s = world->stats();
+    const double ar = static_cast<double>(s.of(comm::CommOp::kAllReduce).elements);
+    const double rs = static_cast<double>(s.of(comm::CommOp::kReduceScatter).elements);
+    const double ag = static_cast<double>(s.of(comm::CommOp::kAllGather).elements);
+    if (stage == 0) {
+      EXPECT_NEAR(ar, 2 * P, 0.05 * 2 * P);
+      EXPECT_EQ(rs + ag, 0);
+    } else {
+      EXPECT_NEAR(rs, 2 * P, 0.05 * 2 * P) << "stage " << stage;
+      EXPECT_NEAR(ag, 2 * P, 0.05 * 2 * P) << "stage " << stage;
+      EXPECT_LE(ar, 8) << "stage " << stage << ": only scalars (loss, gradient norm) are all-reduced";
+    }
+  }
+}
+
+// 10 steps on every rank with ZeRO-2 and a checkpoint; then 10 more on half the ranks (a
+// sub-communicator) with ZeRO-1: the 20 losses are the single-process run's.
+TEST_F(DataParallelTest, ZeroCheckpointsReshardToAnotherRankCountAndStage) {
+  TrainConfig single = config("reshard_single_rank" + std::to_string(world->rank()));
+  const Run straight = train(single, nullptr);
+  TrainConfig first = config("reshard");
+  first.parallel.zero_stage = 2;
+  first.train.checkpoint_interval = 10;
+  const Run a = train(first, world, 10);
+  const int half = std::max(1, world->size() / 2);
+  std::shared_ptr<comm::Communicator> group = world->split(world->rank() < half ? 0 : 1, world->rank());
+  if (world->rank() < half) {
+    TrainConfig second = config("reshard");
+    second.parallel.zero_stage = 1;
+    const Run b = train(second, group);
+    std::vector<double> joined = a.losses;
+    joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+    expect_close(joined, straight.losses, "ZeRO-2 on " + std::to_string(world->size()) + " ranks, then ZeRO-1 on " +
+                                              std::to_string(half));
+  }
+  world->barrier();
 }
 
 TEST_F(DataParallelTest, Rank0CheckpointsResumeOnEveryRank) {
