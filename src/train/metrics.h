@@ -22,6 +22,9 @@ struct StepMetrics {
   std::optional<double> loss_scale;
   bool skipped = false;
   int64_t skipped_steps = 0;
+  // More than one process: bytes this rank handed to collectives during the step (all
+  // operation kinds; comm::CommStats), e.g. ~4P for data parallel's all-reduce of P floats.
+  std::optional<int64_t> comm_bytes;
 };
 
 class MetricsWriter {

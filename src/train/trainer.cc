@@ -181,6 +181,7 @@ double Trainer::mean_over_ranks(double v) const {
 
 StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
+  const int64_t comm_bytes_before = comm_ ? comm_->stats().total_bytes() : 0;
   const double lr = schedule_->lr_at(step_);
   const int64_t accum = cfg_.data.grad_accum_steps;
   double loss_sum = 0.0;
@@ -231,6 +232,7 @@ StepMetrics Trainer::train_step() {
   m.lr = lr;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   m.tokens_per_s = static_cast<double>(cfg_.tokens_per_step()) / seconds;
+  if (comm_) m.comm_bytes = comm_->stats().total_bytes() - comm_bytes_before;
   return m;
 }
 

@@ -15,7 +15,8 @@ import tempfile
 def losses(run_dir):
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
-    return [r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r]
+    return ([r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r],
+            [r.get("comm_bytes") for r in rows if "loss" in r])
 
 
 def main():
@@ -44,8 +45,11 @@ def main():
                 continue
             results[n] = losses(run)
         if 1 in results:
-            ref_train, ref_val = results[1]
-            for n, (tr, va) in results.items():
+            ref_train, ref_val, _ = results[1]
+            for n, (tr, va, comm_bytes) in results.items():
+                # Every step reports what this rank communicated (4 bytes per parameter and more).
+                if any(b is None or b <= 0 for b in comm_bytes):
+                    failures.append(f"{n} ranks: comm_bytes missing or zero in metrics: {comm_bytes}")
                 for what, a, b in (("train", tr, ref_train), ("val", va, ref_val)):
                     if len(a) != len(b) or any(abs(x - y) > 1e-5 * abs(y) for x, y in zip(a, b)):
                         failures.append(f"{n} ranks: {what} losses {a} differ from one process's {b}")
