@@ -107,6 +107,9 @@ def main():
     ap.add_argument("--eval-batches", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1337, help="seed of the shared random init")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--trident-precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="trident's precision.dtype (its run and log get the suffix _bf16/_fp16); "
+                         "issue #4 compares bf16 and fp32 validation losses with --steps 1000")
     ap.add_argument("--only", choices=["both", "trident", "torch"], default="both",
                     help="run one side (the other's earlier results in --work are reused if present)")
     args = ap.parse_args()
@@ -132,7 +135,8 @@ def main():
 
     tokens_per_step = args.batch_size * args.seq_len * args.grad_accum
     results = {}
-    tri_dir = os.path.join(args.work, "trident_run")
+    suffix = "" if args.trident_precision == "fp32" else "_" + args.trident_precision
+    tri_dir = os.path.join(args.work, "trident_run" + suffix)
     tri_metrics = os.path.join(tri_dir, "metrics.jsonl")
     if args.only in ("both", "trident"):
         shutil.rmtree(tri_dir, ignore_errors=True)  # metrics.jsonl appends; start clean
@@ -149,10 +153,10 @@ def main():
             "train.steps": args.steps, "train.eval_interval": args.eval_interval,
             "train.eval_batches": args.eval_batches, "train.log_interval": 10,
             "train.checkpoint_interval": 0, "train.out_dir": tri_dir, "train.init_from": init,
-            "train.resume": "false", "train.threads": args.threads,
+            "train.resume": "false", "train.threads": args.threads, "precision.dtype": args.trident_precision,
         }
         cmd = [trident, "train"] + [f"--{k}={v}" for k, v in overrides.items()]
-        results["trident_wall_s"] = run(cmd, env, os.path.join(args.work, "trident.log"))
+        results["trident_wall_s"] = run(cmd, env, os.path.join(args.work, "trident" + suffix + ".log"))
     if os.path.exists(tri_metrics):
         results["trident"] = read_trident_metrics(tri_metrics, tokens_per_step)
 
@@ -212,7 +216,7 @@ def main():
     for name, r in (("trident", tri), ("PyTorch", ref)):
         if r and r.get("tokens_per_s"):
             print(f"{name}: {r['tokens_per_s']:.0f} tokens/s (training steps, evaluation excluded)")
-    summary = os.path.join(args.work, "summary.json")
+    summary = os.path.join(args.work, "summary" + suffix + ".json")
     with open(summary, "w") as f:
         json.dump({"config": vars(args), "results": results}, f, indent=1)
     print(f"\nfull results: {summary}")
