@@ -5,14 +5,13 @@
 #include <optional>
 #include <type_traits>
 
-#include "core/factory.h"
 #include "core/copy.h"
+#include "core/factory.h"
 #include "core/views.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/matmul.h"
-#include "ops/elementwise.h"
-#include "ops/linalg.h"
 #include "ops/dispatch.h"
+#include "ops/linalg.h"
 
 namespace trident::ops {
 namespace {

@@ -5,6 +5,7 @@
 #include "core/factory.h"
 #include "core/views.h"
 #include "ops/optim.h"
+#include "parallel/buckets.h"
 
 namespace trident::parallel {
 
@@ -29,23 +30,10 @@ DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Com
   // Same starting weights everywhere, whatever each rank initialized or loaded.
   for (const Tensor& p : params_) comm_.broadcast(p, 0);
 
-  // Buckets of consecutive parameters in reverse order (the backward's), each up to `limit`
-  // elements (a parameter larger than that gets a bucket of its own).
   bucket_of_.resize(params_.size());
   offset_of_.resize(params_.size());
   const int64_t limit = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
-  std::vector<std::vector<size_t>> groups;
-  int64_t filled = 0;
-  for (size_t k = params_.size(); k-- > 0;) {
-    const int64_t n = params_[k].numel();
-    if (groups.empty() || (filled > 0 && filled + n > limit)) {
-      groups.emplace_back();
-      filled = 0;
-    }
-    groups.back().push_back(k);
-    filled += n;
-  }
-  for (const std::vector<size_t>& group : groups) {
+  for (const std::vector<size_t>& group : group_in_buckets(params_, limit)) {
     Bucket b;
     int64_t off = 0;
     for (size_t k : group) {
@@ -94,8 +82,7 @@ void DataParallel::finish() {
     if (b.work) continue;
     for (size_t i = 0; i < b.params.size(); ++i)
       if (!params_[b.params[i]].grad().has_value())
-        core::copy_(views::narrow(*b.buffer, 0, b.offsets[i], params_[b.params[i]].numel()),
-                    zeros({params_[b.params[i]].numel()}));
+        fill_(views::narrow(*b.buffer, 0, b.offsets[i], params_[b.params[i]].numel()), 0.0);
     launch(b);
   }
   const double inv = 1.0 / static_cast<double>(comm_.size());

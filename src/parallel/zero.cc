@@ -10,6 +10,7 @@
 #include "core/views.h"
 #include "ops/elementwise.h"
 #include "ops/optim.h"
+#include "parallel/buckets.h"
 
 namespace trident::parallel {
 namespace {
@@ -29,31 +30,25 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     names_.push_back(name);
     params_.push_back(p);
   }
-  // Buckets in reverse order, each padded to a multiple of N.
+  // Buckets as data parallelism's, each padded to a multiple of N, laid out back to back.
   const int64_t limit = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
   flat_offset_.resize(params_.size());
   bucket_of_.resize(params_.size());
-  int64_t total = 0, filled = 0;
-  for (size_t k = params_.size(); k-- > 0;) {
-    const int64_t n = params_[k].numel();
-    if (buckets_.empty() || (filled > 0 && filled + n > limit)) {
-      if (!buckets_.empty()) {
-        Bucket& last = buckets_.back();
-        last.length = (filled + N - 1) / N * N;
-        total = last.begin + last.length;
-      }
-      buckets_.emplace_back();
-      buckets_.back().begin = total;
-      filled = 0;
+  int64_t total = 0;
+  for (const std::vector<size_t>& group : group_in_buckets(params_, limit)) {
+    Bucket b;
+    b.begin = total;
+    int64_t filled = 0;
+    for (size_t k : group) {
+      flat_offset_[k] = b.begin + filled;
+      bucket_of_[k] = buckets_.size();
+      filled += params_[k].numel();
     }
-    Bucket& b = buckets_.back();
-    b.params.push_back(k);
-    flat_offset_[k] = b.begin + filled;
-    bucket_of_[k] = buckets_.size() - 1;
-    filled += n;
+    b.params = group;
+    b.length = (filled + N - 1) / N * N;
+    total += b.length;
+    buckets_.push_back(std::move(b));
   }
-  buckets_.back().length = (filled + N - 1) / N * N;
-  total = buckets_.back().begin + buckets_.back().length;
 
   // The flat parameters; the model's parameters become views of it (same values everywhere).
   {
@@ -102,23 +97,26 @@ ZeroOptimizer::~ZeroOptimizer() {
 
 void ZeroOptimizer::begin_backward(bool last_micro_batch) { last_micro_batch_ = last_micro_batch; }
 
+Tensor ZeroOptimizer::grad_slot(size_t k) {
+  Bucket& b = buckets_[bucket_of_[k]];
+  if (stage_ == 1) return flat_slice(*flat_grads_, flat_offset_[k], params_[k].numel());
+  if (!b.staging) {
+    MemoryCategoryGuard guard(MemoryCategory::kGradient);
+    b.staging = zeros({b.length});
+  }
+  return flat_slice(*b.staging, flat_offset_[k] - b.begin, params_[k].numel());
+}
+
 void ZeroOptimizer::on_grad_ready(size_t k) {
   Tensor p = params_[k];
   const Tensor g = views::view(*p.grad(), {p.numel()});
   Bucket& b = buckets_[bucket_of_[k]];
-  if (stage_ == 1) {
-    const Tensor dst = flat_slice(*flat_grads_, flat_offset_[k], p.numel());
-    if (arrived_[k]) {
-      ops::add_(dst, g);
-    } else {
-      core::copy_(dst, g);
-    }
+  const Tensor slot = grad_slot(k);
+  // Stage 1 accumulates over the step's micro-batches; stage 2's staging is per micro-batch.
+  if (arrived_[k]) {
+    ops::add_(slot, g);
   } else {
-    if (!b.staging) {
-      MemoryCategoryGuard guard(MemoryCategory::kGradient);
-      b.staging = zeros({b.length});
-    }
-    core::copy_(flat_slice(*b.staging, flat_offset_[k] - b.begin, p.numel()), g);
+    core::copy_(slot, g);
   }
   arrived_[k] = true;
   p.zero_grad();  // folded into the flat buffers
@@ -142,18 +140,8 @@ void ZeroOptimizer::end_backward() {
   // Buckets with a parameter that got no gradient: zeros for it, then launch in bucket order.
   for (Bucket& b : buckets_) {
     if (b.work) continue;
-    for (size_t k : b.params) {
-      if (stage_ == 1 && arrived_[k]) continue;
-      if (stage_ == 2 && b.staging && arrived_[k]) continue;
-      if (stage_ == 2 && !b.staging) {
-        MemoryCategoryGuard guard(MemoryCategory::kGradient);
-        b.staging = zeros({b.length});
-      }
-      const Tensor z = zeros({params_[k].numel()});
-      core::copy_(flat_slice(stage_ == 1 ? *flat_grads_ : *b.staging, flat_offset_[k] - (stage_ == 1 ? 0 : b.begin),
-                             params_[k].numel()),
-                  z);
-    }
+    for (size_t k : b.params)
+      if (!arrived_[k]) fill_(grad_slot(k), 0.0);
     launch(b);
   }
   const double inv = 1.0 / static_cast<double>(comm_.size());

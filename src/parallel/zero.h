@@ -69,6 +69,9 @@ class ZeroOptimizer {
     std::unique_ptr<comm::Work> work;
     std::vector<Segment> mine;
   };
+  // Where parameter k's gradient goes: stage 1 its place in the flat gradients, stage 2 its
+  // place in its bucket's staging buffer (allocated on first use in a micro-batch).
+  Tensor grad_slot(size_t k);
   void on_grad_ready(size_t param);
   void launch(Bucket& b);
   Tensor shard_grad(const Bucket& b) const;   // this rank's averaged gradient of bucket b

@@ -51,11 +51,6 @@ class DataParallelTest : public ::testing::Test {
   TrainConfig config(const std::string& out) const {
     TrainConfig cfg = testing::tiny_run_config(dir);  // global batch 8: 8, 4 or 2 rows per rank
     cfg.data.sampler = "sequential";
-    cfg.optim.lr = 3e-3;
-    cfg.lr_schedule.warmup_steps = 3;
-    cfg.train.steps = 20;
-    cfg.train.eval_interval = 10;
-    cfg.train.eval_batches = 2;
     cfg.train.out_dir = (dir / out).string();
     return cfg;
   }

@@ -1,6 +1,6 @@
 // The tiny GPT-2 run the training tests share: 2 layers, 2 heads, width 32, context 16,
 // vocabulary 64, batches of 8 x 16 tokens from DIR/train.bin and DIR/val.bin (written from
-// phrase_corpus()).
+// phrase_corpus()), lr 3e-3 with 3 warmup steps, 20 steps evaluated every 10 on 2 batches.
 #pragma once
 
 #include <filesystem>
@@ -20,6 +20,11 @@ inline train::TrainConfig tiny_run_config(const std::filesystem::path& dir) {
   cfg.data.val_file = (dir / "val.bin").string();
   cfg.data.batch_size = 8;
   cfg.data.seq_len = 16;
+  cfg.optim.lr = 3e-3;
+  cfg.lr_schedule.warmup_steps = 3;
+  cfg.train.steps = 20;
+  cfg.train.eval_interval = 10;
+  cfg.train.eval_batches = 2;
   return cfg;
 }
 

@@ -41,11 +41,6 @@ class TrainerTest : public ::testing::Test {
     cfg.data.batch_size = 4;
     cfg.data.grad_accum_steps = 2;
     cfg.data.sampler = "random";
-    cfg.optim.lr = 3e-3;
-    cfg.lr_schedule.warmup_steps = 3;
-    cfg.train.steps = 20;
-    cfg.train.eval_interval = 10;
-    cfg.train.eval_batches = 2;
     cfg.train.out_dir = (dir_ / out).string();
     return cfg;
   }

@@ -99,29 +99,43 @@ DataPtr scratch(int64_t floats) {
                                    MemoryCategory::kActivation);
 }
 
+// BLAS requires leading dims >= the stored row length even when a dim is 1.
+void normalize_leading_dims(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t& lda, int64_t& ldb,
+                            int64_t& ldc) {
+  lda = std::max<int64_t>(lda, std::max<int64_t>(trans_a ? M : K, 1));
+  ldb = std::max<int64_t>(ldb, std::max<int64_t>(trans_b ? K : N, 1));
+  ldc = std::max<int64_t>(ldc, std::max<int64_t>(N, 1));
+}
+
+// bf16/f16 operands widened to f32 (in their stored layout), multiplied with f32
+// accumulation into the float C.
+template <class T>
+void gemm_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda,
+                  const T* B, int64_t ldb, float beta, float* C, int64_t ldc, bool serial) {
+  // As stored: op(A) is (M,K), stored (K,M) when transposed; likewise B.
+  const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
+  DataPtr a = scratch(M * K), b = scratch(K * N);
+  float* af = static_cast<float*>(a.get());
+  float* bf = static_cast<float*>(b.get());
+  widen(af, A, trans_a ? K : M, a_cols, lda);
+  widen(bf, B, trans_b ? N : K, b_cols, ldb);
+  gemm_native<float>(trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(a_cols, 1), bf,
+                     std::max<int64_t>(b_cols, 1), beta, C, ldc, serial);
+}
+
 template <class T>
 void gemm_any(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
               int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
   if (M == 0 || N == 0) return;
-  // BLAS requires leading dims >= the stored row length even when a dim is 1.
-  lda = std::max<int64_t>(lda, std::max<int64_t>(trans_a ? M : K, 1));
-  ldb = std::max<int64_t>(ldb, std::max<int64_t>(trans_b ? K : N, 1));
-  ldc = std::max<int64_t>(ldc, std::max<int64_t>(N, 1));
+  normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     gemm_native<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
   } else {
-    // bf16/f16 storage: widen to f32, multiply with f32 accumulation, round once.
-    DataPtr a = scratch(M * K), b = scratch(K * N), c = scratch(M * N);
-    float* af = static_cast<float*>(a.get());
-    float* bf = static_cast<float*>(b.get());
+    // bf16/f16 storage: an f32 product, rounded to T once.
+    DataPtr c = scratch(M * N);
     float* cf = static_cast<float*>(c.get());
-    // As stored: op(A) is (M,K), stored (K,M) when transposed; likewise B.
-    const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
-    widen(af, A, trans_a ? K : M, a_cols, lda);
-    widen(bf, B, trans_b ? N : K, b_cols, ldb);
     if (beta != 0.0f) widen(cf, C, M, N, ldc);
-    gemm_native<float>(trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(a_cols, 1), bf,
-                       std::max<int64_t>(b_cols, 1), beta, cf, N, serial);
+    gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, cf, N, serial);
     parallel_for(0, M, std::max<int64_t>(1, 8192 / N), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r)
         for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = T(cf[r * N + j]);
@@ -146,21 +160,12 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
 template <class T>
 void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
                  int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if constexpr (std::is_same_v<T, float>) {
-    gemm_any<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+    gemm_native<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
   } else {
-    if (M == 0 || N == 0) return;
-    lda = std::max<int64_t>(lda, std::max<int64_t>(trans_a ? M : K, 1));
-    ldb = std::max<int64_t>(ldb, std::max<int64_t>(trans_b ? K : N, 1));
-    const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
-    DataPtr a = scratch(M * K), b = scratch(K * N);
-    float* af = static_cast<float*>(a.get());
-    float* bf = static_cast<float*>(b.get());
-    widen(af, A, trans_a ? K : M, a_cols, lda);
-    widen(bf, B, trans_b ? N : K, b_cols, ldb);
-    gemm_native<float>(trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(a_cols, 1), bf,
-                       std::max<int64_t>(b_cols, 1), beta, C, std::max<int64_t>(ldc, std::max<int64_t>(N, 1)),
-                       /*serial=*/false);
+    gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
   }
 }
 
