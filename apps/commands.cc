@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
@@ -46,10 +47,12 @@ StatusOr<train::TrainConfig> checkpoint_config(const std::string& dir) {
   return cfg;
 }
 
-// A model with a checkpoint's weights.
+// A model with a checkpoint's weights (of any layout: whole, or sharded by ZeRO).
 StatusOr<std::unique_ptr<models::gpt2::GPT2>> load_model(const std::string& dir, const train::TrainConfig& cfg) {
+  auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir);
+  if (!reader.is_ok()) return reader.status();
   auto model = std::make_unique<models::gpt2::GPT2>(cfg.model);
-  Status s = train::load_gpt2_weights(*model, dir + "/model.safetensors");
+  Status s = train::load_checkpoint_weights(model->named_parameters(), reader.value());
   if (!s.is_ok()) return s;
   model->eval();
   return model;
@@ -182,6 +185,7 @@ Status run_eval(const EvalArgs& a) {
   if (!a.val_file.empty()) cfg.data.val_file = a.val_file;
   if (a.val_file.empty()) cfg.data.train_file = cfg.data.val_file;  // eval needs no training data
   cfg.train.resume = false;
+  cfg.parallel.zero_stage = 0;  // one process; the checkpoint loads under any layout
   auto trainer = train::Trainer::create(cfg);
   if (!trainer.is_ok()) return trainer.status();
   Status s = trainer.value()->load_checkpoint(dir.value());
@@ -189,6 +193,37 @@ Status run_eval(const EvalArgs& a) {
   const double loss = trainer.value()->evaluate();
   std::printf("{\"checkpoint\": \"%s\", \"val_loss\": %.6f, \"perplexity\": %.4f, \"batches\": %lld}\n",
               dir.value().c_str(), loss, std::exp(loss), static_cast<long long>(cfg.train.eval_batches));
+  return Status::ok();
+}
+
+CLI::App* add_export(CLI::App& app, ExportArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "export", "Write a checkpoint's weights as one safetensors file with Hugging Face GPT-2 names");
+  c->add_option("--checkpoint", a.checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
+  c->add_option("--out", a.out, "the safetensors file to write")->required();
+  return c;
+}
+
+Status run_export(const ExportArgs& a) {
+  auto dir = resolve_checkpoint(a.checkpoint);
+  if (!dir.is_ok()) return dir.status();
+  auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir.value());
+  if (!reader.is_ok()) return reader.status();
+  const checkpoint::CheckpointReader& r = reader.value();
+  // Every model tensor of the index (not the AdamW state), from however many shards it is
+  // in, one tensor at a time: the file is streamed, never held whole.
+  std::vector<checkpoint::TensorSpec> specs;
+  for (const auto& [name, t] : r.manifest().tensors)
+    if (!name.ends_with(".exp_avg") && !name.ends_with(".exp_avg_sq")) specs.push_back({name, t.dtype, t.shape});
+  if (specs.empty()) return Status::invalid("checkpoint " + dir.value() + " has no model tensors");
+  auto out = checkpoint::AtomicFileWriter::create(checkpoint::default_env(), a.out);
+  if (!out.is_ok()) return out.status();
+  Status s = checkpoint::write_safetensors_streamed(
+      out.value(), specs, [&](size_t i) { return r.load_tensor(specs[i].name); }, {{"format", "pt"}});
+  if (!s.is_ok()) return s;
+  if (!(s = out.value().commit()).is_ok()) return s;
+  std::printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"tensors\": %zu, \"bytes\": %llu}\n", dir.value().c_str(),
+              a.out.c_str(), specs.size(), static_cast<unsigned long long>(out.value().size()));
   return Status::ok();
 }
 

@@ -56,6 +56,14 @@ struct EvalArgs {
 CLI::App* add_eval(CLI::App& app, EvalArgs& args);
 Status run_eval(const EvalArgs& args);
 
+// Consolidation: a checkpoint's weights (whole or sharded) as one Hugging Face safetensors file.
+struct ExportArgs {
+  std::string checkpoint;
+  std::string out;
+};
+CLI::App* add_export(CLI::App& app, ExportArgs& args);
+Status run_export(const ExportArgs& args);
+
 struct TokenizeArgs {
   std::string tokenizer = "gpt2";
   std::string vocab_dir;

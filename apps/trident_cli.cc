@@ -22,12 +22,14 @@ int main(int argc, char** argv) {
   TrainArgs train;
   SampleArgs sample;
   EvalArgs eval;
+  ExportArgs export_args;
   TokenizeArgs tokenize;
   LaunchArgs launch;
   CLI::App* cmd_prepare = add_prepare(app, prepare);
   CLI::App* cmd_train = add_train(app, train);
   CLI::App* cmd_sample = add_sample(app, sample);
   CLI::App* cmd_eval = add_eval(app, eval);
+  CLI::App* cmd_export = add_export(app, export_args);
   CLI::App* cmd_tokenize = add_tokenize(app, tokenize);
   CLI::App* cmd_launch = add_launch(app, launch);
   try {
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     else if (*cmd_train) s = run_train(train, cmd_train->remaining());
     else if (*cmd_sample) s = run_sample(sample);
     else if (*cmd_eval) s = run_eval(eval);
+    else if (*cmd_export) s = run_export(export_args);
     else if (*cmd_tokenize) s = run_tokenize(tokenize);
     else if (*cmd_launch) s = run_launch(launch);
     if (!s.is_ok()) {

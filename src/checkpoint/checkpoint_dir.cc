@@ -160,6 +160,10 @@ CheckpointWriter::~CheckpointWriter() {
   if (active_) (void)remove_tree(env_, staging_dir_);
 }
 
+std::string staging_dir_for(std::string_view root, std::string_view name) {
+  return join_path(root, std::string(kStagingPrefix) + std::string(name));
+}
+
 StatusOr<CheckpointWriter> CheckpointWriter::begin(Env* env, std::string root, std::string name) {
   TRI_CHECK(is_valid_checkpoint_name(name), "CheckpointWriter: '", name,
             "' is not a valid checkpoint name (non-empty, no '/', not starting with '.')");
@@ -170,7 +174,7 @@ StatusOr<CheckpointWriter> CheckpointWriter::begin(Env* env, std::string root, s
                            "' already exists; trident never overwrites a checkpoint (remove it "
                            "or save under another name)");
   }
-  std::string staging = join_path(root, kStagingPrefix + name);
+  std::string staging = staging_dir_for(root, name);
   if (exists(env, staging)) CKPT_RETURN_IF_ERROR(remove_tree(env, staging));
   CKPT_RETURN_IF_ERROR(env->create_dir(staging));
   return CheckpointWriter(env, std::move(root), std::move(staging), std::move(final_dir),

@@ -60,6 +60,10 @@ inline constexpr const char* kDoneFileName = "DONE";
 inline constexpr const char* kStagingPrefix = ".tmp-";
 inline constexpr const char* kDeletingPrefix = ".deleting-";
 
+// <root>/.tmp-<name>: where checkpoint `name` is written before it is committed. Ranks that
+// write their own files into it (sharded checkpoints) compute it with this.
+std::string staging_dir_for(std::string_view root, std::string_view name);
+
 class CheckpointWriter {
  public:
   // Starts checkpoint `name` (no '/', not starting with '.') under `root`, creating `root` if

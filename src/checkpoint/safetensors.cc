@@ -59,25 +59,33 @@ std::string offsets_str(const SafetensorsEntry& e) {
 // tensor. trident does the same with a *stable* sort, so tensors of equal element size keep
 // the caller's order (the reference breaks ties by name). The header lists tensors in data
 // order, with "__metadata__" first when there is any, exactly as the reference writes it.
-std::vector<size_t> file_order(std::span<const NamedTensor> tensors) {
-  std::vector<size_t> order(tensors.size());
+std::vector<size_t> file_order(std::span<const TensorSpec> specs) {
+  std::vector<size_t> order(specs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return element_size(tensors[a].tensor.dtype()) > element_size(tensors[b].tensor.dtype());
+    return element_size(specs[a].dtype) > element_size(specs[b].dtype);
   });
   return order;
 }
 
-void check_writable(std::span<const NamedTensor> tensors) {
-  std::set<std::string_view> seen;
+std::vector<TensorSpec> specs_of(std::span<const NamedTensor> tensors) {
+  std::vector<TensorSpec> specs;
   for (const NamedTensor& nt : tensors) {
-    TRI_CHECK(!nt.name.empty(), "safetensors: a tensor name is empty");
-    TRI_CHECK(nt.name != kMetadataKey, "safetensors: '", kMetadataKey,
-              "' is reserved for metadata and cannot name a tensor");
-    TRI_CHECK(seen.insert(nt.name).second, "safetensors: the tensor name '", nt.name,
-              "' is given twice");
     TRI_CHECK(nt.tensor.device().is_cpu(), "safetensors: tensor '", nt.name, "' is on ",
               nt.tensor.device(), "; copy it to the CPU before writing");
+    specs.push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape()});
+  }
+  return specs;
+}
+
+void check_writable(std::span<const TensorSpec> specs) {
+  std::set<std::string_view> seen;
+  for (const TensorSpec& spec : specs) {
+    TRI_CHECK(!spec.name.empty(), "safetensors: a tensor name is empty");
+    TRI_CHECK(spec.name != kMetadataKey, "safetensors: '", kMetadataKey,
+              "' is reserved for metadata and cannot name a tensor");
+    TRI_CHECK(seen.insert(spec.name).second, "safetensors: the tensor name '", spec.name,
+              "' is given twice");
   }
 }
 
@@ -177,19 +185,19 @@ std::optional<size_t> safetensors_element_size(std::string_view name) {
 
 // ---- writing ----
 
-std::string safetensors_header(std::span<const NamedTensor> tensors, const StringMap& metadata) {
-  check_writable(tensors);
+std::string safetensors_header_for(std::span<const TensorSpec> specs, const StringMap& metadata) {
+  check_writable(specs);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header[kMetadataKey] = metadata;
   uint64_t offset = 0;
-  for (size_t i : file_order(tensors)) {
-    const Tensor& t = tensors[i].tensor;
+  for (size_t i : file_order(specs)) {
+    const uint64_t nbytes = static_cast<uint64_t>(specs[i].shape.product()) * element_size(specs[i].dtype);
     nlohmann::ordered_json entry;
-    entry["dtype"] = safetensors_dtype_name(t.dtype());
-    entry["shape"] = t.shape().vec();
-    entry["data_offsets"] = {offset, offset + t.nbytes()};
-    offset += t.nbytes();
-    header[tensors[i].name] = std::move(entry);
+    entry["dtype"] = safetensors_dtype_name(specs[i].dtype);
+    entry["shape"] = specs[i].shape.vec();
+    entry["data_offsets"] = {offset, offset + nbytes};
+    offset += nbytes;
+    header[specs[i].name] = std::move(entry);
   }
   std::string json = dump_json(header, "safetensors header");
   json.append((8 - json.size() % 8) % 8, ' ');
@@ -198,15 +206,29 @@ std::string safetensors_header(std::span<const NamedTensor> tensors, const Strin
   return out + json;
 }
 
-Status write_safetensors(AtomicFileWriter& out, std::span<const NamedTensor> tensors,
-                         const StringMap& metadata) {
-  CKPT_RETURN_IF_ERROR(out.append(safetensors_header(tensors, metadata)));
-  for (size_t i : file_order(tensors)) {
-    const Tensor contiguous = core::contiguous(tensors[i].tensor);
-    CKPT_RETURN_IF_ERROR(out.append(
-        std::string_view(static_cast<const char*>(contiguous.raw_data()), contiguous.nbytes())));
+std::string safetensors_header(std::span<const NamedTensor> tensors, const StringMap& metadata) {
+  return safetensors_header_for(specs_of(tensors), metadata);
+}
+
+Status write_safetensors_streamed(AtomicFileWriter& out, std::span<const TensorSpec> specs,
+                                  const std::function<StatusOr<Tensor>(size_t)>& load, const StringMap& metadata) {
+  CKPT_RETURN_IF_ERROR(out.append(safetensors_header_for(specs, metadata)));
+  for (size_t i : file_order(specs)) {
+    CKPT_ASSIGN_OR_RETURN(Tensor t, load(i));
+    TRI_CHECK(t.dtype() == specs[i].dtype && t.shape() == specs[i].shape, "safetensors: tensor '", specs[i].name,
+              "' was declared ", dtype_name(specs[i].dtype), " ", specs[i].shape, " but is ", dtype_name(t.dtype()), " ",
+              t.shape());
+    const Tensor contiguous = core::contiguous(t);
+    CKPT_RETURN_IF_ERROR(out.append(std::string_view(static_cast<const char*>(contiguous.raw_data()), contiguous.nbytes())));
   }
   return Status::ok();
+}
+
+Status write_safetensors(AtomicFileWriter& out, std::span<const NamedTensor> tensors,
+                         const StringMap& metadata) {
+  const std::vector<TensorSpec> specs = specs_of(tensors);
+  return write_safetensors_streamed(
+      out, specs, [&](size_t i) -> StatusOr<Tensor> { return tensors[i].tensor; }, metadata);
 }
 
 Status save_safetensors(Env* env, const std::string& path, std::span<const NamedTensor> tensors,

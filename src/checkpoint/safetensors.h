@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -66,6 +67,20 @@ std::string safetensors_header(std::span<const NamedTensor> tensors, const Strin
 // tensors are written as their contiguous values (one tensor is copied at a time).
 Status write_safetensors(AtomicFileWriter& out, std::span<const NamedTensor> tensors,
                          const StringMap& metadata = {});
+
+// What a tensor will be, before its values exist: for writing a file one tensor at a time.
+struct TensorSpec {
+  std::string name;
+  DType dtype;
+  Shape shape;
+};
+std::string safetensors_header_for(std::span<const TensorSpec> specs, const StringMap& metadata);
+// Appends a complete safetensors file of `specs` to `out`, asking `load(i)` for tensor i's
+// values only when they are written: memory for one tensor at a time (consolidating sharded
+// checkpoints). A loaded tensor must have its spec's dtype and shape.
+Status write_safetensors_streamed(AtomicFileWriter& out, std::span<const TensorSpec> specs,
+                                  const std::function<StatusOr<Tensor>(size_t)>& load,
+                                  const StringMap& metadata = {});
 
 // Writes `path` atomically (atomic_file.h).
 Status save_safetensors(Env* env, const std::string& path, std::span<const NamedTensor> tensors,

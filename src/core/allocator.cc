@@ -19,6 +19,7 @@ const char* memory_category_name(MemoryCategory category) {
     case MemoryCategory::kGradient: return "gradient";
     case MemoryCategory::kOptimizerState: return "optimizer_state";
     case MemoryCategory::kActivation: return "activation";
+    case MemoryCategory::kGatheredParameter: return "gathered_parameter";
   }
   return "?";
 }

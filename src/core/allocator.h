@@ -20,8 +20,10 @@
 
 namespace trident {
 
-enum class MemoryCategory : uint8_t { kOther, kParameter, kGradient, kOptimizerState, kActivation };
-inline constexpr int kNumMemoryCategories = 5;
+// kGatheredParameter: full copies of sharded parameters that ZeRO-3 gathers for one layer's
+// forward or backward and frees after it (not a model state: the shards are kParameter).
+enum class MemoryCategory : uint8_t { kOther, kParameter, kGradient, kOptimizerState, kActivation, kGatheredParameter };
+inline constexpr int kNumMemoryCategories = 6;
 const char* memory_category_name(MemoryCategory category);
 
 // Allocations made on this thread while a guard is alive are tagged with its category

@@ -20,6 +20,11 @@ class StorageImpl {
   size_t nbytes() const { return data_.nbytes(); }
   Device device() const { return data_.device(); }
   const DataPtr& data_ptr() const { return data_; }
+  // Swaps in another allocation (an empty DataPtr frees it) while every view keeps this
+  // storage: ZeRO-3 drops a layer's gathered parameters between uses and gathers them again
+  // into a new allocation, under the same tensors that autograd saved (PyTorch's
+  // storage().resize_(0) in FSDP). A view of a released storage fails its size check.
+  void reset_data(DataPtr data) { data_ = std::move(data); }
 
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }

@@ -13,8 +13,9 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
   static const auto t =
       OptionTable<ParallelOptions>("parallel", "Distributed training across the ranks of mpirun")
           .add("zero_stage", &ParallelOptions::zero_stage,
-               "ZeRO stage: 0 = data parallel, 1 = + optimizer state sharded, 2 = + gradients sharded",
-               Range::between(0, 2))
+               "ZeRO stage: 0 = data parallel, 1 = + optimizer state sharded, 2 = + gradients sharded, "
+               "3 = + parameters sharded",
+               Range::between(0, 3))
           .add("bucket_mb", &ParallelOptions::bucket_mb, "gradient all-reduce bucket size (MiB)", Range::positive());
   return t;
 }

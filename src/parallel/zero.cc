@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/functions/backward_hook.h"
+#include "autograd/grad_mode.h"
 #include "core/allocator.h"
 #include "core/copy.h"
 #include "core/factory.h"
@@ -20,9 +22,11 @@ Tensor flat_slice(const Tensor& flat, int64_t begin, int64_t length) { return vi
 }  // namespace
 
 ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
-                             int64_t bucket_bytes, const optim::AdamWOptions& options)
+                             int64_t bucket_bytes, const optim::AdamWOptions& options,
+                             const std::vector<std::vector<size_t>>& parts)
     : comm_(comm), stage_(stage), options_(options), alive_(std::make_shared<bool>(true)) {
-  TRI_CHECK(stage == 1 || stage == 2, "ZeroOptimizer: stage must be 1 or 2, got ", stage);
+  TRI_CHECK(stage >= 1 && stage <= 3, "ZeroOptimizer: stage must be 1, 2 or 3, got ", stage);
+  TRI_CHECK(stage != 3 || !parts.empty(), "ZeRO-3 needs the model's parts (its parameter groups)");
   const int64_t N = comm_.size();
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32 && p.is_contiguous(), "ZeRO: parameter '", name,
@@ -35,7 +39,18 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
   flat_offset_.resize(params_.size());
   bucket_of_.resize(params_.size());
   int64_t total = 0;
-  for (const std::vector<size_t>& group : group_in_buckets(params_, limit)) {
+  std::vector<std::vector<size_t>> groups = stage_ == 3 ? parts : group_in_buckets(params_, limit);
+  if (stage_ == 3) {  // every parameter in exactly one part
+    std::vector<int> seen(params_.size(), 0);
+    for (const auto& part : parts)
+      for (size_t k : part) {
+        TRI_CHECK(k < params_.size(), "ZeRO-3: part index ", k, " is out of range (", params_.size(), " parameters)");
+        ++seen[k];
+      }
+    for (size_t k = 0; k < params_.size(); ++k)
+      TRI_CHECK(seen[k] == 1, "ZeRO-3: parameter '", names_[k], "' is in ", seen[k], " parts; it must be in exactly one");
+  }
+  for (const std::vector<size_t>& group : groups) {
     Bucket b;
     b.begin = total;
     int64_t filled = 0;
@@ -50,18 +65,43 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     buckets_.push_back(std::move(b));
   }
 
-  // The flat parameters; the model's parameters become views of it (same values everywhere).
-  {
-    MemoryCategoryGuard guard(MemoryCategory::kParameter);
-    flat_params_ = zeros({total});
+  if (stage_ < 3) {
+    // The flat parameters; the model's parameters become views of it (same values everywhere).
+    {
+      MemoryCategoryGuard guard(MemoryCategory::kParameter);
+      flat_params_ = zeros({total});
+    }
+    for (size_t k = 0; k < params_.size(); ++k) {
+      const Tensor view = views::view(flat_slice(*flat_params_, flat_offset_[k], params_[k].numel()),
+                                      params_[k].shape().span());
+      core::copy_(view, params_[k]);
+      params_[k].set_data(view);
+    }
+    comm_.broadcast(*flat_params_, 0);
+  } else {
+    // Each part's parameters become views of the part's own full buffer, filled from rank 0's
+    // values; this rank keeps its shard of it, and the buffer is freed until a part runs.
+    {
+      MemoryCategoryGuard guard(MemoryCategory::kParameter);
+      param_shard_ = zeros({total / N});
+    }
+    for (Bucket& b : buckets_) {
+      {
+        MemoryCategoryGuard guard(MemoryCategory::kGatheredParameter);
+        b.gathered = zeros({b.length});
+      }
+      for (size_t k : b.params) {
+        const Tensor view = views::view(flat_slice(*b.gathered, flat_offset_[k] - b.begin, params_[k].numel()),
+                                        params_[k].shape().span());
+        core::copy_(view, params_[k]);
+        params_[k].set_data(view);
+      }
+      comm_.broadcast(*b.gathered, 0);
+      b.state = Bucket::State::kGathered;
+      core::copy_(shard_params(b), flat_slice(*b.gathered, comm_.rank() * shard_len(b), shard_len(b)));
+      release(static_cast<size_t>(&b - buckets_.data()));
+    }
   }
-  for (size_t k = 0; k < params_.size(); ++k) {
-    const Tensor view = views::view(flat_slice(*flat_params_, flat_offset_[k], params_[k].numel()),
-                                    params_[k].shape().span());
-    core::copy_(view, params_[k]);
-    params_[k].set_data(view);
-  }
-  comm_.broadcast(*flat_params_, 0);
   {
     MemoryCategoryGuard guard(MemoryCategory::kGradient);
     if (stage_ == 1) flat_grads_ = zeros({total});
@@ -74,12 +114,7 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
   }
   // This rank's segments of each bucket.
   for (Bucket& b : buckets_) {
-    const int64_t s0 = shard_begin(b), s1 = s0 + shard_len(b);
-    for (size_t k : b.params) {
-      const int64_t p0 = flat_offset_[k], p1 = p0 + params_[k].numel();
-      const int64_t lo = std::max(s0, p0), hi = std::min(s1, p1);
-      if (lo < hi) b.mine.push_back({k, lo, lo - p0, hi - lo});
-    }
+    b.mine = segments_of(b, comm_.rank());
     b.pending = static_cast<int>(b.params.size());
   }
   arrived_.assign(params_.size(), false);
@@ -92,7 +127,61 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
 
 ZeroOptimizer::~ZeroOptimizer() {
   alive_.reset();
-  for (Bucket& b : buckets_) b.work.reset();
+  for (Bucket& b : buckets_) {
+    b.work.reset();
+    b.gather.reset();
+  }
+}
+
+void ZeroOptimizer::start_gather(size_t u) {
+  Bucket& b = buckets_[u];
+  if (b.state != Bucket::State::kReleased) return;
+  b.gathered->impl().storage()->reset_data(
+      host_allocator().allocate(static_cast<size_t>(b.length) * sizeof(float), MemoryCategory::kGatheredParameter));
+  b.gather = comm_.all_gather_async(shard_params(b), *b.gathered);
+  b.state = Bucket::State::kGathering;
+}
+
+void ZeroOptimizer::gather_now(size_t u) {
+  start_gather(u);
+  Bucket& b = buckets_[u];
+  if (b.state == Bucket::State::kGathering) {
+    b.gather->wait();
+    b.gather.reset();
+    b.state = Bucket::State::kGathered;
+  }
+}
+
+void ZeroOptimizer::release(size_t u) {
+  Bucket& b = buckets_[u];
+  if (b.state == Bucket::State::kGathering) gather_now(u);  // never free memory MPI is writing
+  b.gathered->impl().storage()->reset_data(DataPtr());
+  b.state = Bucket::State::kReleased;
+}
+
+Tensor ZeroOptimizer::run(size_t part, const nn::PartForward& forward, const Tensor& x) {
+  TRI_CHECK(stage_ == 3, "ZeRO stage ", stage_, " does not shard parameters: it has no part hooks");
+  TRI_CHECK(part < buckets_.size(), "ZeRO-3: the model ran part ", part, " but listed ", buckets_.size(), " parts");
+  if (depth_ == 0) completed_.clear();  // a new forward pass
+  struct Depth {
+    int& d;
+    explicit Depth(int& depth) : d(depth) { ++d; }
+    ~Depth() { --d; }
+  } depth(depth_);
+  gather_now(part);
+  if (part + 1 < buckets_.size()) start_gather(part + 1);  // parts are listed in forward order
+  Tensor y = forward(x);
+  release(part);
+  // The part backward reaches after this one: the one whose forward finished just before.
+  const std::optional<size_t> next = completed_.empty() ? std::nullopt : std::optional<size_t>(completed_.back());
+  completed_.push_back(part);
+  if (!autograd::GradMode::is_enabled()) return y;
+  std::weak_ptr<bool> alive = alive_;
+  return backward_hook(y, [this, alive, part, next] {
+    if (!alive.lock()) return;
+    gather_now(part);
+    if (next) start_gather(*next);
+  });
 }
 
 void ZeroOptimizer::begin_backward(bool last_micro_batch) { last_micro_batch_ = last_micro_batch; }
@@ -120,7 +209,12 @@ void ZeroOptimizer::on_grad_ready(size_t k) {
   }
   arrived_[k] = true;
   p.zero_grad();  // folded into the flat buffers
-  if ((stage_ == 2 || last_micro_batch_) && --b.pending == 0) launch(b);
+  if ((stage_ >= 2 || last_micro_batch_) && --b.pending == 0) {
+    launch(b);
+    // Stage 3: every use of the part's parameters has run (each op that reads a parameter
+    // also produces its gradient), so the gathered copy can go.
+    if (stage_ == 3) release(bucket_of_[k]);
+  }
   for (Bucket& other : buckets_)  // drive MPI's progress on what is in flight
     if (other.work) other.work->test();
 }
@@ -143,13 +237,14 @@ void ZeroOptimizer::end_backward() {
     for (size_t k : b.params)
       if (!arrived_[k]) fill_(grad_slot(k), 0.0);
     launch(b);
+    if (stage_ == 3) release(static_cast<size_t>(&b - buckets_.data()));
   }
   const double inv = 1.0 / static_cast<double>(comm_.size());
   for (Bucket& b : buckets_) {
     b.work->wait();
     b.work.reset();
     b.pending = static_cast<int>(b.params.size());
-    if (stage_ == 2) {
+    if (stage_ >= 2) {
       // Average this micro-batch's shard and add it to the step's gradient shard.
       const Tensor part = flat_slice(*b.staging, 0, shard_len(b));
       ops::scale_(part, inv);
@@ -164,13 +259,18 @@ void ZeroOptimizer::end_backward() {
       ops::scale_(flat_slice(*flat_grads_, b.begin, shard_len(b)), inv);
     }
   }
-  if (stage_ == 2) std::fill(arrived_.begin(), arrived_.end(), false);  // staging is per micro-batch
+  if (stage_ >= 2) std::fill(arrived_.begin(), arrived_.end(), false);  // staging is per micro-batch
   first_micro_batch_ = false;
 }
 
 Tensor ZeroOptimizer::shard_grad(const Bucket& b) const {
   return stage_ == 1 ? flat_slice(*flat_grads_, b.begin, shard_len(b))
                      : flat_slice(*grad_shard_, b.begin / comm_.size(), shard_len(b));
+}
+
+Tensor ZeroOptimizer::shard_params(const Bucket& b) const {
+  return stage_ == 3 ? flat_slice(*param_shard_, b.begin / comm_.size(), shard_len(b))
+                     : flat_slice(*flat_params_, shard_begin(b), shard_len(b));
 }
 
 Tensor ZeroOptimizer::shard_state(const Tensor& state, const Bucket& b) const {
@@ -194,19 +294,21 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
 void ZeroOptimizer::step(double lr) {
   ++step_;
   for (const Bucket& b : buckets_) {
-    const Tensor g = shard_grad(b), m = shard_state(*m_, b), v = shard_state(*v_, b);
+    const Tensor w = shard_params(b), g = shard_grad(b), m = shard_state(*m_, b), v = shard_state(*v_, b);
     const int64_t s0 = shard_begin(b);
     for (const Segment& s : b.mine) {
       const bool decay = params_[s.param].dim() >= 2;
       const int64_t at = s.flat - s0;  // offset inside the shard
-      ops::adamw_update_(flat_slice(*flat_params_, s.flat, s.length), flat_slice(g, at, s.length),
+      ops::adamw_update_(flat_slice(w, at, s.length), flat_slice(g, at, s.length),
                          flat_slice(m, at, s.length), flat_slice(v, at, s.length),
                          {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0, step_});
     }
   }
-  // Everyone's updated shards, in place into the flat parameters.
+  // Stages 1-2: everyone's updated shards, in place into the flat parameters. (Stage 3
+  // gathers them when the next forward needs them.)
   std::vector<std::unique_ptr<comm::Work>> gathers;
   for (const Bucket& b : buckets_)
+    if (stage_ < 3)
     gathers.push_back(comm_.all_gather_async(flat_slice(*flat_params_, shard_begin(b), shard_len(b)),
                                              flat_slice(*flat_params_, b.begin, b.length)));
   for (auto& w : gathers) w->wait();
@@ -214,38 +316,55 @@ void ZeroOptimizer::step(double lr) {
   first_micro_batch_ = true;
 }
 
-std::vector<nn::NamedTensor> ZeroOptimizer::gather_state() {
-  std::vector<nn::NamedTensor> out;
-  const int64_t total = flat_params_->numel();
-  for (const Tensor* state : {&*m_, &*v_}) {
-    Tensor full_state = zeros({total});
-    for (const Bucket& b : buckets_)
-      comm_.all_gather(shard_state(*state, b), flat_slice(full_state, b.begin, b.length));
-    const char* suffix = state == &*m_ ? ".exp_avg" : ".exp_avg_sq";
-    for (size_t k = 0; k < params_.size(); ++k)
-      out.emplace_back(names_[k] + suffix,
-                       core::clone(views::view(flat_slice(full_state, flat_offset_[k], params_[k].numel()),
-                                               params_[k].shape().span())));
+std::vector<ZeroOptimizer::Segment> ZeroOptimizer::segments_of(const Bucket& b, int rank) const {
+  std::vector<Segment> out;
+  const int64_t s0 = b.begin + rank * shard_len(b), s1 = s0 + shard_len(b);
+  for (size_t k : b.params) {
+    const int64_t p0 = flat_offset_[k], p1 = p0 + params_[k].numel();
+    const int64_t lo = std::max(s0, p0), hi = std::min(s1, p1);
+    if (lo < hi) out.push_back({k, lo, lo - p0, hi - lo});
   }
   return out;
 }
 
-void ZeroOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t step) {
-  for (size_t k = 0; k < params_.size(); ++k) {
-    for (int which = 0; which < 2; ++which) {
-      const std::string name = names_[k] + (which == 0 ? ".exp_avg" : ".exp_avg_sq");
-      const auto it = std::find_if(state.begin(), state.end(), [&](const nn::NamedTensor& t) { return t.first == name; });
-      if (it == state.end()) {
-        TRI_CHECK(step == 0, "ZeRO: optimizer state has no '", name, "' at step ", step);
-        continue;
+std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces_of(int rank) const {
+  std::vector<Piece> out;
+  for (const char* suffix : {"", ".exp_avg", ".exp_avg_sq"})
+    for (const Bucket& b : buckets_)
+      for (const Segment& s : segments_of(b, rank))
+        out.push_back({names_[s.param] + suffix, params_[s.param].shape(), s.in_param, s.in_param + s.length, {}});
+  return out;
+}
+
+std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces() {
+  std::vector<Piece> out = pieces_of(comm_.rank());
+  size_t i = 0;
+  const std::optional<Tensor>* states[] = {nullptr, &m_, &v_};  // parameters, then AdamW's m and v
+  for (const std::optional<Tensor>* state : states)
+    for (const Bucket& b : buckets_) {
+      const Tensor shard = state ? shard_state(**state, b) : shard_params(b);
+      for (const Segment& s : b.mine) out[i++].values = flat_slice(shard, s.flat - shard_begin(b), s.length);
+    }
+  TRI_ASSERT(i == out.size(), "ZeRO: pieces and segments disagree");
+  return out;
+}
+
+void ZeroOptimizer::load(const RangeReader& read, bool with_state, int64_t step) {
+  for (const Bucket& b : buckets_) {
+    for (size_t k : b.params) {
+      if (stage_ < 3) {  // every rank holds the whole parameter
+        core::copy_(views::view(params_[k], {params_[k].numel()}), read(names_[k], 0, params_[k].numel()));
       }
-      TRI_CHECK(it->second.shape() == params_[k].shape(), "ZeRO: optimizer state '", name, "' has shape ",
-                it->second.shape(), "; the parameter has ", params_[k].shape());
-      const Tensor src = views::view(core::contiguous(core::cast(it->second, DType::kF32)), {params_[k].numel()});
-      const Bucket& b = buckets_[bucket_of_[k]];
-      const Tensor dst = shard_state(which == 0 ? *m_ : *v_, b);
-      for (const Segment& s : b.mine)
-        if (s.param == k) core::copy_(flat_slice(dst, s.flat - shard_begin(b), s.length), flat_slice(src, s.in_param, s.length));
+    }
+    for (const Segment& s : b.mine) {
+      const int64_t at = s.flat - shard_begin(b);
+      if (stage_ == 3)
+        core::copy_(flat_slice(shard_params(b), at, s.length), read(names_[s.param], s.in_param, s.in_param + s.length));
+      if (!with_state) continue;
+      core::copy_(flat_slice(shard_state(*m_, b), at, s.length),
+                  read(names_[s.param] + ".exp_avg", s.in_param, s.in_param + s.length));
+      core::copy_(flat_slice(shard_state(*v_, b), at, s.length),
+                  read(names_[s.param] + ".exp_avg_sq", s.in_param, s.in_param + s.length));
     }
   }
   step_ = step;

@@ -1,38 +1,57 @@
-// ZeRO stages 1 and 2 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+// ZeRO stages 1, 2 and 3 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
 // Trillion Parameter Models", 2020) for fp32 AdamW, as DeepSpeed implements them.
 //
-// Layout: the parameters become views of one flat fp32 buffer (Tensor::set_data), in buckets
-// of about bucket_bytes in reverse registration order (the backward's), each padded to a
-// multiple of the rank count N. Rank k owns the k-th 1/N of every bucket: its optimizer state
-// (m, v) covers only those elements (8P/N bytes), and it updates only them.
-//   stage 1  gradients accumulate (all micro-batches) in a full flat fp32 buffer (4P); on the
-//            last micro-batch each bucket is reduce-scattered in place as soon as it is
-//            complete. Model states: 4P params + 4P grads + 8P/N optimizer = 8P + 8P/N.
-//   stage 2  each bucket's gradients are gathered in a transient buffer, reduce-scattered as
-//            soon as it is complete (every micro-batch), and added into this rank's
-//            persistent gradient shard (4P/N): 4P + 12P/N.
-// After AdamW on the shard, every bucket is all-gathered in place, so all ranks hold the full
-// updated parameters. Per step each rank hands P elements to reduce-scatters and P to
-// all-gathers. The global gradient norm for clipping is an all-reduce of the shards' sums of
-// squares. Parameters' .grad is dropped as soon as it is folded into the flat buffers.
+// Layout: the parameters are laid out in one flat fp32 index space, in buckets each padded to
+// a multiple of the rank count N. Rank k owns the k-th 1/N of every bucket: its optimizer
+// state (m, v) covers only those elements (8P/N bytes), and it updates only them.
+//   stage 1  buckets of about bucket_bytes in reverse registration order (the backward's);
+//            the parameters are views of one flat buffer (Tensor::set_data). Gradients
+//            accumulate (all micro-batches) in a full flat fp32 buffer (4P); on the last
+//            micro-batch each bucket is reduce-scattered in place as soon as it is complete.
+//            Model states: 4P params + 4P grads + 8P/N optimizer = 8P + 8P/N.
+//   stage 2  as stage 1, but each bucket's gradients are gathered in a transient buffer,
+//            reduce-scattered as soon as it is complete (every micro-batch), and added into
+//            this rank's persistent gradient shard (4P/N): 4P + 12P/N.
+//   stage 3  as stage 2, and the parameters are sharded too: one bucket per part of the model
+//            (nn/part_hooks.h: a transformer block, or the root). This rank keeps only its
+//            parameter shard (4P/N): 16P/N in all. As the model's part hooks, the optimizer
+//            all-gathers a part's parameters into a full buffer (the parameters are views of
+//            it) just before the part's forward, prefetching the next part's, and frees the
+//            buffer after it; a backward hook on the part's output gathers it again just
+//            before the part's backward (prefetching the part backward reaches next), and the
+//            buffer is freed once the part's gradients are all in and reduce-scattering.
+//            At most three parts are gathered at once: the root, the running part and the
+//            prefetched one.
+// Stages 1-2: after AdamW on the shard, every bucket is all-gathered in place, so all ranks
+// hold the full updated parameters. Per step each rank hands P elements to reduce-scatters
+// and P to all-gathers (stage 3: 2P to all-gathers, forward and backward, per micro-batch).
+// The global gradient norm for clipping is an all-reduce of the shards' sums of squares.
+// Parameters' .grad is dropped as soon as it is folded into the flat buffers.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "nn/module.h"
+#include "nn/part_hooks.h"
 #include "optim/adamw.h"
 
 namespace trident::parallel {
 
-class ZeroOptimizer {
+class ZeroOptimizer : public nn::PartHooks {
  public:
-  // `params`: the model's f32 parameters (broadcast from rank 0 here).
+  // `params`: the model's f32 parameters (broadcast from rank 0 here). Stage 3 needs `parts`,
+  // the model's parameter groups as indices into `params`, in the order the forward enters
+  // them (GPT2::parts()), and must be installed as the model's part hooks; it frees the
+  // parameters' storage, which the hooks gather while a part runs.
   ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
-                int64_t bucket_bytes, const optim::AdamWOptions& options);
+                int64_t bucket_bytes, const optim::AdamWOptions& options,
+                const std::vector<std::vector<size_t>>& parts = {});
   ~ZeroOptimizer();
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
@@ -48,14 +67,33 @@ class ZeroOptimizer {
   void step(double lr);
   int64_t step_count() const { return step_; }
 
-  // The full optimizer state as "<param>.exp_avg" / ".exp_avg_sq" tensors, gathered from
-  // every rank (collective; for checkpoints, which therefore load under any layout).
-  std::vector<nn::NamedTensor> gather_state();
-  // Takes this rank's shard of full optimizer state tensors (from gather_state or AdamW).
-  void load_state(const std::vector<nn::NamedTensor>& state, int64_t step);
+  // Stage 3, as the model's part hooks: gathers part `part`'s parameters around its forward.
+  Tensor run(size_t part, const nn::PartForward& forward, const Tensor& x) override;
+
+  // Checkpoints, sharded: each rank saves what it owns, as pieces of logical tensors, the
+  // parameters (under their names) and the AdamW state ("<name>.exp_avg", ".exp_avg_sq"):
+  // elements [begin, end) of the tensor's row-major flattening. Stages 1-2 hold the full
+  // parameters on every rank but each rank saves only its partition, so the ranks' pieces
+  // cover every tensor exactly once, whatever the stage.
+  struct Piece {
+    std::string name;  // logical tensor
+    Shape shape;       // its full shape
+    int64_t begin = 0, end = 0;
+    std::optional<Tensor> values;  // (end - begin) f32 elements; absent from pieces_of()
+  };
+  // This rank's pieces with their values (views of the shards: write them before stepping).
+  std::vector<Piece> pieces();
+  // Where rank `rank`'s pieces are, without values (for the rank that writes the manifest).
+  std::vector<Piece> pieces_of(int rank) const;
+  // Reads elements [begin, end) of a logical tensor's flattening from a checkpoint.
+  using RangeReader = std::function<Tensor(const std::string& name, int64_t begin, int64_t end)>;
+  // Takes this rank's partition of every parameter (the whole parameter in stages 1-2) and,
+  // when `with_state`, of the AdamW state, through `read`; then the optimizer's step count.
+  // The checkpoint may come from any layout: `read` reassembles whatever pieces it has.
+  void load(const RangeReader& read, bool with_state, int64_t step);
 
  private:
-  struct Segment {  // the part of one parameter inside this rank's shard of a bucket
+  struct Segment {  // the part of one parameter inside a rank's shard of a bucket
     size_t param;
     int64_t flat;       // offset in the flat buffer
     int64_t in_param;   // offset in the parameter
@@ -68,6 +106,11 @@ class ZeroOptimizer {
     std::optional<Tensor> staging;  // stage 2: this micro-batch's full bucket gradients
     std::unique_ptr<comm::Work> work;
     std::vector<Segment> mine;
+    // Stage 3: the bucket's full parameters (its parameters are views of it), holding memory
+    // only while gathered; the gather in flight.
+    std::optional<Tensor> gathered;
+    std::unique_ptr<comm::Work> gather;
+    enum class State { kReleased, kGathering, kGathered } state = State::kReleased;
   };
   // Where parameter k's gradient goes: stage 1 its place in the flat gradients, stage 2 its
   // place in its bucket's staging buffer (allocated on first use in a micro-batch).
@@ -75,9 +118,16 @@ class ZeroOptimizer {
   void on_grad_ready(size_t param);
   void launch(Bucket& b);
   Tensor shard_grad(const Bucket& b) const;   // this rank's averaged gradient of bucket b
+  Tensor shard_params(const Bucket& b) const; // this rank's parameters of bucket b
   Tensor shard_state(const Tensor& state, const Bucket& b) const;
   int64_t shard_len(const Bucket& b) const { return b.length / comm_.size(); }
   int64_t shard_begin(const Bucket& b) const { return b.begin + comm_.rank() * shard_len(b); }
+  // The parts of bucket b's parameters inside rank `rank`'s shard (b.mine for this rank).
+  std::vector<Segment> segments_of(const Bucket& b, int rank) const;
+  // Stage 3: starts gathering bucket u's parameters (if released); gathers and waits.
+  void start_gather(size_t u);
+  void gather_now(size_t u);
+  void release(size_t u);
 
   comm::Communicator& comm_;
   const int stage_;
@@ -88,13 +138,18 @@ class ZeroOptimizer {
   std::vector<size_t> bucket_of_;
   std::vector<bool> arrived_;         // got a gradient since the step began
   std::vector<Bucket> buckets_;
-  std::optional<Tensor> flat_params_;
+  std::optional<Tensor> flat_params_;  // stages 1-2
+  std::optional<Tensor> param_shard_;  // stage 3: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> flat_grads_;  // stage 1
   std::optional<Tensor> grad_shard_;  // stage 2: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> m_, v_;       // concatenated shards, like grad_shard_
   bool last_micro_batch_ = true;
   bool first_micro_batch_ = true;
   int64_t step_ = 0;
+  // Stage 3: parts whose forward finished in this forward pass, in order (the backward meets
+  // them in reverse), and how deep in nested parts the forward is.
+  std::vector<size_t> completed_;
+  int depth_ = 0;
   std::shared_ptr<bool> alive_;
 };
 

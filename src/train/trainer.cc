@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <cmath>
@@ -58,6 +59,16 @@ std::string config_to_toml(const TrainConfig& cfg) {
   config::ConfigTree tree;
   copy.bind(tree);
   return tree.to_toml();
+}
+
+Status load_checkpoint_weights(const std::vector<nn::NamedTensor>& params, const checkpoint::CheckpointReader& r) {
+  for (const auto& [name, p] : params) {
+    auto t = r.load_tensor(name);
+    if (!t.is_ok()) return t.status();
+    Status s = assign(r.dir() + ": parameter '" + name + "'", p, t.value());
+    if (!s.is_ok()) return s;
+  }
+  return Status::ok();
 }
 
 Status load_gpt2_weights(models::gpt2::GPT2& model, const std::string& path) {
@@ -126,9 +137,18 @@ Status Trainer::init() {
     TRI_CHECK(comm_ != nullptr, "parallel.zero_stage = ", cfg_.parallel.zero_stage,
               " needs ranks to shard across: start the run with mpirun or trident launch");
     TRI_CHECK(!cfg_.precision.mixed(), "parallel.zero_stage > 0 supports precision.dtype = fp32 only for now");
-    zero_ = std::make_unique<parallel::ZeroOptimizer>(model_->named_parameters(), *comm_,
-                                                      static_cast<int>(cfg_.parallel.zero_stage), bucket_bytes,
-                                                      cfg_.optim);
+    const std::vector<nn::NamedTensor> params = model_->named_parameters();
+    std::vector<std::vector<size_t>> parts;  // the model's parts as indices into params
+    for (const auto& part : model_->parts()) {
+      parts.emplace_back();
+      for (const auto& [name, p] : part)
+        parts.back().push_back(static_cast<size_t>(
+            std::find_if(params.begin(), params.end(), [&](const nn::NamedTensor& q) { return q.first == name; }) -
+            params.begin()));
+    }
+    zero_ = std::make_unique<parallel::ZeroOptimizer>(params, *comm_, static_cast<int>(cfg_.parallel.zero_stage),
+                                                      bucket_bytes, cfg_.optim, parts);
+    if (cfg_.parallel.zero_stage == 3) model_->set_part_hooks(zero_.get());
   } else {
     if (comm_)  // also with one rank (mpirun -np 1): the same code path as with many
       dp_ = std::make_unique<parallel::DataParallel>(model_->named_parameters(), *comm_, bucket_bytes);
@@ -292,35 +312,108 @@ Status Trainer::run(int64_t until_step) {
 }
 
 Status Trainer::save_checkpoint() {
-  // Data parallel: every rank holds the same state; rank 0 writes it, the others wait.
-  // ZeRO: the optimizer state is sharded; gather it (collective) for a layout-free checkpoint.
-  const std::vector<nn::NamedTensor> opt_state = zero_ ? zero_->gather_state() : optimizer_->state();
+  if (zero_) return save_sharded_checkpoint();
+  // One process, or data parallel: every rank holds the same state; rank 0 writes it, the
+  // others wait.
   if (!is_rank0()) {
     comm_->barrier();
     return Status::ok();
   }
-  Status saved = save_checkpoint_files(opt_state);
+  Status saved = [&]() -> Status {
+    checkpoint::Env* env = checkpoint::default_env();
+    auto writer = checkpoint::CheckpointWriter::begin(env, cfg_.train.out_dir, checkpoint::step_checkpoint_name(step_));
+    if (!writer.is_ok()) return writer.status();
+    checkpoint::CheckpointWriter& w = writer.value();
+    // "format": "pt" is what transformers' safetensors loader expects.
+    Status s = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()), {{"format", "pt"}});
+    if (!s.is_ok()) return s;
+    if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(optimizer_->state()))).is_ok()) return s;
+    return commit_checkpoint(w, optimizer_->step_count());
+  }();
   if (comm_ && world_size() > 1) comm_->barrier();
   return saved;
 }
 
-Status Trainer::save_checkpoint_files(const std::vector<nn::NamedTensor>& opt_state) {
+bool Trainer::all_ranks(bool ok) const {
+  if (world_size() == 1) return ok;
+  Tensor t = full({1}, ok ? 1.0 : 0.0, DType::kI64);
+  comm_->all_reduce(t, comm::ReduceOp::kMin);
+  return t.item() != 0.0;
+}
+
+// Note [Sharded checkpoints]
+// Under ZeRO every rank writes what it owns, at once: rank r's partition of every parameter
+// and of the AdamW state, as flat pieces of the logical tensors, into zero.rank<r>.safetensors
+// inside the staging directory that rank 0 opened (so the ranks need a shared filesystem).
+// Rank 0 then lists every rank's file (size and CRC-32C, which the ranks all-gather) and
+// every piece in the manifest (checkpoint/manifest.h: flat shards; rank 0 knows each rank's
+// layout), adds the trainer state and configs, and commits: the manifest and DONE are written
+// last, so a crash leaves no checkpoint rather than part of one. Loading reads each rank's
+// new partition through the manifest (CheckpointReader::load_flat_range), whatever rank count
+// and stage wrote it; `trident export` consolidates the weights into one safetensors file.
+Status Trainer::save_sharded_checkpoint() {
   checkpoint::Env* env = checkpoint::default_env();
-  Status s = checkpoint::create_dirs(env, cfg_.train.out_dir);
-  if (!s.is_ok()) return s;
-  auto writer = checkpoint::CheckpointWriter::begin(env, cfg_.train.out_dir, checkpoint::step_checkpoint_name(step_));
-  if (!writer.is_ok()) return writer.status();
-  checkpoint::CheckpointWriter& w = writer.value();
-  // "format": "pt" is what transformers' safetensors loader expects.
-  if (!(s = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()),
-                                {{"format", "pt"}})).is_ok())
-    return s;
-  if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(opt_state))).is_ok()) return s;
+  const std::string name = checkpoint::step_checkpoint_name(step_);
+  std::optional<checkpoint::CheckpointWriter> writer;
+  Status s = Status::ok();
+  if (is_rank0()) {
+    auto w = checkpoint::CheckpointWriter::begin(env, cfg_.train.out_dir, name);
+    if (w.is_ok()) writer.emplace(std::move(w.value()));
+    else s = w.status();
+  }
+  if (!all_ranks(s.is_ok()))
+    return s.is_ok() ? Status::io_error("checkpoint " + name + ": rank 0 could not start it") : s;
+
+  // Every rank writes its pieces.
+  char file[64];
+  std::snprintf(file, sizeof file, "zero.rank%05d.safetensors", comm_->rank());
+  const std::vector<parallel::ZeroOptimizer::Piece> pieces = zero_->pieces();
+  std::vector<checkpoint::NamedTensor> tensors;
+  for (const auto& p : pieces) tensors.push_back({p.name, *p.values});
+  uint64_t size = 0;
+  uint32_t crc = 0;
+  s = [&]() -> Status {
+    auto out = checkpoint::AtomicFileWriter::create(
+        env, checkpoint::join_path(checkpoint::staging_dir_for(cfg_.train.out_dir, name), file));
+    if (!out.is_ok()) return out.status();
+    Status w = checkpoint::write_safetensors(out.value(), tensors);
+    if (!w.is_ok()) return w;
+    size = out.value().size();
+    crc = out.value().crc32c();
+    return out.value().commit();
+  }();
+  // Rank 0 learns whether every rank wrote its file, and each file's size and checksum.
+  const int N = world_size();
+  Tensor mine = from_vector(std::vector<int64_t>{s.is_ok() ? 1 : 0, static_cast<int64_t>(size), static_cast<int64_t>(crc)},
+                            Shape{3});
+  Tensor all = zeros({3 * static_cast<int64_t>(N)}, DType::kI64);
+  comm_->all_gather(mine, all);
+  const std::vector<int64_t> info = to_vector<int64_t>(all);
+  for (int r = 0; r < N; ++r)
+    if (info[3 * r] == 0)
+      return s.is_ok() ? Status::io_error("checkpoint " + name + ": rank " + std::to_string(r) + " could not write its shard")
+                       : s;
+  if (is_rank0()) {
+    s = [&]() -> Status {
+      for (int r = 0; r < N; ++r) {
+        std::snprintf(file, sizeof file, "zero.rank%05d.safetensors", r);
+        writer->add_file({file, static_cast<uint64_t>(info[3 * r + 1]), static_cast<uint32_t>(info[3 * r + 2])});
+        for (const auto& p : zero_->pieces_of(r))
+          writer->add_tensor_shard(p.name, DType::kF32, p.shape, checkpoint::TensorShard::flat(file, p.name, p.begin, p.end));
+      }
+      return commit_checkpoint(*writer, zero_->step_count());
+    }();
+  }
+  if (!all_ranks(s.is_ok())) return s.is_ok() ? Status::io_error("checkpoint " + name + ": rank 0 could not commit it") : s;
+  return Status::ok();
+}
+
+Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step) {
   const data::SamplerState sampler = train_sampler_->state();
   const Generator& gen = model_->dropout_generator();
   nlohmann::json state = {
       {"step", step_},
-      {"optimizer_step", zero_ ? zero_->step_count() : optimizer_->step_count()},
+      {"optimizer_step", optimizer_step},
       {"sampler", {{"kind", cfg_.data.sampler}, {"seed", sampler.seed}, {"position", sampler.position}}},
       {"dropout_rng", {{"seed", gen.seed()}, {"offset", gen.offset()}}},
   };
@@ -329,12 +422,14 @@ Status Trainer::save_checkpoint_files(const std::vector<nn::NamedTensor>& opt_st
                           {"growth_tracker", ls.growth_tracker},
                           {"hysteresis_left", ls.hysteresis_left},
                           {"skipped", ls.skipped}};
+  Status s = Status::ok();
   if (!(s = w.write_file("trainer_state.json", state.dump(2) + "\n")).is_ok()) return s;
   if (!(s = w.write_file("config.toml", config_to_toml(cfg_))).is_ok()) return s;
   if (!(s = w.write_file("config.json", models::gpt2::hf_config_json(cfg_.model))).is_ok()) return s;
   auto done = w.commit();
   if (!done.is_ok()) return done.status();
-  return checkpoint::prune_checkpoints(env, cfg_.train.out_dir, static_cast<int>(cfg_.train.checkpoint_keep));
+  return checkpoint::prune_checkpoints(checkpoint::default_env(), cfg_.train.out_dir,
+                                       static_cast<int>(cfg_.train.checkpoint_keep));
 }
 
 Status Trainer::load_checkpoint(const std::string& dir) {
@@ -353,10 +448,9 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   const std::string diffs = model_differences(saved.model, cfg_.model);
   if (!diffs.empty()) return Status::invalid("checkpoint " + dir + " was trained with a different model:" + diffs);
 
-  for (auto& [name, p] : weights()) {
-    auto t = r.load_tensor(name);
-    if (!t.is_ok()) return t.status();
-    if (!(s = assign(dir + ": parameter '" + name + "'", p, t.value())).is_ok()) return s;
+  if (!zero_) {
+    Status w = load_checkpoint_weights(weights(), r);
+    if (!w.is_ok()) return w;
   }
   if (master_) master_->copy_to_model();
   auto state_text = r.read_file("trainer_state.json");
@@ -365,18 +459,34 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   try {
     state = nlohmann::json::parse(state_text.value());
     const int64_t opt_step = state.at("optimizer_step").get<int64_t>();
-    std::vector<nn::NamedTensor> opt_state;
-    for (auto& [name, p] : weights()) {
-      for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
-        if (!r.has_tensor(name + suffix)) continue;
-        auto t = r.load_tensor(name + suffix);
-        if (!t.is_ok()) return t.status();
-        opt_state.emplace_back(name + suffix, t.value());
-      }
-    }
+    const std::string first = weights().front().first;
+    const bool with_state = r.has_tensor(first + ".exp_avg");
+    if (!with_state && opt_step > 0)
+      return Status::invalid("checkpoint " + dir + " is at optimizer step " + std::to_string(opt_step) +
+                             " but has no AdamW state ('" + first + ".exp_avg')");
     if (zero_) {
-      zero_->load_state(opt_state, opt_step);
+      // This rank's partition of each tensor, read from whichever pieces the writer left.
+      try {
+        zero_->load(
+            [&](const std::string& name, int64_t begin, int64_t end) {
+              auto t = r.load_flat_range(name, begin, end);
+              TRI_CHECK(t.is_ok(), t.status().to_string());
+              return t.value();
+            },
+            with_state, opt_step);
+      } catch (const Error& e) {
+        return Status::invalid(e.what());
+      }
     } else {
+      std::vector<nn::NamedTensor> opt_state;
+      for (auto& [name, p] : weights()) {
+        for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
+          if (!with_state) continue;
+          auto t = r.load_tensor(name + suffix);
+          if (!t.is_ok()) return t.status();
+          opt_state.emplace_back(name + suffix, t.value());
+        }
+      }
       optimizer_->load_state(opt_state, opt_step);
     }
     const auto& smp = state.at("sampler");

@@ -11,6 +11,9 @@
 // Checkpoint directory <out_dir>/step_NNNNNN (checkpoint/checkpoint_dir.h), files:
 //   model.safetensors      parameters under Hugging Face GPT-2 names (fp32 masters under mixed precision)
 //   optimizer.safetensors  AdamW state: "<param>.exp_avg", "<param>.exp_avg_sq" (f32)
+//     (under ZeRO, instead: zero.rank<R>.safetensors, each rank's partition of both, written
+//     by every rank at once; the manifest says where each piece is; see Note [Sharded
+//     checkpoints] in trainer.cc. `trident export` writes the weights as one file.)
 //   trainer_state.json     step, optimizer step, sampler state, dropout RNG state, loss scaler
 //   config.toml            the resolved training config
 //   config.json            Hugging Face's config for the model (so transformers loads it)
@@ -20,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "data/sampler.h"
@@ -73,7 +77,11 @@ class Trainer {
   double mean_over_ranks(double v) const;
   [[nodiscard]] Status init();
   StepMetrics train_step();
-  [[nodiscard]] Status save_checkpoint_files(const std::vector<nn::NamedTensor>& opt_state);
+  [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer.cc
+  // Adds the trainer state and configs, commits, and prunes old checkpoints.
+  [[nodiscard]] Status commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step);
+  // Whether `ok` holds on every rank (collective).
+  bool all_ranks(bool ok) const;
 
   TrainConfig cfg_;
   std::unique_ptr<models::gpt2::GPT2> model_;
@@ -83,7 +91,8 @@ class Trainer {
 
   std::shared_ptr<comm::Communicator> comm_;     // null: one process
   std::unique_ptr<parallel::DataParallel> dp_;   // more than one rank, ZeRO stage 0
-  std::unique_ptr<parallel::ZeroOptimizer> zero_;  // ZeRO stages 1-2 (replaces optimizer_)
+  std::unique_ptr<parallel::ZeroOptimizer> zero_;  // ZeRO stages 1-3 (replaces optimizer_; stage 3 is the
+                                                   // model's part hooks, so it is destroyed first)
   std::unique_ptr<optim::MasterWeights> master_;  // mixed precision only
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
   std::unique_ptr<optim::AdamW> optimizer_;
@@ -92,6 +101,11 @@ class Trainer {
   std::shared_ptr<const data::TokenFile> val_file_;
   int64_t step_ = 0;
 };
+
+// Loads `params` (model parameters under their names) from a checkpoint of any layout:
+// every tensor is assembled from its shards (memory for one tensor and one shard at a time).
+[[nodiscard]] Status load_checkpoint_weights(const std::vector<nn::NamedTensor>& params,
+                                             const checkpoint::CheckpointReader& reader);
 
 // Loads model weights from a safetensors file with Hugging Face GPT-2 names (hf_names.h)
 // into `model`, converting dtypes; errors name every unknown, missing or mis-shaped tensor.

@@ -1,6 +1,7 @@
-// Data parallelism and ZeRO stages 1-2 under mpirun (1, 2 and 4 ranks, label mpi): the
+// Data parallelism and ZeRO stages 1-3 under mpirun (1, 2 and 4 ranks, label mpi): the
 // per-step losses equal the single-process run's on the same seed, init and global batch,
-// with and without gradient accumulation and for several bucket sizes; model-state memory
+// with and without gradient accumulation, for several bucket sizes and (ZeRO-3) with
+// activation checkpointing; model-state memory
 // per rank (from the allocator's categories) and elements handed to collectives per step
 // match ZeRO's formulas; checkpoints resume on every rank, and under another rank count and
 // stage.
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "comm/mpi_communicator.h"
 #include "core/allocator.h"
 #include "core/factory.h"
@@ -93,9 +95,10 @@ class DataParallelTest : public ::testing::Test {
 };
 
 TEST_F(DataParallelTest, LossesEqualTheSingleProcessRun) {
-  for (int64_t stage : {0, 1, 2})
+  for (int64_t stage : {0, 1, 2, 3})
   for (int64_t accum : {1, 2}) {
     for (double bucket_mb : {25.0, 0.01}) {  // one bucket; several
+      if (stage == 3 && bucket_mb != 25.0) continue;  // ZeRO-3's buckets are the model's parts
       TrainConfig cfg = config("dp_" + std::to_string(stage) + "_" + std::to_string(accum) + "_" +
                                std::to_string(bucket_mb));
       cfg.data.grad_accum_steps = accum;
@@ -116,12 +119,39 @@ TEST_F(DataParallelTest, LossesEqualTheSingleProcessRun) {
   }
 }
 
+// ZeRO-3 gathers each block's parameters again for its backward (its forward freed them):
+// with activation checkpointing the rerun of a block's forward inside its backward finds them
+// gathered, and the losses are still the single-process run's.
+TEST_F(DataParallelTest, Zero3WithActivationCheckpointingEqualsTheSingleProcessRun) {
+  for (const char* mode : {"selective", "full"}) {
+    TrainConfig cfg = config(std::string("z3_ckpt_") + mode);
+    cfg.parallel.zero_stage = 3;
+    cfg.data.grad_accum_steps = 2;
+    cfg.model.activation_checkpointing = mode;
+    cfg.train.checkpoint_interval = 1000;
+    TrainConfig single = cfg;
+    single.parallel.zero_stage = 0;
+    single.model.activation_checkpointing = "none";
+    single.train.out_dir += "_single_rank" + std::to_string(world->rank());
+    const Run ref = train(single, nullptr);
+    const Run z3 = train(cfg, world);
+    const std::string what = std::to_string(world->size()) + " ranks, ZeRO-3, activation checkpointing " + mode;
+    expect_close(z3.losses, ref.losses, what + " (train loss)");
+    expect_close(z3.val, ref.val, what + " (val loss)");
+  }
+}
+
 // Model states per rank after two steps, from the allocator's categories (bytes), against
-// ZeRO's fp32 Adam formulas: stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N.
+// ZeRO's fp32 Adam formulas: stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N, stage 3
+// 16P/N. ZeRO-3's gathered parameters are freed after each use (none are held after a
+// step); at their peak they are the root part plus two blocks (the running one and the
+// prefetched one), a third of this 6-layer model.
 TEST_F(DataParallelTest, ModelStateMemoryFollowsTheZeroFormulas) {
   const double N = world->size();
-  for (int64_t stage : {0, 1, 2}) {
+  for (int64_t stage : {0, 1, 2, 3}) {
     TrainConfig cfg = short_run("mem", stage, 2);
+    cfg.model.n_layer = 6;  // so that the root and two blocks are a fraction of the model
+    host_allocator().reset_peak_stats();
     const MemoryStats before = host_allocator().stats();
     double P = 0;
     MemoryStats after;
@@ -138,7 +168,10 @@ TEST_F(DataParallelTest, ModelStateMemoryFollowsTheZeroFormulas) {
     };
     const double states = held(MemoryCategory::kParameter) + held(MemoryCategory::kGradient) +
                           held(MemoryCategory::kOptimizerState);
-    const double want = stage == 0 ? 16 * P : stage == 1 ? 8 * P + 8 * P / N : 4 * P + 12 * P / N;
+    const double want = stage == 0   ? 16 * P
+                        : stage == 1 ? 8 * P + 8 * P / N
+                        : stage == 2 ? 4 * P + 12 * P / N
+                                     : 16 * P / N;
     if (world->rank() == 0)
       std::printf("ZeRO stage %lld, %g ranks: model states %.0f B = %.3f P bytes (formula %.3f P)\n",
                   static_cast<long long>(stage), N, states, states / P, want / P);
@@ -146,14 +179,31 @@ TEST_F(DataParallelTest, ModelStateMemoryFollowsTheZeroFormulas) {
         << "stage " << stage << ", " << N << " ranks: params " << held(MemoryCategory::kParameter) << " B, grads "
         << held(MemoryCategory::kGradient) << " B, optimizer " << held(MemoryCategory::kOptimizerState) << " B; P = "
         << P;
+    const MemoryStats::Counter& gathered = after.category(MemoryCategory::kGatheredParameter);
+    EXPECT_EQ(gathered.current, before.category(MemoryCategory::kGatheredParameter).current)
+        << "gathered parameters still held after the steps";
+    if (stage == 3) {
+      // The root (embeddings, ln_f) and two blocks, each padded to a multiple of N.
+      const models::gpt2::GPT2Config& m = cfg.model;
+      const double C = static_cast<double>(m.n_embd);
+      const double root = static_cast<double>(m.vocab_size + m.block_size) * C + 2 * C;
+      const double block = 12 * C * C + 13 * C;
+      const double bound = 4 * (root + 2 * block + 3 * N);
+      if (world->rank() == 0)
+        std::printf("ZeRO stage 3, %g ranks: peak gathered parameters %lld B = %.3f P bytes (root + 2 blocks: %.3f P)\n",
+                    N, static_cast<long long>(gathered.peak), static_cast<double>(gathered.peak) / P, bound / P);
+      EXPECT_LE(static_cast<double>(gathered.peak), bound);
+      EXPECT_GT(gathered.peak, 0);
+    }
   }
 }
 
 // Per step (accumulation 1): stage 0 all-reduces P elements; stages 1-2 reduce-scatter P and
-// all-gather P (each counted at its full size); nothing else but the step's mean loss.
+// all-gather P (each counted at its full size); stage 3 reduce-scatters P and all-gathers 2P
+// (every part once for its forward, once for its backward); nothing else but scalars.
 TEST_F(DataParallelTest, ElementsHandedToCollectivesPerStep) {
   if (world->size() == 1) GTEST_SKIP() << "one process communicates nothing";
-  for (int64_t stage : {0, 1, 2}) {
+  for (int64_t stage : {0, 1, 2, 3}) {
     TrainConfig cfg = short_run("comm", stage, 3);
     cfg.parallel.bucket_mb = 0.01;
     auto t = Trainer::create(cfg, world);
@@ -171,14 +221,16 @@ TEST_F(DataParallelTest, ElementsHandedToCollectivesPerStep) {
       EXPECT_EQ(rs + ag, 0);
     } else {
       EXPECT_NEAR(rs, 2 * P, 0.05 * 2 * P) << "stage " << stage;
-      EXPECT_NEAR(ag, 2 * P, 0.05 * 2 * P) << "stage " << stage;
+      const double gathers = stage == 3 ? 4 * P : 2 * P;
+      EXPECT_NEAR(ag, gathers, 0.05 * gathers) << "stage " << stage;
       EXPECT_LE(ar, 8) << "stage " << stage << ": only scalars (loss, gradient norm) are all-reduced";
     }
   }
 }
 
 // 10 steps on every rank with ZeRO-2 and a checkpoint; then 10 more on half the ranks (a
-// sub-communicator) with ZeRO-1: the 20 losses are the single-process run's.
+// sub-communicator) with ZeRO-3, and on half with ZeRO-1: the 20 losses are the
+// single-process run's.
 TEST_F(DataParallelTest, ZeroCheckpointsReshardToAnotherRankCountAndStage) {
   TrainConfig single = config("reshard_single_rank" + std::to_string(world->rank()));
   const Run straight = train(single, nullptr);
@@ -188,14 +240,64 @@ TEST_F(DataParallelTest, ZeroCheckpointsReshardToAnotherRankCountAndStage) {
   const Run a = train(first, world, 10);
   const int half = std::max(1, world->size() / 2);
   std::shared_ptr<comm::Communicator> group = world->split(world->rank() < half ? 0 : 1, world->rank());
-  if (world->rank() < half) {
-    TrainConfig second = config("reshard");
-    second.parallel.zero_stage = 1;
-    const Run b = train(second, group);
-    std::vector<double> joined = a.losses;
-    joined.insert(joined.end(), b.losses.begin(), b.losses.end());
-    expect_close(joined, straight.losses, "ZeRO-2 on " + std::to_string(world->size()) + " ranks, then ZeRO-1 on " +
-                                              std::to_string(half));
+  for (int64_t stage : {3, 1}) {
+    // Each resume from its own copy of the step-10 checkpoint.
+    const std::string copy = "reshard_to_zero" + std::to_string(stage);
+    if (world->rank() == 0) fs::copy(dir / "reshard", dir / copy, fs::copy_options::recursive);
+    world->barrier();
+    if (world->rank() < half) {
+      TrainConfig second = config(copy);
+      second.parallel.zero_stage = stage;
+      const Run b = train(second, group);
+      std::vector<double> joined = a.losses;
+      joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+      expect_close(joined, straight.losses, "ZeRO-2 on " + std::to_string(world->size()) + " ranks, then ZeRO-" +
+                                                std::to_string(stage) + " on " + std::to_string(half));
+    }
+    world->barrier();
+  }
+}
+
+// ZeRO checkpoints are written by every rank at once: one file per rank holding that rank's
+// partition (about 1/N of the bytes), every tensor covered exactly once (the manifest
+// validates it), and a single process without ZeRO loads the same weights from them.
+TEST_F(DataParallelTest, ZeroCheckpointsAreShardedAcrossTheRanks) {
+  for (int64_t stage : {1, 3}) {
+    TrainConfig cfg = short_run("sharded", stage, 2);
+    cfg.train.checkpoint_interval = 2;
+    train(cfg, world);
+    world->barrier();
+    if (world->rank() != 0) continue;
+    const std::string ckpt = cfg.train.out_dir + "/step_000002";
+    auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), ckpt);
+    ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+    const checkpoint::Manifest& m = reader.value().manifest();
+    EXPECT_EQ(m.find_file("model.safetensors"), nullptr) << "stage " << stage;
+    double total = 0;
+    std::vector<double> sizes;
+    for (int r = 0; r < world->size(); ++r) {
+      char name[64];
+      std::snprintf(name, sizeof name, "zero.rank%05d.safetensors", r);
+      const checkpoint::ManifestFile* f = m.find_file(name);
+      ASSERT_NE(f, nullptr) << name << " is not in the manifest";
+      sizes.push_back(static_cast<double>(f->size));
+      total += static_cast<double>(f->size);
+    }
+    for (double size : sizes) EXPECT_NEAR(size, total / world->size(), 0.1 * total / world->size() + 4096);
+    // Every parameter and both AdamW moments, each in pieces from every rank that owns part of it.
+    TrainConfig single = config("sharded_single");
+    single.train.steps = 2;
+    auto t = Trainer::create(single, nullptr);
+    ASSERT_TRUE(t.is_ok());
+    for (const auto& [name, p] : t.value()->model().named_parameters()) {
+      for (const std::string& logical : {name, name + ".exp_avg", name + ".exp_avg_sq"}) {
+        ASSERT_TRUE(m.tensors.contains(logical)) << logical;
+        for (const checkpoint::TensorShard& shard : m.tensors.find(logical)->second.shards)
+          EXPECT_EQ(shard.kind, checkpoint::TensorShard::Kind::kFlat) << logical;
+      }
+    }
+    ASSERT_TRUE(t.value()->load_checkpoint(ckpt).is_ok());
+    EXPECT_EQ(t.value()->step(), 2);
   }
   world->barrier();
 }

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """`trident launch -n N -- train ...` end to end: the same run on 1, 2 and 4 ranks (through
-mpirun, as the CLI starts it) logs the same per-step losses (within 1e-5 relative), and a
+mpirun, as the CLI starts it) logs the same per-step losses (within 1e-5 relative), also with
+ZeRO-3 on 2 ranks, whose sharded checkpoint (one file per rank) `trident export` consolidates
+into the weights the one-process run saved and `trident sample`/`eval` load directly; a
 global batch the ranks cannot split is refused on every rank, naming the rank, without a hang.
 
     launch_test.py TRIDENT
 """
+import array
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -17,6 +21,22 @@ def losses(run_dir):
         rows = [json.loads(line) for line in f]
     return ([r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r],
             [r.get("comm_bytes") for r in rows if "loss" in r])
+
+
+def read_safetensors(path):
+    """{name: list of floats} of an F32 safetensors file (stdlib only)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        assert e["dtype"] == "F32", (name, e["dtype"])
+        b, end = e["data_offsets"]
+        out[name] = array.array("f", data[8 + n + b:8 + n + end]).tolist()
+    return out
 
 
 def main():
@@ -36,14 +56,44 @@ def main():
                 "--data.sampler=sequential", "--train.steps=12", "--train.eval_interval=6", "--train.eval_batches=2",
                 "--train.threads=1"]
         results = {}
-        for n in (1, 2, 4):
-            run = os.path.join(d, f"run{n}")
-            p = subprocess.run([trident, "launch", "-n", str(n), "--", "train"] + args + [f"--train.out_dir={run}"],
-                               env=env, capture_output=True, text=True, timeout=300)
+        for n, extra in ((1, []), (2, []), (4, []), ("2 ZeRO-3", ["--parallel.zero_stage=3"])):
+            ranks = n if isinstance(n, int) else 2
+            run = os.path.join(d, f"run{n}".replace(" ", "_"))
+            p = subprocess.run([trident, "launch", "-n", str(ranks), "--", "train"] + args + extra
+                               + [f"--train.out_dir={run}"], env=env, capture_output=True, text=True, timeout=300)
             if p.returncode != 0:
                 failures.append(f"{n} ranks: exit {p.returncode}\n{p.stderr[-2000:]}")
                 continue
             results[n] = losses(run)
+
+        # The ZeRO-3 run's checkpoint: one shard file per rank, consolidated by `trident export`
+        # into the weights the one-process run wrote whole.
+        z3 = os.path.join(d, "run2_ZeRO-3", "step_000012")
+        if "2 ZeRO-3" in results and 1 in results:
+            files = sorted(os.listdir(z3))
+            if [f for f in files if f.startswith("zero.rank")] != ["zero.rank00000.safetensors",
+                                                                  "zero.rank00001.safetensors"]:
+                failures.append(f"ZeRO-3 checkpoint files: {files}")
+            out = os.path.join(d, "z3.safetensors")
+            p = subprocess.run([trident, "export", "--checkpoint", z3, "--out", out], env=env, capture_output=True,
+                               text=True, timeout=120)
+            if p.returncode != 0:
+                failures.append(f"export: exit {p.returncode}\n{p.stderr[-2000:]}")
+            else:
+                got = read_safetensors(out)
+                want = read_safetensors(os.path.join(d, "run1", "step_000012", "model.safetensors"))
+                if sorted(got) != sorted(want):
+                    failures.append(f"export: tensors {sorted(got)} vs one process's {sorted(want)}")
+                for name in sorted(set(got) & set(want)):
+                    worst = max(abs(a - b) / (1e-3 + abs(b)) for a, b in zip(got[name], want[name]))
+                    if len(got[name]) != len(want[name]) or worst > 1e-3:
+                        failures.append(f"export: {name} differs from one process's (worst relative {worst:.2e})")
+                print(f"launch_test: export of the ZeRO-3 checkpoint: {len(got)} tensors match one process's")
+            for cmd in (["sample", "--tokens", "8", "--prompt", "line"], ["eval", "--batches", "1"]):
+                p = subprocess.run([trident] + cmd + ["--checkpoint", z3], env=env, capture_output=True, text=True,
+                                   errors="replace", timeout=120)
+                if p.returncode != 0:
+                    failures.append(f"{cmd[0]} of the ZeRO-3 checkpoint: exit {p.returncode}\n{p.stderr[-2000:]}")
         if 1 in results:
             ref_train, ref_val, _ = results[1]
             for n, (tr, va, comm_bytes) in results.items():
@@ -54,7 +104,7 @@ def main():
                     if len(a) != len(b) or any(abs(x - y) > 1e-5 * abs(y) for x, y in zip(a, b)):
                         failures.append(f"{n} ranks: {what} losses {a} differ from one process's {b}")
             print(f"launch_test: {len(ref_train)} steps, final loss {ref_train[-1]:.6f} on 1 rank; "
-                  + ", ".join(f"{n} ranks {results[n][0][-1]:.6f}" for n in sorted(results)))
+                  + ", ".join(f"{n} ranks {results[n][0][-1]:.6f}" for n in results))
         bad = subprocess.run([trident, "launch", "-n", "2", "--", "train"] + args +
                              ["--data.batch_size=7", f"--train.out_dir={d}/bad"],
                              env=env, capture_output=True, text=True, timeout=120)

@@ -103,27 +103,46 @@ Tensor GPT2::hidden(const Tensor& idx) const {
   Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // (B,T,C) + (T,C)
   x = maybe_dropout(x, cfg_.dropout, gen);
   const std::string& mode = cfg_.activation_checkpointing;
-  for (const auto& block : h_) {
+  for (size_t i = 0; i < h_.size(); ++i) {
+    const std::shared_ptr<Block>& block = h_[i];
+    nn::PartForward run_block;
     if (mode == "none" || !is_training()) {
-      x = block->forward(x, gen);
+      run_block = [block, gen](const Tensor& in) { return block->forward(in, gen); };
     } else {
       const RecomputePolicy policy = mode == "full" ? RecomputePolicy::kEverything : RecomputePolicy::kAllButMatmuls;
-      x = trident::activation_checkpoint([block, gen](const TensorList& in) { return block->forward(in[0], gen); }, {x},
-                              policy, gen);
+      run_block = [block, gen, policy](const Tensor& in) {
+        return trident::activation_checkpoint([block, gen](const TensorList& r) { return block->forward(r[0], gen); },
+                                              {in}, policy, gen);
+      };
     }
+    x = nn::run_part(part_hooks_, i + 1, run_block, x);
   }
   return ln_f_->forward(x);
 }
 
 Tensor GPT2::forward(const Tensor& idx) const {
   // LM head tied to wte: logits = x wte^T, one GEMM against the transposed view.
-  return trident::linear(hidden(idx), wte_->weight());
+  return nn::run_part(part_hooks_, 0, [this](const Tensor& ids) { return trident::linear(hidden(ids), wte_->weight()); },
+                      idx);
 }
 
 Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
   // The tied LM head fused with the loss: the (B,T,V) logits never exist (Note [Fused LM
   // head and cross-entropy] in ops/loss.h).
-  return trident::linear_cross_entropy(hidden(idx), wte_->weight(), trident::reshape(targets, {-1}));
+  const Tensor flat_targets = trident::reshape(targets, {-1});
+  return nn::run_part(
+      part_hooks_, 0,
+      [&](const Tensor& ids) { return trident::linear_cross_entropy(hidden(ids), wte_->weight(), flat_targets); }, idx);
+}
+
+std::vector<std::vector<nn::NamedTensor>> GPT2::parts() const {
+  std::vector<std::vector<nn::NamedTensor>> parts(h_.size() + 1);
+  for (auto& [name, p] : named_parameters()) {
+    size_t part = 0;
+    if (name.starts_with("h.")) part = std::stoul(name.substr(2, name.find('.', 2) - 2)) + 1;
+    parts[part].emplace_back(name, p);
+  }
+  return parts;
 }
 
 }  // namespace trident::models::gpt2

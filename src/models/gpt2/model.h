@@ -16,6 +16,7 @@
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
+#include "nn/part_hooks.h"
 
 namespace trident::models::gpt2 {
 
@@ -76,6 +77,14 @@ class GPT2 : public nn::Module {
   // Re-draws every parameter from the GPT-2 init distribution (cfg.init_seed).
   void init_weights();
 
+  // The parameter groups used together, in the order the forward enters them (for parameter
+  // sharding, nn/part_hooks.h): part 0, the root, spans the whole forward and holds the
+  // embeddings (wte is also the LM head) and ln_f; part i + 1 is block h.i. Every parameter
+  // is in exactly one part; names as named_parameters().
+  std::vector<std::vector<nn::NamedTensor>> parts() const;
+  // Sends every part's forward through `hooks` (nullptr: none). The model does not own them.
+  void set_part_hooks(nn::PartHooks* hooks) { part_hooks_ = hooks; }
+
  private:
   Tensor hidden(const Tensor& idx) const;  // final LayerNorm output (B,T,C)
 
@@ -84,6 +93,7 @@ class GPT2 : public nn::Module {
   std::vector<std::shared_ptr<Block>> h_;
   std::shared_ptr<nn::LayerNorm> ln_f_;
   mutable Generator dropout_gen_;
+  nn::PartHooks* part_hooks_ = nullptr;
 };
 
 }  // namespace trident::models::gpt2
