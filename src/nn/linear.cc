@@ -17,6 +17,7 @@ Conv1D::Conv1D(int64_t in, int64_t out, DType dtype)
       bias_(register_parameter("bias", zeros({out}, dtype))) {}
 
 Tensor Conv1D::forward(const Tensor& x) const {
+  if (style_) return style_->forward(x, weight_, bias_);
   // linear() wants (out, in); the transposed view of (in, out) is exactly that, and BLAS
   // reads it as a transposed operand.
   return trident::linear(x, trident::transpose(weight_, 0, 1), bias_);

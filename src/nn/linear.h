@@ -7,8 +7,11 @@
 
 #include <optional>
 
+#include <memory>
+
 #include "core/rng.h"
 #include "nn/module.h"
+#include "nn/parallel_style.h"
 
 namespace trident::nn {
 
@@ -30,10 +33,13 @@ class Conv1D : public Module {
   Tensor forward(const Tensor& x) const;  // x (..., in) -> (..., out)
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
+  // Set by a parallelism plan that shards this layer (nn/parallel_style.h).
+  void set_style(std::shared_ptr<const Conv1DStyle> style) { style_ = std::move(style); }
 
  private:
   Tensor weight_;  // (in, out)
   Tensor bias_;    // (out)
+  std::shared_ptr<const Conv1DStyle> style_;
 };
 
 }  // namespace trident::nn

@@ -12,6 +12,10 @@ namespace trident::parallel {
 const OptionTable<ParallelOptions>& ParallelOptions::table() {
   static const auto t =
       OptionTable<ParallelOptions>("parallel", "Distributed training across the ranks of mpirun")
+          .add("tp", &ParallelOptions::tp,
+               "tensor-parallel degree: each layer split across this many ranks (Megatron-LM's layout); "
+               "the ranks form (ranks / tp) data-parallel groups",
+               Range::at_least(1))
           .add("zero_stage", &ParallelOptions::zero_stage,
                "ZeRO stage: 0 = data parallel, 1 = + optimizer state sharded, 2 = + gradients sharded, "
                "3 = + parameters sharded",

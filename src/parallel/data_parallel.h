@@ -25,6 +25,7 @@
 namespace trident::parallel {
 
 struct ParallelOptions {
+  int64_t tp = 1;            // tensor-parallel degree (parallel/tensor_parallel.h); dp = ranks / tp
   int64_t zero_stage = 0;    // 0: data parallel (replicated optimizer state)
   double bucket_mb = 25.0;   // gradient bucket size for the all-reduces (MiB)
   static const OptionTable<ParallelOptions>& table();

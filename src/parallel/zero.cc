@@ -280,9 +280,24 @@ Tensor ZeroOptimizer::shard_state(const Tensor& state, const Bucket& b) const {
 double ZeroOptimizer::clip_grad_norm(double max_norm) {
   std::vector<Tensor> shards;
   for (const Bucket& b : buckets_) shards.push_back(shard_grad(b));
-  Tensor sq = full({1}, ops::sum_of_squares(shards), DType::kF64);
-  comm_.all_reduce(sq);
-  const double norm = std::sqrt(sq.item());
+  double norm = 0.0;
+  if (tp_ == nullptr) {
+    Tensor sq = full({1}, ops::sum_of_squares(shards), DType::kF64);
+    comm_.all_reduce(sq);
+    norm = std::sqrt(sq.item());
+  } else {
+    // Squares of split and of replicated parameters apart: the first sum over tp too.
+    std::vector<Tensor> split, replicated;
+    for (const Bucket& b : buckets_)
+      for (const Segment& s : b.mine)
+        (split_[s.param] ? split : replicated).push_back(flat_slice(shard_grad(b), s.flat - shard_begin(b), s.length));
+    Tensor sq = from_vector(std::vector<double>{ops::sum_of_squares(split), ops::sum_of_squares(replicated)}, Shape{2});
+    comm_.all_reduce(sq);
+    Tensor split_sq = views::narrow(sq, 0, 0, 1);
+    tp_->all_reduce(split_sq);
+    const std::vector<double> v = to_vector<double>(sq);
+    norm = std::sqrt(v[0] + v[1]);
+  }
   if (max_norm > 0.0) {
     const double coef = max_norm / (norm + 1e-6);
     if (coef < 1.0)
@@ -314,6 +329,20 @@ void ZeroOptimizer::step(double lr) {
   for (auto& w : gathers) w->wait();
   std::fill(arrived_.begin(), arrived_.end(), false);
   first_micro_batch_ = true;
+}
+
+std::vector<nn::NamedTensor> ZeroOptimizer::gather_state() {
+  std::vector<nn::NamedTensor> out;
+  const int64_t total = buckets_.back().begin + buckets_.back().length;
+  for (const Tensor* state : {&*m_, &*v_}) {
+    Tensor whole = zeros({total});
+    for (const Bucket& b : buckets_) comm_.all_gather(shard_state(*state, b), flat_slice(whole, b.begin, b.length));
+    const char* suffix = state == &*m_ ? ".exp_avg" : ".exp_avg_sq";
+    for (size_t k = 0; k < params_.size(); ++k)
+      out.emplace_back(names_[k] + suffix, core::clone(views::view(flat_slice(whole, flat_offset_[k], params_[k].numel()),
+                                                                   params_[k].shape().span())));
+  }
+  return out;
 }
 
 std::vector<ZeroOptimizer::Segment> ZeroOptimizer::segments_of(const Bucket& b, int rank) const {

@@ -63,6 +63,15 @@ class ZeroOptimizer : public nn::PartHooks {
   // The global norm of the averaged gradient; scales the shards to max_norm if above it
   // (max_norm <= 0: only measures).
   double clip_grad_norm(double max_norm);
+  // Under tensor parallelism the model's parameters are shards: the norm also sums the squares
+  // of the parameters split[k] over `tp` (replicated ones count once).
+  void set_tensor_parallel(comm::Communicator* tp, std::vector<bool> split) {
+    tp_ = tp;
+    split_ = std::move(split);
+  }
+  // The full AdamW state of this rank's parameters, "<param>.exp_avg" / ".exp_avg_sq",
+  // gathered from the ranks (collective; for checkpoints of tensor-parallel shards).
+  std::vector<nn::NamedTensor> gather_state();
   // AdamW on this rank's shard with learning rate lr, then all-gathers the parameters.
   void step(double lr);
   int64_t step_count() const { return step_; }
@@ -150,6 +159,8 @@ class ZeroOptimizer : public nn::PartHooks {
   // them in reverse), and how deep in nested parts the forward is.
   std::vector<size_t> completed_;
   int depth_ = 0;
+  comm::Communicator* tp_ = nullptr;
+  std::vector<bool> split_;
   std::shared_ptr<bool> alive_;
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -105,10 +106,16 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> com
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm) {
   cfg.validate();
+  TRI_CHECK(cfg.parallel.tp == 1 || (comm && comm->size() % cfg.parallel.tp == 0), "parallel.tp (", cfg.parallel.tp,
+            ") must divide the number of ranks (", comm ? comm->size() : 1,
+            "): start the run with mpirun or trident launch on a multiple of tp ranks");
+  TRI_CHECK(cfg.parallel.tp == 1 || cfg.parallel.zero_stage <= 2, "parallel.zero_stage = 3 with parallel.tp = ",
+            cfg.parallel.tp, " is not supported; tensor parallelism composes with ZeRO stages 0-2");
   if (comm && comm->size() > 1) {
-    TRI_CHECK(cfg.data.batch_size % comm->size() == 0, "data.batch_size (", cfg.data.batch_size,
-              ") must be divisible by the number of ranks (", comm->size(),
-              "): each rank trains on an equal slice of every global batch");
+    const int64_t dp = comm->size() / cfg.parallel.tp;
+    TRI_CHECK(cfg.data.batch_size % dp == 0, "data.batch_size (", cfg.data.batch_size,
+              ") must be divisible by the number of data-parallel ranks (", dp, " = ", comm->size(), " ranks / tp ",
+              cfg.parallel.tp, "): each data-parallel rank trains on an equal slice of every global batch");
     TRI_CHECK(!cfg.precision.mixed(), "precision.dtype = \"", cfg.precision.dtype,
               "\" is not supported with more than one rank yet; use fp32");
   }
@@ -129,6 +136,10 @@ Status Trainer::init() {
     Status s = load_gpt2_weights(*model_, cfg_.train.init_from);
     if (!s.is_ok()) return s;
   }
+  if (comm_) {
+    mesh_ = std::make_unique<parallel::DeviceMesh>(comm_, cfg_.parallel.tp);
+    if (mesh_->tp_size() > 1) tp_plan_ = parallel::TensorParallelPlan::apply(*model_, mesh_->tp());
+  }
   if (cfg_.precision.mixed())
     master_ = std::make_unique<optim::MasterWeights>(model_->named_parameters(), cfg_.precision.compute_dtype());
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
@@ -146,12 +157,17 @@ Status Trainer::init() {
             std::find_if(params.begin(), params.end(), [&](const nn::NamedTensor& q) { return q.first == name; }) -
             params.begin()));
     }
-    zero_ = std::make_unique<parallel::ZeroOptimizer>(params, *comm_, static_cast<int>(cfg_.parallel.zero_stage),
+    zero_ = std::make_unique<parallel::ZeroOptimizer>(params, mesh_->dp(), static_cast<int>(cfg_.parallel.zero_stage),
                                                       bucket_bytes, cfg_.optim, parts);
     if (cfg_.parallel.zero_stage == 3) model_->set_part_hooks(zero_.get());
+    if (tp_plan_) {
+      std::vector<bool> split;
+      for (const auto& [name, p] : params) split.push_back(tp_plan_->is_split(name));
+      zero_->set_tensor_parallel(&mesh_->tp(), split);
+    }
   } else {
     if (comm_)  // also with one rank (mpirun -np 1): the same code path as with many
-      dp_ = std::make_unique<parallel::DataParallel>(model_->named_parameters(), *comm_, bucket_bytes);
+      dp_ = std::make_unique<parallel::DataParallel>(model_->named_parameters(), mesh_->dp(), bucket_bytes);
     optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
   }
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
@@ -186,8 +202,8 @@ std::vector<nn::NamedTensor> Trainer::weights() const {
 }
 
 data::Batch Trainer::local_rows(const data::Batch& batch) const {
-  if (world_size() == 1) return batch;
-  const int64_t rows = batch.inputs.size(0) / world_size(), first = rows * comm_->rank();
+  if (!mesh_ || mesh_->dp_size() == 1) return batch;  // tensor-parallel peers share their rows
+  const int64_t rows = batch.inputs.size(0) / mesh_->dp_size(), first = rows * mesh_->dp_rank();
   return {core::contiguous(views::narrow(batch.inputs, 0, first, rows)),
           core::contiguous(views::narrow(batch.targets, 0, first, rows))};
 }
@@ -201,7 +217,7 @@ double Trainer::mean_over_ranks(double v) const {
 
 StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
-  const int64_t comm_bytes_before = comm_ ? comm_->stats().total_bytes() : 0;
+  const int64_t comm_bytes_before = mesh_ ? mesh_->total_bytes() : 0;
   const double lr = schedule_->lr_at(step_);
   const int64_t accum = cfg_.data.grad_accum_steps;
   double loss_sum = 0.0;
@@ -238,7 +254,8 @@ StepMetrics Trainer::train_step() {
     m.grad_norm = zero_->clip_grad_norm(cfg_.optim.grad_clip);
     zero_->step(lr);
   } else if (apply) {
-    m.grad_norm = optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
+    m.grad_norm = tp_plan_ ? parallel::clip_grad_norm_tp(w, *tp_plan_, mesh_->tp(), cfg_.optim.grad_clip)
+                           : optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
     optimizer_->step(lr);
     if (master_) master_->copy_to_model();
   } else {
@@ -252,7 +269,7 @@ StepMetrics Trainer::train_step() {
   m.lr = lr;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   m.tokens_per_s = static_cast<double>(cfg_.tokens_per_step()) / seconds;
-  if (comm_) m.comm_bytes = comm_->stats().total_bytes() - comm_bytes_before;
+  if (mesh_) m.comm_bytes = mesh_->total_bytes() - comm_bytes_before;
   return m;
 }
 
@@ -312,6 +329,7 @@ Status Trainer::run(int64_t until_step) {
 }
 
 Status Trainer::save_checkpoint() {
+  if (tp_plan_) return save_tensor_parallel_checkpoint();
   if (zero_) return save_sharded_checkpoint();
   // One process, or data parallel: every rank holds the same state; rank 0 writes it, the
   // others wait.
@@ -352,60 +370,146 @@ bool Trainer::all_ranks(bool ok) const {
 // new partition through the manifest (CheckpointReader::load_flat_range), whatever rank count
 // and stage wrote it; `trident export` consolidates the weights into one safetensors file.
 Status Trainer::save_sharded_checkpoint() {
-  checkpoint::Env* env = checkpoint::default_env();
   const std::string name = checkpoint::step_checkpoint_name(step_);
+  auto writer = begin_shared_checkpoint(name);
+  if (!writer.is_ok()) return writer.status();
+  std::vector<checkpoint::NamedTensor> tensors;
+  for (const auto& p : zero_->pieces()) tensors.push_back({p.name, *p.values});
+  auto files = write_shard_files(name, zero_shard_file(comm_->rank()), tensors, /*write=*/true);
+  if (!files.is_ok()) return files.status();
+  Status s = Status::ok();
+  if (is_rank0()) {
+    checkpoint::CheckpointWriter& w = *writer.value();
+    for (int r = 0; r < world_size(); ++r) {
+      checkpoint::ManifestFile f = files.value()[static_cast<size_t>(r)];
+      f.name = zero_shard_file(r);
+      w.add_file(f);
+      for (const auto& p : zero_->pieces_of(r))
+        w.add_tensor_shard(p.name, DType::kF32, p.shape,
+                           checkpoint::TensorShard::flat(zero_shard_file(r), p.name, p.begin, p.end));
+    }
+    s = commit_checkpoint(w, zero_->step_count());
+  }
+  return agree_on(s, name);
+}
+
+std::string Trainer::zero_shard_file(int rank) {
+  char file[64];
+  std::snprintf(file, sizeof file, "zero.rank%05d.safetensors", rank);
+  return file;
+}
+
+StatusOr<std::optional<checkpoint::CheckpointWriter>> Trainer::begin_shared_checkpoint(const std::string& name) {
   std::optional<checkpoint::CheckpointWriter> writer;
   Status s = Status::ok();
   if (is_rank0()) {
-    auto w = checkpoint::CheckpointWriter::begin(env, cfg_.train.out_dir, name);
+    auto w = checkpoint::CheckpointWriter::begin(checkpoint::default_env(), cfg_.train.out_dir, name);
     if (w.is_ok()) writer.emplace(std::move(w.value()));
     else s = w.status();
   }
   if (!all_ranks(s.is_ok()))
     return s.is_ok() ? Status::io_error("checkpoint " + name + ": rank 0 could not start it") : s;
+  return writer;
+}
 
-  // Every rank writes its pieces.
-  char file[64];
-  std::snprintf(file, sizeof file, "zero.rank%05d.safetensors", comm_->rank());
-  const std::vector<parallel::ZeroOptimizer::Piece> pieces = zero_->pieces();
-  std::vector<checkpoint::NamedTensor> tensors;
-  for (const auto& p : pieces) tensors.push_back({p.name, *p.values});
+StatusOr<std::vector<checkpoint::ManifestFile>> Trainer::write_shard_files(
+    const std::string& name, const std::string& file, const std::vector<checkpoint::NamedTensor>& tensors, bool write) {
+  checkpoint::Env* env = checkpoint::default_env();
   uint64_t size = 0;
   uint32_t crc = 0;
-  s = [&]() -> Status {
-    auto out = checkpoint::AtomicFileWriter::create(
-        env, checkpoint::join_path(checkpoint::staging_dir_for(cfg_.train.out_dir, name), file));
-    if (!out.is_ok()) return out.status();
-    Status w = checkpoint::write_safetensors(out.value(), tensors);
-    if (!w.is_ok()) return w;
-    size = out.value().size();
-    crc = out.value().crc32c();
-    return out.value().commit();
-  }();
-  // Rank 0 learns whether every rank wrote its file, and each file's size and checksum.
+  Status s = Status::ok();
+  if (write) {
+    s = [&]() -> Status {
+      auto out = checkpoint::AtomicFileWriter::create(
+          env, checkpoint::join_path(checkpoint::staging_dir_for(cfg_.train.out_dir, name), file));
+      if (!out.is_ok()) return out.status();
+      Status w = checkpoint::write_safetensors(out.value(), tensors);
+      if (!w.is_ok()) return w;
+      size = out.value().size();
+      crc = out.value().crc32c();
+      return out.value().commit();
+    }();
+  }
+  // Everyone learns whether every rank wrote its file, and each file's size and checksum.
   const int N = world_size();
   Tensor mine = from_vector(std::vector<int64_t>{s.is_ok() ? 1 : 0, static_cast<int64_t>(size), static_cast<int64_t>(crc)},
                             Shape{3});
   Tensor all = zeros({3 * static_cast<int64_t>(N)}, DType::kI64);
   comm_->all_gather(mine, all);
   const std::vector<int64_t> info = to_vector<int64_t>(all);
-  for (int r = 0; r < N; ++r)
+  std::vector<checkpoint::ManifestFile> files(static_cast<size_t>(N));
+  for (int r = 0; r < N; ++r) {
     if (info[3 * r] == 0)
       return s.is_ok() ? Status::io_error("checkpoint " + name + ": rank " + std::to_string(r) + " could not write its shard")
                        : s;
-  if (is_rank0()) {
-    s = [&]() -> Status {
-      for (int r = 0; r < N; ++r) {
-        std::snprintf(file, sizeof file, "zero.rank%05d.safetensors", r);
-        writer->add_file({file, static_cast<uint64_t>(info[3 * r + 1]), static_cast<uint32_t>(info[3 * r + 2])});
-        for (const auto& p : zero_->pieces_of(r))
-          writer->add_tensor_shard(p.name, DType::kF32, p.shape, checkpoint::TensorShard::flat(file, p.name, p.begin, p.end));
-      }
-      return commit_checkpoint(*writer, zero_->step_count());
-    }();
+    files[static_cast<size_t>(r)] = {"", static_cast<uint64_t>(info[3 * r + 1]), static_cast<uint32_t>(info[3 * r + 2])};
   }
-  if (!all_ranks(s.is_ok())) return s.is_ok() ? Status::io_error("checkpoint " + name + ": rank 0 could not commit it") : s;
+  files[static_cast<size_t>(comm_->rank())].name = file;  // the others' names are the caller's to know
+  return files;
+}
+
+Status Trainer::agree_on(const Status& rank0_status, const std::string& name) const {
+  if (!all_ranks(rank0_status.is_ok()))
+    return rank0_status.is_ok() ? Status::io_error("checkpoint " + name + ": rank 0 could not commit it") : rank0_status;
   return Status::ok();
+}
+
+// Note [Tensor-parallel checkpoints]
+// Tensors keep their single-device names and shapes: tensor-parallel rank t of data-parallel
+// group 0 writes tp.rank<t>.safetensors holding, for every split parameter and its AdamW
+// moments, its shard as box shards of the full tensor (c_attn: three boxes, one in each of
+// q, k and v), and rank 0 also the replicated tensors, whole. Under ZeRO the moments are
+// first gathered within the data-parallel group. Rank 0 lists every file and box in the
+// manifest and commits, as for sharded ZeRO checkpoints; a reader assembles any tensor from
+// its boxes, so the checkpoint loads under any other layout, or in one process.
+Status Trainer::save_tensor_parallel_checkpoint() {
+  const std::string name = checkpoint::step_checkpoint_name(step_);
+  auto writer = begin_shared_checkpoint(name);
+  if (!writer.is_ok()) return writer.status();
+  const std::vector<nn::NamedTensor> opt_state = zero_ ? zero_->gather_state() : optimizer_->state();
+  std::vector<nn::NamedTensor> tensors = weights();
+  tensors.insert(tensors.end(), opt_state.begin(), opt_state.end());
+  auto base_name = [](const std::string& n) {  // the parameter a tensor belongs to
+    for (const char* suffix : {".exp_avg_sq", ".exp_avg"})
+      if (n.ends_with(suffix)) return n.substr(0, n.size() - std::strlen(suffix));
+    return n;
+  };
+  auto file_of = [](int t) {
+    char file[64];
+    std::snprintf(file, sizeof file, "tp.rank%05d.safetensors", t);
+    return std::string(file);
+  };
+  auto key_of = [](const std::string& n, size_t box) { return n + "#" + std::to_string(box); };
+  // Replicated tensors come from tp rank 0 only.
+  auto writes = [&](const std::string& n, int t) { return tp_plan_->is_split(base_name(n)) || t == 0; };
+  const int tp = mesh_->tp_rank();
+  std::vector<checkpoint::NamedTensor> pieces;
+  for (const auto& [n, t] : tensors) {
+    if (!writes(n, tp)) continue;
+    const auto boxes = tp_plan_->boxes(base_name(n), t);
+    for (size_t b = 0; b < boxes.size(); ++b) pieces.push_back({key_of(n, b), boxes[b].part});
+  }
+  auto files = write_shard_files(name, file_of(tp), pieces, /*write=*/mesh_->dp_rank() == 0);
+  if (!files.is_ok()) return files.status();
+  Status s = Status::ok();
+  if (is_rank0()) {
+    checkpoint::CheckpointWriter& w = *writer.value();
+    for (int t = 0; t < mesh_->tp_size(); ++t) {  // world rank t: dp rank 0, tp rank t
+      checkpoint::ManifestFile f = files.value()[static_cast<size_t>(t)];
+      f.name = file_of(t);
+      w.add_file(f);
+      for (const auto& [n, value] : tensors) {
+        if (!writes(n, t)) continue;
+        const std::string param = base_name(n);
+        const auto boxes = tp_plan_->box_shapes(param, t);
+        for (size_t b = 0; b < boxes.size(); ++b)
+          w.add_tensor_shard(n, value.dtype(), tp_plan_->full_shape(param),
+                             checkpoint::TensorShard::box(file_of(t), key_of(n, b), boxes[b].first, boxes[b].second));
+      }
+    }
+    s = commit_checkpoint(w, zero_ ? zero_->step_count() : optimizer_->step_count());
+  }
+  return agree_on(s, name);
 }
 
 Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step) {
@@ -448,9 +552,21 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   const std::string diffs = model_differences(saved.model, cfg_.model);
   if (!diffs.empty()) return Status::invalid("checkpoint " + dir + " was trained with a different model:" + diffs);
 
+  // A full tensor of the checkpoint as this rank holds it (its tensor-parallel shard).
+  auto load_local = [&](const std::string& name, const std::string& param) -> StatusOr<Tensor> {
+    auto t = r.load_tensor(name);
+    if (!t.is_ok() || !tp_plan_) return t;
+    if (!(t.value().shape() == tp_plan_->full_shape(param)))
+      return Status::invalid(dir + ": tensor '" + name + "' has shape " + t.value().shape().str() + "; the model's is " +
+                             tp_plan_->full_shape(param).str());
+    return tp_plan_->local_from_full(param, t.value());
+  };
   if (!zero_) {
-    Status w = load_checkpoint_weights(weights(), r);
-    if (!w.is_ok()) return w;
+    for (const auto& [name, p] : weights()) {
+      auto t = load_local(name, name);
+      if (!t.is_ok()) return t.status();
+      if (!(s = assign(dir + ": parameter '" + name + "'", p, t.value())).is_ok()) return s;
+    }
   }
   if (master_) master_->copy_to_model();
   auto state_text = r.read_file("trainer_state.json");
@@ -469,6 +585,14 @@ Status Trainer::load_checkpoint(const std::string& dir) {
       try {
         zero_->load(
             [&](const std::string& name, int64_t begin, int64_t end) {
+              if (tp_plan_) {  // this rank's shard of the tensor, then the range of it
+                const std::string param = name.ends_with(".exp_avg_sq") ? name.substr(0, name.size() - 11)
+                                          : name.ends_with(".exp_avg")  ? name.substr(0, name.size() - 8)
+                                                                        : name;
+                auto t = load_local(name, param);
+                TRI_CHECK(t.is_ok(), t.status().to_string());
+                return views::narrow(views::view(core::contiguous(t.value()), {t.value().numel()}), 0, begin, end - begin);
+              }
               auto t = r.load_flat_range(name, begin, end);
               TRI_CHECK(t.is_ok(), t.status().to_string());
               return t.value();
@@ -482,7 +606,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
       for (auto& [name, p] : weights()) {
         for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
           if (!with_state) continue;
-          auto t = r.load_tensor(name + suffix);
+          auto t = load_local(name + suffix, name);
           if (!t.is_ok()) return t.status();
           opt_state.emplace_back(name + suffix, t.value());
         }

@@ -32,6 +32,8 @@
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
 #include "parallel/data_parallel.h"
+#include "parallel/mesh.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
 #include "train/metrics.h"
 #include "train/train_config.h"
@@ -60,6 +62,8 @@ class Trainer {
   int64_t step() const { return step_; }
   models::gpt2::GPT2& model() { return *model_; }
   const TrainConfig& config() const { return cfg_; }
+  // The ranks' dp x tp arrangement (null in one process without a communicator).
+  const parallel::DeviceMesh* mesh() const { return mesh_.get(); }
 
   // Observers (tests, the CLI): called after each step / evaluation.
   std::function<void(const StepMetrics&)> on_step;
@@ -71,6 +75,7 @@ class Trainer {
   Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm);
   bool is_rank0() const { return !comm_ || comm_->rank() == 0; }
   int world_size() const { return comm_ ? comm_->size() : 1; }
+  int tp_size() const { return mesh_ ? mesh_->tp_size() : 1; }
   // This rank's rows of a global batch.
   data::Batch local_rows(const data::Batch& batch) const;
   // The mean of `v` over the ranks.
@@ -82,6 +87,20 @@ class Trainer {
   [[nodiscard]] Status commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step);
   // Whether `ok` holds on every rank (collective).
   bool all_ranks(bool ok) const;
+  // Checkpoints written by several ranks: rank 0 opens checkpoint `name` (the others get
+  // nullopt), and every rank learns whether it could (collective).
+  StatusOr<std::optional<checkpoint::CheckpointWriter>> begin_shared_checkpoint(const std::string& name);
+  // Writes `tensors` as `file` into its staging directory when `write`; then every rank
+  // learns each rank's file size and CRC-32C (the name only of its own), or the first failure.
+  StatusOr<std::vector<checkpoint::ManifestFile>> write_shard_files(const std::string& name, const std::string& file,
+                                                                    const std::vector<checkpoint::NamedTensor>& tensors,
+                                                                    bool write);
+  // rank 0's commit status, agreed by every rank (collective).
+  [[nodiscard]] Status agree_on(const Status& rank0_status, const std::string& name) const;
+  static std::string zero_shard_file(int rank);
+  // Tensor parallelism: every tensor-parallel rank of the first data-parallel group writes
+  // its shards as boxes of the single-device tensors (Note [Tensor-parallel checkpoints]).
+  [[nodiscard]] Status save_tensor_parallel_checkpoint();
 
   TrainConfig cfg_;
   std::unique_ptr<models::gpt2::GPT2> model_;
@@ -90,6 +109,8 @@ class Trainer {
   std::vector<nn::NamedTensor> weights() const;
 
   std::shared_ptr<comm::Communicator> comm_;     // null: one process
+  std::unique_ptr<parallel::DeviceMesh> mesh_;   // with comm_: its dp x tp groups
+  std::unique_ptr<parallel::TensorParallelPlan> tp_plan_;  // parallel.tp > 1
   std::unique_ptr<parallel::DataParallel> dp_;   // more than one rank, ZeRO stage 0
   std::unique_ptr<parallel::ZeroOptimizer> zero_;  // ZeRO stages 1-3 (replaces optimizer_; stage 3 is the
                                                    // model's part hooks, so it is destroyed first)

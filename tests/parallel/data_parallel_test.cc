@@ -6,7 +6,6 @@
 // match ZeRO's formulas; checkpoints resume on every rank, and under another rank count and
 // stage.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -16,8 +15,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/allocator.h"
 #include "core/factory.h"
-#include "data/token_file.h"
-#include "support/phrase_corpus.h"
+#include "support/mpi_training_test.h"
 #include "support/tiny_run.h"
 #include "train/trainer.h"
 
@@ -26,30 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class DataParallelTest : public ::testing::Test {
+class DataParallelTest : public testing::MpiTrainingTest {
  protected:
-  void SetUp() override {
-    world = std::shared_ptr<comm::Communicator>(comm::MpiRuntime::world());
-    // One directory for the whole job: rank 0's pid, broadcast.
-    Tensor pid = full({1}, static_cast<double>(::getpid()), DType::kI64);
-    world->broadcast(pid, 0);
-    dir = fs::temp_directory_path() / ("trident_dp_test_" + std::to_string(static_cast<int64_t>(pid.item())) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    if (world->rank() == 0) {
-      fs::remove_all(dir);
-      fs::create_directories(dir);
-      const std::vector<uint16_t> tokens = testing::phrase_corpus();
-      ASSERT_TRUE(data::write_token_file(dir / "train.bin", tokens).is_ok());
-      ASSERT_TRUE(data::write_token_file(dir / "val.bin", std::vector<uint16_t>(tokens.begin(), tokens.begin() + 3000))
-                      .is_ok());
-    }
-    world->barrier();
-  }
-  void TearDown() override {
-    world->barrier();
-    if (world->rank() == 0) fs::remove_all(dir);
-  }
-
   TrainConfig config(const std::string& out) const {
     TrainConfig cfg = testing::tiny_run_config(dir);  // global batch 8: 8, 4 or 2 rows per rank
     cfg.data.sampler = "sequential";
@@ -66,32 +42,6 @@ class DataParallelTest : public ::testing::Test {
     cfg.train.eval_batches = 1;
     return cfg;
   }
-
-  struct Run {
-    std::vector<double> losses, val;
-  };
-  static Run train(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm, int64_t until = -1,
-                   Trainer** keep = nullptr) {
-    auto t = Trainer::create(cfg, std::move(comm));
-    EXPECT_TRUE(t.is_ok()) << t.status().to_string();
-    Run r;
-    t.value()->show_progress = false;
-    t.value()->on_step = [&](const StepMetrics& m) { r.losses.push_back(m.loss); };
-    t.value()->on_eval = [&](int64_t, double v) { r.val.push_back(v); };
-    const Status s = t.value()->run(until);
-    EXPECT_TRUE(s.is_ok()) << s.to_string();
-    return r;
-  }
-
-  static void expect_close(const std::vector<double>& a, const std::vector<double>& b, const std::string& what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_LE(std::abs(a[i] - b[i]), 1e-5 * std::abs(b[i])) << what << ", step " << i + 1 << ": " << a[i]
-                                                             << " vs " << b[i];
-  }
-
-  std::shared_ptr<comm::Communicator> world;
-  fs::path dir;
 };
 
 TEST_F(DataParallelTest, LossesEqualTheSingleProcessRun) {

@@ -21,8 +21,10 @@ CausalSelfAttention::CausalSelfAttention(const GPT2Config& cfg)
       c_proj_(register_module("c_proj", std::make_shared<nn::Conv1D>(cfg.n_embd, cfg.n_embd))) {}
 
 Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen) const {
-  const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, NH = cfg_.n_head, HS = C / NH;
   const Tensor qkv = c_attn_->forward(x);  // (B,T,3C)
+  // Widths from qkv rather than the config: under tensor parallelism c_attn yields this
+  // rank's heads only (parallel/tensor_parallel.h), and the same code runs them.
+  const int64_t B = x.size(0), T = x.size(1), C = qkv.size(2) / 3, HS = cfg_.n_embd / cfg_.n_head, NH = C / HS;
   // q, k, v: (B,NH,T,HS) views into qkv; the attention kernel reads them through strides.
   auto head_view = [&](int64_t which) {
     return trident::transpose(trident::view(trident::narrow(qkv, 2, which * C, C), {B, T, NH, HS}), 1, 2);
@@ -122,8 +124,7 @@ Tensor GPT2::hidden(const Tensor& idx) const {
 
 Tensor GPT2::forward(const Tensor& idx) const {
   // LM head tied to wte: logits = x wte^T, one GEMM against the transposed view.
-  return nn::run_part(part_hooks_, 0, [this](const Tensor& ids) { return trident::linear(hidden(ids), wte_->weight()); },
-                      idx);
+  return nn::run_part(part_hooks_, 0, [this](const Tensor& ids) { return wte_->attend(hidden(ids)); }, idx);
 }
 
 Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
@@ -132,7 +133,7 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
   const Tensor flat_targets = trident::reshape(targets, {-1});
   return nn::run_part(
       part_hooks_, 0,
-      [&](const Tensor& ids) { return trident::linear_cross_entropy(hidden(ids), wte_->weight(), flat_targets); }, idx);
+      [&](const Tensor& ids) { return wte_->attend_loss(hidden(ids), flat_targets); }, idx);
 }
 
 std::vector<std::vector<nn::NamedTensor>> GPT2::parts() const {

@@ -82,6 +82,9 @@ class GPT2 : public nn::Module {
   // embeddings (wte is also the LM head) and ln_f; part i + 1 is block h.i. Every parameter
   // is in exactly one part; names as named_parameters().
   std::vector<std::vector<nn::NamedTensor>> parts() const;
+  // The layers, for parallelism plans that shard them (parallel/tensor_parallel.h).
+  Block& block(size_t i) { return *h_.at(i); }
+  nn::Embedding& wte() { return *wte_; }
   // Sends every part's forward through `hooks` (nullptr: none). The model does not own them.
   void set_part_hooks(nn::PartHooks* hooks) { part_hooks_ = hooks; }
 

@@ -1,0 +1,196 @@
+#include "parallel/tensor_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "core/copy.h"
+#include "core/factory.h"
+#include "core/views.h"
+#include "ops/elementwise.h"
+#include "ops/optim.h"
+#include "parallel/tp_collectives.h"
+
+namespace trident::parallel {
+namespace {
+
+class ColumnParallel final : public nn::Conv1DStyle {
+ public:
+  explicit ColumnParallel(comm::Communicator& tp) : tp_(tp) {}
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
+    return trident::linear(copy_to_tp(x, tp_), trident::transpose(weight, 0, 1), bias);
+  }
+
+ private:
+  comm::Communicator& tp_;
+};
+
+class RowParallel final : public nn::Conv1DStyle {
+ public:
+  explicit RowParallel(comm::Communicator& tp) : tp_(tp) {}
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
+    // The bias once, after the sum of the ranks' partial products.
+    return reduce_from_tp(trident::linear(x, trident::transpose(weight, 0, 1)), tp_) + bias;
+  }
+
+ private:
+  comm::Communicator& tp_;
+};
+
+class VocabParallel final : public nn::EmbeddingStyle {
+ public:
+  VocabParallel(comm::Communicator& tp, int64_t begin, std::vector<int64_t> widths)
+      : tp_(tp), begin_(begin), widths_(std::move(widths)) {}
+
+  Tensor lookup(const Tensor& ids, const Tensor& weight) const override {
+    // Ids of other ranks' rows look up row 0 and are masked to zeros; the ranks' results sum
+    // to the full lookup.
+    const int64_t rows = weight.size(0);
+    const Tensor all = core::contiguous(core::cast(ids, DType::kI64));
+    Tensor local = empty(all.shape(), DType::kI64);
+    std::vector<int64_t> mask_shape = all.shape().vec();
+    mask_shape.push_back(1);
+    Tensor mask = empty(Shape(mask_shape), DType::kF32);
+    const int64_t* in = all.data_ptr<int64_t>();
+    int64_t* out = local.data_ptr<int64_t>();
+    float* m = mask.data_ptr<float>();
+    for (int64_t i = 0; i < all.numel(); ++i) {
+      const int64_t id = in[i] - begin_;
+      const bool mine = id >= 0 && id < rows;
+      out[i] = mine ? id : 0;
+      m[i] = mine ? 1.0f : 0.0f;
+    }
+    const Tensor rows_here = trident::embedding(weight, local) * core::cast(mask, weight.dtype());
+    return reduce_from_tp(rows_here, tp_);
+  }
+
+  Tensor logits(const Tensor& h, const Tensor& weight) const override {
+    return gather_from_tp(trident::linear(copy_to_tp(h, tp_), weight), tp_, widths_);
+  }
+
+  Tensor loss(const Tensor& h, const Tensor& weight, const Tensor& targets) const override {
+    const Tensor h2 = trident::reshape(h, {-1, h.size(-1)});
+    return vocab_parallel_cross_entropy(trident::linear(copy_to_tp(h2, tp_), weight), targets, begin_, tp_);
+  }
+
+ private:
+  comm::Communicator& tp_;
+  int64_t begin_;
+  std::vector<int64_t> widths_;
+};
+
+}  // namespace
+
+std::pair<int64_t, int64_t> TensorParallelPlan::range(int64_t extent, int r) const {
+  const int64_t chunk = (extent + size_ - 1) / size_;
+  const int64_t begin = std::min(extent, chunk * r);
+  return {begin, std::min(extent, begin + chunk) - begin};
+}
+
+Tensor TensorParallelPlan::local_from_full(const std::string& name, const Tensor& full) const {
+  const auto it = splits_.find(name);
+  if (it == splits_.end()) return full;
+  const TensorSplit& s = it->second;
+  TRI_CHECK(full.shape() == full_shapes_.at(name), "tensor parallel: '", name, "' has shape ", full.shape(),
+            "; the model's is ", full_shapes_.at(name));
+  const int64_t block = full.size(s.dim) / s.blocks;
+  const auto [begin, length] = range(block, rank_);
+  std::vector<int64_t> shape = full.shape().vec();
+  shape[static_cast<size_t>(s.dim)] = length * s.blocks;
+  Tensor local = empty(Shape(shape), full.dtype());
+  for (int64_t b = 0; b < s.blocks; ++b)
+    core::copy_(views::narrow(local, s.dim, b * length, length), views::narrow(full, s.dim, b * block + begin, length));
+  return local;
+}
+
+std::vector<TensorParallelPlan::Box> TensorParallelPlan::boxes(const std::string& name, const Tensor& local) const {
+  const auto it = splits_.find(name);
+  if (it == splits_.end()) return {{std::vector<int64_t>(static_cast<size_t>(local.dim()), 0), local}};
+  const TensorSplit& s = it->second;
+  const int64_t block = full_shapes_.at(name)[s.dim] / s.blocks;
+  const auto [begin, length] = range(block, rank_);
+  std::vector<Box> out;
+  for (int64_t b = 0; b < s.blocks; ++b) {
+    std::vector<int64_t> offsets(static_cast<size_t>(local.dim()), 0);
+    offsets[static_cast<size_t>(s.dim)] = b * block + begin;
+    out.push_back({offsets, views::narrow(local, s.dim, b * length, length)});
+  }
+  return out;
+}
+
+std::vector<std::pair<std::vector<int64_t>, Shape>> TensorParallelPlan::box_shapes(const std::string& name, int r) const {
+  const Shape& full = full_shapes_.at(name);
+  const auto it = splits_.find(name);
+  if (it == splits_.end()) return {{std::vector<int64_t>(static_cast<size_t>(full.size()), 0), full}};
+  const TensorSplit& s = it->second;
+  const int64_t block = full[s.dim] / s.blocks;
+  const auto [begin, length] = range(block, r);
+  std::vector<std::pair<std::vector<int64_t>, Shape>> out;
+  for (int64_t b = 0; b < s.blocks; ++b) {
+    std::vector<int64_t> offsets(static_cast<size_t>(full.size()), 0), shape = full.vec();
+    offsets[static_cast<size_t>(s.dim)] = b * block + begin;
+    shape[static_cast<size_t>(s.dim)] = length;
+    out.emplace_back(offsets, Shape(shape));
+  }
+  return out;
+}
+
+double clip_grad_norm_tp(const std::vector<nn::NamedTensor>& params, const TensorParallelPlan& plan,
+                         comm::Communicator& tp, double max_norm) {
+  std::vector<Tensor> split, replicated;
+  for (const auto& [name, p] : params)
+    if (p.grad().has_value()) (plan.is_split(name) ? split : replicated).push_back(*p.grad());
+  Tensor split_sq = full({1}, ops::sum_of_squares(split), DType::kF64);
+  tp.all_reduce(split_sq);
+  const double norm = std::sqrt(split_sq.item() + ops::sum_of_squares(replicated));
+  if (max_norm > 0.0) {
+    const double coef = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_
+    if (coef < 1.0) {
+      for (const Tensor& g : split) ops::scale_(g, coef);
+      for (const Tensor& g : replicated) ops::scale_(g, coef);
+    }
+  }
+  return norm;
+}
+
+std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::gpt2::GPT2& model, comm::Communicator& tp) {
+  const models::gpt2::GPT2Config& cfg = model.config();
+  const int n = tp.size();
+  TRI_CHECK(cfg.n_head % n == 0, "tensor parallelism: model.n_head (", cfg.n_head,
+            ") must be divisible by parallel.tp (", n, "): each rank computes whole attention heads");
+  auto plan = std::unique_ptr<TensorParallelPlan>(new TensorParallelPlan());
+  plan->size_ = n;
+  plan->rank_ = tp.rank();
+  for (const auto& [name, p] : model.named_parameters()) plan->full_shapes_.emplace(name, p.shape());
+  if (n == 1) return plan;
+
+  auto split = [&](const std::string& name, TensorSplit s) { plan->splits_.emplace(name, s); };
+  const auto column = std::make_shared<ColumnParallel>(tp);
+  const auto row = std::make_shared<RowParallel>(tp);
+  for (int64_t i = 0; i < cfg.n_layer; ++i) {
+    const std::string h = "h." + std::to_string(i) + ".";
+    split(h + "attn.c_attn.weight", {1, 3});
+    split(h + "attn.c_attn.bias", {0, 3});
+    split(h + "attn.c_proj.weight", {0, 1});
+    split(h + "mlp.c_fc.weight", {1, 1});
+    split(h + "mlp.c_fc.bias", {0, 1});
+    split(h + "mlp.c_proj.weight", {0, 1});
+    models::gpt2::Block& block = model.block(static_cast<size_t>(i));
+    block.attn().c_attn().set_style(column);
+    block.attn().c_proj().set_style(row);
+    block.mlp().c_fc().set_style(column);
+    block.mlp().c_proj().set_style(row);
+  }
+  split("wte.weight", {0, 1});
+  std::vector<int64_t> widths;
+  for (int r = 0; r < n; ++r) widths.push_back(plan->range(cfg.vocab_size, r).second);
+  model.wte().set_style(std::make_shared<VocabParallel>(tp, plan->range(cfg.vocab_size, tp.rank()).first, widths));
+
+  // Every rank built the same full model (same seed or weights); keep this rank's shards.
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, p] : model.named_parameters())
+    if (plan->is_split(name)) p.set_data(plan->local_from_full(name, p));
+  return plan;
+}
+
+}  // namespace trident::parallel

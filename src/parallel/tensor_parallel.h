@@ -1,0 +1,78 @@
+// Tensor parallelism for GPT-2, Megatron-LM's layout (Shoeybi et al., 2019), applied from
+// outside to a model built for one device: the plan replaces each sharded parameter's data by
+// this rank's shard and gives its layer a parallel style (nn/parallel_style.h).
+//
+//   attn.c_attn, mlp.c_fc      column-parallel: this rank's output columns (for c_attn its
+//                              slice of each of q, k and v, hence its heads). The input
+//                              enters through copy_to_tp (its gradient is all-reduced).
+//   attn.c_proj, mlp.c_proj    row-parallel: this rank's input rows; the partial products are
+//                              all-reduced (reduce_from_tp), then the (replicated) bias added.
+//   wte                        vocab-parallel: rows [begin, end) of the vocabulary (uneven
+//                              when V does not divide). Lookups of other ids give zeros and
+//                              the ranks' rows are all-reduced; the tied LM head computes this
+//                              rank's logit columns and a vocab-parallel cross-entropy, so no
+//                              rank ever holds the full (N, V) logits.
+//   wpe, ln_1, ln_2, ln_f,     replicated: every rank computes them, and their gradients,
+//   row-parallel biases        identically.
+// Per layer and micro-batch: 2 all-reduces in the forward (after each row-parallel layer)
+// and 2 in the backward (before each column-parallel layer's input): tp_collectives.h.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "models/gpt2/model.h"
+
+namespace trident::parallel {
+
+// How one parameter is split across the tensor-parallel ranks: along `dim`, which holds
+// `blocks` equal blocks (3 for c_attn's q, k, v), each block divided into tp contiguous
+// ranges (the last ones shorter when it does not divide); rank r holds range r of every block.
+struct TensorSplit {
+  int64_t dim = 0;
+  int64_t blocks = 1;
+};
+
+class TensorParallelPlan {
+ public:
+  // Shards `model` over `tp` (throws naming the sizes when they do not divide: n_head and
+  // 4 * n_embd by tp). The model must outlive nothing: the styles keep `tp` by reference.
+  static std::unique_ptr<TensorParallelPlan> apply(models::gpt2::GPT2& model, comm::Communicator& tp);
+
+  int size() const { return size_; }
+  int rank() const { return rank_; }
+  // Whether parameter `name` is split (else it is replicated on every tensor-parallel rank).
+  bool is_split(const std::string& name) const { return splits_.contains(name); }
+  // The single-device shape of parameter `name`.
+  const Shape& full_shape(const std::string& name) const { return full_shapes_.at(name); }
+  // This rank's shard of a full-size tensor of parameter `name` (its value or optimizer state).
+  Tensor local_from_full(const std::string& name, const Tensor& full) const;
+  // Where this rank's shard `local` of parameter `name` sits in the full tensor: one box
+  // (offsets in the full tensor, and the part of `local` there) per block.
+  struct Box {
+    std::vector<int64_t> offsets;
+    Tensor part;
+  };
+  std::vector<Box> boxes(const std::string& name, const Tensor& local) const;
+  // The same boxes for rank `r`, without values: offsets and the stored shapes (for the rank
+  // that writes the manifest).
+  std::vector<std::pair<std::vector<int64_t>, Shape>> box_shapes(const std::string& name, int r) const;
+
+ private:
+  // [begin, begin + length) of a block of `extent` elements held by rank `r`.
+  std::pair<int64_t, int64_t> range(int64_t extent, int r) const;
+
+  int size_ = 1, rank_ = 0;
+  std::map<std::string, TensorSplit> splits_;
+  std::map<std::string, Shape> full_shapes_;
+};
+
+// Global-norm clipping of tensor-parallel shards: the squares of split parameters are summed
+// over `tp`, replicated ones counted once. Returns the norm before clipping.
+double clip_grad_norm_tp(const std::vector<nn::NamedTensor>& params, const TensorParallelPlan& plan,
+                         comm::Communicator& tp, double max_norm);
+
+}  // namespace trident::parallel

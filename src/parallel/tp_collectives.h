@@ -1,0 +1,35 @@
+// The differentiable collectives of tensor parallelism (Megatron-LM's mappings, Shoeybi et
+// al., "Megatron-LM", 2019, section 3), each a conjugate pair of forward and backward:
+//
+//   copy_to_tp(x)       forward identity,      backward all-reduce   ("f": where a replicated
+//                       activation enters a column-parallel layer; each rank's gradient is
+//                       only its shard's part)
+//   reduce_from_tp(x)   forward all-reduce,    backward identity     ("g": where the partial
+//                       sums of a row-parallel layer leave it)
+//   gather_from_tp(x)   forward all-gather along the last dim (uneven widths allowed),
+//                       backward this rank's slice (full logits for inference)
+//
+// vocab_parallel_cross_entropy: the mean cross-entropy of logits whose vocabulary is split
+// across the ranks, (N, V_r) on rank r holding ids [vocab_begin, vocab_begin + V_r), without
+// gathering them: the row maxima, the sums of exponentials and the target logits are
+// all-reduced (three (N)-sized reductions), and the backward is softmax - onehot on each
+// rank's own columns. Targets equal to -1 are ignored.
+//
+// Every rank of `comm` must call these in the same order (they are collectives).
+#pragma once
+
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/tensor.h"
+
+namespace trident::parallel {
+
+Tensor copy_to_tp(const Tensor& x, comm::Communicator& comm);
+Tensor reduce_from_tp(const Tensor& x, comm::Communicator& comm);
+// widths[r]: rank r's size of x's last dim.
+Tensor gather_from_tp(const Tensor& x, comm::Communicator& comm, const std::vector<int64_t>& widths);
+Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab_begin,
+                                    comm::Communicator& comm);
+
+}  // namespace trident::parallel

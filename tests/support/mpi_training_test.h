@@ -1,0 +1,74 @@
+// The fixture of the distributed training tests (run under mpirun): one scratch directory for
+// the whole job, named from rank 0's pid and the test, holding the phrase corpus as
+// train.bin / val.bin; runs of the trainer that record their losses; and the 1e-5 relative
+// comparison of per-step losses against the single-process run.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "core/factory.h"
+#include "data/token_file.h"
+#include "support/phrase_corpus.h"
+#include "train/trainer.h"
+
+namespace trident::testing {
+
+class MpiTrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    world = std::shared_ptr<comm::Communicator>(comm::MpiRuntime::world());
+    Tensor pid = full({1}, static_cast<double>(::getpid()), DType::kI64);
+    world->broadcast(pid, 0);
+    dir = std::filesystem::temp_directory_path() /
+          ("trident_mpi_test_" + std::to_string(static_cast<int64_t>(pid.item())) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    if (world->rank() == 0) {
+      std::filesystem::remove_all(dir);
+      std::filesystem::create_directories(dir);
+      const std::vector<uint16_t> tokens = phrase_corpus();
+      ASSERT_TRUE(data::write_token_file(dir / "train.bin", tokens).is_ok());
+      ASSERT_TRUE(data::write_token_file(dir / "val.bin", std::vector<uint16_t>(tokens.begin(), tokens.begin() + 3000))
+                      .is_ok());
+    }
+    world->barrier();
+  }
+  void TearDown() override {
+    world->barrier();
+    if (world->rank() == 0) std::filesystem::remove_all(dir);
+  }
+
+  struct Run {
+    std::vector<double> losses, val;
+  };
+  static Run train(const train::TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm, int64_t until = -1) {
+    auto t = train::Trainer::create(cfg, std::move(comm));
+    EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+    Run r;
+    t.value()->show_progress = false;
+    t.value()->on_step = [&](const train::StepMetrics& m) { r.losses.push_back(m.loss); };
+    t.value()->on_eval = [&](int64_t, double v) { r.val.push_back(v); };
+    const Status s = t.value()->run(until);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    return r;
+  }
+
+  static void expect_close(const std::vector<double>& a, const std::vector<double>& b, const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_LE(std::abs(a[i] - b[i]), 1e-5 * std::abs(b[i])) << what << ", step " << i + 1 << ": " << a[i]
+                                                             << " vs " << b[i];
+  }
+
+  std::shared_ptr<comm::Communicator> world;
+  std::filesystem::path dir;
+};
+
+}  // namespace trident::testing
