@@ -16,6 +16,12 @@ class Conv1DStyle {
   virtual Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const = 0;
 };
 
+class LayerNormStyle {
+ public:
+  virtual ~LayerNormStyle() = default;
+  virtual Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) const = 0;
+};
+
 class EmbeddingStyle {
  public:
   virtual ~EmbeddingStyle() = default;

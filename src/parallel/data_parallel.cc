@@ -16,6 +16,9 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                "tensor-parallel degree: each layer split across this many ranks (Megatron-LM's layout); "
                "the ranks form (ranks / tp) data-parallel groups",
                Range::at_least(1))
+          .add("sequence_parallel", &ParallelOptions::sequence_parallel,
+               "with tp > 1, also split the layer norms, residuals and embeddings along the sequence "
+               "(data.seq_len divisible by tp)")
           .add("zero_stage", &ParallelOptions::zero_stage,
                "ZeRO stage: 0 = data parallel, 1 = + optimizer state sharded, 2 = + gradients sharded, "
                "3 = + parameters sharded",

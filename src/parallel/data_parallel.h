@@ -26,6 +26,7 @@ namespace trident::parallel {
 
 struct ParallelOptions {
   int64_t tp = 1;            // tensor-parallel degree (parallel/tensor_parallel.h); dp = ranks / tp
+  bool sequence_parallel = false;  // with tp > 1: activations outside the tp layers split along T
   int64_t zero_stage = 0;    // 0: data parallel (replicated optimizer state)
   double bucket_mb = 25.0;   // gradient bucket size for the all-reduces (MiB)
   static const OptionTable<ParallelOptions>& table();

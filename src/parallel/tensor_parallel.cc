@@ -14,33 +14,44 @@
 namespace trident::parallel {
 namespace {
 
+// With sequence parallelism (`sp`), activations outside the column/row pairs are split along
+// the sequence: entering a column-parallel layer gathers them (gather_sequence), leaving a
+// row-parallel one reduce-scatters (reduce_scatter_sequence), and a replicated parameter used
+// on this rank's part of the sequence enters through copy_to_tp, so that its gradient sums
+// the ranks' parts.
+
 class ColumnParallel final : public nn::Conv1DStyle {
  public:
-  explicit ColumnParallel(comm::Communicator& tp) : tp_(tp) {}
+  ColumnParallel(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
-    return trident::linear(copy_to_tp(x, tp_), trident::transpose(weight, 0, 1), bias);
+    const Tensor in = sp_ ? gather_sequence(x, tp_) : copy_to_tp(x, tp_);
+    return trident::linear(in, trident::transpose(weight, 0, 1), bias);
   }
 
  private:
   comm::Communicator& tp_;
+  bool sp_;
 };
 
 class RowParallel final : public nn::Conv1DStyle {
  public:
-  explicit RowParallel(comm::Communicator& tp) : tp_(tp) {}
+  RowParallel(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
     // The bias once, after the sum of the ranks' partial products.
-    return reduce_from_tp(trident::linear(x, trident::transpose(weight, 0, 1)), tp_) + bias;
+    const Tensor partial = trident::linear(x, trident::transpose(weight, 0, 1));
+    if (sp_) return reduce_scatter_sequence(partial, tp_) + copy_to_tp(bias, tp_);
+    return reduce_from_tp(partial, tp_) + bias;
   }
 
  private:
   comm::Communicator& tp_;
+  bool sp_;
 };
 
 class VocabParallel final : public nn::EmbeddingStyle {
  public:
-  VocabParallel(comm::Communicator& tp, int64_t begin, std::vector<int64_t> widths)
-      : tp_(tp), begin_(begin), widths_(std::move(widths)) {}
+  VocabParallel(comm::Communicator& tp, bool sp, int64_t begin, std::vector<int64_t> widths)
+      : tp_(tp), sp_(sp), begin_(begin), widths_(std::move(widths)) {}
 
   Tensor lookup(const Tensor& ids, const Tensor& weight) const override {
     // Ids of other ranks' rows look up row 0 and are masked to zeros; the ranks' results sum
@@ -61,22 +72,58 @@ class VocabParallel final : public nn::EmbeddingStyle {
       m[i] = mine ? 1.0f : 0.0f;
     }
     const Tensor rows_here = trident::embedding(weight, local) * core::cast(mask, weight.dtype());
-    return reduce_from_tp(rows_here, tp_);
+    return sp_ ? reduce_scatter_sequence(rows_here, tp_) : reduce_from_tp(rows_here, tp_);
   }
 
   Tensor logits(const Tensor& h, const Tensor& weight) const override {
-    return gather_from_tp(trident::linear(copy_to_tp(h, tp_), weight), tp_, widths_);
+    return gather_from_tp(trident::linear(enter(h), weight), tp_, widths_);
   }
 
   Tensor loss(const Tensor& h, const Tensor& weight, const Tensor& targets) const override {
-    const Tensor h2 = trident::reshape(h, {-1, h.size(-1)});
-    return vocab_parallel_cross_entropy(trident::linear(copy_to_tp(h2, tp_), weight), targets, begin_, tp_);
+    const Tensor full = enter(h);
+    const Tensor h2 = trident::reshape(full, {-1, full.size(-1)});
+    return vocab_parallel_cross_entropy(trident::linear(h2, weight), targets, begin_, tp_);
+  }
+
+ private:
+  // The head's input, whole on every rank.
+  Tensor enter(const Tensor& h) const { return sp_ ? gather_sequence(h, tp_) : copy_to_tp(h, tp_); }
+
+  comm::Communicator& tp_;
+  bool sp_;
+  int64_t begin_;
+  std::vector<int64_t> widths_;
+};
+
+// Sequence parallelism's position embedding: this rank's part of the positions.
+class SequenceSplitEmbedding final : public nn::EmbeddingStyle {
+ public:
+  explicit SequenceSplitEmbedding(comm::Communicator& tp) : tp_(tp) {}
+  Tensor lookup(const Tensor& ids, const Tensor& weight) const override {
+    const int64_t T = ids.size(-1), n = tp_.size();
+    TRI_CHECK(T % n == 0, "sequence parallelism: the sequence length ", T, " must be divisible by parallel.tp (", n, ")");
+    return trident::embedding(copy_to_tp(weight, tp_), views::narrow(ids, ids.dim() - 1, tp_.rank() * (T / n), T / n));
+  }
+  Tensor logits(const Tensor&, const Tensor&) const override {
+    TRI_CHECK(false, "sequence parallelism: the position embedding is not an output head");
+  }
+  Tensor loss(const Tensor&, const Tensor&, const Tensor&) const override {
+    TRI_CHECK(false, "sequence parallelism: the position embedding is not an output head");
   }
 
  private:
   comm::Communicator& tp_;
-  int64_t begin_;
-  std::vector<int64_t> widths_;
+};
+
+class SequenceSplitLayerNorm final : public nn::LayerNormStyle {
+ public:
+  explicit SequenceSplitLayerNorm(comm::Communicator& tp) : tp_(tp) {}
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) const override {
+    return trident::layernorm(x, copy_to_tp(weight, tp_), copy_to_tp(bias, tp_), eps);
+  }
+
+ private:
+  comm::Communicator& tp_;
 };
 
 }  // namespace
@@ -153,7 +200,8 @@ double clip_grad_norm_tp(const std::vector<nn::NamedTensor>& params, const Tenso
   return norm;
 }
 
-std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::gpt2::GPT2& model, comm::Communicator& tp) {
+std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::gpt2::GPT2& model, comm::Communicator& tp,
+                                                              bool sequence_parallel) {
   const models::gpt2::GPT2Config& cfg = model.config();
   const int n = tp.size();
   TRI_CHECK(cfg.n_head % n == 0, "tensor parallelism: model.n_head (", cfg.n_head,
@@ -165,8 +213,10 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::gpt2::GPT2
   if (n == 1) return plan;
 
   auto split = [&](const std::string& name, TensorSplit s) { plan->splits_.emplace(name, s); };
-  const auto column = std::make_shared<ColumnParallel>(tp);
-  const auto row = std::make_shared<RowParallel>(tp);
+  const bool sp = sequence_parallel;
+  const auto column = std::make_shared<ColumnParallel>(tp, sp);
+  const auto row = std::make_shared<RowParallel>(tp, sp);
+  const auto norm = std::make_shared<SequenceSplitLayerNorm>(tp);
   for (int64_t i = 0; i < cfg.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
     split(h + "attn.c_attn.weight", {1, 3});
@@ -180,11 +230,19 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::gpt2::GPT2
     block.attn().c_proj().set_style(row);
     block.mlp().c_fc().set_style(column);
     block.mlp().c_proj().set_style(row);
+    if (sp) {
+      block.ln_1().set_style(norm);
+      block.ln_2().set_style(norm);
+    }
+  }
+  if (sp) {
+    model.wpe().set_style(std::make_shared<SequenceSplitEmbedding>(tp));
+    model.ln_f().set_style(norm);
   }
   split("wte.weight", {0, 1});
   std::vector<int64_t> widths;
   for (int r = 0; r < n; ++r) widths.push_back(plan->range(cfg.vocab_size, r).second);
-  model.wte().set_style(std::make_shared<VocabParallel>(tp, plan->range(cfg.vocab_size, tp.rank()).first, widths));
+  model.wte().set_style(std::make_shared<VocabParallel>(tp, sp, plan->range(cfg.vocab_size, tp.rank()).first, widths));
 
   // Every rank built the same full model (same seed or weights); keep this rank's shards.
   autograd::NoGradGuard no_grad;

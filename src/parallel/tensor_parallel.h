@@ -16,6 +16,9 @@
 //   row-parallel biases        identically.
 // Per layer and micro-batch: 2 all-reduces in the forward (after each row-parallel layer)
 // and 2 in the backward (before each column-parallel layer's input): tp_collectives.h.
+// Sequence parallelism turns each into a reduce-scatter / all-gather pair along the
+// sequence, and all-reduces the gradients of the layer norms and row-parallel biases, which
+// every rank then computes from its part of the sequence only.
 #pragma once
 
 #include <map>
@@ -40,7 +43,10 @@ class TensorParallelPlan {
  public:
   // Shards `model` over `tp` (throws naming the sizes when they do not divide: n_head and
   // 4 * n_embd by tp). The model must outlive nothing: the styles keep `tp` by reference.
-  static std::unique_ptr<TensorParallelPlan> apply(models::gpt2::GPT2& model, comm::Communicator& tp);
+  // With `sequence_parallel`, the activations between the column/row pairs (layer norms,
+  // residuals, embeddings) are split along the sequence too (tp_collectives.h).
+  static std::unique_ptr<TensorParallelPlan> apply(models::gpt2::GPT2& model, comm::Communicator& tp,
+                                                   bool sequence_parallel = false);
 
   int size() const { return size_; }
   int rank() const { return rank_; }

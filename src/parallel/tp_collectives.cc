@@ -17,6 +17,8 @@ TRI_REGISTER_OP(kCopyToTp, "copy_to_tp");
 TRI_REGISTER_OP(kReduceFromTp, "reduce_from_tp");
 TRI_REGISTER_OP(kGatherFromTp, "gather_from_tp");
 TRI_REGISTER_OP(kVocabParallelCrossEntropy, "vocab_parallel_cross_entropy");
+TRI_REGISTER_OP(kGatherSequence, "gather_sequence");
+TRI_REGISTER_OP(kReduceScatterSequence, "reduce_scatter_sequence");
 
 namespace {
 
@@ -26,7 +28,57 @@ Tensor all_reduced(const Tensor& x, comm::Communicator& comm) {
   return out;
 }
 
+// (B, T/n, ...) blocks of the ranks -> (B, T, ...), in rank order along T.
+Tensor all_gather_dim1(const Tensor& x, comm::Communicator& comm) {
+  const int64_t n = comm.size();
+  std::vector<int64_t> blocks = x.shape().vec();
+  blocks.insert(blocks.begin(), n);  // (n, B, T/n, ...)
+  Tensor gathered = empty(Shape(blocks), x.dtype());
+  comm.all_gather(core::contiguous(x), gathered);
+  std::vector<int64_t> order(blocks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::swap(order[0], order[1]);  // (B, n, T/n, ...)
+  std::vector<int64_t> shape = x.shape().vec();
+  shape[1] *= n;
+  return views::view(core::contiguous(views::permute(gathered, order)), shape);
+}
+
+// (B, T, ...) summed over the ranks; this rank keeps its block of T: (B, T/n, ...).
+Tensor reduce_scatter_dim1(const Tensor& x, comm::Communicator& comm) {
+  const int64_t n = comm.size();
+  TRI_CHECK(x.dim() >= 2 && x.size(1) % n == 0, "sequence parallelism: the sequence length ", x.dim() >= 2 ? x.size(1) : 0,
+            " must be divisible by the ", n, " tensor-parallel ranks");
+  std::vector<int64_t> split = x.shape().vec();
+  split[1] /= n;
+  split.insert(split.begin() + 1, n);  // (B, n, T/n, ...)
+  std::vector<int64_t> order(split.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::swap(order[0], order[1]);  // (n, B, T/n, ...)
+  const Tensor blocks = core::contiguous(views::permute(views::view(core::contiguous(x), split), order));
+  std::vector<int64_t> shape = x.shape().vec();
+  shape[1] /= n;
+  Tensor out = empty(Shape(shape), x.dtype());
+  comm.reduce_scatter(blocks, out);
+  return out;
+}
+
 }  // namespace
+
+Tensor gather_sequence(const Tensor& x, comm::Communicator& comm) {
+  Tensor out = all_gather_dim1(x, comm);
+  if (needs_grad({x}))
+    record(kGatherSequence, {x}, {out},
+           [c = &comm](const BackwardContext& ctx) { return GradList{reduce_scatter_dim1(ctx.grad(), *c)}; });
+  return out;
+}
+
+Tensor reduce_scatter_sequence(const Tensor& x, comm::Communicator& comm) {
+  Tensor out = reduce_scatter_dim1(x, comm);
+  if (needs_grad({x}))
+    record(kReduceScatterSequence, {x}, {out},
+           [c = &comm](const BackwardContext& ctx) { return GradList{all_gather_dim1(ctx.grad(), *c)}; });
+  return out;
+}
 
 Tensor copy_to_tp(const Tensor& x, comm::Communicator& comm) {
   if (!needs_grad({x})) return x;

@@ -8,6 +8,12 @@
 //                       sums of a row-parallel layer leave it)
 //   gather_from_tp(x)   forward all-gather along the last dim (uneven widths allowed),
 //                       backward this rank's slice (full logits for inference)
+// and those of sequence parallelism (Korthikanti et al., "Reducing Activation Recomputation
+// in Large Transformer Models", 2022), on (B, T, ...) activations split along T:
+//   gather_sequence(x)          forward all-gather along dim 1, backward reduce-scatter
+//                               (entering a column-parallel layer: replaces copy_to_tp)
+//   reduce_scatter_sequence(x)  forward reduce-scatter along dim 1, backward all-gather
+//                               (leaving a row-parallel layer: replaces reduce_from_tp)
 //
 // vocab_parallel_cross_entropy: the mean cross-entropy of logits whose vocabulary is split
 // across the ranks, (N, V_r) on rank r holding ids [vocab_begin, vocab_begin + V_r), without
@@ -29,6 +35,8 @@ Tensor copy_to_tp(const Tensor& x, comm::Communicator& comm);
 Tensor reduce_from_tp(const Tensor& x, comm::Communicator& comm);
 // widths[r]: rank r's size of x's last dim.
 Tensor gather_from_tp(const Tensor& x, comm::Communicator& comm, const std::vector<int64_t>& widths);
+Tensor gather_sequence(const Tensor& x, comm::Communicator& comm);
+Tensor reduce_scatter_sequence(const Tensor& x, comm::Communicator& comm);
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab_begin,
                                     comm::Communicator& comm);
 

@@ -111,6 +111,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
             "): start the run with mpirun or trident launch on a multiple of tp ranks");
   TRI_CHECK(cfg.parallel.tp == 1 || cfg.parallel.zero_stage <= 2, "parallel.zero_stage = 3 with parallel.tp = ",
             cfg.parallel.tp, " is not supported; tensor parallelism composes with ZeRO stages 0-2");
+  TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.parallel.tp > 1,
+            "parallel.sequence_parallel needs parallel.tp > 1 (it splits the tensor-parallel ranks' sequence)");
+  TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.data.seq_len % cfg.parallel.tp == 0, "data.seq_len (",
+            cfg.data.seq_len, ") must be divisible by parallel.tp (", cfg.parallel.tp, ") with parallel.sequence_parallel");
   if (comm && comm->size() > 1) {
     const int64_t dp = comm->size() / cfg.parallel.tp;
     TRI_CHECK(cfg.data.batch_size % dp == 0, "data.batch_size (", cfg.data.batch_size,
@@ -138,7 +142,8 @@ Status Trainer::init() {
   }
   if (comm_) {
     mesh_ = std::make_unique<parallel::DeviceMesh>(comm_, cfg_.parallel.tp);
-    if (mesh_->tp_size() > 1) tp_plan_ = parallel::TensorParallelPlan::apply(*model_, mesh_->tp());
+    if (mesh_->tp_size() > 1)
+      tp_plan_ = parallel::TensorParallelPlan::apply(*model_, mesh_->tp(), cfg_.parallel.sequence_parallel);
   }
   if (cfg_.precision.mixed())
     master_ = std::make_unique<optim::MasterWeights>(model_->named_parameters(), cfg_.precision.compute_dtype());

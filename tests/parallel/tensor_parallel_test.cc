@@ -46,10 +46,13 @@ TEST_F(TensorParallelTest, LossesEqualTheSingleProcessRun) {
   if (tp_degrees().empty()) GTEST_SKIP() << "one rank has no tensor parallelism";
   for (int64_t tp : tp_degrees())
     for (int64_t stage : {0, 1, 2})
-      for (int64_t accum : {1, 2}) {
+      for (int64_t accum : {1, 2})
+        for (bool sp : {false, true}) {
         if (stage == 2 && accum == 2 && tp == 4) continue;  // covered by the others; keeps the test short
-        TrainConfig cfg = config("tp" + std::to_string(tp) + "_z" + std::to_string(stage) + "_a" + std::to_string(accum));
+        TrainConfig cfg = config("tp" + std::to_string(tp) + "_z" + std::to_string(stage) + "_a" + std::to_string(accum) +
+                                 (sp ? "_sp" : ""));
         cfg.parallel.tp = tp;
+        cfg.parallel.sequence_parallel = sp;
         cfg.parallel.zero_stage = stage;
         cfg.data.grad_accum_steps = accum;
         TrainConfig single = cfg;
@@ -58,7 +61,8 @@ TEST_F(TensorParallelTest, LossesEqualTheSingleProcessRun) {
         const Run ref = train(single, nullptr);
         const Run got = train(cfg, world);
         const std::string what = "dp " + std::to_string(world->size() / tp) + " x tp " + std::to_string(tp) +
-                                 ", ZeRO " + std::to_string(stage) + ", accum " + std::to_string(accum);
+                                 (sp ? " (sequence parallel)" : "") + ", ZeRO " + std::to_string(stage) + ", accum " +
+                                 std::to_string(accum);
         expect_close(got.losses, ref.losses, what + " (train loss)");
         expect_close(got.val, ref.val, what + " (val loss)");
       }
@@ -94,6 +98,44 @@ TEST_F(TensorParallelTest, FourAllReducesPerLayerPerMicroBatch) {
       std::printf("tp all-reduces per step, accumulation %lld: %lld with 2 layers, %lld with 3\n",
                   static_cast<long long>(accum), static_cast<long long>(calls[0]), static_cast<long long>(calls[1]));
     EXPECT_EQ(calls[1] - calls[0], 4 * accum) << "accumulation " << accum;
+  }
+}
+
+// Sequence parallelism: the same 4 per layer and micro-batch become all-gathers and
+// reduce-scatters along the sequence (2 of each forward, 2 of each backward), and no
+// activation is all-reduced any more.
+TEST_F(TensorParallelTest, SequenceParallelTurnsThemIntoGatherScatterPairs) {
+  if (tp_degrees().empty()) GTEST_SKIP() << "one rank has no tensor parallelism";
+  for (int64_t accum : {1, 2}) {
+    std::vector<comm::CommStats> stats;
+    for (int64_t layers : {2, 3}) {
+      TrainConfig cfg = config("sp" + std::to_string(layers) + "_" + std::to_string(accum));
+      cfg.model.n_layer = layers;
+      cfg.parallel.tp = 2;
+      cfg.parallel.sequence_parallel = true;
+      cfg.data.grad_accum_steps = accum;
+      cfg.train.eval_interval = 1000;
+      auto t = Trainer::create(cfg, world);
+      ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+      t.value()->show_progress = false;
+      comm::Communicator& tp = t.value()->mesh()->tp();
+      tp.reset_stats();
+      ASSERT_TRUE(t.value()->run(1).is_ok());
+      stats.push_back(tp.stats());
+    }
+    auto added = [&](comm::CommOp op) { return stats[1].of(op).calls - stats[0].of(op).calls; };
+    const int64_t elements = stats[1].of(comm::CommOp::kAllReduce).elements - stats[0].of(comm::CommOp::kAllReduce).elements;
+    if (world->rank() == 0)
+      std::printf("sequence parallel, accumulation %lld, one more layer: %lld all-gathers, %lld reduce-scatters, "
+                  "%lld all-reduces of %lld parameter-gradient elements\n",
+                  static_cast<long long>(accum), static_cast<long long>(added(comm::CommOp::kAllGather)),
+                  static_cast<long long>(added(comm::CommOp::kReduceScatter)),
+                  static_cast<long long>(added(comm::CommOp::kAllReduce)), static_cast<long long>(elements));
+    EXPECT_EQ(added(comm::CommOp::kAllGather), 4 * accum);
+    EXPECT_EQ(added(comm::CommOp::kReduceScatter), 4 * accum);
+    // What remains all-reduced per layer is parameter gradients: the two layer norms and the
+    // two row-parallel biases (6 vectors of n_embd), not activations.
+    EXPECT_EQ(elements, 6 * 32 * accum);
   }
 }
 

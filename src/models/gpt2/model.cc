@@ -22,9 +22,10 @@ CausalSelfAttention::CausalSelfAttention(const GPT2Config& cfg)
 
 Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen) const {
   const Tensor qkv = c_attn_->forward(x);  // (B,T,3C)
-  // Widths from qkv rather than the config: under tensor parallelism c_attn yields this
-  // rank's heads only (parallel/tensor_parallel.h), and the same code runs them.
-  const int64_t B = x.size(0), T = x.size(1), C = qkv.size(2) / 3, HS = cfg_.n_embd / cfg_.n_head, NH = C / HS;
+  // Sizes from qkv rather than x and the config: under tensor parallelism c_attn yields this
+  // rank's heads only, and with sequence parallelism x is this rank's part of the sequence
+  // while qkv is all of it (parallel/tensor_parallel.h); the same code runs them.
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = cfg_.n_embd / cfg_.n_head, NH = C / HS;
   // q, k, v: (B,NH,T,HS) views into qkv; the attention kernel reads them through strides.
   auto head_view = [&](int64_t which) {
     return trident::transpose(trident::view(trident::narrow(qkv, 2, which * C, C), {B, T, NH, HS}), 1, 2);

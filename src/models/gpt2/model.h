@@ -52,6 +52,8 @@ class Block : public nn::Module {
   Tensor forward(const Tensor& x, Generator* dropout_gen) const;
   CausalSelfAttention& attn() { return *attn_; }
   MLP& mlp() { return *mlp_; }
+  nn::LayerNorm& ln_1() { return *ln_1_; }
+  nn::LayerNorm& ln_2() { return *ln_2_; }
 
  private:
   // Declared (hence registered) in Hugging Face's order: ln_1, attn, ln_2, mlp.
@@ -85,6 +87,8 @@ class GPT2 : public nn::Module {
   // The layers, for parallelism plans that shard them (parallel/tensor_parallel.h).
   Block& block(size_t i) { return *h_.at(i); }
   nn::Embedding& wte() { return *wte_; }
+  nn::Embedding& wpe() { return *wpe_; }
+  nn::LayerNorm& ln_f() { return *ln_f_; }
   // Sends every part's forward through `hooks` (nullptr: none). The model does not own them.
   void set_part_hooks(nn::PartHooks* hooks) { part_hooks_ = hooks; }
 
