@@ -4,17 +4,21 @@
 
 namespace trident::parallel {
 
-DeviceMesh::DeviceMesh(std::shared_ptr<comm::Communicator> world, int64_t tp) : world_(std::move(world)) {
+DeviceMesh::DeviceMesh(std::shared_ptr<comm::Communicator> world, int64_t tp, int64_t pp) : world_(std::move(world)) {
   const int64_t n = world_->size();
-  TRI_CHECK(tp >= 1 && n % tp == 0, "parallel.tp (", tp, ") must divide the number of ranks (", n,
-            "): the ranks form data-parallel groups of tp tensor-parallel ranks (world = dp x tp)");
+  TRI_CHECK(tp >= 1 && pp >= 1 && n % (tp * pp) == 0, "the number of ranks (", n, ") must be a multiple of parallel.tp (",
+            tp, ") x parallel.pp (", pp, "): the ranks form pp x dp x tp, dp = ranks / (tp x pp)");
   const int r = world_->rank();
+  const int64_t dp = n / (tp * pp);
+  const int64_t tp_rank = r % tp, dp_rank = (r / tp) % dp, pp_rank = r / (tp * dp);
   tp_ = world_->split(static_cast<int>(r / tp), r);  // consecutive ranks
-  dp_ = tp == 1 ? world_ : std::shared_ptr<comm::Communicator>(world_->split(static_cast<int>(r % tp), r));
+  pp_ = world_->split(static_cast<int>(dp_rank * tp + tp_rank), r);
+  dp_ = tp == 1 && pp == 1 ? world_
+                           : std::shared_ptr<comm::Communicator>(world_->split(static_cast<int>(pp_rank * tp + tp_rank), r));
 }
 
 int64_t DeviceMesh::total_bytes() const {
-  int64_t bytes = world_->stats().total_bytes() + tp_->stats().total_bytes();
+  int64_t bytes = world_->stats().total_bytes() + tp_->stats().total_bytes() + pp_->stats().total_bytes();
   if (dp_ != world_) bytes += dp_->stats().total_bytes();
   return bytes;
 }

@@ -182,14 +182,16 @@ std::vector<std::pair<std::vector<int64_t>, Shape>> TensorParallelPlan::box_shap
   return out;
 }
 
-double clip_grad_norm_tp(const std::vector<nn::NamedTensor>& params, const TensorParallelPlan& plan,
-                         comm::Communicator& tp, double max_norm) {
+double clip_grad_norm_model_parallel(const std::vector<nn::NamedTensor>& params, const TensorParallelPlan* plan,
+                                     comm::Communicator* tp, comm::Communicator* pp, double max_norm) {
   std::vector<Tensor> split, replicated;
   for (const auto& [name, p] : params)
-    if (p.grad().has_value()) (plan.is_split(name) ? split : replicated).push_back(*p.grad());
+    if (p.grad().has_value()) (plan && plan->is_split(name) ? split : replicated).push_back(*p.grad());
   Tensor split_sq = full({1}, ops::sum_of_squares(split), DType::kF64);
-  tp.all_reduce(split_sq);
-  const double norm = std::sqrt(split_sq.item() + ops::sum_of_squares(replicated));
+  if (tp != nullptr) tp->all_reduce(split_sq);
+  Tensor sq = full({1}, split_sq.item() + ops::sum_of_squares(replicated), DType::kF64);
+  if (pp != nullptr) pp->all_reduce(sq);
+  const double norm = std::sqrt(sq.item());
   if (max_norm > 0.0) {
     const double coef = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_
     if (coef < 1.0) {

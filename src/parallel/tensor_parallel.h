@@ -76,9 +76,11 @@ class TensorParallelPlan {
   std::map<std::string, Shape> full_shapes_;
 };
 
-// Global-norm clipping of tensor-parallel shards: the squares of split parameters are summed
-// over `tp`, replicated ones counted once. Returns the norm before clipping.
-double clip_grad_norm_tp(const std::vector<nn::NamedTensor>& params, const TensorParallelPlan& plan,
-                         comm::Communicator& tp, double max_norm);
+// Global-norm clipping of a model split across ranks: the squares of parameters that `plan`
+// splits are summed over `tp` (replicated ones counted once), and everything over the
+// pipeline stages `pp` (each holds other parameters). plan/tp and pp may be null. Returns
+// the norm before clipping.
+double clip_grad_norm_model_parallel(const std::vector<nn::NamedTensor>& params, const TensorParallelPlan* plan,
+                                     comm::Communicator* tp, comm::Communicator* pp, double max_norm);
 
 }  // namespace trident::parallel

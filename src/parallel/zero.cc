@@ -281,20 +281,24 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
   std::vector<Tensor> shards;
   for (const Bucket& b : buckets_) shards.push_back(shard_grad(b));
   double norm = 0.0;
-  if (tp_ == nullptr) {
+  if (tp_ == nullptr && pp_ == nullptr) {
     Tensor sq = full({1}, ops::sum_of_squares(shards), DType::kF64);
     comm_.all_reduce(sq);
     norm = std::sqrt(sq.item());
   } else {
-    // Squares of split and of replicated parameters apart: the first sum over tp too.
+    // Squares of split and of replicated parameters apart: the first sum over tp too; then
+    // both over the pipeline's stages.
     std::vector<Tensor> split, replicated;
     for (const Bucket& b : buckets_)
       for (const Segment& s : b.mine)
         (split_[s.param] ? split : replicated).push_back(flat_slice(shard_grad(b), s.flat - shard_begin(b), s.length));
     Tensor sq = from_vector(std::vector<double>{ops::sum_of_squares(split), ops::sum_of_squares(replicated)}, Shape{2});
     comm_.all_reduce(sq);
-    Tensor split_sq = views::narrow(sq, 0, 0, 1);
-    tp_->all_reduce(split_sq);
+    if (tp_ != nullptr) {
+      Tensor split_sq = views::narrow(sq, 0, 0, 1);
+      tp_->all_reduce(split_sq);
+    }
+    if (pp_ != nullptr) pp_->all_reduce(sq);
     const std::vector<double> v = to_vector<double>(sq);
     norm = std::sqrt(v[0] + v[1]);
   }

@@ -64,10 +64,13 @@ class ZeroOptimizer : public nn::PartHooks {
   // (max_norm <= 0: only measures).
   double clip_grad_norm(double max_norm);
   // Under tensor parallelism the model's parameters are shards: the norm also sums the squares
-  // of the parameters split[k] over `tp` (replicated ones count once).
-  void set_tensor_parallel(comm::Communicator* tp, std::vector<bool> split) {
+  // of the parameters split[k] over `tp` (replicated ones count once); under pipeline
+  // parallelism each stage holds other parameters: the norm sums over `pp` too. Either may
+  // be null.
+  void set_model_parallel(comm::Communicator* tp, std::vector<bool> split, comm::Communicator* pp) {
     tp_ = tp;
     split_ = std::move(split);
+    pp_ = pp;
   }
   // The full AdamW state of this rank's parameters, "<param>.exp_avg" / ".exp_avg_sq",
   // gathered from the ranks (collective; for checkpoints of tensor-parallel shards).
@@ -160,6 +163,7 @@ class ZeroOptimizer : public nn::PartHooks {
   std::vector<size_t> completed_;
   int depth_ = 0;
   comm::Communicator* tp_ = nullptr;
+  comm::Communicator* pp_ = nullptr;
   std::vector<bool> split_;
   std::shared_ptr<bool> alive_;
 };

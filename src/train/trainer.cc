@@ -106,9 +106,14 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> com
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm) {
   cfg.validate();
-  TRI_CHECK(cfg.parallel.tp == 1 || (comm && comm->size() % cfg.parallel.tp == 0), "parallel.tp (", cfg.parallel.tp,
-            ") must divide the number of ranks (", comm ? comm->size() : 1,
-            "): start the run with mpirun or trident launch on a multiple of tp ranks");
+  const int64_t model_parallel = cfg.parallel.tp * cfg.parallel.pp;
+  TRI_CHECK(model_parallel == 1 || (comm && comm->size() % model_parallel == 0), "parallel.tp (", cfg.parallel.tp,
+            ") x parallel.pp (", cfg.parallel.pp, ") must divide the number of ranks (", comm ? comm->size() : 1,
+            "): start the run with mpirun or trident launch on a multiple of tp x pp ranks");
+  TRI_CHECK(cfg.parallel.pp == 1 || cfg.parallel.zero_stage <= 1, "parallel.zero_stage = ", cfg.parallel.zero_stage,
+            " with parallel.pp = ", cfg.parallel.pp, " is not supported; pipeline parallelism composes with ZeRO stages 0-1");
+  TRI_CHECK(cfg.parallel.pp > 1 || (cfg.parallel.virtual_stages == 1 && cfg.parallel.pipeline_layers.empty()),
+            "parallel.virtual_stages and parallel.pipeline_layers need parallel.pp > 1");
   TRI_CHECK(cfg.parallel.tp == 1 || cfg.parallel.zero_stage <= 2, "parallel.zero_stage = 3 with parallel.tp = ",
             cfg.parallel.tp, " is not supported; tensor parallelism composes with ZeRO stages 0-2");
   TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.parallel.tp > 1,
@@ -116,10 +121,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
   TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.data.seq_len % cfg.parallel.tp == 0, "data.seq_len (",
             cfg.data.seq_len, ") must be divisible by parallel.tp (", cfg.parallel.tp, ") with parallel.sequence_parallel");
   if (comm && comm->size() > 1) {
-    const int64_t dp = comm->size() / cfg.parallel.tp;
+    const int64_t dp = comm->size() / model_parallel;
     TRI_CHECK(cfg.data.batch_size % dp == 0, "data.batch_size (", cfg.data.batch_size,
-              ") must be divisible by the number of data-parallel ranks (", dp, " = ", comm->size(), " ranks / tp ",
-              cfg.parallel.tp, "): each data-parallel rank trains on an equal slice of every global batch");
+              ") must be divisible by the number of data-parallel ranks (", dp, " = ", comm->size(), " ranks / (tp ",
+              cfg.parallel.tp, " x pp ", cfg.parallel.pp, ")): each data-parallel rank trains on an equal slice of every "
+              "global batch");
     TRI_CHECK(!cfg.precision.mixed(), "precision.dtype = \"", cfg.precision.dtype,
               "\" is not supported with more than one rank yet; use fp32");
   }
@@ -140,10 +146,28 @@ Status Trainer::init() {
     Status s = load_gpt2_weights(*model_, cfg_.train.init_from);
     if (!s.is_ok()) return s;
   }
+  for (const auto& [name, p] : model_->named_parameters()) full_shapes_.emplace(name, p.shape());
   if (comm_) {
-    mesh_ = std::make_unique<parallel::DeviceMesh>(comm_, cfg_.parallel.tp);
+    mesh_ = std::make_unique<parallel::DeviceMesh>(comm_, cfg_.parallel.tp, cfg_.parallel.pp);
     if (mesh_->tp_size() > 1)
       tp_plan_ = parallel::TensorParallelPlan::apply(*model_, mesh_->tp(), cfg_.parallel.sequence_parallel);
+    if (mesh_->pp_size() > 1) {
+      std::vector<int64_t> counts;
+      std::stringstream list(cfg_.parallel.pipeline_layers);
+      for (std::string item; std::getline(list, item, ',');) {
+        try {
+          counts.push_back(std::stoll(item));
+        } catch (const std::exception&) {
+          return Status::invalid("parallel.pipeline_layers: '" + item + "' in \"" + cfg_.parallel.pipeline_layers +
+                                 "\" is not a block count");
+        }
+      }
+      pipeline_ = std::make_unique<parallel::Pipeline>(
+          *model_, mesh_->pp(),
+          parallel::PipelineLayout::make(cfg_.model.n_layer, static_cast<int>(cfg_.parallel.pp),
+                                         static_cast<int>(cfg_.parallel.virtual_stages), counts),
+          cfg_.parallel.pipeline_schedule, cfg_.parallel.sequence_parallel ? cfg_.parallel.tp : 1);
+    }
   }
   if (cfg_.precision.mixed())
     master_ = std::make_unique<optim::MasterWeights>(model_->named_parameters(), cfg_.precision.compute_dtype());
@@ -153,8 +177,9 @@ Status Trainer::init() {
     TRI_CHECK(comm_ != nullptr, "parallel.zero_stage = ", cfg_.parallel.zero_stage,
               " needs ranks to shard across: start the run with mpirun or trident launch");
     TRI_CHECK(!cfg_.precision.mixed(), "parallel.zero_stage > 0 supports precision.dtype = fp32 only for now");
-    const std::vector<nn::NamedTensor> params = model_->named_parameters();
-    std::vector<std::vector<size_t>> parts;  // the model's parts as indices into params
+    const std::vector<nn::NamedTensor> params = weights();
+    std::vector<std::vector<size_t>> parts;  // ZeRO-3: the model's parts as indices into params
+    if (cfg_.parallel.zero_stage == 3)
     for (const auto& part : model_->parts()) {
       parts.emplace_back();
       for (const auto& [name, p] : part)
@@ -165,14 +190,14 @@ Status Trainer::init() {
     zero_ = std::make_unique<parallel::ZeroOptimizer>(params, mesh_->dp(), static_cast<int>(cfg_.parallel.zero_stage),
                                                       bucket_bytes, cfg_.optim, parts);
     if (cfg_.parallel.zero_stage == 3) model_->set_part_hooks(zero_.get());
-    if (tp_plan_) {
+    if (tp_plan_ || pipeline_) {
       std::vector<bool> split;
-      for (const auto& [name, p] : params) split.push_back(tp_plan_->is_split(name));
-      zero_->set_tensor_parallel(&mesh_->tp(), split);
+      for (const auto& [name, p] : params) split.push_back(tp_plan_ && tp_plan_->is_split(name));
+      zero_->set_model_parallel(tp_plan_ ? &mesh_->tp() : nullptr, split, pipeline_ ? &mesh_->pp() : nullptr);
     }
   } else {
     if (comm_)  // also with one rank (mpirun -np 1): the same code path as with many
-      dp_ = std::make_unique<parallel::DataParallel>(model_->named_parameters(), mesh_->dp(), bucket_bytes);
+      dp_ = std::make_unique<parallel::DataParallel>(weights(), mesh_->dp(), bucket_bytes);
     optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
   }
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
@@ -203,7 +228,8 @@ Status Trainer::init() {
 }
 
 std::vector<nn::NamedTensor> Trainer::weights() const {
-  return master_ ? master_->masters() : model_->named_parameters();
+  if (master_) return master_->masters();
+  return pipeline_ ? pipeline_->parameters() : model_->named_parameters();
 }
 
 data::Batch Trainer::local_rows(const data::Batch& batch) const {
@@ -226,7 +252,19 @@ StepMetrics Trainer::train_step() {
   const double lr = schedule_->lr_at(step_);
   const int64_t accum = cfg_.data.grad_accum_steps;
   double loss_sum = 0.0;
-  {
+  if (pipeline_) {
+    MemoryCategoryGuard activations(MemoryCategory::kActivation);
+    std::vector<parallel::MicroBatch> micro;
+    for (int64_t i = 0; i < accum; ++i) {
+      const data::Batch batch = local_rows(train_sampler_->next());
+      micro.push_back({batch.inputs, batch.targets});
+    }
+    loss_sum = pipeline_->train_step(micro, scaler_->scale() / static_cast<double>(accum), [&](bool last) {
+      if (dp_) dp_->set_sync(last);  // a chunk's parameters are final at its last micro-batch
+      if (zero_) zero_->begin_backward(last);
+    });
+    if (zero_) zero_->end_backward();
+  } else {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     for (int64_t micro = 0; micro < accum; ++micro) {
       const data::Batch batch = local_rows(train_sampler_->next());
@@ -259,8 +297,10 @@ StepMetrics Trainer::train_step() {
     m.grad_norm = zero_->clip_grad_norm(cfg_.optim.grad_clip);
     zero_->step(lr);
   } else if (apply) {
-    m.grad_norm = tp_plan_ ? parallel::clip_grad_norm_tp(w, *tp_plan_, mesh_->tp(), cfg_.optim.grad_clip)
-                           : optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
+    m.grad_norm = tp_plan_ || pipeline_
+                      ? parallel::clip_grad_norm_model_parallel(w, tp_plan_.get(), tp_plan_ ? &mesh_->tp() : nullptr,
+                                                                pipeline_ ? &mesh_->pp() : nullptr, cfg_.optim.grad_clip)
+                      : optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
     optimizer_->step(lr);
     if (master_) master_->copy_to_model();
   } else {
@@ -283,6 +323,16 @@ double Trainer::evaluate() {
   MemoryCategoryGuard activations(MemoryCategory::kActivation);
   model_->eval();
   data::SequentialSampler val(val_file_, cfg_.data.batch_size, cfg_.data.seq_len);
+  if (pipeline_) {
+    std::vector<parallel::MicroBatch> batches;
+    for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
+      const data::Batch batch = local_rows(val.batch_at(i));
+      batches.push_back({batch.inputs, batch.targets});
+    }
+    const double total = pipeline_->evaluate(batches);
+    model_->train();
+    return mean_over_ranks(total / static_cast<double>(cfg_.train.eval_batches));
+  }
   double total = 0.0;
   for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
     const data::Batch batch = local_rows(val.batch_at(i));
@@ -334,7 +384,7 @@ Status Trainer::run(int64_t until_step) {
 }
 
 Status Trainer::save_checkpoint() {
-  if (tp_plan_) return save_tensor_parallel_checkpoint();
+  if (tp_plan_ || pipeline_) return save_model_parallel_checkpoint();
   if (zero_) return save_sharded_checkpoint();
   // One process, or data parallel: every rank holds the same state; rank 0 writes it, the
   // others wait.
@@ -459,15 +509,16 @@ Status Trainer::agree_on(const Status& rank0_status, const std::string& name) co
   return Status::ok();
 }
 
-// Note [Tensor-parallel checkpoints]
-// Tensors keep their single-device names and shapes: tensor-parallel rank t of data-parallel
-// group 0 writes tp.rank<t>.safetensors holding, for every split parameter and its AdamW
-// moments, its shard as box shards of the full tensor (c_attn: three boxes, one in each of
-// q, k and v), and rank 0 also the replicated tensors, whole. Under ZeRO the moments are
-// first gathered within the data-parallel group. Rank 0 lists every file and box in the
-// manifest and commits, as for sharded ZeRO checkpoints; a reader assembles any tensor from
-// its boxes, so the checkpoint loads under any other layout, or in one process.
-Status Trainer::save_tensor_parallel_checkpoint() {
+// Note [Model-parallel checkpoints]
+// Tensors keep their single-device names and shapes. The ranks of data-parallel group 0
+// write: pipeline stage p, tensor-parallel rank t writes mp.pp<p>.tp<t>.safetensors holding,
+// for every parameter of its stage and its AdamW moments, its shard as box shards of the full
+// tensor (c_attn: three boxes, one in each of q, k and v); replicated tensors come whole from
+// tp rank 0. Under ZeRO the moments are first gathered within the data-parallel group. Rank
+// 0 lists every file and box in the manifest (it knows every stage's parameters and every
+// rank's boxes) and commits, as for sharded ZeRO checkpoints; a reader assembles any tensor
+// from its boxes, so the checkpoint loads under any other layout, or in one process.
+Status Trainer::save_model_parallel_checkpoint() {
   const std::string name = checkpoint::step_checkpoint_name(step_);
   auto writer = begin_shared_checkpoint(name);
   if (!writer.is_ok()) return writer.status();
@@ -479,39 +530,56 @@ Status Trainer::save_tensor_parallel_checkpoint() {
       if (n.ends_with(suffix)) return n.substr(0, n.size() - std::strlen(suffix));
     return n;
   };
-  auto file_of = [](int t) {
+  auto file_of = [](int p, int t) {
     char file[64];
-    std::snprintf(file, sizeof file, "tp.rank%05d.safetensors", t);
+    std::snprintf(file, sizeof file, "mp.pp%03d.tp%03d.safetensors", p, t);
     return std::string(file);
   };
   auto key_of = [](const std::string& n, size_t box) { return n + "#" + std::to_string(box); };
-  // Replicated tensors come from tp rank 0 only.
-  auto writes = [&](const std::string& n, int t) { return tp_plan_->is_split(base_name(n)) || t == 0; };
-  const int tp = mesh_->tp_rank();
+  const bool has_state = !opt_state.empty();
+  auto split = [&](const std::string& param) { return tp_plan_ && tp_plan_->is_split(param); };
+  // Pipeline stage s writes the tensors of its parameters; replicated ones come from tp rank 0.
+  auto writes = [&](const std::string& param, int s, int t) {
+    return (!pipeline_ || pipeline_->owner(param) == s) && (split(param) || t == 0);
+  };
+  auto boxes_of = [&](const std::string& param, int t) {
+    return tp_plan_ ? tp_plan_->box_shapes(param, t)
+                    : std::vector<std::pair<std::vector<int64_t>, Shape>>{
+                          {std::vector<int64_t>(full_shapes_.at(param).size(), 0), full_shapes_.at(param)}};
+  };
+  const int pp = mesh_->pp_rank(), tp = mesh_->tp_rank();
   std::vector<checkpoint::NamedTensor> pieces;
   for (const auto& [n, t] : tensors) {
-    if (!writes(n, tp)) continue;
-    const auto boxes = tp_plan_->boxes(base_name(n), t);
+    const std::string param = base_name(n);
+    if (!writes(param, pp, tp)) continue;
+    if (!tp_plan_) {
+      pieces.push_back({key_of(n, 0), t});
+      continue;
+    }
+    const auto boxes = tp_plan_->boxes(param, t);
     for (size_t b = 0; b < boxes.size(); ++b) pieces.push_back({key_of(n, b), boxes[b].part});
   }
-  auto files = write_shard_files(name, file_of(tp), pieces, /*write=*/mesh_->dp_rank() == 0);
+  auto files = write_shard_files(name, file_of(pp, tp), pieces, /*write=*/mesh_->dp_rank() == 0);
   if (!files.is_ok()) return files.status();
   Status s = Status::ok();
   if (is_rank0()) {
     checkpoint::CheckpointWriter& w = *writer.value();
-    for (int t = 0; t < mesh_->tp_size(); ++t) {  // world rank t: dp rank 0, tp rank t
-      checkpoint::ManifestFile f = files.value()[static_cast<size_t>(t)];
-      f.name = file_of(t);
-      w.add_file(f);
-      for (const auto& [n, value] : tensors) {
-        if (!writes(n, t)) continue;
-        const std::string param = base_name(n);
-        const auto boxes = tp_plan_->box_shapes(param, t);
-        for (size_t b = 0; b < boxes.size(); ++b)
-          w.add_tensor_shard(n, value.dtype(), tp_plan_->full_shape(param),
-                             checkpoint::TensorShard::box(file_of(t), key_of(n, b), boxes[b].first, boxes[b].second));
+    for (int p = 0; p < mesh_->pp_size(); ++p)
+      for (int t = 0; t < mesh_->tp_size(); ++t) {
+        checkpoint::ManifestFile f = files.value()[static_cast<size_t>(mesh_->rank_at(p, 0, t))];
+        f.name = file_of(p, t);
+        w.add_file(f);
+        for (const auto& [param, shape] : full_shapes_) {
+          if (!writes(param, p, t)) continue;
+          for (const std::string& n : has_state ? std::vector<std::string>{param, param + ".exp_avg", param + ".exp_avg_sq"}
+                                                : std::vector<std::string>{param}) {
+            const auto boxes = boxes_of(param, t);
+            for (size_t b = 0; b < boxes.size(); ++b)
+              w.add_tensor_shard(n, DType::kF32, shape,
+                                 checkpoint::TensorShard::box(file_of(p, t), key_of(n, b), boxes[b].first, boxes[b].second));
+          }
+        }
       }
-    }
     s = commit_checkpoint(w, zero_ ? zero_->step_count() : optimizer_->step_count());
   }
   return agree_on(s, name);

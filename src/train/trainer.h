@@ -20,6 +20,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,7 @@
 #include "optim/mixed_precision.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
+#include "parallel/pipeline.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
 #include "train/metrics.h"
@@ -62,8 +64,10 @@ class Trainer {
   int64_t step() const { return step_; }
   models::gpt2::GPT2& model() { return *model_; }
   const TrainConfig& config() const { return cfg_; }
-  // The ranks' dp x tp arrangement (null in one process without a communicator).
+  // The ranks' pp x dp x tp arrangement (null in one process without a communicator).
   const parallel::DeviceMesh* mesh() const { return mesh_.get(); }
+  // The pipeline (null unless parallel.pp > 1): its timings of the last step.
+  const parallel::Pipeline* pipeline() const { return pipeline_.get(); }
 
   // Observers (tests, the CLI): called after each step / evaluation.
   std::function<void(const StepMetrics&)> on_step;
@@ -98,9 +102,9 @@ class Trainer {
   // rank 0's commit status, agreed by every rank (collective).
   [[nodiscard]] Status agree_on(const Status& rank0_status, const std::string& name) const;
   static std::string zero_shard_file(int rank);
-  // Tensor parallelism: every tensor-parallel rank of the first data-parallel group writes
-  // its shards as boxes of the single-device tensors (Note [Tensor-parallel checkpoints]).
-  [[nodiscard]] Status save_tensor_parallel_checkpoint();
+  // Tensor and pipeline parallelism: every rank of the first data-parallel group writes its
+  // stage's shards as boxes of the single-device tensors (Note [Model-parallel checkpoints]).
+  [[nodiscard]] Status save_model_parallel_checkpoint();
 
   TrainConfig cfg_;
   std::unique_ptr<models::gpt2::GPT2> model_;
@@ -111,6 +115,8 @@ class Trainer {
   std::shared_ptr<comm::Communicator> comm_;     // null: one process
   std::unique_ptr<parallel::DeviceMesh> mesh_;   // with comm_: its dp x tp groups
   std::unique_ptr<parallel::TensorParallelPlan> tp_plan_;  // parallel.tp > 1
+  std::unique_ptr<parallel::Pipeline> pipeline_;           // parallel.pp > 1
+  std::map<std::string, Shape> full_shapes_;               // every parameter's single-device shape
   std::unique_ptr<parallel::DataParallel> dp_;   // more than one rank, ZeRO stage 0
   std::unique_ptr<parallel::ZeroOptimizer> zero_;  // ZeRO stages 1-3 (replaces optimizer_; stage 3 is the
                                                    // model's part hooks, so it is destroyed first)

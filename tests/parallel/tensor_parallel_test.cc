@@ -179,7 +179,7 @@ TEST_F(TensorParallelTest, LayoutsThatDoNotFitAreClearErrors) {
     auto t = Trainer::create(cfg, world);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.tp (" + std::to_string(cfg.parallel.tp) + ") must divide"),
+    EXPECT_NE(std::string(e.what()).find("parallel.tp (" + std::to_string(cfg.parallel.tp) + ") x parallel.pp (1) must divide"),
               std::string::npos)
         << e.what();
   }

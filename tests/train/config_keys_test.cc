@@ -21,7 +21,8 @@ TEST(TrainConfigKeys, AreFrozen) {
       "lr_schedule.shape", "lr_schedule.warmup_steps", "lr_schedule.decay_steps", "lr_schedule.min_lr",
       "precision.dtype", "precision.initial_loss_scale", "precision.growth_interval", "precision.growth_factor",
       "precision.backoff_factor", "precision.hysteresis", "precision.min_loss_scale",
-      "parallel.tp", "parallel.sequence_parallel", "parallel.zero_stage", "parallel.bucket_mb",
+      "parallel.tp", "parallel.sequence_parallel", "parallel.pp", "parallel.virtual_stages",
+      "parallel.pipeline_schedule", "parallel.pipeline_layers", "parallel.zero_stage", "parallel.bucket_mb",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
       "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads",
       "train.flush_denormals"};

@@ -96,18 +96,26 @@ void GPT2::init_weights() {
 // costs only the norms, the attention kernel and GELU, and frees the norm outputs, the
 // attention output and the 4C GELU output. The dropout generator is rewound for the rerun,
 // so losses and gradients are bitwise those of "none".
-Tensor GPT2::hidden(const Tensor& idx) const {
+Tensor GPT2::embed(const Tensor& idx) const {
   TRI_CHECK(idx.dim() == 2, "GPT2: expected token ids of shape (B, T), got ", idx.shape());
   const int64_t T = idx.size(1);
   TRI_CHECK(T <= cfg_.block_size, "GPT2: sequence length ", T, " exceeds the context length block_size=",
             cfg_.block_size);
-  Generator* gen = is_training() && cfg_.dropout > 0.0 ? &dropout_gen_ : nullptr;
   const Tensor pos = arange(T, DType::kI64);
-  Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // (B,T,C) + (T,C)
-  x = maybe_dropout(x, cfg_.dropout, gen);
+  const Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // (B,T,C) + (T,C)
+  return maybe_dropout(x, cfg_.dropout, dropout());
+}
+
+Generator* GPT2::dropout() const { return is_training() && cfg_.dropout > 0.0 ? &dropout_gen_ : nullptr; }
+
+Tensor GPT2::run_blocks(const Tensor& x, int64_t begin, int64_t end) const {
+  TRI_CHECK(0 <= begin && begin <= end && end <= static_cast<int64_t>(h_.size()), "GPT2: blocks [", begin, ", ", end,
+            ") out of range for ", h_.size(), " layers");
+  Generator* gen = dropout();
   const std::string& mode = cfg_.activation_checkpointing;
-  for (size_t i = 0; i < h_.size(); ++i) {
-    const std::shared_ptr<Block>& block = h_[i];
+  Tensor out = x;
+  for (int64_t i = begin; i < end; ++i) {
+    const std::shared_ptr<Block>& block = h_[static_cast<size_t>(i)];
     nn::PartForward run_block;
     if (mode == "none" || !is_training()) {
       run_block = [block, gen](const Tensor& in) { return block->forward(in, gen); };
@@ -118,9 +126,19 @@ Tensor GPT2::hidden(const Tensor& idx) const {
                                               {in}, policy, gen);
       };
     }
-    x = nn::run_part(part_hooks_, i + 1, run_block, x);
+    out = nn::run_part(part_hooks_, static_cast<size_t>(i) + 1, run_block, out);
   }
-  return ln_f_->forward(x);
+  return out;
+}
+
+Tensor GPT2::head_loss(const Tensor& x, const Tensor& targets) const {
+  // The tied LM head fused with the loss: the (B,T,V) logits never exist (Note [Fused LM
+  // head and cross-entropy] in ops/loss.h).
+  return wte_->attend_loss(ln_f_->forward(x), trident::reshape(targets, {-1}));
+}
+
+Tensor GPT2::hidden(const Tensor& idx) const {
+  return ln_f_->forward(run_blocks(embed(idx), 0, static_cast<int64_t>(h_.size())));
 }
 
 Tensor GPT2::forward(const Tensor& idx) const {
@@ -129,12 +147,10 @@ Tensor GPT2::forward(const Tensor& idx) const {
 }
 
 Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
-  // The tied LM head fused with the loss: the (B,T,V) logits never exist (Note [Fused LM
-  // head and cross-entropy] in ops/loss.h).
-  const Tensor flat_targets = trident::reshape(targets, {-1});
   return nn::run_part(
       part_hooks_, 0,
-      [&](const Tensor& ids) { return wte_->attend_loss(hidden(ids), flat_targets); }, idx);
+      [&](const Tensor& ids) { return head_loss(run_blocks(embed(ids), 0, static_cast<int64_t>(h_.size())), targets); },
+      idx);
 }
 
 std::vector<std::vector<nn::NamedTensor>> GPT2::parts() const {

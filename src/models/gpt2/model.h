@@ -73,6 +73,12 @@ class GPT2 : public nn::Module {
   // Mean cross-entropy of next-token targets (B,T) (ignore_index -1), a 0-dim tensor.
   Tensor loss(const Tensor& idx, const Tensor& targets) const;
 
+  // loss() in three pieces, for pipeline stages (parallel/pipeline.h): embeddings of token ids
+  // (B,T) -> (B,T,C); blocks [begin, end); and ln_f, the tied head and the loss.
+  Tensor embed(const Tensor& idx) const;
+  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end) const;
+  Tensor head_loss(const Tensor& x, const Tensor& targets) const;
+
   const GPT2Config& config() const { return cfg_; }
   // Dropout randomness while training; seeded separately from the init.
   Generator& dropout_generator() const { return dropout_gen_; }
@@ -94,6 +100,7 @@ class GPT2 : public nn::Module {
 
  private:
   Tensor hidden(const Tensor& idx) const;  // final LayerNorm output (B,T,C)
+  Generator* dropout() const;              // the dropout generator while training with dropout
 
   const GPT2Config cfg_;
   std::shared_ptr<nn::Embedding> wte_, wpe_;

@@ -1,0 +1,251 @@
+#include "parallel/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "core/copy.h"
+#include "core/factory.h"
+#include "ops/elementwise.h"
+
+namespace trident::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Which block a parameter name belongs to ("h.7.attn..." -> 7), or -1.
+int64_t block_of(const std::string& name) {
+  if (!name.starts_with("h.")) return -1;
+  return std::stoll(name.substr(2, name.find('.', 2) - 2));
+}
+
+}  // namespace
+
+PipelineLayout PipelineLayout::make(int64_t layers, int stages, int virtual_stages, const std::vector<int64_t>& counts) {
+  const int64_t n = static_cast<int64_t>(stages) * virtual_stages;
+  TRI_CHECK(stages >= 1 && virtual_stages >= 1, "pipeline: parallel.pp (", stages, ") and parallel.virtual_stages (",
+            virtual_stages, ") must be at least 1");
+  TRI_CHECK(layers >= n, "pipeline: model.n_layer (", layers, ") must be at least parallel.pp x parallel.virtual_stages (",
+            stages, " x ", virtual_stages, " = ", n, "): every chunk needs a block");
+  PipelineLayout layout;
+  layout.stages = stages;
+  layout.virtual_stages = virtual_stages;
+  std::vector<int64_t> sizes = counts;
+  if (sizes.empty()) {
+    for (int64_t k = 0; k < n; ++k) sizes.push_back(layers / n + (k < layers % n ? 1 : 0));
+  } else {
+    TRI_CHECK(static_cast<int64_t>(sizes.size()) == n, "pipeline: parallel.pipeline_layers has ", sizes.size(),
+              " block counts; the pipeline has ", n, " chunks (pp x virtual_stages)");
+    int64_t total = 0;
+    for (int64_t c : sizes) {
+      TRI_CHECK(c >= 1, "pipeline: parallel.pipeline_layers gives a chunk ", c, " blocks; each needs at least 1");
+      total += c;
+    }
+    TRI_CHECK(total == layers, "pipeline: parallel.pipeline_layers adds up to ", total, " blocks; the model has ", layers);
+  }
+  int64_t at = 0;
+  for (int64_t c : sizes) {
+    layout.chunks.emplace_back(at, at + c);
+    at += c;
+  }
+  return layout;
+}
+
+Pipeline::Pipeline(models::gpt2::GPT2& model, comm::Communicator& pp, PipelineLayout layout, std::string schedule,
+                   int64_t sequence_split)
+    : model_(model), pp_(pp), layout_(std::move(layout)), schedule_(std::move(schedule)), sequence_split_(sequence_split) {
+  TRI_CHECK(pp_.size() == layout_.stages, "pipeline: ", layout_.stages, " stages on a group of ", pp_.size(), " ranks");
+  TRI_CHECK(schedule_ == "gpipe" || schedule_ == "1f1b" || schedule_ == "interleaved",
+            "pipeline: parallel.pipeline_schedule must be gpipe, 1f1b or interleaved, got \"", schedule_, "\"");
+  TRI_CHECK((schedule_ == "interleaved") == (layout_.virtual_stages > 1),
+            "pipeline: the interleaved schedule is the one with parallel.virtual_stages > 1 (got schedule \"", schedule_,
+            "\" with ", layout_.virtual_stages, " virtual stages)");
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, p] : model_.named_parameters()) {
+    if (owner(name) == pp_.rank()) {
+      params_.emplace_back(name, p);
+    } else if (!(name == "wte.weight" && pp_.rank() == layout_.stages - 1)) {
+      p.set_data(empty({0}, p.dtype()));  // another stage's: never used here
+    }
+  }
+}
+
+int Pipeline::owner(const std::string& name) const {
+  const int64_t block = block_of(name);
+  if (block < 0) return name.starts_with("ln_f.") ? layout_.stages - 1 : 0;  // wte, wpe: the first stage
+  for (int c = 0; c < layout_.num_chunks(); ++c)
+    if (block >= layout_.chunks[static_cast<size_t>(c)].first && block < layout_.chunks[static_cast<size_t>(c)].second)
+      return layout_.rank_of_chunk(c);
+  TRI_CHECK(false, "pipeline: parameter '", name, "' is in no chunk");
+}
+
+std::vector<Pipeline::Op> Pipeline::schedule(int m) const {
+  const int P = layout_.stages, v = layout_.virtual_stages, r = pp_.rank();
+  std::vector<Op> ops;
+  if (schedule_ == "gpipe") {
+    for (int i = 0; i < m; ++i) ops.push_back({0, i, true});
+    for (int i = 0; i < m; ++i) ops.push_back({0, i, false});
+    return ops;
+  }
+  if (schedule_ == "1f1b") {
+    const int warmup = std::min(P - r - 1, m);
+    for (int i = 0; i < warmup; ++i) ops.push_back({0, i, true});
+    for (int i = 0; i < m - warmup; ++i) {
+      ops.push_back({0, warmup + i, true});
+      ops.push_back({0, i, false});
+    }
+    for (int i = m - warmup; i < m; ++i) ops.push_back({0, i, false});
+    return ops;
+  }
+  // Interleaved (Megatron-LM's forward_backward_pipelining_with_interleaving): micro-batches
+  // in groups of P, each group through chunk 0, then chunk 1, ...; backwards mirror it.
+  TRI_CHECK(m % P == 0, "pipeline: the interleaved schedule needs the micro-batches (data.grad_accum_steps = ", m,
+            ") to be a multiple of parallel.pp (", P, ")");
+  const int total = m * v;
+  const int warmup = std::min((P - r - 1) * 2 + (v - 1) * P, total);
+  auto micro = [&](int k) { return (k / (P * v)) * P + k % P; };
+  auto fwd = [&](int k) { return Op{(k % (P * v)) / P, micro(k), true}; };
+  auto bwd = [&](int k) { return Op{v - 1 - (k % (P * v)) / P, micro(k), false}; };
+  for (int k = 0; k < warmup; ++k) ops.push_back(fwd(k));
+  for (int k = 0; k < total - warmup; ++k) {
+    ops.push_back(fwd(warmup + k));
+    ops.push_back(bwd(k));
+  }
+  for (int k = total - warmup; k < total; ++k) ops.push_back(bwd(k));
+  return ops;
+}
+
+Tensor Pipeline::recv(const Shape& shape, int src, int t) {
+  Tensor out = empty(shape);
+  const auto start = Clock::now();
+  pp_.recv(out, src, t);
+  wait_s_ += seconds_since(start);
+  return out;
+}
+
+double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_seed,
+                            const std::function<void(bool last)>& before_backward) {
+  const auto start = Clock::now();
+  wait_s_ = 0.0;
+  const int m = static_cast<int>(micro.size()), P = layout_.stages, last_chunk = layout_.num_chunks() - 1;
+  const int r = pp_.rank();
+  const int weight_tag = 2 * layout_.num_chunks() * m, grad_tag = weight_tag + 1;
+  Tensor wte = model_.wte().weight();
+  if (P > 1) {  // the head's copy of wte gets this step's weights
+    if (r == 0) {
+      sends_.push_back(pp_.send_async(wte, P - 1, weight_tag));
+    } else if (r == P - 1) {
+      const auto t = Clock::now();
+      pp_.recv(wte, 0, weight_tag);
+      wait_s_ += seconds_since(t);
+    }
+  }
+  const int64_t C = model_.config().n_embd;
+  struct Live {
+    std::optional<Tensor> in, out;  // a chunk's received input (a leaf) and its output or loss
+  };
+  std::vector<std::vector<Live>> live(static_cast<size_t>(layout_.virtual_stages), std::vector<Live>(static_cast<size_t>(m)));
+  std::vector<double> losses(static_cast<size_t>(m), 0.0);
+  for (const Op& op : schedule(m)) {
+    const int c = chunk_of(op.local_chunk);
+    const MicroBatch& mb = micro[static_cast<size_t>(op.micro)];
+    Live& state = live[static_cast<size_t>(op.local_chunk)][static_cast<size_t>(op.micro)];
+    const Shape act{mb.inputs.size(0), mb.inputs.size(1) / sequence_split_, C};
+    if (op.forward) {
+      const Tensor x = [&] {
+        if (c == 0) return model_.embed(mb.inputs);
+        Tensor in = recv(act, layout_.rank_of_chunk(c - 1), tag(c - 1, op.micro, true, m));
+        in.set_requires_grad(true);
+        state.in = in;
+        return in;
+      }();
+      const auto [first, end] = layout_.chunks[static_cast<size_t>(c)];
+      Tensor y = model_.run_blocks(x, first, end);
+      if (c == last_chunk) {
+        Tensor loss = model_.head_loss(y, mb.targets);
+        losses[static_cast<size_t>(op.micro)] = loss.item();
+        state.out = loss_seed == 1.0 ? loss : loss * loss_seed;
+      } else {
+        y = core::contiguous(y);
+        sent_.push_back(y);
+        sends_.push_back(pp_.send_async(y, layout_.rank_of_chunk(c + 1), tag(c, op.micro, true, m)));
+        state.out = y;
+      }
+      continue;
+    }
+    const bool last = op.micro == m - 1;
+    if (c == 0 && last && P > 1) {
+      // The head's gradient of wte (the last rank sent it after its last backward) joins
+      // this rank's before the final backward through the embedding.
+      const Tensor head = recv(wte.shape(), P - 1, grad_tag);
+      if (wte.grad().has_value()) ops::add_(*wte.grad(), head);
+      else wte.mutable_grad() = head;
+    }
+    before_backward(last);
+    if (c == last_chunk) {
+      autograd::backward(*state.out);
+    } else {
+      const Tensor g = recv(state.out->shape(), layout_.rank_of_chunk(c + 1), tag(c + 1, op.micro, false, m));
+      autograd::backward(std::vector<Tensor>{*state.out}, {std::optional<Tensor>(g)});
+    }
+    if (c > 0) {
+      Tensor g = state.in->grad().has_value() ? core::contiguous(*state.in->grad()) : zeros(state.in->shape());
+      sent_.push_back(g);
+      sends_.push_back(pp_.send_async(g, layout_.rank_of_chunk(c - 1), tag(c, op.micro, false, m)));
+    }
+    state = Live{};
+    if (c == last_chunk && last && P > 1) {
+      Tensor head = wte.grad().has_value() ? core::contiguous(*wte.grad()) : zeros(wte.shape());
+      sent_.push_back(head);
+      sends_.push_back(pp_.send_async(head, 0, grad_tag));
+    }
+  }
+  for (auto& w : sends_) w->wait();
+  sends_.clear();
+  sent_.clear();
+  if (P > 1 && r == P - 1) wte.mutable_grad().reset();  // the copy's gradient went to rank 0
+  // Every stage reports the step's loss (only the last one computed it, the others add 0).
+  // An all-reduce rather than a broadcast: every stage ends the step together, so a stage
+  // that finished early counts the wait for the others as idle, as the bubble does.
+  double total = 0.0;
+  for (double l : losses) total += l;
+  Tensor t = full({1}, total, DType::kF64);
+  const auto tail = Clock::now();
+  pp_.all_reduce(t);
+  wait_s_ += seconds_since(tail);
+  step_s_ = seconds_since(start);
+  return t.item();
+}
+
+double Pipeline::evaluate(const std::vector<MicroBatch>& batches) {
+  autograd::NoGradGuard no_grad;
+  const int m = static_cast<int>(batches.size()), P = layout_.stages, last_chunk = layout_.num_chunks() - 1;
+  const int weight_tag = 2 * layout_.num_chunks() * m;
+  Tensor wte = model_.wte().weight();
+  if (P > 1) {
+    if (pp_.rank() == 0) pp_.send(wte, P - 1, weight_tag);
+    else if (pp_.rank() == P - 1) pp_.recv(wte, 0, weight_tag);
+  }
+  const int64_t C = model_.config().n_embd;
+  double total = 0.0;
+  for (int i = 0; i < m; ++i) {
+    const MicroBatch& mb = batches[static_cast<size_t>(i)];
+    const Shape act{mb.inputs.size(0), mb.inputs.size(1) / sequence_split_, C};
+    for (int lc = 0; lc < layout_.virtual_stages; ++lc) {
+      const int c = chunk_of(lc);
+      const Tensor x = c == 0 ? model_.embed(mb.inputs) : recv(act, layout_.rank_of_chunk(c - 1), tag(c - 1, i, true, m));
+      const auto [first, end] = layout_.chunks[static_cast<size_t>(c)];
+      const Tensor y = model_.run_blocks(x, first, end);
+      if (c == last_chunk) total += model_.head_loss(y, mb.targets).item();
+      else pp_.send(core::contiguous(y), layout_.rank_of_chunk(c + 1), tag(c, i, true, m));
+    }
+  }
+  Tensor t = full({1}, total, DType::kF64);
+  pp_.broadcast(t, P - 1);
+  return t.item();
+}
+
+}  // namespace trident::parallel

@@ -1,0 +1,110 @@
+// Pipeline parallelism for GPT-2: the model's blocks split into consecutive chunks, each run
+// by one rank of the pipeline group, with micro-batches streaming through them (GPipe,
+// Huang et al. 2019; 1F1B, Narayanan et al. 2019 "PipeDream"; interleaved 1F1B with virtual
+// stages, Narayanan et al. 2021, as Megatron-LM schedules them).
+//
+// Layout: P ranks, v chunks per rank (v > 1 only for the interleaved schedule). The blocks
+// are split into P * v chunks; chunk k runs on rank k % P (rank r holds chunks r, r + P,
+// ...). The first chunk also embeds the tokens; the last applies ln_f, the tied LM head and
+// the loss. Activations go forward and their gradients backward by point-to-point messages
+// (sends asynchronous, receives when the data is needed).
+//
+// The tied embedding: rank 0 owns wte (it is in its parameters and optimizer). The last
+// rank uses a copy as the LM head: rank 0 sends it the weights at the start of every step,
+// and after its last backward the last rank sends back the head's accumulated gradient,
+// which rank 0 adds to wte's before its own last backward, so wte's gradient is complete
+// when data parallelism or ZeRO reduces it (Megatron all-reduces the two copies' gradients
+// instead; this keeps one optimizer state).
+//
+// Schedules, per rank, over m micro-batches (Megatron-LM's orders):
+//   gpipe        all forwards, then all backwards
+//   1f1b         min(P - r - 1, m) warm-up forwards, then one forward and one backward
+//                alternately, then the remaining backwards: at most P - r activations live
+//   interleaved  1F1B over the v chunks per rank (needs m divisible by P): a smaller
+//                bubble, (P - 1) / (v m + P - 1) instead of (P - 1) / (m + P - 1)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "models/gpt2/model.h"
+
+namespace trident::parallel {
+
+struct PipelineLayout {
+  int stages = 1;          // P
+  int virtual_stages = 1;  // v
+  // Blocks [first, second) of each chunk, P * v of them in model order.
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+
+  // As even as possible (earlier chunks get the extra blocks), or the given block counts per
+  // chunk. Throws naming the sizes when there are fewer blocks than chunks or the counts do
+  // not add up to the model's layers.
+  static PipelineLayout make(int64_t layers, int stages, int virtual_stages, const std::vector<int64_t>& counts = {});
+  int rank_of_chunk(int chunk) const { return chunk % stages; }
+  int num_chunks() const { return static_cast<int>(chunks.size()); }
+};
+
+// One step's micro-batch, this rank's rows: token ids and next-token targets (B, T).
+struct MicroBatch {
+  Tensor inputs, targets;
+};
+
+class Pipeline {
+ public:
+  // `schedule`: "gpipe", "1f1b" or "interleaved". The model must be whole on every rank
+  // (same weights); the pipeline then frees the parameters no chunk of this rank uses.
+  // Activations between chunks are (rows, T / sequence_split, C): sequence_split is the
+  // tensor-parallel degree under sequence parallelism, else 1.
+  Pipeline(models::gpt2::GPT2& model, comm::Communicator& pp, PipelineLayout layout, std::string schedule,
+           int64_t sequence_split = 1);
+
+  // This rank's parameters, in the model's order: its chunks' blocks, and wte, wpe on rank
+  // 0 and ln_f on the last rank (whose wte is a copy, not among them).
+  const std::vector<nn::NamedTensor>& parameters() const { return params_; }
+  // The pipeline rank that owns parameter `name`.
+  int owner(const std::string& name) const;
+
+  // Forward and backward of the step's micro-batches by the schedule. The backward of
+  // micro-batch i starts from loss_i * loss_seed; before each backward, before_backward(last)
+  // says whether it is the last one for the chunk's parameters (micro-batch m - 1), which is
+  // when data parallelism communicates. Returns the sum of the micro-batches' losses, on
+  // every rank of the pipeline.
+  double train_step(const std::vector<MicroBatch>& micro, double loss_seed,
+                    const std::function<void(bool last)>& before_backward);
+  // The sum of the losses of `batches` (forward only, without recording), on every rank.
+  double evaluate(const std::vector<MicroBatch>& batches);
+
+  // Of the last train_step, on this rank: seconds spent waiting for another stage's data, and
+  // in all.
+  double last_wait_seconds() const { return wait_s_; }
+  double last_step_seconds() const { return step_s_; }
+
+ private:
+  struct Op {
+    int local_chunk;  // 0..v-1
+    int micro;
+    bool forward;
+  };
+  std::vector<Op> schedule(int m) const;
+  int chunk_of(int local_chunk) const { return local_chunk * layout_.stages + pp_.rank(); }
+  Tensor recv(const Shape& shape, int src, int tag);
+  int tag(int chunk, int micro, bool forward, int m) const { return ((chunk * m + micro) * 2) + (forward ? 0 : 1); }
+
+  models::gpt2::GPT2& model_;
+  comm::Communicator& pp_;
+  PipelineLayout layout_;
+  std::string schedule_;
+  int64_t sequence_split_;
+  std::vector<nn::NamedTensor> params_;
+  std::vector<Tensor> sent_;  // what the sends in flight read
+  std::vector<std::unique_ptr<comm::Work>> sends_;
+  double wait_s_ = 0.0, step_s_ = 0.0;
+};
+
+}  // namespace trident::parallel

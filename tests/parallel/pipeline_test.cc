@@ -1,0 +1,152 @@
+// Pipeline parallelism and the composed dp x tp x pp mesh under mpirun (1, 2, 4 and 8 ranks,
+// label mpi): every layout the rank count allows, with the GPipe, 1F1B and interleaved
+// schedules, ZeRO-1, sequence parallelism and activation checkpointing, trains with the
+// per-step losses of the single-process run on the same seed, init and global batch; a
+// checkpoint saved under one layout resumes under others and in one process.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "support/mpi_training_test.h"
+#include "support/tiny_run.h"
+#include "train/trainer.h"
+
+namespace trident::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Layout {
+  int64_t dp, tp, pp;
+  std::string schedule = "1f1b";
+  int64_t virtual_stages = 1;
+  int64_t zero_stage = 0;
+  bool sequence_parallel = false;
+  std::string activation_checkpointing = "none";
+  std::string str() const {
+    return "dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " + std::to_string(pp) + " (" + schedule +
+           (virtual_stages > 1 ? ", " + std::to_string(virtual_stages) + " virtual stages" : "") + ", ZeRO " +
+           std::to_string(zero_stage) + (sequence_parallel ? ", sequence parallel" : "") +
+           (activation_checkpointing != "none" ? ", checkpointing " + activation_checkpointing : "") + ")";
+  }
+};
+
+class PipelineTest : public testing::MpiTrainingTest {
+ protected:
+  // The tiny run with 4 layers and 4 heads; 4 micro-batches of 8 rows per step; 10 steps.
+  TrainConfig config(const std::string& out) const {
+    TrainConfig cfg = testing::tiny_run_config(dir);
+    cfg.model.n_layer = 4;
+    cfg.model.n_head = 4;
+    cfg.data.sampler = "sequential";
+    cfg.data.grad_accum_steps = 4;
+    cfg.train.steps = 10;
+    cfg.train.eval_interval = 5;
+    cfg.train.checkpoint_interval = 1000;
+    cfg.train.out_dir = (dir / out).string();
+    return cfg;
+  }
+  static void apply(const Layout& l, TrainConfig& cfg) {
+    cfg.parallel.tp = l.tp;
+    cfg.parallel.pp = l.pp;
+    cfg.parallel.pipeline_schedule = l.schedule;
+    cfg.parallel.virtual_stages = l.virtual_stages;
+    cfg.parallel.zero_stage = l.zero_stage;
+    cfg.parallel.sequence_parallel = l.sequence_parallel;
+    cfg.model.activation_checkpointing = l.activation_checkpointing;
+  }
+  // The layouts of this many ranks that the test runs.
+  std::vector<Layout> layouts() const {
+    switch (world->size()) {
+      case 2:
+        return {{1, 1, 2, "1f1b"}, {1, 1, 2, "gpipe"}, {1, 1, 2, "interleaved", 2}, {1, 1, 2, "1f1b", 1, 1},
+                {1, 1, 2, "1f1b", 1, 0, false, "full"}};
+      case 4:
+        return {{2, 1, 2, "1f1b", 1, 1}, {1, 2, 2, "1f1b", 1, 0, true}, {1, 1, 4, "1f1b"}, {2, 1, 2, "interleaved", 2},
+                {1, 2, 2, "gpipe", 1, 1}};
+      case 8:
+        return {{2, 2, 2, "1f1b", 1, 1}, {2, 2, 2, "interleaved", 2, 1, true}, {1, 2, 4, "1f1b"}};
+      default:
+        return {};
+    }
+  }
+};
+
+TEST_F(PipelineTest, LossesEqualTheSingleProcessRun) {
+  if (layouts().empty()) GTEST_SKIP() << "no pipeline layouts on " << world->size() << " rank(s)";
+  TrainConfig single = config("single_rank" + std::to_string(world->rank()));
+  const Run ref = train(single, nullptr);
+  int k = 0;
+  for (const Layout& l : layouts()) {
+    TrainConfig cfg = config("layout" + std::to_string(k++));
+    apply(l, cfg);
+    const Run got = train(cfg, world);
+    if (world->rank() == 0) std::printf("%s: final loss %.6f (one process %.6f)\n", l.str().c_str(), got.losses.back(),
+                                        ref.losses.back());
+    expect_close(got.losses, ref.losses, l.str() + " (train loss)");
+    expect_close(got.val, ref.val, l.str() + " (val loss)");
+  }
+}
+
+// Saved at step 5 under the first layout; resumed under the last layout and in one process:
+// the 10 losses are those of the uninterrupted single-process run.
+TEST_F(PipelineTest, CheckpointsResumeUnderAnotherLayout) {
+  if (layouts().empty()) GTEST_SKIP() << "no pipeline layouts on " << world->size() << " rank(s)";
+  const Run straight = train(config("straight_rank" + std::to_string(world->rank())), nullptr);
+  const Layout save = layouts().front();
+  const Layout resume = world->size() == 8 ? Layout{4, 1, 2, "1f1b", 1, 1} : layouts().back();
+  TrainConfig first = config("saved");
+  apply(save, first);
+  first.train.checkpoint_interval = 5;
+  const Run a = train(first, world, 5);
+  for (const char* where : {"layout", "single"}) {
+    const std::string copy = std::string("resumed_") + where;
+    if (world->rank() == 0) fs::copy(dir / "saved", dir / copy, fs::copy_options::recursive);
+    world->barrier();
+    TrainConfig second = config(copy);
+    const bool here = std::string(where) == "layout" || world->rank() == 0;
+    Run b;
+    if (std::string(where) == "layout") {
+      apply(resume, second);
+      b = train(second, world);
+    } else if (world->rank() == 0) {
+      b = train(second, nullptr);
+    }
+    if (here) {
+      std::vector<double> joined = a.losses;
+      joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+      expect_close(joined, straight.losses, save.str() + " then " + (std::string(where) == "layout" ? resume.str() : "one process"));
+    }
+    world->barrier();
+  }
+}
+
+TEST_F(PipelineTest, LayoutsThatDoNotFitAreClearErrors) {
+  if (world->size() < 2) GTEST_SKIP();
+  TrainConfig cfg = config("bad");
+  cfg.parallel.pp = 2;
+  cfg.model.n_layer = 1;
+  try {
+    auto t = Trainer::create(cfg, world);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.n_layer (1) must be at least parallel.pp x parallel.virtual_stages"),
+              std::string::npos)
+        << e.what();
+  }
+  cfg = config("bad2");
+  cfg.parallel.pp = 2;
+  cfg.parallel.zero_stage = 2;
+  try {
+    auto t = Trainer::create(cfg, world);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline parallelism composes with ZeRO stages 0-1"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace trident::train
