@@ -127,7 +127,7 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides) 
   train::Trainer& t = *trainer.value();
   if (rank0)
     std::fprintf(stderr, "model: %lld parameters; %lld tokens per step; %d rank(s); starting at step %lld of %lld\n",
-                 static_cast<long long>(t.model().num_parameters()), static_cast<long long>(cfg.tokens_per_step()),
+                 static_cast<long long>(t.num_model_parameters()), static_cast<long long>(cfg.tokens_per_step()),
                  world ? world->size() : 1, static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
   return t.run();
 }

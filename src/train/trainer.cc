@@ -227,6 +227,12 @@ Status Trainer::init() {
   return Status::ok();
 }
 
+int64_t Trainer::num_model_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, shape] : full_shapes_) n += shape.product();
+  return n;
+}
+
 std::vector<nn::NamedTensor> Trainer::weights() const {
   if (master_) return master_->masters();
   return pipeline_ ? pipeline_->parameters() : model_->named_parameters();

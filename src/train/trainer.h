@@ -63,6 +63,8 @@ class Trainer {
 
   int64_t step() const { return step_; }
   models::gpt2::GPT2& model() { return *model_; }
+  // Parameters of the whole model (under tensor or pipeline parallelism this rank holds fewer).
+  int64_t num_model_parameters() const;
   const TrainConfig& config() const { return cfg_; }
   // The ranks' pp x dp x tp arrangement (null in one process without a communicator).
   const parallel::DeviceMesh* mesh() const { return mesh_.get(); }
