@@ -102,7 +102,11 @@ class Allocator {
   virtual void deallocate(void* ptr) = 0;
 };
 
-// The process-wide caching allocator for host memory.
+// The process-wide caching allocator for host memory (core/caching_allocator.h).
 Allocator& host_allocator();
+// The allocator of a device type: the host's, or the one its backend registered (the CUDA
+// backend registers its own, kernels/cuda); nullptr when this build has none.
+Allocator* device_allocator(DeviceType type);
+void register_device_allocator(DeviceType type, Allocator* allocator);
 
 }  // namespace trident

@@ -2,6 +2,7 @@
 
 #include <type_traits>
 
+#include "core/device_ops.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/shape.h"
@@ -72,9 +73,33 @@ void dispatch_any(DType dtype, const Fn& fn) {
 
 namespace core {
 
+namespace {
+
+// A copy that involves a device: whole contiguous tensors of one dtype, through the
+// backend's DeviceOps (strided and converting copies on a device are the backend's kernels).
+void device_copy(const Tensor& dst, const Tensor& src) {
+  const Device device = dst.device().is_cpu() ? src.device() : dst.device();
+  const DeviceOps* ops = device_ops(device.type);
+  TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr, "copy_: device ", device, " is not available in this build");
+  TRI_CHECK(dst.dtype() == src.dtype() && dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous(),
+            "copy_ between ", src.device(), " and ", dst.device(), " takes contiguous tensors of one dtype and shape; got ",
+            src.str(), " into ", dst.str());
+  if (dst.numel() == 0) return;
+  ops->copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
+  dst.bump_version();
+}
+
+}  // namespace
+
+Tensor to_device(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  Tensor out = empty(t.shape(), t.dtype(), device);
+  copy_(out, t.device().is_cpu() ? contiguous(t) : t);
+  return out;
+}
+
 void copy_(const Tensor& dst, const Tensor& src) {
-  TRI_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy_: only CPU tensors here, got ",
-            dst.device(), " and ", src.device());
+  if (!dst.device().is_cpu() || !src.device().is_cpu()) return device_copy(dst, src);
   for (int i = 0; i < dst.dim(); ++i)
     TRI_CHECK(dst.strides()[i] != 0 || dst.shape()[i] <= 1, "copy_: the destination (shape ",
               dst.shape(), ", strides ", dst.strides(), ") has overlapping elements");

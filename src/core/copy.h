@@ -16,5 +16,7 @@ Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
 // A contiguous tensor of `dtype`: `t` itself if it already is one, else a converted copy.
 Tensor cast(const Tensor& t, DType dtype);
+// `t` on `device` (itself if already there): a copy through the device's backend.
+Tensor to_device(const Tensor& t, Device device);
 
 }  // namespace trident::core

@@ -1,5 +1,7 @@
 #include "core/factory.h"
 
+#include "core/device_ops.h"
+
 namespace trident {
 
 Tensor empty(const Shape& shape, DType dtype, Device device, MemoryCategory category) {
@@ -42,6 +44,15 @@ Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
 
 void fill_(const Tensor& t, double value) {
+  if (!t.device().is_cpu()) {
+    const DeviceOps* ops = device_ops(t.device().type);
+    TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr && ops->fill != nullptr, "fill_: device ", t.device(),
+                              " is not available in this build");
+    TRI_CHECK(t.is_contiguous(), "fill_ on ", t.device(), " takes a contiguous tensor, got ", t.str());
+    ops->fill(t.raw_data(), t.dtype(), t.numel(), value);
+    t.bump_version();
+    return;
+  }
   // A one-element f64 source broadcast over t: copy_ converts and handles any strides.
   Tensor src = empty(Shape{}, DType::kF64, t.device());
   *src.data_ptr<double>() = value;

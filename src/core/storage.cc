@@ -5,9 +5,10 @@
 namespace trident {
 
 Storage allocate_storage(size_t nbytes, Device device, MemoryCategory category) {
-  TRI_CHECK_NOT_IMPLEMENTED(device.is_cpu(), "Device ", device,
-                            " is not available in this build (CPU only)");
-  return std::make_shared<StorageImpl>(host_allocator().allocate(nbytes, category));
+  Allocator* allocator = device_allocator(device.type);
+  TRI_CHECK_NOT_IMPLEMENTED(allocator != nullptr, "Device ", device,
+                            " is not available in this build (no backend registered an allocator for it)");
+  return std::make_shared<StorageImpl>(allocator->allocate(nbytes, category));
 }
 
 Storage allocate_storage(size_t nbytes, Device device) {
