@@ -13,7 +13,7 @@
 //   optimizer.safetensors  AdamW state: "<param>.exp_avg", "<param>.exp_avg_sq" (f32)
 //     (under ZeRO, instead: zero.rank<R>.safetensors, each rank's partition of both, written
 //     by every rank at once; the manifest says where each piece is; see Note [Sharded
-//     checkpoints] in trainer.cc. `trident export` writes the weights as one file.)
+//     checkpoints] in trainer_checkpoint.cc. `trident export` writes the weights as one file.)
 //   trainer_state.json     step, optimizer step, sampler state, dropout RNG state, loss scaler
 //   config.toml            the resolved training config
 //   config.json            Hugging Face's config for the model (so transformers loads it)
@@ -88,7 +88,7 @@ class Trainer {
   double mean_over_ranks(double v) const;
   [[nodiscard]] Status init();
   StepMetrics train_step();
-  [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer.cc
+  [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer_checkpoint.cc
   // Adds the trainer state and configs, commits, and prunes old checkpoints.
   [[nodiscard]] Status commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step);
   // Whether `ok` holds on every rank (collective).

@@ -1,0 +1,416 @@
+// The trainer's checkpoints: saving under every layout (one process or data parallel: rank 0
+// writes whole files; ZeRO: every rank its partition; tensor/pipeline parallel: the first
+// data-parallel group's ranks their boxes) and loading any checkpoint under any layout, plus
+// loading weights from Hugging Face files. See the file list in trainer.h.
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/functions.h"
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "core/copy.h"
+#include "core/factory.h"
+#include "core/views.h"
+#include "models/gpt2/hf_names.h"
+
+namespace trident::train {
+namespace {
+
+std::vector<checkpoint::NamedTensor> to_checkpoint_list(const std::vector<nn::NamedTensor>& in) {
+  std::vector<checkpoint::NamedTensor> out;
+  out.reserve(in.size());
+  for (const auto& [name, t] : in) out.push_back({name, t});
+  return out;
+}
+
+// Copies `src` into parameter `dst` (shape-checked, dtype-converted) without recording.
+Status assign(const std::string& what, const Tensor& dst, const Tensor& src) {
+  if (!(src.shape() == dst.shape()))
+    return Status::invalid(what + ": shape " + src.shape().str() + " does not match the model's " + dst.shape().str());
+  autograd::NoGradGuard no_grad;
+  core::copy_(dst, src);
+  return Status::ok();
+}
+
+// Fields of [model] whose values differ between two configs, as "key: a vs b" lines.
+std::string model_differences(const models::gpt2::GPT2Config& a, const models::gpt2::GPT2Config& b) {
+  std::string diffs;
+  for (const OptionField& f : models::gpt2::GPT2Config::table().fields()) {
+    if (f.key == "activation_checkpointing") continue;  // how the model runs, not what it is
+    const OptionValue va = f.get(&a), vb = f.get(&b);
+    if (va != vb) diffs += "\n  model." + f.key + ": checkpoint " + option_value_str(va) + ", config " + option_value_str(vb);
+  }
+  return diffs;
+}
+
+}  // namespace
+
+Status load_checkpoint_weights(const std::vector<nn::NamedTensor>& params, const checkpoint::CheckpointReader& r) {
+  for (const auto& [name, p] : params) {
+    auto t = r.load_tensor(name);
+    if (!t.is_ok()) return t.status();
+    Status s = assign(r.dir() + ": parameter '" + name + "'", p, t.value());
+    if (!s.is_ok()) return s;
+  }
+  return Status::ok();
+}
+
+Status load_gpt2_weights(models::gpt2::GPT2& model, const std::string& path) {
+  auto reader = checkpoint::SafetensorsReader::open(checkpoint::default_env(), path);
+  if (!reader.is_ok()) return reader.status();
+  std::map<std::string, Tensor> params;
+  for (auto& [name, t] : model.named_parameters()) params.emplace(name, t);
+  std::set<std::string> loaded;
+  std::string unknown;
+  for (const checkpoint::SafetensorsEntry& e : reader.value().entries()) {
+    const std::optional<std::string> name = models::gpt2::parameter_name_from_hf(e.name);
+    if (!name) continue;
+    auto it = params.find(*name);
+    if (it == params.end()) {
+      unknown += (unknown.empty() ? "" : ", ") + e.name;
+      continue;
+    }
+    auto t = reader.value().load(e.name);
+    if (!t.is_ok()) return t.status();
+    Status s = assign(path + ": tensor '" + e.name + "'", it->second, t.value());
+    if (!s.is_ok()) return s;
+    loaded.insert(*name);
+  }
+  if (!unknown.empty()) return Status::invalid(path + ": tensors that are not GPT-2 parameters: " + unknown);
+  std::string missing;
+  for (const auto& [name, t] : params)
+    if (!loaded.count(name)) missing += (missing.empty() ? "" : ", ") + name;
+  if (!missing.empty()) return Status::invalid(path + ": missing parameters: " + missing);
+  return Status::ok();
+}
+
+Status Trainer::save_checkpoint() {
+  if (tp_plan_ || pipeline_) return save_model_parallel_checkpoint();
+  if (zero_) return save_sharded_checkpoint();
+  // One process, or data parallel: every rank holds the same state; rank 0 writes it, the
+  // others wait.
+  if (!is_rank0()) {
+    comm_->barrier();
+    return Status::ok();
+  }
+  Status saved = [&]() -> Status {
+    checkpoint::Env* env = checkpoint::default_env();
+    auto writer = checkpoint::CheckpointWriter::begin(env, cfg_.train.out_dir, checkpoint::step_checkpoint_name(step_));
+    if (!writer.is_ok()) return writer.status();
+    checkpoint::CheckpointWriter& w = writer.value();
+    // "format": "pt" is what transformers' safetensors loader expects.
+    Status s = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()), {{"format", "pt"}});
+    if (!s.is_ok()) return s;
+    if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(optimizer_->state()))).is_ok()) return s;
+    return commit_checkpoint(w, optimizer_->step_count());
+  }();
+  if (comm_ && world_size() > 1) comm_->barrier();
+  return saved;
+}
+
+bool Trainer::all_ranks(bool ok) const {
+  if (world_size() == 1) return ok;
+  Tensor t = full({1}, ok ? 1.0 : 0.0, DType::kI64);
+  comm_->all_reduce(t, comm::ReduceOp::kMin);
+  return t.item() != 0.0;
+}
+
+// Note [Sharded checkpoints]
+// Under ZeRO every rank writes what it owns, at once: rank r's partition of every parameter
+// and of the AdamW state, as flat pieces of the logical tensors, into zero.rank<r>.safetensors
+// inside the staging directory that rank 0 opened (so the ranks need a shared filesystem).
+// Rank 0 then lists every rank's file (size and CRC-32C, which the ranks all-gather) and
+// every piece in the manifest (checkpoint/manifest.h: flat shards; rank 0 knows each rank's
+// layout), adds the trainer state and configs, and commits: the manifest and DONE are written
+// last, so a crash leaves no checkpoint rather than part of one. Loading reads each rank's
+// new partition through the manifest (CheckpointReader::load_flat_range), whatever rank count
+// and stage wrote it; `trident export` consolidates the weights into one safetensors file.
+Status Trainer::save_sharded_checkpoint() {
+  const std::string name = checkpoint::step_checkpoint_name(step_);
+  auto writer = begin_shared_checkpoint(name);
+  if (!writer.is_ok()) return writer.status();
+  std::vector<checkpoint::NamedTensor> tensors;
+  for (const auto& p : zero_->pieces()) tensors.push_back({p.name, *p.values});
+  auto files = write_shard_files(name, zero_shard_file(comm_->rank()), tensors, /*write=*/true);
+  if (!files.is_ok()) return files.status();
+  Status s = Status::ok();
+  if (is_rank0()) {
+    checkpoint::CheckpointWriter& w = *writer.value();
+    for (int r = 0; r < world_size(); ++r) {
+      checkpoint::ManifestFile f = files.value()[static_cast<size_t>(r)];
+      f.name = zero_shard_file(r);
+      w.add_file(f);
+      for (const auto& p : zero_->pieces_of(r))
+        w.add_tensor_shard(p.name, DType::kF32, p.shape,
+                           checkpoint::TensorShard::flat(zero_shard_file(r), p.name, p.begin, p.end));
+    }
+    s = commit_checkpoint(w, zero_->step_count());
+  }
+  return agree_on(s, name);
+}
+
+std::string Trainer::zero_shard_file(int rank) {
+  char file[64];
+  std::snprintf(file, sizeof file, "zero.rank%05d.safetensors", rank);
+  return file;
+}
+
+StatusOr<std::optional<checkpoint::CheckpointWriter>> Trainer::begin_shared_checkpoint(const std::string& name) {
+  std::optional<checkpoint::CheckpointWriter> writer;
+  Status s = Status::ok();
+  if (is_rank0()) {
+    auto w = checkpoint::CheckpointWriter::begin(checkpoint::default_env(), cfg_.train.out_dir, name);
+    if (w.is_ok()) writer.emplace(std::move(w.value()));
+    else s = w.status();
+  }
+  if (!all_ranks(s.is_ok()))
+    return s.is_ok() ? Status::io_error("checkpoint " + name + ": rank 0 could not start it") : s;
+  return writer;
+}
+
+StatusOr<std::vector<checkpoint::ManifestFile>> Trainer::write_shard_files(
+    const std::string& name, const std::string& file, const std::vector<checkpoint::NamedTensor>& tensors, bool write) {
+  checkpoint::Env* env = checkpoint::default_env();
+  uint64_t size = 0;
+  uint32_t crc = 0;
+  Status s = Status::ok();
+  if (write) {
+    s = [&]() -> Status {
+      auto out = checkpoint::AtomicFileWriter::create(
+          env, checkpoint::join_path(checkpoint::staging_dir_for(cfg_.train.out_dir, name), file));
+      if (!out.is_ok()) return out.status();
+      Status w = checkpoint::write_safetensors(out.value(), tensors);
+      if (!w.is_ok()) return w;
+      size = out.value().size();
+      crc = out.value().crc32c();
+      return out.value().commit();
+    }();
+  }
+  // Everyone learns whether every rank wrote its file, and each file's size and checksum.
+  const int N = world_size();
+  Tensor mine = from_vector(std::vector<int64_t>{s.is_ok() ? 1 : 0, static_cast<int64_t>(size), static_cast<int64_t>(crc)},
+                            Shape{3});
+  Tensor all = zeros({3 * static_cast<int64_t>(N)}, DType::kI64);
+  comm_->all_gather(mine, all);
+  const std::vector<int64_t> info = to_vector<int64_t>(all);
+  std::vector<checkpoint::ManifestFile> files(static_cast<size_t>(N));
+  for (int r = 0; r < N; ++r) {
+    if (info[3 * r] == 0)
+      return s.is_ok() ? Status::io_error("checkpoint " + name + ": rank " + std::to_string(r) + " could not write its shard")
+                       : s;
+    files[static_cast<size_t>(r)] = {"", static_cast<uint64_t>(info[3 * r + 1]), static_cast<uint32_t>(info[3 * r + 2])};
+  }
+  files[static_cast<size_t>(comm_->rank())].name = file;  // the others' names are the caller's to know
+  return files;
+}
+
+Status Trainer::agree_on(const Status& rank0_status, const std::string& name) const {
+  if (!all_ranks(rank0_status.is_ok()))
+    return rank0_status.is_ok() ? Status::io_error("checkpoint " + name + ": rank 0 could not commit it") : rank0_status;
+  return Status::ok();
+}
+
+// Note [Model-parallel checkpoints]
+// Tensors keep their single-device names and shapes. The ranks of data-parallel group 0
+// write: pipeline stage p, tensor-parallel rank t writes mp.pp<p>.tp<t>.safetensors holding,
+// for every parameter of its stage and its AdamW moments, its shard as box shards of the full
+// tensor (c_attn: three boxes, one in each of q, k and v); replicated tensors come whole from
+// tp rank 0. Under ZeRO the moments are first gathered within the data-parallel group. Rank
+// 0 lists every file and box in the manifest (it knows every stage's parameters and every
+// rank's boxes) and commits, as for sharded ZeRO checkpoints; a reader assembles any tensor
+// from its boxes, so the checkpoint loads under any other layout, or in one process.
+Status Trainer::save_model_parallel_checkpoint() {
+  const std::string name = checkpoint::step_checkpoint_name(step_);
+  auto writer = begin_shared_checkpoint(name);
+  if (!writer.is_ok()) return writer.status();
+  const std::vector<nn::NamedTensor> opt_state = zero_ ? zero_->gather_state() : optimizer_->state();
+  std::vector<nn::NamedTensor> tensors = weights();
+  tensors.insert(tensors.end(), opt_state.begin(), opt_state.end());
+  auto base_name = [](const std::string& n) {  // the parameter a tensor belongs to
+    for (const char* suffix : {".exp_avg_sq", ".exp_avg"})
+      if (n.ends_with(suffix)) return n.substr(0, n.size() - std::strlen(suffix));
+    return n;
+  };
+  auto file_of = [](int p, int t) {
+    char file[64];
+    std::snprintf(file, sizeof file, "mp.pp%03d.tp%03d.safetensors", p, t);
+    return std::string(file);
+  };
+  auto key_of = [](const std::string& n, size_t box) { return n + "#" + std::to_string(box); };
+  const bool has_state = !opt_state.empty();
+  auto split = [&](const std::string& param) { return tp_plan_ && tp_plan_->is_split(param); };
+  // Pipeline stage s writes the tensors of its parameters; replicated ones come from tp rank 0.
+  auto writes = [&](const std::string& param, int s, int t) {
+    return (!pipeline_ || pipeline_->owner(param) == s) && (split(param) || t == 0);
+  };
+  auto boxes_of = [&](const std::string& param, int t) {
+    return tp_plan_ ? tp_plan_->box_shapes(param, t)
+                    : std::vector<std::pair<std::vector<int64_t>, Shape>>{
+                          {std::vector<int64_t>(full_shapes_.at(param).size(), 0), full_shapes_.at(param)}};
+  };
+  const int pp = mesh_->pp_rank(), tp = mesh_->tp_rank();
+  std::vector<checkpoint::NamedTensor> pieces;
+  for (const auto& [n, t] : tensors) {
+    const std::string param = base_name(n);
+    if (!writes(param, pp, tp)) continue;
+    if (!tp_plan_) {
+      pieces.push_back({key_of(n, 0), t});
+      continue;
+    }
+    const auto boxes = tp_plan_->boxes(param, t);
+    for (size_t b = 0; b < boxes.size(); ++b) pieces.push_back({key_of(n, b), boxes[b].part});
+  }
+  auto files = write_shard_files(name, file_of(pp, tp), pieces, /*write=*/mesh_->dp_rank() == 0);
+  if (!files.is_ok()) return files.status();
+  Status s = Status::ok();
+  if (is_rank0()) {
+    checkpoint::CheckpointWriter& w = *writer.value();
+    for (int p = 0; p < mesh_->pp_size(); ++p)
+      for (int t = 0; t < mesh_->tp_size(); ++t) {
+        checkpoint::ManifestFile f = files.value()[static_cast<size_t>(mesh_->rank_at(p, 0, t))];
+        f.name = file_of(p, t);
+        w.add_file(f);
+        for (const auto& [param, shape] : full_shapes_) {
+          if (!writes(param, p, t)) continue;
+          for (const std::string& n : has_state ? std::vector<std::string>{param, param + ".exp_avg", param + ".exp_avg_sq"}
+                                                : std::vector<std::string>{param}) {
+            const auto boxes = boxes_of(param, t);
+            for (size_t b = 0; b < boxes.size(); ++b)
+              w.add_tensor_shard(n, DType::kF32, shape,
+                                 checkpoint::TensorShard::box(file_of(p, t), key_of(n, b), boxes[b].first, boxes[b].second));
+          }
+        }
+      }
+    s = commit_checkpoint(w, zero_ ? zero_->step_count() : optimizer_->step_count());
+  }
+  return agree_on(s, name);
+}
+
+Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step) {
+  const data::SamplerState sampler = train_sampler_->state();
+  const Generator& gen = model_->dropout_generator();
+  nlohmann::json state = {
+      {"step", step_},
+      {"optimizer_step", optimizer_step},
+      {"sampler", {{"kind", cfg_.data.sampler}, {"seed", sampler.seed}, {"position", sampler.position}}},
+      {"dropout_rng", {{"seed", gen.seed()}, {"offset", gen.offset()}}},
+  };
+  const optim::DynamicLossScaler::State ls = scaler_->state();
+  state["loss_scaler"] = {{"scale", ls.scale},
+                          {"growth_tracker", ls.growth_tracker},
+                          {"hysteresis_left", ls.hysteresis_left},
+                          {"skipped", ls.skipped}};
+  Status s = Status::ok();
+  if (!(s = w.write_file("trainer_state.json", state.dump(2) + "\n")).is_ok()) return s;
+  if (!(s = w.write_file("config.toml", config_to_toml(cfg_))).is_ok()) return s;
+  if (!(s = w.write_file("config.json", models::gpt2::hf_config_json(cfg_.model))).is_ok()) return s;
+  auto done = w.commit();
+  if (!done.is_ok()) return done.status();
+  return checkpoint::prune_checkpoints(checkpoint::default_env(), cfg_.train.out_dir,
+                                       static_cast<int>(cfg_.train.checkpoint_keep));
+}
+
+Status Trainer::load_checkpoint(const std::string& dir) {
+  auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir);
+  if (!reader.is_ok()) return reader.status();
+  const checkpoint::CheckpointReader& r = reader.value();
+
+  // The architecture must match; other sections (steps, lr, ...) may change on resume.
+  auto toml = r.read_file("config.toml");
+  if (!toml.is_ok()) return toml.status();
+  TrainConfig saved;
+  config::ConfigTree tree;
+  saved.bind(tree);
+  Status s = tree.load_toml_string(toml.value(), dir + "/config.toml");
+  if (!s.is_ok()) return s;
+  const std::string diffs = model_differences(saved.model, cfg_.model);
+  if (!diffs.empty()) return Status::invalid("checkpoint " + dir + " was trained with a different model:" + diffs);
+
+  // A full tensor of the checkpoint as this rank holds it (its tensor-parallel shard).
+  auto load_local = [&](const std::string& name, const std::string& param) -> StatusOr<Tensor> {
+    auto t = r.load_tensor(name);
+    if (!t.is_ok() || !tp_plan_) return t;
+    if (!(t.value().shape() == tp_plan_->full_shape(param)))
+      return Status::invalid(dir + ": tensor '" + name + "' has shape " + t.value().shape().str() + "; the model's is " +
+                             tp_plan_->full_shape(param).str());
+    return tp_plan_->local_from_full(param, t.value());
+  };
+  if (!zero_) {
+    for (const auto& [name, p] : weights()) {
+      auto t = load_local(name, name);
+      if (!t.is_ok()) return t.status();
+      if (!(s = assign(dir + ": parameter '" + name + "'", p, t.value())).is_ok()) return s;
+    }
+  }
+  if (master_) master_->copy_to_model();
+  auto state_text = r.read_file("trainer_state.json");
+  if (!state_text.is_ok()) return state_text.status();
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(state_text.value());
+    const int64_t opt_step = state.at("optimizer_step").get<int64_t>();
+    const std::string first = weights().front().first;
+    const bool with_state = r.has_tensor(first + ".exp_avg");
+    if (!with_state && opt_step > 0)
+      return Status::invalid("checkpoint " + dir + " is at optimizer step " + std::to_string(opt_step) +
+                             " but has no AdamW state ('" + first + ".exp_avg')");
+    if (zero_) {
+      // This rank's partition of each tensor, read from whichever pieces the writer left.
+      try {
+        zero_->load(
+            [&](const std::string& name, int64_t begin, int64_t end) {
+              if (tp_plan_) {  // this rank's shard of the tensor, then the range of it
+                const std::string param = name.ends_with(".exp_avg_sq") ? name.substr(0, name.size() - 11)
+                                          : name.ends_with(".exp_avg")  ? name.substr(0, name.size() - 8)
+                                                                        : name;
+                auto t = load_local(name, param);
+                TRI_CHECK(t.is_ok(), t.status().to_string());
+                return views::narrow(views::view(core::contiguous(t.value()), {t.value().numel()}), 0, begin, end - begin);
+              }
+              auto t = r.load_flat_range(name, begin, end);
+              TRI_CHECK(t.is_ok(), t.status().to_string());
+              return t.value();
+            },
+            with_state, opt_step);
+      } catch (const Error& e) {
+        return Status::invalid(e.what());
+      }
+    } else {
+      std::vector<nn::NamedTensor> opt_state;
+      for (auto& [name, p] : weights()) {
+        for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
+          if (!with_state) continue;
+          auto t = load_local(name + suffix, name);
+          if (!t.is_ok()) return t.status();
+          opt_state.emplace_back(name + suffix, t.value());
+        }
+      }
+      optimizer_->load_state(opt_state, opt_step);
+    }
+    const auto& smp = state.at("sampler");
+    if (smp.at("kind").get<std::string>() != cfg_.data.sampler)
+      return Status::invalid("checkpoint " + dir + " used data.sampler = " + smp.at("kind").dump() + ", config has \"" +
+                             cfg_.data.sampler + "\"");
+    train_sampler_->restore({smp.at("seed").get<uint64_t>(), smp.at("position").get<int64_t>()});
+    const auto& rng = state.at("dropout_rng");
+    model_->dropout_generator().set_state(rng.at("seed").get<uint64_t>(), rng.at("offset").get<uint64_t>());
+    step_ = state.at("step").get<int64_t>();
+    if (state.contains("loss_scaler") && cfg_.precision.loss_scaling()) {
+      const auto& ls = state.at("loss_scaler");
+      scaler_->load_state({ls.at("scale").get<double>(), ls.at("growth_tracker").get<int64_t>(),
+                           ls.at("hysteresis_left").get<int64_t>(), ls.at("skipped").get<int64_t>()});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::invalid(dir + "/trainer_state.json: " + e.what());
+  }
+  return Status::ok();
+}
+
+}  // namespace trident::train
