@@ -185,7 +185,7 @@ Status run_eval(const EvalArgs& a) {
   if (!a.val_file.empty()) cfg.data.val_file = a.val_file;
   if (a.val_file.empty()) cfg.data.train_file = cfg.data.val_file;  // eval needs no training data
   cfg.train.resume = false;
-  cfg.parallel.zero_stage = 0;  // one process; the checkpoint loads under any layout
+  cfg.parallel = {};  // one process: the checkpoint loads under any layout it was saved from
   auto trainer = train::Trainer::create(cfg);
   if (!trainer.is_ok()) return trainer.status();
   Status s = trainer.value()->load_checkpoint(dir.value());

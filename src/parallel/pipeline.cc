@@ -133,6 +133,9 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
   const int m = static_cast<int>(micro.size()), P = layout_.stages, last_chunk = layout_.num_chunks() - 1;
   const int r = pp_.rank();
   const int weight_tag = 2 * layout_.num_chunks() * m, grad_tag = weight_tag + 1;
+  // MPI guarantees tags up to 32767 only (MPI_TAG_UB may be no larger).
+  TRI_CHECK(grad_tag <= 32767, "pipeline: ", m, " micro-batches over ", layout_.num_chunks(),
+            " chunks need message tags up to ", grad_tag, "; MPI guarantees 32767: use fewer micro-batches per step");
   Tensor wte = model_.wte().weight();
   if (P > 1) {  // the head's copy of wte gets this step's weights
     if (r == 0) {
@@ -224,6 +227,8 @@ double Pipeline::evaluate(const std::vector<MicroBatch>& batches) {
   autograd::NoGradGuard no_grad;
   const int m = static_cast<int>(batches.size()), P = layout_.stages, last_chunk = layout_.num_chunks() - 1;
   const int weight_tag = 2 * layout_.num_chunks() * m;
+  TRI_CHECK(weight_tag <= 32767, "pipeline: ", m, " evaluation batches over ", layout_.num_chunks(),
+            " chunks need message tags up to ", weight_tag, "; MPI guarantees 32767: use fewer train.eval_batches");
   Tensor wte = model_.wte().weight();
   if (P > 1) {
     if (pp_.rank() == 0) pp_.send(wte, P - 1, weight_tag);

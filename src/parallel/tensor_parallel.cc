@@ -129,9 +129,9 @@ class SequenceSplitLayerNorm final : public nn::LayerNormStyle {
 }  // namespace
 
 std::pair<int64_t, int64_t> TensorParallelPlan::range(int64_t extent, int r) const {
-  const int64_t chunk = (extent + size_ - 1) / size_;
-  const int64_t begin = std::min(extent, chunk * r);
-  return {begin, std::min(extent, begin + chunk) - begin};
+  // The first extent % n ranks get one more: every range is non-empty when extent >= n.
+  const int64_t base = extent / size_, extra = extent % size_;
+  return {r * base + std::min<int64_t>(r, extra), base + (r < extra ? 1 : 0)};
 }
 
 Tensor TensorParallelPlan::local_from_full(const std::string& name, const Tensor& full) const {
@@ -208,6 +208,8 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::gpt2::GPT2
   const int n = tp.size();
   TRI_CHECK(cfg.n_head % n == 0, "tensor parallelism: model.n_head (", cfg.n_head,
             ") must be divisible by parallel.tp (", n, "): each rank computes whole attention heads");
+  TRI_CHECK(cfg.vocab_size >= n, "tensor parallelism: model.vocab_size (", cfg.vocab_size,
+            ") must be at least parallel.tp (", n, "): each rank holds part of the vocabulary");
   auto plan = std::unique_ptr<TensorParallelPlan>(new TensorParallelPlan());
   plan->size_ = n;
   plan->rank_ = tp.rank();

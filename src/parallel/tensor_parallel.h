@@ -8,7 +8,7 @@
 //   attn.c_proj, mlp.c_proj    row-parallel: this rank's input rows; the partial products are
 //                              all-reduced (reduce_from_tp), then the (replicated) bias added.
 //   wte                        vocab-parallel: rows [begin, end) of the vocabulary (uneven
-//                              when V does not divide). Lookups of other ids give zeros and
+//                              by one row when V does not divide). Lookups of other ids give zeros and
 //                              the ranks' rows are all-reduced; the tied LM head computes this
 //                              rank's logit columns and a vocab-parallel cross-entropy, so no
 //                              rank ever holds the full (N, V) logits.
@@ -33,7 +33,8 @@ namespace trident::parallel {
 
 // How one parameter is split across the tensor-parallel ranks: along `dim`, which holds
 // `blocks` equal blocks (3 for c_attn's q, k, v), each block divided into tp contiguous
-// ranges (the last ones shorter when it does not divide); rank r holds range r of every block.
+// ranges (the first ones one longer when it does not divide); rank r holds range r of every
+// block.
 struct TensorSplit {
   int64_t dim = 0;
   int64_t blocks = 1;

@@ -2,7 +2,8 @@
 """`trident launch -n N -- train ...` end to end: the same run on 1, 2 and 4 ranks (through
 mpirun, as the CLI starts it) logs the same per-step losses (within 1e-5 relative), also with
 ZeRO-3 on 2 ranks, whose sharded checkpoint (one file per rank) `trident export` consolidates
-into the weights the one-process run saved and `trident sample`/`eval` load directly; a
+into the weights the one-process run saved, and with tensor (x pipeline) parallelism; every
+one of those checkpoints loads in `trident sample` and `trident eval` in one process; a
 global batch the ranks cannot split is refused on every rank, naming the rank, without a hang.
 
     launch_test.py TRIDENT
@@ -56,8 +57,10 @@ def main():
                 "--data.sampler=sequential", "--train.steps=12", "--train.eval_interval=6", "--train.eval_batches=2",
                 "--train.threads=1"]
         results = {}
-        for n, extra in ((1, []), (2, []), (4, []), ("2 ZeRO-3", ["--parallel.zero_stage=3"])):
-            ranks = n if isinstance(n, int) else 2
+        for n, extra in ((1, []), (2, []), (4, []), ("2 ZeRO-3", ["--parallel.zero_stage=3"]),
+                         ("2 tp x pp", ["--parallel.tp=2", "--parallel.pp=1"]),
+                         ("4 tp x pp", ["--parallel.tp=2", "--parallel.pp=2", "--data.grad_accum_steps=1"])):
+            ranks = n if isinstance(n, int) else int(n.split()[0])
             run = os.path.join(d, f"run{n}".replace(" ", "_"))
             p = subprocess.run([trident, "launch", "-n", str(ranks), "--", "train"] + args + extra
                                + [f"--train.out_dir={run}"], env=env, capture_output=True, text=True, timeout=300)
@@ -89,11 +92,16 @@ def main():
                     if len(got[name]) != len(want[name]) or worst > 1e-3:
                         failures.append(f"export: {name} differs from one process's (worst relative {worst:.2e})")
                 print(f"launch_test: export of the ZeRO-3 checkpoint: {len(got)} tensors match one process's")
+        # Every parallel layout's checkpoint loads in one process: sample and eval.
+        for run in ("run2_ZeRO-3", "run2_tp_x_pp", "run4_tp_x_pp"):
+            ckpt = os.path.join(d, run, "step_000012")
+            if not os.path.isdir(ckpt):
+                continue
             for cmd in (["sample", "--tokens", "8", "--prompt", "line"], ["eval", "--batches", "1"]):
-                p = subprocess.run([trident] + cmd + ["--checkpoint", z3], env=env, capture_output=True, text=True,
+                p = subprocess.run([trident] + cmd + ["--checkpoint", ckpt], env=env, capture_output=True, text=True,
                                    errors="replace", timeout=120)
                 if p.returncode != 0:
-                    failures.append(f"{cmd[0]} of the ZeRO-3 checkpoint: exit {p.returncode}\n{p.stderr[-2000:]}")
+                    failures.append(f"{cmd[0]} of {run}'s checkpoint: exit {p.returncode}\n{p.stderr[-2000:]}")
         if 1 in results:
             ref_train, ref_val, _ = results[1]
             for n, (tr, va, comm_bytes) in results.items():

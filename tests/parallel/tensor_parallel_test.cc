@@ -68,6 +68,31 @@ TEST_F(TensorParallelTest, LossesEqualTheSingleProcessRun) {
       }
 }
 
+// A vocabulary the ranks cannot split evenly (67 = 34 + 33, or 17 + 17 + 17 + 16): the
+// losses are still the single-process run's, and the checkpoint's boxes reassemble wte.
+TEST_F(TensorParallelTest, AnUnevenVocabularySplitsByOneRow) {
+  if (tp_degrees().empty()) GTEST_SKIP() << "one rank has no tensor parallelism";
+  for (int64_t tp : tp_degrees()) {
+    TrainConfig cfg = config("uneven" + std::to_string(tp));
+    cfg.model.vocab_size = 67;
+    cfg.parallel.tp = tp;
+    TrainConfig single = cfg;
+    single.parallel = {};
+    single.train.out_dir += "_single_rank" + std::to_string(world->rank());
+    const Run ref = train(single, nullptr);
+    const Run got = train(cfg, world);
+    expect_close(got.losses, ref.losses, "vocabulary 67 over tp " + std::to_string(tp));
+    if (world->rank() == 0) {  // the final checkpoint, loaded in one process, continues identically
+      TrainConfig again = single;
+      again.train.out_dir = cfg.train.out_dir;
+      again.train.steps = 12;
+      const Run more = train(again, nullptr);
+      EXPECT_EQ(more.losses.size(), 2u);
+    }
+    world->barrier();
+  }
+}
+
 // All-reduce calls on the tensor-parallel communicator over one step, for 2 and 3 layers:
 // one more layer adds exactly 4 per micro-batch (2 forward after the row-parallel layers, 2
 // backward before the column-parallel ones).
