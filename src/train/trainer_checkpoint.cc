@@ -50,6 +50,13 @@ std::string model_differences(const models::gpt2::GPT2Config& a, const models::g
   return diffs;
 }
 
+// The parameter a checkpoint tensor belongs to: "<param>.exp_avg(_sq)" -> "<param>".
+std::string parameter_of(const std::string& name) {
+  for (const char* suffix : {".exp_avg_sq", ".exp_avg"})
+    if (name.ends_with(suffix)) return name.substr(0, name.size() - std::strlen(suffix));
+  return name;
+}
+
 }  // namespace
 
 Status load_checkpoint_weights(const std::vector<nn::NamedTensor>& params, const checkpoint::CheckpointReader& r) {
@@ -233,11 +240,6 @@ Status Trainer::save_model_parallel_checkpoint() {
   const std::vector<nn::NamedTensor> opt_state = zero_ ? zero_->gather_state() : optimizer_->state();
   std::vector<nn::NamedTensor> tensors = weights();
   tensors.insert(tensors.end(), opt_state.begin(), opt_state.end());
-  auto base_name = [](const std::string& n) {  // the parameter a tensor belongs to
-    for (const char* suffix : {".exp_avg_sq", ".exp_avg"})
-      if (n.ends_with(suffix)) return n.substr(0, n.size() - std::strlen(suffix));
-    return n;
-  };
   auto file_of = [](int p, int t) {
     char file[64];
     std::snprintf(file, sizeof file, "mp.pp%03d.tp%03d.safetensors", p, t);
@@ -258,7 +260,7 @@ Status Trainer::save_model_parallel_checkpoint() {
   const int pp = mesh_->pp_rank(), tp = mesh_->tp_rank();
   std::vector<checkpoint::NamedTensor> pieces;
   for (const auto& [n, t] : tensors) {
-    const std::string param = base_name(n);
+    const std::string param = parameter_of(n);
     if (!writes(param, pp, tp)) continue;
     if (!tp_plan_) {
       pieces.push_back({key_of(n, 0), t});
@@ -367,10 +369,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
         zero_->load(
             [&](const std::string& name, int64_t begin, int64_t end) {
               if (tp_plan_) {  // this rank's shard of the tensor, then the range of it
-                const std::string param = name.ends_with(".exp_avg_sq") ? name.substr(0, name.size() - 11)
-                                          : name.ends_with(".exp_avg")  ? name.substr(0, name.size() - 8)
-                                                                        : name;
-                auto t = load_local(name, param);
+                auto t = load_local(name, parameter_of(name));
                 TRI_CHECK(t.is_ok(), t.status().to_string());
                 return views::narrow(views::view(core::contiguous(t.value()), {t.value().numel()}), 0, begin, end - begin);
               }
