@@ -5,9 +5,11 @@
 //
 // Usage: train_step_bench [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
-//          [--precision fp32|bf16|fp16] [--sgemm]
+//          [--precision fp32|bf16|fp16] [--sgemm] [--device cpu|cuda]
 // bf16/fp16 run as the trainer does: the model in that dtype, fp32 master weights stepped by
-// AdamW (fp16 with a fixed loss scale of 1024 here; no overflow checks).
+// AdamW (fp16 with a fixed loss scale of 1024 here; no overflow checks). With --device cuda the
+// model, optimizer state and batches live on GPU 0 and each step ends with a device
+// synchronize, so the times are the GPU's; MFU is then reported against --peak-tflops.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "autograd/functions.h"
 #include "core/allocator.h"
+#include "core/device_ops.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -60,6 +63,8 @@ int main(int argc, char** argv) {
   models::gpt2::GPT2Config cfg;
   int64_t T = 1024, B = 4, steps = 5, warmup = 1, threads = 0;
   bool sgemm = false;
+  std::string device_name = "cpu";
+  double peak_tflops = 0.0;
   optim::PrecisionOptions precision;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -81,6 +86,8 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoll(next());
     else if (a == "--checkpointing") cfg.activation_checkpointing = next();
     else if (a == "--sgemm") sgemm = true;
+    else if (a == "--device") device_name = next();
+    else if (a == "--peak-tflops") peak_tflops = std::stod(next());
     else if (a == "--precision") precision.dtype = next();
     else {
       std::fprintf(stderr, "train_step_bench: unknown argument %s\n", a.c_str());
@@ -97,6 +104,12 @@ int main(int argc, char** argv) {
       model_storage.emplace(cfg);
     }
     models::gpt2::GPT2& model = *model_storage;
+    if (device_name != "cpu" && device_name != "cuda") {
+      std::fprintf(stderr, "train_step_bench: --device must be cpu or cuda, got %s\n", device_name.c_str());
+      return 2;
+    }
+    const Device device = device_name == "cuda" ? Device::cuda() : Device::cpu();
+    model.to(device);
     model.train();
     int64_t n_params = 0;
     for (const Tensor& p : model.parameters()) n_params += p.numel();
@@ -109,8 +122,9 @@ int main(int argc, char** argv) {
     Generator gen(1);
     std::vector<double> step_ms, losses;
     for (int64_t s = 0; s < warmup + steps; ++s) {
-      const Tensor idx = randint(0, cfg.vocab_size, {B, T}, gen);
-      const Tensor targets = randint(0, cfg.vocab_size, {B, T}, gen);
+      const Tensor idx = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
+      const Tensor targets = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
+      synchronize(device);
       const auto t0 = Clock::now();
       {
         MemoryCategoryGuard activations(MemoryCategory::kActivation);
@@ -126,6 +140,7 @@ int main(int argc, char** argv) {
         master->zero_grads();
       }
       model.zero_grad();
+      synchronize(device);
       step_ms.push_back(seconds_since(t0) * 1e3);
       std::fprintf(stderr, "step %lld: %.0f ms, loss %.4f\n", static_cast<long long>(s + 1), step_ms.back(),
                    losses.back());
@@ -134,7 +149,7 @@ int main(int argc, char** argv) {
     const double ms = median(timed);
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    const MemoryStats mem = host_allocator().stats();
+    const MemoryStats mem = device.is_cpu() ? host_allocator().stats() : device_allocator(device.type)->stats();
     nlohmann::json out = {
         {"framework", "trident"},
         {"config", {{"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
@@ -151,6 +166,13 @@ int main(int argc, char** argv) {
         {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
     };
     if (sgemm) out["sgemm_gflops"] = sgemm_gflops(2048);
+    out["device"] = device_name;
+    if (peak_tflops > 0) {  // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token
+      const double flops_per_token = 6.0 * static_cast<double>(n_params) +
+                                     12.0 * static_cast<double>(cfg.n_layer * cfg.n_embd * T);
+      out["mfu"] = flops_per_token * static_cast<double>(B * T) / (ms / 1e3) / (peak_tflops * 1e12);
+      out["peak_tflops"] = peak_tflops;
+    }
     std::printf("%s\n", out.dump().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_step_bench: %s\n", e.what());

@@ -14,6 +14,7 @@ LAYERS = [
     "config",  # generic typed option tables and TOML: a utility beside core
     "kernels/reference",
     "kernels/cpu",
+    "kernels/device",  # the kernel table non-host backends register for the op front ends
     "kernels/cuda",
     "ops",
     "autograd",
@@ -29,7 +30,9 @@ LAYERS = [
     "planner",
 ]
 # Siblings that must not see each other even though both sit above core.
-FORBIDDEN = {("kernels/cpu", "kernels/reference"), ("kernels/cuda", "kernels/reference")}
+FORBIDDEN = {("kernels/cpu", "kernels/reference"), ("kernels/cuda", "kernels/reference"),
+             ("kernels/device", "kernels/reference"), ("kernels/device", "kernels/cpu"),
+             ("kernels/cuda", "kernels/cpu")}
 
 
 def layer_of(path: str):

@@ -218,7 +218,7 @@ Status write_safetensors_streamed(AtomicFileWriter& out, std::span<const TensorS
     TRI_CHECK(t.dtype() == specs[i].dtype && t.shape() == specs[i].shape, "safetensors: tensor '", specs[i].name,
               "' was declared ", dtype_name(specs[i].dtype), " ", specs[i].shape, " but is ", dtype_name(t.dtype()), " ",
               t.shape());
-    const Tensor contiguous = core::contiguous(t);
+    const Tensor contiguous = core::to_device(core::contiguous(t), Device::cpu());  // files hold host bytes
     CKPT_RETURN_IF_ERROR(out.append(std::string_view(static_cast<const char*>(contiguous.raw_data()), contiguous.nbytes())));
   }
   return Status::ok();

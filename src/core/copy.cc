@@ -75,17 +75,43 @@ namespace core {
 
 namespace {
 
-// A copy that involves a device: whole contiguous tensors of one dtype, through the
-// backend's DeviceOps (strided and converting copies on a device are the backend's kernels).
+// A copy that involves a device. Within one device the backend converts and restrides
+// (DeviceOps::copy_strided). Between the host and a device only contiguous bytes of one
+// dtype travel; the side that holds a non-contiguous or differently typed tensor converts
+// it first.
 void device_copy(const Tensor& dst, const Tensor& src) {
   const Device device = dst.device().is_cpu() ? src.device() : dst.device();
   const DeviceOps* ops = device_ops(device.type);
   TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr, "copy_: device ", device, " is not available in this build");
-  TRI_CHECK(dst.dtype() == src.dtype() && dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous(),
-            "copy_ between ", src.device(), " and ", dst.device(), " takes contiguous tensors of one dtype and shape; got ",
-            src.str(), " into ", dst.str());
+  TRI_CHECK_NOT_IMPLEMENTED(dst.device().is_cpu() || src.device().is_cpu() || dst.device() == src.device(),
+                            "copy_ from ", src.device(), " to ", dst.device(),
+                            ": copies between two devices go through the host");
   if (dst.numel() == 0) return;
-  ops->copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
+  if (dst.device() == src.device()) {
+    Shape shape = dst.shape();
+    Strides ds = dst.strides(), ss = src.strides();
+    const int nd = coalesce_dims(shape, ds, ss);
+    ops->copy_strided(dst.raw_data(), dst.dtype(), ds.begin(), src.raw_data(), src.dtype(), ss.begin(), shape.begin(),
+                      nd);
+  } else if (src.device().is_cpu()) {  // host -> device
+    const Tensor s = cast(src, dst.dtype());  // contiguous, dst's dtype
+    if (dst.is_contiguous()) {
+      ops->copy(dst.raw_data(), dst.device(), s.raw_data(), s.device(), dst.nbytes());
+    } else {
+      const Tensor staged = empty(dst.shape(), dst.dtype(), dst.device());
+      ops->copy(staged.raw_data(), staged.device(), s.raw_data(), s.device(), staged.nbytes());
+      copy_(dst, staged);
+    }
+  } else {  // device -> host
+    const Tensor s = cast(src, dst.dtype());  // on the device, contiguous
+    if (dst.is_contiguous()) {
+      ops->copy(dst.raw_data(), dst.device(), s.raw_data(), s.device(), dst.nbytes());
+    } else {
+      const Tensor staged = empty(dst.shape(), dst.dtype(), Device::cpu());
+      ops->copy(staged.raw_data(), staged.device(), s.raw_data(), s.device(), staged.nbytes());
+      copy_(dst, staged);
+    }
+  }
   dst.bump_version();
 }
 
@@ -99,11 +125,11 @@ Tensor to_device(const Tensor& t, Device device) {
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  if (!dst.device().is_cpu() || !src.device().is_cpu()) return device_copy(dst, src);
   for (int i = 0; i < dst.dim(); ++i)
     TRI_CHECK(dst.strides()[i] != 0 || dst.shape()[i] <= 1, "copy_: the destination (shape ",
               dst.shape(), ", strides ", dst.strides(), ") has overlapping elements");
   const Tensor s = src.shape() == dst.shape() ? src : views::expand(src, dst.shape());
+  if (!dst.device().is_cpu() || !s.device().is_cpu()) return device_copy(dst, s);
   if (dst.numel() == 0) return;
   dispatch_any(dst.dtype(), [&](auto d) {
     dispatch_any(s.dtype(), [&](auto sv) {

@@ -14,6 +14,12 @@ std::array<DeviceOps, 2>& table() {
 
 void register_device_ops(DeviceType type, const DeviceOps& ops) { table()[static_cast<size_t>(type)] = ops; }
 
+void synchronize(Device device) {
+  if (device.is_cpu()) return;
+  const DeviceOps* ops = device_ops(device.type);
+  if (ops != nullptr && ops->synchronize != nullptr) ops->synchronize();
+}
+
 const DeviceOps* device_ops(DeviceType type) {
   const DeviceOps& ops = table()[static_cast<size_t>(type)];
   return ops.copy != nullptr ? &ops : nullptr;

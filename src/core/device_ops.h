@@ -18,10 +18,19 @@ struct DeviceOps {
   void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = nullptr;
   // n elements of dtype at dst (on the device) set to value.
   void (*fill)(void* dst, DType dtype, int64_t n, double value) = nullptr;
+  // Within the device: element i of an ndim-dim view of `shape` goes from src (any strides,
+  // including 0, of src_dtype) to dst (non-overlapping strides, of dst_dtype), converting.
+  // Strides count elements. Makes tensors contiguous and casts them on the device.
+  void (*copy_strided)(void* dst, DType dst_dtype, const int64_t* dst_strides, const void* src, DType src_dtype,
+                       const int64_t* src_strides, const int64_t* shape, int ndim) = nullptr;
+  // Returns when all work queued on the device so far is done (timings, host reads).
+  void (*synchronize)() = nullptr;
 };
 
 void register_device_ops(DeviceType type, const DeviceOps& ops);
 // nullptr when no backend of this build handles the type.
 const DeviceOps* device_ops(DeviceType type);
+// Waits for the device's queued work; nothing to do on the host.
+void synchronize(Device device);
 
 }  // namespace trident

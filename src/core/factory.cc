@@ -48,7 +48,12 @@ void fill_(const Tensor& t, double value) {
     const DeviceOps* ops = device_ops(t.device().type);
     TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr && ops->fill != nullptr, "fill_: device ", t.device(),
                               " is not available in this build");
-    TRI_CHECK(t.is_contiguous(), "fill_ on ", t.device(), " takes a contiguous tensor, got ", t.str());
+    if (!t.is_contiguous()) {  // fill one element, then broadcast it through the strides
+      const Tensor one = empty(Shape{}, t.dtype(), t.device());
+      ops->fill(one.raw_data(), one.dtype(), 1, value);
+      core::copy_(t, one);
+      return;
+    }
     ops->fill(t.raw_data(), t.dtype(), t.numel(), value);
     t.bump_version();
     return;

@@ -42,7 +42,7 @@ Tensor from_vector(const std::vector<T>& data, const Shape& shape) {
 // The values of t in row-major order, converted to T.
 template <class T>
 std::vector<T> to_vector(const Tensor& t) {
-  Tensor c = core::cast(t, dtype_of<T>());
+  Tensor c = core::to_device(core::cast(t, dtype_of<T>()), Device::cpu());
   const T* p = c.data_ptr<T>();
   return std::vector<T>(p, p + c.numel());
 }

@@ -20,6 +20,8 @@ class StorageImpl {
   size_t nbytes() const { return data_.nbytes(); }
   Device device() const { return data_.device(); }
   const DataPtr& data_ptr() const { return data_; }
+  // For handing this allocation to another storage (Module::to): leaves this one empty.
+  DataPtr& mutable_data_ptr() { return data_; }
   // Swaps in another allocation (an empty DataPtr frees it) while every view keeps this
   // storage: ZeRO-3 drops a layer's gathered parameters between uses and gathers them again
   // into a new allocation, under the same tensors that autograd saved (PyTorch's

@@ -74,6 +74,7 @@ void* Tensor::raw_data() const {
 
 double Tensor::item() const {
   TRI_CHECK(numel() == 1, "item() needs a tensor with one element; got shape ", shape());
+  if (!device().is_cpu()) return core::to_device(*this, Device::cpu()).item();
   Tensor c = core::cast(*this, DType::kF64);
   return *c.data_ptr<double>();
 }

@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include "core/copy.h"
 #include "core/options.h"
 
 namespace trident::nn {
@@ -45,6 +46,22 @@ void Module::train(bool on) {
 
 void Module::zero_grad() {
   for (Tensor t : parameters()) t.zero_grad();
+}
+
+void Module::to(Device device) {
+  for (Tensor t : parameters()) {
+    if (t.device() == device) continue;
+    TRI_CHECK(t.is_contiguous() && t.offset() == 0 && t.nbytes() == t.storage()->nbytes(), "Module::to(", device,
+              "): a parameter of shape ", t.shape(), " is a view into a larger storage");
+    const Tensor moved = core::to_device(t, device);
+    t.zero_grad();
+    // Hand the new allocation to the parameter's own storage (StorageImpl::reset_data), so the
+    // tensor every module and optimizer holds now lives on the device.
+    t.storage()->reset_data(std::move(moved.storage()->mutable_data_ptr()));
+    t.bump_version();  // a tensor autograd saved before the move must not read the new bytes unnoticed
+    const DataPtr& data = t.storage()->data_ptr();
+    data.owner()->retag(data, MemoryCategory::kParameter);
+  }
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor t) {

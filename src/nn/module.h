@@ -40,6 +40,11 @@ class Module {
   // Clears .grad of every parameter.
   void zero_grad();
 
+  // Moves every parameter to `device` in place: each keeps its tensor (and so every reference
+  // to it, in optimizers and plans) and gets its storage's bytes on the device. Call before
+  // building optimizers; gradients are cleared.
+  void to(Device device);
+
  protected:
   // Registers `t` (made a leaf that requires grad) under `name`, and returns it.
   Tensor register_parameter(const std::string& name, Tensor t);

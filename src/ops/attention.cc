@@ -56,6 +56,12 @@ HeadsView<T> heads(const Tensor& t) {
 
 DType lse_dtype(DType dtype) { return dtype == DType::kF64 ? DType::kF64 : DType::kF32; }
 
+kernels::DeviceHeads device_heads(const Tensor& t) { return {t.raw_data(), t.stride(0), t.stride(1), t.stride(2)}; }
+
+kernels::DeviceAttentionShape device_shape(const AttentionShape& s) {
+  return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale};
+}
+
 }  // namespace
 
 AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -69,6 +75,11 @@ AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor&
                          : views::transpose(empty({s.B, s.T, s.NH, s.HS}, q.dtype(), q.device()), 1, 2);
   Tensor lse = empty({s.B, s.NH, s.T}, lse_dtype(q.dtype()), q.device());
   if (out.numel() == 0) return {out, lse};
+  if (on_device(q)) {
+    device_kernels_of(q).attention_forward(q.dtype(), device_heads(out), lse.raw_data(), device_heads(q),
+                                           device_heads(k), device_heads(v), device_shape(s));
+    return {out, lse};
+  }
   dispatch_floating(q.dtype(), "attention", [&]<class T>() {
     kernels::cpu::attention_forward<T>(heads<T>(out), lse.data_ptr<acc_t<T>>(), heads<const T>(q),
                                        heads<const T>(k), heads<const T>(v), s);
@@ -81,6 +92,9 @@ AttentionGrads attention_backward(const Tensor& dout_in, const Tensor& q_in, con
                                   bool causal, std::optional<double> scale) {
   const char* what = "attention_backward";
   const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, what);
+  check_same_device(q_in, dout_in, what);
+  check_same_device(q_in, out_in, what);
+  check_same_device(q_in, lse, what);
   TRI_CHECK(dout_in.shape() == q_in.shape() && out_in.shape() == q_in.shape(), what,
             ": dout ", dout_in.shape(), " and out ", out_in.shape(), " must have q's shape ",
             q_in.shape());
@@ -97,6 +111,12 @@ AttentionGrads attention_backward(const Tensor& dout_in, const Tensor& q_in, con
   if (q.numel() == 0) {
     fill_(g.dk, 0.0);  // no query reads any key: zero gradients
     fill_(g.dv, 0.0);
+    return g;
+  }
+  if (on_device(q)) {
+    device_kernels_of(q).attention_backward(q.dtype(), device_heads(g.dq), device_heads(g.dk), device_heads(g.dv),
+                                            device_heads(dout), device_heads(q), device_heads(k), device_heads(v),
+                                            device_heads(out), lse.raw_data(), device_shape(s));
     return g;
   }
   dispatch_floating(q.dtype(), what, [&]<class T>() {

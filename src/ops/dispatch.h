@@ -4,6 +4,8 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/tensor.h"
+#include "kernels/device/device_kernels.h"
 
 namespace trident::ops {
 
@@ -18,6 +20,11 @@ void dispatch_floating(DType dtype, const char* what, const Fn& fn) {
   }
   TRI_CHECK_TYPE(false, what, ": dtype ", dtype, " is not supported (expected f32, f64, bf16 or f16)");
 }
+
+// Tensors on a device other than the host run the device backend's kernels
+// (kernels/device/device_kernels.h); the front end's checks and allocation are shared.
+inline bool on_device(const Tensor& t) { return !t.device().is_cpu(); }
+inline kernels::DeviceKernels& device_kernels_of(const Tensor& t) { return kernels::device_kernels(t.device()); }
 
 template <class Fn>
 void dispatch_index(DType dtype, const char* what, const Fn& fn) {

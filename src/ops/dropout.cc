@@ -14,6 +14,10 @@ Tensor apply_mask(const Tensor& x_in, double p, uint64_t seed, uint64_t offset, 
   if (p == 1.0) return ops::mul_scalar(x_in, 0.0);  // every element dropped: no mask to draw
   const Tensor x = core::contiguous(x_in);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
+  if (on_device(x)) {
+    device_kernels_of(x).dropout(x.dtype(), out.raw_data(), x.raw_data(), x.numel(), p, seed, offset);
+    return out;
+  }
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     kernels::cpu::dropout_forward<T>(out.data_ptr<T>(), x.data_ptr<T>(), x.numel(), p, seed,
                                      offset);

@@ -8,8 +8,10 @@ namespace trident::ops {
 namespace {
 
 // Checks the index tensor's dtype and rank and every value against [0, V). `indices` is
-// contiguous, so the flat position of a bad value unravels to its multi-index.
-void check_indices(const Tensor& indices, int64_t V, const char* what) {
+// contiguous, so the flat position of a bad value unravels to its multi-index. Indices on a
+// device are checked from a host copy (B x T integers per step: cheap next to the gather).
+void check_indices(const Tensor& indices_any, int64_t V, const char* what) {
+  const Tensor indices = core::to_device(indices_any, Device::cpu());
   TRI_CHECK_TYPE(is_integral(indices.dtype()), what, ": indices must be i32, i64 or u16, got ",
                  indices.dtype());
   TRI_CHECK(indices.dim() < Dims::kMaxDims, what, ": indices ", indices.shape(), " have ",
@@ -49,6 +51,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices_in) {
   out_shape.push_back(C);
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
   const Tensor w = core::contiguous(weight);
+  if (on_device(w)) {
+    device_kernels_of(w).embedding_forward(w.dtype(), indices.dtype(), out.raw_data(), w.raw_data(),
+                                           indices.raw_data(), indices.numel(), C);
+    return out;
+  }
   dispatch_floating(w.dtype(), "embedding", [&]<class T>() {
     dispatch_index(indices.dtype(), "embedding", [&]<class I>() {
       kernels::cpu::embedding_forward<T, I>(out.data_ptr<T>(), w.data_ptr<T>(),
@@ -73,6 +80,12 @@ Tensor embedding_backward(const Tensor& grad_out_in, const Tensor& indices_in,
   const int64_t C = gs.back();
   const Tensor grad_out = core::contiguous(grad_out_in);
   Tensor grad_weight = empty(Shape{num_weights, C}, grad_out.dtype(), grad_out.device());
+  if (on_device(grad_out)) {
+    device_kernels_of(grad_out).embedding_backward(grad_out.dtype(), indices.dtype(), grad_weight.raw_data(),
+                                                   grad_out.raw_data(), indices.raw_data(), indices.numel(),
+                                                   num_weights, C);
+    return grad_weight;
+  }
   dispatch_floating(grad_out.dtype(), "embedding_backward", [&]<class T>() {
     dispatch_index(indices.dtype(), "embedding_backward", [&]<class I>() {
       kernels::cpu::embedding_backward<T, I>(grad_weight.data_ptr<T>(), grad_out.data_ptr<T>(),

@@ -36,6 +36,29 @@ int64_t batch_offset(int64_t idx, const Shape& batch, const Strides& strides) {
   return off;
 }
 
+// out (M, N) [+ batches] = op(a) op(b) on a device: one cuBLAS call, strided-batched when each
+// operand's matrices are evenly spaced (always, for views made by expand and contiguous).
+void device_gemm(const Tensor& out, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* a,
+                 int64_t lda, const void* b, int64_t ldb, double beta, int64_t ldc, int64_t batch = 1,
+                 int64_t stride_a = 0, int64_t stride_b = 0, int64_t stride_c = 0) {
+  kernels::GemmArgs g;
+  g.dtype = g.c_dtype = out.dtype();
+  g.trans_a = trans_a, g.trans_b = trans_b;
+  g.M = M, g.N = N, g.K = K;
+  g.a = a, g.lda = lda, g.b = b, g.ldb = ldb;
+  g.beta = beta, g.c = out.raw_data(), g.ldc = ldc;
+  g.batch = batch, g.stride_a = stride_a, g.stride_b = stride_b, g.stride_c = stride_c;
+  device_kernels_of(out).gemm(g);
+}
+
+// The stride s with batch_offset(i) == i * s for every i < n, if there is one.
+std::optional<int64_t> even_batch_stride(int64_t n, const Shape& batch, const Strides& strides) {
+  const int64_t s = n > 1 ? batch_offset(1, batch, strides) : 0;
+  for (int64_t i = 2; i < n; ++i)
+    if (batch_offset(i, batch, strides) != i * s) return std::nullopt;
+  return s;
+}
+
 }  // namespace
 
 Tensor as_matrix(const Tensor& t) {
@@ -85,6 +108,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       b2 = core::contiguous(b2);
       lb = blas_layout(b2);
     }
+    if (on_device(out)) {
+      device_gemm(out, la->trans, lb->trans, a2.size(0), N, K, a2.raw_data(), la->ld, b2.raw_data(), lb->ld, 0.0, N);
+      return out;
+    }
     dispatch_floating(a_in.dtype(), "matmul", [&]<class T>() {
       kernels::cpu::gemm<T>(la->trans, lb->trans, a2.size(0), N, K, 1.0f, a2.data_ptr<T>(), la->ld,
                             b2.data_ptr<T>(), lb->ld, 0.0f, out.data_ptr<T>(), N);
@@ -111,6 +138,22 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   Strides a_bs = a.strides(), b_bs = b.strides();
   a_bs.resize(batch.size());
   b_bs.resize(batch.size());
+  if (on_device(out)) {
+    const auto sa = even_batch_stride(nbatch, batch, a_bs), sb = even_batch_stride(nbatch, batch, b_bs);
+    const size_t esize = element_size(out.dtype());
+    if (sa && sb) {
+      device_gemm(out, la->trans, lb->trans, M, N, K, a.raw_data(), la->ld, b.raw_data(), lb->ld, 0.0, N, nbatch, *sa,
+                  *sb, M * N);
+    } else {
+      for (int64_t i = 0; i < nbatch; ++i) {
+        const Tensor oi = views::narrow(views::view(out, {nbatch * M, N}), 0, i * M, M);
+        device_gemm(oi, la->trans, lb->trans, M, N, K,
+                    static_cast<const char*>(a.raw_data()) + batch_offset(i, batch, a_bs) * esize, la->ld,
+                    static_cast<const char*>(b.raw_data()) + batch_offset(i, batch, b_bs) * esize, lb->ld, 0.0, N);
+      }
+    }
+    return out;
+  }
   // Matrices of one GEMM block: one per thread in parallel; larger ones: one at a time,
   // each split across every thread. Either way the bits do not depend on the thread count
   // (Note [Deterministic GEMM] in kernels/cpu/matmul.cc).
@@ -166,6 +209,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
   if (bias) {
     core::copy_(views::view(out, {rows, out_features}), *bias);  // broadcast bias over the rows
     beta = 1.0f;
+  }
+  if (on_device(out)) {
+    // cuBLAS needs a leading dim >= the row length: rows broadcast with stride 0 are copied.
+    const Tensor xd = rows > 1 && x2.stride(0) < std::max<int64_t>(in, 1) ? core::contiguous(x2) : x2;
+    device_gemm(out, false, lw->trans, rows, out_features, in, xd.raw_data(), std::max<int64_t>(xd.stride(0), in),
+                wt.raw_data(), lw->ld, beta, out_features);
+    return out;
   }
   dispatch_floating(x.dtype(), "linear", [&]<class T>() {
     kernels::cpu::gemm<T>(false, lw->trans, rows, out_features, in, 1.0f, x2.data_ptr<T>(),

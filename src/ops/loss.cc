@@ -51,8 +51,10 @@ Shape position_of(int64_t flat, const Shape& shape) {
 }
 
 // Checks that every target (t: contiguous) is in [0, V) or equals ignore_index, naming the
-// first one that is not; returns the number of targets that are not ignored.
-int64_t count_targets(const Tensor& t, int64_t V, int64_t ignore_index, const char* what) {
+// first one that is not; returns the number of targets that are not ignored. Targets on a
+// device are checked from a host copy (one integer per row).
+int64_t count_targets(const Tensor& t_any, int64_t V, int64_t ignore_index, const char* what) {
+  const Tensor t = core::to_device(t_any, Device::cpu());
   int64_t count = 0;
   dispatch_index(t.dtype(), what, [&]<class I>() {
     const I* p = t.data_ptr<I>();
@@ -69,6 +71,39 @@ int64_t count_targets(const Tensor& t, int64_t V, int64_t ignore_index, const ch
   return count;
 }
 
+// One chunk of linear_cross_entropy on a device: rows [r0, r0 + n) of x2 (N, C) whose
+// logits (n, V) are already computed; the same steps as the host loop below.
+void chunk_on_device(const Tensor& x2, const Tensor& wc, const Tensor& tc, const Tensor& logits, const Tensor& lse,
+                     LinearCrossEntropyOutput& out, int64_t r0, int64_t n, int64_t ignore_index, bool want_grad,
+                     double& total) {
+  kernels::DeviceKernels& k = device_kernels_of(x2);
+  const int64_t C = x2.size(1), V = wc.size(0);
+  const size_t t_size = element_size(tc.dtype()), x_size = element_size(x2.dtype());
+  const void* tg = static_cast<const char*>(tc.raw_data()) + r0 * t_size;
+  const void* xc = static_cast<const char*>(x2.raw_data()) + r0 * C * x_size;
+  total += k.cross_entropy_forward(x2.dtype(), tc.dtype(), lse.raw_data(), logits.raw_data(), tg, n, V, ignore_index);
+  if (want_grad)  // softmax - onehot in place, unscaled
+    k.cross_entropy_backward(x2.dtype(), tc.dtype(), logits.raw_data(), logits.raw_data(), lse.raw_data(), tg, n, V,
+                             ignore_index, 1.0);
+  if (out.dx) {  // dx rows = dlogits (n, V) @ w (V, C)
+    kernels::GemmArgs g;
+    g.dtype = g.c_dtype = x2.dtype();
+    g.M = n, g.N = C, g.K = V;
+    g.a = logits.raw_data(), g.lda = V, g.b = wc.raw_data(), g.ldb = C;
+    g.c = static_cast<char*>(out.dx->raw_data()) + r0 * C * x_size, g.ldc = C;
+    k.gemm(g);
+  }
+  if (out.dw) {  // dw += dlogits^T (V, n) @ x rows (n, C), in f32 for bf16/f16
+    kernels::GemmArgs g;
+    g.dtype = x2.dtype(), g.c_dtype = out.dw->dtype();
+    g.trans_a = true;
+    g.M = V, g.N = C, g.K = n;
+    g.a = logits.raw_data(), g.lda = V, g.b = xc, g.ldb = C;
+    g.beta = 1.0, g.c = out.dw->raw_data(), g.ldc = C;
+    k.gemm(g);
+  }
+}
+
 }  // namespace
 
 CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
@@ -82,14 +117,19 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
   dispatch_floating(logits.dtype(), what, [&]<class T>() {
     logsumexp = empty(Shape{N}, dtype_of<acc_t<T>>(), logits.device());
     double total = 0.0;
-    dispatch_index(tc.dtype(), what, [&]<class I>() {
-      total = kernels::cpu::cross_entropy_forward<T, I>(
-          logsumexp->data_ptr<acc_t<T>>(), lc.data_ptr<T>(), tc.data_ptr<I>(), N, V, ignore_index);
-    });
+    if (on_device(lc)) {
+      total = device_kernels_of(lc).cross_entropy_forward(lc.dtype(), tc.dtype(), logsumexp->raw_data(),
+                                                          lc.raw_data(), tc.raw_data(), N, V, ignore_index);
+    } else {
+      dispatch_index(tc.dtype(), what, [&]<class I>() {
+        total = kernels::cpu::cross_entropy_forward<T, I>(
+            logsumexp->data_ptr<acc_t<T>>(), lc.data_ptr<T>(), tc.data_ptr<I>(), N, V, ignore_index);
+      });
+    }
     // A mean over no counted rows is 0/0 = NaN, as in PyTorch.
     const double mean_or_sum =
         reduction == Reduction::kMean ? total / static_cast<double>(count) : total;
-    loss.data_ptr<T>()[0] = static_cast<T>(mean_or_sum);
+    fill_(loss, static_cast<double>(static_cast<T>(mean_or_sum)));
   });
   return {loss, *logsumexp};
 }
@@ -118,6 +158,11 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
     TRI_CHECK_TYPE(sc.dtype() == dtype_of<acc_t<T>>(), what, ": logsumexp must have dtype ",
                    dtype_of<acc_t<T>>(), " for logits of dtype ", logits.dtype(), ", got ",
                    sc.dtype());
+    if (on_device(lc)) {
+      device_kernels_of(lc).cross_entropy_backward(lc.dtype(), tc.dtype(), dlogits.raw_data(), lc.raw_data(),
+                                                   sc.raw_data(), tc.raw_data(), N, V, ignore_index, scale);
+      return;
+    }
     dispatch_index(tc.dtype(), what, [&]<class I>() {
       kernels::cpu::cross_entropy_backward<T, I>(dlogits.data_ptr<T>(), lc.data_ptr<T>(),
                                                  sc.data_ptr<acc_t<T>>(), tc.data_ptr<I>(), N, V,
@@ -146,6 +191,7 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   rows.resize(rows.size() - 1);
   TRI_CHECK_TYPE(is_integral(targets.dtype()), what, ": targets must hold class indices (i32, i64 or u16), got dtype ",
                  targets.dtype());
+  check_same_device(x, targets, what);
   TRI_CHECK(targets.shape() == rows || (targets.dim() == 1 && targets.size(0) == N), what, ": targets of shape ",
             targets.shape(), " do not match x ", x.shape(), " (expected ", rows, " or (", N, "))");
   const Tensor tc = views::view(core::contiguous(targets), {N});
@@ -165,6 +211,10 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t n = std::min(R, N - r0);
       const Tensor logits = linear(views::narrow(x2, 0, r0, n), wc, std::nullopt);  // (n, V)
+      if (on_device(x2)) {
+        chunk_on_device(x2, wc, tc, logits, lse, out, r0, n, ignore_index, want_grad, total);
+        continue;
+      }
       T* lg = logits.data_ptr<T>();
       const T* xc = x2.data_ptr<T>() + r0 * C;
       dispatch_index(tc.dtype(), what, [&]<class I>() {
@@ -188,8 +238,7 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   });
   // A mean over no counted rows is 0/0 = NaN, as in PyTorch.
   const double loss = reduction == Reduction::kMean ? total / static_cast<double>(count) : total;
-  if (acc == DType::kF64) out.loss.data_ptr<double>()[0] = loss;
-  else out.loss.data_ptr<float>()[0] = static_cast<float>(loss);
+  fill_(out.loss, acc == DType::kF64 ? loss : static_cast<double>(static_cast<float>(loss)));
   if (want_dx) out.dx = views::view(*out.dx, x.shape().span());
   return out;
 }

@@ -76,6 +76,8 @@ T* data_or_null(const std::optional<Tensor>& t) {
   return t ? t->data_ptr<T>() : nullptr;
 }
 
+void* raw_or_null(const std::optional<Tensor>& t) { return t ? t->raw_data() : nullptr; }
+
 }  // namespace
 
 LayerNormOutput layernorm(const Tensor& x, const std::optional<Tensor>& weight,
@@ -90,6 +92,12 @@ LayerNormOutput layernorm(const Tensor& x, const std::optional<Tensor>& weight,
   const DType acc = acc_dtype(x.dtype());
   LayerNormOutput r{empty(x.shape(), x.dtype(), x.device()), empty(row_shape(x), acc, x.device()),
                     empty(row_shape(x), acc, x.device())};
+  if (on_device(xc)) {
+    device_kernels_of(xc).layernorm_forward(x.dtype(), r.out.raw_data(), r.mean.raw_data(), r.rstd.raw_data(),
+                                            xc.raw_data(), w ? w->raw_data() : nullptr, b ? b->raw_data() : nullptr,
+                                            x.numel() / C, C, eps);
+    return r;
+  }
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     kernels::cpu::layernorm_forward<T>(
         r.out.data_ptr<T>(), r.mean.data_ptr<acc_t<T>>(), r.rstd.data_ptr<acc_t<T>>(),
@@ -116,6 +124,12 @@ LayerNormGrads layernorm_backward(const Tensor& dout, const Tensor& x,
   const Tensor xc = core::contiguous(x), gc = core::contiguous(dout);
   const Tensor mc = core::contiguous(mean), rc = core::contiguous(rstd);
   const std::optional<Tensor> w = contiguous_or_none(weight);
+  if (on_device(xc)) {
+    device_kernels_of(xc).layernorm_backward(x.dtype(), raw_or_null(g.dx), raw_or_null(g.dweight),
+                                             raw_or_null(g.dbias), gc.raw_data(), xc.raw_data(), raw_or_null(w),
+                                             mc.raw_data(), rc.raw_data(), x.numel() / C, C);
+    return g;
+  }
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     kernels::cpu::layernorm_backward<T>(
         data_or_null<T>(g.dx), data_or_null<T>(g.dweight), data_or_null<T>(g.dbias),
@@ -134,6 +148,11 @@ RMSNormOutput rmsnorm(const Tensor& x, const std::optional<Tensor>& weight, doub
   const std::optional<Tensor> w = contiguous_or_none(weight);
   RMSNormOutput r{empty(x.shape(), x.dtype(), x.device()),
                   empty(row_shape(x), acc_dtype(x.dtype()), x.device())};
+  if (on_device(xc)) {
+    device_kernels_of(xc).rmsnorm_forward(x.dtype(), r.out.raw_data(), r.rstd.raw_data(), xc.raw_data(),
+                                          raw_or_null(w), x.numel() / C, C, eps);
+    return r;
+  }
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     kernels::cpu::rmsnorm_forward<T>(r.out.data_ptr<T>(), r.rstd.data_ptr<acc_t<T>>(),
                                      xc.data_ptr<T>(), data_or_null<T>(w), x.numel() / C, C, eps);
@@ -155,6 +174,11 @@ RMSNormGrads rmsnorm_backward(const Tensor& dout, const Tensor& x,
   if (!need_dx && !need_dweight) return g;
   const Tensor xc = core::contiguous(x), gc = core::contiguous(dout), rc = core::contiguous(rstd);
   const std::optional<Tensor> w = contiguous_or_none(weight);
+  if (on_device(xc)) {
+    device_kernels_of(xc).rmsnorm_backward(x.dtype(), raw_or_null(g.dx), raw_or_null(g.dweight), gc.raw_data(),
+                                           xc.raw_data(), raw_or_null(w), rc.raw_data(), x.numel() / C, C);
+    return g;
+  }
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     kernels::cpu::rmsnorm_backward<T>(data_or_null<T>(g.dx), data_or_null<T>(g.dweight),
                                       gc.data_ptr<T>(), xc.data_ptr<T>(), data_or_null<T>(w),

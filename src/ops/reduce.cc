@@ -32,6 +32,10 @@ Tensor reduce(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, b
   const double scale = is_mean ? 1.0 / static_cast<double>(count) : 1.0;
   TRI_CHECK(!is_mean || count > 0, what, ": mean over an empty set of elements (shape ",
             x.shape(), ")");
+  if (on_device(x)) {
+    device_kernels_of(x).sum(x.dtype(), out.raw_data(), x.raw_data(), x.shape(), x.strides(), flags, scale);
+    return out;
+  }
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     kernels::cpu::sum_forward<T>(out.data_ptr<T>(), x.data_ptr<T>(), x.shape(), x.strides(), flags,
                                  scale);

@@ -32,8 +32,8 @@ void AdamW::step(double lr) {
   for (Slot& s : slots_) {
     if (!s.param.grad().has_value()) continue;
     if (!s.m) {
-      s.m = zeros(s.param.shape(), DType::kF32);
-      s.v = zeros(s.param.shape(), DType::kF32);
+      s.m = zeros(s.param.shape(), DType::kF32, s.param.device());
+      s.v = zeros(s.param.shape(), DType::kF32, s.param.device());
     }
     ops::adamw_update_(s.param, *s.param.grad(), *s.m, *s.v,
                        {lr, options_.beta1, options_.beta2, options_.eps,
@@ -66,8 +66,8 @@ void AdamW::load_state(const std::vector<nn::NamedTensor>& state, int64_t step) 
     }
     TRI_CHECK(m->shape() == s.param.shape() && v->shape() == s.param.shape(), "AdamW state for '", s.name,
               "' has shape ", m->shape(), "; the parameter has shape ", s.param.shape());
-    s.m = core::cast(*m, DType::kF32);
-    s.v = core::cast(*v, DType::kF32);
+    s.m = core::to_device(core::cast(*m, DType::kF32), s.param.device());
+    s.v = core::to_device(core::cast(*v, DType::kF32), s.param.device());
     if (s.m->is_same(*m)) s.m = core::clone(*m);
     if (s.v->is_same(*v)) s.v = core::clone(*v);
   }

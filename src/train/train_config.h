@@ -39,6 +39,7 @@ struct TrainOptions {
   std::string init_from = "";       // safetensors weights to start from (HF GPT-2 names)
   bool resume = true;               // continue from the latest checkpoint in out_dir if any
   int64_t threads = 0;              // CPU threads (0: all cores)
+  std::string device = "cpu";       // where the model trains: "cpu" or "cuda"
   bool flush_denormals = true;      // flush subnormal floats to zero (Note [Denormals])
   static const OptionTable<TrainOptions>& table();
 };

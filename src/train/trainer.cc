@@ -56,6 +56,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
     TRI_CHECK(!cfg.precision.mixed(), "precision.dtype = \"", cfg.precision.dtype,
               "\" is not supported with more than one rank yet; use fp32");
   }
+  TRI_CHECK(cfg.train.device == "cpu" || ((!comm || comm->size() == 1) && model_parallel == 1 &&
+                                          cfg.parallel.zero_stage == 0),
+            "train.device = \"", cfg.train.device, "\" trains in one process for now (", comm ? comm->size() : 1,
+            " ranks, tp ", cfg.parallel.tp, ", pp ", cfg.parallel.pp, ", zero_stage ", cfg.parallel.zero_stage,
+            " requested); NCCL for several GPUs is issue #7's next step");
   std::unique_ptr<Trainer> t(new Trainer(cfg, std::move(comm)));
   Status s = t->init();
   if (!s.is_ok()) return s;
@@ -74,6 +79,13 @@ Status Trainer::init() {
     if (!s.is_ok()) return s;
   }
   for (const auto& [name, p] : model_->named_parameters()) full_shapes_.emplace(name, p.shape());
+  if (cfg_.train.device == "cuda") {
+    TRI_CHECK_NOT_IMPLEMENTED(device_allocator(DeviceType::kCUDA) != nullptr,
+                              "train.device = \"cuda\": this build has no CUDA backend (configure with "
+                              "-DTRIDENT_CUDA=ON on a machine with the CUDA toolkit)");
+    device_ = Device::cuda();
+    model_->to(device_);
+  }
   if (comm_) {
     mesh_ = std::make_unique<parallel::DeviceMesh>(comm_, cfg_.parallel.tp, cfg_.parallel.pp);
     if (mesh_->tp_size() > 1)
@@ -166,10 +178,11 @@ std::vector<nn::NamedTensor> Trainer::weights() const {
 }
 
 data::Batch Trainer::local_rows(const data::Batch& batch) const {
-  if (!mesh_ || mesh_->dp_size() == 1) return batch;  // tensor-parallel peers share their rows
+  if (!mesh_ || mesh_->dp_size() == 1)  // tensor-parallel peers share their rows
+    return {core::to_device(batch.inputs, device_), core::to_device(batch.targets, device_)};
   const int64_t rows = batch.inputs.size(0) / mesh_->dp_size(), first = rows * mesh_->dp_rank();
-  return {core::contiguous(views::narrow(batch.inputs, 0, first, rows)),
-          core::contiguous(views::narrow(batch.targets, 0, first, rows))};
+  return {core::to_device(core::contiguous(views::narrow(batch.inputs, 0, first, rows)), device_),
+          core::to_device(core::contiguous(views::narrow(batch.targets, 0, first, rows)), device_)};
 }
 
 double Trainer::mean_over_ranks(double v) const {

@@ -116,6 +116,7 @@ class Trainer {
 
   std::shared_ptr<comm::Communicator> comm_;     // null: one process
   std::unique_ptr<parallel::DeviceMesh> mesh_;   // with comm_: its dp x tp groups
+  Device device_ = Device::cpu();                 // train.device: where parameters, state and batches live
   std::unique_ptr<parallel::TensorParallelPlan> tp_plan_;  // parallel.tp > 1
   std::unique_ptr<parallel::Pipeline> pipeline_;           // parallel.pp > 1
   std::map<std::string, Shape> full_shapes_;               // every parameter's single-device shape

@@ -22,7 +22,7 @@ struct Targets {
 Tensor mark_ignored(const Tensor& targets, int64_t every, int64_t ignore_index) {
   std::vector<int64_t> values = to_vector<int64_t>(targets);
   for (size_t i = 0; i < values.size(); i += static_cast<size_t>(every)) values[i] = ignore_index;
-  return core::cast(from_vector(values, targets.shape()), targets.dtype());
+  return core::to_device(core::cast(from_vector(values, targets.shape()), targets.dtype()), targets.device());
 }
 reference::Array mark_ignored(reference::Array targets, int64_t every, int64_t ignore_index) {
   for (int64_t i = 0; i < targets.numel(); i += every)

@@ -18,6 +18,10 @@
 #include "op_case.h"
 #include "tolerance.h"
 
+#ifdef TRIDENT_WITH_CUDA
+#include "kernels/cuda/cuda_device.h"
+#endif
+
 namespace trident::testing {
 namespace {
 
@@ -48,21 +52,22 @@ reference::Array generate_values(const InputSpec& spec, DType dtype, Generator& 
   return reference::Array(logical.shape(), to_vector<double>(logical));
 }
 
-// A tensor of `dtype` holding `values` in the memory layout the spec asks for.
-Tensor make_input(const InputSpec& spec, const reference::Array& values, DType dtype) {
+// A tensor of `dtype` on `device` holding `values` in the memory layout the spec asks for.
+Tensor make_input(const InputSpec& spec, const reference::Array& values, DType dtype, Device device) {
   const DType d = spec.kind == InputKind::kIndex ? spec.index_dtype : dtype;
   Tensor dense = core::cast(from_vector(values.data, values.shape), d);
   switch (spec.layout) {
-    case Layout::kContiguous: return dense;
+    case Layout::kContiguous: return core::to_device(dense, device);
     case Layout::kTransposed: {
       TRI_CHECK(dense.dim() >= 2, "kTransposed needs >= 2 dims");
-      Tensor stored = core::clone(views::transpose(dense, -1, -2));  // memory holds x^T
+      // memory holds x^T
+      Tensor stored = core::to_device(core::clone(views::transpose(dense, -1, -2)), device);
       return views::transpose(stored, -1, -2);
     }
     case Layout::kStrided: {
       Shape wide = dense.shape();
       wide[wide.size() - 1] *= 2;
-      Tensor stored = zeros(wide, d);
+      Tensor stored = zeros(wide, d, device);
       Strides strides = stored.strides();
       strides[strides.size() - 1] = 2;
       Tensor view = views::as_strided(stored, dense.shape(), strides, 0);
@@ -71,13 +76,15 @@ Tensor make_input(const InputSpec& spec, const reference::Array& values, DType d
     }
     case Layout::kBroadcast: {
       Tensor small = views::narrow(dense, 0, 0, 1);
-      return views::expand(core::clone(small), dense.shape());
+      return views::expand(core::to_device(core::clone(small), device), dense.shape());
     }
   }
   return dense;
 }
 
-reference::Array to_array(const Tensor& t) { return reference::Array(t.shape(), to_vector<double>(t)); }
+reference::Array to_array(const Tensor& t) {
+  return reference::Array(t.shape(), to_vector<double>(core::to_device(t, Device::cpu())));
+}
 
 // Collects the names of every node reachable from the outputs.
 std::set<std::string> graph_ops(const TensorList& outputs) {
@@ -103,10 +110,11 @@ struct RunResult {
 };
 
 // Runs forward (and backward with `upstream`, if given) on inputs built from `values`.
-RunResult run(const OpCase& c, const Arrays& values, DType dtype, const Arrays* upstream) {
+RunResult run(const OpCase& c, const Arrays& values, DType dtype, const Arrays* upstream,
+              Device device = Device::cpu()) {
   TensorList inputs;
   for (size_t i = 0; i < c.inputs().size(); ++i) {
-    Tensor t = make_input(c.inputs()[i], values[i], dtype);
+    Tensor t = make_input(c.inputs()[i], values[i], dtype, device);
     if (upstream && c.inputs()[i].differentiable) t.set_requires_grad(true);
     inputs.push_back(t);
   }
@@ -118,7 +126,8 @@ RunResult run(const OpCase& c, const Arrays& values, DType dtype, const Arrays* 
     for (size_t o = 0; o < r.outputs.size(); ++o) {
       if (!r.outputs[o].requires_grad()) continue;
       roots.push_back(r.outputs[o]);
-      grads.push_back(core::cast(from_vector((*upstream)[o].data, (*upstream)[o].shape), r.outputs[o].dtype()));
+      grads.push_back(core::to_device(
+          core::cast(from_vector((*upstream)[o].data, (*upstream)[o].shape), r.outputs[o].dtype()), device));
     }
     if (!roots.empty()) autograd::backward(roots, grads);
     for (const Tensor& t : inputs) r.grads.push_back(t.grad());
@@ -257,6 +266,58 @@ TEST_P(OpSuite, ResultsDoNotDependOnThreadCount) {
     if (one.grads[i] && two.grads[i]) {
       EXPECT_EQ(to_vector<double>(*one.grads[i]), to_vector<double>(*two.grads[i])) << "grad " << i;
     }
+}
+
+// Note [The op suite on a GPU]
+// The same cases, run with inputs on the GPU (in the same memory layouts), against the same
+// float64 reference and float64 host backward, with the same tolerances: a device kernel is
+// held to the accuracy of the host's. Skipped, saying why, where no GPU is visible.
+bool gpu_available(std::string& why) {
+#ifdef TRIDENT_WITH_CUDA
+  if (cuda::is_available()) return true;
+  why = "no CUDA device: " + cuda::unavailable_reason();
+#else
+  why = "this build has no CUDA backend (-DTRIDENT_CUDA=OFF)";
+#endif
+  return false;
+}
+
+TEST_P(OpSuite, ForwardOnGpuMatchesFloat64Reference) {
+  std::string why;
+  if (!gpu_available(why)) GTEST_SKIP() << why;
+  for (DType dtype : c().dtypes()) {
+    SCOPED_TRACE(std::string("dtype ") + dtype_name(dtype) + " on cuda");
+    const Arrays values = make_values(dtype);
+    const Arrays want = c().reference_fn()(values);
+    const RunResult got = run(c(), values, dtype, nullptr, Device::cuda());
+    ASSERT_EQ(got.outputs.size(), want.size()) << "number of outputs";
+    for (size_t o = 0; o < want.size(); ++o) {
+      EXPECT_TRUE(got.outputs[o].device().is_cuda()) << "output " << o << " left the GPU";
+      expect_close("output " + std::to_string(o), to_array(got.outputs[o]), want[o],
+                   Tolerance::for_dtype(dtype, c().reduction_length()));
+    }
+  }
+}
+
+TEST_P(OpSuite, BackwardOnGpuMatchesFloat64Backward) {
+  if (!c().check_backward()) GTEST_SKIP() << "case has no backward";
+  std::string why;
+  if (!gpu_available(why)) GTEST_SKIP() << why;
+  for (DType dtype : c().dtypes()) {
+    SCOPED_TRACE(std::string("dtype ") + dtype_name(dtype) + " on cuda");
+    const Arrays values = make_values(dtype);
+    Generator gen(hash_name(c().name()) + 1);
+    const Arrays upstream = upstream_grads(c().reference_fn()(values), dtype, gen);
+    const RunResult got = run(c(), values, dtype, &upstream, Device::cuda());
+    const RunResult want = run(c(), values, DType::kF64, &upstream);
+    for (size_t i = 0; i < c().inputs().size(); ++i) {
+      if (!c().inputs()[i].differentiable) continue;
+      ASSERT_TRUE(got.grads[i].has_value()) << "no gradient reached input " << i;
+      EXPECT_TRUE(got.grads[i]->device().is_cuda()) << "gradient of input " << i << " left the GPU";
+      expect_close("grad of input " + std::to_string(i), to_array(*got.grads[i]), to_array(*want.grads[i]),
+                   Tolerance::for_dtype(dtype, c().reduction_length()));
+    }
+  }
 }
 
 std::string case_test_name(const ::testing::TestParamInfo<size_t>& info) {

@@ -16,7 +16,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/factory.h"
 #include "data/token_file.h"
-#include "support/phrase_corpus.h"
+#include "support/tiny_run.h"
 #include "train/trainer.h"
 
 namespace trident::testing {
@@ -33,10 +33,7 @@ class MpiTrainingTest : public ::testing::Test {
     if (world->rank() == 0) {
       std::filesystem::remove_all(dir);
       std::filesystem::create_directories(dir);
-      const std::vector<uint16_t> tokens = phrase_corpus();
-      ASSERT_TRUE(data::write_token_file(dir / "train.bin", tokens).is_ok());
-      ASSERT_TRUE(data::write_token_file(dir / "val.bin", std::vector<uint16_t>(tokens.begin(), tokens.begin() + 3000))
-                      .is_ok());
+      ASSERT_TRUE(write_tiny_run_data(dir).is_ok());
     }
     world->barrier();
   }

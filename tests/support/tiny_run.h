@@ -4,10 +4,21 @@
 #pragma once
 
 #include <filesystem>
+#include <vector>
 
+#include "data/token_file.h"
+#include "support/phrase_corpus.h"
 #include "train/train_config.h"
 
 namespace trident::testing {
+
+// Writes the run's data: DIR/train.bin (phrase_corpus()) and DIR/val.bin (its first 3000 tokens).
+inline Status write_tiny_run_data(const std::filesystem::path& dir) {
+  const std::vector<uint16_t> tokens = phrase_corpus();
+  Status s = data::write_token_file(dir / "train.bin", tokens);
+  if (!s.is_ok()) return s;
+  return data::write_token_file(dir / "val.bin", std::vector<uint16_t>(tokens.begin(), tokens.begin() + 3000));
+}
 
 inline train::TrainConfig tiny_run_config(const std::filesystem::path& dir) {
   train::TrainConfig cfg;

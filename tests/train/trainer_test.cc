@@ -29,9 +29,7 @@ class TrainerTest : public ::testing::Test {
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    const std::vector<uint16_t> tokens = testing::phrase_corpus();
-    ASSERT_TRUE(data::write_token_file(dir_ / "train.bin", tokens).is_ok());
-    ASSERT_TRUE(data::write_token_file(dir_ / "val.bin", std::vector<uint16_t>(tokens.begin(), tokens.begin() + 3000)).is_ok());
+    ASSERT_TRUE(testing::write_tiny_run_data(dir_).is_ok());
   }
   void TearDown() override { fs::remove_all(dir_); }
 

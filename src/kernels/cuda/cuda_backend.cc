@@ -1,19 +1,25 @@
 // The CUDA backend's place in the core (issue #7): a caching allocator over cudaMalloc for
 // DeviceType::kCUDA (core/caching_allocator.h: pools per stream and size class, so training's
 // steady state makes no cudaMalloc; out of memory names the request and the pools), and
-// DeviceOps: copies between host and device (cudaMemcpy with unified addressing) and fills.
+// DeviceOps: copies between host and device (cudaMemcpy with unified addressing), strided and
+// converting copies on the device, and fills.
 // Registered at start-up; this library is linked whole-archive so that the registration is
 // never dropped. Device 0 only for now.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/allocator.h"
 #include "core/caching_allocator.h"
 #include "core/device_ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/fill.cuh"
+#include "kernels/cuda/scratch.h"
 
 namespace trident::cuda {
 namespace {
@@ -42,17 +48,59 @@ void copy(void* dst, Device, const void* src, Device, size_t nbytes) {
 
 void fill(void* dst, DType dtype, int64_t n, double value) {
   launch_fill(dst, static_cast<int>(dtype), n, value);
-  TRI_CUDA_CHECK(cudaGetLastError());
-  TRI_CUDA_CHECK(cudaDeviceSynchronize());
+  TRI_CUDA_CHECK(cudaGetLastError());  // stream-ordered: later kernels and copies see the values
 }
+
+void copy_strided(void* dst, DType dst_dtype, const int64_t* dst_strides, const void* src, DType src_dtype,
+                  const int64_t* src_strides, const int64_t* shape, int ndim) {
+  TRI_CHECK_NOT_IMPLEMENTED(ndim <= kMaxDims, "copy on cuda: ", ndim, " dims after merging (at most ", kMaxDims, ")");
+  launch_copy_strided(dst, static_cast<int>(dst_dtype), dst_strides, src, static_cast<int>(src_dtype), src_strides,
+                      shape, ndim);
+  TRI_CUDA_CHECK(cudaGetLastError());
+}
+
+CachingAllocator& allocator() {
+  // Leaked on purpose, like the host allocator: tensors in static storage may outlive it.
+  static CachingAllocator* a = new CachingAllocator(std::make_unique<CudaMemory>());
+  return *a;
+}
+
+// Scratch handed to the .cu launchers by address: the owning DataPtrs wait here until freed.
+std::mutex g_scratch_mutex;
+std::unordered_map<void*, DataPtr>& scratch_blocks() {
+  static auto* blocks = new std::unordered_map<void*, DataPtr>();
+  return *blocks;
+}
+
+void synchronize() { TRI_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 const bool registered = [] {
   // Leaked on purpose, like the host allocator: tensors in static storage may outlive it.
-  static CachingAllocator* allocator = new CachingAllocator(std::make_unique<CudaMemory>());
-  register_device_allocator(DeviceType::kCUDA, allocator);
-  register_device_ops(DeviceType::kCUDA, DeviceOps{&copy, &fill});
+  register_device_allocator(DeviceType::kCUDA, &allocator());
+  register_device_ops(DeviceType::kCUDA, DeviceOps{&copy, &fill, &copy_strided, &synchronize});
   return true;
 }();
 
 }  // namespace
+
+cudaError_t scratch_malloc(void** ptr, size_t bytes) {
+  DataPtr block = allocator().allocate(std::max<size_t>(bytes, 1), MemoryCategory::kOther);
+  *ptr = block.get();
+  std::lock_guard<std::mutex> lock(g_scratch_mutex);
+  scratch_blocks().emplace(*ptr, std::move(block));
+  return cudaSuccess;
+}
+
+void scratch_free(void* ptr) {
+  if (ptr == nullptr) return;
+  DataPtr block;
+  {
+    std::lock_guard<std::mutex> lock(g_scratch_mutex);
+    auto it = scratch_blocks().find(ptr);
+    if (it == scratch_blocks().end()) return;
+    block = std::move(it->second);
+    scratch_blocks().erase(it);
+  }
+}  // block returns to the allocator's stream-0 pool here
+
 }  // namespace trident::cuda

@@ -22,7 +22,7 @@ std::vector<int64_t> generate(const GPT2& model, const std::vector<int64_t>& pro
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - block);
     const std::vector<int64_t> ctx(tokens.begin() + start, tokens.end());
     const int64_t T = static_cast<int64_t>(ctx.size());
-    const Tensor logits = model.forward(from_vector(ctx, Shape{1, T}));
+    const Tensor logits = model.forward(core::to_device(from_vector(ctx, Shape{1, T}), model.parameters().front().device()));
     const std::vector<double> last = to_vector<double>(views::select(views::select(logits, 0, 0), 0, T - 1));
     int64_t next;
     if (options.temperature == 0.0) {

@@ -101,7 +101,7 @@ Tensor GPT2::embed(const Tensor& idx) const {
   const int64_t T = idx.size(1);
   TRI_CHECK(T <= cfg_.block_size, "GPT2: sequence length ", T, " exceeds the context length block_size=",
             cfg_.block_size);
-  const Tensor pos = arange(T, DType::kI64);
+  const Tensor pos = core::to_device(arange(T, DType::kI64), idx.device());
   const Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // (B,T,C) + (T,C)
   return maybe_dropout(x, cfg_.dropout, dropout());
 }

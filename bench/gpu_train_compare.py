@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""GPT-2 training speed on one GPU, trident vs PyTorch, side by side (issue #7's benchmark).
+
+For each model size and batch, alternating trident and PyTorch `--reps` times, each run in its
+own process: `--warmup` untimed steps, then `--steps` timed steps of forward + backward +
+clip_grad_norm_ + AdamW + zero_grad on random tokens, bf16 compute with fp32 optimizer
+state. Prints one JSON object: per framework the median over runs of each run's median step
+(ms/step, tokens/s, MFU against `--peak-tflops`, 989 for an H100's dense bf16), and the
+ratio trident/PyTorch.
+
+trident:  build/bench/train_step_bench --device cuda --precision bf16 (bf16 weights and
+          activations, fp32 master weights, the CUDA backend's kernels).
+PyTorch:  the nanoGPT model below with F.scaled_dot_product_attention (flash attention),
+          torch.autocast(bfloat16) over fp32 parameters, fused AdamW, and torch.compile
+          unless --no-compile: what a PyTorch user would run.
+
+  sizes  124M  L=12 C=768  NH=12        350M  L=24 C=1024 NH=16     (T=1024, V=50257)
+
+    bench/gpu_train_compare.py --trident-bench build/bench/train_step_bench --sizes 124M,350M --batches 16,32
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+SIZES = {"124M": dict(L=12, C=768, NH=12), "350M": dict(L=24, C=1024, NH=16), "tiny": dict(L=2, C=128, NH=4)}
+V = 50257
+
+
+def flops_per_token(L, C, T, params):
+    return 6.0 * params + 12.0 * L * C * T  # PaLM's count, as train_step_bench
+
+
+def torch_worker(args):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    c = SIZES[args.size]
+    L, C, NH, T, B = c["L"], c["C"], c["NH"], args.T, args.batch
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            shape = (x.size(0), x.size(1), NH, C // NH)
+            q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.c_proj(y.transpose(1, 2).reshape(x.shape))
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+            self.h = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.size(1), device=idx.device))
+            for b in self.h:
+                x = b(x)
+            logits = F.linear(self.ln_f(x), self.wte.weight)  # tied head
+            return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))
+
+    torch.manual_seed(0)
+    model = GPT().cuda()
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+    step_fn = model if args.no_compile else torch.compile(model)
+    times, losses = [], []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for s in range(args.warmup + args.steps):
+        idx = torch.randint(0, V, (B, T), device="cuda")
+        tgt = torch.randint(0, V, (B, T), device="cuda")
+        torch.cuda.synchronize()
+        start.record()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step_fn(idx, tgt)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+        losses.append(loss.item())
+    ms = statistics.median(times[args.warmup:])
+    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "compiled": not args.no_compile,
+                      "params": params, "median_step_ms": ms, "tokens_per_s": B * T / (ms / 1e3),
+                      "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30, "losses": losses}))
+
+
+def run_json(cmd, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        return {"error": (p.stderr or p.stdout)[-2000:], "returncode": p.returncode}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trident-bench", default="build/bench/train_step_bench")
+    ap.add_argument("--sizes", default="124M")
+    ap.add_argument("--batches", default="16", help="comma-separated batch sizes to try")
+    ap.add_argument("--T", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--peak-tflops", type=float, default=989.0)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--only", choices=["both", "trident", "torch"], default="both")
+    # worker mode
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--size", default="124M", help=argparse.SUPPRESS)
+    ap.add_argument("--batch", type=int, default=16, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return torch_worker(args)
+
+    results = []
+    for size in args.sizes.split(","):
+        c = SIZES[size]
+        for batch in [int(b) for b in args.batches.split(",")]:
+            runs = {"trident": [], "pytorch": []}
+            for _ in range(args.reps):
+                if args.only in ("both", "trident"):
+                    runs["trident"].append(run_json([
+                        args.trident_bench, "--device", "cuda", "--precision", "bf16", "--layers", str(c["L"]),
+                        "--embd", str(c["C"]), "--heads", str(c["NH"]), "--vocab", str(V), "--T", str(args.T),
+                        "--B", str(batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
+                        "--peak-tflops", str(args.peak_tflops)]))
+                if args.only in ("both", "torch"):
+                    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", size, "--batch", str(batch),
+                           "--T", str(args.T), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+                    if args.no_compile:
+                        cmd.append("--no-compile")
+                    runs["pytorch"].append(run_json(cmd))
+            row = {"size": size, "T": args.T, "B": batch}
+            for fw, rs in runs.items():
+                ok = [r for r in rs if "median_step_ms" in r]
+                if not rs:
+                    continue
+                if not ok:
+                    row[fw] = {"error": rs[-1].get("error", "?")}
+                    continue
+                ms = statistics.median(r["median_step_ms"] for r in ok)
+                params = ok[0]["params"]
+                tps = batch * args.T / (ms / 1e3)
+                row[fw] = {"median_step_ms": ms, "tokens_per_s": tps, "params": params,
+                           "mfu": flops_per_token(c["L"], c["C"], args.T, params) * tps / (args.peak_tflops * 1e12),
+                           "first_loss": ok[0].get("losses", [math.nan])[0]}
+            if "median_step_ms" in row.get("trident", {}) and "median_step_ms" in row.get("pytorch", {}):
+                row["tokens_per_s_ratio"] = row["trident"]["tokens_per_s"] / row["pytorch"]["tokens_per_s"]
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    print(json.dumps({"peak_tflops": args.peak_tflops, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+#!/bin/bash
+# On a GPU machine (the device tool's run, repo root, .gpu/ carried from scripts/gpu/pack.sh):
+# runs the CUDA tests, the op suite on the GPU, the attention kernels' own check, GPT-2 124M
+# fp32 losses on the GPU against the CPU, and the speed comparison with PyTorch. Logs and JSON
+# go to $OUT (or ./gpu-out). Usage: scripts/gpu/run.sh [tests|parity|bench|all]
+set -uo pipefail
+what=${1:-all}
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+cudart=$(python3 -c 'import nvidia.cuda_runtime, os; print(os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib"))' 2>/dev/null || true)
+root=/tmp/trident-gpu
+rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf .gpu/trident-gpu.tar.xz || exit 1
+export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${cublas}:${cudart}:${LD_LIBRARY_PATH:-}"
+export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
+bin=$root/bin
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+ldd $bin/cuda_test | grep -E "not found|cublas|cudart" | tee -a "$out/gpu.txt"
+
+if [[ $what == tests || $what == all ]]; then
+  $bin/cuda_test 2>&1 | tee "$out/cuda_test.log" | tail -25
+  $bin/op_suite_test --gtest_filter='*OnGpu*' --gtest_brief=1 2>&1 | tee "$out/op_suite_gpu.log" | tail -40
+  $bin/attention_kernel_test 2>&1 | tee "$out/attention_kernel_test.log" | grep -E "FAIL|failures" | tail -30
+fi
+if [[ $what == parity || $what == all ]]; then
+  # GPT-2 124M, T=1024, fp32, 20 steps from the same init and tokens: GPU vs CPU losses.
+  args="--layers 12 --embd 768 --heads 12 --vocab 50257 --T 1024 --B 4 --steps 20 --warmup 0"
+  $bin/train_step_bench $args --device cuda > "$out/parity_cuda.json" 2> "$out/parity_cuda.log"
+  $bin/train_step_bench $args --device cpu --threads 16 > "$out/parity_cpu.json" 2> "$out/parity_cpu.log"
+  python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+g, c = (json.load(open(f"{out}/parity_{d}.json"))["losses"] for d in ("cuda", "cpu"))
+worst = max(abs(a - b) / abs(b) for a, b in zip(g, c))
+print(json.dumps({"steps": len(g), "max_rel_diff": worst, "within_1e-3": worst <= 1e-3, "cuda": g, "cpu": c}))
+PY
+fi
+if [[ $what == bench || $what == all ]]; then
+  python3 bench/gpu_train_compare.py --trident-bench $bin/train_step_bench --sizes 124M,350M --batches 16,32 \
+    > "$out/gpu_train_compare.json" 2> "$out/gpu_train_compare.log"
+  tail -5 "$out/gpu_train_compare.log"
+  $bin/attention_kernel_test bench 2>&1 | tee "$out/attention_bench.jsonl"
+fi

@@ -1,0 +1,130 @@
+// The compute kernels a non-host device backend gives the op front ends (issue #7).
+//
+// The ops in src/ops validate their inputs, make them contiguous where the kernel needs it,
+// allocate outputs on the inputs' device and then call a kernel. On the host that kernel is a
+// template in kernels/cpu; on any other device it is a method of the backend's
+// DeviceKernels, registered at start-up (the CUDA backend: kernels/cuda/cuda_kernels.cc).
+// So the front ends, their checks and their error messages are shared by every device, and a
+// backend only brings arithmetic.
+//
+// Every method mirrors the kernels/cpu function of the same name: same arguments (raw
+// pointers into device memory, plus the storage dtype, since a virtual function cannot be a
+// template), same shapes, same accumulation semantics (`=` unless stated). Methods that
+// return a value to the host (cross_entropy_forward's loss, sum_of_squares) synchronize.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+
+namespace trident::kernels {
+
+enum class DeviceBinaryOp { kAdd, kSub, kMul, kDiv };
+// Pointwise functions; `param` is pow's exponent (unused by the others).
+enum class DeviceUnaryOp { kExp, kLog, kTanh, kSqrt, kPow, kGeluTanh, kGelu, kSilu };
+
+// C (M, N) = alpha * op(A) op(B) + beta * C, row-major, op(X) = X or X^T; `batch` products
+// with element strides stride_a/b/c between consecutive matrices. A and B have `dtype`; C has
+// `c_dtype` (dtype, or f32 for bf16/f16 inputs: the fp32 accumulation of weight gradients).
+struct GemmArgs {
+  DType dtype = DType::kF32, c_dtype = DType::kF32;
+  bool trans_a = false, trans_b = false;
+  int64_t M = 0, N = 0, K = 0;
+  double alpha = 1.0;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  double beta = 0.0;
+  void* c = nullptr;
+  int64_t ldc = 0;
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+// A (B, heads, T, HS) attention operand: element (b, h, t, d) at
+// data[b*batch_stride + h*head_stride + t*time_stride + d] (kernels/cpu/attention.h).
+struct DeviceHeads {
+  const void* data = nullptr;
+  int64_t batch_stride = 0, head_stride = 0, time_stride = 0;
+};
+
+struct DeviceAttentionShape {
+  int64_t B, NH, NKV, T, HS;
+  bool causal;
+  double scale;
+};
+
+struct DeviceAdamWStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+};
+
+class DeviceKernels {
+ public:
+  virtual ~DeviceKernels() = default;
+
+  // Elementwise (kernels/cpu/binary.h, pointwise.h, dropout.h).
+  virtual void binary(DeviceBinaryOp op, DType dtype, void* out, const Strides& out_strides, const void* a,
+                      const Strides& a_strides, const void* b, const Strides& b_strides, const Shape& shape) = 0;
+  virtual void scale_shift(DType dtype, void* out, const void* a, double scale, double shift, int64_t n) = 0;
+  virtual void unary(DeviceUnaryOp op, DType dtype, void* out, const void* x, double param, int64_t n) = 0;
+  // dx = dy * f'(.) from the saved tensor of kernels/cpu/pointwise.h (y for exp, tanh, sqrt; x otherwise).
+  virtual void unary_backward(DeviceUnaryOp op, DType dtype, void* dx, const void* dy, const void* saved,
+                              double param, int64_t n) = 0;
+  virtual void dropout(DType dtype, void* out, const void* x, int64_t n, double p, uint64_t seed,
+                       uint64_t offset) = 0;
+
+  // Reductions (kernels/cpu/reduce.h, softmax.h).
+  virtual void sum(DType dtype, void* out, const void* in, const Shape& shape, const Strides& strides,
+                   const bool* reduce_dim, double scale) = 0;
+  virtual void softmax(bool log, DType dtype, void* y, const void* x, int64_t outer, int64_t n, int64_t inner) = 0;
+  virtual void softmax_backward(bool log, DType dtype, void* dx, const void* dy, const void* y, int64_t outer,
+                                int64_t n, int64_t inner) = 0;
+  // Sum of x^2 over n elements, in double, returned to the host.
+  virtual double sum_of_squares(DType dtype, const void* x, int64_t n) = 0;
+
+  // Matrix products (kernels/cpu/matmul.h).
+  virtual void gemm(const GemmArgs& args) = 0;
+
+  // Normalization (kernels/cpu/layernorm.h, rmsnorm.h): statistics in acc_t of dtype.
+  virtual void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* weight,
+                                 const void* bias, int64_t N, int64_t C, double eps) = 0;
+  virtual void layernorm_backward(DType dtype, void* dx, void* dweight, void* dbias, const void* dout,
+                                  const void* x, const void* weight, const void* mean, const void* rstd,
+                                  int64_t N, int64_t C) = 0;
+  virtual void rmsnorm_forward(DType dtype, void* out, void* rstd, const void* x, const void* weight, int64_t N,
+                               int64_t C, double eps) = 0;
+  virtual void rmsnorm_backward(DType dtype, void* dx, void* dweight, const void* dout, const void* x,
+                                const void* weight, const void* rstd, int64_t N, int64_t C) = 0;
+
+  // Embedding and loss (kernels/cpu/embedding.h, cross_entropy.h); index_dtype i32, i64 or u16.
+  virtual void embedding_forward(DType dtype, DType index_dtype, void* out, const void* weight,
+                                 const void* indices, int64_t N, int64_t C) = 0;
+  virtual void embedding_backward(DType dtype, DType index_dtype, void* grad_weight, const void* grad_out,
+                                  const void* indices, int64_t N, int64_t V, int64_t C) = 0;
+  // Returns the sum of the row losses that are not ignored.
+  virtual double cross_entropy_forward(DType dtype, DType index_dtype, void* logsumexp, const void* logits,
+                                       const void* targets, int64_t N, int64_t V, int64_t ignore_index) = 0;
+  virtual void cross_entropy_backward(DType dtype, DType index_dtype, void* dlogits, const void* logits,
+                                      const void* logsumexp, const void* targets, int64_t N, int64_t V,
+                                      int64_t ignore_index, double scale) = 0;
+
+  // Fused attention (kernels/cpu/attention.h); lse (B, NH, T) contiguous in acc_t of dtype.
+  virtual void attention_forward(DType dtype, DeviceHeads out, void* lse, DeviceHeads q, DeviceHeads k,
+                                 DeviceHeads v, const DeviceAttentionShape& shape) = 0;
+  virtual void attention_backward(DType dtype, DeviceHeads dq, DeviceHeads dk, DeviceHeads dv, DeviceHeads dout,
+                                  DeviceHeads q, DeviceHeads k, DeviceHeads v, DeviceHeads out, const void* lse,
+                                  const DeviceAttentionShape& shape) = 0;
+
+  // Optimizer (kernels/cpu/adamw.h): param and grad of dtype, m and v f32, in place.
+  virtual void adamw_update(DType dtype, void* param, const void* grad, float* m, float* v, int64_t n,
+                            const DeviceAdamWStep& step) = 0;
+};
+
+void register_device_kernels(DeviceType type, DeviceKernels* kernels);
+// The kernels of `device`'s backend; throws, naming the device, when this build has none.
+DeviceKernels& device_kernels(Device device);
+
+}  // namespace trident::kernels
