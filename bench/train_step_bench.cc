@@ -5,11 +5,12 @@
 //
 // Usage: train_step_bench [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
-//          [--precision fp32|bf16|fp16] [--sgemm] [--device cpu|cuda]
+//          [--precision fp32|bf16|fp16] [--sgemm] [--device cpu|cuda] [--peak-tflops F] [--offload]
 // bf16/fp16 run as the trainer does: the model in that dtype, fp32 master weights stepped by
 // AdamW (fp16 with a fixed loss scale of 1024 here; no overflow checks). With --device cuda the
 // model, optimizer state and batches live on GPU 0 and each step ends with a device
 // synchronize, so the times are the GPU's; MFU is then reported against --peak-tflops.
+// --offload is ZeRO-Offload: fp32 masters and AdamW state in host memory, stepped on the CPU.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   int64_t T = 1024, B = 4, steps = 5, warmup = 1, threads = 0;
   bool sgemm = false;
   std::string device_name = "cpu";
+  bool offload = false;
   double peak_tflops = 0.0;
   optim::PrecisionOptions precision;
   for (int i = 1; i < argc; ++i) {
@@ -87,6 +89,7 @@ int main(int argc, char** argv) {
     else if (a == "--checkpointing") cfg.activation_checkpointing = next();
     else if (a == "--sgemm") sgemm = true;
     else if (a == "--device") device_name = next();
+    else if (a == "--offload") offload = true;
     else if (a == "--peak-tflops") peak_tflops = std::stod(next());
     else if (a == "--precision") precision.dtype = next();
     else {
@@ -114,7 +117,9 @@ int main(int argc, char** argv) {
     int64_t n_params = 0;
     for (const Tensor& p : model.parameters()) n_params += p.numel();
     std::optional<optim::MasterWeights> master;
-    if (precision.mixed()) master.emplace(model.named_parameters(), precision.compute_dtype());
+    if (precision.mixed() || offload)
+      master.emplace(model.named_parameters(), precision.compute_dtype(),
+                     offload ? std::optional<Device>(Device::cpu()) : std::nullopt);
     const double loss_scale = precision.loss_scaling() ? 1024.0 : 1.0;
     optim::AdamWOptions opt_options;
     optim::AdamW opt(master ? master->masters() : model.named_parameters(), opt_options);
@@ -167,6 +172,9 @@ int main(int argc, char** argv) {
     };
     if (sgemm) out["sgemm_gflops"] = sgemm_gflops(2048);
     out["device"] = device_name;
+    out["offload"] = offload;
+    if (!device.is_cpu())
+      out["host_allocator_peak_mib"] = static_cast<double>(host_allocator().stats().in_use.peak) / (1024.0 * 1024.0);
     if (peak_tflops > 0) {  // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token
       const double flops_per_token = 6.0 * static_cast<double>(n_params) +
                                      12.0 * static_cast<double>(cfg.n_layer * cfg.n_embd * T);

@@ -1,8 +1,9 @@
 #!/bin/bash
 # On a GPU machine (the device tool's run, repo root, .gpu/ carried from scripts/gpu/pack.sh):
 # runs the CUDA tests, the op suite on the GPU, the attention kernels' own check, GPT-2 124M
-# fp32 losses on the GPU against the CPU, and the speed comparison with PyTorch. Logs and JSON
-# go to $OUT (or ./gpu-out). Usage: scripts/gpu/run.sh [tests|parity|bench|all]
+# fp32 losses on the GPU against the CPU, the speed comparison with PyTorch, and ZeRO-Offload
+# training a model whose optimizer state does not fit on the (capped) GPU. Logs and JSON
+# go to $OUT (or ./gpu-out). Usage: scripts/gpu/run.sh [tests|parity|bench|offload|all]
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-gpu-out}
@@ -40,4 +41,14 @@ if [[ $what == bench || $what == all ]]; then
     > "$out/gpu_train_compare.json" 2> "$out/gpu_train_compare.log"
   tail -5 "$out/gpu_train_compare.log"
   $bin/attention_kernel_test bench 2>&1 | tee "$out/attention_bench.jsonl"
+fi
+if [[ $what == offload || $what == all ]]; then
+  # ZeRO-Offload: GPT-2 1.5B (L=48, C=1600) in bf16 on a GPU capped at 16 GiB. Its fp32 AdamW
+  # state and masters (12 B/param, ~19 GB) do not fit: without --offload it runs out of memory.
+  args="--device cuda --precision bf16 --layers 48 --embd 1600 --heads 25 --vocab 50257 --T 1024 --B 2
+        --steps 3 --warmup 1 --checkpointing full --peak-tflops 989"
+  TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 $bin/train_step_bench $args --offload > "$out/offload_1p5b.json" 2> "$out/offload_1p5b.log"
+  tail -3 "$out/offload_1p5b.log"; cat "$out/offload_1p5b.json" | head -c 600; echo
+  TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 $bin/train_step_bench $args > "$out/no_offload_1p5b.json" 2> "$out/no_offload_1p5b.log"
+  echo "without offload: exit $?"; tail -3 "$out/no_offload_1p5b.log"
 fi

@@ -70,12 +70,14 @@ void DynamicLossScaler::load_state(const State& s) {
   skipped_ = s.skipped;
 }
 
-MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute) {
+MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute,
+                             std::optional<Device> master_device) {
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32, "mixed precision: parameter '", name, "' must start in f32, got ", p.dtype());
     Tensor master = [&] {
       MemoryCategoryGuard state(MemoryCategory::kOptimizerState);
-      return core::clone(p);
+      const Device where = master_device.value_or(p.device());
+      return where == p.device() ? core::clone(p) : core::to_device(p, where);
     }();
     master.set_requires_grad(true);
     Tensor model_param = p;
@@ -88,7 +90,7 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
       const std::optional<Tensor>& g = leaf.grad();
       if (!g.has_value()) return;
       MemoryCategoryGuard grads(MemoryCategory::kGradient);
-      Tensor g32 = core::cast(*g, DType::kF32);
+      Tensor g32 = core::to_device(core::cast(*g, DType::kF32), master.device());
       std::optional<Tensor>& acc = master.mutable_grad();
       if (acc.has_value()) {
         ops::add_(*acc, g32);

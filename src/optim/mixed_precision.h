@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,10 +68,12 @@ class DynamicLossScaler {
 class MasterWeights {
  public:
   // `params` are the model's fp32 parameters. Their current values become the masters (fp32,
-  // tagged optimizer-state memory); the parameters themselves switch to `compute` (set_data)
-  // and get a grad-ready hook that adds their gradient, in fp32, to the master's .grad and
-  // drops the low-precision one.
-  MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute);
+  // tagged optimizer-state memory, on `master_device`: the parameters' own device by default,
+  // the host for ZeRO-Offload); the parameters themselves switch to `compute` (set_data) and
+  // get a grad-ready hook that adds their gradient, in fp32, to the master's .grad (moving it
+  // to the master's device) and drops the model's copy.
+  MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute,
+                std::optional<Device> master_device = std::nullopt);
 
   // The masters under the parameters' names: what the optimizer steps and checkpoints hold.
   const std::vector<nn::NamedTensor>& masters() const { return masters_; }

@@ -33,7 +33,10 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                "ZeRO stage: 0 = data parallel, 1 = + optimizer state sharded, 2 = + gradients sharded, "
                "3 = + parameters sharded",
                Range::between(0, 3))
-          .add("bucket_mb", &ParallelOptions::bucket_mb, "gradient all-reduce bucket size (MiB)", Range::positive());
+          .add("bucket_mb", &ParallelOptions::bucket_mb, "gradient all-reduce bucket size (MiB)", Range::positive())
+          .add("offload_optimizer", &ParallelOptions::offload_optimizer,
+               "ZeRO-Offload: keep fp32 master weights and AdamW state in host memory and step them on the CPU "
+               "(with train.device = cuda: a model whose optimizer state does not fit on the GPU)");
   return t;
 }
 

@@ -34,6 +34,7 @@ struct ParallelOptions {
   std::string pipeline_layers;     // blocks per chunk, "3,1,..."; empty: balanced
   int64_t zero_stage = 0;    // 0: data parallel (replicated optimizer state)
   double bucket_mb = 25.0;   // gradient bucket size for the all-reduces (MiB)
+  bool offload_optimizer = false;  // ZeRO-Offload: fp32 masters and AdamW state in host memory
   static const OptionTable<ParallelOptions>& table();
 };
 

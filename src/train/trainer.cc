@@ -56,6 +56,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
     TRI_CHECK(!cfg.precision.mixed(), "precision.dtype = \"", cfg.precision.dtype,
               "\" is not supported with more than one rank yet; use fp32");
   }
+  TRI_CHECK(!cfg.parallel.offload_optimizer || ((!comm || comm->size() == 1) && model_parallel == 1 &&
+                                                cfg.parallel.zero_stage == 0),
+            "parallel.offload_optimizer trains in one process for now (", comm ? comm->size() : 1, " ranks, tp ",
+            cfg.parallel.tp, ", pp ", cfg.parallel.pp, ", zero_stage ", cfg.parallel.zero_stage, " requested)");
   TRI_CHECK(cfg.train.device == "cpu" || ((!comm || comm->size() == 1) && model_parallel == 1 &&
                                           cfg.parallel.zero_stage == 0),
             "train.device = \"", cfg.train.device, "\" trains in one process for now (", comm ? comm->size() : 1,
@@ -108,8 +112,12 @@ Status Trainer::init() {
           cfg_.parallel.pipeline_schedule, cfg_.parallel.sequence_parallel ? cfg_.parallel.tp : 1);
     }
   }
-  if (cfg_.precision.mixed())
-    master_ = std::make_unique<optim::MasterWeights>(model_->named_parameters(), cfg_.precision.compute_dtype());
+  // ZeRO-Offload (one process): the fp32 masters, their gradients and AdamW's state live in
+  // host memory and AdamW steps there; the device keeps the compute-dtype parameters.
+  if (cfg_.precision.mixed() || cfg_.parallel.offload_optimizer)
+    master_ = std::make_unique<optim::MasterWeights>(
+        model_->named_parameters(), cfg_.precision.compute_dtype(),
+        cfg_.parallel.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt);
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
   const int64_t bucket_bytes = static_cast<int64_t>(cfg_.parallel.bucket_mb * 1024 * 1024);
   if (cfg_.parallel.zero_stage > 0) {

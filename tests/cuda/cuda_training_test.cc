@@ -84,6 +84,21 @@ TEST_F(CudaTraining, Fp32LossesMatchTheHostStepForStep) {
     EXPECT_NEAR(gpu.val_losses[i], host.val_losses[i], 1e-4 * std::abs(host.val_losses[i])) << "evaluation " << i;
 }
 
+// ZeRO-Offload: the masters and AdamW state in host memory, stepped by the CPU's AdamW; the
+// GPU keeps the bf16 parameters. Same losses as keeping everything on the GPU, up to the two
+// AdamW kernels' roundings.
+TEST_F(CudaTraining, OffloadedOptimizerMatchesTheGpuOptimizer) {
+  SKIP_WITHOUT_GPU();
+  TrainConfig on_gpu = config("cuda", "gpu"), offloaded = config("cuda", "offload");
+  on_gpu.precision.dtype = offloaded.precision.dtype = "bf16";
+  offloaded.parallel.offload_optimizer = true;
+  const Run a = train(on_gpu), b = train(offloaded);
+  ASSERT_EQ(a.losses.size(), 20u);
+  ASSERT_EQ(b.losses.size(), a.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i)
+    EXPECT_NEAR(b.losses[i], a.losses[i], 1e-3 * std::abs(a.losses[i])) << "step " << i + 1;
+}
+
 TEST_F(CudaTraining, Bf16TrainsAndItsCheckpointLoadsOnTheHost) {
   SKIP_WITHOUT_GPU();
   TrainConfig cfg = config("cuda", "bf16");

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -24,11 +25,19 @@
 namespace trident::cuda {
 namespace {
 
+// Device memory from cudaMalloc, optionally capped: TRIDENT_CUDA_MEMORY_LIMIT_MB makes the GPU
+// look smaller (as torch.cuda.set_per_process_memory_fraction), e.g. to show that
+// ZeRO-Offload trains a model whose optimizer state would not fit.
 class CudaMemory final : public MemorySource {
  public:
+  CudaMemory() {
+    if (const char* mb = std::getenv("TRIDENT_CUDA_MEMORY_LIMIT_MB")) limit_ = static_cast<size_t>(std::atof(mb) * 1048576.0);
+  }
   void* allocate(size_t nbytes) override {
     TRI_CHECK_NOT_IMPLEMENTED(is_available(), "no CUDA device is visible to allocate ", nbytes, " bytes on (",
                               unavailable_reason(), ")");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (limit_ > 0 && held_ + nbytes > limit_) return nullptr;  // as out of memory: free the pools, retry, report
     void* ptr = nullptr;
     const cudaError_t err = cudaMalloc(&ptr, nbytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -36,10 +45,27 @@ class CudaMemory final : public MemorySource {
       return nullptr;
     }
     TRI_CUDA_CHECK(err);
+    sizes_[ptr] = nbytes;
+    held_ += nbytes;
     return ptr;
   }
-  void free(void* ptr) override { cudaFree(ptr); }  // at exit the driver may be gone: no throw
+  void free(void* ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = sizes_.find(ptr);
+      if (it != sizes_.end()) {
+        held_ -= it->second;
+        sizes_.erase(it);
+      }
+    }
+    cudaFree(ptr);  // at exit the driver may be gone: no throw
+  }
   Device device() const override { return Device::cuda(0); }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<void*, size_t> sizes_;
+  size_t held_ = 0, limit_ = 0;  // bytes from cudaMalloc now; the cap (0: none)
 };
 
 void copy(void* dst, Device, const void* src, Device, size_t nbytes) {
