@@ -84,6 +84,17 @@ Allocator* device_allocator(DeviceType type) {
   return type == DeviceType::kCPU ? &host_allocator() : device_allocators()[static_cast<size_t>(type)];
 }
 
+namespace {
+Allocator*& pinned_slot() {
+  static Allocator* pinned = nullptr;
+  return pinned;
+}
+}  // namespace
+
+void register_pinned_host_allocator(Allocator* allocator) { pinned_slot() = allocator; }
+
+Allocator& pinned_host_allocator() { return pinned_slot() != nullptr ? *pinned_slot() : host_allocator(); }
+
 Allocator& host_allocator() {
   // Leaked on purpose: tensors in static storage may be destroyed after any static allocator.
   static CachingAllocator* instance = new CachingAllocator(std::make_unique<HostMemory>());

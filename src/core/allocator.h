@@ -108,5 +108,9 @@ Allocator& host_allocator();
 // backend registers its own, kernels/cuda); nullptr when this build has none.
 Allocator* device_allocator(DeviceType type);
 void register_device_allocator(DeviceType type, Allocator* allocator);
+// Page-locked host memory, which devices copy to and from at full speed and asynchronously:
+// registered by a device backend (CUDA: cudaHostAlloc); the plain host allocator when none is.
+Allocator& pinned_host_allocator();
+void register_pinned_host_allocator(Allocator* allocator);
 
 }  // namespace trident

@@ -93,8 +93,12 @@ void device_copy(const Tensor& dst, const Tensor& src) {
     const int nd = coalesce_dims(shape, ds, ss);
     ops->copy_strided(dst.raw_data(), dst.dtype(), ds.begin(), src.raw_data(), src.dtype(), ss.begin(), shape.begin(),
                       nd);
-  } else if (src.device().is_cpu()) {  // host -> device
-    const Tensor s = cast(src, dst.dtype());  // contiguous, dst's dtype
+  } else if (src.device().is_cpu()) {  // host -> device, from pinned staging unless src is ready
+    Tensor s = src;
+    if (!src.is_contiguous() || src.dtype() != dst.dtype()) {
+      s = empty_pinned(src.shape(), dst.dtype());
+      copy_(s, src);
+    }
     if (dst.is_contiguous()) {
       ops->copy(dst.raw_data(), dst.device(), s.raw_data(), s.device(), dst.nbytes());
     } else {
@@ -107,7 +111,7 @@ void device_copy(const Tensor& dst, const Tensor& src) {
     if (dst.is_contiguous()) {
       ops->copy(dst.raw_data(), dst.device(), s.raw_data(), s.device(), dst.nbytes());
     } else {
-      const Tensor staged = empty(dst.shape(), dst.dtype(), Device::cpu());
+      const Tensor staged = empty_pinned(dst.shape(), dst.dtype());
       ops->copy(staged.raw_data(), staged.device(), s.raw_data(), s.device(), staged.nbytes());
       copy_(dst, staged);
     }
@@ -116,6 +120,12 @@ void device_copy(const Tensor& dst, const Tensor& src) {
 }
 
 }  // namespace
+
+Tensor pin_memory(const Tensor& t) {
+  Tensor out = empty_pinned(t.shape(), t.dtype());
+  copy_(out, t);
+  return out;
+}
 
 Tensor to_device(const Tensor& t, Device device) {
   if (t.device() == device) return t;

@@ -18,5 +18,7 @@ Tensor clone(const Tensor& t);
 Tensor cast(const Tensor& t, DType dtype);
 // `t` on `device` (itself if already there): a copy through the device's backend.
 Tensor to_device(const Tensor& t, Device device);
+// A contiguous copy of t (from any device) in page-locked host memory (torch's pin_memory).
+Tensor pin_memory(const Tensor& t);
 
 }  // namespace trident::core

@@ -13,6 +13,15 @@ Tensor empty(const Shape& shape, DType dtype, Device device, MemoryCategory cate
                                              0, dtype));
 }
 
+Tensor empty_pinned(const Shape& shape, DType dtype) {
+  for (int i = 0; i < shape.size(); ++i)
+    TRI_CHECK(shape[i] >= 0, "empty_pinned: shape ", shape, " has a negative size at dim ", i);
+  const size_t nbytes = static_cast<size_t>(shape.product()) * element_size(dtype);
+  Storage storage =
+      std::make_shared<StorageImpl>(pinned_host_allocator().allocate(nbytes, MemoryCategoryGuard::current()));
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
+}
+
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   return empty(shape, dtype, device, MemoryCategoryGuard::current());
 }

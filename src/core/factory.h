@@ -13,6 +13,9 @@ namespace trident {
 
 Tensor empty(const Shape& shape, DType dtype = DType::kF32, Device device = Device::cpu());
 Tensor empty(const Shape& shape, DType dtype, Device device, MemoryCategory category);
+// A host tensor in page-locked memory (pinned_host_allocator()): the staging side of fast
+// host <-> device copies (ZeRO-Offload's masters and gradients).
+Tensor empty_pinned(const Shape& shape, DType dtype);
 Tensor zeros(const Shape& shape, DType dtype = DType::kF32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::kF32, Device device = Device::cpu());
 Tensor full(const Shape& shape, double value, DType dtype = DType::kF32,

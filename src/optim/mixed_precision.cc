@@ -77,7 +77,9 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
     Tensor master = [&] {
       MemoryCategoryGuard state(MemoryCategory::kOptimizerState);
       const Device where = master_device.value_or(p.device());
-      return where == p.device() ? core::clone(p) : core::to_device(p, where);
+      if (where == p.device()) return core::clone(p);
+      // Masters on the host for a device model: pinned, so copy_to_model moves them at full speed.
+      return where.is_cpu() ? core::pin_memory(p) : core::to_device(p, where);
     }();
     master.set_requires_grad(true);
     Tensor model_param = p;
@@ -90,7 +92,9 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
       const std::optional<Tensor>& g = leaf.grad();
       if (!g.has_value()) return;
       MemoryCategoryGuard grads(MemoryCategory::kGradient);
-      Tensor g32 = core::to_device(core::cast(*g, DType::kF32), master.device());
+      Tensor g32 = core::cast(*g, DType::kF32);
+      if (g32.device() != master.device())  // ZeRO-Offload: into pinned host memory in one copy
+        g32 = master.device().is_cpu() ? core::pin_memory(g32) : core::to_device(g32, master.device());
       std::optional<Tensor>& acc = master.mutable_grad();
       if (acc.has_value()) {
         ops::add_(*acc, g32);

@@ -119,6 +119,17 @@ TEST(Copy, CastsAndCopiesStrided) {
 namespace trident {
 namespace {
 
+TEST(Copy, PinMemoryCopiesIntoAContiguousHostTensor) {
+  const Tensor t = views::transpose(from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3}), 0, 1);
+  const Tensor pinned = core::pin_memory(t);
+  EXPECT_TRUE(pinned.device().is_cpu());
+  EXPECT_TRUE(pinned.is_contiguous());
+  EXPECT_FALSE(pinned.storage() == t.storage());
+  EXPECT_EQ(to_vector<float>(pinned), to_vector<float>(t));
+  const Tensor e = empty_pinned({0, 4}, DType::kBF16);  // empty shapes are fine
+  EXPECT_EQ(e.numel(), 0);
+}
+
 TEST(Tensor, SetDataRepointsEveryHolderAndDropsAMismatchedGrad) {
   Tensor p = from_vector(std::vector<float>{1, 2, 3}, {3});
   p.set_requires_grad(true);

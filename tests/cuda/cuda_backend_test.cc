@@ -2,6 +2,7 @@
 // skip saying why, and a CUDA tensor is a clear error; with one, tensors round-trip between
 // host and device in every dtype, fills land, the caching allocator makes no cudaMalloc in a
 // steady state, and running out of device memory names the request and the pools.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -50,6 +51,23 @@ TEST(CudaBackend, FillWritesEveryElement) {
     EXPECT_EQ(v.front(), 3.0) << dtype_name(dtype);
     EXPECT_EQ(v.back(), 3.0) << dtype_name(dtype);
   }
+}
+
+TEST(CudaBackend, PinnedHostMemoryIsPageLockedAndCopiesBothWays) {
+  SKIP_WITHOUT_GPU();
+  const Tensor host = core::cast(from_vector(std::vector<float>{1.5f, -2.0f, 3.25f, 7.0f}, Shape{2, 2}), DType::kBF16);
+  const Tensor pinned = core::pin_memory(host);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, pinned.raw_data()), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost) << "pin_memory did not give page-locked memory";
+  const Tensor dev = core::to_device(pinned, Device::cuda());
+  const Tensor back = core::pin_memory(dev);  // device -> pinned host in one copy
+  EXPECT_EQ(to_vector<float>(back), to_vector<float>(host));
+  // Converting copies stage through pinned memory: f32 host -> bf16 device -> f32 host.
+  const Tensor f32 = from_vector(std::vector<float>{0.5f, 1.0f, -4.0f, 8.0f}, Shape{2, 2});
+  const Tensor bf = empty({2, 2}, DType::kBF16, Device::cuda());
+  core::copy_(bf, f32);
+  EXPECT_EQ(to_vector<float>(bf), to_vector<float>(f32));
 }
 
 TEST(CudaBackend, TheSteadyStateMakesNoCudaMalloc) {

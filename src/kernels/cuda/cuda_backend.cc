@@ -68,6 +68,40 @@ class CudaMemory final : public MemorySource {
   size_t held_ = 0, limit_ = 0;  // bytes from cudaMalloc now; the cap (0: none)
 };
 
+// Page-locked host memory (cudaHostAlloc) for core's pinned_host_allocator(); plain aligned
+// host memory where no GPU is visible, so a CPU-only run of a CUDA build is unaffected.
+class PinnedHostMemory final : public MemorySource {
+ public:
+  void* allocate(size_t nbytes) override {
+    if (!is_available()) {
+      void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+      std::lock_guard<std::mutex> lock(mutex_);
+      plain_.emplace(p, true);
+      return p;
+    }
+    void* ptr = nullptr;
+    if (cudaHostAlloc(&ptr, nbytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;  // the caching allocator frees its pools and retries, or reports
+    }
+    return ptr;
+  }
+  void free(void* ptr) override {
+    bool plain = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      plain = plain_.erase(ptr) > 0;
+    }
+    if (plain) std::free(ptr);
+    else cudaFreeHost(ptr);  // at exit the driver may be gone: no throw
+  }
+  Device device() const override { return Device::cpu(); }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<void*, bool> plain_;
+};
+
 void copy(void* dst, Device, const void* src, Device, size_t nbytes) {
   TRI_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault));
 }
@@ -103,6 +137,8 @@ void synchronize() { TRI_CUDA_CHECK(cudaDeviceSynchronize()); }
 const bool registered = [] {
   // Leaked on purpose, like the host allocator: tensors in static storage may outlive it.
   register_device_allocator(DeviceType::kCUDA, &allocator());
+  static CachingAllocator* pinned = new CachingAllocator(std::make_unique<PinnedHostMemory>());  // leaked, as above
+  register_pinned_host_allocator(pinned);
   register_device_ops(DeviceType::kCUDA, DeviceOps{&copy, &fill, &copy_strided, &synchronize});
   return true;
 }();
