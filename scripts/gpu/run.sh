@@ -10,13 +10,14 @@ out=${OUT:-gpu-out}
 mkdir -p "$out"
 cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 cudart=$(python3 -c 'import nvidia.cuda_runtime, os; print(os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib"))' 2>/dev/null || true)
+nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
 root=/tmp/trident-gpu
 rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf .gpu/trident-gpu.tar.xz || exit 1
-export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${cublas}:${cudart}:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${cublas}:${cudart}:${nccl}:${LD_LIBRARY_PATH:-}"
 export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
 bin=$root/bin
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
-ldd $bin/cuda_test | grep -E "not found|cublas|cudart" | tee -a "$out/gpu.txt"
+ldd $bin/cuda_test | grep -E "not found|cublas|cudart|nccl" | tee -a "$out/gpu.txt"
 
 if [[ $what == tests || $what == all ]]; then
   $bin/cuda_test 2>&1 | tee "$out/cuda_test.log" | tail -25
