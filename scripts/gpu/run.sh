@@ -21,7 +21,7 @@ ldd $bin/cuda_test | grep -E "not found|cublas|cudart|nccl" | tee -a "$out/gpu.t
 
 if [[ $what == tests || $what == all ]]; then
   $bin/cuda_test 2>&1 | tee "$out/cuda_test.log" | tail -25
-  $bin/op_suite_test --gtest_filter='*OnGpu*' --gtest_brief=1 2>&1 | tee "$out/op_suite_gpu.log" | tail -40
+  $bin/op_suite_test --gtest_filter='*OnDevices*' --gtest_brief=1 2>&1 | tee "$out/op_suite_gpu.log" | tail -40
   $bin/attention_kernel_test 2>&1 | tee "$out/attention_kernel_test.log" | grep -E "FAIL|failures" | tail -30
 fi
 if [[ $what == parity || $what == all ]]; then

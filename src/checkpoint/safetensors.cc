@@ -70,11 +70,8 @@ std::vector<size_t> file_order(std::span<const TensorSpec> specs) {
 
 std::vector<TensorSpec> specs_of(std::span<const NamedTensor> tensors) {
   std::vector<TensorSpec> specs;
-  for (const NamedTensor& nt : tensors) {
-    TRI_CHECK(nt.tensor.device().is_cpu(), "safetensors: tensor '", nt.name, "' is on ",
-              nt.tensor.device(), "; copy it to the CPU before writing");
-    specs.push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape()});
-  }
+  // Tensors on a device are fine: their bytes are copied to the host one tensor at a time.
+  for (const NamedTensor& nt : tensors) specs.push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape()});
   return specs;
 }
 

@@ -69,8 +69,8 @@ class HostMemory final : public MemorySource {
   Device device() const override { return Device::cpu(); }
 };
 
-std::array<Allocator*, 2>& device_allocators() {
-  static std::array<Allocator*, 2> table{};
+std::array<Allocator*, kNumDeviceTypes>& device_allocators() {
+  static std::array<Allocator*, kNumDeviceTypes> table{};
   return table;
 }
 

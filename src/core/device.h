@@ -1,4 +1,6 @@
-// Where a tensor's storage lives. CPU now; the CUDA backend (issue #7) fills the kCUDA slot.
+// Where a tensor's storage lives: the host, a CUDA GPU (kernels/cuda), or a backend that is not
+// part of trident (kPrivateUse, as PyTorch's PrivateUse1): the tests register an emulated device
+// there, so every device code path runs on machines without a GPU.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +9,8 @@
 
 namespace trident {
 
-enum class DeviceType : uint8_t { kCPU, kCUDA };
+enum class DeviceType : uint8_t { kCPU, kCUDA, kPrivateUse };
+inline constexpr int kNumDeviceTypes = 3;
 
 struct Device {
   DeviceType type = DeviceType::kCPU;
@@ -15,9 +18,13 @@ struct Device {
 
   static Device cpu() { return {}; }
   static Device cuda(int index = 0) { return {DeviceType::kCUDA, index}; }
+  static Device private_use(int index = 0) { return {DeviceType::kPrivateUse, index}; }
   bool is_cpu() const { return type == DeviceType::kCPU; }
   bool is_cuda() const { return type == DeviceType::kCUDA; }
-  std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+  std::string str() const {
+    if (is_cpu()) return "cpu";
+    return (is_cuda() ? "cuda:" : "privateuse:") + std::to_string(index);
+  }
   friend bool operator==(const Device&, const Device&) = default;
 };
 

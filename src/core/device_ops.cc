@@ -5,8 +5,8 @@
 namespace trident {
 namespace {
 
-std::array<DeviceOps, 2>& table() {
-  static std::array<DeviceOps, 2> ops{};
+std::array<DeviceOps, kNumDeviceTypes>& table() {
+  static std::array<DeviceOps, kNumDeviceTypes> ops{};
   return ops;
 }
 

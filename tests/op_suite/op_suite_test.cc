@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "core/views.h"
 #include "op_case.h"
+#include "support/emulated_device.h"
 #include "tolerance.h"
 
 #ifdef TRIDENT_WITH_CUDA
@@ -268,54 +269,54 @@ TEST_P(OpSuite, ResultsDoNotDependOnThreadCount) {
     }
 }
 
-// Note [The op suite on a GPU]
-// The same cases, run with inputs on the GPU (in the same memory layouts), against the same
+// Note [The op suite on devices]
+// The same cases, run with inputs on each device (in the same memory layouts), against the same
 // float64 reference and float64 host backward, with the same tolerances: a device kernel is
-// held to the accuracy of the host's. Skipped, saying why, where no GPU is visible.
-bool gpu_available(std::string& why) {
+// held to the accuracy of the host's. The emulated device (support/emulated_device.h: host
+// memory and kernels behind the device tables) runs everywhere and checks the device paths of
+// the front ends; a GPU runs where one is visible.
+std::vector<Device> test_devices() {
+  std::vector<Device> devices{emulated_device()};
 #ifdef TRIDENT_WITH_CUDA
-  if (cuda::is_available()) return true;
-  why = "no CUDA device: " + cuda::unavailable_reason();
-#else
-  why = "this build has no CUDA backend (-DTRIDENT_CUDA=OFF)";
+  if (cuda::is_available()) devices.push_back(Device::cuda());
 #endif
-  return false;
+  return devices;
 }
 
-TEST_P(OpSuite, ForwardOnGpuMatchesFloat64Reference) {
-  std::string why;
-  if (!gpu_available(why)) GTEST_SKIP() << why;
-  for (DType dtype : c().dtypes()) {
-    SCOPED_TRACE(std::string("dtype ") + dtype_name(dtype) + " on cuda");
-    const Arrays values = make_values(dtype);
-    const Arrays want = c().reference_fn()(values);
-    const RunResult got = run(c(), values, dtype, nullptr, Device::cuda());
-    ASSERT_EQ(got.outputs.size(), want.size()) << "number of outputs";
-    for (size_t o = 0; o < want.size(); ++o) {
-      EXPECT_TRUE(got.outputs[o].device().is_cuda()) << "output " << o << " left the GPU";
-      expect_close("output " + std::to_string(o), to_array(got.outputs[o]), want[o],
-                   Tolerance::for_dtype(dtype, c().reduction_length()));
+TEST_P(OpSuite, ForwardOnDevicesMatchesFloat64Reference) {
+  for (Device device : test_devices()) {
+    for (DType dtype : c().dtypes()) {
+      SCOPED_TRACE(std::string("dtype ") + dtype_name(dtype) + " on " + device.str());
+      const Arrays values = make_values(dtype);
+      const Arrays want = c().reference_fn()(values);
+      const RunResult got = run(c(), values, dtype, nullptr, device);
+      ASSERT_EQ(got.outputs.size(), want.size()) << "number of outputs";
+      for (size_t o = 0; o < want.size(); ++o) {
+        EXPECT_EQ(got.outputs[o].device(), device) << "output " << o << " left the device";
+        expect_close("output " + std::to_string(o), to_array(got.outputs[o]), want[o],
+                     Tolerance::for_dtype(dtype, c().reduction_length()));
+      }
     }
   }
 }
 
-TEST_P(OpSuite, BackwardOnGpuMatchesFloat64Backward) {
+TEST_P(OpSuite, BackwardOnDevicesMatchesFloat64Backward) {
   if (!c().check_backward()) GTEST_SKIP() << "case has no backward";
-  std::string why;
-  if (!gpu_available(why)) GTEST_SKIP() << why;
-  for (DType dtype : c().dtypes()) {
-    SCOPED_TRACE(std::string("dtype ") + dtype_name(dtype) + " on cuda");
-    const Arrays values = make_values(dtype);
-    Generator gen(hash_name(c().name()) + 1);
-    const Arrays upstream = upstream_grads(c().reference_fn()(values), dtype, gen);
-    const RunResult got = run(c(), values, dtype, &upstream, Device::cuda());
-    const RunResult want = run(c(), values, DType::kF64, &upstream);
-    for (size_t i = 0; i < c().inputs().size(); ++i) {
-      if (!c().inputs()[i].differentiable) continue;
-      ASSERT_TRUE(got.grads[i].has_value()) << "no gradient reached input " << i;
-      EXPECT_TRUE(got.grads[i]->device().is_cuda()) << "gradient of input " << i << " left the GPU";
-      expect_close("grad of input " + std::to_string(i), to_array(*got.grads[i]), to_array(*want.grads[i]),
-                   Tolerance::for_dtype(dtype, c().reduction_length()));
+  for (Device device : test_devices()) {
+    for (DType dtype : c().dtypes()) {
+      SCOPED_TRACE(std::string("dtype ") + dtype_name(dtype) + " on " + device.str());
+      const Arrays values = make_values(dtype);
+      Generator gen(hash_name(c().name()) + 1);
+      const Arrays upstream = upstream_grads(c().reference_fn()(values), dtype, gen);
+      const RunResult got = run(c(), values, dtype, &upstream, device);
+      const RunResult want = run(c(), values, DType::kF64, &upstream);
+      for (size_t i = 0; i < c().inputs().size(); ++i) {
+        if (!c().inputs()[i].differentiable) continue;
+        ASSERT_TRUE(got.grads[i].has_value()) << "no gradient reached input " << i;
+        EXPECT_EQ(got.grads[i]->device(), device) << "gradient of input " << i << " left the device";
+        expect_close("grad of input " + std::to_string(i), to_array(*got.grads[i]), to_array(*want.grads[i]),
+                     Tolerance::for_dtype(dtype, c().reduction_length()));
+      }
     }
   }
 }

@@ -7,8 +7,8 @@
 namespace trident::kernels {
 namespace {
 
-std::array<DeviceKernels*, 2>& table() {
-  static std::array<DeviceKernels*, 2> kernels{};
+std::array<DeviceKernels*, kNumDeviceTypes>& table() {
+  static std::array<DeviceKernels*, kNumDeviceTypes> kernels{};
   return kernels;
 }
 

@@ -1,0 +1,16 @@
+// An emulated accelerator for tests: DeviceType::kPrivateUse backed by host memory and the
+// host's kernels, registered through the same tables a GPU backend fills (core's allocator
+// and DeviceOps, kernels::DeviceKernels). It runs every device code path (the op front ends'
+// device branches, copies between "devices", Module::to, optimizers' state placement,
+// ZeRO-Offload's masters) on machines without a GPU, and since its kernels are the host's,
+// a result on it must equal the host's.
+#pragma once
+
+#include "core/device.h"
+
+namespace trident::testing {
+
+// Registers the emulated device (once; later calls do nothing) and returns it.
+Device emulated_device();
+
+}  // namespace trident::testing
