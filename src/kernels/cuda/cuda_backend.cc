@@ -2,9 +2,10 @@
 // DeviceType::kCUDA (core/caching_allocator.h: pools per stream and size class, so training's
 // steady state makes no cudaMalloc; out of memory names the request and the pools), and
 // DeviceOps: copies between host and device (cudaMemcpy with unified addressing), strided and
-// converting copies on the device, and fills.
+// converting copies on the device, fills and synchronize; the pinned host allocator
+// (cudaHostAlloc) behind core's pinned_host_allocator(); and the launchers' scratch memory.
 // Registered at start-up; this library is linked whole-archive so that the registration is
-// never dropped. Device 0 only for now.
+// never dropped. Device 0 only for now; every kernel runs on the default stream.
 #include <cuda_runtime.h>
 
 #include <algorithm>
