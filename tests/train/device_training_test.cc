@@ -24,19 +24,13 @@
 #include "optim/clip_grad.h"
 #include "optim/mixed_precision.h"
 #include "support/emulated_device.h"
+#include "support/tiny_run.h"
 
 namespace trident {
 namespace {
 
-models::gpt2::GPT2Config tiny_model() {
-  models::gpt2::GPT2Config cfg;
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
-  cfg.block_size = 16;
-  cfg.vocab_size = 64;
-  return cfg;
-}
+// The training tests' tiny GPT-2 (support/tiny_run.h): 2 layers, width 32, context 16, vocab 64.
+models::gpt2::GPT2Config tiny_model() { return testing::tiny_run_config({}).model; }
 
 // Losses of `steps` AdamW steps on fixed random tokens, the model on `device`; with
 // `precision` bf16, fp32 masters on `master_device` (ZeRO-Offload when that is the host).
