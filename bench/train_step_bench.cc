@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
         const Tensor loss = model.loss(idx, targets);
         losses.push_back(loss.item());
         autograd::backward(loss_scale == 1.0 ? loss : loss * loss_scale);
+        if (master) master->finish_backward();
       }
       if (master && loss_scale != 1.0) master->scale_grads(1.0 / loss_scale);
       optim::clip_grad_norm_(params, opt_options.grad_clip);

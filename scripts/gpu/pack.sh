@@ -7,10 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
-cmake --build "$build" -j2 --target cuda_test op_suite_test attention_kernel_test train_step_bench trident
+cmake --build "$build" -j2 --target cuda_test op_suite_test ops_test attention_kernel_test train_step_bench trident
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib"
-cp "$build"/tests/cuda_test "$build"/tests/op_suite_test "$build"/tests/attention_kernel_test \
+cp "$build"/tests/cuda_test "$build"/tests/op_suite_test "$build"/tests/ops_test "$build"/tests/attention_kernel_test \
    "$build"/bench/train_step_bench "$build"/apps/trident "$stage/bin/"
 strip "$stage"/bin/*
 for lib in $(ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u); do

@@ -1,8 +1,9 @@
 #!/bin/bash
 # On a GPU machine (the device tool's run, repo root, .gpu/ carried from scripts/gpu/pack.sh):
-# runs the CUDA tests, the op suite on the GPU, the attention kernels' own check, GPT-2 124M
-# fp32 losses on the GPU against the CPU, the speed comparison with PyTorch, and ZeRO-Offload
-# training a model whose optimizer state does not fit on the (capped) GPU. Logs and JSON
+# runs the CUDA tests, the op suite on the GPU, the attention kernels' own check, the host's
+# AVX-512 AdamW, GPT-2 124M fp32 losses on the GPU against the CPU, the speed comparison with
+# PyTorch, and ZeRO-Offload training a model whose optimizer state does not fit on the
+# (capped) GPU. Logs and JSON
 # go to $OUT (or ./gpu-out). Usage: scripts/gpu/run.sh [tests|parity|bench|offload|all]
 set -uo pipefail
 what=${1:-all}
@@ -23,6 +24,8 @@ if [[ $what == tests || $what == all ]]; then
   $bin/cuda_test 2>&1 | tee "$out/cuda_test.log" | tail -25
   $bin/op_suite_test --gtest_filter='*OnDevices*' --gtest_brief=1 2>&1 | tee "$out/op_suite_gpu.log" | tail -40
   $bin/attention_kernel_test 2>&1 | tee "$out/attention_kernel_test.log" | grep -E "FAIL|failures" | tail -30
+  # The host-side kernels this machine's CPU runs differently (AVX-512 AdamW for ZeRO-Offload).
+  $bin/ops_test --gtest_filter='AdamWOp.*:SumOfSquaresOp.*:VocabParallel*' 2>&1 | tee "$out/ops_test.log" | tail -8
 fi
 if [[ $what == parity || $what == all ]]; then
   # GPT-2 124M, T=1024, fp32, 20 steps from the same init and tokens: GPU vs CPU losses.

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <optional>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -261,7 +262,15 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap) {
   int devices = 0;
   TRI_CUDA_COMM_CHECK(cudaGetDeviceCount(&devices), rank, "setup");
   TRI_CHECK(devices > 0, "rank ", rank, ": NCCL needs a GPU and this process sees none");
-  TRI_CUDA_COMM_CHECK(cudaSetDevice(rank % devices), rank, "setup");
+  // One GPU per rank of a host: the launcher's local rank (OpenMPI's, or torchrun-style
+  // LOCAL_RANK), else the global rank (one host).
+  int local = rank;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"})
+    if (const char* v = std::getenv(name)) {
+      local = std::atoi(v);
+      break;
+    }
+  TRI_CUDA_COMM_CHECK(cudaSetDevice(local % devices), rank, "setup");
   ncclUniqueId id;
   if (rank == 0) TRI_NCCL_CHECK(ncclGetUniqueId(&id), rank, "unique id");
   // The id's bytes travel as i32s (the communicators' dtypes have no byte type).

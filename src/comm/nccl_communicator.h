@@ -19,8 +19,9 @@ namespace trident::comm {
 class NcclCommunicator;
 
 // Creates an NCCL communicator over the ranks of `bootstrap` (MPI): rank 0 makes the unique
-// id and broadcasts it through `bootstrap`; each rank uses GPU (bootstrap rank % GPUs on the
-// host). Throws naming the rank and NCCL's error.
+// id and broadcasts it through `bootstrap`; each rank uses GPU (local rank % GPUs on the host;
+// the local rank from OMPI_COMM_WORLD_LOCAL_RANK or LOCAL_RANK, else the bootstrap rank).
+// Throws naming the rank and NCCL's error.
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap);
 // A communicator of this process alone on the current GPU (no bootstrap needed).
 std::unique_ptr<Communicator> make_nccl_self_communicator();

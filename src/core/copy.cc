@@ -121,6 +121,31 @@ void device_copy(const Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
+void copy_async_(const Tensor& dst, const Tensor& src) {
+  TRI_CHECK(dst.device().is_cpu() != src.device().is_cpu(), "copy_async_: one tensor must be on the host and one on a ",
+            "device, got ", src.device(), " -> ", dst.device());
+  TRI_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous(),
+            "copy_async_: tensors of one shape and dtype, both contiguous, got ", src.str(), " -> ", dst.str());
+  const Device device = dst.device().is_cpu() ? src.device() : dst.device();
+  const DeviceOps* ops = device_ops(device.type);
+  TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr, "copy_async_: device ", device, " is not available in this build");
+  if (dst.numel() > 0) {
+    if (ops->copy_async != nullptr) {
+      ops->copy_async(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
+    } else {
+      ops->copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
+    }
+  }
+  dst.bump_version();
+}
+
+void wait_async_copies(Device device) {
+  if (device.is_cpu()) return;
+  const DeviceOps* ops = device_ops(device.type);
+  TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr, "wait_async_copies: device ", device, " is not available in this build");
+  if (ops->wait_copies != nullptr) ops->wait_copies();
+}
+
 Tensor pin_memory(const Tensor& t) {
   Tensor out = empty_pinned(t.shape(), t.dtype());
   copy_(out, t);

@@ -20,5 +20,11 @@ Tensor cast(const Tensor& t, DType dtype);
 Tensor to_device(const Tensor& t, Device device);
 // A contiguous copy of t (from any device) in page-locked host memory (torch's pin_memory).
 Tensor pin_memory(const Tensor& t);
+// Starts copying src into dst, one on a device and the other on the host (pinned), both
+// contiguous, of one shape and dtype, behind the device's queued work and overlapping its later
+// work where the backend can (DeviceOps::copy_async; else synchronously). dst holds the values
+// once wait_async_copies(device) returns; both tensors must stay alive and untouched until then.
+void copy_async_(const Tensor& dst, const Tensor& src);
+void wait_async_copies(Device device);
 
 }  // namespace trident::core

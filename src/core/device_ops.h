@@ -25,6 +25,11 @@ struct DeviceOps {
                        const int64_t* src_strides, const int64_t* shape, int ndim) = nullptr;
   // Returns when all work queued on the device so far is done (timings, host reads).
   void (*synchronize)() = nullptr;
+  // Optional (nullptr: copy is used, synchronously). Starts copying nbytes between the device
+  // and (pinned) host memory after the work queued on the device so far, on a stream of its
+  // own, so that it overlaps the work queued after it; complete only once wait_copies returns.
+  void (*copy_async)(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = nullptr;
+  void (*wait_copies)() = nullptr;
 };
 
 void register_device_ops(DeviceType type, const DeviceOps& ops);

@@ -1,5 +1,7 @@
 #include "ops/optim.h"
 
+#include <algorithm>
+
 #include "core/copy.h"
 #include "core/parallel.h"
 #include "kernels/cpu/binary.h"
@@ -7,8 +9,9 @@
 
 namespace trident::ops {
 
-void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                   const kernels::cpu::AdamWStep& step) {
+namespace {
+
+void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v) {
   TRI_CHECK(param.is_contiguous() && m.is_contiguous() && v.is_contiguous(),
             "adamw: parameter and state must be contiguous");
   TRI_CHECK(grad.shape() == param.shape() && m.shape() == param.shape() && v.shape() == param.shape(),
@@ -19,11 +22,37 @@ void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& m, con
   check_same_device(param, grad, "adamw");
   check_same_device(param, m, "adamw (exp_avg)");
   check_same_device(param, v, "adamw (exp_avg_sq)");
+}
+
+kernels::DeviceAdamWStep device_step(const kernels::cpu::AdamWStep& step) {
+  return {step.lr, step.beta1, step.beta2, step.eps, step.weight_decay, step.step};
+}
+
+// Indices of `tensors` on a device, grouped by (device, dtype) in order of first appearance;
+// each group keeps the tensors' order.
+std::vector<std::vector<size_t>> device_groups(const std::vector<Tensor>& tensors) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    if (!on_device(tensors[k])) continue;
+    auto same = [&](const std::vector<size_t>& g) {
+      return tensors[g[0]].device() == tensors[k].device() && tensors[g[0]].dtype() == tensors[k].dtype();
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) groups.push_back({k});
+    else it->push_back(k);
+  }
+  return groups;
+}
+
+}  // namespace
+
+void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                   const kernels::cpu::AdamWStep& step) {
+  check_adamw(param, grad, m, v);
   const Tensor g = core::contiguous(grad);
   if (on_device(param)) {
-    device_kernels_of(param).adamw_update(
-        param.dtype(), param.raw_data(), g.raw_data(), m.data_ptr<float>(), v.data_ptr<float>(), param.numel(),
-        kernels::DeviceAdamWStep{step.lr, step.beta1, step.beta2, step.eps, step.weight_decay, step.step});
+    device_kernels_of(param).adamw_update(param.dtype(), param.raw_data(), g.raw_data(), m.data_ptr<float>(),
+                                          v.data_ptr<float>(), param.numel(), device_step(step));
   } else {
     dispatch_floating(param.dtype(), "adamw", [&]<class T>() {
       kernels::cpu::adamw_update<T>(param.data_ptr<T>(), g.data_ptr<T>(), m.data_ptr<float>(),
@@ -35,14 +64,46 @@ void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& m, con
   v.bump_version();
 }
 
+void adamw_update_multi_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& ms, const std::vector<Tensor>& vs,
+                         const kernels::cpu::AdamWStep& step) {
+  TRI_CHECK(grads.size() == params.size() && ms.size() == params.size() && vs.size() == params.size(),
+            "adamw: ", params.size(), " parameters, ", grads.size(), " gradients, ", ms.size(), " exp_avg and ",
+            vs.size(), " exp_avg_sq");
+  for (size_t k = 0; k < params.size(); ++k) {
+    check_adamw(params[k], grads[k], ms[k], vs[k]);
+    if (!on_device(params[k])) adamw_update_(params[k], grads[k], ms[k], vs[k], step);
+  }
+  for (const std::vector<size_t>& group : device_groups(params)) {
+    std::vector<Tensor> g;  // contiguous gradients, alive until the launch is queued
+    std::vector<void*> p;
+    std::vector<const void*> gp;
+    std::vector<float*> m, v;
+    std::vector<int64_t> n;
+    for (size_t k : group) {
+      g.push_back(core::contiguous(grads[k]));
+      p.push_back(params[k].raw_data());
+      gp.push_back(g.back().raw_data());
+      m.push_back(ms[k].data_ptr<float>());
+      v.push_back(vs[k].data_ptr<float>());
+      n.push_back(params[k].numel());
+    }
+    const Tensor& first = params[group[0]];
+    device_kernels_of(first).adamw_update_multi(first.dtype(), p.data(), gp.data(), m.data(), v.data(), n.data(),
+                                                static_cast<int64_t>(group.size()), device_step(step));
+    for (size_t k : group) {
+      params[k].bump_version();
+      ms[k].bump_version();
+      vs[k].bump_version();
+    }
+  }
+}
+
 double sum_of_squares(const std::vector<Tensor>& tensors) {
   double total = 0.0;
   for (const Tensor& t0 : tensors) {
+    if (on_device(t0)) continue;
     const Tensor t = core::contiguous(t0);
-    if (on_device(t)) {
-      total += device_kernels_of(t).sum_of_squares(t.dtype(), t.raw_data(), t.numel());
-      continue;
-    }
     dispatch_floating(t.dtype(), "sum_of_squares", [&]<class T>() {
       const T* p = t.data_ptr<T>();
       total += parallel_reduce<double>(t.numel(), 32768, 0.0, [&](int64_t b, int64_t e) {
@@ -54,6 +115,19 @@ double sum_of_squares(const std::vector<Tensor>& tensors) {
         return s;
       });
     });
+  }
+  // Device tensors: one launch and one synchronization per (device, dtype).
+  for (const std::vector<size_t>& group : device_groups(tensors)) {
+    std::vector<Tensor> c;
+    std::vector<const void*> x;
+    std::vector<int64_t> n;
+    for (size_t k : group) {
+      c.push_back(core::contiguous(tensors[k]));
+      x.push_back(c.back().raw_data());
+      n.push_back(c.back().numel());
+    }
+    total += device_kernels_of(c[0]).sum_of_squares_multi(c[0].dtype(), x.data(), n.data(),
+                                                          static_cast<int64_t>(group.size()));
   }
   return total;
 }

@@ -13,8 +13,16 @@ namespace trident::ops {
 void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                    const kernels::cpu::AdamWStep& step);
 
+// AdamW on many parameters with one step (one weight decay), each as adamw_update_: on a
+// device one launch per (device, dtype) (DeviceKernels::adamw_update_multi), on the host one
+// parameter after another.
+void adamw_update_multi_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& ms, const std::vector<Tensor>& vs,
+                         const kernels::cpu::AdamWStep& step);
+
 // Sum of squares of every element of every tensor, accumulated in double in a fixed order
-// (independent of the thread count).
+// (independent of the thread count); device tensors in one launch and one synchronization per
+// (device, dtype).
 double sum_of_squares(const std::vector<Tensor>& tensors);
 
 // t *= scale in place (any floating dtype, contiguous).

@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "core/allocator.h"
 #include "core/copy.h"
+#include "core/factory.h"
 #include "ops/elementwise.h"
 #include "ops/optim.h"
 
@@ -88,13 +89,25 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
       model_param.set_data(core::cast(p, compute));
     }
     // Fold each backward pass's gradient into the master's fp32 .grad as soon as it is final.
-    autograd::register_grad_ready_hook(model_param, [master](const Tensor& leaf) mutable {
+    const size_t index = masters_.size();
+    std::weak_ptr<InFlight> in_flight = in_flight_;
+    autograd::register_grad_ready_hook(model_param, [master, index, in_flight](const Tensor& leaf) mutable {
       const std::optional<Tensor>& g = leaf.grad();
       if (!g.has_value()) return;
       MemoryCategoryGuard grads(MemoryCategory::kGradient);
       Tensor g32 = core::cast(*g, DType::kF32);
-      if (g32.device() != master.device())  // ZeRO-Offload: into pinned host memory in one copy
-        g32 = master.device().is_cpu() ? core::pin_memory(g32) : core::to_device(g32, master.device());
+      const std::shared_ptr<InFlight> copies = in_flight.lock();
+      if (copies && master.device().is_cpu() && !g32.device().is_cpu()) {
+        // ZeRO-Offload: the device-to-host copy overlaps the rest of the backward.
+        Tensor staging = empty_pinned(g32.shape(), DType::kF32);
+        g32 = core::contiguous(g32);
+        core::copy_async_(staging, g32);
+        copies->copies.push_back({index, staging, g32});
+        copies->device = g32.device();
+        Tensor(leaf).zero_grad();
+        return;
+      }
+      if (g32.device() != master.device()) g32 = core::to_device(g32, master.device());
       std::optional<Tensor>& acc = master.mutable_grad();
       if (acc.has_value()) {
         ops::add_(*acc, g32);
@@ -108,6 +121,25 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
   }
 }
 
+void MasterWeights::check_finished() const {
+  TRI_CHECK(in_flight_->copies.empty(), "mixed precision: ", in_flight_->copies.size(),
+            " gradient copies from the device are still in flight; call finish_backward() after the backward");
+}
+
+void MasterWeights::finish_backward() {
+  if (in_flight_->copies.empty()) return;
+  core::wait_async_copies(*in_flight_->device);
+  for (const InFlight::Copy& c : in_flight_->copies) {
+    std::optional<Tensor>& acc = Tensor(masters_[c.master].second).mutable_grad();
+    if (acc.has_value()) {
+      ops::add_(*acc, c.staging);
+    } else {
+      acc = c.staging;
+    }
+  }
+  in_flight_->copies.clear();
+}
+
 std::vector<Tensor> MasterWeights::master_tensors() const {
   std::vector<Tensor> out;
   for (const auto& [name, m] : masters_) out.push_back(m);
@@ -115,6 +147,7 @@ std::vector<Tensor> MasterWeights::master_tensors() const {
 }
 
 bool MasterWeights::grads_overflowed() const {
+  check_finished();
   std::vector<Tensor> grads;
   for (const auto& [name, m] : masters_)
     if (m.grad().has_value()) grads.push_back(*m.grad());
@@ -122,6 +155,7 @@ bool MasterWeights::grads_overflowed() const {
 }
 
 void MasterWeights::scale_grads(double factor) {
+  check_finished();
   for (const auto& [name, m] : masters_)
     if (m.grad().has_value()) ops::scale_(*m.grad(), factor);
 }
@@ -131,6 +165,7 @@ void MasterWeights::zero_grads() {
 }
 
 void MasterWeights::copy_to_model() {
+  check_finished();
   autograd::NoGradGuard no_grad;
   for (size_t i = 0; i < masters_.size(); ++i) core::copy_(model_params_[i], masters_[i].second);
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,8 +73,17 @@ class MasterWeights {
   // the host for ZeRO-Offload); the parameters themselves switch to `compute` (set_data) and
   // get a grad-ready hook that adds their gradient, in fp32, to the master's .grad (moving it
   // to the master's device) and drops the model's copy.
+  //
+  // ZeRO-Offload (masters on the host, the model on a device): the hook casts the gradient on
+  // the device and starts its copy into pinned host memory on the device's copy stream
+  // (core::copy_async_), so the transfers overlap the rest of the backward and the host never
+  // waits inside it; finish_backward() waits for them and adds them to the masters' .grad.
   MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute,
                 std::optional<Device> master_device = std::nullopt);
+
+  // Completes the gradients of the backward that just ran: call it after each backward pass
+  // (each micro-batch) and before reading the masters' .grad. Nothing to do unless offloaded.
+  void finish_backward();
 
   // The masters under the parameters' names: what the optimizer steps and checkpoints hold.
   const std::vector<nn::NamedTensor>& masters() const { return masters_; }
@@ -87,8 +97,22 @@ class MasterWeights {
   void copy_to_model();
 
  private:
+  void check_finished() const;
+
+  // Gradient copies from the device in flight (ZeRO-Offload), shared with the hooks.
+  struct InFlight {
+    struct Copy {
+      size_t master;
+      Tensor staging;  // pinned host f32, the copy's destination
+      Tensor source;   // the device's f32 gradient, kept alive until the copy completes
+    };
+    std::vector<Copy> copies;
+    std::optional<Device> device;
+  };
+
   std::vector<nn::NamedTensor> masters_;
   std::vector<Tensor> model_params_;
+  std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
 };
 
 }  // namespace trident::optim

@@ -46,6 +46,8 @@ DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Com
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32 && p.is_contiguous(), "data parallel: parameter '", name,
               "' must be a contiguous f32 tensor, got ", p.dtype(), " ", p.shape());
+    TRI_CHECK(params_.empty() || p.device() == params_.front().device(), "data parallel: parameter '", name,
+              "' is on ", p.device(), ", the others on ", params_.front().device(), "; move the model to one device");
     params_.push_back(p);
   }
   // Same starting weights everywhere, whatever each rank initialized or loaded.
@@ -65,7 +67,7 @@ DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Com
       off += params_[k].numel();
     }
     MemoryCategoryGuard grads(MemoryCategory::kGradient);
-    b.buffer = zeros({off});
+    b.buffer = zeros({off}, DType::kF32, params_.front().device());  // where the gradients are
     b.pending = static_cast<int>(group.size());
     buckets_.push_back(std::move(b));
   }

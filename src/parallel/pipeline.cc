@@ -119,7 +119,7 @@ std::vector<Pipeline::Op> Pipeline::schedule(int m) const {
 }
 
 Tensor Pipeline::recv(const Shape& shape, int src, int t) {
-  Tensor out = empty(shape);
+  Tensor out = empty(shape, DType::kF32, model_.wte().weight().device());  // where the stages compute
   const auto start = Clock::now();
   pp_.recv(out, src, t);
   wait_s_ += seconds_since(start);
@@ -195,13 +195,14 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
       autograd::backward(std::vector<Tensor>{*state.out}, {std::optional<Tensor>(g)});
     }
     if (c > 0) {
-      Tensor g = state.in->grad().has_value() ? core::contiguous(*state.in->grad()) : zeros(state.in->shape());
+      Tensor g = state.in->grad().has_value() ? core::contiguous(*state.in->grad())
+                                              : zeros(state.in->shape(), DType::kF32, state.in->device());
       sent_.push_back(g);
       sends_.push_back(pp_.send_async(g, layout_.rank_of_chunk(c - 1), tag(c, op.micro, false, m)));
     }
     state = Live{};
     if (c == last_chunk && last && P > 1) {
-      Tensor head = wte.grad().has_value() ? core::contiguous(*wte.grad()) : zeros(wte.shape());
+      Tensor head = wte.grad().has_value() ? core::contiguous(*wte.grad()) : zeros(wte.shape(), DType::kF32, wte.device());
       sent_.push_back(head);
       sends_.push_back(pp_.send_async(head, 0, grad_tag));
     }

@@ -56,8 +56,10 @@ class VocabParallel final : public nn::EmbeddingStyle {
   Tensor lookup(const Tensor& ids, const Tensor& weight) const override {
     // Ids of other ranks' rows look up row 0 and are masked to zeros; the ranks' results sum
     // to the full lookup.
+    // The ids' local rows and mask are formed on the host (a few bytes per token) and moved to
+    // the weight's device.
     const int64_t rows = weight.size(0);
-    const Tensor all = core::contiguous(core::cast(ids, DType::kI64));
+    const Tensor all = core::to_device(core::contiguous(core::cast(ids, DType::kI64)), Device::cpu());
     Tensor local = empty(all.shape(), DType::kI64);
     std::vector<int64_t> mask_shape = all.shape().vec();
     mask_shape.push_back(1);
@@ -71,7 +73,8 @@ class VocabParallel final : public nn::EmbeddingStyle {
       out[i] = mine ? id : 0;
       m[i] = mine ? 1.0f : 0.0f;
     }
-    const Tensor rows_here = trident::embedding(weight, local) * core::cast(mask, weight.dtype());
+    const Tensor rows_here = trident::embedding(weight, core::to_device(local, weight.device())) *
+                             core::to_device(core::cast(mask, weight.dtype()), weight.device());
     return sp_ ? reduce_scatter_sequence(rows_here, tp_) : reduce_from_tp(rows_here, tp_);
   }
 

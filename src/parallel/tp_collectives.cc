@@ -9,6 +9,7 @@
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/views.h"
+#include "ops/vocab_parallel.h"
 
 namespace trident::parallel {
 using namespace autograd;
@@ -33,7 +34,7 @@ Tensor all_gather_dim1(const Tensor& x, comm::Communicator& comm) {
   const int64_t n = comm.size();
   std::vector<int64_t> blocks = x.shape().vec();
   blocks.insert(blocks.begin(), n);  // (n, B, T/n, ...)
-  Tensor gathered = empty(Shape(blocks), x.dtype());
+  Tensor gathered = empty(Shape(blocks), x.dtype(), x.device());
   comm.all_gather(core::contiguous(x), gathered);
   std::vector<int64_t> order(blocks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
@@ -57,7 +58,7 @@ Tensor reduce_scatter_dim1(const Tensor& x, comm::Communicator& comm) {
   const Tensor blocks = core::contiguous(views::permute(views::view(core::contiguous(x), split), order));
   std::vector<int64_t> shape = x.shape().vec();
   shape[1] /= n;
-  Tensor out = empty(Shape(shape), x.dtype());
+  Tensor out = empty(Shape(shape), x.dtype(), x.device());
   comm.reduce_scatter(blocks, out);
   return out;
 }
@@ -100,15 +101,15 @@ Tensor gather_from_tp(const Tensor& x, comm::Communicator& comm, const std::vect
   const int64_t pad = *std::max_element(widths.begin(), widths.end());
   const int64_t rows = x.numel() / x.size(-1);
   // Pad this rank's block to the widest, gather (n, rows, pad), keep each rank's columns.
-  Tensor mine = zeros({rows, pad}, x.dtype());
+  Tensor mine = zeros({rows, pad}, x.dtype(), x.device());
   core::copy_(views::narrow(mine, 1, 0, x.size(-1)), views::view(core::contiguous(x), {rows, x.size(-1)}));
-  Tensor all = empty({n, rows, pad}, x.dtype());
+  Tensor all = empty({n, rows, pad}, x.dtype(), x.device());
   comm.all_gather(mine, all);
   std::vector<int64_t> shape = x.shape().vec();
   int64_t total = 0;
   for (int64_t w : widths) total += w;
   shape.back() = total;
-  Tensor out = empty(Shape(shape), x.dtype());
+  Tensor out = empty(Shape(shape), x.dtype(), x.device());
   const Tensor out2d = views::view(out, {rows, total});
   int64_t at = 0;
   for (int k = 0; k < n; ++k) {
@@ -129,56 +130,34 @@ Tensor gather_from_tp(const Tensor& x, comm::Communicator& comm, const std::vect
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab_begin,
                                     comm::Communicator& comm) {
   TRI_CHECK(logits.dim() == 2, "vocab_parallel_cross_entropy: logits must be (N, V_local), got ", logits.shape());
-  const int64_t N = logits.size(0), V = logits.size(1);
+  const int64_t N = logits.size(0);
   TRI_CHECK(targets.numel() == N, "vocab_parallel_cross_entropy: ", targets.numel(), " targets for ", N, " rows");
+  constexpr int64_t kIgnore = -1;
+  // The local passes run where the logits are (ops/vocab_parallel.h); between them, the row
+  // maxima over the whole vocabulary, then the sums of exp(l - max) and the target logits.
   const Tensor l = core::contiguous(core::cast(logits, DType::kF32));
-  const Tensor t = core::contiguous(core::cast(views::view(core::contiguous(targets), {N}), DType::kI64));
-  const float* lp = l.data_ptr<float>();
-  const int64_t* tp = t.data_ptr<int64_t>();
-  // Row maxima over the whole vocabulary, then sums of exp(l - max) and target logits.
-  Tensor row_max = empty({N}, DType::kF32);
-  float* mp = row_max.data_ptr<float>();
-  for (int64_t i = 0; i < N; ++i) {
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < V; ++j) m = std::max(m, lp[i * V + j]);
-    mp[i] = m;
-  }
+  const Tensor t = core::cast(core::contiguous(views::view(core::contiguous(targets), {N})), DType::kI64);
+  Tensor row_max = ops::vocab_parallel_row_max(l);
   comm.all_reduce(row_max, comm::ReduceOp::kMax);
-  Tensor sums = zeros({2, N}, DType::kF64);  // exp sums; target logit - max
-  double* sp = sums.data_ptr<double>();
+  Tensor sums = ops::vocab_parallel_sums(l, row_max, t, vocab_begin);
+  comm.all_reduce(sums);
+  // The loss from the (2, N) sums on the host: a row's is log(sum) - (target logit - max).
+  const std::vector<double> sp = to_vector<double>(sums);
+  const std::vector<int64_t> tp = to_vector<int64_t>(t);
+  double total = 0.0;
   int64_t count = 0;
   for (int64_t i = 0; i < N; ++i) {
-    double s = 0.0;
-    for (int64_t j = 0; j < V; ++j) s += std::exp(static_cast<double>(lp[i * V + j] - mp[i]));
-    sp[i] = s;
-    const int64_t target = tp[i];
-    if (target != -1) ++count;
-    if (target >= vocab_begin && target < vocab_begin + V) sp[N + i] = static_cast<double>(lp[i * V + (target - vocab_begin)] - mp[i]);
+    if (tp[static_cast<size_t>(i)] == kIgnore) continue;
+    ++count;
+    total += std::log(sp[static_cast<size_t>(i)]) - sp[static_cast<size_t>(N + i)];
   }
-  comm.all_reduce(sums);
-  double total = 0.0;
-  for (int64_t i = 0; i < N; ++i)
-    if (tp[i] != -1) total += std::log(sp[i]) - sp[N + i];
-  Tensor loss = scalar_tensor(count > 0 ? total / static_cast<double>(count) : std::nan(""), DType::kF32);
+  Tensor loss = core::to_device(scalar_tensor(count > 0 ? total / static_cast<double>(count) : std::nan(""), DType::kF32),
+                                logits.device());
   if (needs_grad({logits})) {
     record(kVocabParallelCrossEntropy, {logits}, {loss},
            [l, t, row_max, sums, vocab_begin, count, dtype = logits.dtype()](const BackwardContext& ctx) {
-             const int64_t n = l.size(0), v = l.size(1);
              const double scale = ctx.grad().item() / static_cast<double>(count);
-             Tensor g = empty({n, v}, DType::kF32);
-             float* gp = g.data_ptr<float>();
-             const float* lp2 = l.data_ptr<float>();
-             const int64_t* tp2 = t.data_ptr<int64_t>();
-             const float* mp2 = row_max.data_ptr<float>();
-             const double* sp2 = sums.data_ptr<double>();
-             for (int64_t i = 0; i < n; ++i) {
-               const bool ignored = tp2[i] == -1;
-               for (int64_t j = 0; j < v; ++j) {
-                 const double p = std::exp(static_cast<double>(lp2[i * v + j] - mp2[i])) / sp2[i];
-                 const double onehot = tp2[i] == vocab_begin + j ? 1.0 : 0.0;
-                 gp[i * v + j] = ignored ? 0.0f : static_cast<float>((p - onehot) * scale);
-               }
-             }
+             const Tensor g = ops::vocab_parallel_backward(l, row_max, sums, t, vocab_begin, kIgnore, scale);
              return GradList{dtype == DType::kF32 ? g : core::cast(g, dtype)};
            });
   }

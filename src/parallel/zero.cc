@@ -31,9 +31,12 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32 && p.is_contiguous(), "ZeRO: parameter '", name,
               "' must be a contiguous f32 tensor, got ", p.dtype(), " ", p.shape());
+    TRI_CHECK(params_.empty() || p.device() == params_.front().device(), "ZeRO: parameter '", name, "' is on ",
+              p.device(), ", the others on ", params_.front().device(), "; move the model to one device");
     names_.push_back(name);
     params_.push_back(p);
   }
+  if (!params_.empty()) device_ = params_.front().device();  // every buffer lives with the parameters
   // Buckets as data parallelism's, each padded to a multiple of N, laid out back to back.
   const int64_t limit = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
   flat_offset_.resize(params_.size());
@@ -69,7 +72,7 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     // The flat parameters; the model's parameters become views of it (same values everywhere).
     {
       MemoryCategoryGuard guard(MemoryCategory::kParameter);
-      flat_params_ = zeros({total});
+      flat_params_ = zeros({total}, DType::kF32, device_);
     }
     for (size_t k = 0; k < params_.size(); ++k) {
       const Tensor view = views::view(flat_slice(*flat_params_, flat_offset_[k], params_[k].numel()),
@@ -83,12 +86,12 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     // values; this rank keeps its shard of it, and the buffer is freed until a part runs.
     {
       MemoryCategoryGuard guard(MemoryCategory::kParameter);
-      param_shard_ = zeros({total / N});
+      param_shard_ = zeros({total / N}, DType::kF32, device_);
     }
     for (Bucket& b : buckets_) {
       {
         MemoryCategoryGuard guard(MemoryCategory::kGatheredParameter);
-        b.gathered = zeros({b.length});
+        b.gathered = zeros({b.length}, DType::kF32, device_);
       }
       for (size_t k : b.params) {
         const Tensor view = views::view(flat_slice(*b.gathered, flat_offset_[k] - b.begin, params_[k].numel()),
@@ -104,13 +107,13 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
   }
   {
     MemoryCategoryGuard guard(MemoryCategory::kGradient);
-    if (stage_ == 1) flat_grads_ = zeros({total});
-    else grad_shard_ = zeros({total / N});
+    if (stage_ == 1) flat_grads_ = zeros({total}, DType::kF32, device_);
+    else grad_shard_ = zeros({total / N}, DType::kF32, device_);
   }
   {
     MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
-    m_ = zeros({total / N});
-    v_ = zeros({total / N});
+    m_ = zeros({total / N}, DType::kF32, device_);
+    v_ = zeros({total / N}, DType::kF32, device_);
   }
   // This rank's segments of each bucket.
   for (Bucket& b : buckets_) {
@@ -137,7 +140,8 @@ void ZeroOptimizer::start_gather(size_t u) {
   Bucket& b = buckets_[u];
   if (b.state != Bucket::State::kReleased) return;
   b.gathered->impl().storage()->reset_data(
-      host_allocator().allocate(static_cast<size_t>(b.length) * sizeof(float), MemoryCategory::kGatheredParameter));
+      device_allocator(device_.type)->allocate(static_cast<size_t>(b.length) * sizeof(float),
+                                               MemoryCategory::kGatheredParameter));
   b.gather = comm_.all_gather_async(shard_params(b), *b.gathered);
   b.state = Bucket::State::kGathering;
 }
@@ -191,7 +195,7 @@ Tensor ZeroOptimizer::grad_slot(size_t k) {
   if (stage_ == 1) return flat_slice(*flat_grads_, flat_offset_[k], params_[k].numel());
   if (!b.staging) {
     MemoryCategoryGuard guard(MemoryCategory::kGradient);
-    b.staging = zeros({b.length});
+    b.staging = zeros({b.length}, DType::kF32, device_);
   }
   return flat_slice(*b.staging, flat_offset_[k] - b.begin, params_[k].numel());
 }
@@ -312,16 +316,23 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
 
 void ZeroOptimizer::step(double lr) {
   ++step_;
-  for (const Bucket& b : buckets_) {
-    const Tensor w = shard_params(b), g = shard_grad(b), m = shard_state(*m_, b), v = shard_state(*v_, b);
-    const int64_t s0 = shard_begin(b);
-    for (const Segment& s : b.mine) {
-      const bool decay = params_[s.param].dim() >= 2;
-      const int64_t at = s.flat - s0;  // offset inside the shard
-      ops::adamw_update_(flat_slice(w, at, s.length), flat_slice(g, at, s.length),
-                         flat_slice(m, at, s.length), flat_slice(v, at, s.length),
-                         {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0, step_});
+  // This rank's segments, with and without weight decay: two multi-tensor updates.
+  for (const bool decay : {true, false}) {
+    std::vector<Tensor> w, g, m, v;
+    for (const Bucket& b : buckets_) {
+      const int64_t s0 = shard_begin(b);
+      for (const Segment& s : b.mine) {
+        if ((params_[s.param].dim() >= 2) != decay) continue;
+        const int64_t at = s.flat - s0;  // offset inside the shard
+        w.push_back(flat_slice(shard_params(b), at, s.length));
+        g.push_back(flat_slice(shard_grad(b), at, s.length));
+        m.push_back(flat_slice(shard_state(*m_, b), at, s.length));
+        v.push_back(flat_slice(shard_state(*v_, b), at, s.length));
+      }
     }
+    ops::adamw_update_multi_(w, g, m, v,
+                             {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0,
+                              step_});
   }
   // Stages 1-2: everyone's updated shards, in place into the flat parameters. (Stage 3
   // gathers them when the next forward needs them.)
@@ -339,7 +350,7 @@ std::vector<nn::NamedTensor> ZeroOptimizer::gather_state() {
   std::vector<nn::NamedTensor> out;
   const int64_t total = buckets_.back().begin + buckets_.back().length;
   for (const Tensor* state : {&*m_, &*v_}) {
-    Tensor whole = zeros({total});
+    Tensor whole = zeros({total}, DType::kF32, device_);
     for (const Bucket& b : buckets_) comm_.all_gather(shard_state(*state, b), flat_slice(whole, b.begin, b.length));
     const char* suffix = state == &*m_ ? ".exp_avg" : ".exp_avg_sq";
     for (size_t k = 0; k < params_.size(); ++k)

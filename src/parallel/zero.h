@@ -143,6 +143,7 @@ class ZeroOptimizer : public nn::PartHooks {
 
   comm::Communicator& comm_;
   const int stage_;
+  Device device_ = Device::cpu();  // the parameters', where every flat buffer lives
   const optim::AdamWOptions options_;
   std::vector<std::string> names_;
   std::vector<Tensor> params_;

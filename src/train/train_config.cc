@@ -35,7 +35,7 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
           .add("init_from", &TrainOptions::init_from, "safetensors weights to start from (Hugging Face GPT-2 names)")
           .add("resume", &TrainOptions::resume, "continue from the latest checkpoint in out_dir, if one exists")
           .add("threads", &TrainOptions::threads, "CPU threads (0: all cores)", Range::non_negative())
-          .add("device", &TrainOptions::device, "where the model trains (cuda: GPU 0, one process)", {"cpu", "cuda"})
+          .add("device", &TrainOptions::device, "where the model trains (cuda: one GPU per rank, the collectives on NCCL)", {"cpu", "cuda"})
           .add("flush_denormals", &TrainOptions::flush_denormals,
                "flush subnormal floats to zero: much faster once softmaxes underflow, no effect on training");
   return t;

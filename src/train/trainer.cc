@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "autograd/functions.h"
+#include "comm/device_communicator.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/views.h"
@@ -28,11 +29,18 @@ std::string config_to_toml(const TrainConfig& cfg) {
   return tree.to_toml();
 }
 
-Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm)
-    : cfg_(cfg), comm_(std::move(comm)) {}
+Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm, Device device)
+    : cfg_(cfg), comm_(std::move(comm)), device_(device) {}
 
-StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm) {
+StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm,
+                                                   std::optional<Device> device) {
   cfg.validate();
+  if (!device && cfg.train.device == "cuda") {
+    TRI_CHECK_NOT_IMPLEMENTED(device_allocator(DeviceType::kCUDA) != nullptr,
+                              "train.device = \"cuda\": this build has no CUDA backend (configure with "
+                              "-DTRIDENT_CUDA=ON on a machine with the CUDA toolkit)");
+    device = Device::cuda();  // this process's GPU: NCCL's setup picks it from the local rank
+  }
   const int64_t model_parallel = cfg.parallel.tp * cfg.parallel.pp;
   TRI_CHECK(model_parallel == 1 || (comm && comm->size() % model_parallel == 0), "parallel.tp (", cfg.parallel.tp,
             ") x parallel.pp (", cfg.parallel.pp, ") must divide the number of ranks (", comm ? comm->size() : 1,
@@ -60,12 +68,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
                                                 cfg.parallel.zero_stage == 0),
             "parallel.offload_optimizer trains in one process for now (", comm ? comm->size() : 1, " ranks, tp ",
             cfg.parallel.tp, ", pp ", cfg.parallel.pp, ", zero_stage ", cfg.parallel.zero_stage, " requested)");
-  TRI_CHECK(cfg.train.device == "cpu" || ((!comm || comm->size() == 1) && model_parallel == 1 &&
-                                          cfg.parallel.zero_stage == 0),
-            "train.device = \"", cfg.train.device, "\" trains in one process for now (", comm ? comm->size() : 1,
-            " ranks, tp ", cfg.parallel.tp, ", pp ", cfg.parallel.pp, ", zero_stage ", cfg.parallel.zero_stage,
-            " requested); NCCL for several GPUs is issue #7's next step");
-  std::unique_ptr<Trainer> t(new Trainer(cfg, std::move(comm)));
+  std::unique_ptr<Trainer> t(new Trainer(cfg, std::move(comm), device.value_or(Device::cpu())));
   Status s = t->init();
   if (!s.is_ok()) return s;
   return t;
@@ -83,15 +86,12 @@ Status Trainer::init() {
     if (!s.is_ok()) return s;
   }
   for (const auto& [name, p] : model_->named_parameters()) full_shapes_.emplace(name, p.shape());
-  if (cfg_.train.device == "cuda") {
-    TRI_CHECK_NOT_IMPLEMENTED(device_allocator(DeviceType::kCUDA) != nullptr,
-                              "train.device = \"cuda\": this build has no CUDA backend (configure with "
-                              "-DTRIDENT_CUDA=ON on a machine with the CUDA toolkit)");
-    device_ = Device::cuda();
-    model_->to(device_);
-  }
   if (comm_) {
-    mesh_ = std::make_unique<parallel::DeviceMesh>(comm_, cfg_.parallel.tp, cfg_.parallel.pp);
+    // The mesh's collectives take tensors where the parameters live. NCCL's setup also picks
+    // this process's GPU, so it comes before the model moves there.
+    std::shared_ptr<comm::Communicator> collectives = comm_;
+    if (!device_.is_cpu()) collectives = comm::communicator_for(comm_, device_);
+    mesh_ = std::make_unique<parallel::DeviceMesh>(collectives, cfg_.parallel.tp, cfg_.parallel.pp);
     if (mesh_->tp_size() > 1)
       tp_plan_ = parallel::TensorParallelPlan::apply(*model_, mesh_->tp(), cfg_.parallel.sequence_parallel);
     if (mesh_->pp_size() > 1) {
@@ -112,6 +112,7 @@ Status Trainer::init() {
           cfg_.parallel.pipeline_schedule, cfg_.parallel.sequence_parallel ? cfg_.parallel.tp : 1);
     }
   }
+  if (!device_.is_cpu()) model_->to(device_);  // after tensor parallelism took this rank's slices
   // ZeRO-Offload (one process): the fp32 masters, their gradients and AdamW's state live in
   // host memory and AdamW steps there; the device keeps the compute-dtype parameters.
   if (cfg_.precision.mixed() || cfg_.parallel.offload_optimizer)
@@ -217,6 +218,7 @@ StepMetrics Trainer::train_step() {
       if (dp_) dp_->set_sync(last);  // a chunk's parameters are final at its last micro-batch
       if (zero_) zero_->begin_backward(last);
     });
+    if (master_) master_->finish_backward();
     if (zero_) zero_->end_backward();
   } else {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
@@ -229,6 +231,7 @@ StepMetrics Trainer::train_step() {
       // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
       const double seed = scaler_->scale() / static_cast<double>(accum);
       autograd::backward(seed == 1.0 ? loss : loss * seed);
+      if (master_) master_->finish_backward();
       if (zero_) zero_->end_backward();
     }
   }

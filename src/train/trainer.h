@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "checkpoint/checkpoint_dir.h"
@@ -49,8 +50,12 @@ class Trainer {
   // With a communicator of more than one rank, trains data-parallel: each rank takes its
   // slice of every global batch (data.batch_size rows, divisible by the ranks), gradients are
   // averaged (parallel/data_parallel.h), rank 0 alone prints, writes metrics and checkpoints.
+  // On a device (train.device, or `device` when given: the tests' emulated device), the
+  // mesh's collectives run where the parameters are: NCCL between GPUs when the build has it,
+  // else MPI staging through host memory (comm/staging_communicator.h).
   static StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
-                                                   std::shared_ptr<comm::Communicator> comm = nullptr);
+                                                   std::shared_ptr<comm::Communicator> comm = nullptr,
+                                                   std::optional<Device> device = std::nullopt);
 
   // Trains until `until_step` optimizer steps are done (default: train.steps), evaluating
   // and checkpointing on the configured intervals and at the end.
@@ -78,7 +83,7 @@ class Trainer {
   bool show_progress = true;
 
  private:
-  Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm);
+  Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm, Device device);
   bool is_rank0() const { return !comm_ || comm_->rank() == 0; }
   int world_size() const { return comm_ ? comm_->size() : 1; }
   int tp_size() const { return mesh_ ? mesh_->tp_size() : 1; }

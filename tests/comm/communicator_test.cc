@@ -1,13 +1,18 @@
 // The MPI Communicator under mpirun with 1, 2 and 4 ranks (ctest label mpi): every operation's
 // result on every rank, in every dtype it supports, blocking and asynchronous, on
-// sub-communicators, with the per-operation counters, and clear errors for mismatched sizes.
+// sub-communicators, with the per-operation counters, and clear errors for mismatched sizes;
+// and the same operations on device tensors (the emulated device) staged through host memory
+// (comm/device_communicator.h), which must give the host's results.
 #include <gtest/gtest.h>
 
 #include <numeric>
 
+#include "comm/device_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/views.h"
+#include "support/emulated_device.h"
 
 namespace trident::comm {
 namespace {
@@ -154,6 +159,112 @@ TEST_F(CommTest, MismatchedSizesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(rank())), std::string::npos) << e.what();
   }
   EXPECT_THROW(world->broadcast(part, size()), Error);
+}
+
+// Every operation on emulated-device tensors, through MPI staging in host memory, gives the
+// host's result on the device; host tensors pass straight through.
+class StagingTest : public CommTest {
+ protected:
+  void SetUp() override {
+    CommTest::SetUp();
+    device = testing::emulated_device();
+    staged = with_staging(std::shared_ptr<Communicator>(MpiRuntime::world()), Device::cpu());
+  }
+  Tensor on_device(const Tensor& t) const { return core::to_device(t, device); }
+  Device device;
+  std::unique_ptr<Communicator> staged;
+};
+
+TEST_F(StagingTest, EveryOperationOnDeviceTensorsGivesTheHostResult) {
+  const int n = size();
+  for (DType d : {DType::kF32, DType::kBF16, DType::kI64}) {
+    Tensor host = iota(7, 0.5 * rank(), d), dev = on_device(host);
+    world->all_reduce(host, ReduceOp::kMax);
+    staged->all_reduce(dev, ReduceOp::kMax);
+    EXPECT_EQ(dev.device(), device);
+    EXPECT_EQ(values(dev), values(host)) << d;
+  }
+  {  // reduce_scatter into a separate output, and in place (output = the input's first block)
+    Tensor in = iota(3 * n, 10.0 * rank()), out = zeros({3});
+    Tensor d_in = on_device(in), d_out = on_device(out), d_inplace = on_device(in);
+    world->reduce_scatter(in, out);
+    staged->reduce_scatter(d_in, d_out);
+    staged->reduce_scatter(d_inplace, views::narrow(d_inplace, 0, 0, 3));
+    EXPECT_EQ(values(d_out), values(out));
+    EXPECT_EQ(values(views::narrow(d_inplace, 0, 0, 3)), values(out));
+  }
+  {  // all_gather from a separate input, and in place (input = this rank's block of the output)
+    Tensor in = iota(2, 5.0 * rank()), out = zeros({2 * n});
+    world->all_gather(in, out);
+    Tensor d_out = on_device(zeros({2 * n})), d_inplace = on_device(zeros({2 * n}));
+    staged->all_gather(on_device(in), d_out);
+    core::copy_(views::narrow(d_inplace, 0, 2 * rank(), 2), in);
+    staged->all_gather(views::narrow(d_inplace, 0, 2 * rank(), 2), d_inplace);
+    EXPECT_EQ(values(d_out), values(out));
+    EXPECT_EQ(values(d_inplace), values(out));
+  }
+  {
+    Tensor t = on_device(iota(4, 100.0 * rank(), DType::kF64));
+    staged->broadcast(t, n - 1);
+    EXPECT_EQ(values(t), values(iota(4, 100.0 * (n - 1), DType::kF64)));
+  }
+  {  // a ring: send to the next rank, receive from the previous one
+    Tensor out = on_device(iota(3, rank())), in = on_device(zeros({3}));
+    auto s = staged->send_async(out, (rank() + 1) % n, 7);
+    staged->recv(in, (rank() + n - 1) % n, 7);
+    s->wait();
+    EXPECT_EQ(values(in), values(iota(3, (rank() + n - 1) % n)));
+  }
+  {
+    Tensor in = zeros({2 * n}), out = zeros({2 * n});
+    for (int j = 0; j < n; ++j)
+      for (int k = 0; k < 2; ++k) in.data_ptr<float>()[2 * j + k] = static_cast<float>(100 * rank() + j + 10 * k);
+    world->all_to_all(in, out);
+    Tensor d_out = on_device(zeros({2 * n}));
+    staged->all_to_all(on_device(in), d_out);
+    EXPECT_EQ(values(d_out), values(out));
+  }
+}
+
+TEST_F(StagingTest, AsyncResultsLandOnTheDeviceWhenWaitedOn) {
+  Tensor a = on_device(iota(100, 1.0)), b = on_device(iota(50, 2.0));
+  auto wa = staged->all_reduce_async(a, ReduceOp::kSum);
+  auto wb = staged->all_reduce_async(b, ReduceOp::kSum);
+  wb->wait();
+  wa->wait();
+  EXPECT_EQ(values(a)[0], size() * 1.0);
+  EXPECT_EQ(values(b)[49], size() * 51.0);
+  Tensor c = on_device(iota(10, 1.0));
+  { auto dropped = staged->all_reduce_async(c, ReduceOp::kSum); }  // destroyed unwaited: still completes
+  EXPECT_EQ(values(c)[9], size() * 10.0);
+}
+
+TEST_F(StagingTest, HostTensorsSubGroupsAndCountersWorkAsWithoutStaging) {
+  staged->reset_stats();
+  Tensor host = iota(5, rank());
+  staged->all_reduce(host);
+  EXPECT_EQ(values(host)[0], size() * (size() - 1) / 2.0);
+  Tensor dev = on_device(zeros({6}, DType::kBF16));
+  staged->all_reduce(dev);
+  EXPECT_EQ(staged->stats().of(CommOp::kAllReduce).calls, 2);
+  EXPECT_EQ(staged->stats().of(CommOp::kAllReduce).bytes, 5 * 4 + 6 * 2);
+  auto group = staged->split(rank() % 2, rank());
+  Tensor t = on_device(iota(1, rank()));
+  group->all_reduce(t);
+  double want = 0;
+  for (int r = rank() % 2; r < size(); r += 2) want += r;
+  EXPECT_EQ(values(t)[0], want);
+  EXPECT_EQ(staged->backend(), "mpi");
+}
+
+TEST_F(StagingTest, InputAndOutputOnDifferentDevicesAreAClearError) {
+  Tensor whole = on_device(zeros({3 * size()})), part = zeros({3});
+  try {
+    staged->reduce_scatter(whole, part);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must be on one device"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,16 +1,23 @@
 // Training on the GPU (issue #7): the tiny GPT-2 run with train.device = "cuda" gives the
 // host's fp32 losses step for step (different kernels, same math: within 1e-4 relative),
-// bf16 trains there too, and its checkpoint loads on the host. Without a GPU the tests that
-// need one skip, and asking for one is a clear error.
+// bf16 trains there too, and its checkpoint loads on the host; data parallelism and every ZeRO
+// stage run over NCCL (a group of one on one GPU: the mesh, buckets, shards and collectives on
+// the GPU) with the single-GPU run's losses. Without a GPU the tests that need one skip, and
+// asking for one is a clear error.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/device_communicator.h"
 #include "core/check.h"
 #include "data/token_file.h"
 #include "kernels/cuda/cuda_device.h"
+#ifdef TRIDENT_WITH_NCCL
+#include "comm/nccl_communicator.h"
+#endif
 #include "support/tiny_run.h"
 #include "train/trainer.h"
 
@@ -41,9 +48,9 @@ class CudaTraining : public ::testing::Test {
   struct Run {
     std::vector<double> losses, val_losses;
   };
-  static Run train(const TrainConfig& cfg) {
+  static Run train(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm = nullptr) {
     Run r;
-    auto t = Trainer::create(cfg);
+    auto t = Trainer::create(cfg, std::move(comm));
     EXPECT_TRUE(t.is_ok()) << t.status().to_string();
     if (!t.is_ok()) return r;
     t.value()->show_progress = false;
@@ -98,6 +105,29 @@ TEST_F(CudaTraining, OffloadedOptimizerMatchesTheGpuOptimizer) {
   for (size_t i = 0; i < a.losses.size(); ++i)
     EXPECT_NEAR(b.losses[i], a.losses[i], 1e-3 * std::abs(a.losses[i])) << "step " << i + 1;
 }
+
+#ifdef TRIDENT_WITH_NCCL
+// The trainer's mesh on NCCL (comm::communicator_for), bootstrapped here from a group of one
+// instead of MPI: data parallel buckets and ZeRO's flat buffers live on the GPU and every
+// collective runs there.
+TEST_F(CudaTraining, DataParallelAndZeroOverNcclMatchTheSingleGpuRun) {
+  SKIP_WITHOUT_GPU();
+  const Run single = train(config("cuda", "single"));
+  ASSERT_EQ(single.losses.size(), 20u);
+  for (int64_t stage : {0, 1, 2, 3}) {
+    TrainConfig cfg = config("cuda", "zero" + std::to_string(stage));
+    cfg.parallel.zero_stage = stage;
+    cfg.parallel.bucket_mb = 0.01;
+    auto group = comm::with_staging(std::shared_ptr<comm::Communicator>(comm::make_nccl_self_communicator()),
+                                    Device::cuda());
+    const Run dp = train(cfg, std::move(group));
+    ASSERT_EQ(dp.losses.size(), single.losses.size()) << "ZeRO stage " << stage;
+    for (size_t i = 0; i < single.losses.size(); ++i)
+      EXPECT_NEAR(dp.losses[i], single.losses[i], 1e-5 * std::abs(single.losses[i]))
+          << "ZeRO stage " << stage << ", step " << i + 1;
+  }
+}
+#endif
 
 TEST_F(CudaTraining, Bf16TrainsAndItsCheckpointLoadsOnTheHost) {
   SKIP_WITHOUT_GPU();

@@ -2,13 +2,15 @@
 // label mpi): every layout the rank count allows, with the GPipe, 1F1B and interleaved
 // schedules, ZeRO-1, sequence parallelism and activation checkpointing, trains with the
 // per-step losses of the single-process run on the same seed, init and global batch; a
-// checkpoint saved under one layout resumes under others and in one process.
+// checkpoint saved under one layout resumes under others and in one process. On a device (the
+// emulated one) the layouts give the host's losses bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "support/emulated_device.h"
 #include "support/mpi_training_test.h"
 #include "support/tiny_run.h"
 #include "train/trainer.h"
@@ -87,6 +89,26 @@ TEST_F(PipelineTest, LossesEqualTheSingleProcessRun) {
                                         ref.losses.back());
     expect_close(got.losses, ref.losses, l.str() + " (train loss)");
     expect_close(got.val, ref.val, l.str() + " (val loss)");
+  }
+}
+
+// Every layout with the model on a device: activations and their gradients travel between the
+// stages from device memory (staged through the host here, NCCL on GPUs), and the losses are
+// the host run's bit for bit.
+TEST_F(PipelineTest, OnADeviceLayoutsGiveTheHostLossesBitForBit) {
+  if (layouts().empty()) GTEST_SKIP() << "no pipeline layouts on " << world->size() << " rank(s)";
+  int k = 0;
+  for (const Layout& l : layouts()) {
+    TrainConfig cfg = config("device_layout" + std::to_string(k++));
+    apply(l, cfg);
+    cfg.train.steps = 4;
+    cfg.train.eval_interval = 2;
+    const Run host = train(cfg, world);
+    cfg.train.out_dir += "_on_device";
+    const Run on_device = train(cfg, world, -1, testing::emulated_device());
+    ASSERT_EQ(host.losses.size(), 4u) << l.str();
+    EXPECT_EQ(on_device.losses, host.losses) << l.str();
+    EXPECT_EQ(on_device.val, host.val) << l.str();
   }
 }
 

@@ -2,7 +2,8 @@
 // rank count allows, with ZeRO stages 0-2 and gradient accumulation, trains with the per-step
 // losses of the single-process run on the same seed, init and global batch; each layer costs
 // exactly 4 tensor-parallel all-reduces per micro-batch; checkpoints saved under one layout
-// resume under another and in one process.
+// resume under another and in one process. On a device (the emulated one: host kernels,
+// collectives staged through host memory) the layouts give the host's losses bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "core/factory.h"
+#include "support/emulated_device.h"
 #include "support/mpi_training_test.h"
 #include "support/tiny_run.h"
 #include "train/trainer.h"
@@ -65,6 +67,33 @@ TEST_F(TensorParallelTest, LossesEqualTheSingleProcessRun) {
                                  std::to_string(accum);
         expect_close(got.losses, ref.losses, what + " (train loss)");
         expect_close(got.val, ref.val, what + " (val loss)");
+      }
+}
+
+// The same layouts with the model on a device: tensor-parallel gathers, the vocabulary-parallel
+// embedding and cross-entropy (ops/vocab_parallel.h) and the gradient norm work where the
+// parameters are, and the losses are the host run's bit for bit. On GPUs this runs over NCCL.
+TEST_F(TensorParallelTest, OnADeviceLayoutsGiveTheHostLossesBitForBit) {
+  if (tp_degrees().empty()) GTEST_SKIP() << "one rank has no tensor parallelism";
+  for (int64_t tp : tp_degrees())
+    for (int64_t stage : {0, 2})
+      for (bool sp : {false, true}) {
+        TrainConfig cfg = config("device_tp" + std::to_string(tp) + "_z" + std::to_string(stage) + (sp ? "_sp" : ""));
+        cfg.model.vocab_size = 67;  // an uneven split
+        cfg.parallel.tp = tp;
+        cfg.parallel.sequence_parallel = sp;
+        cfg.parallel.zero_stage = stage;
+        cfg.data.grad_accum_steps = 2;
+        cfg.train.steps = 4;
+        cfg.train.eval_interval = 2;
+        const Run host = train(cfg, world);
+        cfg.train.out_dir += "_on_device";
+        const Run on_device = train(cfg, world, -1, testing::emulated_device());
+        const std::string what = "tp " + std::to_string(tp) + (sp ? " (sequence parallel)" : "") + ", ZeRO " +
+                                 std::to_string(stage);
+        ASSERT_EQ(host.losses.size(), 4u) << what;
+        EXPECT_EQ(on_device.losses, host.losses) << what;
+        EXPECT_EQ(on_device.val, host.val) << what;
       }
 }
 

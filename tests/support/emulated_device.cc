@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/caching_allocator.h"
@@ -20,6 +21,7 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/softmax.h"
+#include "kernels/cpu/vocab_parallel_cross_entropy.h"
 #include "kernels/device/device_kernels.h"
 #include "ops/dispatch.h"
 
@@ -57,6 +59,25 @@ D convert(S s) {
 }
 
 void copy(void* dst, Device, const void* src, Device, size_t nbytes) { std::memcpy(dst, src, nbytes); }
+
+// Asynchronous copies happen only when waited for, as late as a real device may run them: code
+// that reads a destination before wait_async_copies sees its old bytes, and its test fails.
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  size_t nbytes;
+};
+std::vector<PendingCopy>& pending_copies() {
+  static auto* pending = new std::vector<PendingCopy>();  // leaked, as the allocator
+  return *pending;
+}
+void copy_async(void* dst, Device, const void* src, Device, size_t nbytes) {
+  pending_copies().push_back({dst, src, nbytes});
+}
+void wait_copies() {
+  for (const PendingCopy& c : pending_copies()) std::memcpy(c.dst, c.src, c.nbytes);
+  pending_copies().clear();
+}
 
 void fill(void* dst, DType dtype, int64_t n, double value) {
   dispatch_all(dtype, [&]<class T>() {
@@ -256,6 +277,18 @@ class EmulatedKernels final : public kernels::DeviceKernels {
       });
     });
   }
+  void vocab_parallel_row_max(float* row_max, const float* logits, int64_t N, int64_t V) override {
+    cpu::vocab_parallel_row_max(row_max, logits, N, V);
+  }
+  void vocab_parallel_sums(double* sums, const float* logits, const float* row_max, const int64_t* targets, int64_t N,
+                           int64_t V, int64_t begin) override {
+    cpu::vocab_parallel_sums(sums, logits, row_max, targets, N, V, begin);
+  }
+  void vocab_parallel_backward(float* grad, const float* logits, const float* row_max, const double* sums,
+                               const int64_t* targets, int64_t N, int64_t V, int64_t begin, int64_t ignore_index,
+                               double scale) override {
+    cpu::vocab_parallel_backward(grad, logits, row_max, sums, targets, N, V, begin, ignore_index, scale);
+  }
   void attention_forward(DType dtype, DeviceHeads out, void* lse, DeviceHeads q, DeviceHeads k, DeviceHeads v,
                          const kernels::DeviceAttentionShape& s) override {
     ops::dispatch_floating(dtype, "attention", [&]<class T>() {
@@ -288,7 +321,8 @@ Device emulated_device() {
   static const bool registered = [] {
     static CachingAllocator* allocator = new CachingAllocator(std::make_unique<EmulatedMemory>());  // leaked: outlives tensors
     register_device_allocator(DeviceType::kPrivateUse, allocator);
-    register_device_ops(DeviceType::kPrivateUse, DeviceOps{&copy, &fill, &copy_strided, nullptr});
+    register_device_ops(DeviceType::kPrivateUse,
+                        DeviceOps{&copy, &fill, &copy_strided, nullptr, &copy_async, &wait_copies});
     static EmulatedKernels kernels;
     kernels::register_device_kernels(DeviceType::kPrivateUse, &kernels);
     return true;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,9 @@ class MpiTrainingTest : public ::testing::Test {
   struct Run {
     std::vector<double> losses, val;
   };
-  static Run train(const train::TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm, int64_t until = -1) {
-    auto t = train::Trainer::create(cfg, std::move(comm));
+  static Run train(const train::TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm, int64_t until = -1,
+                   std::optional<Device> device = std::nullopt) {
+    auto t = train::Trainer::create(cfg, std::move(comm), device);
     EXPECT_TRUE(t.is_ok()) << t.status().to_string();
     Run r;
     t.value()->show_progress = false;

@@ -2,8 +2,9 @@
 // host memory and host kernels behind the device tables): a GPT-2 moved with Module::to,
 // trained with AdamW (state created on the device) and global-norm clipping, gives the host's
 // losses bit for bit; so does ZeRO-Offload with the model on the device and the bf16 masters
-// on the host; and a checkpoint of device tensors holds the host's bytes. The same paths run
-// on a GPU in tests/cuda/cuda_training_test.cc.
+// on the host, whose gradients arrive by asynchronous copies; and a checkpoint of device
+// tensors holds the host's bytes. The same paths run on a GPU in
+// tests/cuda/cuda_training_test.cc.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -55,6 +56,7 @@ std::vector<double> train(Device device, const std::string& precision = "fp32",
     EXPECT_EQ(loss.device(), device);
     losses.push_back(loss.item());
     autograd::backward(loss);
+    if (master) master->finish_backward();
     optim::clip_grad_norm_(weights, 1.0);
     opt.step(options.lr);
     if (master) {
@@ -78,6 +80,39 @@ TEST(DeviceTraining, OffloadedMastersOnTheHostGiveTheDeviceLossesBitForBit) {
   const std::vector<double> on_device = train(dev, "bf16");
   EXPECT_EQ(train(dev, "bf16", Device::cpu()), on_device);
   EXPECT_EQ(train(Device::cpu(), "bf16"), on_device);
+}
+
+// ZeRO-Offload's gradient copies are asynchronous (the emulated device runs them only when
+// waited for, as late as a GPU may): until finish_backward() the masters have no gradient and
+// reading them is a clear error; after it they hold the on-device masters' gradients.
+TEST(DeviceTraining, OffloadedGradientsArriveAtFinishBackward) {
+  const Device dev = testing::emulated_device();
+  std::vector<std::vector<float>> grads[2];
+  for (int offload = 0; offload < 2; ++offload) {
+    models::gpt2::GPT2 model(tiny_model());
+    model.to(dev);
+    optim::MasterWeights master(model.named_parameters(), DType::kBF16,
+                                offload ? std::optional<Device>(Device::cpu()) : std::nullopt);
+    Generator gen(3);
+    const Tensor idx = core::to_device(randint(0, 64, {2, 16}, gen), dev);
+    autograd::backward(model.loss(idx, idx));
+    if (offload) {
+      for (const auto& [name, m] : master.masters()) EXPECT_FALSE(m.grad().has_value()) << name;
+      try {
+        master.grads_overflowed();
+        ADD_FAILURE() << "read the masters' gradients with copies in flight";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("finish_backward()"), std::string::npos) << e.what();
+      }
+    }
+    master.finish_backward();
+    for (const auto& [name, m] : master.masters()) {
+      ASSERT_TRUE(m.grad().has_value()) << name;
+      EXPECT_EQ(m.grad()->device(), offload ? Device::cpu() : dev) << name;
+      grads[offload].push_back(to_vector<float>(*m.grad()));
+    }
+  }
+  EXPECT_EQ(grads[1], grads[0]);
 }
 
 TEST(DeviceTraining, CheckpointsOfDeviceTensorsHoldTheHostBytes) {

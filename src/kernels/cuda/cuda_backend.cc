@@ -107,6 +107,29 @@ void copy(void* dst, Device, const void* src, Device, size_t nbytes) {
   TRI_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault));
 }
 
+// Copies that overlap compute (copy_async): a non-blocking stream of their own, so the legacy
+// default stream the kernels run on does not serialize with it; each copy waits for the kernels
+// queued before it through an event.
+cudaStream_t copy_stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    TRI_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+
+void copy_async(void* dst, Device, const void* src, Device, size_t nbytes) {
+  cudaEvent_t ready = nullptr;
+  TRI_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  TRI_CUDA_CHECK(cudaEventRecord(ready, nullptr));
+  TRI_CUDA_CHECK(cudaStreamWaitEvent(copy_stream(), ready, 0));
+  cudaEventDestroy(ready);  // released once the recorded work completes
+  TRI_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, copy_stream()));
+}
+
+void wait_copies() { TRI_CUDA_CHECK(cudaStreamSynchronize(copy_stream())); }
+
 void fill(void* dst, DType dtype, int64_t n, double value) {
   launch_fill(dst, static_cast<int>(dtype), n, value);
   TRI_CUDA_CHECK(cudaGetLastError());  // stream-ordered: later kernels and copies see the values
@@ -140,7 +163,8 @@ const bool registered = [] {
   register_device_allocator(DeviceType::kCUDA, &allocator());
   static CachingAllocator* pinned = new CachingAllocator(std::make_unique<PinnedHostMemory>());  // leaked, as above
   register_pinned_host_allocator(pinned);
-  register_device_ops(DeviceType::kCUDA, DeviceOps{&copy, &fill, &copy_strided, &synchronize});
+  register_device_ops(DeviceType::kCUDA,
+                      DeviceOps{&copy, &fill, &copy_strided, &synchronize, &copy_async, &wait_copies});
   return true;
 }();
 

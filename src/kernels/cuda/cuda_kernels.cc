@@ -10,8 +10,10 @@
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/vocab_parallel_cross_entropy.cuh"
 #include "kernels/device/device_kernels.h"
 
 namespace trident::cuda {
@@ -117,6 +119,21 @@ class CudaKernels final : public kernels::DeviceKernels {
                                   ignore_index, scale);
     check_launch();
   }
+  void vocab_parallel_row_max(float* row_max, const float* logits, int64_t N, int64_t V) override {
+    launch_vocab_parallel_row_max(row_max, logits, N, V);
+    check_launch();
+  }
+  void vocab_parallel_sums(double* sums, const float* logits, const float* row_max, const int64_t* targets, int64_t N,
+                           int64_t V, int64_t begin) override {
+    launch_vocab_parallel_sums(sums, logits, row_max, targets, N, V, begin);
+    check_launch();
+  }
+  void vocab_parallel_backward(float* grad, const float* logits, const float* row_max, const double* sums,
+                               const int64_t* targets, int64_t N, int64_t V, int64_t begin, int64_t ignore_index,
+                               double scale) override {
+    launch_vocab_parallel_backward(grad, logits, row_max, sums, targets, N, V, begin, ignore_index, scale);
+    check_launch();
+  }
   void attention_forward(DType dtype, kernels::DeviceHeads out, void* lse, kernels::DeviceHeads q,
                          kernels::DeviceHeads k, kernels::DeviceHeads v,
                          const kernels::DeviceAttentionShape& shape) override {
@@ -134,6 +151,17 @@ class CudaKernels final : public kernels::DeviceKernels {
   void adamw_update(DType dtype, void* param, const void* grad, float* m, float* v, int64_t n,
                     const kernels::DeviceAdamWStep& s) override {
     launch_adamw(code(dtype), param, grad, m, v, n, AdamWHyper{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.step});
+    check_launch();
+  }
+  double sum_of_squares_multi(DType dtype, const void* const* x, const int64_t* n, int64_t count) override {
+    const double s = launch_sum_of_squares_multi(code(dtype), x, n, count);
+    check_launch();
+    return s;
+  }
+  void adamw_update_multi(DType dtype, void* const* param, const void* const* grad, float* const* m, float* const* v,
+                          const int64_t* n, int64_t count, const kernels::DeviceAdamWStep& s) override {
+    launch_adamw_multi(code(dtype), param, grad, m, v, n, count,
+                       AdamWHyper{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.step});
     check_launch();
   }
 };

@@ -111,6 +111,15 @@ class DeviceKernels {
                                       const void* logsumexp, const void* targets, int64_t N, int64_t V,
                                       int64_t ignore_index, double scale) = 0;
 
+  // Vocabulary-parallel cross-entropy's local passes (kernels/cpu/vocab_parallel_cross_entropy.h):
+  // f32 logits (N, V), i64 targets.
+  virtual void vocab_parallel_row_max(float* row_max, const float* logits, int64_t N, int64_t V) = 0;
+  virtual void vocab_parallel_sums(double* sums, const float* logits, const float* row_max, const int64_t* targets,
+                                   int64_t N, int64_t V, int64_t begin) = 0;
+  virtual void vocab_parallel_backward(float* grad, const float* logits, const float* row_max, const double* sums,
+                                       const int64_t* targets, int64_t N, int64_t V, int64_t begin,
+                                       int64_t ignore_index, double scale) = 0;
+
   // Fused attention (kernels/cpu/attention.h); lse (B, NH, T) contiguous in acc_t of dtype.
   virtual void attention_forward(DType dtype, DeviceHeads out, void* lse, DeviceHeads q, DeviceHeads k,
                                  DeviceHeads v, const DeviceAttentionShape& shape) = 0;
@@ -121,6 +130,19 @@ class DeviceKernels {
   // Optimizer (kernels/cpu/adamw.h): param and grad of dtype, m and v f32, in place.
   virtual void adamw_update(DType dtype, void* param, const void* grad, float* m, float* v, int64_t n,
                             const DeviceAdamWStep& step) = 0;
+
+  // Many tensors of one dtype at once (fused optimizers' multi-tensor apply): n[k] elements at
+  // each pointer. A backend with one-launch kernels overrides these; the defaults call the
+  // single-tensor kernels in turn (the sum of squares then adds the tensors' sums in order).
+  virtual double sum_of_squares_multi(DType dtype, const void* const* x, const int64_t* n, int64_t count) {
+    double total = 0.0;
+    for (int64_t k = 0; k < count; ++k) total += sum_of_squares(dtype, x[k], n[k]);
+    return total;
+  }
+  virtual void adamw_update_multi(DType dtype, void* const* param, const void* const* grad, float* const* m,
+                                  float* const* v, const int64_t* n, int64_t count, const DeviceAdamWStep& step) {
+    for (int64_t k = 0; k < count; ++k) adamw_update(dtype, param[k], grad[k], m[k], v[k], n[k], step);
+  }
 };
 
 void register_device_kernels(DeviceType type, DeviceKernels* kernels);
