@@ -43,11 +43,13 @@ class StagedWork final : public Work {
   }
   void wait() override {
     if (!inner_) return;
-    inner_->wait();
-    for (const auto& [dst, src] : results_) write_result(dst, src);
-    inner_.reset();
-    results_.clear();
+    // Taken first: after a failed wait the stand-ins hold no result, and nothing is written
+    // back (not even by the destructor's wait).
+    const std::unique_ptr<Work> inner = std::move(inner_);
+    std::vector<std::pair<Tensor, Tensor>> results = std::move(results_);
     keep_.clear();
+    inner->wait();
+    for (const auto& [dst, src] : results) write_result(dst, src);
   }
   bool test() override { return !inner_ || inner_->test(); }
 
@@ -77,6 +79,7 @@ class StagingCommunicator final : public Communicator {
     count(CommOp::kReduceScatter, input);
     if (native(input) && native(output)) return engine_->reduce_scatter_async(input, output, op);
     same_device(input, output, "reduce_scatter");
+    contiguous(output, "reduce_scatter");
     // In place on a private copy of the input: the result is its first output.numel() elements.
     const Tensor s = stage(input, "reduce_scatter");
     const Tensor s_out = views::narrow(s, 0, 0, output.numel());
@@ -87,6 +90,7 @@ class StagingCommunicator final : public Communicator {
     count(CommOp::kAllGather, output);
     if (native(input) && native(output)) return engine_->all_gather_async(input, output);
     same_device(input, output, "all_gather");
+    contiguous(input, "all_gather");
     const Tensor s_out = stand_in(output, "all_gather");
     const Tensor mine = views::narrow(s_out, 0, static_cast<int64_t>(rank()) * input.numel(), input.numel());
     core::copy_(mine, flat(input));
@@ -140,11 +144,15 @@ class StagingCommunicator final : public Communicator {
               " and output on ", output.device(), " must be on one device");
   }
 
+  void contiguous(const Tensor& t, const char* op) const {
+    TRI_CHECK(t.is_contiguous(), "rank ", rank(), ": ", op, ": tensor ", t.shape(), " on ", t.device(),
+              " must be contiguous");
+  }
+
   // A flat, uninitialized tensor on the engine's device the size of `t` (page-locked when that
   // is the host, so that device copies run at full speed).
   Tensor stand_in(const Tensor& t, const char* op) const {
-    TRI_CHECK(t.is_contiguous(), "rank ", rank(), ": ", op, ": tensor ", t.shape(), " on ", t.device(),
-              " must be contiguous");
+    contiguous(t, op);
     TRI_CHECK_NOT_IMPLEMENTED(t.device().is_cpu() || native_.is_cpu(), "rank ", rank(), ": ", op, ": a tensor on ",
                               t.device(), " for a ", backend(), " communicator on ", native_,
                               ": staging between two devices goes through the host; copy it there first");
@@ -175,6 +183,10 @@ std::unique_ptr<Communicator> with_staging(std::shared_ptr<Communicator> engine,
 std::unique_ptr<Communicator> communicator_for(std::shared_ptr<Communicator> world, Device device) {
 #ifdef TRIDENT_WITH_NCCL
   if (device.is_cuda()) return with_staging(std::shared_ptr<Communicator>(make_nccl_communicator(*world)), device);
+#else
+  // Without NCCL nothing picks each rank's GPU: every rank would share GPU 0.
+  TRI_CHECK_NOT_IMPLEMENTED(!device.is_cuda() || world->size() == 1, "rank ", world->rank(), ": ", world->size(),
+                            " ranks on GPUs need NCCL, and this build has none (CMake did not find libnccl)");
 #endif
   return with_staging(std::move(world), Device::cpu());
 }

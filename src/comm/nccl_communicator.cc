@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <optional>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -131,9 +132,21 @@ class NcclCommunicatorImpl final : public Communicator {
   std::unique_ptr<Work> reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) override {
     check_pair(input, output, "reduce_scatter", /*input_is_whole=*/true);
     count(CommOp::kReduceScatter, input);
+    // The interface's in-place form puts the result in the input's first block (MPI's
+    // convention); NCCL's in-place form puts it in block `rank`, and an output overlapping the
+    // input anywhere else is not allowed. So: NCCL's form, then this rank's block moved to the
+    // front on the same stream.
+    const bool in_place = output.raw_data() == input.raw_data();
+    const size_t bytes = static_cast<size_t>(output.numel()) * element_size(output.dtype());
+    void* recv = in_place ? static_cast<char*>(input.raw_data()) + static_cast<size_t>(rank_) * bytes : output.raw_data();
     return launch("reduce_scatter", [&] {
-      return ncclReduceScatter(input.raw_data(), output.raw_data(), static_cast<size_t>(output.numel()),
-                               nccl_type(input.dtype(), rank_, "reduce_scatter"), nccl_op(op), comm_, stream_);
+      const ncclResult_t rc = ncclReduceScatter(input.raw_data(), recv, static_cast<size_t>(output.numel()),
+                                                nccl_type(input.dtype(), rank_, "reduce_scatter"), nccl_op(op), comm_,
+                                                stream_);
+      if (rc != ncclSuccess || recv == output.raw_data()) return rc;
+      return cudaMemcpyAsync(output.raw_data(), recv, bytes, cudaMemcpyDeviceToDevice, stream_) == cudaSuccess
+                 ? ncclSuccess
+                 : ncclUnhandledCudaError;
     });
   }
 
@@ -267,7 +280,11 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap) {
   int local = rank;
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"})
     if (const char* v = std::getenv(name)) {
-      local = std::atoi(v);
+      char* end = nullptr;
+      const long parsed = std::strtol(v, &end, 10);
+      TRI_CHECK(end != v && *end == '\0' && parsed >= 0 && parsed <= INT32_MAX, "rank ", rank, ": ", name, "=\"", v,
+                "\" is not a local rank (a non-negative integer)");
+      local = static_cast<int>(parsed);
       break;
     }
   TRI_CUDA_COMM_CHECK(cudaSetDevice(local % devices), rank, "setup");

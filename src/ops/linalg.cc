@@ -40,7 +40,7 @@ int64_t batch_offset(int64_t idx, const Shape& batch, const Strides& strides) {
 // operand's matrices are evenly spaced (always, for views made by expand and contiguous).
 void device_gemm(const Tensor& out, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* a,
                  int64_t lda, const void* b, int64_t ldb, double beta, int64_t ldc, int64_t batch = 1,
-                 int64_t stride_a = 0, int64_t stride_b = 0, int64_t stride_c = 0) {
+                 int64_t stride_a = 0, int64_t stride_b = 0, int64_t stride_c = 0, const void* bias = nullptr) {
   kernels::GemmArgs g;
   g.dtype = g.c_dtype = out.dtype();
   g.trans_a = trans_a, g.trans_b = trans_b;
@@ -48,6 +48,7 @@ void device_gemm(const Tensor& out, bool trans_a, bool trans_b, int64_t M, int64
   g.a = a, g.lda = lda, g.b = b, g.ldb = ldb;
   g.beta = beta, g.c = out.raw_data(), g.ldc = ldc;
   g.batch = batch, g.stride_a = stride_a, g.stride_b = stride_b, g.stride_c = stride_c;
+  g.bias = bias;
   device_kernels_of(out).gemm(g);
 }
 
@@ -205,17 +206,19 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
     wt = views::transpose(core::contiguous(w), 0, 1);
     lw = blas_layout(wt);
   }
+  if (on_device(out)) {
+    // cuBLAS needs a leading dim >= the row length: rows broadcast with stride 0 are copied.
+    // The bias goes to the GEMM's epilogue (cuBLASLt adds it while the tile is in registers).
+    const Tensor xd = rows > 1 && x2.stride(0) < std::max<int64_t>(in, 1) ? core::contiguous(x2) : x2;
+    const std::optional<Tensor> bd = bias ? std::optional<Tensor>(core::contiguous(*bias)) : std::nullopt;
+    device_gemm(out, false, lw->trans, rows, out_features, in, xd.raw_data(), std::max<int64_t>(xd.stride(0), in),
+                wt.raw_data(), lw->ld, 0.0, out_features, 1, 0, 0, 0, bd ? bd->raw_data() : nullptr);
+    return out;
+  }
   float beta = 0.0f;
   if (bias) {
     core::copy_(views::view(out, {rows, out_features}), *bias);  // broadcast bias over the rows
     beta = 1.0f;
-  }
-  if (on_device(out)) {
-    // cuBLAS needs a leading dim >= the row length: rows broadcast with stride 0 are copied.
-    const Tensor xd = rows > 1 && x2.stride(0) < std::max<int64_t>(in, 1) ? core::contiguous(x2) : x2;
-    device_gemm(out, false, lw->trans, rows, out_features, in, xd.raw_data(), std::max<int64_t>(xd.stride(0), in),
-                wt.raw_data(), lw->ld, beta, out_features);
-    return out;
   }
   dispatch_floating(x.dtype(), "linear", [&]<class T>() {
     kernels::cpu::gemm<T>(false, lw->trans, rows, out_features, in, 1.0f, x2.data_ptr<T>(),

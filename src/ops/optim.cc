@@ -12,13 +12,16 @@ namespace trident::ops {
 namespace {
 
 void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v) {
-  TRI_CHECK(param.is_contiguous() && m.is_contiguous() && v.is_contiguous(),
-            "adamw: parameter and state must be contiguous");
+  TRI_CHECK(param.is_contiguous() && m.is_contiguous() && v.is_contiguous(), "adamw: the parameter (",
+            param.is_contiguous() ? "contiguous" : "not contiguous", "), exp_avg (",
+            m.is_contiguous() ? "contiguous" : "not contiguous", ") and exp_avg_sq (",
+            v.is_contiguous() ? "contiguous" : "not contiguous", ") must be contiguous");
   TRI_CHECK(grad.shape() == param.shape() && m.shape() == param.shape() && v.shape() == param.shape(),
-            "adamw: parameter ", param.shape(), ", gradient ", grad.shape(), " and state ", m.shape(),
-            " must have the same shape");
+            "adamw: parameter ", param.shape(), ", gradient ", grad.shape(), ", exp_avg ", m.shape(), " and exp_avg_sq ",
+            v.shape(), " must have the same shape");
   check_same_dtype(param, grad, "adamw");
-  TRI_CHECK_TYPE(m.dtype() == DType::kF32 && v.dtype() == DType::kF32, "adamw: state must be f32");
+  TRI_CHECK_TYPE(m.dtype() == DType::kF32 && v.dtype() == DType::kF32, "adamw: exp_avg (", m.dtype(),
+                 ") and exp_avg_sq (", v.dtype(), ") must be f32");
   check_same_device(param, grad, "adamw");
   check_same_device(param, m, "adamw (exp_avg)");
   check_same_device(param, v, "adamw (exp_avg_sq)");
@@ -70,10 +73,10 @@ void adamw_update_multi_(const std::vector<Tensor>& params, const std::vector<Te
   TRI_CHECK(grads.size() == params.size() && ms.size() == params.size() && vs.size() == params.size(),
             "adamw: ", params.size(), " parameters, ", grads.size(), " gradients, ", ms.size(), " exp_avg and ",
             vs.size(), " exp_avg_sq");
-  for (size_t k = 0; k < params.size(); ++k) {
-    check_adamw(params[k], grads[k], ms[k], vs[k]);
+  // Every tensor is checked before any is updated: a bad argument leaves no half-taken step.
+  for (size_t k = 0; k < params.size(); ++k) check_adamw(params[k], grads[k], ms[k], vs[k]);
+  for (size_t k = 0; k < params.size(); ++k)
     if (!on_device(params[k])) adamw_update_(params[k], grads[k], ms[k], vs[k], step);
-  }
   for (const std::vector<size_t>& group : device_groups(params)) {
     std::vector<Tensor> g;  // contiguous gradients, alive until the launch is queued
     std::vector<void*> p;

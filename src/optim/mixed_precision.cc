@@ -121,6 +121,14 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
   }
 }
 
+MasterWeights::~MasterWeights() {
+  if (in_flight_->copies.empty()) return;
+  try {
+    core::wait_async_copies(*in_flight_->device);
+  } catch (...) {  // destructors must not throw; the device's error surfaces on its next use
+  }
+}
+
 void MasterWeights::check_finished() const {
   TRI_CHECK(in_flight_->copies.empty(), "mixed precision: ", in_flight_->copies.size(),
             " gradient copies from the device are still in flight; call finish_backward() after the backward");

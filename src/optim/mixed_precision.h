@@ -80,6 +80,10 @@ class MasterWeights {
   // waits inside it; finish_backward() waits for them and adds them to the masters' .grad.
   MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute,
                 std::optional<Device> master_device = std::nullopt);
+  // Waits for gradient copies still in flight (their buffers must outlive them).
+  ~MasterWeights();
+  MasterWeights(const MasterWeights&) = delete;
+  MasterWeights& operator=(const MasterWeights&) = delete;
 
   // Completes the gradients of the backward that just ran: call it after each backward pass
   // (each micro-batch) and before reading the masters' .grad. Nothing to do unless offloaded.

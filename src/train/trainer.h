@@ -52,7 +52,7 @@ class Trainer {
   // averaged (parallel/data_parallel.h), rank 0 alone prints, writes metrics and checkpoints.
   // On a device (train.device, or `device` when given: the tests' emulated device), the
   // mesh's collectives run where the parameters are: NCCL between GPUs when the build has it,
-  // else MPI staging through host memory (comm/staging_communicator.h).
+  // else MPI staging through host memory (comm/device_communicator.h).
   static StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
                                                    std::shared_ptr<comm::Communicator> comm = nullptr,
                                                    std::optional<Device> device = std::nullopt);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/allocator.h"
 #include "support/emulated_device.h"
 #include "support/mpi_training_test.h"
 #include "support/tiny_run.h"
@@ -109,6 +110,22 @@ TEST_F(PipelineTest, OnADeviceLayoutsGiveTheHostLossesBitForBit) {
     ASSERT_EQ(host.losses.size(), 4u) << l.str();
     EXPECT_EQ(on_device.losses, host.losses) << l.str();
     EXPECT_EQ(on_device.val, host.val) << l.str();
+  }
+}
+
+// NCCL matches sends and receives by order, not tag: pipelines on GPUs are refused for now.
+TEST_F(PipelineTest, PipelinesOnGpusAreAClearError) {
+  if (layouts().empty()) GTEST_SKIP() << "no pipeline layouts on " << world->size() << " rank(s)";
+  if (device_allocator(DeviceType::kCUDA) == nullptr) GTEST_SKIP() << "this build has no CUDA backend";
+  TrainConfig cfg = config("pipeline_on_gpus");
+  apply(layouts().front(), cfg);
+  cfg.train.device = "cuda";
+  try {
+    auto t = Trainer::create(cfg, world);
+    FAIL() << "a pipeline started on GPUs";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline parallelism over NCCL is not supported yet"), std::string::npos)
+        << e.what();
   }
 }
 

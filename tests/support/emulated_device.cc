@@ -194,7 +194,14 @@ class EmulatedKernels final : public kernels::DeviceKernels {
     });
     return s;
   }
-  void gemm(const kernels::GemmArgs& g) override {
+  void gemm(const kernels::GemmArgs& args) override {
+    kernels::GemmArgs g = args;
+    if (g.bias != nullptr) {  // as the host's linear: the bias in every row of C, then beta = 1
+      const size_t row = static_cast<size_t>(g.N) * element_size(g.c_dtype);
+      for (int64_t r = 0; r < g.M; ++r)
+        std::memcpy(static_cast<char*>(g.c) + static_cast<size_t>(r * g.ldc) * element_size(g.c_dtype), g.bias, row);
+      g.beta = 1.0;
+    }
     ops::dispatch_floating(g.dtype, "gemm", [&]<class T>() {
       for (int64_t i = 0; i < g.batch; ++i) {
         const T* a = static_cast<const T*>(g.a) + i * g.stride_a;

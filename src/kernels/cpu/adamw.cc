@@ -1,5 +1,6 @@
 #include "kernels/cpu/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -93,9 +94,13 @@ bool adamw_uses_avx512() {
 
 void adamw_update_f32(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& s,
                       bool avx512) {
-  TRI_CHECK(!avx512 || adamw_uses_avx512(), "adamw: the AVX-512 path was asked for on a CPU without AVX-512F");
+  TRI_CHECK(!avx512 || adamw_uses_avx512(), "adamw: the AVX-512 path was asked for, but this CPU has no AVX-512F ",
+            "or TRIDENT_CPU_AVX512=0 turned it off");
   const Scalars c(s);
-  parallel_for(0, n, 16384, [&](int64_t lo, int64_t hi) {
+  // Threads split whole 16-element blocks, so the same elements take the vector code (and only
+  // the array's end the scalar tail) whatever the thread count.
+  parallel_for(0, (n + 15) / 16, 1024, [&](int64_t b, int64_t e) {
+    const int64_t lo = 16 * b, hi = std::min<int64_t>(16 * e, n);
 #if defined(__x86_64__)
     if (avx512) return update_range_avx512(param, grad, m, v, lo, hi, c);
 #endif

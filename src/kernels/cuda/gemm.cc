@@ -1,13 +1,18 @@
 #include "kernels/cuda/gemm.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 #include "core/check.h"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/scratch.h"
 
 namespace trident::cuda {
 namespace {
@@ -53,25 +58,139 @@ cudaDataType_t cuda_type(DType dtype) {
   return CUDA_R_32F;
 }
 
-}  // namespace
+// cuBLASLt: the same products with a fused bias epilogue, and the heuristic's algorithm cached
+// per problem (shape, layouts, dtypes, pointer alignment), since asking costs more than a small
+// GEMM. Descriptors live as long as the process, like the handles.
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;  // what cuBLAS itself uses on Hopper
 
-void set_allow_tf32(bool allow) { tf32_flag() = allow; }
-bool allow_tf32() { return tf32_flag(); }
+cublasLtHandle_t lt_handle() {
+  static cublasLtHandle_t h = [] {
+    cublasLtHandle_t created = nullptr;
+    TRI_CUBLAS_CHECK(cublasLtCreate(&created));
+    return created;
+  }();
+  return h;
+}
 
-void gemm(const kernels::GemmArgs& g) {
-  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
-  TRI_CHECK(g.c_dtype == g.dtype || (g.c_dtype == DType::kF32 && (g.dtype == DType::kBF16 || g.dtype == DType::kF16)),
-            "gemm on cuda: output dtype ", g.c_dtype, " for inputs of dtype ", g.dtype,
-            " (expected the same, or f32 for bf16/f16)");
-  for (int64_t v : {g.M, g.N, g.K, g.lda, g.ldb, g.ldc})
-    TRI_CHECK(v <= INT32_MAX, "gemm on cuda: size ", v, " exceeds cuBLAS's 32-bit dimensions");
-  // cuBLAS is column-major: a row-major C (M, N) is a column-major C^T (N, M), and
-  // C^T = op(B)^T op(A)^T, so the operands swap places and keep their own transposes.
+void* lt_workspace() {
+  static void* w = [] {
+    void* p = nullptr;
+    scratch_malloc(&p, kLtWorkspaceBytes);  // throws when out of memory; kept for the process
+    return p;
+  }();
+  return w;
+}
+
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool usable = false;  // false: no algorithm for it; use cublasGemmEx
+};
+
+using LtKey = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, bool, int, int>;
+
+int alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  return v % 16 == 0 ? 16 : v % 8 == 0 ? 8 : v % 4 == 0 ? 4 : 2;
+}
+
+cublasStatus_t set_layout_batch(cublasLtMatrixLayout_t layout, int batch, int64_t stride) {
+  const cublasStatus_t st =
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  return cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+}
+
+// The plan for g (column-major view as in gemm(): m = N, n = M, operands swapped).
+const LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
+  static std::mutex mutex;
+  static std::map<LtKey, LtPlan> plans;
+  const LtKey key{static_cast<int>(g.dtype), static_cast<int>(g.c_dtype), g.trans_a, g.trans_b, g.M, g.N, g.K,
+                  g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b, g.stride_c, g.bias != nullptr,
+                  static_cast<int>(compute),
+                  std::min({alignment(g.a), alignment(g.b), alignment(g.c), g.bias ? alignment(g.bias) : 16})};
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto found = plans.find(key);
+  if (found != plans.end()) return found->second;
+  LtPlan& plan = plans[key];
+  // Any step cuBLASLt refuses (a layout it cannot describe, no algorithm) leaves the plan
+  // unusable, and the product goes to cublasGemmEx instead.
+  bool ok = true;
+  auto step = [&](cublasStatus_t status) { ok = ok && status == CUBLAS_STATUS_SUCCESS; };
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  step(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
+  if (!ok) return plan;
+  // Lt's A is our B and Lt's B our A (C^T = op(B)^T op(A)^T).
+  step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+  step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+  const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (g.bias) {
+    const int32_t bias_type = cuda_type(g.c_dtype);
+    step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+    // The heuristic reads the pointer's alignment; each call sets its own pointer.
+    step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+  }
+  const uint64_t m = static_cast<uint64_t>(g.N), n = static_cast<uint64_t>(g.M), k = static_cast<uint64_t>(g.K);
+  const cudaDataType_t in_type = cuda_type(g.dtype), out_type = cuda_type(g.c_dtype);
+  step(cublasLtMatrixLayoutCreate(&plan.a, in_type, g.trans_b ? k : m, g.trans_b ? m : k, g.ldb));
+  step(cublasLtMatrixLayoutCreate(&plan.b, in_type, g.trans_a ? n : k, g.trans_a ? k : n, g.lda));
+  step(cublasLtMatrixLayoutCreate(&plan.c, out_type, m, n, g.ldc));
+  if (ok && g.batch > 1) {
+    const int batch = static_cast<int>(g.batch);
+    step(set_layout_batch(plan.a, batch, g.stride_b));
+    step(set_layout_batch(plan.b, batch, g.stride_a));
+    step(set_layout_batch(plan.c, batch, g.stride_c));
+  }
+  if (!ok) return plan;
+  cublasLtMatmulPreference_t pref = nullptr;
+  step(cublasLtMatmulPreferenceCreate(&pref));
+  if (!ok) return plan;
+  const uint64_t workspace = kLtWorkspaceBytes;
+  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                            sizeof workspace));
+  // Split-K partial sums only in fp32 (never in a bf16/f16 output), as the host sums.
+  const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                            sizeof schemes));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found_count = 0;
+  if (ok)
+    step(cublasLtMatmulAlgoGetHeuristic(lt_handle(), plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result,
+                                        &found_count));
+  cublasLtMatmulPreferenceDestroy(pref);
+  plan.usable = ok && found_count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (plan.usable) plan.algo = result.algo;
+  return plan;
+}
+
+// Runs g through cuBLASLt; false when Lt has no algorithm for it (nothing was queued).
+bool lt_gemm(const kernels::GemmArgs& g, cublasComputeType_t compute) {
+  const LtPlan& plan = lt_plan(g, compute);
+  if (!plan.usable) return false;
+  if (g.bias)
+    TRI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+  const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  TRI_CUBLAS_CHECK(cublasLtMatmul(lt_handle(), plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.c, plan.c, g.c,
+                                  plan.c, &plan.algo, lt_workspace(), kLtWorkspaceBytes, nullptr));
+  return true;
+}
+
+bool use_lt() {
+  static const bool on = [] {
+    const char* env = std::getenv("TRIDENT_CUDA_CUBLASLT");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return on;
+}
+
+// cublasGemmEx / cublasGemmStridedBatchedEx: f64, and what cuBLASLt has no algorithm for.
+void gemm_ex(const kernels::GemmArgs& g, cublasComputeType_t compute) {
+  const bool f64 = g.dtype == DType::kF64;
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const bool f64 = g.dtype == DType::kF64;
-  const cublasComputeType_t compute =
-      f64 ? CUBLAS_COMPUTE_64F : (g.dtype == DType::kF32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
   const double alpha_d = g.alpha, beta_d = g.beta;
   const float alpha_f = static_cast<float>(g.alpha), beta_f = static_cast<float>(g.beta);
   const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
@@ -91,6 +210,36 @@ void gemm(const kernels::GemmArgs& g) {
                                                 cuda_type(g.c_dtype), ldc, g.stride_c, static_cast<int>(g.batch),
                                                 compute, CUBLAS_GEMM_DEFAULT));
   }
+}
+
+}  // namespace
+
+void set_allow_tf32(bool allow) { tf32_flag() = allow; }
+bool allow_tf32() { return tf32_flag(); }
+
+void gemm(const kernels::GemmArgs& g) {
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  TRI_CHECK(g.c_dtype == g.dtype || (g.c_dtype == DType::kF32 && (g.dtype == DType::kBF16 || g.dtype == DType::kF16)),
+            "gemm on cuda: output dtype ", g.c_dtype, " for inputs of dtype ", g.dtype,
+            " (expected the same, or f32 for bf16/f16)");
+  for (int64_t v : {g.M, g.N, g.K, g.lda, g.ldb, g.ldc})
+    TRI_CHECK(v <= INT32_MAX, "gemm on cuda: size ", v, " exceeds cuBLAS's 32-bit dimensions");
+  // cuBLAS is column-major: a row-major C (M, N) is a column-major C^T (N, M), and
+  // C^T = op(B)^T op(A)^T, so the operands swap places and keep their own transposes.
+  const bool f64 = g.dtype == DType::kF64;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F : (g.dtype == DType::kF32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  TRI_CHECK(g.bias == nullptr || (g.batch == 1 && g.beta == 0.0), "gemm on cuda: a bias needs batch 1 and beta 0, got ",
+            "batch ", g.batch, ", beta ", g.beta);
+  if (!f64 && g.K > 0 && use_lt() && lt_gemm(g, compute)) return;
+  kernels::GemmArgs plain = g;
+  if (g.bias) {  // no fused epilogue for this problem: the bias in every row of C, then beta = 1
+    const int64_t dst_strides[2] = {g.ldc, 1}, src_strides[2] = {0, 1}, shape[2] = {g.M, g.N};
+    launch_copy_strided(g.c, static_cast<int>(g.c_dtype), dst_strides, g.bias, static_cast<int>(g.c_dtype), src_strides,
+                        shape, 2);
+    plain.beta = 1.0;
+  }
+  gemm_ex(plain, compute);
 }
 
 }  // namespace trident::cuda

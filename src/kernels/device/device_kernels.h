@@ -41,6 +41,9 @@ struct GemmArgs {
   void* c = nullptr;
   int64_t ldc = 0;
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  // Optional (batch 1 only): N values of c_dtype added to every row of C after the product (a
+  // fused epilogue where the backend has one: cuBLASLt's). beta must then be 0.
+  const void* bias = nullptr;
 };
 
 // A (B, heads, T, HS) attention operand: element (b, h, t, d) at
