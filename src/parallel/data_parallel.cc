@@ -41,8 +41,8 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
 }
 
 DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm,
-                           int64_t bucket_bytes)
-    : comm_(comm), alive_(std::make_shared<bool>(true)) {
+                           int64_t bucket_bytes, bool overlap)
+    : comm_(comm), overlap_(overlap), alive_(std::make_shared<bool>(true)) {
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32 && p.is_contiguous(), "data parallel: parameter '", name,
               "' must be a contiguous f32 tensor, got ", p.dtype(), " ", p.shape());
@@ -71,6 +71,7 @@ DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Com
     b.pending = static_cast<int>(group.size());
     buckets_.push_back(std::move(b));
   }
+  if (!overlap_) return;
   std::weak_ptr<bool> alive = alive_;
   for (size_t k = 0; k < params_.size(); ++k)
     autograd::register_grad_ready_hook(params_[k], [this, k, alive](const Tensor&) {
@@ -101,11 +102,18 @@ void DataParallel::launch(Bucket& b) {
 void DataParallel::finish() {
   // Buckets with a parameter that got no gradient this step: zeros for it, then launch, in
   // bucket order on every rank.
+  // Without hooks, every gradient is copied in here.
   for (Bucket& b : buckets_) {
     if (b.work) continue;
-    for (size_t i = 0; i < b.params.size(); ++i)
-      if (!params_[b.params[i]].grad().has_value())
-        fill_(views::narrow(*b.buffer, 0, b.offsets[i], params_[b.params[i]].numel()), 0.0);
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      const Tensor& p = params_[b.params[i]];
+      const Tensor slot = views::narrow(*b.buffer, 0, b.offsets[i], p.numel());
+      if (!p.grad().has_value()) {
+        fill_(slot, 0.0);
+      } else if (!overlap_) {
+        core::copy_(slot, views::view(core::contiguous(*p.grad()), {p.numel()}));
+      }
+    }
     launch(b);
   }
   const double inv = 1.0 / static_cast<double>(comm_.size());

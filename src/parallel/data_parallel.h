@@ -41,8 +41,11 @@ struct ParallelOptions {
 class DataParallel {
  public:
   // `params`: the model's parameters (f32), identical on every rank after the broadcast this
-  // constructor does from rank 0.
-  DataParallel(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int64_t bucket_bytes);
+  // constructor does from rank 0. With `overlap` false no grad-ready hooks are registered and
+  // finish() copies every .grad into the buckets itself: for tensors whose gradients autograd
+  // does not accumulate (mixed precision's fp32 masters, filled by MasterWeights).
+  DataParallel(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int64_t bucket_bytes,
+               bool overlap = true);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -71,6 +74,7 @@ class DataParallel {
   std::vector<int64_t> offset_of_;  // param -> offset in its bucket
   std::vector<Bucket> buckets_;
   bool sync_ = true;
+  bool overlap_ = true;
   std::shared_ptr<bool> alive_;     // hooks outlive this object; they check it
 };
 

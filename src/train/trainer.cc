@@ -61,8 +61,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
               ") must be divisible by the number of data-parallel ranks (", dp, " = ", comm->size(), " ranks / (tp ",
               cfg.parallel.tp, " x pp ", cfg.parallel.pp, ")): each data-parallel rank trains on an equal slice of every "
               "global batch");
-    TRI_CHECK(!cfg.precision.mixed(), "precision.dtype = \"", cfg.precision.dtype,
-              "\" is not supported with more than one rank yet; use fp32");
+    TRI_CHECK(!cfg.precision.mixed() || model_parallel == 1, "precision.dtype = \"", cfg.precision.dtype,
+              "\" with tensor or pipeline parallelism is not supported yet (parallel.tp ", cfg.parallel.tp,
+              ", parallel.pp ", cfg.parallel.pp, "); use fp32, or data parallelism");
   }
   TRI_CHECK(!cfg.parallel.offload_optimizer || ((!comm || comm->size() == 1) && model_parallel == 1 &&
                                                 cfg.parallel.zero_stage == 0),
@@ -150,7 +151,11 @@ Status Trainer::init() {
     }
   } else {
     if (comm_)  // also with one rank (mpirun -np 1): the same code path as with many
-      dp_ = std::make_unique<parallel::DataParallel>(weights(), mesh_->dp(), bucket_bytes);
+      // Mixed precision: the fp32 masters' gradients are averaged (MasterWeights fills them,
+      // not autograd, so the buckets are filled after the backward), and the model's
+      // compute-dtype copies follow rank 0's masters.
+      dp_ = std::make_unique<parallel::DataParallel>(weights(), mesh_->dp(), bucket_bytes, master_ == nullptr);
+    if (dp_ && master_) master_->copy_to_model();
     optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
   }
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
