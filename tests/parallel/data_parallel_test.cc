@@ -129,7 +129,9 @@ TEST_F(DataParallelTest, MixedPrecisionLossesFollowTheSingleProcessRun) {
       for (size_t i = 0; i < ref.losses.size(); ++i)
         EXPECT_NEAR(dp.losses[i], ref.losses[i], 1e-3 * std::abs(ref.losses[i])) << what << ", step " << i + 1;
       EXPECT_LT(dp.losses.back(), dp.losses.front() - 0.1) << what << ": it trains";
-      if (world->size() == 1) EXPECT_EQ(dp.losses, ref.losses) << what << ": one rank is the single process";
+      if (world->size() == 1) {
+        EXPECT_EQ(dp.losses, ref.losses) << what << ": one rank is the single process";
+      }
     }
 }
 
