@@ -23,9 +23,11 @@ Tensor flat_slice(const Tensor& flat, int64_t begin, int64_t length) { return vi
 
 ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                              int64_t bucket_bytes, const optim::AdamWOptions& options,
-                             const std::vector<std::vector<size_t>>& parts)
-    : comm_(comm), stage_(stage), options_(options), alive_(std::make_shared<bool>(true)) {
+                             const std::vector<std::vector<size_t>>& parts, DType compute)
+    : comm_(comm), stage_(stage), options_(options), compute_(compute), alive_(std::make_shared<bool>(true)) {
   TRI_CHECK(stage >= 1 && stage <= 3, "ZeroOptimizer: stage must be 1, 2 or 3, got ", stage);
+  TRI_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
+            "ZeroOptimizer: the compute dtype must be f32, bf16 or f16, got ", compute);
   TRI_CHECK(stage != 3 || !parts.empty(), "ZeRO-3 needs the model's parts (its parameter groups)");
   const int64_t N = comm_.size();
   for (const auto& [name, p] : params) {
@@ -68,38 +70,50 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     buckets_.push_back(std::move(b));
   }
 
+  if (mixed()) {
+    MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
+    master_shard_ = zeros({total / N}, DType::kF32, device_);
+  }
+  // Rank 0's f32 values of bucket b (laid out as in the flat buffer): this rank's shard of
+  // them become its masters, and `into` (the bucket's parameters in the compute dtype) gets
+  // them all; the parameters become views of `into`.
+  auto take_values = [&](const Bucket& b, const Tensor& into) {
+    std::optional<Tensor> values32;
+    if (mixed()) {
+      MemoryCategoryGuard guard(MemoryCategory::kGatheredParameter);  // transient
+      values32 = zeros({b.length}, DType::kF32, device_);
+    }
+    const Tensor values = values32.value_or(into);
+    for (size_t k : b.params) {
+      const int64_t at = flat_offset_[k] - b.begin;
+      core::copy_(views::view(flat_slice(values, at, params_[k].numel()), params_[k].shape().span()), params_[k]);
+      params_[k].set_data(views::view(flat_slice(into, at, params_[k].numel()), params_[k].shape().span()));
+    }
+    comm_.broadcast(values, 0);
+    if (!mixed()) return;
+    core::copy_(shard_masters(b), flat_slice(values, comm_.rank() * shard_len(b), shard_len(b)));
+    core::copy_(into, values);  // rounded to the compute dtype
+  };
   if (stage_ < 3) {
     // The flat parameters; the model's parameters become views of it (same values everywhere).
     {
       MemoryCategoryGuard guard(MemoryCategory::kParameter);
-      flat_params_ = zeros({total}, DType::kF32, device_);
+      flat_params_ = zeros({total}, compute_, device_);
     }
-    for (size_t k = 0; k < params_.size(); ++k) {
-      const Tensor view = views::view(flat_slice(*flat_params_, flat_offset_[k], params_[k].numel()),
-                                      params_[k].shape().span());
-      core::copy_(view, params_[k]);
-      params_[k].set_data(view);
-    }
-    comm_.broadcast(*flat_params_, 0);
+    for (const Bucket& b : buckets_) take_values(b, flat_slice(*flat_params_, b.begin, b.length));
   } else {
     // Each part's parameters become views of the part's own full buffer, filled from rank 0's
     // values; this rank keeps its shard of it, and the buffer is freed until a part runs.
     {
       MemoryCategoryGuard guard(MemoryCategory::kParameter);
-      param_shard_ = zeros({total / N}, DType::kF32, device_);
+      param_shard_ = zeros({total / N}, compute_, device_);
     }
     for (Bucket& b : buckets_) {
       {
         MemoryCategoryGuard guard(MemoryCategory::kGatheredParameter);
-        b.gathered = zeros({b.length}, DType::kF32, device_);
+        b.gathered = zeros({b.length}, compute_, device_);
       }
-      for (size_t k : b.params) {
-        const Tensor view = views::view(flat_slice(*b.gathered, flat_offset_[k] - b.begin, params_[k].numel()),
-                                        params_[k].shape().span());
-        core::copy_(view, params_[k]);
-        params_[k].set_data(view);
-      }
-      comm_.broadcast(*b.gathered, 0);
+      take_values(b, *b.gathered);
       b.state = Bucket::State::kGathered;
       core::copy_(shard_params(b), flat_slice(*b.gathered, comm_.rank() * shard_len(b), shard_len(b)));
       release(static_cast<size_t>(&b - buckets_.data()));
@@ -140,7 +154,7 @@ void ZeroOptimizer::start_gather(size_t u) {
   Bucket& b = buckets_[u];
   if (b.state != Bucket::State::kReleased) return;
   b.gathered->impl().storage()->reset_data(
-      device_allocator(device_.type)->allocate(static_cast<size_t>(b.length) * sizeof(float),
+      device_allocator(device_.type)->allocate(static_cast<size_t>(b.length) * element_size(compute_),
                                                MemoryCategory::kGatheredParameter));
   b.gather = comm_.all_gather_async(shard_params(b), *b.gathered);
   b.state = Bucket::State::kGathering;
@@ -206,8 +220,9 @@ void ZeroOptimizer::on_grad_ready(size_t k) {
   Bucket& b = buckets_[bucket_of_[k]];
   const Tensor slot = grad_slot(k);
   // Stage 1 accumulates over the step's micro-batches; stage 2's staging is per micro-batch.
+  // Both are f32, whatever the parameters' dtype.
   if (arrived_[k]) {
-    ops::add_(slot, g);
+    ops::add_(slot, core::cast(g, DType::kF32));
   } else {
     core::copy_(slot, g);
   }
@@ -277,11 +292,15 @@ Tensor ZeroOptimizer::shard_params(const Bucket& b) const {
                      : flat_slice(*flat_params_, shard_begin(b), shard_len(b));
 }
 
+Tensor ZeroOptimizer::shard_masters(const Bucket& b) const {
+  return mixed() ? flat_slice(*master_shard_, b.begin / comm_.size(), shard_len(b)) : shard_params(b);
+}
+
 Tensor ZeroOptimizer::shard_state(const Tensor& state, const Bucket& b) const {
   return flat_slice(state, b.begin / comm_.size(), shard_len(b));
 }
 
-double ZeroOptimizer::clip_grad_norm(double max_norm) {
+double ZeroOptimizer::clip_grad_norm(double max_norm, double grad_scale) {
   std::vector<Tensor> shards;
   for (const Bucket& b : buckets_) shards.push_back(shard_grad(b));
   double norm = 0.0;
@@ -306,11 +325,15 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
     const std::vector<double> v = to_vector<double>(sq);
     norm = std::sqrt(v[0] + v[1]);
   }
+  if (!std::isfinite(norm)) return norm;  // overflowed: the caller skips the step
+  norm /= grad_scale;
+  double factor = 1.0 / grad_scale;
   if (max_norm > 0.0) {
     const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0)
-      for (const Tensor& g : shards) ops::scale_(g, coef);
+    if (coef < 1.0) factor *= coef;
   }
+  if (factor != 1.0)
+    for (const Tensor& g : shards) ops::scale_(g, factor);
   return norm;
 }
 
@@ -324,7 +347,7 @@ void ZeroOptimizer::step(double lr) {
       for (const Segment& s : b.mine) {
         if ((params_[s.param].dim() >= 2) != decay) continue;
         const int64_t at = s.flat - s0;  // offset inside the shard
-        w.push_back(flat_slice(shard_params(b), at, s.length));
+        w.push_back(flat_slice(shard_masters(b), at, s.length));
         g.push_back(flat_slice(shard_grad(b), at, s.length));
         m.push_back(flat_slice(shard_state(*m_, b), at, s.length));
         v.push_back(flat_slice(shard_state(*v_, b), at, s.length));
@@ -334,6 +357,8 @@ void ZeroOptimizer::step(double lr) {
                              {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0,
                               step_});
   }
+  if (mixed())  // the updated masters, rounded into this rank's shard of the parameters
+    for (const Bucket& b : buckets_) core::copy_(shard_params(b), shard_masters(b));
   // Stages 1-2: everyone's updated shards, in place into the flat parameters. (Stage 3
   // gathers them when the next forward needs them.)
   std::vector<std::unique_ptr<comm::Work>> gathers;
@@ -342,22 +367,35 @@ void ZeroOptimizer::step(double lr) {
     gathers.push_back(comm_.all_gather_async(flat_slice(*flat_params_, shard_begin(b), shard_len(b)),
                                              flat_slice(*flat_params_, b.begin, b.length)));
   for (auto& w : gathers) w->wait();
+  skip_step();
+}
+
+void ZeroOptimizer::skip_step() {
   std::fill(arrived_.begin(), arrived_.end(), false);
   first_micro_batch_ = true;
 }
 
-std::vector<nn::NamedTensor> ZeroOptimizer::gather_state() {
-  std::vector<nn::NamedTensor> out;
+std::vector<nn::NamedTensor> ZeroOptimizer::gather(const std::function<Tensor(const Bucket&)>& shard_of,
+                                                   const std::string& suffix) {
   const int64_t total = buckets_.back().begin + buckets_.back().length;
-  for (const Tensor* state : {&*m_, &*v_}) {
-    Tensor whole = zeros({total}, DType::kF32, device_);
-    for (const Bucket& b : buckets_) comm_.all_gather(shard_state(*state, b), flat_slice(whole, b.begin, b.length));
-    const char* suffix = state == &*m_ ? ".exp_avg" : ".exp_avg_sq";
-    for (size_t k = 0; k < params_.size(); ++k)
-      out.emplace_back(names_[k] + suffix, core::clone(views::view(flat_slice(whole, flat_offset_[k], params_[k].numel()),
-                                                                   params_[k].shape().span())));
-  }
+  Tensor whole = zeros({total}, DType::kF32, device_);
+  for (const Bucket& b : buckets_) comm_.all_gather(shard_of(b), flat_slice(whole, b.begin, b.length));
+  std::vector<nn::NamedTensor> out;
+  for (size_t k = 0; k < params_.size(); ++k)
+    out.emplace_back(names_[k] + suffix, core::clone(views::view(flat_slice(whole, flat_offset_[k], params_[k].numel()),
+                                                                 params_[k].shape().span())));
   return out;
+}
+
+std::vector<nn::NamedTensor> ZeroOptimizer::gather_state() {
+  std::vector<nn::NamedTensor> out = gather([&](const Bucket& b) { return shard_state(*m_, b); }, ".exp_avg");
+  std::vector<nn::NamedTensor> v = gather([&](const Bucket& b) { return shard_state(*v_, b); }, ".exp_avg_sq");
+  out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+std::vector<nn::NamedTensor> ZeroOptimizer::gather_masters() {
+  return gather([&](const Bucket& b) { return shard_masters(b); }, "");
 }
 
 std::vector<ZeroOptimizer::Segment> ZeroOptimizer::segments_of(const Bucket& b, int rank) const {
@@ -386,7 +424,7 @@ std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces() {
   const std::optional<Tensor>* states[] = {nullptr, &m_, &v_};  // parameters, then AdamW's m and v
   for (const std::optional<Tensor>* state : states)
     for (const Bucket& b : buckets_) {
-      const Tensor shard = state ? shard_state(**state, b) : shard_params(b);
+      const Tensor shard = state ? shard_state(**state, b) : shard_masters(b);
       for (const Segment& s : b.mine) out[i++].values = flat_slice(shard, s.flat - shard_begin(b), s.length);
     }
   TRI_ASSERT(i == out.size(), "ZeRO: pieces and segments disagree");
@@ -396,14 +434,16 @@ std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces() {
 void ZeroOptimizer::load(const RangeReader& read, bool with_state, int64_t step) {
   for (const Bucket& b : buckets_) {
     for (size_t k : b.params) {
-      if (stage_ < 3) {  // every rank holds the whole parameter
+      if (stage_ < 3) {  // every rank holds the whole parameter (rounded, under mixed precision)
         core::copy_(views::view(params_[k], {params_[k].numel()}), read(names_[k], 0, params_[k].numel()));
       }
     }
     for (const Segment& s : b.mine) {
       const int64_t at = s.flat - shard_begin(b);
-      if (stage_ == 3)
-        core::copy_(flat_slice(shard_params(b), at, s.length), read(names_[s.param], s.in_param, s.in_param + s.length));
+      if (stage_ == 3 || mixed())
+        core::copy_(flat_slice(shard_masters(b), at, s.length), read(names_[s.param], s.in_param, s.in_param + s.length));
+      if (stage_ == 3 && mixed())
+        core::copy_(flat_slice(shard_params(b), at, s.length), flat_slice(shard_masters(b), at, s.length));
       if (!with_state) continue;
       core::copy_(flat_slice(shard_state(*m_, b), at, s.length),
                   read(names_[s.param] + ".exp_avg", s.in_param, s.in_param + s.length));

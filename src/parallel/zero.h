@@ -27,6 +27,14 @@
 // and P to all-gathers (stage 3: 2P to all-gathers, forward and backward, per micro-batch).
 // The global gradient norm for clipping is an all-reduce of the shards' sums of squares.
 // Parameters' .grad is dropped as soon as it is folded into the flat buffers.
+//
+// Mixed precision (bf16/fp16, as DeepSpeed's ZeRO with bf16/fp16 and Megatron's distributed
+// optimizer): the model's parameters, and so the flat parameters, the gathers and the model's
+// gradients, are in the compute dtype; gradients accumulate and are reduced in fp32; each rank
+// keeps the fp32 master copy of its shard only (4P/N) beside m and v, steps it, and rounds it
+// into its shard of the parameters before the all-gather. Model states: stage 1 2P + 4P +
+// 12P/N, stage 2 2P + 16P/N, stage 3 18P/N. fp16's loss scale is undone, and an overflow
+// found, in clip_grad_norm; skip_step() drops an overflowing step's gradients.
 #pragma once
 
 #include <cstdint>
@@ -49,9 +57,11 @@ class ZeroOptimizer : public nn::PartHooks {
   // the model's parameter groups as indices into `params`, in the order the forward enters
   // them (GPT2::parts()), and must be installed as the model's part hooks; it frees the
   // parameters' storage, which the hooks gather while a part runs.
+  // Their f32 values become the masters when `compute` is bf16 or f16; the parameters then
+  // switch to `compute`.
   ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                 int64_t bucket_bytes, const optim::AdamWOptions& options,
-                const std::vector<std::vector<size_t>>& parts = {});
+                const std::vector<std::vector<size_t>>& parts = {}, DType compute = DType::kF32);
   ~ZeroOptimizer();
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
@@ -61,8 +71,10 @@ class ZeroOptimizer : public nn::PartHooks {
   // After each micro-batch's backward: completes that backward's communication.
   void end_backward();
   // The global norm of the averaged gradient; scales the shards to max_norm if above it
-  // (max_norm <= 0: only measures).
-  double clip_grad_norm(double max_norm);
+  // (max_norm <= 0: only measures). When the shards hold `grad_scale` times the gradient
+  // (fp16's loss scale) it divides that out too, and returns the unscaled norm; a non-finite
+  // norm (the gradients overflowed) leaves the shards as they are.
+  double clip_grad_norm(double max_norm, double grad_scale = 1.0);
   // Under tensor parallelism the model's parameters are shards: the norm also sums the squares
   // of the parameters split[k] over `tp` (replicated ones count once); under pipeline
   // parallelism each stage holds other parameters: the norm sums over `pp` too. Either may
@@ -75,8 +87,14 @@ class ZeroOptimizer : public nn::PartHooks {
   // The full AdamW state of this rank's parameters, "<param>.exp_avg" / ".exp_avg_sq",
   // gathered from the ranks (collective; for checkpoints of tensor-parallel shards).
   std::vector<nn::NamedTensor> gather_state();
+  // The f32 values of this rank's parameters, gathered from the ranks (collective): the masters
+  // under mixed precision.
+  std::vector<nn::NamedTensor> gather_masters();
   // AdamW on this rank's shard with learning rate lr, then all-gathers the parameters.
   void step(double lr);
+  // Ends a step without updating (fp16: its gradients overflowed): the next backward starts
+  // from fresh gradients.
+  void skip_step();
   int64_t step_count() const { return step_; }
 
   // Stage 3, as the model's part hooks: gathers part `part`'s parameters around its forward.
@@ -93,7 +111,8 @@ class ZeroOptimizer : public nn::PartHooks {
     int64_t begin = 0, end = 0;
     std::optional<Tensor> values;  // (end - begin) f32 elements; absent from pieces_of()
   };
-  // This rank's pieces with their values (views of the shards: write them before stepping).
+  // This rank's pieces with their values (views of the shards: write them before stepping;
+  // the parameters' are the fp32 masters under mixed precision).
   std::vector<Piece> pieces();
   // Where rank `rank`'s pieces are, without values (for the rank that writes the manifest).
   std::vector<Piece> pieces_of(int rank) const;
@@ -131,6 +150,11 @@ class ZeroOptimizer : public nn::PartHooks {
   void launch(Bucket& b);
   Tensor shard_grad(const Bucket& b) const;   // this rank's averaged gradient of bucket b
   Tensor shard_params(const Bucket& b) const; // this rank's parameters of bucket b
+  Tensor shard_masters(const Bucket& b) const;  // their f32 values: the masters, or themselves
+  // Every bucket's shards (shard_of(b) on each rank), gathered into full f32 tensors named
+  // after the parameters plus `suffix`.
+  std::vector<nn::NamedTensor> gather(const std::function<Tensor(const Bucket&)>& shard_of, const std::string& suffix);
+  bool mixed() const { return compute_ != DType::kF32; }
   Tensor shard_state(const Tensor& state, const Bucket& b) const;
   int64_t shard_len(const Bucket& b) const { return b.length / comm_.size(); }
   int64_t shard_begin(const Bucket& b) const { return b.begin + comm_.rank() * shard_len(b); }
@@ -145,6 +169,7 @@ class ZeroOptimizer : public nn::PartHooks {
   const int stage_;
   Device device_ = Device::cpu();  // the parameters', where every flat buffer lives
   const optim::AdamWOptions options_;
+  const DType compute_;                // the parameters' dtype
   std::vector<std::string> names_;
   std::vector<Tensor> params_;
   std::vector<int64_t> flat_offset_;  // param -> offset in the flat buffer
@@ -153,6 +178,7 @@ class ZeroOptimizer : public nn::PartHooks {
   std::vector<Bucket> buckets_;
   std::optional<Tensor> flat_params_;  // stages 1-2
   std::optional<Tensor> param_shard_;  // stage 3: concatenated shards, bucket b's at begin/N
+  std::optional<Tensor> master_shard_; // mixed precision: f32 masters, like param_shard_
   std::optional<Tensor> flat_grads_;  // stage 1
   std::optional<Tensor> grad_shard_;  // stage 2: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> m_, v_;       // concatenated shards, like grad_shard_

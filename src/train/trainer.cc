@@ -61,9 +61,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
               ") must be divisible by the number of data-parallel ranks (", dp, " = ", comm->size(), " ranks / (tp ",
               cfg.parallel.tp, " x pp ", cfg.parallel.pp, ")): each data-parallel rank trains on an equal slice of every "
               "global batch");
-    TRI_CHECK(!cfg.precision.mixed() || model_parallel == 1, "precision.dtype = \"", cfg.precision.dtype,
-              "\" with tensor or pipeline parallelism is not supported yet (parallel.tp ", cfg.parallel.tp,
-              ", parallel.pp ", cfg.parallel.pp, "); use fp32, or data parallelism");
+    TRI_CHECK(!cfg.precision.mixed() || cfg.parallel.pp == 1, "precision.dtype = \"", cfg.precision.dtype,
+              "\" with pipeline parallelism is not supported yet (parallel.pp ", cfg.parallel.pp,
+              "); use fp32, or data, tensor and sequence parallelism and ZeRO");
   }
   TRI_CHECK(!cfg.parallel.offload_optimizer || ((!comm || comm->size() == 1) && model_parallel == 1 &&
                                                 cfg.parallel.zero_stage == 0),
@@ -121,7 +121,8 @@ Status Trainer::init() {
   if (!device_.is_cpu()) model_->to(device_);  // after tensor parallelism took this rank's slices
   // ZeRO-Offload (one process): the fp32 masters, their gradients and AdamW's state live in
   // host memory and AdamW steps there; the device keeps the compute-dtype parameters.
-  if (cfg_.precision.mixed() || cfg_.parallel.offload_optimizer)
+  // Under ZeRO the optimizer keeps the masters itself, sharded.
+  if ((cfg_.precision.mixed() && cfg_.parallel.zero_stage == 0) || cfg_.parallel.offload_optimizer)
     master_ = std::make_unique<optim::MasterWeights>(
         model_->named_parameters(), cfg_.precision.compute_dtype(),
         cfg_.parallel.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt);
@@ -130,7 +131,6 @@ Status Trainer::init() {
   if (cfg_.parallel.zero_stage > 0) {
     TRI_CHECK(comm_ != nullptr, "parallel.zero_stage = ", cfg_.parallel.zero_stage,
               " needs ranks to shard across: start the run with mpirun or trident launch");
-    TRI_CHECK(!cfg_.precision.mixed(), "parallel.zero_stage > 0 supports precision.dtype = fp32 only for now");
     const std::vector<nn::NamedTensor> params = weights();
     std::vector<std::vector<size_t>> parts;  // ZeRO-3: the model's parts as indices into params
     if (cfg_.parallel.zero_stage == 3)
@@ -142,7 +142,7 @@ Status Trainer::init() {
             params.begin()));
     }
     zero_ = std::make_unique<parallel::ZeroOptimizer>(params, mesh_->dp(), static_cast<int>(cfg_.parallel.zero_stage),
-                                                      bucket_bytes, cfg_.optim, parts);
+                                                      bucket_bytes, cfg_.optim, parts, cfg_.precision.compute_dtype());
     if (cfg_.parallel.zero_stage == 3) model_->set_part_hooks(zero_.get());
     if (tp_plan_ || pipeline_) {
       std::vector<bool> split;
@@ -248,31 +248,43 @@ StepMetrics Trainer::train_step() {
   if (dp_) dp_->finish();
   loss_sum = mean_over_ranks(loss_sum);
   StepMetrics m;
-  bool apply = true;
-  if (cfg_.precision.loss_scaling()) {
-    m.loss_scale = scaler_->scale();
-    const bool overflow = master_->grads_overflowed();
-    apply = scaler_->update(overflow);
-    m.skipped = !apply;
-    m.skipped_steps = scaler_->skipped_steps();
-    if (apply) master_->scale_grads(1.0 / *m.loss_scale);
-  }
-  const std::vector<nn::NamedTensor> w = weights();
-  std::vector<Tensor> tensors;
-  for (const auto& [name, t] : w) tensors.push_back(t);
+  if (cfg_.precision.loss_scaling()) m.loss_scale = scaler_->scale();
   if (zero_) {
-    m.grad_norm = zero_->clip_grad_norm(cfg_.optim.grad_clip);
-    zero_->step(lr);
-  } else if (apply) {
-    m.grad_norm = tp_plan_ || pipeline_
-                      ? parallel::clip_grad_norm_model_parallel(w, tp_plan_.get(), tp_plan_ ? &mesh_->tp() : nullptr,
-                                                                pipeline_ ? &mesh_->pp() : nullptr, cfg_.optim.grad_clip)
-                      : optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
-    optimizer_->step(lr);
-    if (master_) master_->copy_to_model();
+    // ZeRO unscales fp16's gradients while it measures their norm; a non-finite norm is an
+    // overflow, the same on every rank (the norm is all-reduced).
+    m.grad_norm = zero_->clip_grad_norm(cfg_.optim.grad_clip, scaler_->scale());
+    const bool apply = !cfg_.precision.loss_scaling() || scaler_->update(!std::isfinite(m.grad_norm));
+    if (apply) {
+      zero_->step(lr);
+    } else {
+      zero_->skip_step();
+      m.grad_norm = std::numeric_limits<double>::quiet_NaN();  // not measured: the gradients overflowed
+    }
+    m.skipped = !apply;
   } else {
-    m.grad_norm = std::numeric_limits<double>::quiet_NaN();  // not measured: the gradients overflowed
+    bool apply = true;
+    if (cfg_.precision.loss_scaling()) {
+      // Under tensor parallelism each rank holds other slices: the step is skipped if any
+      // rank's gradients overflowed, so every rank decides the same.
+      apply = scaler_->update(!all_ranks(!master_->grads_overflowed()));
+      m.skipped = !apply;
+      if (apply) master_->scale_grads(1.0 / *m.loss_scale);
+    }
+    const std::vector<nn::NamedTensor> w = weights();
+    std::vector<Tensor> tensors;
+    for (const auto& [name, t] : w) tensors.push_back(t);
+    if (apply) {
+      m.grad_norm = tp_plan_ || pipeline_
+                        ? parallel::clip_grad_norm_model_parallel(w, tp_plan_.get(), tp_plan_ ? &mesh_->tp() : nullptr,
+                                                                  pipeline_ ? &mesh_->pp() : nullptr, cfg_.optim.grad_clip)
+                        : optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
+      optimizer_->step(lr);
+      if (master_) master_->copy_to_model();
+    } else {
+      m.grad_norm = std::numeric_limits<double>::quiet_NaN();  // not measured: the gradients overflowed
+    }
   }
+  if (cfg_.precision.loss_scaling()) m.skipped_steps = scaler_->skipped_steps();
   model_->zero_grad();
   if (master_) master_->zero_grads();
   ++step_;

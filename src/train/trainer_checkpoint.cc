@@ -238,7 +238,8 @@ Status Trainer::save_model_parallel_checkpoint() {
   auto writer = begin_shared_checkpoint(name);
   if (!writer.is_ok()) return writer.status();
   const std::vector<nn::NamedTensor> opt_state = zero_ ? zero_->gather_state() : optimizer_->state();
-  std::vector<nn::NamedTensor> tensors = weights();
+  // Under ZeRO with mixed precision the fp32 masters are the optimizer's shards.
+  std::vector<nn::NamedTensor> tensors = zero_ && cfg_.precision.mixed() ? zero_->gather_masters() : weights();
   tensors.insert(tensors.end(), opt_state.begin(), opt_state.end());
   auto file_of = [](int p, int t) {
     char file[64];

@@ -126,6 +126,23 @@ TEST_F(CudaTraining, DataParallelAndZeroOverNcclMatchTheSingleGpuRun) {
       EXPECT_NEAR(dp.losses[i], single.losses[i], 1e-5 * std::abs(single.losses[i]))
           << "ZeRO stage " << stage << ", step " << i + 1;
   }
+  // bf16: ZeRO keeps the fp32 masters' shards and gathers bf16 parameters over NCCL; against
+  // one GPU with fp32 masters (MasterWeights) the losses agree to bf16's roundings.
+  TrainConfig bf16 = config("cuda", "single_bf16");
+  bf16.precision.dtype = "bf16";
+  const Run single_bf16 = train(bf16);
+  for (int64_t stage : {1, 2, 3}) {
+    TrainConfig cfg = bf16;
+    cfg.train.out_dir += "_zero" + std::to_string(stage);
+    cfg.parallel.zero_stage = stage;
+    auto group = comm::with_staging(std::shared_ptr<comm::Communicator>(comm::make_nccl_self_communicator()),
+                                    Device::cuda());
+    const Run zero = train(cfg, std::move(group));
+    ASSERT_EQ(zero.losses.size(), single_bf16.losses.size()) << "bf16, ZeRO stage " << stage;
+    for (size_t i = 0; i < single_bf16.losses.size(); ++i)
+      EXPECT_NEAR(zero.losses[i], single_bf16.losses[i], 1e-3 * std::abs(single_bf16.losses[i]))
+          << "bf16, ZeRO stage " << stage << ", step " << i + 1;
+  }
 }
 #endif
 

@@ -1,5 +1,6 @@
 // Data parallelism and ZeRO stages 1-3 under mpirun (1, 2 and 4 ranks, label mpi): the
-// per-step losses equal the single-process run's on the same seed, init and global batch,
+// per-step losses equal the single-process run's on the same seed, init and global batch
+// (within bf16/fp16's roundings under mixed precision),
 // with and without gradient accumulation, for several bucket sizes and (ZeRO-3) with
 // activation checkpointing; model-state memory
 // per rank (from the allocator's categories) and elements handed to collectives per step
@@ -107,6 +108,29 @@ TEST_F(DataParallelTest, OnADeviceEveryStageGivesTheHostLossesBitForBit) {
   }
 }
 
+// ZeRO with bf16 on a device: the masters' shards, the bf16 flat parameters and their gathers
+// live on the device, and the losses are the host run's bit for bit.
+TEST_F(DataParallelTest, OnADeviceZeroWithBf16GivesTheHostLossesBitForBit) {
+  const Device device = testing::emulated_device();
+  for (int64_t stage : {1, 3}) {
+    TrainConfig cfg = config("device_bf16_" + std::to_string(stage));
+    cfg.precision.dtype = "bf16";
+    cfg.data.grad_accum_steps = 2;
+    cfg.parallel.zero_stage = stage;
+    cfg.parallel.bucket_mb = stage == 3 ? 25.0 : 0.01;
+    cfg.train.steps = 6;
+    cfg.train.eval_interval = 3;
+    cfg.train.checkpoint_interval = 1000;
+    const Run host = train(cfg, world);
+    cfg.train.out_dir += "_on_device";
+    const Run on_device = train(cfg, world, -1, device);
+    const std::string what = std::to_string(world->size()) + " ranks, bf16, ZeRO stage " + std::to_string(stage);
+    ASSERT_EQ(on_device.losses.size(), 6u) << what;
+    EXPECT_EQ(on_device.losses, host.losses) << what;
+    EXPECT_EQ(on_device.val, host.val) << what;
+  }
+}
+
 // bf16 and fp16 (loss scaling) with data parallelism: the fp32 masters' gradients are what the
 // ranks average. Each rank's backward rounds its own rows' gradients to bf16/f16 before they
 // reach the masters, where one process rounds the whole batch's, so the runs agree to those
@@ -135,6 +159,124 @@ TEST_F(DataParallelTest, MixedPrecisionLossesFollowTheSingleProcessRun) {
     }
 }
 
+// ZeRO with bf16/fp16: the optimizer keeps each rank's shard of the fp32 masters, reduces the
+// gradients in fp32 and rounds the updated shard into the compute-dtype parameters before
+// gathering them. Against one process with fp32 masters (MasterWeights) the runs agree to the
+// roundings of each rank's own rows' gradients, as data parallelism does (within 1e-3).
+TEST_F(DataParallelTest, ZeroWithMixedPrecisionFollowsTheSingleProcessRun) {
+  for (const std::string dtype : {"bf16", "fp16"}) {
+    TrainConfig single = config("zero_mixed_single_" + dtype + "_rank" + std::to_string(world->rank()));
+    single.precision.dtype = dtype;
+    single.data.grad_accum_steps = 2;
+    single.train.checkpoint_interval = 1000;
+    const Run ref = train(single, nullptr);
+    for (int64_t stage : {1, 2, 3}) {
+      if (dtype == "fp16" && stage != 2) continue;  // fp16's own path is the loss scale (below)
+      TrainConfig cfg = single;
+      cfg.train.out_dir = (dir / ("zero_mixed_" + dtype + std::to_string(stage))).string();
+      cfg.parallel.zero_stage = stage;
+      cfg.parallel.bucket_mb = stage == 3 ? 25.0 : 0.01;  // several buckets in flight
+      const Run zero = train(cfg, world);
+      const std::string what = std::to_string(world->size()) + " ranks, " + dtype + ", ZeRO stage " +
+                               std::to_string(stage);
+      ASSERT_EQ(zero.losses.size(), ref.losses.size()) << what;
+      for (size_t i = 0; i < ref.losses.size(); ++i)
+        EXPECT_NEAR(zero.losses[i], ref.losses[i], 1e-3 * std::abs(ref.losses[i])) << what << ", step " << i + 1;
+      ASSERT_EQ(zero.val.size(), ref.val.size()) << what;
+      for (size_t i = 0; i < ref.val.size(); ++i)
+        EXPECT_NEAR(zero.val[i], ref.val[i], 1e-3 * std::abs(ref.val[i])) << what << ", evaluation " << i + 1;
+      EXPECT_LT(zero.losses.back(), zero.losses.front() - 0.1) << what << ": it trains";
+    }
+  }
+}
+
+// fp16 under ZeRO with a loss scale far too large: the first steps overflow on every rank
+// (the norm of the reduced shards is all-reduced), so each is skipped and the scale backs off
+// as in one process; the steps after train normally.
+TEST_F(DataParallelTest, ZeroFp16SkipsOverflowingStepsAsOneProcessDoes) {
+  auto run = [&](const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm) {
+    auto t = Trainer::create(cfg, std::move(comm));
+    EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+    std::vector<StepMetrics> steps;
+    t.value()->show_progress = false;
+    t.value()->on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+    const Status s = t.value()->run();
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    return steps;
+  };
+  TrainConfig single = config("zero_overflow_single_rank" + std::to_string(world->rank()));
+  single.precision.dtype = "fp16";
+  single.precision.initial_loss_scale = 1099511627776.0;  // 2^40: the gradients overflow f16
+  single.precision.hysteresis = 1;
+  single.precision.backoff_factor = 1.0 / 64;
+  single.train.steps = 8;
+  single.train.checkpoint_interval = 1000;
+  // AdamW is blind to a gradient's scale but for eps: a large eps makes an update that forgot
+  // to divide out the loss scale visible in the losses.
+  single.optim.eps = 1e-2;
+  const std::vector<StepMetrics> ref = run(single, nullptr);
+  for (int64_t stage : {2, 3}) {
+    TrainConfig cfg = single;
+    cfg.train.out_dir = (dir / ("zero_overflow" + std::to_string(stage))).string();
+    cfg.parallel.zero_stage = stage;
+    const std::vector<StepMetrics> zero = run(cfg, world);
+    const std::string what = std::to_string(world->size()) + " ranks, ZeRO stage " + std::to_string(stage);
+    ASSERT_EQ(zero.size(), ref.size()) << what;
+    int64_t skipped = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(zero[i].skipped, ref[i].skipped) << what << ", step " << i + 1;
+      EXPECT_EQ(*zero[i].loss_scale, *ref[i].loss_scale) << what << ", step " << i + 1;
+      EXPECT_EQ(zero[i].skipped_steps, ref[i].skipped_steps) << what << ", step " << i + 1;
+      EXPECT_NEAR(zero[i].loss, ref[i].loss, 1e-3 * std::abs(ref[i].loss)) << what << ", step " << i + 1;
+      if (!ref[i].skipped) {
+        EXPECT_NEAR(zero[i].grad_norm, ref[i].grad_norm, 1e-2 * ref[i].grad_norm) << what << ", step " << i + 1;
+      }
+      skipped += ref[i].skipped ? 1 : 0;
+    }
+    EXPECT_GE(skipped, 1) << "the test needs overflowing steps";
+    EXPECT_LT(skipped, static_cast<int64_t>(ref.size())) << "and steps that train";
+    EXPECT_TRUE(zero.front().skipped) << what;
+    EXPECT_FALSE(zero.back().skipped) << what;
+  }
+}
+
+// A bf16 ZeRO-2 checkpoint holds the fp32 masters: resumed under the same layout it gives the
+// uninterrupted run's losses bit for bit, and one process without ZeRO (fp32 masters of its
+// own) continues it within bf16's tolerance.
+TEST_F(DataParallelTest, ZeroMixedPrecisionCheckpointsHoldTheMasters) {
+  TrainConfig cfg = config("zero_bf16_straight");
+  cfg.precision.dtype = "bf16";
+  cfg.parallel.zero_stage = 2;
+  cfg.train.checkpoint_interval = 1000;
+  const Run straight = train(cfg, world);
+  cfg.train.out_dir = (dir / "zero_bf16_resumed").string();
+  cfg.train.checkpoint_interval = 10;
+  const Run a = train(cfg, world, 10);
+  if (world->rank() == 0) fs::copy(dir / "zero_bf16_resumed", dir / "zero_bf16_single", fs::copy_options::recursive);
+  world->barrier();
+  const Run b = train(cfg, world);
+  std::vector<double> joined = a.losses;
+  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  EXPECT_EQ(joined, straight.losses) << world->size() << " ranks: resumed ZeRO-2 bf16";
+  if (world->rank() == 0) {
+    auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(),
+                                                     (dir / "zero_bf16_resumed" / "step_000010").string());
+    ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+    auto w = reader.value().load_tensor("h.0.attn.c_attn.weight");
+    ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+    EXPECT_EQ(w.value().dtype(), DType::kF32) << "the masters, not the bf16 parameters";
+    TrainConfig single = cfg;
+    single.parallel.zero_stage = 0;
+    single.train.out_dir = (dir / "zero_bf16_single").string();
+    const Run c = train(single, nullptr);
+    ASSERT_EQ(c.losses.size(), 10u);
+    for (size_t i = 0; i < c.losses.size(); ++i)
+      EXPECT_NEAR(c.losses[i], straight.losses[10 + i], 1e-3 * std::abs(straight.losses[10 + i]))
+          << "one process from the ZeRO-2 checkpoint, step " << 11 + i;
+  }
+  world->barrier();
+}
+
 // ZeRO-3 gathers each block's parameters again for its backward (its forward freed them):
 // with activation checkpointing the rerun of a block's forward inside its backward finds them
 // gathered, and the losses are still the single-process run's.
@@ -159,13 +301,17 @@ TEST_F(DataParallelTest, Zero3WithActivationCheckpointingEqualsTheSingleProcessR
 
 // Model states per rank after two steps, from the allocator's categories (bytes), against
 // ZeRO's fp32 Adam formulas: stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N, stage 3
-// 16P/N. ZeRO-3's gathered parameters are freed after each use (none are held after a
+// 16P/N. With bf16 parameters (fp32 gradients, and fp32 masters beside m and v): stage 0 2P +
+// 16P (fp32 masters and their gradients), stage 1 2P + 4P + 12P/N, stage 2 2P + 16P/N, stage 3
+// 18P/N. ZeRO-3's gathered parameters are freed after each use (none are held after a
 // step); at their peak they are the root part plus two blocks (the running one and the
 // prefetched one), a third of this 6-layer model.
 TEST_F(DataParallelTest, ModelStateMemoryFollowsTheZeroFormulas) {
   const double N = world->size();
+  for (const std::string dtype : {"fp32", "bf16"})
   for (int64_t stage : {0, 1, 2, 3}) {
-    TrainConfig cfg = short_run("mem", stage, 2);
+    TrainConfig cfg = short_run("mem_" + dtype + "_", stage, 2);
+    cfg.precision.dtype = dtype;
     cfg.model.n_layer = 6;  // so that the root and two blocks are a fraction of the model
     host_allocator().reset_peak_stats();
     const MemoryStats before = host_allocator().stats();
@@ -184,21 +330,25 @@ TEST_F(DataParallelTest, ModelStateMemoryFollowsTheZeroFormulas) {
     };
     const double states = held(MemoryCategory::kParameter) + held(MemoryCategory::kGradient) +
                           held(MemoryCategory::kOptimizerState);
-    const double want = stage == 0   ? 16 * P
-                        : stage == 1 ? 8 * P + 8 * P / N
-                        : stage == 2 ? 4 * P + 12 * P / N
-                                     : 16 * P / N;
+    const double want = dtype == "fp32" ? (stage == 0   ? 16 * P
+                                           : stage == 1 ? 8 * P + 8 * P / N
+                                           : stage == 2 ? 4 * P + 12 * P / N
+                                                        : 16 * P / N)
+                                        : (stage == 0   ? 18 * P
+                                           : stage == 1 ? 6 * P + 12 * P / N
+                                           : stage == 2 ? 2 * P + 16 * P / N
+                                                        : 18 * P / N);
     if (world->rank() == 0)
-      std::printf("ZeRO stage %lld, %g ranks: model states %.0f B = %.3f P bytes (formula %.3f P)\n",
-                  static_cast<long long>(stage), N, states, states / P, want / P);
+      std::printf("%s, ZeRO stage %lld, %g ranks: model states %.0f B = %.3f P bytes (formula %.3f P)\n",
+                  dtype.c_str(), static_cast<long long>(stage), N, states, states / P, want / P);
     EXPECT_NEAR(states, want, 0.05 * want)
-        << "stage " << stage << ", " << N << " ranks: params " << held(MemoryCategory::kParameter) << " B, grads "
+        << dtype << ", stage " << stage << ", " << N << " ranks: params " << held(MemoryCategory::kParameter) << " B, grads "
         << held(MemoryCategory::kGradient) << " B, optimizer " << held(MemoryCategory::kOptimizerState) << " B; P = "
         << P;
     const MemoryStats::Counter& gathered = after.category(MemoryCategory::kGatheredParameter);
     EXPECT_EQ(gathered.current, before.category(MemoryCategory::kGatheredParameter).current)
         << "gathered parameters still held after the steps";
-    if (stage == 3) {
+    if (stage == 3 && dtype == "fp32") {
       // The root (embeddings, ln_f) and two blocks, each padded to a multiple of N.
       const models::gpt2::GPT2Config& m = cfg.model;
       const double C = static_cast<double>(m.n_embd);

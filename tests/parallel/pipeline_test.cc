@@ -185,6 +185,17 @@ TEST_F(PipelineTest, LayoutsThatDoNotFitAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("pipeline parallelism composes with ZeRO stages 0-1"), std::string::npos)
         << e.what();
   }
+  cfg = config("bad3");
+  cfg.parallel.pp = 2;
+  cfg.precision.dtype = "bf16";
+  try {
+    auto t = Trainer::create(cfg, world);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("precision.dtype = \"bf16\" with pipeline parallelism is not supported yet"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
