@@ -5,6 +5,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "core/allocator.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "ops/elementwise.h"
@@ -118,8 +119,32 @@ std::vector<Pipeline::Op> Pipeline::schedule(int m) const {
   return ops;
 }
 
-Tensor Pipeline::recv(const Shape& shape, int src, int t) {
-  Tensor out = empty(shape, DType::kF32, model_.wte().weight().device());  // where the stages compute
+void Pipeline::set_compute_dtype(DType compute) {
+  TRI_CHECK(compute == DType::kBF16 || compute == DType::kF16, "pipeline: the compute dtype must be bf16 or f16, got ",
+            compute);
+  compute_ = compute;
+  if (layout_.stages == 1 || pp_.rank() != layout_.stages - 1) return;
+  Tensor wte = model_.wte().weight();
+  {
+    MemoryCategoryGuard params(MemoryCategory::kParameter);
+    wte.set_data(core::cast(wte, compute));
+  }
+  head_grad_ = std::make_shared<std::optional<Tensor>>();
+  autograd::register_grad_ready_hook(wte, [acc = head_grad_](const Tensor& leaf) {
+    const std::optional<Tensor>& g = leaf.grad();
+    if (!g.has_value()) return;
+    MemoryCategoryGuard grads(MemoryCategory::kGradient);
+    if (acc->has_value()) {
+      ops::add_(**acc, core::cast(*g, DType::kF32));
+    } else {
+      *acc = core::clone(core::cast(*g, DType::kF32));
+    }
+    Tensor(leaf).zero_grad();
+  });
+}
+
+Tensor Pipeline::recv(const Shape& shape, DType dtype, int src, int t) {
+  Tensor out = empty(shape, dtype, model_.wte().weight().device());  // where the stages compute
   const auto start = Clock::now();
   pp_.recv(out, src, t);
   wait_s_ += seconds_since(start);
@@ -160,7 +185,7 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
     if (op.forward) {
       const Tensor x = [&] {
         if (c == 0) return model_.embed(mb.inputs);
-        Tensor in = recv(act, layout_.rank_of_chunk(c - 1), tag(c - 1, op.micro, true, m));
+        Tensor in = recv(act, compute_, layout_.rank_of_chunk(c - 1), tag(c - 1, op.micro, true, m));
         in.set_requires_grad(true);
         state.in = in;
         return in;
@@ -183,7 +208,7 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
     if (c == 0 && last && P > 1) {
       // The head's gradient of wte (the last rank sent it after its last backward) joins
       // this rank's before the final backward through the embedding.
-      const Tensor head = recv(wte.shape(), P - 1, grad_tag);
+      const Tensor head = core::cast(recv(wte.shape(), DType::kF32, P - 1, grad_tag), wte.dtype());
       if (wte.grad().has_value()) ops::add_(*wte.grad(), head);
       else wte.mutable_grad() = head;
     }
@@ -191,18 +216,21 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
     if (c == last_chunk) {
       autograd::backward(*state.out);
     } else {
-      const Tensor g = recv(state.out->shape(), layout_.rank_of_chunk(c + 1), tag(c + 1, op.micro, false, m));
+      const Tensor g = recv(state.out->shape(), state.out->dtype(), layout_.rank_of_chunk(c + 1), tag(c + 1, op.micro, false, m));
       autograd::backward(std::vector<Tensor>{*state.out}, {std::optional<Tensor>(g)});
     }
     if (c > 0) {
       Tensor g = state.in->grad().has_value() ? core::contiguous(*state.in->grad())
-                                              : zeros(state.in->shape(), DType::kF32, state.in->device());
+                                              : zeros(state.in->shape(), state.in->dtype(), state.in->device());
       sent_.push_back(g);
       sends_.push_back(pp_.send_async(g, layout_.rank_of_chunk(c - 1), tag(c, op.micro, false, m)));
     }
     state = Live{};
     if (c == last_chunk && last && P > 1) {
-      Tensor head = wte.grad().has_value() ? core::contiguous(*wte.grad()) : zeros(wte.shape(), DType::kF32, wte.device());
+      // fp32: mixed precision summed it in head_grad_.
+      Tensor head = head_grad_ && head_grad_->has_value() ? **head_grad_
+                    : wte.grad().has_value()              ? core::contiguous(core::cast(*wte.grad(), DType::kF32))
+                                                          : zeros(wte.shape(), DType::kF32, wte.device());
       sent_.push_back(head);
       sends_.push_back(pp_.send_async(head, 0, grad_tag));
     }
@@ -210,7 +238,10 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
   for (auto& w : sends_) w->wait();
   sends_.clear();
   sent_.clear();
-  if (P > 1 && r == P - 1) wte.mutable_grad().reset();  // the copy's gradient went to rank 0
+  if (P > 1 && r == P - 1) {  // the copy's gradient went to rank 0
+    wte.mutable_grad().reset();
+    if (head_grad_) head_grad_->reset();
+  }
   // Every stage reports the step's loss (only the last one computed it, the others add 0).
   // An all-reduce rather than a broadcast: every stage ends the step together, so a stage
   // that finished early counts the wait for the others as idle, as the bubble does.
@@ -242,7 +273,8 @@ double Pipeline::evaluate(const std::vector<MicroBatch>& batches) {
     const Shape act{mb.inputs.size(0), mb.inputs.size(1) / sequence_split_, C};
     for (int lc = 0; lc < layout_.virtual_stages; ++lc) {
       const int c = chunk_of(lc);
-      const Tensor x = c == 0 ? model_.embed(mb.inputs) : recv(act, layout_.rank_of_chunk(c - 1), tag(c - 1, i, true, m));
+      const Tensor x =
+          c == 0 ? model_.embed(mb.inputs) : recv(act, compute_, layout_.rank_of_chunk(c - 1), tag(c - 1, i, true, m));
       const auto [first, end] = layout_.chunks[static_cast<size_t>(c)];
       const Tensor y = model_.run_blocks(x, first, end);
       if (c == last_chunk) total += model_.head_loss(y, mb.targets).item();

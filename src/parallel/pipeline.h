@@ -16,6 +16,10 @@
 // when data parallelism or ZeRO reduces it (Megatron all-reduces the two copies' gradients
 // instead; this keeps one optimizer state).
 //
+// Mixed precision (set_compute_dtype): activations and their gradients travel in bf16/fp16,
+// the head's copy of wte is in that dtype too, and its gradient accumulates in fp32 over the
+// step's micro-batches, which is what the last rank sends back.
+//
 // Schedules, per rank, over m micro-batches (Megatron-LM's orders):
 //   gpipe        all forwards, then all backwards
 //   1f1b         min(P - r - 1, m) warm-up forwards, then one forward and one backward
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +69,9 @@ class Pipeline {
   Pipeline(models::gpt2::GPT2& model, comm::Communicator& pp, PipelineLayout layout, std::string schedule,
            int64_t sequence_split = 1);
 
+  // Mixed precision: call once the parameters switched to `compute` (bf16 or f16).
+  void set_compute_dtype(DType compute);
+
   // This rank's parameters, in the model's order: its chunks' blocks, and wte, wpe on rank
   // 0 and ln_f on the last rank (whose wte is a copy, not among them).
   const std::vector<nn::NamedTensor>& parameters() const { return params_; }
@@ -93,7 +101,7 @@ class Pipeline {
   };
   std::vector<Op> schedule(int m) const;
   int chunk_of(int local_chunk) const { return local_chunk * layout_.stages + pp_.rank(); }
-  Tensor recv(const Shape& shape, int src, int tag);
+  Tensor recv(const Shape& shape, DType dtype, int src, int tag);
   int tag(int chunk, int micro, bool forward, int m) const { return ((chunk * m + micro) * 2) + (forward ? 0 : 1); }
 
   models::gpt2::GPT2& model_;
@@ -102,6 +110,10 @@ class Pipeline {
   std::string schedule_;
   int64_t sequence_split_;
   std::vector<nn::NamedTensor> params_;
+  DType compute_ = DType::kF32;  // of the activations
+  // Mixed precision, last rank: the head's wte gradient, fp32, summed over the micro-batches
+  // by a grad-ready hook on the copy (shared with it).
+  std::shared_ptr<std::optional<Tensor>> head_grad_;
   std::vector<Tensor> sent_;  // what the sends in flight read
   std::vector<std::unique_ptr<comm::Work>> sends_;
   double wait_s_ = 0.0, step_s_ = 0.0;

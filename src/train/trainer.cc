@@ -61,9 +61,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
               ") must be divisible by the number of data-parallel ranks (", dp, " = ", comm->size(), " ranks / (tp ",
               cfg.parallel.tp, " x pp ", cfg.parallel.pp, ")): each data-parallel rank trains on an equal slice of every "
               "global batch");
-    TRI_CHECK(!cfg.precision.mixed() || cfg.parallel.pp == 1, "precision.dtype = \"", cfg.precision.dtype,
-              "\" with pipeline parallelism is not supported yet (parallel.pp ", cfg.parallel.pp,
-              "); use fp32, or data, tensor and sequence parallelism and ZeRO");
   }
   TRI_CHECK(!cfg.parallel.offload_optimizer || ((!comm || comm->size() == 1) && model_parallel == 1 &&
                                                 cfg.parallel.zero_stage == 0),
@@ -124,7 +121,7 @@ Status Trainer::init() {
   // Under ZeRO the optimizer keeps the masters itself, sharded.
   if ((cfg_.precision.mixed() && cfg_.parallel.zero_stage == 0) || cfg_.parallel.offload_optimizer)
     master_ = std::make_unique<optim::MasterWeights>(
-        model_->named_parameters(), cfg_.precision.compute_dtype(),
+        pipeline_ ? pipeline_->parameters() : model_->named_parameters(), cfg_.precision.compute_dtype(),
         cfg_.parallel.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt);
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
   const int64_t bucket_bytes = static_cast<int64_t>(cfg_.parallel.bucket_mb * 1024 * 1024);
@@ -158,6 +155,8 @@ Status Trainer::init() {
     if (dp_ && master_) master_->copy_to_model();
     optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
   }
+  // The parameters are in the compute dtype now (MasterWeights or ZeRO switched them).
+  if (pipeline_ && cfg_.precision.mixed()) pipeline_->set_compute_dtype(cfg_.precision.compute_dtype());
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
   auto train_file = data::TokenFile::open(cfg_.data.train_file);
