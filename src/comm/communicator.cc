@@ -35,6 +35,35 @@ std::string CommStats::str() const {
   return os.str();
 }
 
+namespace {
+
+// Several operations' Works as one.
+class WorkList final : public Work {
+ public:
+  explicit WorkList(std::vector<std::unique_ptr<Work>> works) : works_(std::move(works)) {}
+  void wait() override {
+    for (auto& w : works_) w->wait();
+  }
+  bool test() override {
+    bool done = true;
+    for (auto& w : works_) done = w->test() && done;  // tests every one: each drives its progress
+    return done;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Work>> works_;
+};
+
+}  // namespace
+
+std::unique_ptr<Work> Communicator::send_recv_async(const std::vector<PeerOp>& ops) {
+  std::vector<std::unique_ptr<Work>> works;
+  for (const PeerOp& op : ops)
+    works.push_back(op.kind == PeerOp::Kind::kSend ? send_async(op.tensor, op.peer, op.tag)
+                                                   : recv_async(op.tensor, op.peer, op.tag));
+  return std::make_unique<WorkList>(std::move(works));
+}
+
 void Communicator::count(CommOp op, const Tensor& t) {
   CommStats::Counter& c = stats_.of(op);
   ++c.calls;

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "core/tensor.h"
@@ -61,6 +62,15 @@ class Work {
   virtual bool test() = 0;
 };
 
+// One send or receive of a batch (Communicator::send_recv_async).
+struct PeerOp {
+  enum class Kind { kSend, kRecv };
+  Kind kind;
+  Tensor tensor;
+  int peer;
+  int tag;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -86,6 +96,12 @@ class Communicator {
   // output comes from rank i.
   virtual std::unique_ptr<Work> all_to_all_async(const Tensor& input, const Tensor& output) = 0;
   virtual void barrier() = 0;
+  // Posts the sends and receives together and returns one Work for them all (NCCL: one group,
+  // as torch.distributed.batch_isend_irecv; here: each on its own). NCCL pairs two ranks'
+  // messages by the order each side posts them, not by tag, and a send may wait for its
+  // receive: two ranks that each send before receiving from the other deadlock unless each
+  // posts the two in one batch.
+  virtual std::unique_ptr<Work> send_recv_async(const std::vector<PeerOp>& ops);
 
   // Blocking forms.
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::kSum) { all_reduce_async(t, op)->wait(); }

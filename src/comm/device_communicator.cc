@@ -118,6 +118,24 @@ class StagingCommunicator final : public Communicator {
     return done(engine_->recv_async(s, src, tag), {{flat(t), s}});
   }
 
+  std::unique_ptr<Work> send_recv_async(const std::vector<PeerOp>& ops) override {
+    std::vector<PeerOp> staged;
+    std::vector<std::pair<Tensor, Tensor>> results;
+    std::vector<Tensor> keep;
+    for (const PeerOp& op : ops) {
+      const bool send = op.kind == PeerOp::Kind::kSend;
+      count(send ? CommOp::kSend : CommOp::kRecv, op.tensor);
+      PeerOp s = op;
+      if (!native(op.tensor)) {
+        s.tensor = send ? stage(op.tensor, "send") : stand_in(op.tensor, "recv");
+        if (send) keep.push_back(s.tensor);
+        else results.emplace_back(flat(op.tensor), s.tensor);
+      }
+      staged.push_back(std::move(s));
+    }
+    return done(engine_->send_recv_async(staged), std::move(results), std::move(keep));
+  }
+
   std::unique_ptr<Work> all_to_all_async(const Tensor& input, const Tensor& output) override {
     count(CommOp::kAllToAll, input);
     if (native(input) && native(output)) return engine_->all_to_all_async(input, output);

@@ -189,6 +189,27 @@ class NcclCommunicatorImpl final : public Communicator {
     });
   }
 
+  std::unique_ptr<Work> send_recv_async(const std::vector<PeerOp>& ops) override {
+    for (const PeerOp& op : ops) {
+      const bool send = op.kind == PeerOp::Kind::kSend;
+      check(op.tensor, send ? "send" : "recv");
+      check_rank(op.peer, send ? "send destination" : "recv source");
+      count(send ? CommOp::kSend : CommOp::kRecv, op.tensor);
+    }
+    return launch("send_recv", [&] {
+      ncclResult_t rc = ncclGroupStart();
+      for (size_t i = 0; i < ops.size() && rc == ncclSuccess; ++i) {
+        const PeerOp& op = ops[i];
+        const size_t n = static_cast<size_t>(op.tensor.numel());
+        const ncclDataType_t type = nccl_type(op.tensor.dtype(), rank_, "send_recv");
+        rc = op.kind == PeerOp::Kind::kSend ? ncclSend(op.tensor.raw_data(), n, type, op.peer, comm_, stream_)
+                                            : ncclRecv(op.tensor.raw_data(), n, type, op.peer, comm_, stream_);
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
+    });
+  }
+
   std::unique_ptr<Work> all_to_all_async(const Tensor& input, const Tensor& output) override {
     check(input, "all_to_all");
     check(output, "all_to_all");

@@ -95,7 +95,7 @@ std::vector<Pipeline::Op> Pipeline::schedule(int m) const {
     const int warmup = std::min(P - r - 1, m);
     for (int i = 0; i < warmup; ++i) ops.push_back({0, i, true});
     for (int i = 0; i < m - warmup; ++i) {
-      ops.push_back({0, warmup + i, true});
+      ops.push_back({0, warmup + i, true, true});
       ops.push_back({0, i, false});
     }
     for (int i = m - warmup; i < m; ++i) ops.push_back({0, i, false});
@@ -112,7 +112,9 @@ std::vector<Pipeline::Op> Pipeline::schedule(int m) const {
   auto bwd = [&](int k) { return Op{v - 1 - (k % (P * v)) / P, micro(k), false}; };
   for (int k = 0; k < warmup; ++k) ops.push_back(fwd(k));
   for (int k = 0; k < total - warmup; ++k) {
-    ops.push_back(fwd(warmup + k));
+    Op f = fwd(warmup + k);
+    f.with_next = true;
+    ops.push_back(f);
     ops.push_back(bwd(k));
   }
   for (int k = total - warmup; k < total; ++k) ops.push_back(bwd(k));
@@ -151,6 +153,18 @@ Tensor Pipeline::recv(const Shape& shape, DType dtype, int src, int t) {
   return out;
 }
 
+// Note [Batched point-to-point]
+// NCCL pairs two ranks' messages by the order each side posts them (tags are MPI's only), and
+// a send may wait until its receive is posted. In 1F1B's steady state a stage sends its
+// output forward and then waits for a gradient from the next stage, which sends that gradient
+// and then waits for the output: posted one by one the two sends wait for each other. So, as
+// Megatron-LM's batch_isend_irecv, the sends an op produces are posted together with the
+// receives the rank's next op needs (one send_recv_async), or alone when it needs none. In
+// the steady state a forward and the backward after it are one unit (Megatron's
+// send_forward_backward_recv_forward_backward): both their receives before the forward, both
+// their sends after the backward. Then each batch one rank posts to a peer meets one batch of
+// the peer's with the same messages in the same order (every rank walks the micro-batches in
+// one order), for every schedule. The weights of wte go first and the head's gradient last.
 double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_seed,
                             const std::function<void(bool last)>& before_backward) {
   const auto start = Clock::now();
@@ -162,79 +176,131 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
   TRI_CHECK(grad_tag <= 32767, "pipeline: ", m, " micro-batches over ", layout_.num_chunks(),
             " chunks need message tags up to ", grad_tag, "; MPI guarantees 32767: use fewer micro-batches per step");
   Tensor wte = model_.wte().weight();
-  if (P > 1) {  // the head's copy of wte gets this step's weights
-    if (r == 0) {
-      sends_.push_back(pp_.send_async(wte, P - 1, weight_tag));
-    } else if (r == P - 1) {
-      const auto t = Clock::now();
-      pp_.recv(wte, 0, weight_tag);
-      wait_s_ += seconds_since(t);
-    }
-  }
+  const Device device = wte.device();  // where the stages compute
   const int64_t C = model_.config().n_embd;
   struct Live {
     std::optional<Tensor> in, out;  // a chunk's received input (a leaf) and its output or loss
+    std::optional<Tensor> grad;     // the gradient of out received from the next chunk
   };
   std::vector<std::vector<Live>> live(static_cast<size_t>(layout_.virtual_stages), std::vector<Live>(static_cast<size_t>(m)));
   std::vector<double> losses(static_cast<size_t>(m), 0.0);
-  for (const Op& op : schedule(m)) {
+  std::optional<Tensor> head;  // rank 0: the head's gradient of wte, from the last rank
+
+  std::vector<comm::PeerOp> pending;  // sends waiting to go out with the next receives
+  auto send = [&](const Tensor& t, int dst, int t_tag) {
+    sent_.push_back(t);
+    pending.push_back({comm::PeerOp::Kind::kSend, t, dst, t_tag});
+  };
+  // Posts the pending sends with `receives`, and waits for the batch when it receives.
+  auto exchange = [&](const std::vector<comm::PeerOp>& receives) {
+    std::vector<comm::PeerOp> batch = std::move(pending);
+    pending.clear();
+    batch.insert(batch.end(), receives.begin(), receives.end());
+    if (batch.empty()) return;
+    std::unique_ptr<comm::Work> work = pp_.send_recv_async(batch);
+    if (receives.empty()) {
+      sends_.push_back(std::move(work));
+      return;
+    }
+    const auto t = Clock::now();
+    work->wait();
+    wait_s_ += seconds_since(t);
+  };
+  // What op `op` receives before it runs, into the Live slots it reads.
+  auto receives = [&](const Op& op) {
+    std::vector<comm::PeerOp> out;
+    const int c = chunk_of(op.local_chunk);
+    Live& state = live[static_cast<size_t>(op.local_chunk)][static_cast<size_t>(op.micro)];
+    if (op.forward && c > 0) {
+      const MicroBatch& mb = micro[static_cast<size_t>(op.micro)];
+      state.in = empty({mb.inputs.size(0), mb.inputs.size(1) / sequence_split_, C}, compute_, device);
+      out.push_back({comm::PeerOp::Kind::kRecv, *state.in, layout_.rank_of_chunk(c - 1), tag(c - 1, op.micro, true, m)});
+    }
+    if (!op.forward && c != last_chunk) {
+      state.grad = empty(state.out->shape(), state.out->dtype(), device);
+      out.push_back({comm::PeerOp::Kind::kRecv, *state.grad, layout_.rank_of_chunk(c + 1), tag(c + 1, op.micro, false, m)});
+    }
+    if (!op.forward && c == 0 && op.micro == m - 1 && P > 1) {
+      head = empty(wte.shape(), DType::kF32, device);
+      out.push_back({comm::PeerOp::Kind::kRecv, *head, P - 1, grad_tag});
+    }
+    return out;
+  };
+
+  const std::vector<Op> ops = schedule(m);
+  // The receives of the unit that starts at ops[k] (one op, or a steady forward and backward).
+  auto unit_receives = [&](size_t k) {
+    std::vector<comm::PeerOp> out = receives(ops[k]);
+    if (ops[k].with_next) {
+      std::vector<comm::PeerOp> more = receives(ops[k + 1]);
+      out.insert(out.end(), more.begin(), more.end());
+    }
+    return out;
+  };
+  std::vector<comm::PeerOp> first = ops.empty() ? std::vector<comm::PeerOp>{} : unit_receives(0);
+  if (P > 1) {  // the head's copy of wte gets this step's weights, before anything else
+    if (r == 0) send(wte, P - 1, weight_tag);
+    else if (r == P - 1) first.insert(first.begin(), {comm::PeerOp::Kind::kRecv, wte, 0, weight_tag});
+  }
+  exchange(first);
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const Op& op = ops[k];
     const int c = chunk_of(op.local_chunk);
     const MicroBatch& mb = micro[static_cast<size_t>(op.micro)];
     Live& state = live[static_cast<size_t>(op.local_chunk)][static_cast<size_t>(op.micro)];
-    const Shape act{mb.inputs.size(0), mb.inputs.size(1) / sequence_split_, C};
     if (op.forward) {
       const Tensor x = [&] {
         if (c == 0) return model_.embed(mb.inputs);
-        Tensor in = recv(act, compute_, layout_.rank_of_chunk(c - 1), tag(c - 1, op.micro, true, m));
+        Tensor in = *state.in;
         in.set_requires_grad(true);
-        state.in = in;
         return in;
       }();
-      const auto [first, end] = layout_.chunks[static_cast<size_t>(c)];
-      Tensor y = model_.run_blocks(x, first, end);
+      const auto [first_block, end_block] = layout_.chunks[static_cast<size_t>(c)];
+      Tensor y = model_.run_blocks(x, first_block, end_block);
       if (c == last_chunk) {
         Tensor loss = model_.head_loss(y, mb.targets);
         losses[static_cast<size_t>(op.micro)] = loss.item();
         state.out = loss_seed == 1.0 ? loss : loss * loss_seed;
       } else {
         y = core::contiguous(y);
-        sent_.push_back(y);
-        sends_.push_back(pp_.send_async(y, layout_.rank_of_chunk(c + 1), tag(c, op.micro, true, m)));
+        send(y, layout_.rank_of_chunk(c + 1), tag(c, op.micro, true, m));
         state.out = y;
       }
-      continue;
-    }
-    const bool last = op.micro == m - 1;
-    if (c == 0 && last && P > 1) {
-      // The head's gradient of wte (the last rank sent it after its last backward) joins
-      // this rank's before the final backward through the embedding.
-      const Tensor head = core::cast(recv(wte.shape(), DType::kF32, P - 1, grad_tag), wte.dtype());
-      if (wte.grad().has_value()) ops::add_(*wte.grad(), head);
-      else wte.mutable_grad() = head;
-    }
-    before_backward(last);
-    if (c == last_chunk) {
-      autograd::backward(*state.out);
     } else {
-      const Tensor g = recv(state.out->shape(), state.out->dtype(), layout_.rank_of_chunk(c + 1), tag(c + 1, op.micro, false, m));
-      autograd::backward(std::vector<Tensor>{*state.out}, {std::optional<Tensor>(g)});
+      const bool last = op.micro == m - 1;
+      if (c == 0 && last && P > 1) {
+        // The head's gradient of wte joins this rank's before the final backward through
+        // the embedding.
+        const Tensor h = core::cast(*head, wte.dtype());
+        if (wte.grad().has_value()) ops::add_(*wte.grad(), h);
+        else wte.mutable_grad() = h;
+        head.reset();
+      }
+      before_backward(last);
+      if (c == last_chunk) {
+        autograd::backward(*state.out);
+      } else {
+        autograd::backward(std::vector<Tensor>{*state.out}, {std::optional<Tensor>(*state.grad)});
+      }
+      if (c > 0) {
+        send(state.in->grad().has_value() ? core::contiguous(*state.in->grad())
+                                          : zeros(state.in->shape(), state.in->dtype(), state.in->device()),
+             layout_.rank_of_chunk(c - 1), tag(c, op.micro, false, m));
+      }
+      state = Live{};
     }
-    if (c > 0) {
-      Tensor g = state.in->grad().has_value() ? core::contiguous(*state.in->grad())
-                                              : zeros(state.in->shape(), state.in->dtype(), state.in->device());
-      sent_.push_back(g);
-      sends_.push_back(pp_.send_async(g, layout_.rank_of_chunk(c - 1), tag(c, op.micro, false, m)));
-    }
-    state = Live{};
-    if (c == last_chunk && last && P > 1) {
-      // fp32: mixed precision summed it in head_grad_.
-      Tensor head = head_grad_ && head_grad_->has_value() ? **head_grad_
-                    : wte.grad().has_value()              ? core::contiguous(core::cast(*wte.grad(), DType::kF32))
-                                                          : zeros(wte.shape(), DType::kF32, wte.device());
-      sent_.push_back(head);
-      sends_.push_back(pp_.send_async(head, 0, grad_tag));
-    }
+    // Between units: this unit's sends with the next unit's receives.
+    if (!op.with_next && k + 1 < ops.size()) exchange(unit_receives(k + 1));
   }
+  if (P > 1 && r == P - 1) {
+    // The head's gradient of wte, after everything else this rank sends (fp32: mixed precision
+    // summed it in head_grad_).
+    send(head_grad_ && head_grad_->has_value() ? **head_grad_
+         : wte.grad().has_value()              ? core::contiguous(core::cast(*wte.grad(), DType::kF32))
+                                               : zeros(wte.shape(), DType::kF32, device),
+         0, grad_tag);
+  }
+  exchange({});
   for (auto& w : sends_) w->wait();
   sends_.clear();
   sent_.clear();

@@ -6,8 +6,9 @@
 // Layout: P ranks, v chunks per rank (v > 1 only for the interleaved schedule). The blocks
 // are split into P * v chunks; chunk k runs on rank k % P (rank r holds chunks r, r + P,
 // ...). The first chunk also embeds the tokens; the last applies ln_f, the tied LM head and
-// the loss. Activations go forward and their gradients backward by point-to-point messages
-// (sends asynchronous, receives when the data is needed).
+// the loss. Activations go forward and their gradients backward by point-to-point messages,
+// each op's sends batched with the next op's receives (Note [Batched point-to-point] in
+// pipeline.cc: NCCL pairs messages by order, not tag).
 //
 // The tied embedding: rank 0 owns wte (it is in its parameters and optimizer). The last
 // rank uses a copy as the LM head: rank 0 sends it the weights at the start of every step,
@@ -98,6 +99,10 @@ class Pipeline {
     int local_chunk;  // 0..v-1
     int micro;
     bool forward;
+    // A steady-state forward that runs with the backward after it as one unit: their
+    // receives are posted together before it, their sends together after the backward
+    // (Note [Batched point-to-point]).
+    bool with_next = false;
   };
   std::vector<Op> schedule(int m) const;
   int chunk_of(int local_chunk) const { return local_chunk * layout_.stages + pp_.rank(); }

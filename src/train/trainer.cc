@@ -66,11 +66,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
                                                 cfg.parallel.zero_stage == 0),
             "parallel.offload_optimizer trains in one process for now (", comm ? comm->size() : 1, " ranks, tp ",
             cfg.parallel.tp, ", pp ", cfg.parallel.pp, ", zero_stage ", cfg.parallel.zero_stage, " requested)");
-  // NCCL has no message tags: the pipeline's sends and receives would have to be posted in the
-  // same order on both sides (batched, as Megatron's batch_isend_irecv), which it does not do yet.
-  TRI_CHECK_NOT_IMPLEMENTED(!device || !device->is_cuda() || cfg.parallel.pp == 1, "parallel.pp = ", cfg.parallel.pp,
-                            " with train.device = \"cuda\": pipeline parallelism over NCCL is not supported yet; on "
-                            "GPUs use data, tensor and sequence parallelism and ZeRO");
   std::unique_ptr<Trainer> t(new Trainer(cfg, std::move(comm), device.value_or(Device::cpu())));
   Status s = t->init();
   if (!s.is_ok()) return s;
