@@ -190,10 +190,12 @@ class NcclCommunicatorImpl final : public Communicator {
   }
 
   std::unique_ptr<Work> send_recv_async(const std::vector<PeerOp>& ops) override {
+    std::vector<ncclDataType_t> types;  // checked before the group opens: nothing throws inside it
     for (const PeerOp& op : ops) {
       const bool send = op.kind == PeerOp::Kind::kSend;
       check(op.tensor, send ? "send" : "recv");
       check_rank(op.peer, send ? "send destination" : "recv source");
+      types.push_back(nccl_type(op.tensor.dtype(), rank_, send ? "send" : "recv"));
       count(send ? CommOp::kSend : CommOp::kRecv, op.tensor);
     }
     return launch("send_recv", [&] {
@@ -201,9 +203,8 @@ class NcclCommunicatorImpl final : public Communicator {
       for (size_t i = 0; i < ops.size() && rc == ncclSuccess; ++i) {
         const PeerOp& op = ops[i];
         const size_t n = static_cast<size_t>(op.tensor.numel());
-        const ncclDataType_t type = nccl_type(op.tensor.dtype(), rank_, "send_recv");
-        rc = op.kind == PeerOp::Kind::kSend ? ncclSend(op.tensor.raw_data(), n, type, op.peer, comm_, stream_)
-                                            : ncclRecv(op.tensor.raw_data(), n, type, op.peer, comm_, stream_);
+        rc = op.kind == PeerOp::Kind::kSend ? ncclSend(op.tensor.raw_data(), n, types[i], op.peer, comm_, stream_)
+                                            : ncclRecv(op.tensor.raw_data(), n, types[i], op.peer, comm_, stream_);
       }
       const ncclResult_t end = ncclGroupEnd();
       return rc != ncclSuccess ? rc : end;

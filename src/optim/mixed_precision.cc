@@ -162,6 +162,22 @@ bool MasterWeights::grads_overflowed() const {
   return !std::isfinite(ops::sum_of_squares(grads));
 }
 
+void MasterWeights::add_grad(const std::string& name, const Tensor& grad) {
+  const auto it = std::find_if(masters_.begin(), masters_.end(), [&](const nn::NamedTensor& m) { return m.first == name; });
+  TRI_CHECK(it != masters_.end(), "mixed precision: no master weight named '", name, "'");
+  Tensor master = it->second;
+  TRI_CHECK(grad.shape() == master.shape(), "mixed precision: gradient ", grad.shape(), " for master '", name,
+            "' of shape ", master.shape());
+  MemoryCategoryGuard grads(MemoryCategory::kGradient);
+  Tensor g32 = core::to_device(core::cast(grad, DType::kF32), master.device());
+  std::optional<Tensor>& acc = master.mutable_grad();
+  if (acc.has_value()) {
+    ops::add_(*acc, g32);
+  } else {
+    acc = core::clone(g32);
+  }
+}
+
 void MasterWeights::scale_grads(double factor) {
   check_finished();
   for (const auto& [name, m] : masters_)

@@ -94,6 +94,9 @@ class MasterWeights {
   std::vector<Tensor> master_tensors() const;
   // Whether any master gradient holds an inf or a NaN.
   bool grads_overflowed() const;
+  // Adds `grad` (any float dtype, the parameter's shape) to master `name`'s fp32 gradient: a
+  // gradient that reaches the parameter from outside its backward (the pipeline's head).
+  void add_grad(const std::string& name, const Tensor& grad);
   // Multiplies every master gradient by `factor` (unscaling the loss scale).
   void scale_grads(double factor);
   void zero_grads();

@@ -155,16 +155,19 @@ Tensor Pipeline::recv(const Shape& shape, DType dtype, int src, int t) {
 
 // Note [Batched point-to-point]
 // NCCL pairs two ranks' messages by the order each side posts them (tags are MPI's only), and
-// a send may wait until its receive is posted. In 1F1B's steady state a stage sends its
-// output forward and then waits for a gradient from the next stage, which sends that gradient
-// and then waits for the output: posted one by one the two sends wait for each other. So, as
-// Megatron-LM's batch_isend_irecv, the sends an op produces are posted together with the
-// receives the rank's next op needs (one send_recv_async), or alone when it needs none. In
-// the steady state a forward and the backward after it are one unit (Megatron's
-// send_forward_backward_recv_forward_backward): both their receives before the forward, both
-// their sends after the backward. Then each batch one rank posts to a peer meets one batch of
-// the peer's with the same messages in the same order (every rank walks the micro-batches in
-// one order), for every schedule. The weights of wte go first and the head's gradient last.
+// a send may wait until its receive is posted, holding up what its stream runs after it. In
+// 1F1B's steady state a stage sends its output forward and then waits for a gradient from the
+// next stage, which sends that gradient and then waits for the output: posted one by one the
+// two sends wait for each other. So, as Megatron-LM's batch_isend_irecv, the sends of an op
+// are posted together with the receives the rank's next op needs (one send_recv_async), or
+// alone when it needs none; in the steady state a forward and the backward after it are one
+// unit (Megatron's send_forward_backward_recv_forward_backward): both their receives before
+// the forward, both their sends after the backward. Every rank walks the micro-batches in one
+// order, so both sides post each pair's messages in the same order; the weights of wte go
+// first and the head's gradient last. Batches need not pair one to one (rank 0's lone send of
+// wte meets the last rank's first batch, which also receives an activation); that no batch
+// waits on a send its peer can only receive later is checked for every layout by
+// PipelineTest.MessagesMatchedByOrderGiveTheTaggedLosses (tests/support/order_matched_communicator.h).
 double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_seed,
                             const std::function<void(bool last)>& before_backward) {
   const auto start = Clock::now();
@@ -263,6 +266,9 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
         state.out = loss_seed == 1.0 ? loss : loss * loss_seed;
       } else {
         y = core::contiguous(y);
+        // The receiver allocated compute_: a byte count that differs would hang NCCL.
+        TRI_CHECK(y.dtype() == compute_, "pipeline: chunk ", c, " produced ", y.dtype(), " activations; the stages ",
+                  "exchange ", compute_);
         send(y, layout_.rank_of_chunk(c + 1), tag(c, op.micro, true, m));
         state.out = y;
       }
@@ -270,10 +276,14 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
       const bool last = op.micro == m - 1;
       if (c == 0 && last && P > 1) {
         // The head's gradient of wte joins this rank's before the final backward through
-        // the embedding.
-        const Tensor h = core::cast(*head, wte.dtype());
-        if (wte.grad().has_value()) ops::add_(*wte.grad(), h);
-        else wte.mutable_grad() = h;
+        // the embedding (in fp32 under mixed precision, where the sink accumulates).
+        if (head_sink_) {
+          head_sink_(*head);
+        } else {
+          const Tensor h = core::cast(*head, wte.dtype());
+          if (wte.grad().has_value()) ops::add_(*wte.grad(), h);
+          else wte.mutable_grad() = h;
+        }
         head.reset();
       }
       before_backward(last);
@@ -283,6 +293,8 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
         autograd::backward(std::vector<Tensor>{*state.out}, {std::optional<Tensor>(*state.grad)});
       }
       if (c > 0) {
+        TRI_CHECK(!state.in->grad().has_value() || state.in->grad()->dtype() == compute_, "pipeline: chunk ", c,
+                  "'s input gradient is ", state.in->grad()->dtype(), "; the stages exchange ", compute_);
         send(state.in->grad().has_value() ? core::contiguous(*state.in->grad())
                                           : zeros(state.in->shape(), state.in->dtype(), state.in->device()),
              layout_.rank_of_chunk(c - 1), tag(c, op.micro, false, m));

@@ -72,6 +72,10 @@ class Pipeline {
 
   // Mixed precision: call once the parameters switched to `compute` (bf16 or f16).
   void set_compute_dtype(DType compute);
+  // Mixed precision, rank 0: where the head's fp32 gradient of wte goes (the fp32
+  // accumulation of wte's gradient: its master's, or ZeRO's), before the step's last backward
+  // through the embedding; without one it joins wte's own gradient.
+  void set_head_gradient_sink(std::function<void(const Tensor&)> sink) { head_sink_ = std::move(sink); }
 
   // This rank's parameters, in the model's order: its chunks' blocks, and wte, wpe on rank
   // 0 and ln_f on the last rank (whose wte is a copy, not among them).
@@ -119,6 +123,7 @@ class Pipeline {
   // Mixed precision, last rank: the head's wte gradient, fp32, summed over the micro-batches
   // by a grad-ready hook on the copy (shared with it).
   std::shared_ptr<std::optional<Tensor>> head_grad_;
+  std::function<void(const Tensor&)> head_sink_;
   std::vector<Tensor> sent_;  // what the sends in flight read
   std::vector<std::unique_ptr<comm::Work>> sends_;
   double wait_s_ = 0.0, step_s_ = 0.0;

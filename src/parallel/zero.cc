@@ -238,6 +238,21 @@ void ZeroOptimizer::on_grad_ready(size_t k) {
     if (other.work) other.work->test();
 }
 
+void ZeroOptimizer::add_grad(const std::string& name, const Tensor& grad) {
+  const size_t k = static_cast<size_t>(std::find(names_.begin(), names_.end(), name) - names_.begin());
+  TRI_CHECK(k < names_.size(), "ZeRO: no parameter named '", name, "'");
+  TRI_CHECK(grad.shape() == params_[k].shape(), "ZeRO: gradient ", grad.shape(), " for parameter '", name,
+            "' of shape ", params_[k].shape());
+  const Tensor slot = grad_slot(k);
+  const Tensor g = views::view(core::contiguous(core::cast(grad, DType::kF32)), {grad.numel()});
+  if (arrived_[k]) {
+    ops::add_(slot, g);
+  } else {
+    core::copy_(slot, g);
+  }
+  arrived_[k] = true;
+}
+
 void ZeroOptimizer::launch(Bucket& b) {
   const int64_t n = shard_len(b);
   if (stage_ == 1) {

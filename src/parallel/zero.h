@@ -70,6 +70,10 @@ class ZeroOptimizer : public nn::PartHooks {
   void begin_backward(bool last_micro_batch);
   // After each micro-batch's backward: completes that backward's communication.
   void end_backward();
+  // Adds `grad` (any float dtype, the parameter's shape) to parameter `name`'s gradient in
+  // this micro-batch, in fp32, as if its backward had produced it: a gradient from outside the
+  // backward (the pipeline's head). Call it before the backward whose gradients it joins.
+  void add_grad(const std::string& name, const Tensor& grad);
   // The global norm of the averaged gradient; scales the shards to max_norm if above it
   // (max_norm <= 0: only measures). When the shards hold `grad_scale` times the gradient
   // (fp16's loss scale) it divides that out too, and returns the unscaled norm; a non-finite

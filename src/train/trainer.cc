@@ -151,7 +151,12 @@ Status Trainer::init() {
     optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
   }
   // The parameters are in the compute dtype now (MasterWeights or ZeRO switched them).
-  if (pipeline_ && cfg_.precision.mixed()) pipeline_->set_compute_dtype(cfg_.precision.compute_dtype());
+  if (pipeline_ && cfg_.precision.mixed()) {
+    pipeline_->set_compute_dtype(cfg_.precision.compute_dtype());
+    // Rank 0 adds the head's gradient of the tied wte where wte's gradient accumulates in fp32.
+    if (zero_) pipeline_->set_head_gradient_sink([z = zero_.get()](const Tensor& g) { z->add_grad("wte.weight", g); });
+    else pipeline_->set_head_gradient_sink([w = master_.get()](const Tensor& g) { w->add_grad("wte.weight", g); });
+  }
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
   auto train_file = data::TokenFile::open(cfg_.data.train_file);
@@ -247,7 +252,9 @@ StepMetrics Trainer::train_step() {
     // ZeRO unscales fp16's gradients while it measures their norm; a non-finite norm is an
     // overflow, the same on every rank (the norm is all-reduced).
     m.grad_norm = zero_->clip_grad_norm(cfg_.optim.grad_clip, scaler_->scale());
-    const bool apply = !cfg_.precision.loss_scaling() || scaler_->update(!std::isfinite(m.grad_norm));
+    // Every rank decides alike: the replicated parameters' squares are not summed over tensor
+    // parallelism, so the norm alone need not be bit-identical across its ranks.
+    const bool apply = !cfg_.precision.loss_scaling() || scaler_->update(!all_ranks(std::isfinite(m.grad_norm)));
     if (apply) {
       zero_->step(lr);
     } else {

@@ -126,6 +126,22 @@ TEST_F(PipelineTest, MixedPrecisionFollowsTheSingleProcessRun) {
   }
 }
 
+// fp16 with overflowing steps through the first two layouts: each stage finds an overflow
+// in its own parameters' gradients, and every rank skips the same steps as one process.
+TEST_F(PipelineTest, Fp16SkipsOverflowingStepsAsOneProcessDoes) {
+  if (layouts().empty()) GTEST_SKIP() << "no pipeline layouts on " << world->size() << " rank(s)";
+  TrainConfig single = config("overflow_single_rank" + std::to_string(world->rank()));
+  force_fp16_overflows(single);
+  const std::vector<StepMetrics> ref = train_steps(single, nullptr);
+  const std::vector<Layout> all = layouts();
+  for (size_t k = 0; k < std::min<size_t>(2, all.size()); ++k) {
+    TrainConfig cfg = single;
+    cfg.train.out_dir = (dir / ("overflow" + std::to_string(k))).string();
+    apply(all[k], cfg);
+    expect_same_skips(train_steps(cfg, world), ref, "fp16, " + all[k].str());
+  }
+}
+
 // Every layout with the model on a device: activations and their gradients travel between the
 // stages from device memory (staged through the host here, NCCL on GPUs), and the losses are
 // the host run's bit for bit.

@@ -107,6 +107,23 @@ TEST_F(TensorParallelTest, MixedPrecisionFollowsTheSingleProcessRun) {
   }
 }
 
+// fp16 with overflowing steps under tensor parallelism, alone and with ZeRO-1: every rank
+// skips the same steps as one process.
+TEST_F(TensorParallelTest, Fp16SkipsOverflowingStepsAsOneProcessDoes) {
+  if (tp_degrees().empty()) GTEST_SKIP() << "one rank has no tensor parallelism";
+  TrainConfig single = config("overflow_single_rank" + std::to_string(world->rank()));
+  force_fp16_overflows(single);
+  const std::vector<StepMetrics> ref = train_steps(single, nullptr);
+  for (int64_t stage : {0, 1}) {
+    TrainConfig cfg = single;
+    cfg.train.out_dir = (dir / ("overflow_z" + std::to_string(stage))).string();
+    cfg.parallel.tp = tp_degrees().front();
+    cfg.parallel.zero_stage = stage;
+    expect_same_skips(train_steps(cfg, world), ref, "fp16, tp " + std::to_string(cfg.parallel.tp) + ", ZeRO " +
+                                                        std::to_string(stage));
+  }
+}
+
 // The same layouts with the model on a device: tensor-parallel gathers, the vocabulary-parallel
 // embedding and cross-entropy (ops/vocab_parallel.h) and the gradient norm work where the
 // parameters are, and the losses are the host run's bit for bit. On GPUs this runs over NCCL.

@@ -59,6 +59,52 @@ class MpiTrainingTest : public ::testing::Test {
     return r;
   }
 
+  // Every step's metrics of a run.
+  static std::vector<train::StepMetrics> train_steps(const train::TrainConfig& cfg,
+                                                     std::shared_ptr<comm::Communicator> comm) {
+    auto t = train::Trainer::create(cfg, std::move(comm));
+    EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+    std::vector<train::StepMetrics> steps;
+    t.value()->show_progress = false;
+    t.value()->on_step = [&](const train::StepMetrics& m) { steps.push_back(m); };
+    const Status s = t.value()->run();
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    return steps;
+  }
+
+  // fp16 with a loss scale far too large (2^40): the first steps overflow and are skipped
+  // while the scale backs off (hysteresis 1, by 1/64), then the run trains. AdamW is blind to a
+  // gradient's scale but for eps: a large eps makes an update that forgot to divide out the
+  // loss scale visible in the losses.
+  static void force_fp16_overflows(train::TrainConfig& cfg) {
+    cfg.precision.dtype = "fp16";
+    cfg.precision.initial_loss_scale = 1099511627776.0;
+    cfg.precision.hysteresis = 1;
+    cfg.precision.backoff_factor = 1.0 / 64;
+    cfg.optim.eps = 1e-2;
+    cfg.train.steps = 8;
+  }
+  // The skips, scales and losses of `got` are those of the single-process run `ref`.
+  static void expect_same_skips(const std::vector<train::StepMetrics>& got, const std::vector<train::StepMetrics>& ref,
+                                const std::string& what) {
+    ASSERT_EQ(got.size(), ref.size()) << what;
+    int64_t skipped = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(got[i].skipped, ref[i].skipped) << what << ", step " << i + 1;
+      EXPECT_EQ(*got[i].loss_scale, *ref[i].loss_scale) << what << ", step " << i + 1;
+      EXPECT_EQ(got[i].skipped_steps, ref[i].skipped_steps) << what << ", step " << i + 1;
+      EXPECT_NEAR(got[i].loss, ref[i].loss, 1e-3 * std::abs(ref[i].loss)) << what << ", step " << i + 1;
+      if (!ref[i].skipped) {
+        EXPECT_NEAR(got[i].grad_norm, ref[i].grad_norm, 1e-2 * ref[i].grad_norm) << what << ", step " << i + 1;
+      }
+      skipped += ref[i].skipped ? 1 : 0;
+    }
+    EXPECT_GE(skipped, 1) << what << ": the test needs overflowing steps";
+    EXPECT_LT(skipped, static_cast<int64_t>(ref.size())) << what << ": and steps that train";
+    EXPECT_TRUE(got.front().skipped) << what;
+    EXPECT_FALSE(got.back().skipped) << what;
+  }
+
   static void expect_close(const std::vector<double>& a, const std::vector<double>& b, const std::string& what) {
     ASSERT_EQ(a.size(), b.size()) << what;
     for (size_t i = 0; i < a.size(); ++i)
