@@ -23,8 +23,13 @@ Tensor flat_slice(const Tensor& flat, int64_t begin, int64_t length) { return vi
 
 ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                              int64_t bucket_bytes, const optim::AdamWOptions& options,
-                             const std::vector<std::vector<size_t>>& parts, DType compute)
-    : comm_(comm), stage_(stage), options_(options), compute_(compute), alive_(std::make_shared<bool>(true)) {
+                             const std::vector<std::vector<size_t>>& parts, DType compute, bool offload)
+    : comm_(comm),
+      stage_(stage),
+      options_(options),
+      compute_(compute),
+      offload_(offload),
+      alive_(std::make_shared<bool>(true)) {
   TRI_CHECK(stage >= 1 && stage <= 3, "ZeroOptimizer: stage must be 1, 2 or 3, got ", stage);
   TRI_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
             "ZeroOptimizer: the compute dtype must be f32, bf16 or f16, got ", compute);
@@ -38,7 +43,8 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     names_.push_back(name);
     params_.push_back(p);
   }
-  if (!params_.empty()) device_ = params_.front().device();  // every buffer lives with the parameters
+  if (!params_.empty()) device_ = params_.front().device();  // every buffer lives with the parameters,
+  state_device_ = offload_ ? Device::cpu() : device_;         // but the optimizer's when offloaded
   // Buckets as data parallelism's, each padded to a multiple of N, laid out back to back.
   const int64_t limit = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
   flat_offset_.resize(params_.size());
@@ -70,10 +76,15 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     buckets_.push_back(std::move(b));
   }
 
-  if (mixed()) {
-    MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
-    master_shard_ = zeros({total / N}, DType::kF32, device_);
-  }
+  // Host state for a device model is pinned, so its copies to and from the device run at full speed.
+  auto state_buffer = [&](MemoryCategory category) {
+    MemoryCategoryGuard guard(category);
+    if (state_device_ == device_) return zeros({total / N}, DType::kF32, device_);
+    Tensor t = empty_pinned({total / N}, DType::kF32);
+    fill_(t, 0.0);
+    return t;
+  };
+  if (has_masters()) master_shard_ = state_buffer(MemoryCategory::kOptimizerState);
   // Rank 0's f32 values of bucket b (laid out as in the flat buffer): this rank's shard of
   // them become its masters, and `into` (the bucket's parameters in the compute dtype) gets
   // them all; the parameters become views of `into`.
@@ -90,9 +101,8 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
       params_[k].set_data(views::view(flat_slice(into, at, params_[k].numel()), params_[k].shape().span()));
     }
     comm_.broadcast(values, 0);
-    if (!mixed()) return;
-    core::copy_(shard_masters(b), flat_slice(values, comm_.rank() * shard_len(b), shard_len(b)));
-    core::copy_(into, values);  // rounded to the compute dtype
+    if (has_masters()) core::copy_(shard_masters(b), flat_slice(values, comm_.rank() * shard_len(b), shard_len(b)));
+    if (mixed()) core::copy_(into, values);  // rounded to the compute dtype
   };
   if (stage_ < 3) {
     // The flat parameters; the model's parameters become views of it (same values everywhere).
@@ -126,8 +136,9 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
   }
   {
     MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
-    m_ = zeros({total / N}, DType::kF32, device_);
-    v_ = zeros({total / N}, DType::kF32, device_);
+    m_ = state_buffer(MemoryCategory::kOptimizerState);
+    v_ = state_buffer(MemoryCategory::kOptimizerState);
+    if (offload_ && state_device_ != device_) host_grads_ = state_buffer(MemoryCategory::kGradient);
   }
   // This rank's segments of each bucket.
   for (Bucket& b : buckets_) {
@@ -308,7 +319,7 @@ Tensor ZeroOptimizer::shard_params(const Bucket& b) const {
 }
 
 Tensor ZeroOptimizer::shard_masters(const Bucket& b) const {
-  return mixed() ? flat_slice(*master_shard_, b.begin / comm_.size(), shard_len(b)) : shard_params(b);
+  return has_masters() ? flat_slice(*master_shard_, b.begin / comm_.size(), shard_len(b)) : shard_params(b);
 }
 
 Tensor ZeroOptimizer::shard_state(const Tensor& state, const Bucket& b) const {
@@ -354,6 +365,12 @@ double ZeroOptimizer::clip_grad_norm(double max_norm, double grad_scale) {
 
 void ZeroOptimizer::step(double lr) {
   ++step_;
+  if (host_grads_)  // ZeRO-Offload: the averaged gradient shard to the host, where AdamW runs
+    for (const Bucket& b : buckets_)
+      core::copy_(flat_slice(*host_grads_, b.begin / comm_.size(), shard_len(b)), shard_grad(b));
+  const auto step_grad = [&](const Bucket& b) {
+    return host_grads_ ? flat_slice(*host_grads_, b.begin / comm_.size(), shard_len(b)) : shard_grad(b);
+  };
   // This rank's segments, with and without weight decay: two multi-tensor updates.
   for (const bool decay : {true, false}) {
     std::vector<Tensor> w, g, m, v;
@@ -363,7 +380,7 @@ void ZeroOptimizer::step(double lr) {
         if ((params_[s.param].dim() >= 2) != decay) continue;
         const int64_t at = s.flat - s0;  // offset inside the shard
         w.push_back(flat_slice(shard_masters(b), at, s.length));
-        g.push_back(flat_slice(shard_grad(b), at, s.length));
+        g.push_back(flat_slice(step_grad(b), at, s.length));
         m.push_back(flat_slice(shard_state(*m_, b), at, s.length));
         v.push_back(flat_slice(shard_state(*v_, b), at, s.length));
       }
@@ -372,7 +389,7 @@ void ZeroOptimizer::step(double lr) {
                              {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0,
                               step_});
   }
-  if (mixed())  // the updated masters, rounded into this rank's shard of the parameters
+  if (has_masters())  // the updated masters (rounded) into this rank's shard of the parameters
     for (const Bucket& b : buckets_) core::copy_(shard_params(b), shard_masters(b));
   // Stages 1-2: everyone's updated shards, in place into the flat parameters. (Stage 3
   // gathers them when the next forward needs them.)
@@ -393,7 +410,7 @@ void ZeroOptimizer::skip_step() {
 std::vector<nn::NamedTensor> ZeroOptimizer::gather(const std::function<Tensor(const Bucket&)>& shard_of,
                                                    const std::string& suffix) {
   const int64_t total = buckets_.back().begin + buckets_.back().length;
-  Tensor whole = zeros({total}, DType::kF32, device_);
+  Tensor whole = zeros({total}, DType::kF32, shard_of(buckets_.front()).device());
   for (const Bucket& b : buckets_) comm_.all_gather(shard_of(b), flat_slice(whole, b.begin, b.length));
   std::vector<nn::NamedTensor> out;
   for (size_t k = 0; k < params_.size(); ++k)
@@ -455,9 +472,9 @@ void ZeroOptimizer::load(const RangeReader& read, bool with_state, int64_t step)
     }
     for (const Segment& s : b.mine) {
       const int64_t at = s.flat - shard_begin(b);
-      if (stage_ == 3 || mixed())
+      if (stage_ == 3 || has_masters())
         core::copy_(flat_slice(shard_masters(b), at, s.length), read(names_[s.param], s.in_param, s.in_param + s.length));
-      if (stage_ == 3 && mixed())
+      if (stage_ == 3 && has_masters())
         core::copy_(flat_slice(shard_params(b), at, s.length), flat_slice(shard_masters(b), at, s.length));
       if (!with_state) continue;
       core::copy_(flat_slice(shard_state(*m_, b), at, s.length),

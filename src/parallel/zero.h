@@ -58,10 +58,13 @@ class ZeroOptimizer : public nn::PartHooks {
   // them (GPT2::parts()), and must be installed as the model's part hooks; it frees the
   // parameters' storage, which the hooks gather while a part runs.
   // Their f32 values become the masters when `compute` is bf16 or f16; the parameters then
-  // switch to `compute`.
+  // switch to `compute`. `offload` (ZeRO-Offload): the fp32 masters' shard, m and v live in
+  // host memory, the gradient shard is copied there and AdamW steps on the host (the
+  // multi-threaded CPU AdamW), then the updated shard goes back to the parameters' device.
   ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                 int64_t bucket_bytes, const optim::AdamWOptions& options,
-                const std::vector<std::vector<size_t>>& parts = {}, DType compute = DType::kF32);
+                const std::vector<std::vector<size_t>>& parts = {}, DType compute = DType::kF32,
+                bool offload = false);
   ~ZeroOptimizer();
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
@@ -159,6 +162,7 @@ class ZeroOptimizer : public nn::PartHooks {
   // after the parameters plus `suffix`.
   std::vector<nn::NamedTensor> gather(const std::function<Tensor(const Bucket&)>& shard_of, const std::string& suffix);
   bool mixed() const { return compute_ != DType::kF32; }
+  bool has_masters() const { return mixed() || offload_; }  // a master shard apart from the parameters
   Tensor shard_state(const Tensor& state, const Bucket& b) const;
   int64_t shard_len(const Bucket& b) const { return b.length / comm_.size(); }
   int64_t shard_begin(const Bucket& b) const { return b.begin + comm_.rank() * shard_len(b); }
@@ -174,6 +178,8 @@ class ZeroOptimizer : public nn::PartHooks {
   Device device_ = Device::cpu();  // the parameters', where every flat buffer lives
   const optim::AdamWOptions options_;
   const DType compute_;                // the parameters' dtype
+  const bool offload_;
+  Device state_device_ = Device::cpu();  // the masters' and AdamW state's: the host when offloaded
   std::vector<std::string> names_;
   std::vector<Tensor> params_;
   std::vector<int64_t> flat_offset_;  // param -> offset in the flat buffer
@@ -182,7 +188,8 @@ class ZeroOptimizer : public nn::PartHooks {
   std::vector<Bucket> buckets_;
   std::optional<Tensor> flat_params_;  // stages 1-2
   std::optional<Tensor> param_shard_;  // stage 3: concatenated shards, bucket b's at begin/N
-  std::optional<Tensor> master_shard_; // mixed precision: f32 masters, like param_shard_
+  std::optional<Tensor> master_shard_; // mixed precision or offload: f32 masters, like param_shard_
+  std::optional<Tensor> host_grads_;   // offload: the gradient shard, copied to the host to step
   std::optional<Tensor> flat_grads_;  // stage 1
   std::optional<Tensor> grad_shard_;  // stage 2: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> m_, v_;       // concatenated shards, like grad_shard_

@@ -62,10 +62,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
               cfg.parallel.tp, " x pp ", cfg.parallel.pp, ")): each data-parallel rank trains on an equal slice of every "
               "global batch");
   }
-  TRI_CHECK(!cfg.parallel.offload_optimizer || ((!comm || comm->size() == 1) && model_parallel == 1 &&
-                                                cfg.parallel.zero_stage == 0),
-            "parallel.offload_optimizer trains in one process for now (", comm ? comm->size() : 1, " ranks, tp ",
-            cfg.parallel.tp, ", pp ", cfg.parallel.pp, ", zero_stage ", cfg.parallel.zero_stage, " requested)");
+  TRI_CHECK(!cfg.parallel.offload_optimizer || cfg.parallel.zero_stage > 0 || ((!comm || comm->size() == 1) && model_parallel == 1),
+            "parallel.offload_optimizer with several ranks needs ZeRO (parallel.zero_stage 1-3, as DeepSpeed's "
+            "ZeRO-Offload): ", comm ? comm->size() : 1, " ranks, tp ", cfg.parallel.tp, ", pp ", cfg.parallel.pp,
+            ", zero_stage 0 requested");
   std::unique_ptr<Trainer> t(new Trainer(cfg, std::move(comm), device.value_or(Device::cpu())));
   Status s = t->init();
   if (!s.is_ok()) return s;
@@ -111,10 +111,10 @@ Status Trainer::init() {
     }
   }
   if (!device_.is_cpu()) model_->to(device_);  // after tensor parallelism took this rank's slices
-  // ZeRO-Offload (one process): the fp32 masters, their gradients and AdamW's state live in
-  // host memory and AdamW steps there; the device keeps the compute-dtype parameters.
-  // Under ZeRO the optimizer keeps the masters itself, sharded.
-  if ((cfg_.precision.mixed() && cfg_.parallel.zero_stage == 0) || cfg_.parallel.offload_optimizer)
+  // ZeRO-Offload: the fp32 masters, their gradients and AdamW's state live in host memory and
+  // AdamW steps there; the device keeps the compute-dtype parameters. Under ZeRO the optimizer
+  // keeps the masters itself, sharded (offloaded too).
+  if ((cfg_.precision.mixed() || cfg_.parallel.offload_optimizer) && cfg_.parallel.zero_stage == 0)
     master_ = std::make_unique<optim::MasterWeights>(
         pipeline_ ? pipeline_->parameters() : model_->named_parameters(), cfg_.precision.compute_dtype(),
         cfg_.parallel.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt);
@@ -134,7 +134,8 @@ Status Trainer::init() {
             params.begin()));
     }
     zero_ = std::make_unique<parallel::ZeroOptimizer>(params, mesh_->dp(), static_cast<int>(cfg_.parallel.zero_stage),
-                                                      bucket_bytes, cfg_.optim, parts, cfg_.precision.compute_dtype());
+                                                      bucket_bytes, cfg_.optim, parts, cfg_.precision.compute_dtype(),
+                                                      cfg_.parallel.offload_optimizer);
     if (cfg_.parallel.zero_stage == 3) model_->set_part_hooks(zero_.get());
     if (tp_plan_ || pipeline_) {
       std::vector<bool> split;

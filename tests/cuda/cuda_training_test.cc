@@ -142,6 +142,17 @@ TEST_F(CudaTraining, DataParallelAndZeroOverNcclMatchTheSingleGpuRun) {
     for (size_t i = 0; i < single_bf16.losses.size(); ++i)
       EXPECT_NEAR(zero.losses[i], single_bf16.losses[i], 1e-3 * std::abs(single_bf16.losses[i]))
           << "bf16, ZeRO stage " << stage << ", step " << i + 1;
+    // ZeRO-Offload: the same shards' masters and moments in pinned host memory, stepped by the
+    // CPU's AdamW (the host kernel: within fp32 rounding of the GPU's).
+    cfg.parallel.offload_optimizer = true;
+    cfg.train.out_dir += "_offload";
+    const Run offloaded = train(cfg, comm::with_staging(std::shared_ptr<comm::Communicator>(
+                                                            comm::make_nccl_self_communicator()),
+                                                        Device::cuda()));
+    ASSERT_EQ(offloaded.losses.size(), zero.losses.size()) << "bf16, ZeRO-Offload stage " << stage;
+    for (size_t i = 0; i < zero.losses.size(); ++i)
+      EXPECT_NEAR(offloaded.losses[i], zero.losses[i], 1e-3 * std::abs(zero.losses[i]))
+          << "bf16, ZeRO-Offload stage " << stage << ", step " << i + 1;
   }
 }
 #endif

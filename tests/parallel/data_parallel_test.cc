@@ -131,6 +131,47 @@ TEST_F(DataParallelTest, OnADeviceZeroWithBf16GivesTheHostLossesBitForBit) {
   }
 }
 
+// ZeRO-Offload across ranks (DeepSpeed's ZeRO-Offload is ZeRO-2 plus this): each rank's
+// shard of the fp32 masters and AdamW's moments live in host memory and step there, while the
+// model, its gradients and the collectives stay on the device. The losses are those of ZeRO
+// with everything on the device, bit for bit, and the device holds no optimizer state.
+TEST_F(DataParallelTest, OnADeviceZeroOffloadKeepsTheOptimizerOnTheHost) {
+  const Device device = testing::emulated_device();
+  for (const std::string dtype : {"fp32", "bf16"})
+    for (int64_t stage : {1, 2, 3}) {
+      TrainConfig cfg = config("offload_" + dtype + std::to_string(stage));
+      cfg.precision.dtype = dtype;
+      cfg.data.grad_accum_steps = 2;
+      cfg.parallel.zero_stage = stage;
+      cfg.parallel.bucket_mb = stage == 3 ? 25.0 : 0.01;
+      cfg.train.steps = 6;
+      cfg.train.eval_interval = 3;
+      cfg.train.checkpoint_interval = 3;
+      const Run on_device = train(cfg, world, -1, device);
+      cfg.parallel.offload_optimizer = true;
+      cfg.train.out_dir += "_offloaded";
+      device_allocator(device.type)->reset_peak_stats();
+      const MemoryStats before = device_allocator(device.type)->stats();
+      const Run offloaded = train(cfg, world, -1, device);
+      const MemoryStats after = device_allocator(device.type)->stats();
+      const std::string what = std::to_string(world->size()) + " ranks, " + dtype + ", ZeRO stage " + std::to_string(stage);
+      ASSERT_EQ(offloaded.losses.size(), 6u) << what;
+      EXPECT_EQ(offloaded.losses, on_device.losses) << what;
+      EXPECT_EQ(offloaded.val, on_device.val) << what;
+      EXPECT_EQ(after.category(MemoryCategory::kOptimizerState).peak,
+                before.category(MemoryCategory::kOptimizerState).current)
+          << what << ": optimizer state was allocated on the device";
+      if (stage == 2) {  // the checkpoint of the host shards resumes to the same losses
+        cfg.train.resume = true;
+        if (world->rank() == 0) fs::remove_all(fs::path(cfg.train.out_dir) / "step_000006");
+        world->barrier();
+        const Run rest = train(cfg, world, -1, device);
+        EXPECT_EQ(rest.losses, std::vector<double>(on_device.losses.begin() + 3, on_device.losses.end()))
+            << what << " (resumed)";
+      }
+    }
+}
+
 // bf16 and fp16 (loss scaling) with data parallelism: the fp32 masters' gradients are what the
 // ranks average. Each rank's backward rounds its own rows' gradients to bf16/f16 before they
 // reach the masters, where one process rounds the whole batch's, so the runs agree to those
