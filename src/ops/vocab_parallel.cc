@@ -1,10 +1,13 @@
 #include "ops/vocab_parallel.h"
 
+#include <vector>
+
 #include "core/check.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "ops/dispatch.h"
 #include "kernels/cpu/vocab_parallel_cross_entropy.h"
+#include "kernels/cpu/vocab_parallel_embedding.h"
 
 namespace trident::ops {
 namespace {
@@ -30,6 +33,22 @@ Tensor i64_targets(const Tensor& logits, const Tensor& targets, const char* what
 }
 
 }  // namespace
+
+LocalIds vocab_parallel_local_ids(const Tensor& ids, int64_t begin, int64_t rows) {
+  TRI_CHECK(rows >= 0, "vocab_parallel_local_ids: rows must be >= 0, got ", rows);
+  const Tensor all = core::contiguous(core::cast(ids, DType::kI64));
+  std::vector<int64_t> mask_shape = all.shape().vec();
+  mask_shape.push_back(1);
+  LocalIds out{empty(all.shape(), DType::kI64, all.device()), empty(Shape(mask_shape), DType::kF32, all.device())};
+  if (on_device(all)) {
+    device_kernels_of(all).vocab_parallel_local_ids(out.local.data_ptr<int64_t>(), out.mask.data_ptr<float>(),
+                                                    all.data_ptr<int64_t>(), all.numel(), begin, rows);
+  } else {
+    kernels::cpu::vocab_parallel_local_ids(out.local.data_ptr<int64_t>(), out.mask.data_ptr<float>(),
+                                           all.data_ptr<int64_t>(), all.numel(), begin, rows);
+  }
+  return out;
+}
 
 Tensor vocab_parallel_row_max(const Tensor& logits) {
   const Tensor l = f32_logits(logits, "vocab_parallel_row_max");

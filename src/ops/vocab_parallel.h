@@ -16,6 +16,14 @@ Tensor vocab_parallel_row_max(const Tensor& logits);
 // (2, N) f64: each row's sum of exp(l - row_max), and its target's l - row_max when this rank
 // holds the target's column (else 0). row_max: (N), the max over all ranks.
 Tensor vocab_parallel_sums(const Tensor& logits, const Tensor& row_max, const Tensor& targets, int64_t begin);
+// A vocabulary-parallel embedding's lookup (kernels/cpu/vocab_parallel_embedding.h), for this
+// rank's rows [begin, begin + rows) of the table: the local row of each id (i64, row 0 for
+// other ranks' ids) and its mask (f32, 1 for this rank's ids, shape ids + (1)), on the ids'
+// device.
+struct LocalIds {
+  Tensor local, mask;
+};
+LocalIds vocab_parallel_local_ids(const Tensor& ids, int64_t begin, int64_t rows);
 // (N, V) f32: (softmax over the whole vocabulary - onehot) * scale, 0 on rows whose target is
 // ignore_index; sums: (2, N), summed over all ranks.
 Tensor vocab_parallel_backward(const Tensor& logits, const Tensor& row_max, const Tensor& sums, const Tensor& targets,

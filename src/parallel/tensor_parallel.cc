@@ -9,6 +9,7 @@
 #include "core/views.h"
 #include "ops/elementwise.h"
 #include "ops/optim.h"
+#include "ops/vocab_parallel.h"
 #include "parallel/tp_collectives.h"
 
 namespace trident::parallel {
@@ -55,26 +56,10 @@ class VocabParallel final : public nn::EmbeddingStyle {
 
   Tensor lookup(const Tensor& ids, const Tensor& weight) const override {
     // Ids of other ranks' rows look up row 0 and are masked to zeros; the ranks' results sum
-    // to the full lookup.
-    // The ids' local rows and mask are formed on the host (a few bytes per token) and moved to
-    // the weight's device.
-    const int64_t rows = weight.size(0);
-    const Tensor all = core::to_device(core::contiguous(core::cast(ids, DType::kI64)), Device::cpu());
-    Tensor local = empty(all.shape(), DType::kI64);
-    std::vector<int64_t> mask_shape = all.shape().vec();
-    mask_shape.push_back(1);
-    Tensor mask = empty(Shape(mask_shape), DType::kF32);
-    const int64_t* in = all.data_ptr<int64_t>();
-    int64_t* out = local.data_ptr<int64_t>();
-    float* m = mask.data_ptr<float>();
-    for (int64_t i = 0; i < all.numel(); ++i) {
-      const int64_t id = in[i] - begin_;
-      const bool mine = id >= 0 && id < rows;
-      out[i] = mine ? id : 0;
-      m[i] = mine ? 1.0f : 0.0f;
-    }
-    const Tensor rows_here = trident::embedding(weight, core::to_device(local, weight.device())) *
-                             core::to_device(core::cast(mask, weight.dtype()), weight.device());
+    // to the full lookup. The local ids are formed where the weight is (no host round trip).
+    const ops::LocalIds local =
+        ops::vocab_parallel_local_ids(core::to_device(ids, weight.device()), begin_, weight.size(0));
+    const Tensor rows_here = trident::embedding(weight, local.local) * core::cast(local.mask, weight.dtype());
     return sp_ ? reduce_scatter_sequence(rows_here, tp_) : reduce_from_tp(rows_here, tp_);
   }
 

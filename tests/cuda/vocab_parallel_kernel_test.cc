@@ -45,5 +45,15 @@ TEST(CudaVocabParallel, PassesMatchTheHost) {
   }
 }
 
+TEST(CudaVocabParallel, LocalIdsMatchTheHost) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  Generator gen(7);
+  const Tensor ids = randint(0, 50257, {4, 1024}, gen);
+  const ops::LocalIds host = ops::vocab_parallel_local_ids(ids, 25129, 25128);
+  const ops::LocalIds gpu = ops::vocab_parallel_local_ids(core::to_device(ids, Device::cuda()), 25129, 25128);
+  EXPECT_EQ(to_vector<int64_t>(gpu.local), to_vector<int64_t>(host.local));
+  EXPECT_EQ(to_vector<float>(gpu.mask), to_vector<float>(host.mask));
+}
+
 }  // namespace
 }  // namespace trident

@@ -129,6 +129,28 @@ TEST(VocabParallelCrossEntropy, OnADeviceThePassesGiveTheHostBits) {
   EXPECT_EQ(dev.grad, host.grad);
 }
 
+// The embedding's local ids: each id of rows [begin, begin + rows) maps to its local row with
+// mask 1, every other id (below, above, at the edges) to row 0 with mask 0, for any shape of
+// ids and any index dtype; the emulated device gives the same.
+TEST(VocabParallelEmbedding, LocalIdsAndMaskSplitTheVocabulary) {
+  const std::vector<int64_t> ids = {0, 9, 10, 11, 19, 20, 21, 5, 15, 10};
+  const std::vector<int64_t> want_local = {0, 0, 0, 1, 9, 0, 0, 0, 5, 0};
+  const std::vector<float> want_mask = {0, 0, 1, 1, 1, 0, 0, 0, 1, 1};
+  for (const Device device : {Device::cpu(), testing::emulated_device()})
+    for (const DType index : {DType::kI64, DType::kI32}) {
+      const Tensor t = core::to_device(core::cast(from_vector(ids, {2, 5}), index), device);
+      const ops::LocalIds got = ops::vocab_parallel_local_ids(t, 10, 10);
+      EXPECT_EQ(got.local.shape(), Shape({2, 5}));
+      EXPECT_EQ(got.mask.shape(), Shape({2, 5, 1}));
+      EXPECT_EQ(got.local.device(), device);
+      std::vector<int64_t> local = to_vector<int64_t>(got.local);
+      std::vector<float> mask = to_vector<float>(got.mask);
+      // Row 0 of an id from elsewhere is also a valid local row: compare it through the mask.
+      EXPECT_EQ(mask, want_mask) << device;
+      for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(local[i], want_local[i]) << device << ", id " << ids[i];
+    }
+}
+
 TEST(VocabParallelCrossEntropy, MismatchedShapesAreClearErrors) {
   const Tensor logits = zeros({4, 6}), targets = zeros({4}, DType::kI64);
   try {

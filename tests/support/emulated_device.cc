@@ -22,6 +22,7 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/cpu/vocab_parallel_cross_entropy.h"
+#include "kernels/cpu/vocab_parallel_embedding.h"
 #include "kernels/device/device_kernels.h"
 #include "ops/dispatch.h"
 
@@ -286,6 +287,10 @@ class EmulatedKernels final : public kernels::DeviceKernels {
   }
   void vocab_parallel_row_max(float* row_max, const float* logits, int64_t N, int64_t V) override {
     cpu::vocab_parallel_row_max(row_max, logits, N, V);
+  }
+  void vocab_parallel_local_ids(int64_t* local, float* mask, const int64_t* ids, int64_t n, int64_t begin,
+                                int64_t rows) override {
+    cpu::vocab_parallel_local_ids(local, mask, ids, n, begin, rows);
   }
   void vocab_parallel_sums(double* sums, const float* logits, const float* row_max, const int64_t* targets, int64_t N,
                            int64_t V, int64_t begin) override {

@@ -18,11 +18,11 @@
 
 #include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/reduce.cuh"
 
 namespace trident::cuda {
 namespace {
 
-constexpr int kSumThreads = 1024;  // the single block that adds the row losses
 
 int row_threads(int64_t V) { return V <= 1024 ? 128 : (V <= 16384 ? 256 : 512); }
 
@@ -120,14 +120,6 @@ __global__ void cross_entropy_forward_kernel(acc_t<T>* logsumexp, double* row_lo
 
 // One block: total[0] = the n row losses added in a fixed order (per-thread strided sums,
 // then the block's fixed tree).
-__global__ void sum_losses_kernel(double* total, const double* row_loss, int64_t n) {
-  __shared__ double scratch[32];
-  double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
-  s = block_sum(s, scratch);
-  if (threadIdx.x == 0) total[0] = s;
-}
-
 template <class T, class I>
 __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const acc_t<T>* logsumexp,
                                               const I* targets, int64_t N, int64_t V, int64_t ignore_index,
@@ -171,12 +163,7 @@ double launch_cross_entropy_forward(int dtype, int index_dtype, void* logsumexp,
           static_cast<const I*>(targets), N, V, ignore_index);
     });
   });
-  sum_losses_kernel<<<1, kSumThreads>>>(total, row_loss, N);
-  double result = std::numeric_limits<double>::quiet_NaN();
-  // cudaMemcpy waits for the kernels above (default stream). On failure result stays NaN and
-  // the error is reported by the caller's cudaGetLastError.
-  if (cudaMemcpy(&result, total, sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess)
-    result = std::numeric_limits<double>::quiet_NaN();
+  const double result = sum_partials_to_host(total, row_loss, N);
   scratch_free(p);
   return result;
 }

@@ -14,6 +14,7 @@
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/vocab_parallel_cross_entropy.cuh"
+#include "kernels/cuda/vocab_parallel_embedding.cuh"
 #include "kernels/device/device_kernels.h"
 
 namespace trident::cuda {
@@ -121,6 +122,11 @@ class CudaKernels final : public kernels::DeviceKernels {
   }
   void vocab_parallel_row_max(float* row_max, const float* logits, int64_t N, int64_t V) override {
     launch_vocab_parallel_row_max(row_max, logits, N, V);
+    check_launch();
+  }
+  void vocab_parallel_local_ids(int64_t* local, float* mask, const int64_t* ids, int64_t n, int64_t begin,
+                                int64_t rows) override {
+    launch_vocab_parallel_local_ids(local, mask, ids, n, begin, rows);
     check_launch();
   }
   void vocab_parallel_sums(double* sums, const float* logits, const float* row_max, const int64_t* targets, int64_t N,

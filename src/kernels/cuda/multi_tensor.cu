@@ -13,6 +13,7 @@
 #include "kernels/cuda/adamw_math.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/multi_tensor.cuh"
+#include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/scratch.h"
 
 namespace trident::cuda {
@@ -105,14 +106,6 @@ __global__ void sum_of_squares_multi_kernel(double* partial, const Table t) {
 }
 
 // One block: total = the chunks' sums added in a fixed order.
-__global__ void sum_chunks_kernel(double* total, const double* partial, int64_t n) {
-  __shared__ double scratch[32];
-  double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += partial[i];
-  s = block_sum(s, scratch);
-  if (threadIdx.x == 0) total[0] = s;
-}
-
 template <class T>
 __global__ void adamw_multi_kernel(const Table t, const AdamWScalars s) {
   for (int64_t c = blockIdx.x; c < t.chunks; c += gridDim.x) {
@@ -143,10 +136,7 @@ double launch_sum_of_squares_multi(int dtype, const void* const* x, const int64_
     using T = typename decltype(tag)::type;
     sum_of_squares_multi_kernel<T><<<blocks_for(t.chunks), kThreads>>>(partial, t);
   });
-  sum_chunks_kernel<<<1, 1024>>>(total, partial, t.chunks);
-  // cudaMemcpy waits for the kernels above (default stream).
-  if (cudaMemcpy(&result, total, sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess)
-    result = std::numeric_limits<double>::quiet_NaN();
+  result = sum_partials_to_host(total, partial, t.chunks);
   scratch_free(p);
   scratch_free(table_memory);
   return result;

@@ -424,12 +424,17 @@ double launch_sum_of_squares(int dtype, const void* x, int64_t n) {
     using T = typename decltype(tag)::type;
     sum_of_squares_kernel<T><<<static_cast<unsigned>(blocks), kThreads>>>(partial, static_cast<const T*>(x), n);
   });
-  sum_partials_kernel<<<1, 1024>>>(total, partial, blocks);
+  const double result = sum_partials_to_host(total, partial, blocks);
+  scratch_free(p);
+  return result;
+}
+
+double sum_partials_to_host(double* total, const double* partial, int64_t n) {
+  sum_partials_kernel<<<1, 1024>>>(total, partial, n);
   double result = std::numeric_limits<double>::quiet_NaN();
-  // cudaMemcpy waits for the kernels above (default stream).
+  // cudaMemcpy waits for the kernels before it (default stream).
   if (cudaMemcpy(&result, total, sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess)
     result = std::numeric_limits<double>::quiet_NaN();
-  scratch_free(p);
   return result;
 }
 

@@ -16,5 +16,10 @@ void launch_softmax_backward(bool log, int dtype, void* dx, const void* dy, cons
                              int64_t inner);
 // Sum of x^2 in double over n contiguous elements; returned to the host (synchronizes).
 double launch_sum_of_squares(int dtype, const void* x, int64_t n);
+// The last pass of the fixed-order sums (sum of squares, the cross-entropy's row losses): adds
+// n partial sums (device doubles) on one block in an order that depends on n alone, into
+// *total (a device double), and returns it to the host after the default stream's earlier
+// kernels (synchronizes). NaN if the copy fails; the error stays for cudaGetLastError.
+double sum_partials_to_host(double* total, const double* partial, int64_t n);
 
 }  // namespace trident::cuda

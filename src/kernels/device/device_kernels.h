@@ -123,6 +123,10 @@ class DeviceKernels {
                                        const int64_t* targets, int64_t N, int64_t V, int64_t begin,
                                        int64_t ignore_index, double scale) = 0;
 
+  // A vocabulary-parallel embedding's local ids and mask (kernels/cpu/vocab_parallel_embedding.h).
+  virtual void vocab_parallel_local_ids(int64_t* local, float* mask, const int64_t* ids, int64_t n, int64_t begin,
+                                        int64_t rows) = 0;
+
   // Fused attention (kernels/cpu/attention.h); lse (B, NH, T) contiguous in acc_t of dtype.
   virtual void attention_forward(DType dtype, DeviceHeads out, void* lse, DeviceHeads q, DeviceHeads k,
                                  DeviceHeads v, const DeviceAttentionShape& shape) = 0;
