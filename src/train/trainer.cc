@@ -49,8 +49,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
             " with parallel.pp = ", cfg.parallel.pp, " is not supported; pipeline parallelism composes with ZeRO stages 0-1");
   TRI_CHECK(cfg.parallel.pp > 1 || (cfg.parallel.virtual_stages == 1 && cfg.parallel.pipeline_layers.empty()),
             "parallel.virtual_stages and parallel.pipeline_layers need parallel.pp > 1");
-  TRI_CHECK(cfg.parallel.tp == 1 || cfg.parallel.zero_stage <= 2, "parallel.zero_stage = 3 with parallel.tp = ",
-            cfg.parallel.tp, " is not supported; tensor parallelism composes with ZeRO stages 0-2");
   TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.parallel.tp > 1,
             "parallel.sequence_parallel needs parallel.tp > 1 (it splits the tensor-parallel ranks' sequence)");
   TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.data.seq_len % cfg.parallel.tp == 0, "data.seq_len (",

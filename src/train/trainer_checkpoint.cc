@@ -238,8 +238,9 @@ Status Trainer::save_model_parallel_checkpoint() {
   auto writer = begin_shared_checkpoint(name);
   if (!writer.is_ok()) return writer.status();
   const std::vector<nn::NamedTensor> opt_state = zero_ ? zero_->gather_state() : optimizer_->state();
-  // Under ZeRO with mixed precision the fp32 masters are the optimizer's shards.
-  std::vector<nn::NamedTensor> tensors = zero_ && cfg_.precision.mixed() ? zero_->gather_masters() : weights();
+  // Under ZeRO the fp32 values are the optimizer's shards (the masters under mixed precision;
+  // ZeRO-3 holds no whole parameter).
+  std::vector<nn::NamedTensor> tensors = zero_ ? zero_->gather_masters() : weights();
   tensors.insert(tensors.end(), opt_state.begin(), opt_state.end());
   auto file_of = [](int p, int t) {
     char file[64];

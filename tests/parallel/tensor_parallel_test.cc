@@ -47,7 +47,7 @@ class TensorParallelTest : public testing::MpiTrainingTest {
 TEST_F(TensorParallelTest, LossesEqualTheSingleProcessRun) {
   if (tp_degrees().empty()) GTEST_SKIP() << "one rank has no tensor parallelism";
   for (int64_t tp : tp_degrees())
-    for (int64_t stage : {0, 1, 2})
+    for (int64_t stage : {0, 1, 2, 3})
       for (int64_t accum : {1, 2})
         for (bool sp : {false, true}) {
         if (stage == 2 && accum == 2 && tp == 4) continue;  // covered by the others; keeps the test short
@@ -130,7 +130,7 @@ TEST_F(TensorParallelTest, Fp16SkipsOverflowingStepsAsOneProcessDoes) {
 TEST_F(TensorParallelTest, OnADeviceLayoutsGiveTheHostLossesBitForBit) {
   if (tp_degrees().empty()) GTEST_SKIP() << "one rank has no tensor parallelism";
   for (int64_t tp : tp_degrees())
-    for (int64_t stage : {0, 2})
+    for (int64_t stage : {0, 2, 3})
       for (bool sp : {false, true}) {
         TrainConfig cfg = config("device_tp" + std::to_string(tp) + "_z" + std::to_string(stage) + (sp ? "_sp" : ""));
         cfg.model.vocab_size = 67;  // an uneven split
@@ -279,12 +279,12 @@ TEST_F(TensorParallelTest, CheckpointsResumeUnderAnotherLayout) {
   }
 }
 
-// bf16 under tp 2, alone and with ZeRO-2: checkpoints hold each slice's fp32 masters (ZeRO's
-// gathered from its shards); resumed under the same layout the losses are the uninterrupted
+// bf16 under tp 2, alone and with ZeRO-2 and ZeRO-3: checkpoints hold each slice's fp32 masters
+// (ZeRO's gathered from its shards); resumed under the same layout the losses are the uninterrupted
 // run's bit for bit, and one process continues them within bf16's tolerance.
 TEST_F(TensorParallelTest, MixedPrecisionCheckpointsHoldTheMasters) {
   if (tp_degrees().empty()) GTEST_SKIP() << "one rank has no tensor parallelism";
-  for (int64_t stage : {0, 2}) {
+  for (int64_t stage : {0, 2, 3}) {
     const std::string name = "bf16_z" + std::to_string(stage);
     TrainConfig cfg = config(name + "_straight");
     cfg.precision.dtype = "bf16";
