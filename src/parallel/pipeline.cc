@@ -95,7 +95,7 @@ std::vector<Pipeline::Op> Pipeline::schedule(int m) const {
     const int warmup = std::min(P - r - 1, m);
     for (int i = 0; i < warmup; ++i) ops.push_back({0, i, true});
     for (int i = 0; i < m - warmup; ++i) {
-      ops.push_back({0, warmup + i, true, true});
+      ops.push_back({0, warmup + i, true});
       ops.push_back({0, i, false});
     }
     for (int i = m - warmup; i < m; ++i) ops.push_back({0, i, false});
@@ -160,9 +160,13 @@ Tensor Pipeline::recv(const Shape& shape, DType dtype, int src, int t) {
 // next stage, which sends that gradient and then waits for the output: posted one by one the
 // two sends wait for each other. So, as Megatron-LM's batch_isend_irecv, the sends of an op
 // are posted together with the receives the rank's next op needs (one send_recv_async), or
-// alone when it needs none; in the steady state a forward and the backward after it are one
-// unit (Megatron's send_forward_backward_recv_forward_backward): both their receives before
-// the forward, both their sends after the backward. Every rank walks the micro-batches in one
+// alone when it needs none (Megatron's send_forward_recv_backward and
+// send_backward_recv_forward). The interleaved schedule's steady state needs more: a forward
+// and the backward after it are one unit (Megatron's
+// send_forward_backward_recv_forward_backward), both their receives before the forward, both
+// their sends after the backward; op by op, its ranks deadlock. (Units in plain 1F1B would
+// hold each forward's output until the next backward: half the step idle with 2 stages.)
+// Every rank walks the micro-batches in one
 // order, so both sides post each pair's messages in the same order; the weights of wte go
 // first and the head's gradient last. Batches need not pair one to one (rank 0's lone send of
 // wte meets the last rank's first batch, which also receives an activation); that no batch

@@ -103,8 +103,8 @@ class Pipeline {
     int local_chunk;  // 0..v-1
     int micro;
     bool forward;
-    // A steady-state forward that runs with the backward after it as one unit: their
-    // receives are posted together before it, their sends together after the backward
+    // An interleaved steady-state forward that runs with the backward after it as one unit:
+    // their receives are posted together before it, their sends together after the backward
     // (Note [Batched point-to-point]).
     bool with_next = false;
   };
