@@ -111,7 +111,6 @@ TEST_F(DataParallelTest, OnADeviceEveryStageGivesTheHostLossesBitForBit) {
 // ZeRO with bf16 on a device: the masters' shards, the bf16 flat parameters and their gathers
 // live on the device, and the losses are the host run's bit for bit.
 TEST_F(DataParallelTest, OnADeviceZeroWithBf16GivesTheHostLossesBitForBit) {
-  const Device device = testing::emulated_device();
   for (int64_t stage : {1, 3}) {
     TrainConfig cfg = config("device_bf16_" + std::to_string(stage));
     cfg.precision.dtype = "bf16";
@@ -121,13 +120,8 @@ TEST_F(DataParallelTest, OnADeviceZeroWithBf16GivesTheHostLossesBitForBit) {
     cfg.train.steps = 6;
     cfg.train.eval_interval = 3;
     cfg.train.checkpoint_interval = 1000;
-    const Run host = train(cfg, world);
-    cfg.train.out_dir += "_on_device";
-    const Run on_device = train(cfg, world, -1, device);
-    const std::string what = std::to_string(world->size()) + " ranks, bf16, ZeRO stage " + std::to_string(stage);
-    ASSERT_EQ(on_device.losses.size(), 6u) << what;
-    EXPECT_EQ(on_device.losses, host.losses) << what;
-    EXPECT_EQ(on_device.val, host.val) << what;
+    expect_device_run_equals_host(cfg, std::to_string(world->size()) + " ranks, bf16, ZeRO stage " +
+                                           std::to_string(stage));
   }
 }
 

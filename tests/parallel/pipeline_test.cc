@@ -142,6 +142,19 @@ TEST_F(PipelineTest, Fp16SkipsOverflowingStepsAsOneProcessDoes) {
   }
 }
 
+// bf16 through the first layout on a device: bf16 activations and their gradients travel from
+// device memory, the head's fp32 wte gradient too, and the losses are the host run's bit for
+// bit.
+TEST_F(PipelineTest, OnADeviceBf16GivesTheHostLossesBitForBit) {
+  if (layouts().empty()) GTEST_SKIP() << "no pipeline layouts on " << world->size() << " rank(s)";
+  TrainConfig cfg = config("device_bf16");
+  cfg.precision.dtype = "bf16";
+  apply(layouts().front(), cfg);
+  cfg.train.steps = 4;
+  cfg.train.eval_interval = 2;
+  expect_device_run_equals_host(cfg, "bf16, " + layouts().front().str());
+}
+
 // Every layout with the model on a device: activations and their gradients travel between the
 // stages from device memory (staged through the host here, NCCL on GPUs), and the losses are
 // the host run's bit for bit.

@@ -17,6 +17,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/factory.h"
 #include "data/token_file.h"
+#include "support/emulated_device.h"
 #include "support/tiny_run.h"
 #include "train/trainer.h"
 
@@ -57,6 +58,17 @@ class MpiTrainingTest : public ::testing::Test {
     const Status s = t.value()->run(until);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
     return r;
+  }
+
+  // The run of `cfg` with the model on the emulated device gives the host run's losses and
+  // evaluations bit for bit (its kernels are the host's).
+  void expect_device_run_equals_host(train::TrainConfig cfg, const std::string& what) {
+    const Run host = train(cfg, world);
+    cfg.train.out_dir += "_on_device";
+    const Run on_device = train(cfg, world, -1, emulated_device());
+    ASSERT_EQ(host.losses.size(), static_cast<size_t>(cfg.train.steps)) << what;
+    EXPECT_EQ(on_device.losses, host.losses) << what;
+    EXPECT_EQ(on_device.val, host.val) << what;
   }
 
   // Every step's metrics of a run.
