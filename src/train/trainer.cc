@@ -249,10 +249,9 @@ StepMetrics Trainer::train_step() {
   if (cfg_.precision.loss_scaling()) m.loss_scale = scaler_->scale();
   if (zero_) {
     // ZeRO unscales fp16's gradients while it measures their norm; a non-finite norm is an
-    // overflow, the same on every rank (the norm is all-reduced).
+    // overflow. Every rank decides alike: the replicated parameters' squares are not summed
+    // over tensor parallelism, so the norm need not be bit-identical across its ranks.
     m.grad_norm = zero_->clip_grad_norm(cfg_.optim.grad_clip, scaler_->scale());
-    // Every rank decides alike: the replicated parameters' squares are not summed over tensor
-    // parallelism, so the norm alone need not be bit-identical across its ranks.
     const bool apply = !cfg_.precision.loss_scaling() || scaler_->update(!all_ranks(std::isfinite(m.grad_norm)));
     if (apply) {
       zero_->step(lr);

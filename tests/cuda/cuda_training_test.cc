@@ -112,19 +112,22 @@ TEST_F(CudaTraining, OffloadedOptimizerMatchesTheGpuOptimizer) {
 // collective runs there.
 TEST_F(CudaTraining, DataParallelAndZeroOverNcclMatchTheSingleGpuRun) {
   SKIP_WITHOUT_GPU();
+  auto nccl_group = [] {
+    return comm::with_staging(std::shared_ptr<comm::Communicator>(comm::make_nccl_self_communicator()),
+                              Device::cuda());
+  };
+  auto expect_close = [](const Run& got, const Run& ref, double rel, const std::string& what) {
+    ASSERT_EQ(got.losses.size(), ref.losses.size()) << what;
+    for (size_t i = 0; i < ref.losses.size(); ++i)
+      EXPECT_NEAR(got.losses[i], ref.losses[i], rel * std::abs(ref.losses[i])) << what << ", step " << i + 1;
+  };
   const Run single = train(config("cuda", "single"));
   ASSERT_EQ(single.losses.size(), 20u);
   for (int64_t stage : {0, 1, 2, 3}) {
     TrainConfig cfg = config("cuda", "zero" + std::to_string(stage));
     cfg.parallel.zero_stage = stage;
     cfg.parallel.bucket_mb = 0.01;
-    auto group = comm::with_staging(std::shared_ptr<comm::Communicator>(comm::make_nccl_self_communicator()),
-                                    Device::cuda());
-    const Run dp = train(cfg, std::move(group));
-    ASSERT_EQ(dp.losses.size(), single.losses.size()) << "ZeRO stage " << stage;
-    for (size_t i = 0; i < single.losses.size(); ++i)
-      EXPECT_NEAR(dp.losses[i], single.losses[i], 1e-5 * std::abs(single.losses[i]))
-          << "ZeRO stage " << stage << ", step " << i + 1;
+    expect_close(train(cfg, nccl_group()), single, 1e-5, "ZeRO stage " + std::to_string(stage));
   }
   // bf16: ZeRO keeps the fp32 masters' shards and gathers bf16 parameters over NCCL; against
   // one GPU with fp32 masters (MasterWeights) the losses agree to bf16's roundings.
@@ -135,24 +138,13 @@ TEST_F(CudaTraining, DataParallelAndZeroOverNcclMatchTheSingleGpuRun) {
     TrainConfig cfg = bf16;
     cfg.train.out_dir += "_zero" + std::to_string(stage);
     cfg.parallel.zero_stage = stage;
-    auto group = comm::with_staging(std::shared_ptr<comm::Communicator>(comm::make_nccl_self_communicator()),
-                                    Device::cuda());
-    const Run zero = train(cfg, std::move(group));
-    ASSERT_EQ(zero.losses.size(), single_bf16.losses.size()) << "bf16, ZeRO stage " << stage;
-    for (size_t i = 0; i < single_bf16.losses.size(); ++i)
-      EXPECT_NEAR(zero.losses[i], single_bf16.losses[i], 1e-3 * std::abs(single_bf16.losses[i]))
-          << "bf16, ZeRO stage " << stage << ", step " << i + 1;
+    const Run zero = train(cfg, nccl_group());
+    expect_close(zero, single_bf16, 1e-3, "bf16, ZeRO stage " + std::to_string(stage));
     // ZeRO-Offload: the same shards' masters and moments in pinned host memory, stepped by the
     // CPU's AdamW (the host kernel: within fp32 rounding of the GPU's).
     cfg.parallel.offload_optimizer = true;
     cfg.train.out_dir += "_offload";
-    const Run offloaded = train(cfg, comm::with_staging(std::shared_ptr<comm::Communicator>(
-                                                            comm::make_nccl_self_communicator()),
-                                                        Device::cuda()));
-    ASSERT_EQ(offloaded.losses.size(), zero.losses.size()) << "bf16, ZeRO-Offload stage " << stage;
-    for (size_t i = 0; i < zero.losses.size(); ++i)
-      EXPECT_NEAR(offloaded.losses[i], zero.losses[i], 1e-3 * std::abs(zero.losses[i]))
-          << "bf16, ZeRO-Offload stage " << stage << ", step " << i + 1;
+    expect_close(train(cfg, nccl_group()), zero, 1e-3, "bf16, ZeRO-Offload stage " + std::to_string(stage));
   }
 }
 #endif
