@@ -120,6 +120,7 @@ def main():
               "pytorch_precision": "fp32",
               "trident_checkpointing": args.checkpointing, "configs": {}}
     sgemm = None
+    cpu = {}  # oneDNN's name for the CPU's ISA and trident's bf16 GEMM engine (and its rate)
     for name in args.configs.split(","):
         c = CONFIGS[name]
         steps = args.steps or (3 if name == "124M" else 5)
@@ -133,6 +134,7 @@ def main():
             r = run_child(tri_cmd, env)
             if sgemm is None:
                 sgemm = r["sgemm_gflops"]
+                cpu = {k: r[k] for k in ("cpu_isa", "bf16_gemm", "bf16_gemm_gflops") if k in r}
             runs["trident"].append(r)
             runs["pytorch"].append(run_child([args.python, os.path.abspath(__file__), "--torch-worker", "--config",
                                               name, "--steps", str(steps), "--warmup", str(args.warmup),
@@ -148,6 +150,8 @@ def main():
                          "params": rs[0]["params"],
                          "mfu_vs_sgemm": flops_per_token * tps / (sgemm * 1e9),
                          "per_run_step_ms": [r["median_step_ms"] for r in rs]}
+            if fw == "trident" and "bf16_gemm_gflops" in cpu:
+                entry[fw]["mfu_vs_bf16_gemm"] = flops_per_token * tps / (cpu["bf16_gemm_gflops"] * 1e9)
         entry["tokens_per_s_ratio"] = entry["trident"]["tokens_per_s"] / entry["pytorch"]["tokens_per_s"]
         entry["peak_rss_ratio"] = entry["trident"]["peak_rss_mib"] / entry["pytorch"]["peak_rss_mib"]
         report["configs"][name] = entry
@@ -156,6 +160,7 @@ def main():
               f"{entry['trident']['peak_rss_mib']:.0f} vs {entry['pytorch']['peak_rss_mib']:.0f} MiB",
               file=sys.stderr, flush=True)
     report["sgemm_gflops"] = sgemm
+    report.update(cpu)
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:

@@ -28,6 +28,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/onednn_gemm.h"
 #include "models/gpt2/model.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
@@ -40,13 +41,15 @@ namespace {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// GFLOP/s of the deterministic f32 GEMM on a square product, best of a few runs.
-double sgemm_gflops(int64_t n) {
-  std::vector<float> a(static_cast<size_t>(n * n), 0.5f), b(a), c(a);
+// GFLOP/s of the deterministic GEMM on a square product, best of a few runs: f32, or bf16 on
+// the engine this process chose (kernels/cpu/onednn_gemm.h).
+template <class T>
+double gemm_gflops(int64_t n) {
+  std::vector<T> a(static_cast<size_t>(n * n), T(0.5f)), b(a), c(a);
   double best = 0.0;
   for (int rep = 0; rep < 4; ++rep) {
     const auto t0 = Clock::now();
-    kernels::cpu::gemm<float>(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    kernels::cpu::gemm<T>(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     best = std::max(best, 2.0 * static_cast<double>(n * n * n) / seconds_since(t0) / 1e9);
   }
   return best;
@@ -171,7 +174,12 @@ int main(int argc, char** argv) {
         {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0},
         {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
     };
-    if (sgemm) out["sgemm_gflops"] = sgemm_gflops(2048);
+    if (sgemm) out["sgemm_gflops"] = gemm_gflops<float>(2048);
+    if (device.is_cpu()) {
+      out["cpu_isa"] = kernels::cpu::onednn_cpu_isa();
+      out["bf16_gemm"] = kernels::cpu::bf16_gemm_engine_name(kernels::cpu::bf16_gemm_engine());
+      if (sgemm && precision.dtype != "fp32") out["bf16_gemm_gflops"] = gemm_gflops<bf16>(2048);
+    }
     out["device"] = device_name;
     out["offload"] = offload;
     if (!device.is_cpu())

@@ -19,6 +19,17 @@ add_library(trident_blas INTERFACE)
 target_include_directories(trident_blas SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(trident_blas INTERFACE ${OPENBLAS_LIBRARY})
 
+# oneDNN (Debian's 2.6): bf16 GEMMs on CPUs with native bf16 dot products
+# (src/kernels/cpu/onednn_gemm.h). Its OpenMP runtime is the one OpenBLAS and trident use.
+find_library(DNNL_LIBRARY NAMES dnnl)
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+if(NOT DNNL_LIBRARY OR NOT DNNL_INCLUDE_DIR)
+  message(FATAL_ERROR "oneDNN not found: run scripts/install-deps.sh (Debian package libdnnl-dev)")
+endif()
+add_library(trident_onednn INTERFACE)
+target_include_directories(trident_onednn SYSTEM INTERFACE ${DNNL_INCLUDE_DIR})
+target_link_libraries(trident_onednn INTERFACE ${DNNL_LIBRARY})
+
 find_package(nlohmann_json 3 REQUIRED)
 
 # MPI (OpenMPI): the communication engine between processes and hosts (src/comm). Only its

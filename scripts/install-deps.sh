@@ -7,6 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git python3
   libopenblas-openmp-dev     # BLAS (OpenMP flavour: see Note [Deterministic GEMM])
+  libdnnl-dev                # oneDNN: bf16 GEMMs on CPUs with AVX512_BF16/AMX
   libgtest-dev libgmock-dev  # tests
   nlohmann-json3-dev         # JSON: benchmarks, safetensors headers, manifests
   libpcre2-dev               # GPT-2 pre-tokenization regex (Unicode classes)

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/parallel.h"
+#include "kernels/cpu/onednn_gemm.h"
 
 namespace trident::kernels::cpu {
 
@@ -47,19 +48,12 @@ void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
               alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-// Block b of the product: rows [r0, r0+rows) and columns [c0, c0+cols) of C.
-template <class T>
-void gemm_block(bool ta, bool tb, int64_t r0, int64_t rows, int64_t c0, int64_t cols, int64_t K,
-                float alpha, const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C,
-                int64_t ldc) {
-  const T* a = ta ? A + r0 : A + r0 * lda;  // op(A) rows r0.. are A's columns when transposed
-  const T* b = tb ? B + c0 * ldb : B + c0;
-  blas(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, C + r0 * ldc + c0, ldc);
-}
-
-template <class T>
-void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
-                 int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+// Splits C into the fixed blocks of Note [Deterministic GEMM] and has block_gemm compute each
+// on one thread: block_gemm(a, b, c, rows, cols) multiplies op(A)'s rows (or op(B)'s columns)
+// starting at a (or b) into C's block at c.
+template <class In, class Out, class BlockGemm>
+void gemm_blocks(bool ta, bool tb, int64_t M, int64_t N, const In* A, int64_t lda, const In* B, int64_t ldb,
+                 Out* C, int64_t ldc, bool serial, const BlockGemm& block_gemm) {
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
   const int64_t blocks = (extent + kGemmBlock - 1) / kGemmBlock;
@@ -67,9 +61,9 @@ void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t start = b * kGemmBlock, len = std::min(kGemmBlock, extent - start);
       if (by_rows) {
-        gemm_block(ta, tb, start, len, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        block_gemm(ta ? A + start : A + start * lda, B, C + start * ldc, len, N);  // op(A) rows are A's columns when transposed
       } else {
-        gemm_block(ta, tb, 0, M, start, len, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        block_gemm(A, tb ? B + start * ldb : B + start, C + start, M, len);
       }
     }
   };
@@ -78,6 +72,25 @@ void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   } else {
     parallel_for(0, blocks, 1, run);  // inside an active region: BLAS is single-threaded
   }
+}
+
+template <class T>
+void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+  gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, serial,
+              [&](const T* a, const T* b, T* c, int64_t rows, int64_t cols) {
+                blas(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, c, ldc);
+              });
+}
+
+// bf16 operands on a CPU with native bf16 dot products: oneDNN, blocked the same way.
+template <class Out>
+void gemm_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
+                 const bf16* B, int64_t ldb, float beta, Out* C, int64_t ldc, bool serial) {
+  gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, serial,
+              [&](const bf16* a, const bf16* b, Out* c, int64_t rows, int64_t cols) {
+                onednn_gemm_serial<bf16, Out>(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, c, ldc);
+              });
 }
 
 // Copies a stored matrix (rows x cols, row stride ld) into a dense f32 one, in the same
@@ -131,6 +144,11 @@ void gemm_any(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     gemm_native<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
   } else {
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (bf16_gemm_engine() == Bf16GemmEngine::kOneDnn) {
+        return gemm_onednn<bf16>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+      }
+    }
     // bf16/f16 storage: an f32 product, rounded to T once.
     DataPtr c = scratch(M * N);
     float* cf = static_cast<float*>(c.get());
@@ -165,6 +183,11 @@ void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
   if constexpr (std::is_same_v<T, float>) {
     gemm_native<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
   } else {
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (bf16_gemm_engine() == Bf16GemmEngine::kOneDnn) {
+        return gemm_onednn<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+      }
+    }
     gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
   }
 }

@@ -3,8 +3,9 @@
 // op(X) is X or X^T (trans_*), so transposed operands need no copy. lda/ldb/ldc are row
 // strides in elements (of the matrices as stored). Accumulation semantics: `=` when beta
 // is 0, `+=` (scaled) otherwise.
-//   f32: sgemm.  f64: dgemm.  bf16/f16: operands widened to f32, sgemm, C rounded once
-//   (fp32 accumulation; issue #4 adds native bf16 GEMMs where the CPU has them).
+//   f32: sgemm.  f64: dgemm.  f16: operands widened to f32, sgemm, C rounded once (fp32
+//   accumulation).  bf16: oneDNN's native bf16 matmul where the CPU has AVX512_BF16 or AMX,
+//   else widened like f16 (bf16_gemm_engine() in onednn_gemm.h says which).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,188 @@
+#include "kernels/cpu/onednn_gemm.h"
+
+#include <omp.h>
+
+#include <bit>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+
+#include "core/allocator.h"
+#include "core/check.h"
+#include "core/half.h"
+
+namespace trident::kernels::cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+template <class T>
+constexpr dt dnnl_type() {
+  if constexpr (std::is_same_v<T, float>) return dt::f32;
+  else return dt::bf16;
+}
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// One primitive per shape, leading dims, scalars and types: creating one takes tens of
+// microseconds, and a training step repeats a few dozen shapes.
+struct Key {
+  bool ta, tb;
+  int64_t M, N, K, lda, ldb, ldc;
+  uint32_t alpha_bits, beta_bits;
+  dt in, out;
+  bool operator<(const Key& o) const {
+    return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha_bits, beta_bits, in, out) <
+           std::tie(o.ta, o.tb, o.M, o.N, o.K, o.lda, o.ldb, o.ldc, o.alpha_bits, o.beta_bits, o.in, o.out);
+  }
+};
+
+struct Entry {
+  dnnl::matmul matmul;
+  dnnl::memory::desc a, b, c, scratchpad;
+};
+
+// oneDNN threads with OpenMP; the product must run on the calling thread only, both so the
+// block split of Note [Deterministic GEMM] alone decides the summation order, and so blocks
+// already running in parallel do not nest. Primitives are also created under this guard, so
+// oneDNN tunes them for one thread.
+class OneThread {
+ public:
+  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(saved_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+std::string shape_text(const Key& k) {
+  return std::string(k.ta ? "A^T" : "A") + " @ " + (k.tb ? "B^T" : "B") + " with M=" + std::to_string(k.M) +
+         " N=" + std::to_string(k.N) + " K=" + std::to_string(k.K);
+}
+
+std::shared_ptr<const Entry> create(const Key& k) {
+  using dims = dnnl::memory::dims;
+  // op(A) is (M,K): stored (K,M) when transposed, so its row index steps by 1. Likewise B.
+  dnnl::memory::desc a(dims{k.M, k.K}, k.in, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
+  dnnl::memory::desc b(dims{k.K, k.N}, k.in, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
+  dnnl::memory::desc c(dims{k.M, k.N}, k.out, dims{k.ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // per call: blocks run concurrently
+  const float alpha = std::bit_cast<float>(k.alpha_bits), beta = std::bit_cast<float>(k.beta_bits);
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops post;
+    post.append_sum(beta);
+    attr.set_post_ops(post);
+  }
+  try {
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+    return std::make_shared<const Entry>(Entry{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()});
+  } catch (const dnnl::error& e) {
+    TRI_CHECK(false, "oneDNN has no matmul for ", shape_text(k), " in ", k.in == dt::bf16 ? "bf16" : "f32",
+              " on this CPU (ISA ", onednn_cpu_isa(), "): ", e.what(),
+              "; bf16 needs AVX512_BF16 or AMX (TRIDENT_CPU_BF16_GEMM=widen uses f32 OpenBLAS)");
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const Entry> entry_for(const Key& k) {
+  static std::mutex mutex;
+  static std::map<Key, std::shared_ptr<const Entry>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(k);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 4096) cache.clear();  // shapes vary with the batch only; stay bounded
+  return cache.emplace(k, create(k)).first->second;
+}
+
+}  // namespace
+
+Bf16GemmEngine bf16_gemm_engine_from(const std::string& value) {
+  if (value == "auto") return onednn_has_native_bf16() ? Bf16GemmEngine::kOneDnn : Bf16GemmEngine::kWidenedSgemm;
+  if (value == "widen") return Bf16GemmEngine::kWidenedSgemm;
+  TRI_CHECK(value == "onednn", "TRIDENT_CPU_BF16_GEMM=", value, ": allowed values are auto, onednn, widen");
+  TRI_CHECK(onednn_has_native_bf16(), "TRIDENT_CPU_BF16_GEMM=onednn: oneDNN runs bf16 matmuls natively only on CPUs ",
+            "with AVX512_BF16 or AMX, and this CPU's ISA is ", onednn_cpu_isa(), " (use auto or widen)");
+  return Bf16GemmEngine::kOneDnn;
+}
+
+Bf16GemmEngine bf16_gemm_engine() {
+  static const Bf16GemmEngine engine = [] {
+    const char* env = std::getenv("TRIDENT_CPU_BF16_GEMM");
+    return bf16_gemm_engine_from(env != nullptr ? env : "auto");
+  }();
+  return engine;
+}
+
+const char* bf16_gemm_engine_name(Bf16GemmEngine engine) {
+  return engine == Bf16GemmEngine::kOneDnn ? "onednn-bf16" : "widened-f32-openblas";
+}
+
+bool onednn_has_native_bf16() {
+  // dnnl's ISA values are bit sets: every ISA with native bf16 contains avx512_core_bf16's bits.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
+std::string onednn_cpu_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+template <class In, class Out>
+void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
+                        int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
+  static_assert(std::is_same_v<In, float> || std::is_same_v<In, bf16>, "oneDNN GEMM operands: f32 or bf16");
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, In>, "oneDNN GEMM result: f32 or the operands' type");
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: C = beta * C (oneDNN's matmul wants K > 0)
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = Out(beta == 0.0f ? 0.0f : beta * static_cast<float>(C[r * ldc + j]));
+    return;
+  }
+  const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, std::bit_cast<uint32_t>(alpha), std::bit_cast<uint32_t>(beta),
+                dnnl_type<In>(), dnnl_type<Out>()};
+  OneThread one_thread;
+  const std::shared_ptr<const Entry> entry = entry_for(key);
+  dnnl::engine& engine = cpu_engine();
+  dnnl::memory a(entry->a, engine, const_cast<In*>(A));
+  dnnl::memory b(entry->b, engine, const_cast<In*>(B));
+  dnnl::memory c(entry->c, engine, C);
+  const size_t scratch_bytes = entry->scratchpad.get_size();
+  DataPtr scratch = host_allocator().allocate(std::max<size_t>(scratch_bytes, 1), MemoryCategory::kActivation);
+  dnnl::memory scratchpad(entry->scratchpad, engine, scratch.get());
+  thread_local dnnl::stream stream(engine);
+  entry->matmul.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
+  stream.wait();
+}
+
+template void onednn_gemm_serial<float, float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                               const float*, int64_t, float, float*, int64_t);
+template void onednn_gemm_serial<bf16, float>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t,
+                                              const bf16*, int64_t, float, float*, int64_t);
+template void onednn_gemm_serial<bf16, bf16>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t,
+                                             const bf16*, int64_t, float, bf16*, int64_t);
+
+}  // namespace trident::kernels::cpu

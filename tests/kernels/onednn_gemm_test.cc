@@ -1,0 +1,194 @@
+// oneDNN GEMM blocks (src/kernels/cpu/onednn_gemm.h) against a float64 product, and the bf16
+// GEMM engine choice. The f32 wrapper runs on every CPU, so its strides, transposes, alpha
+// and beta are checked everywhere; bf16 through oneDNN runs only where the CPU has native
+// bf16 (AVX512_BF16, AMX) and is skipped, with the CPU's ISA, elsewhere.
+#include "kernels/cpu/onednn_gemm.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/cpu/matmul.h"
+
+namespace trident::kernels::cpu {
+namespace {
+
+struct Problem {
+  bool ta, tb;
+  int64_t M, N, K;
+  int64_t pad;  // extra elements per stored row: leading dims above the row length
+  float alpha, beta;
+};
+
+std::string describe(const Problem& p) {
+  return std::string(p.ta ? "A^T" : "A") + (p.tb ? " B^T" : " B") + " M=" + std::to_string(p.M) +
+         " N=" + std::to_string(p.N) + " K=" + std::to_string(p.K) + " pad=" + std::to_string(p.pad) +
+         " alpha=" + std::to_string(p.alpha) + " beta=" + std::to_string(p.beta);
+}
+
+// Operands stored as the GEMM sees them (transposed ones as (K,M) / (N,K)), values already
+// rounded to In, and C's starting values.
+template <class In, class Out>
+struct Operands {
+  int64_t lda, ldb, ldc;
+  std::vector<In> a, b;
+  std::vector<Out> c;
+  std::vector<double> expected;  // alpha * op(A) @ op(B) + beta * C, in float64
+  std::vector<double> bound;     // |alpha| * |op(A)| @ |op(B)| + |beta * C|: the error scale
+
+  explicit Operands(const Problem& p, uint32_t seed = 7) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    const int64_t a_rows = p.ta ? p.K : p.M, a_cols = p.ta ? p.M : p.K;
+    const int64_t b_rows = p.tb ? p.N : p.K, b_cols = p.tb ? p.K : p.N;
+    lda = a_cols + p.pad, ldb = b_cols + p.pad, ldc = p.N + p.pad;
+    a.resize(std::max<int64_t>(a_rows * lda, 1));
+    b.resize(std::max<int64_t>(b_rows * ldb, 1));
+    c.resize(std::max<int64_t>(p.M * ldc, 1));
+    for (auto& x : a) x = In(normal(rng));
+    for (auto& x : b) x = In(normal(rng));
+    for (auto& x : c) x = Out(normal(rng));
+    expected.assign(p.M * p.N, 0.0);
+    bound.assign(p.M * p.N, 0.0);
+    for (int64_t i = 0; i < p.M; ++i)
+      for (int64_t j = 0; j < p.N; ++j) {
+        double sum = 0, abs_sum = 0;
+        for (int64_t k = 0; k < p.K; ++k) {
+          const double x = static_cast<float>(p.ta ? a[k * lda + i] : a[i * lda + k]);
+          const double y = static_cast<float>(p.tb ? b[j * ldb + k] : b[k * ldb + j]);
+          sum += x * y;
+          abs_sum += std::abs(x * y);
+        }
+        const double c0 = p.beta == 0.0f ? 0.0 : static_cast<double>(p.beta) * static_cast<float>(c[i * ldc + j]);
+        expected[i * p.N + j] = p.alpha * sum + c0;
+        bound[i * p.N + j] = std::abs(p.alpha) * abs_sum + std::abs(c0);
+      }
+  }
+
+  // Every element of C within tolerance * (K + 2) * bound of float64, and C's padding untouched.
+  void expect_result(const Problem& p, const std::vector<Out>& before, double unit_roundoff) const {
+    for (int64_t i = 0; i < p.M; ++i) {
+      for (int64_t j = 0; j < p.N; ++j) {
+        const double got = static_cast<float>(c[i * ldc + j]);
+        const double e = expected[i * p.N + j];
+        ASSERT_NEAR(got, e, unit_roundoff * (p.K + 2) * (bound[i * p.N + j] + 1e-30))
+            << describe(p) << " at (" << i << ", " << j << ")";
+      }
+      for (int64_t j = p.N; j < ldc; ++j)
+        ASSERT_EQ(static_cast<float>(c[i * ldc + j]), static_cast<float>(before[i * ldc + j])) << describe(p) << " padding";
+    }
+  }
+};
+
+std::vector<Problem> problems() {
+  std::vector<Problem> out;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t pad : {0, 3}) {
+        out.push_back({ta, tb, 37, 53, 29, pad, 1.0f, 0.0f});
+        out.push_back({ta, tb, 16, 8, 64, pad, 0.5f, 1.0f});
+        out.push_back({ta, tb, 5, 70, 9, pad, 1.0f, 0.25f});
+      }
+  out.push_back({false, false, 1, 1, 1, 0, 1.0f, 0.0f});
+  out.push_back({false, true, 3, 4, 0, 2, 1.0f, 0.5f});  // empty sum: C = beta * C
+  out.push_back({true, false, 4, 3, 0, 0, 1.0f, 0.0f});
+  return out;
+}
+
+template <class In, class Out>
+void check_all(double unit_roundoff) {
+  for (const Problem& p : problems()) {
+    Operands<In, Out> ops(p);
+    const std::vector<Out> before = ops.c;
+    onednn_gemm_serial<In, Out>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb,
+                                p.beta, ops.c.data(), ops.ldc);
+    ops.expect_result(p, before, unit_roundoff);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(OneDnnGemm, F32MatchesFloat64) { check_all<float, float>(std::ldexp(1.0, -24)); }
+
+TEST(OneDnnGemm, Bf16MatchesFloat64WhereTheCpuHasNativeBf16) {
+  if (!onednn_has_native_bf16())
+    GTEST_SKIP() << "this CPU has no native bf16 (oneDNN's ISA: " << onednn_cpu_isa()
+                 << "); oneDNN's bf16 matmul needs AVX512_BF16 or AMX";
+  check_all<bf16, float>(std::ldexp(1.0, -24));  // exact products, fp32 sums
+  check_all<bf16, bf16>(std::ldexp(1.0, -8));    // and one rounding to bf16
+}
+
+TEST(OneDnnGemm, Bf16WithoutNativeSupportIsAClearError) {
+  if (onednn_has_native_bf16()) GTEST_SKIP() << "this CPU has native bf16 (" << onednn_cpu_isa() << ")";
+  std::vector<bf16> a(4, bf16(1.0f)), b(4, bf16(1.0f));
+  std::vector<float> c(4);
+  try {
+    onednn_gemm_serial<bf16, float>(false, false, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2);
+    FAIL() << "a bf16 matmul ran on a CPU that oneDNN says has no native bf16";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("M=2 N=2 K=2"), std::string::npos) << what;
+    EXPECT_NE(what.find(onednn_cpu_isa()), std::string::npos) << what;
+    EXPECT_NE(what.find("TRIDENT_CPU_BF16_GEMM=widen"), std::string::npos) << what;
+  }
+}
+
+TEST(Bf16GemmEngine, ValuesOfTheVariable) {
+  EXPECT_EQ(bf16_gemm_engine_from("widen"), Bf16GemmEngine::kWidenedSgemm);
+  EXPECT_EQ(bf16_gemm_engine_from("auto"),
+            onednn_has_native_bf16() ? Bf16GemmEngine::kOneDnn : Bf16GemmEngine::kWidenedSgemm);
+  if (onednn_has_native_bf16()) {
+    EXPECT_EQ(bf16_gemm_engine_from("onednn"), Bf16GemmEngine::kOneDnn);
+  } else {
+    try {
+      bf16_gemm_engine_from("onednn");
+      FAIL() << "onednn accepted on a CPU without native bf16";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("AVX512_BF16"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    bf16_gemm_engine_from("fast");
+    FAIL() << "an unknown value was accepted";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("TRIDENT_CPU_BF16_GEMM=fast"), std::string::npos) << what;
+    EXPECT_NE(what.find("auto, onednn, widen"), std::string::npos) << what;
+  }
+}
+
+// The public bf16 GEMM, on whichever engine this process chose: several blocks of
+// Note [Deterministic GEMM], within bf16 tolerance, and the same bits with 1 and 2 threads.
+TEST(Bf16GemmEngine, BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
+  std::cout << "bf16 GEMM engine: " << bf16_gemm_engine_name(bf16_gemm_engine()) << " (oneDNN ISA "
+            << onednn_cpu_isa() << ")\n";
+  for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 1.0f, 1.0f}}) {
+    Operands<bf16, bf16> ops(p);
+    const std::vector<bf16> before = ops.c;
+    auto run = [&](int threads) {
+      std::vector<bf16> c = before;
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      gemm<bf16>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta, c.data(),
+                 ops.ldc);
+      omp_set_num_threads(saved);
+      return c;
+    };
+    ops.c = run(2);
+    ops.expect_result(p, before, std::ldexp(1.0, -8));
+    const std::vector<bf16> one_thread = run(1);
+    for (size_t i = 0; i < one_thread.size(); ++i) ASSERT_EQ(one_thread[i].bits, ops.c[i].bits) << describe(p) << " at " << i;
+
+    Operands<bf16, float> ops32(p);
+    const std::vector<float> before32 = ops32.c;
+    gemm_to_f32<bf16>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops32.a.data(), ops32.lda, ops32.b.data(), ops32.ldb, p.beta,
+                      ops32.c.data(), ops32.ldc);
+    ops32.expect_result(p, before32, std::ldexp(1.0, -24));
+  }
+}
+
+}  // namespace
+}  // namespace trident::kernels::cpu
