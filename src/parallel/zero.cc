@@ -138,7 +138,10 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
     m_ = state_buffer(MemoryCategory::kOptimizerState);
     v_ = state_buffer(MemoryCategory::kOptimizerState);
-    if (offload_ && state_device_ != device_) host_grads_ = state_buffer(MemoryCategory::kGradient);
+    if (offload_ && state_device_ != device_) {
+      host_grads_ = state_buffer(MemoryCategory::kGradient);
+      if (mixed()) host_params_ = empty_pinned({total / N}, compute_);
+    }
   }
   // This rank's segments of each bucket.
   for (Bucket& b : buckets_) {
@@ -155,6 +158,12 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
 
 ZeroOptimizer::~ZeroOptimizer() {
   alive_.reset();
+  if (grad_copies_in_flight_) {
+    try {
+      core::wait_async_copies(device_);
+    } catch (...) {  // destructors must not throw; the device's error surfaces on its next use
+    }
+  }
   for (Bucket& b : buckets_) {
     b.work.reset();
     b.gather.reset();
@@ -245,8 +254,10 @@ void ZeroOptimizer::on_grad_ready(size_t k) {
     // also produces its gradient), so the gathered copy can go.
     if (stage_ == 3) release(bucket_of_[k]);
   }
-  for (Bucket& other : buckets_)  // drive MPI's progress on what is in flight
-    if (other.work) other.work->test();
+  // Drive MPI's progress on what is in flight, and fold in what has finished while the
+  // backward goes on (under ZeRO-Offload, its copy to the host then overlaps the backward too).
+  for (Bucket& other : buckets_)
+    if (other.work && other.work->test()) finish_reduce(other);
 }
 
 void ZeroOptimizer::add_grad(const std::string& name, const Tensor& grad) {
@@ -274,35 +285,51 @@ void ZeroOptimizer::launch(Bucket& b) {
   }
 }
 
+void ZeroOptimizer::finish_reduce(Bucket& b) {
+  b.work->wait();
+  b.work.reset();
+  b.reduced = true;
+  const double inv = 1.0 / static_cast<double>(comm_.size());
+  if (stage_ >= 2) {
+    // Average this micro-batch's shard and add it to the step's gradient shard.
+    const Tensor part = flat_slice(*b.staging, 0, shard_len(b));
+    ops::scale_(part, inv);
+    const Tensor dst = flat_slice(*grad_shard_, b.begin / comm_.size(), shard_len(b));
+    if (first_micro_batch_) {
+      core::copy_(dst, part);
+    } else {
+      ops::add_(dst, part);
+    }
+    b.staging.reset();  // the full bucket exists only while it is being reduced
+  } else {
+    ops::scale_(flat_slice(*flat_grads_, b.begin, shard_len(b)), inv);
+  }
+  if (host_grads_ && last_micro_batch_) {  // final: on its way to the host's AdamW at once
+    core::copy_async_(flat_slice(*host_grads_, b.begin / comm_.size(), shard_len(b)), shard_grad(b));
+    grad_copies_in_flight_ = true;
+  }
+}
+
+void ZeroOptimizer::wait_grad_copies() {
+  if (!grad_copies_in_flight_) return;
+  core::wait_async_copies(device_);
+  grad_copies_in_flight_ = false;
+}
+
 void ZeroOptimizer::end_backward() {
   if (stage_ == 1 && !last_micro_batch_) return;  // stage 1 communicates on the last micro-batch only
   // Buckets with a parameter that got no gradient: zeros for it, then launch in bucket order.
   for (Bucket& b : buckets_) {
-    if (b.work) continue;
+    if (b.work || b.reduced) continue;
     for (size_t k : b.params)
       if (!arrived_[k]) fill_(grad_slot(k), 0.0);
     launch(b);
     if (stage_ == 3) release(static_cast<size_t>(&b - buckets_.data()));
   }
-  const double inv = 1.0 / static_cast<double>(comm_.size());
   for (Bucket& b : buckets_) {
-    b.work->wait();
-    b.work.reset();
+    if (!b.reduced) finish_reduce(b);
+    b.reduced = false;
     b.pending = static_cast<int>(b.params.size());
-    if (stage_ >= 2) {
-      // Average this micro-batch's shard and add it to the step's gradient shard.
-      const Tensor part = flat_slice(*b.staging, 0, shard_len(b));
-      ops::scale_(part, inv);
-      const Tensor dst = flat_slice(*grad_shard_, b.begin / comm_.size(), shard_len(b));
-      if (first_micro_batch_) {
-        core::copy_(dst, part);
-      } else {
-        ops::add_(dst, part);
-      }
-      b.staging.reset();  // the full bucket exists only while it is being reduced
-    } else {
-      ops::scale_(flat_slice(*flat_grads_, b.begin, shard_len(b)), inv);
-    }
   }
   if (stage_ >= 2) std::fill(arrived_.begin(), arrived_.end(), false);  // staging is per micro-batch
   first_micro_batch_ = false;
@@ -358,39 +385,66 @@ double ZeroOptimizer::clip_grad_norm(double max_norm, double grad_scale) {
     const double coef = max_norm / (norm + 1e-6);
     if (coef < 1.0) factor *= coef;
   }
-  if (factor != 1.0)
-    for (const Tensor& g : shards) ops::scale_(g, factor);
+  if (factor != 1.0) {
+    if (host_grads_) {  // ZeRO-Offload: AdamW reads the host's copies
+      wait_grad_copies();
+      ops::scale_(*host_grads_, factor);
+    } else {
+      for (const Tensor& g : shards) ops::scale_(g, factor);
+    }
+  }
   return norm;
 }
 
 void ZeroOptimizer::step(double lr) {
   ++step_;
-  if (host_grads_)  // ZeRO-Offload: the averaged gradient shard to the host, where AdamW runs
-    for (const Bucket& b : buckets_)
-      core::copy_(flat_slice(*host_grads_, b.begin / comm_.size(), shard_len(b)), shard_grad(b));
+  wait_grad_copies();  // ZeRO-Offload: the averaged gradient shards, on the host
   const auto step_grad = [&](const Bucket& b) {
     return host_grads_ ? flat_slice(*host_grads_, b.begin / comm_.size(), shard_len(b)) : shard_grad(b);
   };
-  // This rank's segments, with and without weight decay: two multi-tensor updates.
-  for (const bool decay : {true, false}) {
-    std::vector<Tensor> w, g, m, v;
+  // AdamW on these buckets' segments of this rank's shard, with and without weight decay:
+  // two multi-tensor updates.
+  const auto adamw = [&](const std::vector<const Bucket*>& group) {
+    for (const bool decay : {true, false}) {
+      std::vector<Tensor> w, g, m, v;
+      for (const Bucket* b : group) {
+        const int64_t s0 = shard_begin(*b);
+        for (const Segment& s : b->mine) {
+          if ((params_[s.param].dim() >= 2) != decay) continue;
+          const int64_t at = s.flat - s0;  // offset inside the shard
+          w.push_back(flat_slice(shard_masters(*b), at, s.length));
+          g.push_back(flat_slice(step_grad(*b), at, s.length));
+          m.push_back(flat_slice(shard_state(*m_, *b), at, s.length));
+          v.push_back(flat_slice(shard_state(*v_, *b), at, s.length));
+        }
+      }
+      ops::adamw_update_multi_(w, g, m, v,
+                               {lr, options_.beta1, options_.beta2, options_.eps,
+                                decay ? options_.weight_decay : 0.0, step_});
+    }
+  };
+  if (host_grads_) {
+    // ZeRO-Offload: bucket by bucket, so each bucket's updated parameters travel back to the
+    // device (rounded on the host first under mixed precision) while the host steps the next.
     for (const Bucket& b : buckets_) {
-      const int64_t s0 = shard_begin(b);
-      for (const Segment& s : b.mine) {
-        if ((params_[s.param].dim() >= 2) != decay) continue;
-        const int64_t at = s.flat - s0;  // offset inside the shard
-        w.push_back(flat_slice(shard_masters(b), at, s.length));
-        g.push_back(flat_slice(step_grad(b), at, s.length));
-        m.push_back(flat_slice(shard_state(*m_, b), at, s.length));
-        v.push_back(flat_slice(shard_state(*v_, b), at, s.length));
+      adamw({&b});
+      const Tensor masters = shard_masters(b);
+      if (host_params_) {
+        const Tensor rounded = flat_slice(*host_params_, b.begin / comm_.size(), shard_len(b));
+        core::copy_(rounded, masters);
+        core::copy_async_(shard_params(b), rounded);
+      } else {
+        core::copy_async_(shard_params(b), masters);
       }
     }
-    ops::adamw_update_multi_(w, g, m, v,
-                             {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0,
-                              step_});
+    core::wait_async_copies(device_);
+  } else {
+    std::vector<const Bucket*> all;
+    for (const Bucket& b : buckets_) all.push_back(&b);
+    adamw(all);
+    if (has_masters())  // the updated masters (rounded) into this rank's shard of the parameters
+      for (const Bucket& b : buckets_) core::copy_(shard_params(b), shard_masters(b));
   }
-  if (has_masters())  // the updated masters (rounded) into this rank's shard of the parameters
-    for (const Bucket& b : buckets_) core::copy_(shard_params(b), shard_masters(b));
   // Stages 1-2: everyone's updated shards, in place into the flat parameters. (Stage 3
   // gathers them when the next forward needs them.)
   std::vector<std::unique_ptr<comm::Work>> gathers;
@@ -403,6 +457,7 @@ void ZeroOptimizer::step(double lr) {
 }
 
 void ZeroOptimizer::skip_step() {
+  wait_grad_copies();  // the next backward overwrites the shards they read
   std::fill(arrived_.begin(), arrived_.end(), false);
   first_micro_batch_ = true;
 }

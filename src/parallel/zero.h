@@ -59,8 +59,10 @@ class ZeroOptimizer : public nn::PartHooks {
   // parameters' storage, which the hooks gather while a part runs.
   // Their f32 values become the masters when `compute` is bf16 or f16; the parameters then
   // switch to `compute`. `offload` (ZeRO-Offload): the fp32 masters' shard, m and v live in
-  // host memory, the gradient shard is copied there and AdamW steps on the host (the
-  // multi-threaded CPU AdamW), then the updated shard goes back to the parameters' device.
+  // pinned host memory; on the last micro-batch each bucket's gradient shard starts for the
+  // host as soon as its reduce-scatter is folded in (overlapping the rest of the backward),
+  // AdamW steps on the host (the multi-threaded CPU AdamW) bucket by bucket, and each bucket's
+  // updated shard goes back to the parameters' device while the host steps the next.
   ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                 int64_t bucket_bytes, const optim::AdamWOptions& options,
                 const std::vector<std::vector<size_t>>& parts = {}, DType compute = DType::kF32,
@@ -143,6 +145,7 @@ class ZeroOptimizer : public nn::PartHooks {
     int pending = 0;
     std::optional<Tensor> staging;  // stage 2: this micro-batch's full bucket gradients
     std::unique_ptr<comm::Work> work;
+    bool reduced = false;  // this micro-batch's reduce-scatter finished and was folded in
     std::vector<Segment> mine;
     // Stage 3: the bucket's full parameters (its parameters are views of it), holding memory
     // only while gathered; the gather in flight.
@@ -155,6 +158,11 @@ class ZeroOptimizer : public nn::PartHooks {
   Tensor grad_slot(size_t k);
   void on_grad_ready(size_t param);
   void launch(Bucket& b);
+  // Waits for bucket b's reduce-scatter and folds it into the step's gradient shard; on the
+  // last micro-batch under ZeRO-Offload, starts copying the shard to the host.
+  void finish_reduce(Bucket& b);
+  // ZeRO-Offload: waits for the gradient shards' copies to the host, if any are in flight.
+  void wait_grad_copies();
   Tensor shard_grad(const Bucket& b) const;   // this rank's averaged gradient of bucket b
   Tensor shard_params(const Bucket& b) const; // this rank's parameters of bucket b
   Tensor shard_masters(const Bucket& b) const;  // their f32 values: the masters, or themselves
@@ -190,6 +198,8 @@ class ZeroOptimizer : public nn::PartHooks {
   std::optional<Tensor> param_shard_;  // stage 3: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> master_shard_; // mixed precision or offload: f32 masters, like param_shard_
   std::optional<Tensor> host_grads_;   // offload: the gradient shard, copied to the host to step
+  std::optional<Tensor> host_params_;  // offload, mixed: the stepped masters rounded, on their way back
+  bool grad_copies_in_flight_ = false;
   std::optional<Tensor> flat_grads_;  // stage 1
   std::optional<Tensor> grad_shard_;  // stage 2: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> m_, v_;       // concatenated shards, like grad_shard_
