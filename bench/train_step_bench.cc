@@ -143,10 +143,11 @@ int main(int argc, char** argv) {
       }
       if (master && loss_scale != 1.0) master->scale_grads(1.0 / loss_scale);
       optim::clip_grad_norm_(params, opt_options.grad_clip);
-      opt.step(opt_options.lr);
       if (master) {
-        master->copy_to_model();
+        master->step(opt, opt_options.lr);
         master->zero_grads();
+      } else {
+        opt.step(opt_options.lr);
       }
       model.zero_grad();
       synchronize(device);

@@ -26,26 +26,39 @@ AdamW::AdamW(std::vector<nn::NamedTensor> params, const AdamWOptions& options) :
   }
 }
 
+void AdamW::update(double lr, const std::vector<Slot*>& slots, bool decay) {
+  std::vector<Tensor> params, grads, ms, vs;
+  for (Slot* s : slots) {
+    if (s->decay != decay || !s->param.grad().has_value()) continue;
+    if (!s->m) {
+      s->m = zeros(s->param.shape(), DType::kF32, s->param.device());
+      s->v = zeros(s->param.shape(), DType::kF32, s->param.device());
+    }
+    params.push_back(s->param);
+    grads.push_back(*s->param.grad());
+    ms.push_back(*s->m);
+    vs.push_back(*s->v);
+  }
+  ops::adamw_update_multi_(params, grads, ms, vs,
+                           {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0,
+                            step_});
+}
+
 void AdamW::step(double lr) {
   ++step_;
   MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
+  std::vector<Slot*> all;
+  for (Slot& s : slots_) all.push_back(&s);
   // Two multi-tensor updates, with and without weight decay (one launch each on a GPU).
-  for (const bool decay : {true, false}) {
-    std::vector<Tensor> params, grads, ms, vs;
-    for (Slot& s : slots_) {
-      if (s.decay != decay || !s.param.grad().has_value()) continue;
-      if (!s.m) {
-        s.m = zeros(s.param.shape(), DType::kF32, s.param.device());
-        s.v = zeros(s.param.shape(), DType::kF32, s.param.device());
-      }
-      params.push_back(s.param);
-      grads.push_back(*s.param.grad());
-      ms.push_back(*s.m);
-      vs.push_back(*s.v);
-    }
-    ops::adamw_update_multi_(params, grads, ms, vs,
-                             {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0,
-                              step_});
+  for (const bool decay : {true, false}) update(lr, all, decay);
+}
+
+void AdamW::step(double lr, const std::function<void(size_t)>& updated) {
+  ++step_;
+  MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    update(lr, {&slots_[k]}, slots_[k].decay);
+    updated(k);
   }
 }
 

@@ -4,6 +4,7 @@
 // on the first step and tagged as optimizer-state memory.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ class AdamW {
 
   // Updates every parameter that has a gradient with learning rate `lr`.
   void step(double lr);
+  // The same update one parameter at a time, in registration order, calling updated(k) after
+  // parameter k (with or without a gradient): ZeRO-Offload ships each updated master to the
+  // device while the next is stepped. The results are those of step(lr) (host: bit for bit).
+  void step(double lr, const std::function<void(size_t)>& updated);
   int64_t step_count() const { return step_; }
 
   // State for checkpoints: "<param>.exp_avg" / "<param>.exp_avg_sq" tensors plus the step.
@@ -44,6 +49,8 @@ class AdamW {
     bool decay;
     std::optional<Tensor> m, v;
   };
+  // One multi-tensor update of those of `slots` with weight decay `decay` that have gradients.
+  void update(double lr, const std::vector<Slot*>& slots, bool decay);
   std::vector<Slot> slots_;
   AdamWOptions options_;
   int64_t step_ = 0;

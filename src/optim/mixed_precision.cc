@@ -122,6 +122,12 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
 }
 
 MasterWeights::~MasterWeights() {
+  if (!outgoing_.empty()) {
+    try {
+      core::wait_async_copies(model_params_.front().device());
+    } catch (...) {  // destructors must not throw; the device's error surfaces on its next use
+    }
+  }
   if (in_flight_->copies.empty()) return;
   try {
     core::wait_async_copies(*in_flight_->device);
@@ -188,10 +194,48 @@ void MasterWeights::zero_grads() {
   for (auto& [name, m] : masters_) Tensor(m).zero_grad();
 }
 
+void MasterWeights::step(AdamW& optimizer, double lr) {
+  if (!offloaded()) {
+    optimizer.step(lr);
+    return copy_to_model();
+  }
+  optimizer.step(lr, [&](size_t k) { copy_to_model_async(k); });
+  finish_copy_to_model();
+}
+
 void MasterWeights::copy_to_model() {
+  for (size_t k = 0; k < masters_.size(); ++k) copy_to_model_async(k);
+  finish_copy_to_model();
+}
+
+bool MasterWeights::offloaded() const {
+  return !masters_.empty() && masters_.front().second.device().is_cpu() && !model_params_.front().device().is_cpu();
+}
+
+void MasterWeights::copy_to_model_async(size_t k) {
   check_finished();
+  TRI_CHECK(k < masters_.size(), "mixed precision: master ", k, " is out of range (", masters_.size(), " masters)");
   autograd::NoGradGuard no_grad;
-  for (size_t i = 0; i < masters_.size(); ++i) core::copy_(model_params_[i], masters_[i].second);
+  const Tensor& master = masters_[k].second;
+  const Tensor& param = model_params_[k];
+  if (!master.device().is_cpu() || param.device().is_cpu() || !param.is_contiguous()) {
+    core::copy_(param, master);
+    return;
+  }
+  // ZeRO-Offload: the masters are pinned; a compute-dtype model needs them rounded first.
+  Tensor source = master;
+  if (param.dtype() != master.dtype()) {
+    source = empty_pinned(master.shape(), param.dtype());
+    core::copy_(source, master);
+  }
+  core::copy_async_(param, source);
+  outgoing_.push_back(source);
+}
+
+void MasterWeights::finish_copy_to_model() {
+  if (outgoing_.empty()) return;
+  core::wait_async_copies(model_params_.front().device());
+  outgoing_.clear();
 }
 
 }  // namespace trident::optim

@@ -19,6 +19,7 @@
 #include "core/options.h"
 #include "core/tensor.h"
 #include "nn/module.h"
+#include "optim/adamw.h"
 
 namespace trident::optim {
 
@@ -89,6 +90,8 @@ class MasterWeights {
   // (each micro-batch) and before reading the masters' .grad. Nothing to do unless offloaded.
   void finish_backward();
 
+  // ZeRO-Offload: the masters on the host, the model on a device.
+  bool offloaded() const;
   // The masters under the parameters' names: what the optimizer steps and checkpoints hold.
   const std::vector<nn::NamedTensor>& masters() const { return masters_; }
   std::vector<Tensor> master_tensors() const;
@@ -100,8 +103,18 @@ class MasterWeights {
   // Multiplies every master gradient by `factor` (unscaling the loss scale).
   void scale_grads(double factor);
   void zero_grads();
+  // Steps `optimizer` (built over masters()) with learning rate `lr`, then rounds the masters
+  // into the model's parameters; under ZeRO-Offload each master goes to the device while the
+  // host steps the next.
+  void step(AdamW& optimizer, double lr);
   // Rounds the masters into the model's parameters.
   void copy_to_model();
+  // The same for master k alone, started: under ZeRO-Offload it is rounded on the host into
+  // pinned memory and copied to the device asynchronously, overlapping what the host does
+  // next (AdamW on the next master); finish_copy_to_model() waits for every such copy.
+  // Elsewhere it is a plain copy.
+  void copy_to_model_async(size_t k);
+  void finish_copy_to_model();
 
  private:
   void check_finished() const;
@@ -120,6 +133,9 @@ class MasterWeights {
   std::vector<nn::NamedTensor> masters_;
   std::vector<Tensor> model_params_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
+  // Masters on their way to the model (ZeRO-Offload): the pinned sources, alive until the
+  // copies complete.
+  std::vector<Tensor> outgoing_;
 };
 
 }  // namespace trident::optim

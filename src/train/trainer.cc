@@ -277,8 +277,11 @@ StepMetrics Trainer::train_step() {
                         ? parallel::clip_grad_norm_model_parallel(w, tp_plan_.get(), tp_plan_ ? &mesh_->tp() : nullptr,
                                                                   pipeline_ ? &mesh_->pp() : nullptr, cfg_.optim.grad_clip)
                         : optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
-      optimizer_->step(lr);
-      if (master_) master_->copy_to_model();
+      if (master_) {
+        master_->step(*optimizer_, lr);
+      } else {
+        optimizer_->step(lr);
+      }
     } else {
       m.grad_norm = std::numeric_limits<double>::quiet_NaN();  // not measured: the gradients overflowed
     }

@@ -35,8 +35,11 @@ models::gpt2::GPT2Config tiny_model() { return testing::tiny_run_config({}).mode
 
 // Losses of `steps` AdamW steps on fixed random tokens, the model on `device`; with
 // `precision` bf16, fp32 masters on `master_device` (ZeRO-Offload when that is the host).
+// `overlapped`: the parts of MasterWeights::step's ZeRO-Offload path, called one by one: AdamW
+// steps the masters one at a time, each copied to the model while the next is stepped.
 std::vector<double> train(Device device, const std::string& precision = "fp32",
-                          std::optional<Device> master_device = std::nullopt, int steps = 5) {
+                          std::optional<Device> master_device = std::nullopt, int steps = 5,
+                          bool overlapped = false) {
   models::gpt2::GPT2 model(tiny_model());
   model.to(device);
   for (const Tensor& p : model.parameters()) EXPECT_EQ(p.device(), device);
@@ -58,11 +61,18 @@ std::vector<double> train(Device device, const std::string& precision = "fp32",
     autograd::backward(loss);
     if (master) master->finish_backward();
     optim::clip_grad_norm_(weights, 1.0);
-    opt.step(options.lr);
-    if (master) {
-      master->copy_to_model();
-      master->zero_grads();
+    if (overlapped) {
+      const std::vector<float> before = to_vector<float>(core::cast(core::to_device(model.parameters()[0], Device::cpu()), DType::kF32));
+      opt.step(options.lr, [&](size_t k) { master->copy_to_model_async(k); });
+      // In flight until finished (the emulated device copies only when waited for).
+      EXPECT_EQ(to_vector<float>(core::cast(core::to_device(model.parameters()[0], Device::cpu()), DType::kF32)), before);
+      master->finish_copy_to_model();
+    } else if (master) {
+      master->step(opt, options.lr);
+    } else {
+      opt.step(options.lr);
     }
+    if (master) master->zero_grads();
     model.zero_grad();
   }
   for (const auto& [name, state] : opt.state())
@@ -79,6 +89,8 @@ TEST(DeviceTraining, OffloadedMastersOnTheHostGiveTheDeviceLossesBitForBit) {
   const Device dev = testing::emulated_device();
   const std::vector<double> on_device = train(dev, "bf16");
   EXPECT_EQ(train(dev, "bf16", Device::cpu()), on_device);
+  EXPECT_EQ(train(dev, "bf16", Device::cpu(), 5, /*overlapped=*/true), on_device);
+  EXPECT_EQ(train(dev, "fp32", Device::cpu(), 5, /*overlapped=*/true), train(dev));
   EXPECT_EQ(train(Device::cpu(), "bf16"), on_device);
 }
 
