@@ -1,16 +1,17 @@
 #!/bin/bash
 # Packs what a GPU machine needs to test and benchmark the CUDA backend into
 # .gpu/trident-gpu.tar.xz (ignored by git; name .gpu in the device tool's carry): the GPU test binaries, the benchmark, the CLI, and the shared libraries they need
-# that a CUDA image may lack (OpenBLAS, PCRE2, toml++, gfortran runtime); CUDA's own
+# that a CUDA image may lack (OpenBLAS, oneDNN, PCRE2, toml++, gfortran runtime); CUDA's own
 # libraries come from the GPU machine. Built here, run there with scripts/gpu/run.sh, so the
 # GPU's time goes to running rather than building. Usage: scripts/gpu/pack.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
-cmake --build "$build" -j2 --target cuda_test op_suite_test ops_test attention_kernel_test train_step_bench trident
+cmake --build "$build" -j2 --target cuda_test op_suite_test ops_test kernels_test attention_kernel_test train_step_bench trident
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib"
-cp "$build"/tests/cuda_test "$build"/tests/op_suite_test "$build"/tests/ops_test "$build"/tests/attention_kernel_test \
+cp "$build"/tests/cuda_test "$build"/tests/op_suite_test "$build"/tests/ops_test "$build"/tests/kernels_test \
+   "$build"/tests/attention_kernel_test \
    "$build"/bench/train_step_bench "$build"/apps/trident "$stage/bin/"
 strip "$stage"/bin/*
 for lib in $(ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u); do
@@ -19,7 +20,7 @@ for lib in $(ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u); do
     *) cp -L "$lib" "$stage/lib/" ;;
   esac
 done
-# The device tool carries at most 64 MiB with the working tree: compressed, this is ~25 MiB.
+# The device tool carries at most 64 MiB with the working tree: compressed, this is ~30 MiB.
 rm -rf .gpu
 mkdir -p .gpu
 tar -C "$stage" -cJf .gpu/trident-gpu.tar.xz bin lib

@@ -3,8 +3,9 @@
 # runs the CUDA tests, the op suite on the GPU, the attention kernels' own check, the host's
 # AVX-512 AdamW, GPT-2 124M fp32 losses on the GPU against the CPU, the speed comparison with
 # PyTorch, and ZeRO-Offload training a model whose optimizer state does not fit on the
-# (capped) GPU. Logs and JSON
-# go to $OUT (or ./gpu-out). Usage: scripts/gpu/run.sh [tests|parity|bench|offload|all]
+# (capped) GPU; and (cpu) the host CPU's native bf16 GEMMs through oneDNN, where it has
+# AVX512_BF16 or AMX (issue #4). Logs and JSON
+# go to $OUT (or ./gpu-out). Usage: scripts/gpu/run.sh [tests|parity|bench|offload|cpu|all]
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-gpu-out}
@@ -55,4 +56,17 @@ if [[ $what == offload || $what == all ]]; then
   tail -3 "$out/offload_1p5b.log"; cat "$out/offload_1p5b.json" | head -c 600; echo
   TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 $bin/train_step_bench $args > "$out/no_offload_1p5b.json" 2> "$out/no_offload_1p5b.log"
   echo "without offload: exit $?"; tail -3 "$out/no_offload_1p5b.log"
+fi
+if [[ $what == cpu || $what == all ]]; then
+  # The oneDNN GEMM wrapper (bf16 runs only where oneDNN reports native bf16), the op suite's
+  # matmul and linear cases on the host, and GPT-2 124M on 2 cores, fp32 against bf16.
+  grep -m1 "model name" /proc/cpuinfo | tee "$out/cpu.txt"
+  grep -o -w -E "avx512_bf16|amx_bf16" /proc/cpuinfo | sort -u | tee -a "$out/cpu.txt"
+  $bin/kernels_test 2>&1 | tee "$out/kernels_test.log" | grep -E "engine|OK|FAILED|SKIPPED|PASSED" | tail -12
+  $bin/op_suite_test --gtest_filter='*matmul*:*linear*' --gtest_brief=1 2>&1 | tee "$out/op_suite_matmul.log" | tail -4
+  for p in fp32 bf16; do
+    OMP_NUM_THREADS=2 taskset -c 0,1 $bin/train_step_bench --layers 12 --embd 768 --heads 12 --vocab 50257 --T 1024 \
+      --B 4 --steps 2 --warmup 1 --threads 2 --precision $p --sgemm > "$out/cpu_124m_$p.json" 2> "$out/cpu_124m_$p.log"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d.get(k) for k in ('precision','tokens_per_s','sgemm_gflops','bf16_gemm','bf16_gemm_gflops','cpu_isa')})" "$out/cpu_124m_$p.json"
+  done
 fi
