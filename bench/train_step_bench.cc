@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
     if (device.is_cpu()) {
       out["cpu_isa"] = kernels::cpu::onednn_cpu_isa();
       out["bf16_gemm"] = kernels::cpu::bf16_gemm_engine_name(kernels::cpu::bf16_gemm_engine());
-      if (sgemm && precision.dtype != "fp32") out["bf16_gemm_gflops"] = gemm_gflops<bf16>(2048);
+      if (sgemm && precision.dtype == "bf16") out["bf16_gemm_gflops"] = gemm_gflops<bf16>(2048);
     }
     out["device"] = device_name;
     out["offload"] = offload;

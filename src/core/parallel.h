@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <vector>
 
 #include <omp.h>
@@ -46,12 +47,21 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
   }
   // Split into as many near-equal chunks as threads, but never smaller than grain.
   const int64_t parts = std::min<int64_t>(chunks, num_threads());
+  // An exception may not leave an OpenMP region (std::terminate): the first one thrown is
+  // kept and rethrown on the calling thread once every chunk has finished.
+  std::exception_ptr error;
 #pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1)
   for (int64_t p = 0; p < parts; ++p) {
-    apply_denormal_mode();
-    const int64_t b = begin + n * p / parts, e = begin + n * (p + 1) / parts;
-    if (b < e) fn(b, e);
+    try {
+      apply_denormal_mode();
+      const int64_t b = begin + n * p / parts, e = begin + n * (p + 1) / parts;
+      if (b < e) fn(b, e);
+    } catch (...) {
+#pragma omp critical(trident_parallel_for_error)
+      if (!error) error = std::current_exception();
+    }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 // Deterministic chunked reduction: fn(begin, end) returns the partial for one chunk of

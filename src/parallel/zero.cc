@@ -158,7 +158,7 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
 
 ZeroOptimizer::~ZeroOptimizer() {
   alive_.reset();
-  if (grad_copies_in_flight_) {
+  if (copies_in_flight_) {
     try {
       core::wait_async_copies(device_);
     } catch (...) {  // destructors must not throw; the device's error surfaces on its next use
@@ -277,6 +277,9 @@ void ZeroOptimizer::add_grad(const std::string& name, const Tensor& grad) {
 
 void ZeroOptimizer::launch(Bucket& b) {
   const int64_t n = shard_len(b);
+  // Whether this reduce-scatter completes the step's gradients is decided now: an interleaved
+  // pipeline may fold it in during a later chunk's backward, not the last micro-batch's.
+  b.final = stage_ == 1 || last_micro_batch_;
   if (stage_ == 1) {
     const Tensor bucket = flat_slice(*flat_grads_, b.begin, b.length);
     b.work = comm_.reduce_scatter_async(bucket, flat_slice(bucket, 0, n), comm::ReduceOp::kSum);
@@ -304,16 +307,16 @@ void ZeroOptimizer::finish_reduce(Bucket& b) {
   } else {
     ops::scale_(flat_slice(*flat_grads_, b.begin, shard_len(b)), inv);
   }
-  if (host_grads_ && last_micro_batch_) {  // final: on its way to the host's AdamW at once
+  if (host_grads_ && b.final) {  // on its way to the host's AdamW at once
     core::copy_async_(flat_slice(*host_grads_, b.begin / comm_.size(), shard_len(b)), shard_grad(b));
-    grad_copies_in_flight_ = true;
+    copies_in_flight_ = true;
   }
 }
 
-void ZeroOptimizer::wait_grad_copies() {
-  if (!grad_copies_in_flight_) return;
+void ZeroOptimizer::wait_copies() {
+  if (!copies_in_flight_) return;
   core::wait_async_copies(device_);
-  grad_copies_in_flight_ = false;
+  copies_in_flight_ = false;
 }
 
 void ZeroOptimizer::end_backward() {
@@ -387,7 +390,7 @@ double ZeroOptimizer::clip_grad_norm(double max_norm, double grad_scale) {
   }
   if (factor != 1.0) {
     if (host_grads_) {  // ZeRO-Offload: AdamW reads the host's copies
-      wait_grad_copies();
+      wait_copies();
       ops::scale_(*host_grads_, factor);
     } else {
       for (const Tensor& g : shards) ops::scale_(g, factor);
@@ -398,7 +401,7 @@ double ZeroOptimizer::clip_grad_norm(double max_norm, double grad_scale) {
 
 void ZeroOptimizer::step(double lr) {
   ++step_;
-  wait_grad_copies();  // ZeRO-Offload: the averaged gradient shards, on the host
+  wait_copies();  // ZeRO-Offload: the averaged gradient shards, on the host
   const auto step_grad = [&](const Bucket& b) {
     return host_grads_ ? flat_slice(*host_grads_, b.begin / comm_.size(), shard_len(b)) : shard_grad(b);
   };
@@ -429,6 +432,7 @@ void ZeroOptimizer::step(double lr) {
     for (const Bucket& b : buckets_) {
       adamw({&b});
       const Tensor masters = shard_masters(b);
+      copies_in_flight_ = true;
       if (host_params_) {
         const Tensor rounded = flat_slice(*host_params_, b.begin / comm_.size(), shard_len(b));
         core::copy_(rounded, masters);
@@ -437,7 +441,7 @@ void ZeroOptimizer::step(double lr) {
         core::copy_async_(shard_params(b), masters);
       }
     }
-    core::wait_async_copies(device_);
+    wait_copies();
   } else {
     std::vector<const Bucket*> all;
     for (const Bucket& b : buckets_) all.push_back(&b);
@@ -457,7 +461,7 @@ void ZeroOptimizer::step(double lr) {
 }
 
 void ZeroOptimizer::skip_step() {
-  wait_grad_copies();  // the next backward overwrites the shards they read
+  wait_copies();  // the next backward overwrites the shards they read
   std::fill(arrived_.begin(), arrived_.end(), false);
   first_micro_batch_ = true;
 }

@@ -146,6 +146,7 @@ class ZeroOptimizer : public nn::PartHooks {
     std::optional<Tensor> staging;  // stage 2: this micro-batch's full bucket gradients
     std::unique_ptr<comm::Work> work;
     bool reduced = false;  // this micro-batch's reduce-scatter finished and was folded in
+    bool final = false;    // launched on the step's last micro-batch (stage 1: always)
     std::vector<Segment> mine;
     // Stage 3: the bucket's full parameters (its parameters are views of it), holding memory
     // only while gathered; the gather in flight.
@@ -161,8 +162,8 @@ class ZeroOptimizer : public nn::PartHooks {
   // Waits for bucket b's reduce-scatter and folds it into the step's gradient shard; on the
   // last micro-batch under ZeRO-Offload, starts copying the shard to the host.
   void finish_reduce(Bucket& b);
-  // ZeRO-Offload: waits for the gradient shards' copies to the host, if any are in flight.
-  void wait_grad_copies();
+  // ZeRO-Offload: waits for the copies between host and device, if any are in flight.
+  void wait_copies();
   Tensor shard_grad(const Bucket& b) const;   // this rank's averaged gradient of bucket b
   Tensor shard_params(const Bucket& b) const; // this rank's parameters of bucket b
   Tensor shard_masters(const Bucket& b) const;  // their f32 values: the masters, or themselves
@@ -198,8 +199,8 @@ class ZeroOptimizer : public nn::PartHooks {
   std::optional<Tensor> param_shard_;  // stage 3: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> master_shard_; // mixed precision or offload: f32 masters, like param_shard_
   std::optional<Tensor> host_grads_;   // offload: the gradient shard, copied to the host to step
-  std::optional<Tensor> host_params_;  // offload, mixed: the stepped masters rounded, on their way back
-  bool grad_copies_in_flight_ = false;
+  std::optional<Tensor> host_params_;  // offload, mixed: the stepped masters rounded, on their way back (2P/N pinned)
+  bool copies_in_flight_ = false;      // offload: copies between host and device not yet waited for
   std::optional<Tensor> flat_grads_;  // stage 1
   std::optional<Tensor> grad_shard_;  // stage 2: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> m_, v_;       // concatenated shards, like grad_shard_

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <iostream>
 #include <random>
 #include <vector>
 

@@ -131,7 +131,7 @@ TEST_F(DataParallelTest, OnADeviceZeroWithBf16GivesTheHostLossesBitForBit) {
 // with everything on the device, bit for bit, and the device holds no optimizer state.
 TEST_F(DataParallelTest, OnADeviceZeroOffloadKeepsTheOptimizerOnTheHost) {
   const Device device = testing::emulated_device();
-  for (const std::string dtype : {"fp32", "bf16"})
+  for (const std::string dtype : {"fp32", "bf16", "fp16"})  // fp16: the loss scale is divided out on the host
     for (int64_t stage : {1, 2, 3}) {
       TrainConfig cfg = config("offload_" + dtype + std::to_string(stage));
       cfg.precision.dtype = dtype;

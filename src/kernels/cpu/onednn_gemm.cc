@@ -9,6 +9,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/allocator.h"
 #include "core/check.h"
@@ -96,13 +97,26 @@ std::shared_ptr<const Entry> create(const Key& k) {
 }
 
 std::shared_ptr<const Entry> entry_for(const Key& k) {
+  // Each thread looks in its own copy first: small GEMMs inside parallel loops (attention's)
+  // would otherwise contend for the lock on every call.
+  thread_local std::map<Key, std::shared_ptr<const Entry>> local;
+  auto hit = local.find(k);
+  if (hit != local.end()) return hit->second;
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const Entry>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(k);
-  if (it != cache.end()) return it->second;
-  if (cache.size() >= 4096) cache.clear();  // shapes vary with the batch only; stay bounded
-  return cache.emplace(k, create(k)).first->second;
+  std::shared_ptr<const Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(k);
+    if (it != cache.end()) {
+      entry = it->second;
+    } else {
+      if (cache.size() >= 4096) cache.clear();  // shapes vary with the batch only; stay bounded
+      entry = cache.emplace(k, create(k)).first->second;
+    }
+  }
+  if (local.size() >= 4096) local.clear();
+  return local.emplace(k, entry).first->second;
 }
 
 }  // namespace
@@ -170,11 +184,14 @@ void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
   dnnl::memory a(entry->a, engine, const_cast<In*>(A));
   dnnl::memory b(entry->b, engine, const_cast<In*>(B));
   dnnl::memory c(entry->c, engine, C);
-  const size_t scratch_bytes = entry->scratchpad.get_size();
-  DataPtr scratch = host_allocator().allocate(std::max<size_t>(scratch_bytes, 1), MemoryCategory::kActivation);
-  dnnl::memory scratchpad(entry->scratchpad, engine, scratch.get());
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+  DataPtr scratch;
+  if (const size_t scratch_bytes = entry->scratchpad.get_size(); scratch_bytes > 0) {
+    scratch = host_allocator().allocate(scratch_bytes, MemoryCategory::kActivation);
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(entry->scratchpad, engine, scratch.get()));
+  }
   thread_local dnnl::stream stream(engine);
-  entry->matmul.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
+  entry->matmul.execute(stream, args);
   stream.wait();
 }
 
