@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <unordered_map>
@@ -96,27 +95,15 @@ std::shared_ptr<const Entry> create(const Key& k) {
   return nullptr;
 }
 
+// Per thread, so that small GEMMs inside parallel loops (attention's) never take a lock; a
+// shape first met on each thread is created once per thread (oneDNN's own primitive cache
+// makes the second creation cheap).
 std::shared_ptr<const Entry> entry_for(const Key& k) {
-  // Each thread looks in its own copy first: small GEMMs inside parallel loops (attention's)
-  // would otherwise contend for the lock on every call.
-  thread_local std::map<Key, std::shared_ptr<const Entry>> local;
-  auto hit = local.find(k);
-  if (hit != local.end()) return hit->second;
-  static std::mutex mutex;
-  static std::map<Key, std::shared_ptr<const Entry>> cache;
-  std::shared_ptr<const Entry> entry;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(k);
-    if (it != cache.end()) {
-      entry = it->second;
-    } else {
-      if (cache.size() >= 4096) cache.clear();  // shapes vary with the batch only; stay bounded
-      entry = cache.emplace(k, create(k)).first->second;
-    }
-  }
-  if (local.size() >= 4096) local.clear();
-  return local.emplace(k, entry).first->second;
+  thread_local std::map<Key, std::shared_ptr<const Entry>> cache;
+  auto it = cache.find(k);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 4096) cache.clear();  // shapes vary with the batch only; stay bounded
+  return cache.emplace(k, create(k)).first->second;
 }
 
 }  // namespace
