@@ -46,6 +46,14 @@ if [[ $what == bench || $what == all ]]; then
     > "$out/gpu_train_compare.json" 2> "$out/gpu_train_compare.log"
   tail -5 "$out/gpu_train_compare.log"
   $bin/attention_kernel_test bench 2>&1 | tee "$out/attention_bench.jsonl"
+  # What cuBLASLt's GELU epilogue saves: GPT-2 124M bf16, B=16, with it (1) and without (0).
+  for e in 1 0; do
+    TRIDENT_CUDA_GELU_EPILOGUE=$e $bin/train_step_bench --device cuda --precision bf16 --layers 12 --embd 768 \
+      --heads 12 --vocab 50257 --T 1024 --B 16 --steps 10 --warmup 3 --peak-tflops 989 \
+      > "$out/gelu_epilogue_$e.json" 2> "$out/gelu_epilogue_$e.log"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('gelu epilogue', sys.argv[2], d.get('tokens_per_s'), d.get('mfu'))" \
+      "$out/gelu_epilogue_$e.json" $e
+  done
 fi
 if [[ $what == offload || $what == all ]]; then
   # ZeRO-Offload: GPT-2 1.5B (L=48, C=1600) in bf16 on a GPU capped at 16 GiB. Its fp32 AdamW

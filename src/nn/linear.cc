@@ -16,11 +16,12 @@ Conv1D::Conv1D(int64_t in, int64_t out, DType dtype)
     : weight_(register_parameter("weight", zeros({in, out}, dtype))),
       bias_(register_parameter("bias", zeros({out}, dtype))) {}
 
-Tensor Conv1D::forward(const Tensor& x) const {
-  if (style_) return style_->forward(x, weight_, bias_);
+Tensor Conv1D::forward(const Tensor& x, Activation act) const {
+  if (style_) return style_->forward(x, weight_, bias_, act);
   // linear() wants (out, in); the transposed view of (in, out) is exactly that, and BLAS
   // reads it as a transposed operand.
-  return trident::linear(x, trident::transpose(weight_, 0, 1), bias_);
+  const Tensor w = trident::transpose(weight_, 0, 1);
+  return act == Activation::kGeluTanh ? trident::linear_gelu_tanh(x, w, bias_) : trident::linear(x, w, bias_);
 }
 
 }  // namespace trident::nn

@@ -30,7 +30,8 @@ class Linear : public Module {
 class Conv1D : public Module {
  public:
   Conv1D(int64_t in, int64_t out, DType dtype = DType::kF32);
-  Tensor forward(const Tensor& x) const;  // x (..., in) -> (..., out)
+  // x (..., in) -> act(x W + b) (..., out); the activation fused into the layer's GEMM.
+  Tensor forward(const Tensor& x, Activation act = Activation::kNone) const;
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
   // Set by a parallelism plan that shards this layer (nn/parallel_style.h).

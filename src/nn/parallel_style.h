@@ -6,14 +6,15 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "nn/activation.h"
 
 namespace trident::nn {
 
 class Conv1DStyle {
  public:
   virtual ~Conv1DStyle() = default;
-  // The layer's y = x W + b, with W (in, out) and b (out) this rank's shards.
-  virtual Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const = 0;
+  // The layer's y = act(x W + b), with W (in, out) and b (out) this rank's shards.
+  virtual Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) const = 0;
 };
 
 class LayerNormStyle {

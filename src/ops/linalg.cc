@@ -5,6 +5,7 @@
 #include "core/views.h"
 #include "kernels/cpu/matmul.h"
 #include "ops/dispatch.h"
+#include "ops/pointwise.h"
 
 namespace trident::ops {
 namespace {
@@ -40,7 +41,7 @@ int64_t batch_offset(int64_t idx, const Shape& batch, const Strides& strides) {
 // operand's matrices are evenly spaced (always, for views made by expand and contiguous).
 void device_gemm(const Tensor& out, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* a,
                  int64_t lda, const void* b, int64_t ldb, double beta, int64_t ldc, int64_t batch = 1,
-                 int64_t stride_a = 0, int64_t stride_b = 0, int64_t stride_c = 0, const void* bias = nullptr) {
+                 int64_t stride_a = 0, int64_t stride_b = 0, int64_t stride_c = 0) {
   kernels::GemmArgs g;
   g.dtype = g.c_dtype = out.dtype();
   g.trans_a = trans_a, g.trans_b = trans_b;
@@ -48,7 +49,6 @@ void device_gemm(const Tensor& out, bool trans_a, bool trans_b, int64_t M, int64
   g.a = a, g.lda = lda, g.b = b, g.ldb = ldb;
   g.beta = beta, g.c = out.raw_data(), g.ldc = ldc;
   g.batch = batch, g.stride_a = stride_a, g.stride_b = stride_b, g.stride_c = stride_c;
-  g.bias = bias;
   device_kernels_of(out).gemm(g);
 }
 
@@ -179,24 +179,34 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
-  check_floating(x, "linear");
-  check_same_dtype(x, w, "linear");
-  check_same_device(x, w, "linear");
-  TRI_CHECK(x.dim() >= 1 && w.dim() == 2, "linear: expected input (..., in) and weight (out, in), got ",
-            x.shape(), " and ", w.shape());
+namespace {
+
+// x (..., in) @ w^T + bias into a new tensor; with `pre_gelu`, the result is GELU'd (tanh
+// approximation) and *pre_gelu receives the values before it. `what` names the op in errors.
+Tensor linear_impl(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias,
+                   std::optional<Tensor>* pre_gelu, const char* what) {
+  check_floating(x, what);
+  check_same_dtype(x, w, what);
+  check_same_device(x, w, what);
+  TRI_CHECK(x.dim() >= 1 && w.dim() == 2, what, ": expected input (..., in) and weight (out, in), got ", x.shape(),
+            " and ", w.shape());
   const int64_t in = w.size(1), out_features = w.size(0);
-  TRI_CHECK(x.size(-1) == in, "linear: input ", x.shape(), " has ", x.size(-1),
-            " features but weight ", w.shape(), " expects ", in);
+  TRI_CHECK(x.size(-1) == in, what, ": input ", x.shape(), " has ", x.size(-1), " features but weight ", w.shape(),
+            " expects ", in);
   if (bias) {
-    check_same_dtype(x, *bias, "linear (bias)");
-    TRI_CHECK(bias->dim() == 1 && bias->size(0) == out_features, "linear: bias ", bias->shape(),
+    const std::string bias_what = std::string(what) + " (bias)";
+    check_same_dtype(x, *bias, bias_what.c_str());
+    check_same_device(x, *bias, bias_what.c_str());
+    TRI_CHECK(bias->dim() == 1 && bias->size(0) == out_features, what, ": bias ", bias->shape(),
               " must have shape (", out_features, ",) to match weight ", w.shape());
   }
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = out_features;
-  Tensor out = empty(out_shape, x.dtype(), x.device());
-  if (out.numel() == 0) return out;
+  if (pre_gelu) pre_gelu->emplace(empty(out_shape, x.dtype(), x.device()));
+  // On the host the product goes to pre_gelu, and the GELU allocates its output after the GEMM.
+  const bool host_gelu = pre_gelu && !on_device(x);
+  Tensor out = host_gelu ? **pre_gelu : empty(out_shape, x.dtype(), x.device());
+  if (out.numel() == 0) return host_gelu ? gelu_tanh(out) : out;
   const Tensor x2 = as_matrix(x);
   const int64_t rows = x2.size(0);
   // w^T as a BLAS operand: w (out, in) row-major is op(B) = B^T with B = w.
@@ -208,24 +218,45 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
   }
   if (on_device(out)) {
     // cuBLAS needs a leading dim >= the row length: rows broadcast with stride 0 are copied.
-    // The bias goes to the GEMM's epilogue (cuBLASLt adds it while the tile is in registers).
+    // The bias (and GELU) go to the GEMM's epilogue: cuBLASLt applies them while the tile is
+    // in registers, and writes the GELU's input beside its output.
     const Tensor xd = rows > 1 && x2.stride(0) < std::max<int64_t>(in, 1) ? core::contiguous(x2) : x2;
     const std::optional<Tensor> bd = bias ? std::optional<Tensor>(core::contiguous(*bias)) : std::nullopt;
-    device_gemm(out, false, lw->trans, rows, out_features, in, xd.raw_data(), std::max<int64_t>(xd.stride(0), in),
-                wt.raw_data(), lw->ld, 0.0, out_features, 1, 0, 0, 0, bd ? bd->raw_data() : nullptr);
+    kernels::GemmArgs g;
+    g.dtype = g.c_dtype = out.dtype();
+    g.trans_b = lw->trans;
+    g.M = rows, g.N = out_features, g.K = in;
+    g.a = xd.raw_data(), g.lda = std::max<int64_t>(xd.stride(0), in);
+    g.b = wt.raw_data(), g.ldb = lw->ld;
+    g.c = out.raw_data(), g.ldc = out_features;
+    g.bias = bd ? bd->raw_data() : nullptr;
+    if (pre_gelu) g.pre_gelu = (*pre_gelu)->raw_data(), g.ld_pre_gelu = out_features;
+    device_kernels_of(out).gemm(g);
     return out;
   }
+  // The host: one GEMM with the bias as its initial C, then the GELU over it.
   float beta = 0.0f;
   if (bias) {
     core::copy_(views::view(out, {rows, out_features}), *bias);  // broadcast bias over the rows
     beta = 1.0f;
   }
-  dispatch_floating(x.dtype(), "linear", [&]<class T>() {
-    kernels::cpu::gemm<T>(false, lw->trans, rows, out_features, in, 1.0f, x2.data_ptr<T>(),
-                          x2.stride(0), wt.data_ptr<T>(), lw->ld, beta, out.data_ptr<T>(),
-                          out_features);
+  dispatch_floating(x.dtype(), what, [&]<class T>() {
+    kernels::cpu::gemm<T>(false, lw->trans, rows, out_features, in, 1.0f, x2.data_ptr<T>(), x2.stride(0),
+                          wt.data_ptr<T>(), lw->ld, beta, out.data_ptr<T>(), out_features);
   });
-  return out;
+  return host_gelu ? gelu_tanh(out) : out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
+  return linear_impl(x, w, bias, nullptr, "linear");
+}
+
+LinearGelu linear_gelu_tanh(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
+  std::optional<Tensor> pre_gelu;
+  Tensor out = linear_impl(x, w, bias, &pre_gelu, "linear_gelu_tanh");
+  return LinearGelu{std::move(out), std::move(*pre_gelu)};
 }
 
 }  // namespace trident::ops

@@ -24,9 +24,11 @@ namespace {
 class ColumnParallel final : public nn::Conv1DStyle {
  public:
   ColumnParallel(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
-  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, nn::Activation act) const override {
     const Tensor in = sp_ ? gather_sequence(x, tp_) : copy_to_tp(x, tp_);
-    return trident::linear(in, trident::transpose(weight, 0, 1), bias);
+    // Each rank's output columns are whole features: the activation applies to them locally.
+    const Tensor w = trident::transpose(weight, 0, 1);
+    return act == nn::Activation::kGeluTanh ? trident::linear_gelu_tanh(in, w, bias) : trident::linear(in, w, bias);
   }
 
  private:
@@ -37,11 +39,11 @@ class ColumnParallel final : public nn::Conv1DStyle {
 class RowParallel final : public nn::Conv1DStyle {
  public:
   RowParallel(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
-  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
-    // The bias once, after the sum of the ranks' partial products.
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, nn::Activation act) const override {
+    // The bias once, after the sum of the ranks' partial products, and the activation after it.
     const Tensor partial = trident::linear(x, trident::transpose(weight, 0, 1));
-    if (sp_) return reduce_scatter_sequence(partial, tp_) + copy_to_tp(bias, tp_);
-    return reduce_from_tp(partial, tp_) + bias;
+    const Tensor y = sp_ ? reduce_scatter_sequence(partial, tp_) + copy_to_tp(bias, tp_) : reduce_from_tp(partial, tp_) + bias;
+    return act == nn::Activation::kGeluTanh ? trident::gelu_tanh(y) : y;
   }
 
  private:

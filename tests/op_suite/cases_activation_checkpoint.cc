@@ -17,7 +17,13 @@ Tensor block(const TensorList& x) {
   return x[0] + trident::linear(trident::gelu_tanh(h), x[5]);
 }
 
-void checkpoint_case(const char* name, RecomputePolicy policy, int64_t rows) {
+// The same block with its first layer and GELU as one op (GPT-2's MLP).
+Tensor fused_block(const TensorList& x) {
+  const Tensor h = trident::linear_gelu_tanh(trident::layernorm(x[0], x[1], x[2]), x[3], x[4]);
+  return x[0] + trident::linear(h, x[5]);
+}
+
+void checkpoint_case(const char* name, RecomputePolicy policy, int64_t rows, bool fused = false) {
   const int64_t C = 8, H = 12;
   add_case(OpCase("activation_checkpoint", name)
                .input(normal({rows, C}))
@@ -26,8 +32,8 @@ void checkpoint_case(const char* name, RecomputePolicy policy, int64_t rows) {
                .input(normal({H, C}))
                .input(normal({H}))
                .input(normal({C, H}))
-               .forward([policy](const TensorList& x) {
-                 return TensorList{trident::activation_checkpoint(block, x, policy)};
+               .forward([policy, fused](const TensorList& x) {
+                 return TensorList{trident::activation_checkpoint(fused ? fused_block : block, x, policy)};
                })
                .reference([](const Arrays& x) {
                  const reference::Array h =
@@ -46,6 +52,8 @@ TRI_OP_CASES(activation_checkpoint_cases) {
   checkpoint_case("full", RecomputePolicy::kEverything, 5);
   checkpoint_case("selective (keeps matmul outputs)", RecomputePolicy::kAllButMatmuls, 5);
   checkpoint_case("full, rows split across threads", RecomputePolicy::kEverything, 300);
+  checkpoint_case("full, fused linear + GELU", RecomputePolicy::kEverything, 5, true);
+  checkpoint_case("selective, fused linear + GELU (keeps its product)", RecomputePolicy::kAllButMatmuls, 5, true);
 }
 
 }  // namespace trident::testing

@@ -1,6 +1,8 @@
-// Op-suite cases: matmul (2-D, batched, broadcast batch, transposed operands) and linear.
+// Op-suite cases: matmul (2-D, batched, broadcast batch, transposed operands), linear, and
+// linear fused with a GELU.
 #include "autograd/functions.h"
 #include "kernels/reference/linalg.h"
+#include "kernels/reference/pointwise.h"
 #include "op_case.h"
 
 namespace trident::testing {
@@ -58,6 +60,38 @@ TRI_OP_CASES(linalg_cases) {
                .reference([](const Arrays& x) { return Arrays{reference::linear(x[0], x[1], x[2])}; })
                .reduction_length(24)
                .dtypes(kMatmulTypes));
+
+  // On a GPU, 24 and 64 output features (multiples of 8) run cuBLASLt's GELU epilogue; 7
+  // runs the unfused fallback (a bias-epilogue GEMM, then the GELU kernel).
+  struct GeluShape {
+    const char* name;
+    InputSpec x, w;
+    bool bias;
+  };
+  for (GeluShape c : {GeluShape{"with bias", normal({2, 5, 16}), normal({24, 16}), true},
+                      GeluShape{"no bias", normal({2, 5, 16}), normal({24, 16}), false},
+                      GeluShape{"7 features (unfused on a GPU)", normal({9, 12}), normal({7, 12}), true},
+                      GeluShape{"transposed input and weight", normal({6, 32}).transposed(),
+                                normal({64, 32}).transposed(), true}}) {
+    const int64_t out_features = c.w.shape[0];
+    InputSpec b = normal({out_features});
+    if (!c.bias) b.no_grad();
+    const bool bias = c.bias;
+    add_case(OpCase("linear_gelu_tanh", c.name)
+                 .input(std::move(c.x))
+                 .input(std::move(c.w))
+                 .input(b)
+                 .forward([bias](const TensorList& x) {
+                   return TensorList{
+                       trident::linear_gelu_tanh(x[0], x[1], bias ? std::optional<Tensor>(x[2]) : std::nullopt)};
+                 })
+                 .reference([bias](const Arrays& x) {
+                   return Arrays{reference::gelu_tanh(
+                       reference::linear(x[0], x[1], bias ? std::optional<reference::Array>(x[2]) : std::nullopt))};
+                 })
+                 .reduction_length(40)
+                 .dtypes(kMatmulTypes));
+  }
 }
 
 }  // namespace trident::testing

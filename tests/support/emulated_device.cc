@@ -196,6 +196,16 @@ class EmulatedKernels final : public kernels::DeviceKernels {
     return s;
   }
   void gemm(const kernels::GemmArgs& args) override {
+    if (args.pre_gelu != nullptr) {  // the product into pre_gelu, then the GELU row by row into C
+      kernels::GemmArgs product = args;
+      product.c = args.pre_gelu, product.ldc = args.ld_pre_gelu, product.pre_gelu = nullptr;
+      gemm(product);
+      const size_t esize = element_size(args.c_dtype);
+      for (int64_t r = 0; r < args.M; ++r)
+        unary(kernels::DeviceUnaryOp::kGeluTanh, args.c_dtype, static_cast<char*>(args.c) + r * args.ldc * esize,
+              static_cast<const char*>(args.pre_gelu) + r * args.ld_pre_gelu * esize, 0.0, args.N);
+      return;
+    }
     kernels::GemmArgs g = args;
     if (g.bias != nullptr) {  // as the host's linear: the bias in every row of C, then beta = 1
       const size_t row = static_cast<size_t>(g.N) * element_size(g.c_dtype);

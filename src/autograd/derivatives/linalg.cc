@@ -1,10 +1,11 @@
-// Differentiable matrix products.
+// Differentiable matrix products, and a linear layer fused with its GELU.
 #include "autograd/functions/linalg.h"
 
 #include "autograd/record.h"
 #include "autograd/recompute.h"
 #include "core/views.h"
 #include "ops/linalg.h"
+#include "ops/pointwise.h"
 #include "ops/reduce.h"
 
 namespace trident {
@@ -12,6 +13,7 @@ using namespace autograd;
 
 TRI_REGISTER_OP(kMatmul, "matmul");
 TRI_REGISTER_OP(kLinear, "linear");
+TRI_REGISTER_OP(kLinearGeluTanh, "linear_gelu_tanh");
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = kept_or_computed([&] { return ops::matmul(a, b); });  // Note: autograd/recompute.h
@@ -38,22 +40,46 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+namespace {
+
+// y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum over rows of dy.
+GradList linear_grads(const BackwardContext& c, const Tensor& x, const Tensor& w, const Tensor& dy) {
+  const Tensor g2 = ops::as_matrix(dy);
+  GradList grads(3);
+  if (c.needs(0)) grads[0] = views::view(ops::matmul(g2, w), x.shape().span());
+  if (c.needs(1)) grads[1] = ops::matmul(views::transpose(g2, 0, 1), ops::as_matrix(x));
+  if (c.needs(2)) grads[2] = ops::sum(g2, {0});
+  return grads;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
   Tensor out = kept_or_computed([&] { return ops::linear(x, w, bias); });
   if (needs_grad({x, w, bias}))
-    record(kLinear, {x, w, bias}, {out},
-           [sx = SavedTensor(x), sw = SavedTensor(w)](const BackwardContext& c) {
-             // y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum over rows of dy
-             const Tensor& x = sx.get();
-             const Tensor& w = sw.get();
-             const Tensor g2 = ops::as_matrix(c.grad());
-             GradList grads(3);
-             if (c.needs(0)) grads[0] = views::view(ops::matmul(g2, w), x.shape().span());
-             if (c.needs(1)) grads[1] = ops::matmul(views::transpose(g2, 0, 1), ops::as_matrix(x));
-             if (c.needs(2)) grads[2] = ops::sum(g2, {0});
-             return grads;
-           });
+    record(kLinear, {x, w, bias}, {out}, [sx = SavedTensor(x), sw = SavedTensor(w)](const BackwardContext& c) {
+      return linear_grads(c, sx.get(), sw.get(), c.grad());
+    });
   return out;
+}
+
+Tensor linear_gelu_tanh(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
+  // A selective checkpoint keeps the product (the GELU's input) and reruns only the GELU, as
+  // it would for linear followed by gelu_tanh.
+  std::optional<Tensor> out;
+  const Tensor pre = kept_or_computed([&] {
+    ops::LinearGelu r = ops::linear_gelu_tanh(x, w, bias);
+    out = std::move(r.out);
+    return r.pre_gelu;
+  });
+  if (!out) out = ops::gelu_tanh(pre);
+  if (needs_grad({x, w, bias}))
+    record(kLinearGeluTanh, {x, w, bias}, {*out},
+           [sx = SavedTensor(x), sw = SavedTensor(w), spre = SavedTensor(pre)](const BackwardContext& c) {
+             // y = gelu(p), p = x W^T + b:  dp = dy gelu'(p), then linear's rule with dp.
+             return linear_grads(c, sx.get(), sw.get(), ops::gelu_tanh_backward(c.grad(), spre.get()));
+           });
+  return *out;
 }
 
 }  // namespace trident

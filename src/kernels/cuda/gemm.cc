@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "core/check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/scratch.h"
 
@@ -89,7 +90,7 @@ struct LtPlan {
 };
 
 using LtKey = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, bool, int, int>;
+                         int64_t, int64_t, bool, int64_t, int, int>;
 
 int alignment(const void* p) {
   const auto v = reinterpret_cast<uintptr_t>(p);
@@ -109,8 +110,9 @@ const LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   static std::map<LtKey, LtPlan> plans;
   const LtKey key{static_cast<int>(g.dtype), static_cast<int>(g.c_dtype), g.trans_a, g.trans_b, g.M, g.N, g.K,
                   g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b, g.stride_c, g.bias != nullptr,
-                  static_cast<int>(compute),
-                  std::min({alignment(g.a), alignment(g.b), alignment(g.c), g.bias ? alignment(g.bias) : 16})};
+                  g.pre_gelu ? g.ld_pre_gelu : -1, static_cast<int>(compute),
+                  std::min({alignment(g.a), alignment(g.b), alignment(g.c), g.bias ? alignment(g.bias) : 16,
+                            g.pre_gelu ? alignment(g.pre_gelu) : 16})};
   std::lock_guard<std::mutex> lock(mutex);
   const auto found = plans.find(key);
   if (found != plans.end()) return found->second;
@@ -125,8 +127,16 @@ const LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   // Lt's A is our B and Lt's B our A (C^T = op(B)^T op(A)^T).
   step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
   step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
-  const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  const cublasLtEpilogue_t epilogue =
+      g.pre_gelu ? (g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                 : (g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
   step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (g.pre_gelu) {  // the GELU's input (the aux matrix) has C's shape and dtype
+    const int64_t ld = g.ld_pre_gelu;
+    step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.pre_gelu,
+                                        sizeof g.pre_gelu));
+  }
   if (g.bias) {
     const int32_t bias_type = cuda_type(g.c_dtype);
     step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
@@ -172,17 +182,29 @@ bool lt_gemm(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   if (!plan.usable) return false;
   if (g.bias)
     TRI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+  if (g.pre_gelu)
+    TRI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.pre_gelu,
+                                                    sizeof g.pre_gelu));
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   TRI_CUBLAS_CHECK(cublasLtMatmul(lt_handle(), plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.c, plan.c, g.c,
                                   plan.c, &plan.algo, lt_workspace(), kLtWorkspaceBytes, nullptr));
   return true;
 }
 
+bool env_not_zero(const char* name) {
+  const char* env = std::getenv(name);
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 bool use_lt() {
-  static const bool on = [] {
-    const char* env = std::getenv("TRIDENT_CUDA_CUBLASLT");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  static const bool on = env_not_zero("TRIDENT_CUDA_CUBLASLT");
+  return on;
+}
+
+// TRIDENT_CUDA_GELU_EPILOGUE=0 runs linear + GELU as a bias-epilogue GEMM and a separate GELU
+// kernel, to measure what the fused epilogue saves.
+bool use_gelu_epilogue() {
+  static const bool on = env_not_zero("TRIDENT_CUDA_GELU_EPILOGUE");
   return on;
 }
 
@@ -229,8 +251,23 @@ void gemm(const kernels::GemmArgs& g) {
   const bool f64 = g.dtype == DType::kF64;
   const cublasComputeType_t compute =
       f64 ? CUBLAS_COMPUTE_64F : (g.dtype == DType::kF32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
-  TRI_CHECK(g.bias == nullptr || (g.batch == 1 && g.beta == 0.0), "gemm on cuda: a bias needs batch 1 and beta 0, got ",
-            "batch ", g.batch, ", beta ", g.beta);
+  TRI_CHECK((g.bias == nullptr && g.pre_gelu == nullptr) || (g.batch == 1 && g.beta == 0.0),
+            "gemm on cuda: a bias or GELU epilogue needs batch 1 and beta 0, got batch ", g.batch, ", beta ", g.beta);
+  if (g.pre_gelu) {
+    // cuBLASLt wants the GELU input's leading dim a multiple of 8.
+    if (!f64 && g.K > 0 && use_lt() && use_gelu_epilogue() && g.ld_pre_gelu % 8 == 0 && lt_gemm(g, compute)) return;
+    // Unfused: the product (with its bias) into pre_gelu, then the GELU kernel over it.
+    TRI_CHECK(g.ldc == g.N && g.ld_pre_gelu == g.N, "gemm on cuda: an unfused GELU epilogue needs packed rows, got ",
+              "ldc ", g.ldc, " and ld_pre_gelu ", g.ld_pre_gelu, " for ", g.N, " columns");
+    kernels::GemmArgs product = g;
+    product.c = g.pre_gelu;
+    product.pre_gelu = nullptr;
+    gemm(product);
+    launch_unary(static_cast<int>(kernels::DeviceUnaryOp::kGeluTanh), static_cast<int>(g.c_dtype), g.c, g.pre_gelu,
+                 0.0, g.M * g.N);
+    TRI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   if (!f64 && g.K > 0 && use_lt() && lt_gemm(g, compute)) return;
   kernels::GemmArgs plain = g;
   if (g.bias) {  // no fused epilogue for this problem: the bias in every row of C, then beta = 1

@@ -44,6 +44,11 @@ struct GemmArgs {
   // Optional (batch 1 only): N values of c_dtype added to every row of C after the product (a
   // fused epilogue where the backend has one: cuBLASLt's). beta must then be 0.
   const void* bias = nullptr;
+  // Optional (batch 1, beta 0): C gets gelu_tanh(product + bias) and pre_gelu (leading dim
+  // ld_pre_gelu, c_dtype) the product + bias before it, which the GELU's backward reads. One
+  // GEMM where the backend has the epilogue (cuBLASLt's GELU_AUX_BIAS).
+  void* pre_gelu = nullptr;
+  int64_t ld_pre_gelu = 0;
 };
 
 // A (B, heads, T, HS) attention operand: element (b, h, t, d) at
