@@ -71,25 +71,41 @@ int64_t count_targets(const Tensor& t_any, int64_t V, int64_t ignore_index, cons
   return count;
 }
 
-// One chunk of linear_cross_entropy on a device: rows [r0, r0 + n) of x2 (N, C) whose
-// logits (n, V) are already computed; the same steps as the host loop below.
+// Note [Padded logits]: on a device each chunk's logits (n, V) live in rows of ld = V rounded
+// up to 8 elements. With GPT-2's V = 50257 unpadded rows are only 2-byte aligned in bf16, and
+// cuBLASLt then has only slow kernels for the three vocabulary GEMMs (a quarter of the model's
+// FLOPs); padded, every row starts 16-byte aligned. The padding is never read.
+constexpr int64_t padded_row(int64_t V) { return (V + 7) / 8 * 8; }
+
+// One chunk of linear_cross_entropy on a device: rows [r0, r0 + n) of x2 (N, C), into
+// `logits` (at least n * padded_row(V) elements); the same steps as the host loop below.
 void chunk_on_device(const Tensor& x2, const Tensor& wc, const Tensor& tc, const Tensor& logits, const Tensor& lse,
                      LinearCrossEntropyOutput& out, int64_t r0, int64_t n, int64_t ignore_index, bool want_grad,
                      double& total) {
   kernels::DeviceKernels& k = device_kernels_of(x2);
-  const int64_t C = x2.size(1), V = wc.size(0);
+  const int64_t C = x2.size(1), V = wc.size(0), ld = padded_row(V);
   const size_t t_size = element_size(tc.dtype()), x_size = element_size(x2.dtype());
   const void* tg = static_cast<const char*>(tc.raw_data()) + r0 * t_size;
   const void* xc = static_cast<const char*>(x2.raw_data()) + r0 * C * x_size;
-  total += k.cross_entropy_forward(x2.dtype(), tc.dtype(), lse.raw_data(), logits.raw_data(), tg, n, V, ignore_index);
+  {  // logits (n, V) = x rows (n, C) @ w^T
+    kernels::GemmArgs g;
+    g.dtype = g.c_dtype = x2.dtype();
+    g.trans_b = true;
+    g.M = n, g.N = V, g.K = C;
+    g.a = xc, g.lda = C, g.b = wc.raw_data(), g.ldb = C;
+    g.c = logits.raw_data(), g.ldc = ld;
+    k.gemm(g);
+  }
+  total +=
+      k.cross_entropy_forward(x2.dtype(), tc.dtype(), lse.raw_data(), logits.raw_data(), tg, n, V, ld, ignore_index);
   if (want_grad)  // softmax - onehot in place, unscaled
     k.cross_entropy_backward(x2.dtype(), tc.dtype(), logits.raw_data(), logits.raw_data(), lse.raw_data(), tg, n, V,
-                             ignore_index, 1.0);
+                             ld, ignore_index, 1.0);
   if (out.dx) {  // dx rows = dlogits (n, V) @ w (V, C)
     kernels::GemmArgs g;
     g.dtype = g.c_dtype = x2.dtype();
     g.M = n, g.N = C, g.K = V;
-    g.a = logits.raw_data(), g.lda = V, g.b = wc.raw_data(), g.ldb = C;
+    g.a = logits.raw_data(), g.lda = ld, g.b = wc.raw_data(), g.ldb = C;
     g.c = static_cast<char*>(out.dx->raw_data()) + r0 * C * x_size, g.ldc = C;
     k.gemm(g);
   }
@@ -98,7 +114,7 @@ void chunk_on_device(const Tensor& x2, const Tensor& wc, const Tensor& tc, const
     g.dtype = x2.dtype(), g.c_dtype = out.dw->dtype();
     g.trans_a = true;
     g.M = V, g.N = C, g.K = n;
-    g.a = logits.raw_data(), g.lda = V, g.b = xc, g.ldb = C;
+    g.a = logits.raw_data(), g.lda = ld, g.b = xc, g.ldb = C;
     g.beta = 1.0, g.c = out.dw->raw_data(), g.ldc = C;
     k.gemm(g);
   }
@@ -119,7 +135,7 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
     double total = 0.0;
     if (on_device(lc)) {
       total = device_kernels_of(lc).cross_entropy_forward(lc.dtype(), tc.dtype(), logsumexp->raw_data(),
-                                                          lc.raw_data(), tc.raw_data(), N, V, ignore_index);
+                                                          lc.raw_data(), tc.raw_data(), N, V, V, ignore_index);
     } else {
       dispatch_index(tc.dtype(), what, [&]<class I>() {
         total = kernels::cpu::cross_entropy_forward<T, I>(
@@ -160,7 +176,7 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
                    sc.dtype());
     if (on_device(lc)) {
       device_kernels_of(lc).cross_entropy_backward(lc.dtype(), tc.dtype(), dlogits.raw_data(), lc.raw_data(),
-                                                   sc.raw_data(), tc.raw_data(), N, V, ignore_index, scale);
+                                                   sc.raw_data(), tc.raw_data(), N, V, V, ignore_index, scale);
       return;
     }
     dispatch_index(tc.dtype(), what, [&]<class I>() {
@@ -212,13 +228,15 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   double total = 0.0;
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     Tensor lse = empty(Shape{std::min(R, N)}, dtype_of<acc_t<T>>(), x.device());
+    if (on_device(x2)) {  // one logits buffer for every chunk (Note [Padded logits])
+      const Tensor logits = empty(Shape{std::min(R, N), padded_row(V)}, x.dtype(), x.device());
+      for (int64_t r0 = 0; r0 < N; r0 += R)
+        chunk_on_device(x2, wc, tc, logits, lse, out, r0, std::min(R, N - r0), ignore_index, want_grad, total);
+      return;
+    }
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t n = std::min(R, N - r0);
       const Tensor logits = linear(views::narrow(x2, 0, r0, n), wc, std::nullopt);  // (n, V)
-      if (on_device(x2)) {
-        chunk_on_device(x2, wc, tc, logits, lse, out, r0, n, ignore_index, want_grad, total);
-        continue;
-      }
       T* lg = logits.data_ptr<T>();
       const T* xc = x2.data_ptr<T>() + r0 * C;
       dispatch_index(tc.dtype(), what, [&]<class I>() {

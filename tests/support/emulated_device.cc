@@ -1,5 +1,6 @@
 #include "support/emulated_device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -274,26 +275,38 @@ class EmulatedKernels final : public kernels::DeviceKernels {
       });
     });
   }
+  // Rows ld apart are packed into (N, V) for the host kernels (and unpacked after), which gives
+  // the same bits: each row is computed alone, and the loss sums rows in order.
   double cross_entropy_forward(DType dtype, DType index_dtype, void* lse, const void* logits, const void* targets,
-                               int64_t N, int64_t V, int64_t ignore_index) override {
+                               int64_t N, int64_t V, int64_t ld, int64_t ignore_index) override {
     double total = 0.0;
     ops::dispatch_floating(dtype, "cross_entropy", [&]<class T>() {
+      const std::vector<T> packed = pack_rows(static_cast<const T*>(logits), N, V, ld);
       ops::dispatch_index(index_dtype, "cross_entropy", [&]<class I>() {
-        total = cpu::cross_entropy_forward<T, I>(static_cast<acc_t<T>*>(lse), static_cast<const T*>(logits),
+        total = cpu::cross_entropy_forward<T, I>(static_cast<acc_t<T>*>(lse), packed.data(),
                                                  static_cast<const I*>(targets), N, V, ignore_index);
       });
     });
     return total;
   }
   void cross_entropy_backward(DType dtype, DType index_dtype, void* dlogits, const void* logits, const void* lse,
-                              const void* targets, int64_t N, int64_t V, int64_t ignore_index, double scale) override {
+                              const void* targets, int64_t N, int64_t V, int64_t ld, int64_t ignore_index,
+                              double scale) override {
     ops::dispatch_floating(dtype, "cross_entropy_backward", [&]<class T>() {
+      std::vector<T> packed = pack_rows(static_cast<const T*>(logits), N, V, ld);
       ops::dispatch_index(index_dtype, "cross_entropy_backward", [&]<class I>() {
-        cpu::cross_entropy_backward<T, I>(static_cast<T*>(dlogits), static_cast<const T*>(logits),
-                                          static_cast<const acc_t<T>*>(lse), static_cast<const I*>(targets), N, V,
-                                          ignore_index, scale);
+        cpu::cross_entropy_backward<T, I>(packed.data(), packed.data(), static_cast<const acc_t<T>*>(lse),
+                                          static_cast<const I*>(targets), N, V, ignore_index, scale);
       });
+      for (int64_t r = 0; r < N; ++r)
+        std::copy_n(packed.data() + r * V, V, static_cast<T*>(dlogits) + r * ld);
     });
+  }
+  template <class T>
+  static std::vector<T> pack_rows(const T* rows, int64_t N, int64_t V, int64_t ld) {
+    std::vector<T> packed(static_cast<size_t>(N * V));
+    for (int64_t r = 0; r < N; ++r) std::copy_n(rows + r * ld, V, packed.data() + r * V);
+    return packed;
   }
   void vocab_parallel_row_max(float* row_max, const float* logits, int64_t N, int64_t V) override {
     cpu::vocab_parallel_row_max(row_max, logits, N, V);

@@ -81,7 +81,8 @@ __device__ __forceinline__ void map_row(T* out, const T* in, int64_t n, F&& f) {
 
 template <class T, class I>
 __global__ void cross_entropy_forward_kernel(acc_t<T>* logsumexp, double* row_loss, const T* logits,
-                                             const I* targets, int64_t N, int64_t V, int64_t ignore_index) {
+                                             const I* targets, int64_t N, int64_t V, int64_t ld,
+                                             int64_t ignore_index) {
   using A = acc_t<T>;
   __shared__ A scratch[32];
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
@@ -94,7 +95,7 @@ __global__ void cross_entropy_forward_kernel(acc_t<T>* logsumexp, double* row_lo
       }
       continue;
     }
-    const T* row = logits + r * V;
+    const T* row = logits + r * ld;
     // Online max / sum of exp(v - max). -inf entries (masked logits) are skipped: exp(-inf - m)
     // is 0 for any finite m, and skipping them keeps a thread whose entries are all -inf from
     // forming exp(-inf - -inf) = NaN. NaN and +inf entries still make the row NaN, as on the CPU.
@@ -122,11 +123,11 @@ __global__ void cross_entropy_forward_kernel(acc_t<T>* logsumexp, double* row_lo
 // then the block's fixed tree).
 template <class T, class I>
 __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const acc_t<T>* logsumexp,
-                                              const I* targets, int64_t N, int64_t V, int64_t ignore_index,
-                                              acc_t<T> scale) {
+                                              const I* targets, int64_t N, int64_t V, int64_t ld,
+                                              int64_t ignore_index, acc_t<T> scale) {
   using A = acc_t<T>;
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
-    T* d = dlogits + r * V;
+    T* d = dlogits + r * ld;
     const int64_t target = static_cast<int64_t>(targets[r]);
     if (target == ignore_index) {
       const T zero = from_acc<T>(A(0));
@@ -136,7 +137,7 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
     const A lse = logsumexp[r];
     // The target's entry is formed from its own logit in the same pass (not corrected after),
     // so it is rounded once and no thread reads an entry another thread may have written.
-    map_row(d, logits + r * V, V, [&](int64_t j, A v) {
+    map_row(d, logits + r * ld, V, [&](int64_t j, A v) {
       const A p = acc_exp(v - lse);
       return (j == target ? p - A(1) : p) * scale;
     });
@@ -146,7 +147,7 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
 }  // namespace
 
 double launch_cross_entropy_forward(int dtype, int index_dtype, void* logsumexp, const void* logits,
-                                    const void* targets, int64_t N, int64_t V, int64_t ignore_index) {
+                                    const void* targets, int64_t N, int64_t V, int64_t ld, int64_t ignore_index) {
   if (N == 0) return 0.0;
   // Scratch: the total, then N row losses.
   void* p = nullptr;
@@ -160,7 +161,7 @@ double launch_cross_entropy_forward(int dtype, int index_dtype, void* logsumexp,
       using I = typename decltype(itag)::type;
       cross_entropy_forward_kernel<T, I><<<grid_for(N, 1), row_threads(V)>>>(
           static_cast<acc_t<T>*>(logsumexp), row_loss, static_cast<const T*>(logits),
-          static_cast<const I*>(targets), N, V, ignore_index);
+          static_cast<const I*>(targets), N, V, ld, ignore_index);
     });
   });
   const double result = sum_partials_to_host(total, row_loss, N);
@@ -169,7 +170,7 @@ double launch_cross_entropy_forward(int dtype, int index_dtype, void* logsumexp,
 }
 
 void launch_cross_entropy_backward(int dtype, int index_dtype, void* dlogits, const void* logits,
-                                   const void* logsumexp, const void* targets, int64_t N, int64_t V,
+                                   const void* logsumexp, const void* targets, int64_t N, int64_t V, int64_t ld,
                                    int64_t ignore_index, double scale) {
   if (N == 0 || V == 0) return;
   dispatch_floating(dtype, "cross_entropy_backward", [&](auto tag) {
@@ -179,7 +180,7 @@ void launch_cross_entropy_backward(int dtype, int index_dtype, void* dlogits, co
       using I = typename decltype(itag)::type;
       cross_entropy_backward_kernel<T, I><<<grid_for(N, 1), row_threads(V)>>>(
           static_cast<T*>(dlogits), static_cast<const T*>(logits), static_cast<const A*>(logsumexp),
-          static_cast<const I*>(targets), N, V, ignore_index, static_cast<A>(scale));
+          static_cast<const I*>(targets), N, V, ld, ignore_index, static_cast<A>(scale));
     });
   });
 }

@@ -107,16 +107,16 @@ class CudaKernels final : public kernels::DeviceKernels {
     check_launch();
   }
   double cross_entropy_forward(DType dtype, DType index_dtype, void* logsumexp, const void* logits,
-                               const void* targets, int64_t N, int64_t V, int64_t ignore_index) override {
-    const double total =
-        launch_cross_entropy_forward(code(dtype), code(index_dtype), logsumexp, logits, targets, N, V, ignore_index);
+                               const void* targets, int64_t N, int64_t V, int64_t ld, int64_t ignore_index) override {
+    const double total = launch_cross_entropy_forward(code(dtype), code(index_dtype), logsumexp, logits, targets, N, V,
+                                                      ld, ignore_index);
     check_launch();
     return total;
   }
   void cross_entropy_backward(DType dtype, DType index_dtype, void* dlogits, const void* logits,
-                              const void* logsumexp, const void* targets, int64_t N, int64_t V, int64_t ignore_index,
-                              double scale) override {
-    launch_cross_entropy_backward(code(dtype), code(index_dtype), dlogits, logits, logsumexp, targets, N, V,
+                              const void* logsumexp, const void* targets, int64_t N, int64_t V, int64_t ld,
+                              int64_t ignore_index, double scale) override {
+    launch_cross_entropy_backward(code(dtype), code(index_dtype), dlogits, logits, logsumexp, targets, N, V, ld,
                                   ignore_index, scale);
     check_launch();
   }

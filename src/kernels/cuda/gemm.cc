@@ -3,12 +3,13 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <tuple>
 
 #include "core/check.h"
 #include "kernels/cuda/cuda_check.h"
@@ -89,12 +90,16 @@ struct LtPlan {
   bool usable = false;  // false: no algorithm for it; use cublasGemmEx
 };
 
-using LtKey = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, bool, int64_t, int, int>;
+// Everything a plan depends on, each operand's pointer alignment included.
+using LtKey = std::array<int64_t, 22>;
 
-int alignment(const void* p) {
+// The largest power of two up to 256 that divides p's address: cuBLASLt picks kernels by it, and
+// views into flat buffers (ZeRO's shards, sliced columns) can be as little as 2-byte aligned.
+uint32_t alignment(const void* p) {
   const auto v = reinterpret_cast<uintptr_t>(p);
-  return v % 16 == 0 ? 16 : v % 8 == 0 ? 8 : v % 4 == 0 ? 4 : 2;
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
 }
 
 cublasStatus_t set_layout_batch(cublasLtMatrixLayout_t layout, int batch, int64_t stride) {
@@ -105,17 +110,16 @@ cublasStatus_t set_layout_batch(cublasLtMatrixLayout_t layout, int batch, int64_
 }
 
 // The plan for g (column-major view as in gemm(): m = N, n = M, operands swapped).
-const LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
+LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   static std::mutex mutex;
   static std::map<LtKey, LtPlan> plans;
   const LtKey key{static_cast<int>(g.dtype), static_cast<int>(g.c_dtype), g.trans_a, g.trans_b, g.M, g.N, g.K,
-                  g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b, g.stride_c, g.bias != nullptr,
-                  g.pre_gelu ? g.ld_pre_gelu : -1, static_cast<int>(compute),
-                  std::min({alignment(g.a), alignment(g.b), alignment(g.c), g.bias ? alignment(g.bias) : 16,
-                            g.pre_gelu ? alignment(g.pre_gelu) : 16})};
+                  g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b, g.stride_c,
+                  g.pre_gelu ? g.ld_pre_gelu : -1, static_cast<int>(compute), alignment(g.a), alignment(g.b),
+                  alignment(g.c), g.bias ? alignment(g.bias) : 0, g.pre_gelu ? alignment(g.pre_gelu) : 0, 0};
   std::lock_guard<std::mutex> lock(mutex);
   const auto found = plans.find(key);
-  if (found != plans.end()) return found->second;
+  if (found != plans.end()) return found->second;  // std::map: references stay valid
   LtPlan& plan = plans[key];
   // Any step cuBLASLt refuses (a layout it cannot describe, no algorithm) leaves the plan
   // unusable, and the product goes to cublasGemmEx instead.
@@ -165,6 +169,12 @@ const LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
   step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
                                             sizeof schemes));
+  // The operands' real alignments (the default assumes 256 bytes); Lt's A is our b.
+  const uint32_t align_a = alignment(g.b), align_b = alignment(g.a), align_c = alignment(g.c);
+  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
   cublasLtMatmulHeuristicResult_t result{};
   int found_count = 0;
   if (ok)
@@ -176,9 +186,10 @@ const LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   return plan;
 }
 
-// Runs g through cuBLASLt; false when Lt has no algorithm for it (nothing was queued).
+// Runs g through cuBLASLt; false when Lt has no algorithm for it, or refuses the one its
+// heuristic gave (nothing was queued: the caller runs g another way).
 bool lt_gemm(const kernels::GemmArgs& g, cublasComputeType_t compute) {
-  const LtPlan& plan = lt_plan(g, compute);
+  LtPlan& plan = lt_plan(g, compute);
   if (!plan.usable) return false;
   if (g.bias)
     TRI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
@@ -186,9 +197,17 @@ bool lt_gemm(const kernels::GemmArgs& g, cublasComputeType_t compute) {
     TRI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.pre_gelu,
                                                     sizeof g.pre_gelu));
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
-  TRI_CUBLAS_CHECK(cublasLtMatmul(lt_handle(), plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.c, plan.c, g.c,
-                                  plan.c, &plan.algo, lt_workspace(), kLtWorkspaceBytes, nullptr));
-  return true;
+  const cublasStatus_t status = cublasLtMatmul(lt_handle(), plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.c,
+                                               plan.c, g.c, plan.c, &plan.algo, lt_workspace(), kLtWorkspaceBytes,
+                                               nullptr);
+  if (status == CUBLAS_STATUS_SUCCESS) return true;
+  // A refusal checked before launch (an unsupported attribute combination): said once per
+  // plan, and the problem goes to the fallback from now on.
+  std::fprintf(stderr, "trident: cuBLASLt refused a %lldx%lldx%lld GEMM (%s%s): %s; using the fallback\n",
+               static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
+               g.bias ? "bias" : "no bias", g.pre_gelu ? ", GELU" : "", cublasGetStatusName(status));
+  plan.usable = false;
+  return false;
 }
 
 bool env_not_zero(const char* name) {

@@ -112,11 +112,13 @@ class DeviceKernels {
                                  const void* indices, int64_t N, int64_t C) = 0;
   virtual void embedding_backward(DType dtype, DType index_dtype, void* grad_weight, const void* grad_out,
                                   const void* indices, int64_t N, int64_t V, int64_t C) = 0;
-  // Returns the sum of the row losses that are not ignored.
+  // Returns the sum of the row losses that are not ignored. Rows of logits and dlogits are
+  // ld >= V elements apart (a padded stride keeps every row 16-byte aligned for the GEMMs).
   virtual double cross_entropy_forward(DType dtype, DType index_dtype, void* logsumexp, const void* logits,
-                                       const void* targets, int64_t N, int64_t V, int64_t ignore_index) = 0;
+                                       const void* targets, int64_t N, int64_t V, int64_t ld,
+                                       int64_t ignore_index) = 0;
   virtual void cross_entropy_backward(DType dtype, DType index_dtype, void* dlogits, const void* logits,
-                                      const void* logsumexp, const void* targets, int64_t N, int64_t V,
+                                      const void* logsumexp, const void* targets, int64_t N, int64_t V, int64_t ld,
                                       int64_t ignore_index, double scale) = 0;
 
   // Vocabulary-parallel cross-entropy's local passes (kernels/cpu/vocab_parallel_cross_entropy.h):
