@@ -16,6 +16,7 @@
 #include "autograd/functions/norm.h"
 #include "autograd/functions/pointwise.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/functions/rope.h"
 #include "autograd/functions/shape.h"
 #include "autograd/functions/softmax.h"
 #include "autograd/grad_mode.h"

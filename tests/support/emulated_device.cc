@@ -21,6 +21,7 @@
 #include "kernels/cpu/pointwise.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/cpu/vocab_parallel_cross_entropy.h"
 #include "kernels/cpu/vocab_parallel_embedding.h"
@@ -226,6 +227,12 @@ class EmulatedKernels final : public kernels::DeviceKernels {
                               static_cast<float>(g.beta), static_cast<float*>(g.c) + i * g.stride_c, g.ldc);
         }
       }
+    });
+  }
+  void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D, double theta,
+            int64_t pos0, bool inverse) override {
+    ops::dispatch_floating(dtype, "rope", [&]<class E>() {
+      cpu::rope<E>(static_cast<E*>(out), static_cast<const E*>(x), B, T, H, D, theta, pos0, inverse);
     });
   }
   void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* w, const void* b,

@@ -13,6 +13,7 @@
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/vocab_parallel_cross_entropy.cuh"
 #include "kernels/cuda/vocab_parallel_embedding.cuh"
 #include "kernels/device/device_kernels.h"
@@ -76,6 +77,11 @@ class CudaKernels final : public kernels::DeviceKernels {
     return s;
   }
   void gemm(const kernels::GemmArgs& args) override { cuda::gemm(args); }
+  void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D, double theta,
+            int64_t pos0, bool inverse) override {
+    launch_rope(code(dtype), out, x, B, T, H, D, theta, pos0, inverse);
+    check_launch();
+  }
   void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* weight,
                          const void* bias, int64_t N, int64_t C, double eps) override {
     launch_layernorm_forward(code(dtype), out, mean, rstd, x, weight, bias, N, C, eps);

@@ -1,0 +1,23 @@
+// Rotary position embedding: a rotation per (token, pair), so its backward is the inverse
+// rotation of the gradient, and nothing is saved.
+#include "autograd/functions/rope.h"
+
+#include "autograd/record.h"
+#include "ops/rope.h"
+
+namespace trident {
+using namespace autograd;
+
+TRI_REGISTER_OP(kRope, "rope");
+
+Tensor rope(const Tensor& x, double theta, int64_t pos0) {
+  Tensor out = ops::rope(x, theta, pos0);
+  if (needs_grad({x}))
+    record(kRope, {x}, {out}, [theta, pos0](const BackwardContext& c) {
+      // out = R x with R orthogonal:  dx = R^T dout = R^-1 dout
+      return GradList{ops::rope(c.grad(), theta, pos0, /*inverse=*/true)};
+    });
+  return out;
+}
+
+}  // namespace trident

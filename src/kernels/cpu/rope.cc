@@ -1,0 +1,50 @@
+// RoPE kernel (see rope.h): one cos/sin table for the call's positions, then every (token,
+// head) row rotated independently, so results do not depend on the thread count.
+#include "kernels/cpu/rope.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/parallel.h"
+
+namespace trident::kernels::cpu {
+
+template <class T>
+void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, double theta, int64_t pos0,
+          bool inverse) {
+  using Acc = acc_t<T>;
+  const int64_t half = D / 2;
+  // cos and sin for (t, i), t < T_len, i < D/2.
+  std::vector<Acc> cos_table(static_cast<size_t>(T_len * half)), sin_table(cos_table.size());
+  parallel_for(0, T_len, 16, [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t)
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(pos0 + t) *
+                             std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+        cos_table[t * half + i] = static_cast<Acc>(std::cos(angle));
+        sin_table[t * half + i] = static_cast<Acc>(inverse ? -std::sin(angle) : std::sin(angle));
+      }
+  });
+  const int64_t rows = B * T_len * H;
+  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(D, 1)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const int64_t t = (r / H) % T_len;
+      const Acc* c = cos_table.data() + t * half;
+      const Acc* s = sin_table.data() + t * half;
+      const T* xr = x + r * D;
+      T* o = out + r * D;
+      for (int64_t i = 0; i < half; ++i) {
+        const Acc a = static_cast<Acc>(xr[i]), b = static_cast<Acc>(xr[i + half]);
+        o[i] = static_cast<T>(a * c[i] - b * s[i]);
+        o[i + half] = static_cast<T>(b * c[i] + a * s[i]);
+      }
+    }
+  });
+}
+
+#define TRI_INSTANTIATE_ROPE(T) \
+  template void rope<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, double, int64_t, bool);
+TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE_ROPE)
+#undef TRI_INSTANTIATE_ROPE
+
+}  // namespace trident::kernels::cpu

@@ -1,0 +1,34 @@
+#include "ops/rope.h"
+
+#include <cmath>
+
+#include "core/factory.h"
+#include "kernels/cpu/rope.h"
+#include "ops/dispatch.h"
+
+namespace trident::ops {
+
+Tensor rope(const Tensor& x, double theta, int64_t pos0, bool inverse) {
+  const char* what = "rope";
+  check_floating(x, what);
+  TRI_CHECK(x.dim() == 4, what, ": expected x of shape (B, T, heads, head_size), got ", x.shape());
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = x.size(3);
+  TRI_CHECK(D % 2 == 0, what, ": head_size must be even (dims pair up as (i, i + head_size/2)), got ", D,
+            " in x ", x.shape());
+  TRI_CHECK(std::isfinite(theta) && theta > 1.0, what, ": theta (the rotary base) must be a finite number > 1, got ",
+            theta);
+  TRI_CHECK(pos0 >= 0, what, ": the first position must be >= 0, got ", pos0);
+  const Tensor xc = core::contiguous(x);
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  if (out.numel() == 0) return out;
+  if (on_device(xc)) {
+    device_kernels_of(xc).rope(x.dtype(), out.raw_data(), xc.raw_data(), B, T, H, D, theta, pos0, inverse);
+    return out;
+  }
+  dispatch_floating(x.dtype(), what, [&]<class T_>() {
+    kernels::cpu::rope<T_>(out.data_ptr<T_>(), xc.data_ptr<T_>(), B, T, H, D, theta, pos0, inverse);
+  });
+  return out;
+}
+
+}  // namespace trident::ops
