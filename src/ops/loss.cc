@@ -75,15 +75,18 @@ int64_t count_targets(const Tensor& t_any, int64_t V, int64_t ignore_index, cons
 // up to 8 elements. With GPT-2's V = 50257 unpadded rows are only 2-byte aligned in bf16, and
 // cuBLASLt then has only slow kernels for the three vocabulary GEMMs (a quarter of the model's
 // FLOPs); padded, every row starts 16-byte aligned. The padding is never read.
-constexpr int64_t padded_row(int64_t V) { return (V + 7) / 8 * 8; }
+int64_t padded_row(int64_t V, const kernels::DeviceKernels& k) {
+  const int64_t m = std::max<int64_t>(1, k.logits_row_multiple());
+  return (V + m - 1) / m * m;
+}
 
 // One chunk of linear_cross_entropy on a device: rows [r0, r0 + n) of x2 (N, C), into
-// `logits` (at least n * padded_row(V) elements); the same steps as the host loop below.
+// `logits` (at least n * padded_row(V, k) elements); the same steps as the host loop below.
 void chunk_on_device(const Tensor& x2, const Tensor& wc, const Tensor& tc, const Tensor& logits, const Tensor& lse,
                      LinearCrossEntropyOutput& out, int64_t r0, int64_t n, int64_t ignore_index, bool want_grad,
                      double& total) {
   kernels::DeviceKernels& k = device_kernels_of(x2);
-  const int64_t C = x2.size(1), V = wc.size(0), ld = padded_row(V);
+  const int64_t C = x2.size(1), V = wc.size(0), ld = padded_row(V, k);
   const size_t t_size = element_size(tc.dtype()), x_size = element_size(x2.dtype());
   const void* tg = static_cast<const char*>(tc.raw_data()) + r0 * t_size;
   const void* xc = static_cast<const char*>(x2.raw_data()) + r0 * C * x_size;
@@ -229,7 +232,7 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     Tensor lse = empty(Shape{std::min(R, N)}, dtype_of<acc_t<T>>(), x.device());
     if (on_device(x2)) {  // one logits buffer for every chunk (Note [Padded logits])
-      const Tensor logits = empty(Shape{std::min(R, N), padded_row(V)}, x.dtype(), x.device());
+      const Tensor logits = empty(Shape{std::min(R, N), padded_row(V, device_kernels_of(x2))}, x.dtype(), x.device());
       for (int64_t r0 = 0; r0 < N; r0 += R)
         chunk_on_device(x2, wc, tc, logits, lse, out, r0, std::min(R, N - r0), ignore_index, want_grad, total);
       return;

@@ -1,6 +1,7 @@
 #include "ops/rope.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/factory.h"
 #include "kernels/cpu/rope.h"
@@ -18,6 +19,8 @@ Tensor rope(const Tensor& x, double theta, int64_t pos0, bool inverse) {
   TRI_CHECK(std::isfinite(theta) && theta > 1.0, what, ": theta (the rotary base) must be a finite number > 1, got ",
             theta);
   TRI_CHECK(pos0 >= 0, what, ": the first position must be >= 0, got ", pos0);
+  TRI_CHECK(pos0 <= std::numeric_limits<int64_t>::max() - T, what, ": the first position ", pos0, " plus ", T,
+            " tokens overflows a 64-bit position");
   const Tensor xc = core::contiguous(x);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;

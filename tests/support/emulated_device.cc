@@ -113,8 +113,11 @@ cpu::HeadsView<T> view(const DeviceHeads& h) {
   return {static_cast<T*>(const_cast<void*>(h.data)), h.batch_stride, h.head_stride, h.time_stride};
 }
 
+int64_t logits_row_multiple_setting = 1;
+
 class EmulatedKernels final : public kernels::DeviceKernels {
  public:
+  int64_t logits_row_multiple() const override { return logits_row_multiple_setting; }
   void binary(kernels::DeviceBinaryOp op, DType dtype, void* out, const Strides& os, const void* a, const Strides& as,
               const void* b, const Strides& bs, const Shape& shape) override {
     ops::dispatch_floating(dtype, "binary", [&]<class T>() {
@@ -358,6 +361,8 @@ class EmulatedKernels final : public kernels::DeviceKernels {
 };
 
 }  // namespace
+
+void set_emulated_logits_row_multiple(int64_t multiple) { logits_row_multiple_setting = multiple; }
 
 Device emulated_device() {
   static const bool registered = [] {

@@ -6,11 +6,18 @@
 // a result on it must equal the host's.
 #pragma once
 
+#include <cstdint>
+
 #include "core/device.h"
 
 namespace trident::testing {
 
 // Registers the emulated device (once; later calls do nothing) and returns it.
 Device emulated_device();
+
+// The logits row padding the emulated device asks for (DeviceKernels::logits_row_multiple).
+// 1 by default: the host's layout, since oneDNN picks bf16 GEMM kernels by stride and a padded
+// layout could change the bits. The op suite sets the GPU's 8 to cover the padded path.
+void set_emulated_logits_row_multiple(int64_t multiple);
 
 }  // namespace trident::testing

@@ -201,6 +201,8 @@ bool lt_gemm(const kernels::GemmArgs& g, cublasComputeType_t compute) {
                                                plan.c, g.c, plan.c, &plan.algo, lt_workspace(), kLtWorkspaceBytes,
                                                nullptr);
   if (status == CUBLAS_STATUS_SUCCESS) return true;
+  // A real failure (execution, memory) is an error, not a refusal.
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_INVALID_VALUE) TRI_CUBLAS_CHECK(status);
   // A refusal checked before launch (an unsupported attribute combination): said once per
   // plan, and the problem goes to the fallback from now on.
   std::fprintf(stderr, "trident: cuBLASLt refused a %lldx%lldx%lld GEMM (%s%s): %s; using the fallback\n",
@@ -263,7 +265,9 @@ void gemm(const kernels::GemmArgs& g) {
   TRI_CHECK(g.c_dtype == g.dtype || (g.c_dtype == DType::kF32 && (g.dtype == DType::kBF16 || g.dtype == DType::kF16)),
             "gemm on cuda: output dtype ", g.c_dtype, " for inputs of dtype ", g.dtype,
             " (expected the same, or f32 for bf16/f16)");
-  for (int64_t v : {g.M, g.N, g.K, g.lda, g.ldb, g.ldc})
+  TRI_CHECK(g.pre_gelu == nullptr || g.ld_pre_gelu >= g.N, "gemm on cuda: ld_pre_gelu ", g.ld_pre_gelu,
+            " is less than the ", g.N, " columns of C");
+  for (int64_t v : {g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.ld_pre_gelu})
     TRI_CHECK(v <= INT32_MAX, "gemm on cuda: size ", v, " exceeds cuBLAS's 32-bit dimensions");
   // cuBLAS is column-major: a row-major C (M, N) is a column-major C^T (N, M), and
   // C^T = op(B)^T op(A)^T, so the operands swap places and keep their own transposes.
