@@ -1,10 +1,6 @@
 #include "commands.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +13,7 @@
 #include "config/config_tree.h"
 #include "data/prepare.h"
 #include "models/gpt2/generate.h"
+#include "train/stop_request.h"
 #include "train/tokenizer_factory.h"
 #include "train/trainer.h"
 
@@ -66,7 +63,8 @@ CLI::App* add_prepare(CLI::App& app, PrepareArgs& a) {
   c->add_option("--out", a.out_dir, "output directory")->required();
   c->add_option("--tokenizer", a.tokenizer, "gpt2 or byte")->check(CLI::IsMember({"gpt2", "byte"}));
   c->add_option("--vocab", a.vocab_dir, "GPT-2 vocabulary directory (vocab.json + merges.txt)");
-  c->add_option("--val-fraction", a.val_fraction, "share of tokens (from the end) for validation")
+  c->add_option("--val-fraction", a.val_fraction,
+                 "share of tokens (from the end) for validation; 0: no validation split")
       ->check(CLI::Range(0.0, 0.9));
   return c;
 }
@@ -81,10 +79,15 @@ Status run_prepare(const PrepareArgs& a) {
   auto r = data::prepare_token_files(*tok.value(), opt);
   if (!r.is_ok()) return r.status();
   const data::PrepareResult& res = r.value();
-  std::printf("prepared %lld documents (%lld bytes) with %s: %lld train tokens -> %s, %lld val tokens -> %s\n",
+  std::printf("prepared %lld documents (%lld bytes) with %s: %lld train tokens -> %s, ",
               static_cast<long long>(res.documents), static_cast<long long>(res.input_bytes),
-              tok.value()->name().c_str(), static_cast<long long>(res.train_tokens), res.train_path.c_str(),
-              static_cast<long long>(res.val_tokens), res.val_path.c_str());
+              tok.value()->name().c_str(), static_cast<long long>(res.train_tokens), res.train_path.c_str());
+  if (res.val_path.empty()) {
+    std::printf("no validation split (--val-fraction 0%s)\n",
+                res.removed_old_val ? "; removed the older val.bin there" : "");
+  } else {
+    std::printf("%lld val tokens -> %s\n", static_cast<long long>(res.val_tokens), res.val_path.c_str());
+  }
   return Status::ok();
 }
 
@@ -94,10 +97,15 @@ CLI::App* add_train(CLI::App& app, TrainArgs& a) {
   c->add_flag("--print-config", a.print_config, "print the resolved config and exit");
   c->add_flag("--help-config", a.help_config, "list every config key with its default and doc, and exit");
   c->allow_extras();
+  c->footer(
+      "SIGTERM or Ctrl-C: finishes the step, writes a checkpoint and exits with status 75 (the same command resumes);\n"
+      "a second Ctrl-C exits at once (130). --train.max_runtime=4h does the same on time.");
   return c;
 }
 
-Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides) {
+Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, int* exit_code) {
+  // First: a SIGTERM while the model is built must not kill the run (Note [Preemption]).
+  train::install_stop_handlers();
   train::TrainConfig cfg;
   config::ConfigTree tree;
   cfg.bind(tree);
@@ -129,7 +137,16 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides) 
     std::fprintf(stderr, "model: %lld parameters; %lld tokens per step; %d rank(s); starting at step %lld of %lld\n",
                  static_cast<long long>(t.num_model_parameters()), static_cast<long long>(cfg.tokens_per_step()),
                  world ? world->size() : 1, static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
-  return t.run();
+  Status s = t.run();
+  if (!s.is_ok() || t.stop_reason().empty()) return s;
+  if (rank0)
+    std::fprintf(stderr,
+                 "stopped early after step %lld (%s) with a checkpoint in %s; exit status %d: run the same command "
+                 "again to resume\n",
+                 static_cast<long long>(t.step()), t.stop_reason().c_str(), cfg.train.out_dir.c_str(),
+                 train::kExitStoppedEarly);
+  *exit_code = train::kExitStoppedEarly;
+  return s;
 }
 
 CLI::App* add_sample(CLI::App& app, SampleArgs& a) {
@@ -183,6 +200,10 @@ Status run_eval(const EvalArgs& a) {
   train::TrainConfig cfg = cfg_or.value();
   if (a.batches > 0) cfg.train.eval_batches = a.batches;
   if (!a.val_file.empty()) cfg.data.val_file = a.val_file;
+  if (cfg.data.val_file.empty() || !std::filesystem::exists(cfg.data.val_file))
+    return Status::invalid("eval needs validation tokens: the checkpoint's config has data.val_file = \"" +
+                           cfg.data.val_file + "\"" + (cfg.data.val_file.empty() ? "" : ", which does not exist") +
+                           "; pass --val-file FILE (a token file from trident prepare)");
   if (a.val_file.empty()) cfg.data.train_file = cfg.data.val_file;  // eval needs no training data
   cfg.train.resume = false;
   cfg.parallel = {};  // one process: the checkpoint loads under any layout it was saved from
@@ -266,55 +287,6 @@ void exit_after_error(int code) {
   std::fflush(stderr);
   if (comm::MpiRuntime::launched_by_mpirun()) comm::MpiRuntime::abort(code);
   std::exit(code);
-}
-
-CLI::App* add_launch(CLI::App& app, LaunchArgs& a) {
-  CLI::App* c = app.add_subcommand("launch", "Run a trident command on several ranks through mpirun");
-  c->add_option("-n,--ranks", a.ranks, "number of ranks")->required()->check(CLI::Range(1, 1 << 20));
-  c->add_option("--hostfile", a.hostfile, "mpirun hostfile (several hosts); default: this host only")
-      ->check(CLI::ExistingFile);
-  c->add_option("--mpirun", a.mpirun, "the mpirun to use");
-  c->add_flag("--dry-run", a.dry_run, "print the mpirun command instead of running it");
-  c->add_option("command", a.command, "the trident command to run on every rank, after --");
-  c->footer("Example: trident launch -n 4 -- train --config configs/fortunes.toml --train.threads=1");
-  return c;
-}
-
-Status run_launch(const LaunchArgs& a) {
-  std::vector<std::string> rest = a.command;
-  if (rest.empty()) return Status::invalid("launch: no command to run (e.g. trident launch -n 2 -- train ...)");
-  if (rest.front() == "launch") return Status::invalid("launch: the command to run cannot be launch itself");
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (ec) return Status::io_error("launch: cannot find this executable (/proc/self/exe): " + ec.message());
-  std::vector<std::string> argv = {a.mpirun, "-np", std::to_string(a.ranks), "--bind-to", "none"};
-  if (a.hostfile.empty()) {
-    argv.push_back("--oversubscribe");  // one host: more ranks than cores is allowed (tests, small runs)
-  } else {
-    argv.insert(argv.end(), {"--hostfile", a.hostfile});
-  }
-  if (::geteuid() == 0) {
-    // OpenMPI refuses to run as root unless told twice; pass it on to remote hosts too.
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    argv.insert(argv.end(), {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
-  }
-  argv.push_back(self);
-  argv.insert(argv.end(), rest.begin(), rest.end());
-  std::string line;
-  for (const std::string& s : argv) line += (line.empty() ? "" : " ") + s;
-  if (a.dry_run) {
-    std::printf("%s\n", line.c_str());
-    return Status::ok();
-  }
-  std::fprintf(stderr, "launch: %s\n", line.c_str());
-  std::fflush(stderr);
-  std::vector<char*> cargv;
-  for (std::string& s : argv) cargv.push_back(s.data());
-  cargv.push_back(nullptr);
-  ::execvp(cargv[0], cargv.data());
-  return Status::io_error("launch: cannot run '" + a.mpirun + "': " + std::strerror(errno) +
-                          " (install OpenMPI: scripts/install-deps.sh)");
 }
 
 }  // namespace trident::cli

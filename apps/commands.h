@@ -28,8 +28,10 @@ struct TrainArgs {
 };
 CLI::App* add_train(CLI::App& app, TrainArgs& args);
 // `overrides`: the remaining "--section.key=value" arguments.
-// Under mpirun, trains data-parallel over the job's ranks; rank 0 alone prints.
-Status run_train(const TrainArgs& args, const std::vector<std::string>& overrides);
+// Under mpirun, trains data-parallel over the job's ranks; rank 0 alone prints. SIGTERM,
+// SIGINT or SIGUSR1 stop the run at a step boundary with a checkpoint, as train.max_runtime
+// does: then `exit_code` is set to train::kExitStoppedEarly (75).
+Status run_train(const TrainArgs& args, const std::vector<std::string>& overrides, int* exit_code);
 
 // "error: " or, in a job started by mpirun, "error (rank R): ".
 std::string error_prefix();
@@ -76,7 +78,9 @@ Status run_tokenize(const TokenizeArgs& args);
 
 // `trident launch -n N [--hostfile F] -- train ...`: runs mpirun with the flags trident wants
 // (--bind-to none for the ranks' OpenMP threads; --oversubscribe on one host; as root, the
-// allow-run-as-root variables) on this same executable. Replaces this process.
+// allow-run-as-root variables) on this same executable, and waits for it. SIGTERM or SIGINT
+// to launch reach every rank as SIGUSR1 (a stop at the next step boundary, with a
+// checkpoint); a second SIGINT ends the job at once. `exit_code`: mpirun's status.
 struct LaunchArgs {
   int ranks = 1;
   std::string hostfile;
@@ -85,6 +89,6 @@ struct LaunchArgs {
   std::vector<std::string> command;  // everything after "--"
 };
 CLI::App* add_launch(CLI::App& app, LaunchArgs& args);
-Status run_launch(const LaunchArgs& args);
+Status run_launch(const LaunchArgs& args, int* exit_code);
 
 }  // namespace trident::cli

@@ -7,6 +7,10 @@
 //   trident eval     --checkpoint DIR [--batches N] [--val-file FILE]
 //   trident tokenize [--tokenizer gpt2|byte] [--vocab DIR] (--text STR | --file FILE) [--allow-special]
 //   trident launch   -n N [--hostfile F] [--mpirun PATH] [--dry-run] -- COMMAND...
+//
+// Exit status: 0 done; 1 an error (its message on stderr); 75 a training run that stopped
+// early with a checkpoint (a signal, or train.max_runtime): the same command resumes it;
+// 130 a second Ctrl-C.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -39,16 +43,22 @@ int main(int argc, char** argv) {
   }
   try {
     trident::Status s = trident::Status::ok();
+    int exit_code = 0;  // a status other than an error's 1 (a stopped run's 75, launch's mpirun's)
     if (*cmd_prepare) s = run_prepare(prepare);
-    else if (*cmd_train) s = run_train(train, cmd_train->remaining());
+    else if (*cmd_train) s = run_train(train, cmd_train->remaining(), &exit_code);
     else if (*cmd_sample) s = run_sample(sample);
     else if (*cmd_eval) s = run_eval(eval);
     else if (*cmd_export) s = run_export(export_args);
     else if (*cmd_tokenize) s = run_tokenize(tokenize);
-    else if (*cmd_launch) s = run_launch(launch);
+    else if (*cmd_launch) s = run_launch(launch, &exit_code);
     if (!s.is_ok()) {
       std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), s.to_string().c_str());
       exit_after_error(1);
+    }
+    if (exit_code != 0) {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::exit(exit_code);  // MPI_Finalize runs at exit: every rank stopped at the same step
     }
   } catch (const trident::Error& e) {
     std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), e.what());

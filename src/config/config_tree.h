@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/options.h"
@@ -35,6 +36,11 @@ class ConfigTree {
   std::string help() const;
   // "section.key" for every key, in order (the frozen key set in tests/config).
   std::vector<std::string> keys() const;
+  // The field and the current value of "section.key" (nullptr / an error for an unknown key).
+  const OptionField* field(const std::string& dotted_key) const;
+  [[nodiscard]] StatusOr<OptionValue> get(const std::string& dotted_key) const;
+  // Checks `value` against the field, as a file's value is checked, and sets it.
+  [[nodiscard]] Status set(const std::string& dotted_key, const OptionValue& value, const std::string& where);
 
  private:
   struct Section {
@@ -44,6 +50,9 @@ class ConfigTree {
   };
   const Section* find_section(const std::string& name) const;
   const OptionField* find_field(const Section& s, const std::string& key) const;
+  // The section and field of "section.key", or an error naming what is unknown.
+  StatusOr<std::pair<const Section*, const OptionField*>> locate(const std::string& dotted_key,
+                                                                 const std::string& where) const;
   Status unknown_section(const std::string& name, const std::string& where) const;
   Status unknown_key(const Section& s, const std::string& key, const std::string& where) const;
 

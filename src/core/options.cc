@@ -4,10 +4,37 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
 namespace trident {
+
+// A TOML basic string: quotes, backslashes and control characters escaped, so that every
+// string value prints as TOML that reads back as the same string.
+static std::string toml_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\f': out += "\\f"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
 
 std::string option_value_str(const OptionValue& v) {
   std::ostringstream os;
@@ -17,7 +44,7 @@ std::string option_value_str(const OptionValue& v) {
         if constexpr (std::is_same_v<X, bool>) {
           os << (x ? "true" : "false");
         } else if constexpr (std::is_same_v<X, std::string>) {
-          os << '"' << x << '"';
+          os << toml_quoted(x);
         } else if constexpr (std::is_same_v<X, double>) {
           // The shortest text that reads back as the same double (6e-4, not 0.00059999...).
           char buf[32];
@@ -87,6 +114,7 @@ StatusOr<OptionValue> OptionField::check(const OptionValue& value, const std::st
         if (auto m = closest_match(s, choices)) msg += " (did you mean '" + *m + "'?)";
         return bad(msg);
       }
+      if (string_check.accepts && !string_check.accepts(s)) return bad("allowed: " + string_check.allowed);
       return value;
     }
   }

@@ -54,6 +54,12 @@ struct Range {
   std::string str() const;
 };
 
+// A string field checked by a function instead of a list of choices (e.g. a duration).
+struct StringCheck {
+  std::string allowed;                               // what is allowed, for the error message
+  std::function<bool(const std::string&)> accepts;
+};
+
 // One field, type-erased: what every generic tool (parser, printer, help) works with.
 struct OptionField {
   std::string key;
@@ -61,6 +67,7 @@ struct OptionField {
   OptionType type;
   Range range;                       // numeric fields
   std::vector<std::string> choices;  // string fields restricted to a set (empty: any string)
+  StringCheck string_check;          // string fields checked by a function (unset: any string)
   std::function<OptionValue(const void* options)> get;
   std::function<void(void* options, const OptionValue& value)> set;
 
@@ -90,6 +97,11 @@ class OptionTable {
                     std::vector<std::string> choices = {}) && {
     return push(std::move(key), member, std::move(doc), OptionType::kString, {}, std::move(choices));
   }
+  OptionTable&& add(std::string key, std::string T::*member, std::string doc, StringCheck check) && {
+    push(std::move(key), member, std::move(doc), OptionType::kString, {}, {});
+    fields_.back().string_check = std::move(check);
+    return std::move(*this);
+  }
 
   const std::string& section() const { return section_; }
   const std::string& doc() const { return doc_; }
@@ -99,7 +111,7 @@ class OptionTable {
   template <class M>
   OptionTable&& push(std::string key, M T::*member, std::string doc, OptionType type, Range range,
                      std::vector<std::string> choices) {
-    OptionField f{std::move(key), std::move(doc), type, range, std::move(choices), nullptr, nullptr};
+    OptionField f{std::move(key), std::move(doc), type, range, std::move(choices), {}, nullptr, nullptr};
     f.get = [member](const void* o) { return OptionValue(static_cast<const T*>(o)->*member); };
     f.set = [member](void* o, const OptionValue& v) { static_cast<T*>(o)->*member = std::get<M>(v); };
     fields_.push_back(std::move(f));

@@ -18,8 +18,8 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
     return Status::invalid("the tokenizer " + tokenizer.name() + " has " +
                            std::to_string(tokenizer.vocab_size()) +
                            " ids, but token files store uint16 ids (at most 65536)");
-  if (!(options.val_fraction > 0.0 && options.val_fraction < 1.0))
-    return Status::invalid("val_fraction must be in (0, 1), got " +
+  if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0))
+    return Status::invalid("val_fraction must be in [0, 1) (0: no validation split), got " +
                            std::to_string(options.val_fraction));
   if (options.inputs.empty()) return Status::invalid("no input files to prepare");
 
@@ -46,7 +46,7 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
   if (total == 0) return Status::invalid("the input files hold no text: nothing to prepare");
   const auto val =
       static_cast<int64_t>(std::llround(static_cast<double>(total) * options.val_fraction));
-  if (val == 0 || val == total)
+  if ((val == 0 && options.val_fraction > 0.0) || val == total)
     return Status::invalid("val_fraction " + std::to_string(options.val_fraction) + " of " +
                            std::to_string(total) + " tokens leaves " +
                            (val == 0 ? "val.bin" : "train.bin") + " empty");
@@ -57,13 +57,19 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
   if (ec)
     return Status::io_error("cannot create " + options.out_dir.string() + ": " + ec.message());
   result.train_path = options.out_dir / "train.bin";
-  result.val_path = options.out_dir / "val.bin";
+  if (val > 0) result.val_path = options.out_dir / "val.bin";
   result.train_tokens = total - val;
   result.val_tokens = val;
   const std::span<const uint16_t> all(narrow);
   if (Status s = write_token_file(result.train_path, all.first(static_cast<size_t>(total - val)));
       !s.is_ok())
     return s;
+  if (val == 0) {
+    const fs::path old = options.out_dir / "val.bin";
+    result.removed_old_val = fs::remove(old, ec);
+    if (ec) return Status::io_error("cannot remove the older " + old.string() + ": " + ec.message());
+    return result;
+  }
   if (Status s = write_token_file(result.val_path, all.last(static_cast<size_t>(val))); !s.is_ok())
     return s;
   return result;

@@ -5,7 +5,9 @@
 // concatenated, with the tokenizer's end-of-text token between consecutive documents when it
 // has one (GPT-2: 50256; the byte tokenizer has none, so documents are simply joined). The
 // last val_fraction of the tokens becomes val.bin and the rest train.bin, both written
-// atomically (data/token_file.h) into out_dir. A single document gives exactly the tokens
+// atomically (data/token_file.h) into out_dir. With val_fraction 0 every token goes to
+// train.bin and no val.bin is left in out_dir (an older one is removed: it would hold tokens
+// that are now training data). A single document gives exactly the tokens
 // tiktoken's encode_ordinary gives for the file, so a PyTorch script tokenizing the same file
 // sees the same stream.
 // Not here: deduplication, shuffling documents, sharding into many files.
@@ -25,7 +27,8 @@ struct PrepareOptions {
   std::vector<std::filesystem::path> inputs;
   // Where train.bin and val.bin go (created if missing; existing files are replaced).
   std::filesystem::path out_dir;
-  // The fraction of tokens, taken from the end, that forms val.bin: 0 < val_fraction < 1.
+  // The fraction of tokens, taken from the end, that forms val.bin: 0 <= val_fraction < 1
+  // (0: no validation split).
   double val_fraction = 0.1;
 };
 
@@ -34,12 +37,13 @@ struct PrepareResult {
   int64_t input_bytes = 0;
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
-  std::filesystem::path train_path, val_path;
+  std::filesystem::path train_path, val_path;  // val_path empty: no validation split
+  bool removed_old_val = false;                // val_fraction 0 removed an older val.bin
 };
 
 // Errors name the file and what is wrong: an unreadable input (kIO), text the tokenizer
 // rejects (kValue, with the byte offset: invalid UTF-8 for GPT-2), a vocabulary too large for
-// uint16 ids, a val_fraction outside (0, 1) or one that leaves a split empty, a failed write.
+// uint16 ids, a val_fraction outside [0, 1) or one that leaves a split empty, a failed write.
 StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
                                             const PrepareOptions& options);
 

@@ -1,6 +1,7 @@
 #include "train/metrics.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -18,10 +19,13 @@ MetricsWriter::~MetricsWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-// JSON has no NaN/Infinity: write null so every line stays parseable.
+// The shortest decimal that reads back as the same double (so two runs' losses compare bit
+// for bit from their metrics). JSON has no NaN/Infinity: write null so every line stays
+// parseable.
 static void put_number(std::FILE* f, const char* key, double v, bool last = false) {
-  if (std::isfinite(v)) std::fprintf(f, "\"%s\": %.9g%s", key, v, last ? "" : ", ");
-  else std::fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
+  char buf[32] = "null";
+  if (std::isfinite(v)) *std::to_chars(buf, buf + sizeof buf - 1, v).ptr = '\0';
+  std::fprintf(f, "\"%s\": %s%s", key, buf, last ? "" : ", ");
 }
 
 void MetricsWriter::write_step(const StepMetrics& m) {

@@ -1,12 +1,15 @@
 #include "train/train_config.h"
 
+#include "config/duration.h"
+
 namespace trident::train {
 
 const OptionTable<DataOptions>& DataOptions::table() {
   static const auto t =
       OptionTable<DataOptions>("data", "Token files, tokenizer and batching")
           .add("train_file", &DataOptions::train_file, "training tokens (uint16, nanoGPT's train.bin format)")
-          .add("val_file", &DataOptions::val_file, "validation tokens (uint16)")
+          .add("val_file", &DataOptions::val_file,
+               "validation tokens (uint16); empty, or a file that does not exist: training runs without evaluation")
           .add("tokenizer", &DataOptions::tokenizer, "tokenizer used to prepare the data", {"gpt2", "byte"})
           .add("vocab_dir", &DataOptions::vocab_dir,
                "GPT-2 vocabulary directory (vocab.json + merges.txt); empty: search the usual places")
@@ -37,8 +40,19 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
           .add("threads", &TrainOptions::threads, "CPU threads (0: all cores)", Range::non_negative())
           .add("device", &TrainOptions::device, "where the model trains (cuda: one GPU per rank, the collectives on NCCL)", {"cpu", "cuda"})
           .add("flush_denormals", &TrainOptions::flush_denormals,
-               "flush subnormal floats to zero: much faster once softmaxes underflow, no effect on training");
+               "flush subnormal floats to zero: much faster once softmaxes underflow, no effect on training")
+          .add("max_runtime", &TrainOptions::max_runtime,
+               "wall-clock budget: stop at the last step boundary that leaves room for a step, write a checkpoint "
+               "and exit with status 75 (0: no budget)",
+               StringCheck{config::kDurationForms,
+                           [](const std::string& s) { return config::parse_duration(s).has_value(); }});
   return t;
+}
+
+double TrainOptions::max_runtime_seconds() const {
+  const std::optional<double> seconds = config::parse_duration(max_runtime);
+  TRI_CHECK(seconds.has_value(), "train.max_runtime = \"", max_runtime, "\" is invalid: allowed: ", config::kDurationForms);
+  return *seconds;
 }
 
 void TrainConfig::bind(config::ConfigTree& tree) {
@@ -59,6 +73,7 @@ void TrainConfig::validate() const {
             ") must fit uint16 token files (<= 65536)");
   TRI_CHECK(lr_schedule.min_lr <= optim.lr, "lr_schedule.min_lr (", lr_schedule.min_lr,
             ") must not exceed optim.lr (", optim.lr, ")");
+  (void)train.max_runtime_seconds();  // checks the text (a struct filled in code skips the table's check)
   TRI_CHECK(lr_schedule.decay_steps == 0 || lr_schedule.decay_steps > lr_schedule.warmup_steps,
             "lr_schedule.decay_steps (", lr_schedule.decay_steps, ") must be 0 or greater than warmup_steps (",
             lr_schedule.warmup_steps, ")");

@@ -17,7 +17,7 @@ namespace trident::train {
 
 struct DataOptions {
   std::string train_file = "data/train.bin";  // uint16 token file (nanoGPT format)
-  std::string val_file = "data/val.bin";
+  std::string val_file = "data/val.bin";      // "" or a missing file: no evaluation
   std::string tokenizer = "gpt2";             // "gpt2" (BPE) or "byte"
   std::string vocab_dir = "";                 // gpt2: dir with vocab.json+merges.txt (or encoder.json+vocab.bpe)
   int64_t batch_size = 8;                     // sequences per micro-batch (B)
@@ -41,6 +41,9 @@ struct TrainOptions {
   int64_t threads = 0;              // CPU threads (0: all cores)
   std::string device = "cpu";       // where the model trains: "cpu" or "cuda"
   bool flush_denormals = true;      // flush subnormal floats to zero (Note [Denormals])
+  std::string max_runtime = "0";    // wall-clock budget ("4h", "03:50:00"; "0": none), Note [Preemption]
+  // train.max_runtime in seconds (0: none); validate() has checked it parses.
+  double max_runtime_seconds() const;
   static const OptionTable<TrainOptions>& table();
 };
 

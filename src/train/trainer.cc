@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "autograd/functions.h"
@@ -14,6 +15,7 @@
 #include "core/parallel.h"
 #include "optim/clip_grad.h"
 #include "train/progress.h"
+#include "train/stop_request.h"
 
 namespace trident::train {
 namespace {
@@ -169,11 +171,20 @@ Status Trainer::init() {
     train_sampler_ = std::make_unique<data::RandomSampler>(train_file.value(), B, T,
                                                            static_cast<uint64_t>(cfg_.data.seed));
   }
-  auto val_file = data::TokenFile::open(cfg_.data.val_file);
-  if (!val_file.is_ok()) return val_file.status();
-  val_file_ = val_file.value();
-  vs = val_file_->check_vocab_size(cfg_.model.vocab_size);
-  if (!vs.is_ok()) return vs;
+  // No validation file (`prepare --val-fraction 0`): training runs without evaluation, and
+  // run() says so. A file that exists but cannot be read is still an error.
+  std::error_code ec;
+  if (cfg_.data.val_file.empty()) {
+    no_validation_reason_ = "data.val_file is empty";
+  } else if (!std::filesystem::exists(cfg_.data.val_file, ec)) {
+    no_validation_reason_ = "data.val_file '" + cfg_.data.val_file + "' does not exist";
+  } else {
+    auto val_file = data::TokenFile::open(cfg_.data.val_file);
+    if (!val_file.is_ok()) return val_file.status();
+    val_file_ = val_file.value();
+    vs = val_file_->check_vocab_size(cfg_.model.vocab_size);
+    if (!vs.is_ok()) return vs;
+  }
 
   if (cfg_.train.resume) {
     auto latest = checkpoint::find_latest_checkpoint(checkpoint::default_env(), cfg_.train.out_dir);
@@ -300,6 +311,7 @@ StepMetrics Trainer::train_step() {
 }
 
 double Trainer::evaluate() {
+  TRI_CHECK(val_file_ != nullptr, "no validation data to evaluate on: ", no_validation_reason_);
   autograd::NoGradGuard no_grad;
   MemoryCategoryGuard activations(MemoryCategory::kActivation);
   model_->eval();
@@ -323,8 +335,51 @@ double Trainer::evaluate() {
   return mean_over_ranks(total / static_cast<double>(cfg_.train.eval_batches));
 }
 
+// Note [Preemption]
+// A run stops early, with a checkpoint, when any rank is sent SIGTERM, SIGINT or SIGUSR1
+// (train/stop_request.h) or when train.max_runtime would run out. Only step boundaries are
+// safe: inside a step the ranks are in collectives that every one of them must finish. So
+// the handlers only record the signal, and before each step every rank contributes what it
+// has seen to one scalar all-reduce; the answer is the same on every rank, even when the
+// signal reached only one of them or the ranks' clocks disagree about the budget. Then all
+// of them write the checkpoint (a collective of its own) and return, and the CLI exits with
+// kExitStoppedEarly (75). A signal that arrives mid-step lets that step finish; a signal
+// during a checkpoint lets it finish too. Resuming reads the checkpoint like any other, so
+// the losses continue as if the run had never stopped (tests/train/preemption_test.py).
+//
+// The time budget counts from the trainer's creation and is checked ahead: the run stops
+// at the first boundary where the elapsed time plus the slowest step so far plus the last
+// checkpoint's write time would pass it, so the process is gone before a scheduler's hard
+// limit (Megatron's --exit-duration-in-mins checks only the elapsed time). Every process
+// makes at least one step before the budget can stop it: a requeued job always progresses.
+std::string Trainer::agree_on_stop() const {
+  // Each rank's request: the signal it received, kBudget for the time budget, or 0. One
+  // scalar all-reduce (max) of request x ranks + (ranks - 1 - rank) tells every rank the
+  // largest request and the lowest rank that made it.
+  constexpr int64_t kBudget = 1000;
+  int64_t request = stop_signal();
+  const double budget = cfg_.train.max_runtime_seconds();
+  if (request == 0 && budget > 0 && steps_this_process_ > 0) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - created_).count();
+    if (elapsed + longest_step_s_ + last_checkpoint_s_ > budget) request = kBudget;
+  }
+  const int64_t ranks = world_size(), rank = comm_ ? comm_->rank() : 0;
+  int64_t agreed = request == 0 ? 0 : request * ranks + (ranks - 1 - rank);
+  if (ranks > 1) {
+    Tensor t = full({1}, static_cast<double>(agreed), DType::kI64);
+    comm_->all_reduce(t, comm::ReduceOp::kMax);
+    agreed = static_cast<int64_t>(t.item());
+  }
+  if (agreed == 0) return "";
+  const int64_t code = agreed / ranks, who = ranks - 1 - agreed % ranks;
+  const std::string why = code == kBudget ? "train.max_runtime = \"" + cfg_.train.max_runtime + "\" would run out"
+                                          : std::string(stop_signal_name(static_cast<int>(code))) + " received";
+  return ranks > 1 ? why + " on rank " + std::to_string(who) : why;
+}
+
 Status Trainer::run(int64_t until_step) {
   const int64_t last = until_step < 0 ? cfg_.train.steps : std::min(until_step, cfg_.train.steps);
+  stop_reason_.clear();
   Status mk = is_rank0() ? checkpoint::create_dirs(checkpoint::default_env(), cfg_.train.out_dir) : Status::ok();
   if (!mk.is_ok()) return mk;
   // Rank 0 alone writes metrics and prints.
@@ -332,9 +387,32 @@ Status Trainer::run(int64_t until_step) {
   const bool print = show_progress && is_rank0();
   if (!metrics.is_ok()) return metrics.status();
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
+  if (print && !val_file_) progress.message("evaluation is off: " + no_validation_reason_);
+  // A checkpoint, timed for the budget (Note [Preemption]).
+  auto checkpoint = [&]() -> Status {
+    const auto start = Clock::now();
+    Status s = save_checkpoint();
+    if (!s.is_ok()) return s;
+    last_checkpoint_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+    last_checkpoint_step_ = step_;
+    return s;
+  };
   const auto run_start = Clock::now();
   while (step_ < last) {
+    if (std::string why = agree_on_stop(); !why.empty()) {
+      if (print) progress.message("stopping after step " + std::to_string(step_) + " of " +
+                                  std::to_string(cfg_.train.steps) + ": " + why);
+      if (step_ > last_checkpoint_step_) {
+        Status s = checkpoint();
+        if (!s.is_ok()) return s;
+      }
+      stop_reason_ = why;
+      return Status::ok();
+    }
+    const auto step_start = Clock::now();
     StepMetrics m = train_step();
+    ++steps_this_process_;
+    longest_step_s_ = std::max(longest_step_s_, std::chrono::duration<double>(Clock::now() - step_start).count());
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);
     if (print) progress.step(m);
@@ -344,7 +422,7 @@ Status Trainer::run(int64_t until_step) {
                                                   std::to_string(m.step) + " (lr " + std::to_string(m.lr) + ")");
     const bool at_end = step_ == cfg_.train.steps;
     const int64_t ei = cfg_.train.eval_interval, ci = cfg_.train.checkpoint_interval;
-    if ((ei > 0 && step_ % ei == 0) || at_end) {
+    if (val_file_ && ((ei > 0 && step_ % ei == 0) || at_end)) {
       const double val = evaluate();
       metrics.value().write_eval(step_, val);
       if (print) {
@@ -356,7 +434,7 @@ Status Trainer::run(int64_t until_step) {
       if (on_eval) on_eval(step_, val);
     }
     if ((ci > 0 && step_ % ci == 0) || at_end) {
-      Status s = save_checkpoint();
+      Status s = checkpoint();
       if (!s.is_ok()) return s;
     }
   }

@@ -19,6 +19,7 @@
 //   config.json            Hugging Face's config for the model (so transformers loads it)
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -58,11 +59,17 @@ class Trainer {
                                                    std::optional<Device> device = std::nullopt);
 
   // Trains until `until_step` optimizer steps are done (default: train.steps), evaluating
-  // and checkpointing on the configured intervals and at the end.
+  // and checkpointing on the configured intervals and at the end. Stops early, with a
+  // checkpoint, when a rank is sent a stop signal or train.max_runtime runs out
+  // (Note [Preemption] in trainer.cc): then stop_reason() says why.
   [[nodiscard]] Status run(int64_t until_step = -1);
+  // Why the last run() stopped before its last step ("SIGTERM on rank 1"), or "".
+  const std::string& stop_reason() const { return stop_reason_; }
   // Mean validation loss over train.eval_batches sequential batches from the start of the
-  // validation file (the same batches every time).
+  // validation file (the same batches every time). Needs a validation file.
   double evaluate();
+  // Whether there is a validation file to evaluate on (data.val_file names one that exists).
+  bool has_validation() const { return val_file_ != nullptr; }
   [[nodiscard]] Status save_checkpoint();  // collective with more than one rank
   [[nodiscard]] Status load_checkpoint(const std::string& dir);
 
@@ -93,6 +100,9 @@ class Trainer {
   double mean_over_ranks(double v) const;
   [[nodiscard]] Status init();
   StepMetrics train_step();
+  // Whether any rank asks to stop, by a signal or for train.max_runtime (collective: every
+  // rank gets the same answer). Returns why, or "".
+  std::string agree_on_stop() const;
   [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer_checkpoint.cc
   // Adds the trainer state and configs, commits, and prunes old checkpoints.
   [[nodiscard]] Status commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step);
@@ -135,6 +145,14 @@ class Trainer {
   std::unique_ptr<data::BatchSampler> train_sampler_;
   std::shared_ptr<const data::TokenFile> val_file_;
   int64_t step_ = 0;
+  // Preemption (Note [Preemption]).
+  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+  int64_t steps_this_process_ = 0;
+  double longest_step_s_ = 0.0;        // the slowest step of this process so far
+  double last_checkpoint_s_ = 0.0;     // how long the last checkpoint took to write
+  int64_t last_checkpoint_step_ = 0;   // the step of the newest checkpoint saved or loaded (0: none)
+  std::string stop_reason_;
+  std::string no_validation_reason_;   // why there is no validation file, if there is none
 };
 
 // Loads `params` (model parameters under their names) from a checkpoint of any layout:

@@ -403,6 +403,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     const auto& rng = state.at("dropout_rng");
     model_->dropout_generator().set_state(rng.at("seed").get<uint64_t>(), rng.at("offset").get<uint64_t>());
     step_ = state.at("step").get<int64_t>();
+    last_checkpoint_step_ = step_;
     if (state.contains("loss_scaler") && cfg_.precision.loss_scaling()) {
       const auto& ls = state.at("loss_scaler");
       scaler_->load_state({ls.at("scale").get<double>(), ls.at("growth_tracker").get<int64_t>(),

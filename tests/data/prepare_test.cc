@@ -39,6 +39,26 @@ TEST(Prepare, ByteTokenizerJoinsDocumentsAndSplitsFromTheEnd) {
   EXPECT_EQ(read_tokens(dir.path() / "out" / "val.bin"), (std::vector<uint16_t>{'d', 'e'}));
 }
 
+TEST(Prepare, ValFractionZeroMakesNoValidationSplitAndRemovesAnOldOne) {
+  TempDir dir;
+  write_file(dir.path() / "a.txt", "abcde");
+  auto with_val = prepare_token_files(ByteTokenizer(), {{dir.path() / "a.txt"}, dir.path() / "out", 0.4});
+  ASSERT_TRUE(with_val.is_ok()) << with_val.status().to_string();
+  ASSERT_TRUE(testing::fs::exists(dir.path() / "out" / "val.bin"));
+  auto r = prepare_token_files(ByteTokenizer(), {{dir.path() / "a.txt"}, dir.path() / "out", 0.0});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r.value().train_tokens, 5);
+  EXPECT_EQ(r.value().val_tokens, 0);
+  EXPECT_TRUE(r.value().val_path.empty());
+  EXPECT_TRUE(r.value().removed_old_val);
+  EXPECT_FALSE(testing::fs::exists(dir.path() / "out" / "val.bin"));
+  EXPECT_EQ(read_tokens(dir.path() / "out" / "train.bin"), (std::vector<uint16_t>{'a', 'b', 'c', 'd', 'e'}));
+  // Again: nothing to remove.
+  r = prepare_token_files(ByteTokenizer(), {{dir.path() / "a.txt"}, dir.path() / "out", 0.0});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_FALSE(r.value().removed_old_val);
+}
+
 TEST(Prepare, Gpt2SeparatesDocumentsWithEndOfText) {
   const Gpt2Tokenizer* gpt2 = testing::shared_gpt2();
   if (gpt2 == nullptr) GTEST_SKIP() << testing::gpt2_missing_message();
@@ -84,10 +104,10 @@ TEST(Prepare, ErrorsNameTheFileAndTheProblem) {
   ASSERT_FALSE(missing.is_ok());
   EXPECT_EQ(missing.status().kind(), ErrorKind::kIO);
   EXPECT_CONTAINS(missing.status().message(), "nope.txt");
-  for (double f : {0.0, 1.0, -0.5, std::nan("")}) {
+  for (double f : {1.0, -0.5, std::nan("")}) {
     auto r = prepare_token_files(bytes, {{dir.path() / "ok.txt"}, dir.path(), f});
     ASSERT_FALSE(r.is_ok());
-    EXPECT_CONTAINS(r.status().message(), "val_fraction must be in (0, 1)");
+    EXPECT_CONTAINS(r.status().message(), "val_fraction must be in [0, 1) (0: no validation split)");
   }
   auto tiny = prepare_token_files(bytes, {{dir.path() / "ok.txt"}, dir.path(), 0.01});
   ASSERT_FALSE(tiny.is_ok());

@@ -26,7 +26,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "parallel.offload_optimizer",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
       "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads", "train.device",
-      "train.flush_denormals"};
+      "train.flush_denormals", "train.max_runtime"};
   EXPECT_EQ(tree.keys(), expected);
 }
 
@@ -40,6 +40,63 @@ TEST(TrainConfigKeys, DefaultsRoundTripThroughToml) {
   again.bind(tree2);
   ASSERT_TRUE(tree2.load_toml_string(printed, "printed").is_ok());
   EXPECT_EQ(tree2.to_toml(), printed);
+}
+
+// A valid value other than `current` for `f` (the round trip below must see every key change).
+OptionValue another_value(const OptionField& f, const OptionValue& current) {
+  switch (f.type) {
+    case OptionType::kInt: {
+      const int64_t v = std::get<int64_t>(current);
+      for (const int64_t c : {v + 7, v + 1, v - 1})
+        if (f.range.contains(static_cast<double>(c))) return c;
+      return v;
+    }
+    case OptionType::kFloat: {
+      // Not a short decimal: the printed text must carry every bit.
+      const double v = std::get<double>(current), up = v * 1.1 + 0.1 / 3.0, down = v * (1.0 / 3.0);
+      return f.range.contains(up) ? up : down;
+    }
+    case OptionType::kBool: return !std::get<bool>(current);
+    case OptionType::kString:
+      if (!f.choices.empty()) return f.choices.front() == std::get<std::string>(current) ? f.choices.back() : f.choices.front();
+      if (f.string_check.accepts) return std::string("1-02:03:04");
+      // Quotes, a backslash, a tab, a newline and UTF-8: TOML must escape and keep them all.
+      return std::get<std::string>(current) + "/a \"b\" c:\\d\te\nf \u00e9\u6f22";
+  }
+  return current;
+}
+
+// What `trident train` prints (and `--print-config`) is a config: with every key overridden
+// to a value that is not its default, the printed TOML loads back into the same values.
+TEST(TrainConfigKeys, EveryKeyRoundTripsThroughThePrintedToml) {
+  TrainConfig cfg;
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  const std::string defaults = tree.to_toml();
+  for (const std::string& key : tree.keys()) {
+    const OptionField* f = tree.field(key);
+    ASSERT_NE(f, nullptr) << key;
+    const OptionValue before = tree.get(key).value();
+    const OptionValue changed = another_value(*f, before);
+    ASSERT_NE(changed, before) << key;
+    const Status s = tree.set(key, changed, "test");
+    ASSERT_TRUE(s.is_ok()) << key << ": " << s.to_string();
+  }
+  const std::string printed = tree.to_toml();
+  TrainConfig again;
+  config::ConfigTree tree2;
+  again.bind(tree2);
+  const Status s = tree2.load_toml_string(printed, "printed");
+  ASSERT_TRUE(s.is_ok()) << s.to_string() << "\n" << printed;
+  TrainConfig defaults_cfg;
+  config::ConfigTree defaults_tree;
+  defaults_cfg.bind(defaults_tree);
+  for (const std::string& key : tree.keys()) {
+    EXPECT_EQ(tree2.get(key).value(), tree.get(key).value()) << key;
+    EXPECT_NE(tree2.get(key).value(), defaults_tree.get(key).value()) << key << " kept its default";
+  }
+  EXPECT_EQ(tree2.to_toml(), printed);
+  EXPECT_NE(printed, defaults);
 }
 
 }  // namespace

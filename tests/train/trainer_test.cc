@@ -4,6 +4,7 @@
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "data/token_file.h"
 #include "support/phrase_corpus.h"
 #include "support/tiny_run.h"
+#include "train/stop_request.h"
 
 namespace trident::train {
 namespace {
@@ -79,6 +81,101 @@ TEST_F(TrainerTest, ResumeIsBitIdentical) {
   ASSERT_EQ(joined.size(), straight.size());
   for (size_t i = 0; i < straight.size(); ++i)
     EXPECT_EQ(joined[i], straight[i]) << "step " << i + 1 << " differs after resume";
+}
+
+// Note [Preemption]: a signal during a step lets the step finish; the run writes a checkpoint
+// at that boundary and returns saying why; the next run resumes to the uninterrupted losses.
+TEST_F(TrainerTest, AStopSignalEndsTheRunAtTheStepBoundaryWithACheckpoint) {
+  const std::vector<double> straight = train(config("straight"));
+  install_stop_handlers();
+  clear_stop_signal();
+  auto t = Trainer::create(config("stopped"));
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  std::vector<double> a;
+  t.value()->show_progress = false;
+  t.value()->on_step = [&](const StepMetrics& m) {
+    a.push_back(m.loss);
+    if (m.step == 7) ::raise(SIGUSR1);  // arrives "during" step 7: the run stops after it
+  };
+  ASSERT_TRUE(t.value()->run().is_ok());
+  EXPECT_EQ(t.value()->stop_reason(), "SIGUSR1 received");
+  EXPECT_EQ(t.value()->step(), 7);
+  EXPECT_EQ(stop_signal(), SIGUSR1);
+  clear_stop_signal();
+  ASSERT_TRUE(fs::exists(dir_ / "stopped" / "step_000007" / "DONE"));
+  EXPECT_FALSE(fs::exists(dir_ / "stopped" / "step_000020"));
+  std::vector<double> joined = a;
+  for (double l : train(config("stopped"))) joined.push_back(l);
+  EXPECT_EQ(joined, straight);
+}
+
+// train.max_runtime: a budget shorter than any step still lets every process make one step
+// (a requeued job always progresses), then stops with a checkpoint; the pieces join into the
+// uninterrupted run bit for bit.
+TEST_F(TrainerTest, MaxRuntimeStopsWithACheckpointAndEveryProcessProgresses) {
+  const std::vector<double> straight = train(config("straight"));
+  TrainConfig budget = config("budget");
+  budget.train.max_runtime = "0.001s";
+  std::vector<double> joined;
+  for (int run = 1; run <= 3; ++run) {
+    auto t = Trainer::create(budget);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    t.value()->show_progress = false;
+    t.value()->on_step = [&](const StepMetrics& m) { joined.push_back(m.loss); };
+    ASSERT_TRUE(t.value()->run().is_ok());
+    EXPECT_EQ(t.value()->stop_reason(), "train.max_runtime = \"0.001s\" would run out");
+    EXPECT_EQ(t.value()->step(), run);
+    EXPECT_TRUE(fs::exists(dir_ / "budget" / ("step_00000" + std::to_string(run)) / "DONE"));
+  }
+  budget.train.max_runtime = "1d";
+  for (double l : train(budget)) joined.push_back(l);
+  EXPECT_EQ(joined, straight);
+}
+
+TEST_F(TrainerTest, MaxRuntimeErrorsNameTheValueAndTheForms) {
+  TrainConfig cfg = config("bad_budget");
+  cfg.train.max_runtime = "3600";
+  try {
+    cfg.validate();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.max_runtime = \"3600\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2h30m"), std::string::npos) << e.what();
+  }
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  const Status s = tree.apply_override("train.max_runtime=90", "command line");
+  EXPECT_NE(s.message().find("max_runtime = \"90\" is invalid: allowed: a duration"), std::string::npos) << s.message();
+}
+
+// No validation file (prepare --val-fraction 0): training runs, evaluating nothing.
+TEST_F(TrainerTest, WithoutAValidationFileTrainingRunsWithoutEvaluation) {
+  for (const std::string& val : {std::string(""), (dir_ / "no_such_val.bin").string()}) {
+    TrainConfig cfg = config(val.empty() ? "no_val_empty" : "no_val_missing");
+    cfg.data.val_file = val;
+    auto t = Trainer::create(cfg);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    EXPECT_FALSE(t.value()->has_validation());
+    int evals = 0, steps = 0;
+    t.value()->show_progress = false;
+    t.value()->on_eval = [&](int64_t, double) { ++evals; };
+    t.value()->on_step = [&](const StepMetrics&) { ++steps; };
+    ASSERT_TRUE(t.value()->run().is_ok());
+    EXPECT_EQ(steps, 20);
+    EXPECT_EQ(evals, 0);
+    try {
+      t.value()->evaluate();
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(val.empty() ? "data.val_file is empty" : "does not exist"),
+                std::string::npos) << e.what();
+    }
+  }
+  // A file that exists but is not a token file is still an error.
+  TrainConfig cfg = config("bad_val");
+  cfg.data.val_file = (dir_ / "bad_val.bin").string();
+  std::ofstream(cfg.data.val_file) << "x";
+  EXPECT_FALSE(Trainer::create(cfg).is_ok());
 }
 
 TEST_F(TrainerTest, ActivationCheckpointingGivesBitIdenticalLosses) {

@@ -1,0 +1,141 @@
+// `trident launch`: mpirun with trident's flags, and signals passed on so that a preempted
+// job stops with a checkpoint instead of being killed.
+//
+// Note [Launch and signals]
+// mpirun answers SIGTERM or SIGINT by killing the job: SIGTERM to every rank after a second,
+// SIGKILL after another (OpenMPI 4's odls_base_sigkill_timeout), too soon to finish a step and
+// write a checkpoint. It forwards SIGUSR1 to every rank untouched, on every host. So launch
+// runs mpirun as a child in a process group of its own (a Ctrl-C in the terminal reaches
+// launch alone) and turns the first SIGTERM, SIGINT or SIGUSR1 into a SIGUSR1 for mpirun;
+// each rank then stops at the next step boundary (Note [Preemption] in train/trainer.cc). A
+// second SIGINT is passed on as SIGUSR2, on which every rank exits at once (mpirun's own
+// SIGTERM would take two seconds to reach them). If launch itself is
+// killed, mpirun is sent SIGTERM (PR_SET_PDEATHSIG) rather than left running. mpirun's stdin
+// is /dev/null: a background process group must not read the terminal.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "train/stop_request.h"
+
+namespace trident::cli {
+namespace {
+
+std::atomic<pid_t> g_mpirun{0};
+std::atomic<int> g_signals{0};
+
+void forward_signal(int sig) {
+  const pid_t pid = g_mpirun.load();
+  const int n = g_signals.fetch_add(1) + 1;
+  if (pid <= 0) return;
+  if (n == 1) {
+    ::kill(pid, SIGUSR1);
+  } else if (sig == SIGINT) {
+    ::kill(pid, SIGUSR2);  // every rank exits at once (train/stop_request.h)
+  }
+}
+
+void install_forwarding() {
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace
+
+CLI::App* add_launch(CLI::App& app, LaunchArgs& a) {
+  CLI::App* c = app.add_subcommand("launch", "Run a trident command on several ranks through mpirun");
+  c->add_option("-n,--ranks", a.ranks, "number of ranks")->required()->check(CLI::Range(1, 1 << 20));
+  c->add_option("--hostfile", a.hostfile, "mpirun hostfile (several hosts); default: this host only")
+      ->check(CLI::ExistingFile);
+  c->add_option("--mpirun", a.mpirun, "the mpirun to use");
+  c->add_flag("--dry-run", a.dry_run, "print the mpirun command instead of running it");
+  c->add_option("command", a.command, "the trident command to run on every rank, after --");
+  c->footer(
+      "Example: trident launch -n 4 -- train --config configs/fortunes.toml --train.threads=1\n"
+      "SIGTERM or Ctrl-C: every rank finishes its step, the run writes a checkpoint and exits with status 75\n"
+      "(run the same command again to resume); a second Ctrl-C ends the job at once.");
+  return c;
+}
+
+Status run_launch(const LaunchArgs& a, int* exit_code) {
+  std::vector<std::string> rest = a.command;
+  if (rest.empty()) return Status::invalid("launch: no command to run (e.g. trident launch -n 2 -- train ...)");
+  if (rest.front() == "launch") return Status::invalid("launch: the command to run cannot be launch itself");
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Status::io_error("launch: cannot find this executable (/proc/self/exe): " + ec.message());
+  std::vector<std::string> argv = {a.mpirun, "-np", std::to_string(a.ranks), "--bind-to", "none"};
+  if (a.hostfile.empty()) {
+    argv.push_back("--oversubscribe");  // one host: more ranks than cores is allowed (tests, small runs)
+  } else {
+    argv.insert(argv.end(), {"--hostfile", a.hostfile});
+  }
+  if (::geteuid() == 0) {
+    // OpenMPI refuses to run as root unless told twice; pass it on to remote hosts too.
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    argv.insert(argv.end(), {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
+  }
+  argv.push_back(self);
+  argv.insert(argv.end(), rest.begin(), rest.end());
+  std::string line;
+  for (const std::string& s : argv) line += (line.empty() ? "" : " ") + s;
+  if (a.dry_run) {
+    std::printf("%s\n", line.c_str());
+    return Status::ok();
+  }
+  std::fprintf(stderr, "launch: %s\n", line.c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<char*> cargv;
+  for (std::string& s : argv) cargv.push_back(s.data());
+  cargv.push_back(nullptr);
+
+  // Handlers first, so that a signal during the fork is not lost (it is forwarded once
+  // mpirun's pid is known, below).
+  install_forwarding();
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return Status::io_error(std::string("launch: cannot start mpirun: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);  // launch died before prctl
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::signal(sig, SIG_DFL);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    ::execvp(cargv[0], cargv.data());
+    const std::string msg = "error: launch: cannot run '" + a.mpirun + "': " + std::strerror(errno) +
+                            " (install OpenMPI: scripts/install-deps.sh)\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg.data(), msg.size());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: whichever of the two runs first
+  g_mpirun.store(pid);
+  if (g_signals.load() > 0) ::kill(pid, SIGUSR1);  // arrived before the pid was known
+
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return Status::io_error(std::string("launch: waiting for mpirun: ") + std::strerror(errno));
+  }
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (*exit_code == 127 && WIFEXITED(status)) *exit_code = 1;  // could not run mpirun: said so above
+  if (*exit_code == train::kExitStoppedEarly)
+    std::fprintf(stderr, "launch: the run stopped early with a checkpoint (exit status %d): run the same command "
+                         "again to resume\n", train::kExitStoppedEarly);
+  return Status::ok();
+}
+
+}  // namespace trident::cli

@@ -1,0 +1,33 @@
+// Preemption: signals that ask a run to stop at the next step boundary, write a checkpoint
+// and exit (Note [Preemption] in trainer.cc). Clusters preempt with SIGTERM (Slurm,
+// Kubernetes), people with Ctrl-C (SIGINT); `trident launch` forwards either to every rank as
+// SIGUSR1, which mpirun passes on (it answers SIGTERM by killing the job within 2 s), and a
+// second Ctrl-C as SIGUSR2.
+//
+// The handlers only record the signal: the training loop reads it between steps, and the
+// ranks agree on it there, so no rank ever leaves a collective half done.
+#pragma once
+
+namespace trident::train {
+
+// A run that stopped early with a checkpoint exits with this status (sysexits' EX_TEMPFAIL:
+// "try again later"): rerunning the same command resumes it.
+inline constexpr int kExitStoppedEarly = 75;
+
+// Installs handlers for SIGTERM, SIGINT and SIGUSR1: the first asks for a stop; a SIGINT after
+// that ends the process at once with status 130 (Ctrl-C twice), other repeats are ignored
+// (a scheduler may send SIGTERM to every process and the forwarded SIGUSR1 arrives as well).
+// SIGUSR2 (launch's second Ctrl-C, forwarded by mpirun) ends the process at once, with 130.
+// Idempotent.
+void install_stop_handlers();
+
+// The signal that asked for a stop (SIGTERM, SIGINT or SIGUSR1), or 0.
+int stop_signal();
+
+// Forgets a received signal (tests, and a trainer run after a stopped one in one process).
+void clear_stop_signal();
+
+// "SIGTERM", "SIGINT", "SIGUSR1" (or "a signal").
+const char* stop_signal_name(int signal);
+
+}  // namespace trident::train
