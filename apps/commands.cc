@@ -104,8 +104,7 @@ CLI::App* add_train(CLI::App& app, TrainArgs& a) {
 }
 
 Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, int* exit_code) {
-  // First: a SIGTERM while the model is built must not kill the run (Note [Preemption]).
-  train::install_stop_handlers();
+  train::install_stop_handlers();  // main() did already; once more costs nothing
   train::TrainConfig cfg;
   config::ConfigTree tree;
   cfg.bind(tree);
@@ -140,11 +139,11 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
   Status s = t.run();
   if (!s.is_ok() || t.stop_reason().empty()) return s;
   if (rank0)
-    std::fprintf(stderr,
-                 "stopped early after step %lld (%s) with a checkpoint in %s; exit status %d: run the same command "
-                 "again to resume\n",
+    std::fprintf(stderr, "stopped early after step %lld (%s) with a checkpoint in %s; exit status %d: %s\n",
                  static_cast<long long>(t.step()), t.stop_reason().c_str(), cfg.train.out_dir.c_str(),
-                 train::kExitStoppedEarly);
+                 train::kExitStoppedEarly,
+                 cfg.train.resume ? "run the same command again to resume"
+                                  : "train.resume is false here: run again with --train.resume=true to continue");
   *exit_code = train::kExitStoppedEarly;
   return s;
 }

@@ -6,10 +6,12 @@
 // SIGKILL after another (OpenMPI 4's odls_base_sigkill_timeout), too soon to finish a step and
 // write a checkpoint. It forwards SIGUSR1 to every rank untouched, on every host. So launch
 // runs mpirun as a child in a process group of its own (a Ctrl-C in the terminal reaches
-// launch alone) and turns the first SIGTERM, SIGINT or SIGUSR1 into a SIGUSR1 for mpirun;
-// each rank then stops at the next step boundary (Note [Preemption] in train/trainer.cc). A
-// second SIGINT is passed on as SIGUSR2, on which every rank exits at once (mpirun's own
-// SIGTERM would take two seconds to reach them). If launch itself is
+// launch alone) and turns the first SIGTERM, SIGINT or SIGUSR1 into a SIGUSR1 for mpirun
+// (held until mpirun has started its processes, so has set up its forwarding); each rank then stops at
+// the next step boundary (Note [Preemption] in train/trainer.cc). A second SIGINT is passed
+// on as SIGUSR2, on which every rank exits at once (mpirun's own SIGTERM would take two
+// seconds to reach them). A scheduler that signals mpirun itself (Slurm signals every
+// process of a job) gets mpirun's behaviour: the job ends within two seconds. If launch itself is
 // killed, mpirun is sent SIGTERM (PR_SET_PDEATHSIG) rather than left running. mpirun's stdin
 // is /dev/null: a background process group must not read the terminal.
 #include <fcntl.h>
@@ -20,9 +22,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "commands.h"
 #include "train/stop_request.h"
@@ -30,26 +34,38 @@
 namespace trident::cli {
 namespace {
 
-std::atomic<pid_t> g_mpirun{0};
-std::atomic<int> g_signals{0};
+// What the handler saw; the wait loop below passes it on (Note [Launch and signals]).
+std::atomic<int> g_stop_requests{0};  // SIGTERM, SIGUSR1, or a first SIGINT
+std::atomic<int> g_interrupts{0};     // a SIGINT after a stop request
 
-void forward_signal(int sig) {
-  const pid_t pid = g_mpirun.load();
-  const int n = g_signals.fetch_add(1) + 1;
-  if (pid <= 0) return;
-  if (n == 1) {
-    ::kill(pid, SIGUSR1);
-  } else if (sig == SIGINT) {
-    ::kill(pid, SIGUSR2);  // every rank exits at once (train/stop_request.h)
-  }
+void on_signal(int sig) {
+  const int saved_errno = errno;
+  if (sig == SIGINT && g_stop_requests.load() > 0) ++g_interrupts;
+  else ++g_stop_requests;
+  errno = saved_errno;
 }
 
 void install_forwarding() {
   struct sigaction sa {};
-  sa.sa_handler = forward_signal;
+  sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::sigaction(sig, &sa, nullptr);
+}
+
+// mpirun forwards SIGUSR1 once it has set itself up; before that the signal's default action
+// would end it. It has, once it has started processes of its own (the local ranks, or the
+// remote daemons' ssh); where /proc cannot tell, after a grace period. Ranks install their
+// handlers first thing in main().
+constexpr std::chrono::milliseconds kStartupGrace{2000};
+
+bool mpirun_is_ready(pid_t pid, std::chrono::steady_clock::duration running) {
+  if (running >= 5 * kStartupGrace) return true;
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children").c_str(), "r");
+  if (f == nullptr) return running >= kStartupGrace;
+  const int c = std::fgetc(f);
+  std::fclose(f);
+  return c != EOF;
 }
 
 }  // namespace
@@ -103,8 +119,7 @@ Status run_launch(const LaunchArgs& a, int* exit_code) {
   for (std::string& s : argv) cargv.push_back(s.data());
   cargv.push_back(nullptr);
 
-  // Handlers first, so that a signal during the fork is not lost (it is forwarded once
-  // mpirun's pid is known, below).
+  // Handlers first, so that a signal during the fork is not lost.
   install_forwarding();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
@@ -123,12 +138,26 @@ Status run_launch(const LaunchArgs& a, int* exit_code) {
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here: whichever of the two runs first
-  g_mpirun.store(pid);
-  if (g_signals.load() > 0) ::kill(pid, SIGUSR1);  // arrived before the pid was known
 
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return Status::io_error(std::string("launch: waiting for mpirun: ") + std::strerror(errno));
+  // Wait, passing signals on: each stop request as SIGUSR1 (again for each new one, in case
+  // one came before a rank was up: ranks ignore repeats), a later SIGINT as SIGUSR2 (every
+  // rank exits at once), or as SIGTERM to mpirun while it may still be starting.
+  const auto started = std::chrono::steady_clock::now();
+  int status = 0, stops_passed = 0, interrupts_passed = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR)
+      return Status::io_error(std::string("launch: waiting for mpirun: ") + std::strerror(errno));
+    const bool ready = mpirun_is_ready(pid, std::chrono::steady_clock::now() - started);
+    if (const int n = g_interrupts.load(); n > interrupts_passed) {
+      ::kill(pid, ready ? SIGUSR2 : SIGTERM);
+      interrupts_passed = n;
+    } else if (const int m = g_stop_requests.load(); ready && m > stops_passed) {
+      ::kill(pid, SIGUSR1);
+      stops_passed = m;
+    }
+    ::usleep(20000);
   }
   *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (*exit_code == 127 && WIFEXITED(status)) *exit_code = 1;  // could not run mpirun: said so above

@@ -14,12 +14,17 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string_view>
 
 #include "commands.h"
 #include "core/check.h"
+#include "train/stop_request.h"
 
 int main(int argc, char** argv) {
   using namespace trident::cli;
+  // A training rank's first act: a SIGTERM or a forwarded SIGUSR1 that comes while the job
+  // starts must ask for a stop, not kill the rank (Note [Preemption]).
+  if (argc > 1 && std::string_view(argv[1]) == "train") trident::train::install_stop_handlers();
   CLI::App app{"trident: train GPT-class language models"};
   app.require_subcommand(1);
   PrepareArgs prepare;

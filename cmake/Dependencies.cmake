@@ -42,5 +42,10 @@ find_package(tomlplusplus 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 if(TRIDENT_BUILD_TESTS)
-  find_package(GTest REQUIRED)
+  find_package(GTest)
+  if(NOT GTest_FOUND)
+    message(FATAL_ERROR "GoogleTest not found, and the tests are on: run scripts/install-deps.sh (all of it: "
+                        "--main installs only what the trident binary needs), or configure with "
+                        "-DTRIDENT_BUILD_TESTS=OFF")
+  endif()
 endif()

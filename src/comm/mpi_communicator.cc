@@ -83,17 +83,30 @@ void note_op(const char* verb, const std::string& what) {
   std::snprintf(g_current_op, sizeof g_current_op, "%s %s", verb, what.c_str());
 }
 
+// Async-signal-safe (no snprintf, no allocation): a signal handler's last words.
 void last_words(const char* what) {
   if (g_world_rank < 0) return;
-  char line[400];
-  const int n = std::snprintf(line, sizeof line, "trident (rank %d): %s while %s\n", g_world_rank, what, g_current_op);
-  if (n > 0) [[maybe_unused]] auto w = ::write(2, line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
+  char line[448];
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    while (*s != '\0' && n + 2 < sizeof line) line[n++] = *s++;
+  };
+  char digits[16];
+  int len = 0;
+  for (int r = g_world_rank; len == 0 || r > 0; r /= 10) digits[len++] = static_cast<char>('0' + r % 10);
+  put("trident (rank ");
+  while (len > 0 && n + 2 < sizeof line) line[n++] = digits[--len];
+  put("): ");
+  put(what);
+  put(" while ");
+  put(g_current_op);
+  line[n++] = '\n';
+  [[maybe_unused]] const auto w = ::write(2, line, n);
 }
 
 extern "C" void on_terminate(int sig) {
-  char what[96];
-  std::snprintf(what, sizeof what, "stopped by signal %d from the launcher (another rank failed?)", sig);
-  last_words(what);
+  last_words(sig == SIGTERM ? "stopped by signal 15 from the launcher (another rank failed?)"
+                            : "stopped by signal 2 from the launcher (another rank failed?)");
   std::_Exit(128 + sig);
 }
 

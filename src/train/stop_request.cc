@@ -1,9 +1,9 @@
 #include "train/stop_request.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 
 #include "comm/mpi_communicator.h"
@@ -11,36 +11,42 @@
 namespace trident::train {
 namespace {
 
+constexpr int kSignals[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2};
+
 // Lock-free, so the handler may touch it (async-signal-safe).
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 bool g_under_mpirun = false;  // read at install: getenv is not for signal handlers
+const std::chrono::steady_clock::time_point g_process_start = std::chrono::steady_clock::now();
+
+void say(const char* text, size_t size) { [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, text, size); }
 
 void on_stop_signal(int sig) {
-  if (sig == SIGUSR2) {  // a second Ctrl-C at `trident launch`, forwarded by mpirun
+  const int saved_errno = errno;  // the interrupted code may be about to read it
+  if (sig == SIGUSR2) {           // a second Ctrl-C at `trident launch`, forwarded by mpirun
     constexpr char kMsg[] = "\ninterrupted again (SIGUSR2 from trident launch): exiting now, without a checkpoint\n";
-    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    say(kMsg, sizeof kMsg - 1);
     ::_exit(128 + SIGINT);
   }
   int expected = 0;
   if (g_stop_signal.compare_exchange_strong(expected, sig)) {
-    // In an MPI job this is also how mpirun ends the survivors when a rank dies: then the
-    // SIGKILL that follows leaves these as the rank's last words (Note [Distributed failures]).
     if (g_under_mpirun) {
-      comm::MpiRuntime::write_last_words(sig == SIGTERM  ? "SIGTERM received, stopping at the next step boundary"
-                                         : sig == SIGINT ? "SIGINT received, stopping at the next step boundary"
-                                                         : "SIGUSR1 received, stopping at the next step boundary");
+      // mpirun also ends the survivors of a failed rank with SIGTERM (then SIGKILL): these
+      // are then the rank's last words, naming what it was in (Note [Distributed failures]).
+      comm::MpiRuntime::write_last_words(
+          sig == SIGTERM  ? "SIGTERM received (preemption, or the launcher ending the job): stopping at the next step"
+          : sig == SIGINT ? "SIGINT received: stopping at the next step"
+                          : "SIGUSR1 received (a stop forwarded by trident launch or mpirun): stopping at the next step");
     } else {
       constexpr char kMsg[] = "\nstop requested: finishing this step, then writing a checkpoint (Ctrl-C again: exit now)\n";
-      [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+      say(kMsg, sizeof kMsg - 1);
     }
-    return;
-  }
-  if (sig == SIGINT) {
+  } else if (sig == SIGINT) {
     constexpr char kMsg[] = "\ninterrupted again: exiting now, without a checkpoint\n";
-    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    say(kMsg, sizeof kMsg - 1);
     ::_exit(128 + SIGINT);
   }
+  errno = saved_errno;
 }
 
 }  // namespace
@@ -51,7 +57,7 @@ void install_stop_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // a blocking read or MPI's poll resumes instead of failing with EINTR
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : kSignals) ::sigaction(sig, &sa, nullptr);
 }
 
 int stop_signal() { return g_stop_signal.load(); }
@@ -65,6 +71,19 @@ const char* stop_signal_name(int signal) {
     case SIGUSR1: return "SIGUSR1";
     default: return "a signal";
   }
+}
+
+std::chrono::steady_clock::time_point process_start_time() { return g_process_start; }
+
+ScopedStopHandlers::ScopedStopHandlers() {
+  for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], nullptr, &saved_[i]);
+  install_stop_handlers();
+  clear_stop_signal();
+}
+
+ScopedStopHandlers::~ScopedStopHandlers() {
+  for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &saved_[i], nullptr);
+  clear_stop_signal();
 }
 
 }  // namespace trident::train

@@ -8,6 +8,10 @@
 // ranks agree on it there, so no rank ever leaves a collective half done.
 #pragma once
 
+#include <signal.h>
+
+#include <chrono>
+
 namespace trident::train {
 
 // A run that stopped early with a checkpoint exits with this status (sysexits' EX_TEMPFAIL:
@@ -29,5 +33,22 @@ void clear_stop_signal();
 
 // "SIGTERM", "SIGINT", "SIGUSR1" (or "a signal").
 const char* stop_signal_name(int signal);
+
+// When this process started (as near as a program can tell: its static initialization), for
+// train.max_runtime's budget.
+std::chrono::steady_clock::time_point process_start_time();
+
+// Tests: installs the stop handlers and restores the dispositions they replaced (and forgets
+// any stop request) when it goes out of scope.
+class ScopedStopHandlers {
+ public:
+  ScopedStopHandlers();
+  ~ScopedStopHandlers();
+  ScopedStopHandlers(const ScopedStopHandlers&) = delete;
+  ScopedStopHandlers& operator=(const ScopedStopHandlers&) = delete;
+
+ private:
+  struct sigaction saved_[4];
+};
 
 }  // namespace trident::train

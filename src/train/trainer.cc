@@ -177,6 +177,7 @@ Status Trainer::init() {
   if (cfg_.data.val_file.empty()) {
     no_validation_reason_ = "data.val_file is empty";
   } else if (!std::filesystem::exists(cfg_.data.val_file, ec)) {
+    if (ec) return Status::io_error("cannot look for data.val_file '" + cfg_.data.val_file + "': " + ec.message());
     no_validation_reason_ = "data.val_file '" + cfg_.data.val_file + "' does not exist";
   } else {
     auto val_file = data::TokenFile::open(cfg_.data.val_file);
@@ -185,6 +186,12 @@ Status Trainer::init() {
     vs = val_file_->check_vocab_size(cfg_.model.vocab_size);
     if (!vs.is_ok()) return vs;
   }
+  // Evaluation is collective: a rank that skipped it would pair its next collective with the
+  // others' evaluation. So every rank must see the file, or none.
+  if (const bool all = all_ranks(val_file_ != nullptr), none = all_ranks(val_file_ == nullptr); !all && !none)
+    return Status::invalid("data.val_file '" + cfg_.data.val_file + "' exists on some ranks' hosts and not on others (" +
+                           (val_file_ ? "this rank has it" : "this rank has not") +
+                           "): put it on a filesystem every rank sees, or set data.val_file = \"\"");
 
   if (cfg_.train.resume) {
     auto latest = checkpoint::find_latest_checkpoint(checkpoint::default_env(), cfg_.train.out_dir);
@@ -347,11 +354,12 @@ double Trainer::evaluate() {
 // during a checkpoint lets it finish too. Resuming reads the checkpoint like any other, so
 // the losses continue as if the run had never stopped (tests/train/preemption_test.py).
 //
-// The time budget counts from the trainer's creation and is checked ahead: the run stops
-// at the first boundary where the elapsed time plus the slowest step so far plus the last
-// checkpoint's write time would pass it, so the process is gone before a scheduler's hard
-// limit (Megatron's --exit-duration-in-mins checks only the elapsed time). Every process
-// makes at least one step before the budget can stop it: a requeued job always progresses.
+// The time budget counts from the process's start and is checked ahead: the run stops at the
+// first boundary where the elapsed time plus the slowest iteration so far (step, evaluation
+// and periodic checkpoint) plus the last checkpoint's write time would pass it, so the
+// process is gone before a scheduler's hard limit (Megatron's --exit-duration-in-mins checks
+// only the elapsed time). Every process makes at least one step before the budget can stop
+// it: a requeued job always progresses.
 std::string Trainer::agree_on_stop() const {
   // Each rank's request: the signal it received, kBudget for the time budget, or 0. One
   // scalar all-reduce (max) of request x ranks + (ranks - 1 - rank) tells every rank the
@@ -360,8 +368,8 @@ std::string Trainer::agree_on_stop() const {
   int64_t request = stop_signal();
   const double budget = cfg_.train.max_runtime_seconds();
   if (request == 0 && budget > 0 && steps_this_process_ > 0) {
-    const double elapsed = std::chrono::duration<double>(Clock::now() - created_).count();
-    if (elapsed + longest_step_s_ + last_checkpoint_s_ > budget) request = kBudget;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - process_start_time()).count();
+    if (elapsed + longest_iteration_s_ + last_checkpoint_s_ > budget) request = kBudget;
   }
   const int64_t ranks = world_size(), rank = comm_ ? comm_->rank() : 0;
   int64_t agreed = request == 0 ? 0 : request * ranks + (ranks - 1 - rank);
@@ -409,10 +417,9 @@ Status Trainer::run(int64_t until_step) {
       stop_reason_ = why;
       return Status::ok();
     }
-    const auto step_start = Clock::now();
+    const auto iteration_start = Clock::now();
     StepMetrics m = train_step();
     ++steps_this_process_;
-    longest_step_s_ = std::max(longest_step_s_, std::chrono::duration<double>(Clock::now() - step_start).count());
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);
     if (print) progress.step(m);
@@ -437,6 +444,8 @@ Status Trainer::run(int64_t until_step) {
       Status s = checkpoint();
       if (!s.is_ok()) return s;
     }
+    longest_iteration_s_ =
+        std::max(longest_iteration_s_, std::chrono::duration<double>(Clock::now() - iteration_start).count());
   }
   if (print) progress.finish();
   return Status::ok();

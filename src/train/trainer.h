@@ -146,9 +146,8 @@ class Trainer {
   std::shared_ptr<const data::TokenFile> val_file_;
   int64_t step_ = 0;
   // Preemption (Note [Preemption]).
-  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   int64_t steps_this_process_ = 0;
-  double longest_step_s_ = 0.0;        // the slowest step of this process so far
+  double longest_iteration_s_ = 0.0;   // the slowest step (with its evaluation and checkpoint) so far
   double last_checkpoint_s_ = 0.0;     // how long the last checkpoint took to write
   int64_t last_checkpoint_step_ = 0;   // the step of the newest checkpoint saved or loaded (0: none)
   std::string stop_reason_;

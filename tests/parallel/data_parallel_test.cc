@@ -53,7 +53,7 @@ class DataParallelTest : public testing::MpiTrainingTest {
 // boundary (no rank left in a collective), with a checkpoint; resuming gives the
 // uninterrupted losses bit for bit. With ZeRO-2 every rank writes its shard.
 TEST_F(DataParallelTest, ASignalToOneRankStopsEveryRankAtTheSameStep) {
-  install_stop_handlers();
+  ScopedStopHandlers handlers;
   for (int64_t stage : {0, 2}) {
     TrainConfig cfg = short_run("stop", stage, 12);
     const Run straight = train(cfg, world);
@@ -84,6 +84,18 @@ TEST_F(DataParallelTest, ASignalToOneRankStopsEveryRankAtTheSameStep) {
     EXPECT_EQ(t.value()->stop_reason(), "");
     EXPECT_EQ(joined, straight.losses) << "ZeRO stage " << stage;
   }
+}
+
+// Evaluation is collective: a validation file that some ranks see and others do not is an
+// error on every rank at start, not a hang at the first evaluation.
+TEST_F(DataParallelTest, AValidationFileOnSomeRanksOnlyIsRefusedOnEveryRank) {
+  if (world->size() == 1) GTEST_SKIP() << "needs two ranks";
+  TrainConfig cfg = short_run("val_on_some", 0, 4);
+  if (world->rank() == 1) cfg.data.val_file = (dir / "not_on_this_host.bin").string();
+  auto t = Trainer::create(cfg, world);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("exists on some ranks' hosts and not on others"), std::string::npos)
+      << t.status().message();
 }
 
 TEST_F(DataParallelTest, LossesEqualTheSingleProcessRun) {

@@ -165,12 +165,13 @@ class Test:
         if checkpoints(run) != [done] or not 0 < done < self.steps:
             self.failures.append(f"{what}: checkpoints {checkpoints(run)} after {done} logged steps of {self.steps}")
             return False
-        if seen is not None and done > seen + 2:
+        if seen is not None and done > seen + 3:
             self.failures.append(f"{what}: the signal came after step {seen}, but the run went on to {done}")
         left = survivors(run)
         if left:
             self.failures.append(f"{what}: processes {left} still running after the run ended")
-        print(f"preemption_test: {what}: stopped after step {done} (signal after step {seen}) with exit {code}")
+        after = f" (signal after step {seen})" if seen is not None else ""
+        print(f"preemption_test: {what}: stopped after step {done}{after} with exit {code}")
         return True
 
     def signal_run(self, ranks, name, target, reference, reason):
@@ -185,6 +186,8 @@ class Test:
             self.failures.append(f"{name}: rank {target}'s process not found")
             proc.kill()
             return
+        # The run stops within the step in flight: a step or two past what rank 0 has logged
+        # (three, for the way through launch and mpirun).
         seen = last_step(run)
         os.kill(pid, signal.SIGTERM)
         code, err = self.finish(proc, name)

@@ -87,8 +87,7 @@ TEST_F(TrainerTest, ResumeIsBitIdentical) {
 // at that boundary and returns saying why; the next run resumes to the uninterrupted losses.
 TEST_F(TrainerTest, AStopSignalEndsTheRunAtTheStepBoundaryWithACheckpoint) {
   const std::vector<double> straight = train(config("straight"));
-  install_stop_handlers();
-  clear_stop_signal();
+  ScopedStopHandlers handlers;
   auto t = Trainer::create(config("stopped"));
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
   std::vector<double> a;
