@@ -12,6 +12,8 @@
 #include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
 #include "data/prepare.h"
+#include "kernels/cpu/gemm_engine.h"
+#include "kernels/cpu/onednn_gemm.h"
 #include "models/gpt2/generate.h"
 #include "train/stop_request.h"
 #include "train/tokenizer_factory.h"
@@ -132,10 +134,18 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
   auto trainer = train::Trainer::create(cfg, world);
   if (!trainer.is_ok()) return trainer.status();
   train::Trainer& t = *trainer.value();
-  if (rank0)
+  if (rank0) {
     std::fprintf(stderr, "model: %lld parameters; %lld tokens per step; %d rank(s); starting at step %lld of %lld\n",
                  static_cast<long long>(t.num_model_parameters()), static_cast<long long>(cfg.tokens_per_step()),
                  world ? world->size() : 1, static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
+    if (cfg.train.device == "cpu") {
+      namespace k = kernels::cpu;
+      std::fprintf(stderr, "kernels: f32 GEMM %s, bf16 GEMM %s (oneDNN ISA %s; TRIDENT_CPU_F32_GEMM / _BF16_GEMM override)\n",
+                   k::gemm_engine_name(k::GemmType::kF32, k::gemm_engine(k::GemmType::kF32)),
+                   k::gemm_engine_name(k::GemmType::kBF16, k::gemm_engine(k::GemmType::kBF16)),
+                   k::onednn_cpu_isa().c_str());
+    }
+  }
   Status s = t.run();
   if (!s.is_ok() || t.stop_reason().empty()) return s;
   if (rank0)

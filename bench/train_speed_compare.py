@@ -134,7 +134,7 @@ def main():
             r = run_child(tri_cmd, env)
             if sgemm is None:
                 sgemm = r["sgemm_gflops"]
-                cpu = {k: r[k] for k in ("cpu_isa", "bf16_gemm", "bf16_gemm_gflops") if k in r}
+                cpu = {k: r[k] for k in ("cpu_isa", "f32_gemm", "bf16_gemm", "bf16_gemm_gflops") if k in r}
             runs["trident"].append(r)
             runs["pytorch"].append(run_child([args.python, os.path.abspath(__file__), "--torch-worker", "--config",
                                               name, "--steps", str(steps), "--warmup", str(args.warmup),

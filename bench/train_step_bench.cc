@@ -27,6 +27,7 @@
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/onednn_gemm.h"
 #include "models/gpt2/model.h"
@@ -178,7 +179,9 @@ int main(int argc, char** argv) {
     if (sgemm) out["sgemm_gflops"] = gemm_gflops<float>(2048);
     if (device.is_cpu()) {
       out["cpu_isa"] = kernels::cpu::onednn_cpu_isa();
-      out["bf16_gemm"] = kernels::cpu::bf16_gemm_engine_name(kernels::cpu::bf16_gemm_engine());
+      namespace k = kernels::cpu;
+      out["bf16_gemm"] = k::gemm_engine_name(k::GemmType::kBF16, k::gemm_engine(k::GemmType::kBF16));
+      out["f32_gemm"] = k::gemm_engine_name(k::GemmType::kF32, k::gemm_engine(k::GemmType::kF32));
       if (sgemm && precision.dtype == "bf16") out["bf16_gemm_gflops"] = gemm_gflops<bf16>(2048);
     }
     out["device"] = device_name;

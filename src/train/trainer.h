@@ -105,7 +105,9 @@ class Trainer {
   std::string agree_on_stop() const;
   [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer_checkpoint.cc
   // Adds the trainer state and configs, commits, and prunes old checkpoints.
-  [[nodiscard]] Status commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step);
+  // `stage_dropout_offsets`: under pipeline parallelism, every stage's dropout generator offset.
+  [[nodiscard]] Status commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step,
+                                         const std::vector<int64_t>& stage_dropout_offsets = {});
   // Whether `ok` holds on every rank (collective).
   bool all_ranks(bool ok) const;
   // Checkpoints written by several ranks: rank 0 opens checkpoint `name` (the others get

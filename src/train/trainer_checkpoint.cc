@@ -273,6 +273,18 @@ Status Trainer::save_model_parallel_checkpoint() {
   }
   auto files = write_shard_files(name, file_of(pp, tp), pieces, /*write=*/mesh_->dp_rank() == 0);
   if (!files.is_ok()) return files.status();
+  // Each pipeline stage draws its own dropout masks from its own generator: every stage's
+  // offset goes into the trainer state (summed over the host world: only the first rank of
+  // each stage adds its own), so a resumed pipeline draws the same masks.
+  std::vector<int64_t> stage_offsets;
+  if (pipeline_) {
+    std::vector<int64_t> mine(static_cast<size_t>(mesh_->pp_size()), 0);
+    if (mesh_->dp_rank() == 0 && mesh_->tp_rank() == 0)
+      mine[static_cast<size_t>(pp)] = static_cast<int64_t>(model_->dropout_generator().offset());
+    Tensor t = from_vector(mine, {mesh_->pp_size()});
+    comm_->all_reduce(t);
+    stage_offsets = to_vector<int64_t>(t);
+  }
   Status s = Status::ok();
   if (is_rank0()) {
     checkpoint::CheckpointWriter& w = *writer.value();
@@ -292,12 +304,13 @@ Status Trainer::save_model_parallel_checkpoint() {
           }
         }
       }
-    s = commit_checkpoint(w, zero_ ? zero_->step_count() : optimizer_->step_count());
+    s = commit_checkpoint(w, zero_ ? zero_->step_count() : optimizer_->step_count(), stage_offsets);
   }
   return agree_on(s, name);
 }
 
-Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step) {
+Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step,
+                                  const std::vector<int64_t>& stage_dropout_offsets) {
   const data::SamplerState sampler = train_sampler_->state();
   const Generator& gen = model_->dropout_generator();
   nlohmann::json state = {
@@ -306,6 +319,7 @@ Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optim
       {"sampler", {{"kind", cfg_.data.sampler}, {"seed", sampler.seed}, {"position", sampler.position}}},
       {"dropout_rng", {{"seed", gen.seed()}, {"offset", gen.offset()}}},
   };
+  if (!stage_dropout_offsets.empty()) state["dropout_offset_by_stage"] = stage_dropout_offsets;
   const optim::DynamicLossScaler::State ls = scaler_->state();
   state["loss_scaler"] = {{"scale", ls.scale},
                           {"growth_tracker", ls.growth_tracker},
@@ -401,7 +415,13 @@ Status Trainer::load_checkpoint(const std::string& dir) {
                              cfg_.data.sampler + "\"");
     train_sampler_->restore({smp.at("seed").get<uint64_t>(), smp.at("position").get<int64_t>()});
     const auto& rng = state.at("dropout_rng");
-    model_->dropout_generator().set_state(rng.at("seed").get<uint64_t>(), rng.at("offset").get<uint64_t>());
+    uint64_t offset = rng.at("offset").get<uint64_t>();
+    // A pipeline saved with as many stages resumes each stage's own generator; under another
+    // layout the stages hold other blocks, and stage 0's offset is as good as any.
+    if (pipeline_ && state.contains("dropout_offset_by_stage") &&
+        state.at("dropout_offset_by_stage").size() == static_cast<size_t>(mesh_->pp_size()))
+      offset = state.at("dropout_offset_by_stage").at(static_cast<size_t>(mesh_->pp_rank())).get<uint64_t>();
+    model_->dropout_generator().set_state(rng.at("seed").get<uint64_t>(), offset);
     step_ = state.at("step").get<int64_t>();
     last_checkpoint_step_ = step_;
     if (state.contains("loss_scaler") && cfg_.precision.loss_scaling()) {

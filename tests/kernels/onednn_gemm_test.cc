@@ -1,5 +1,5 @@
-// oneDNN GEMM blocks (src/kernels/cpu/onednn_gemm.h) against a float64 product, and the bf16
-// GEMM engine choice. The f32 wrapper runs on every CPU, so its strides, transposes, alpha
+// oneDNN GEMM blocks (src/kernels/cpu/onednn_gemm.h) against a float64 product, and the GEMM
+// engine choice (gemm_engine.h). The f32 wrapper runs on every CPU, so its strides, transposes, alpha
 // and beta are checked everywhere; bf16 through oneDNN runs only where the CPU has native
 // bf16 (AVX512_BF16, AMX) and is skipped, with the CPU's ISA, elsewhere.
 #include "kernels/cpu/onednn_gemm.h"
@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <iostream>
+#include <tuple>
 #include <random>
 #include <vector>
 
 #include "core/half.h"
+#include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/matmul.h"
 
 namespace trident::kernels::cpu {
@@ -137,34 +140,69 @@ TEST(OneDnnGemm, Bf16WithoutNativeSupportIsAClearError) {
   }
 }
 
-TEST(Bf16GemmEngine, ValuesOfTheVariable) {
-  EXPECT_EQ(bf16_gemm_engine_from("widen"), Bf16GemmEngine::kWidenedSgemm);
-  EXPECT_EQ(bf16_gemm_engine_from("auto"),
-            onednn_has_native_bf16() ? Bf16GemmEngine::kOneDnn : Bf16GemmEngine::kWidenedSgemm);
+TEST(GemmEngine, ValuesOfTheVariables) {
+  EXPECT_EQ(gemm_engine_from(GemmType::kBF16, "widen"), GemmEngine::kOpenBlas);
+  EXPECT_EQ(gemm_engine_from(GemmType::kBF16, "auto"), onednn_has_native_bf16() ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas);
   if (onednn_has_native_bf16()) {
-    EXPECT_EQ(bf16_gemm_engine_from("onednn"), Bf16GemmEngine::kOneDnn);
+    EXPECT_EQ(gemm_engine_from(GemmType::kBF16, "onednn"), GemmEngine::kOneDnn);
   } else {
     try {
-      bf16_gemm_engine_from("onednn");
+      gemm_engine_from(GemmType::kBF16, "onednn");
       FAIL() << "onednn accepted on a CPU without native bf16";
     } catch (const std::exception& e) {
       EXPECT_NE(std::string(e.what()).find("AVX512_BF16"), std::string::npos) << e.what();
     }
   }
-  try {
-    bf16_gemm_engine_from("fast");
-    FAIL() << "an unknown value was accepted";
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("TRIDENT_CPU_BF16_GEMM=fast"), std::string::npos) << what;
-    EXPECT_NE(what.find("auto, onednn, widen"), std::string::npos) << what;
+  EXPECT_EQ(gemm_engine_from(GemmType::kF32, "openblas"), GemmEngine::kOpenBlas);
+  EXPECT_EQ(gemm_engine_from(GemmType::kF32, "onednn"), GemmEngine::kOneDnn);
+  EXPECT_EQ(gemm_engine_from(GemmType::kF32, "auto"), onednn_has_avx512() ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas);
+  for (const auto& [type, variable, allowed] :
+       {std::tuple{GemmType::kBF16, "TRIDENT_CPU_BF16_GEMM=fast", "auto, onednn, widen"},
+        std::tuple{GemmType::kF32, "TRIDENT_CPU_F32_GEMM=fast", "auto, onednn, openblas"}}) {
+    try {
+      gemm_engine_from(type, "fast");
+      FAIL() << "an unknown value was accepted";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(variable), std::string::npos) << what;
+      EXPECT_NE(what.find(allowed), std::string::npos) << what;
+    }
+  }
+  EXPECT_STREQ(gemm_engine_name(GemmType::kF32, GemmEngine::kOneDnn), "onednn-f32");
+  EXPECT_STREQ(gemm_engine_name(GemmType::kBF16, GemmEngine::kOpenBlas), "widened-f32-openblas");
+}
+
+// The public f32 GEMM, on whichever engine this process chose (oneDNN on AVX-512 CPUs):
+// several blocks of Note [Deterministic GEMM], against float64, and the same bits with 1 and
+// 2 threads.
+TEST(GemmEngine, F32BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
+  std::cout << "f32 GEMM engine: " << gemm_engine_name(GemmType::kF32, gemm_engine(GemmType::kF32)) << " (oneDNN ISA "
+            << onednn_cpu_isa() << ")\n";
+  for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
+                           Problem{true, true, 300, 260, 17, 1, 1.0f, 0.25f}}) {
+    Operands<float, float> ops(p);
+    const std::vector<float> before = ops.c;
+    auto run = [&](int threads) {
+      std::vector<float> c = before;
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      gemm<float>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta, c.data(),
+                  ops.ldc);
+      omp_set_num_threads(saved);
+      return c;
+    };
+    ops.c = run(2);
+    ops.expect_result(p, before, std::ldexp(1.0, -24));
+    const std::vector<float> one_thread = run(1);
+    for (size_t i = 0; i < one_thread.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(one_thread[i]), std::bit_cast<uint32_t>(ops.c[i])) << describe(p) << " at " << i;
   }
 }
 
 // The public bf16 GEMM, on whichever engine this process chose: several blocks of
 // Note [Deterministic GEMM], within bf16 tolerance, and the same bits with 1 and 2 threads.
-TEST(Bf16GemmEngine, BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
-  std::cout << "bf16 GEMM engine: " << bf16_gemm_engine_name(bf16_gemm_engine()) << " (oneDNN ISA "
+TEST(GemmEngine, Bf16BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
+  std::cout << "bf16 GEMM engine: " << gemm_engine_name(GemmType::kBF16, gemm_engine(GemmType::kBF16)) << " (oneDNN ISA "
             << onednn_cpu_isa() << ")\n";
   for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 1.0f, 1.0f}}) {
     Operands<bf16, bf16> ops(p);

@@ -5,7 +5,8 @@ and exits with status 75; running the same command again resumes it, and the two
 per-step losses (and evaluations) are the uninterrupted run's bit for bit. Cases:
 
   - one process, SIGTERM;
-  - `trident launch -n 2`, SIGTERM to rank 1 only: every rank stops at the same step;
+  - `trident launch -n 2`, SIGTERM to rank 1 only: every rank stops at the same step (data,
+    tensor and pipeline parallel);
   - `trident launch -n 2`, SIGTERM to launch itself (forwarded to the ranks);
   - `trident launch -n 2` and one process, train.max_runtime;
   - one process and `trident launch -n 2`, Ctrl-C twice: ends at once, writing nothing.
@@ -108,9 +109,10 @@ class Test:
                      f"--data.val_file={d}/data/val.bin", "--data.batch_size=8", "--data.seq_len=128",
                      "--model.dropout=0.1", f"--train.steps={self.steps}", "--train.eval_interval=20",
                      "--train.eval_batches=2", "--train.threads=1"]
+        self.layout = []  # parallel.* overrides of the runs that follow
 
     def command(self, ranks, run, extra=()):
-        cmd = ["train"] + self.args + list(extra) + [f"--train.out_dir={run}"]
+        cmd = ["train"] + self.args + self.layout + list(extra) + [f"--train.out_dir={run}"]
         if ranks == 0:
             return [self.trident] + cmd
         return [self.trident, "launch", "-n", str(ranks), "--"] + cmd
@@ -247,6 +249,12 @@ def main():
         t.signal_run(0, "one_process_sigterm", "self", one, "SIGTERM received")
         t.signal_run(2, "two_ranks_sigterm_to_rank1", 1, two, "SIGTERM received on rank 1")
         t.signal_run(2, "two_ranks_sigterm_to_launch", "self", two, "SIGUSR1 received on rank")
+        # Model-parallel layouts: each rank writes its shards of the checkpoint.
+        for name, layout in (("tp2", ["--parallel.tp=2"]), ("pp2", ["--parallel.pp=2", "--data.grad_accum_steps=2"])):
+            t.layout = layout
+            ref = t.reference(2, f"two_ranks_{name}_reference")
+            t.signal_run(2, f"two_ranks_{name}_sigterm_to_rank1", 1, ref, "SIGTERM received on rank 1")
+        t.layout = []
         t.budget_run(0, "one_process_max_runtime", one)
         t.budget_run(2, "two_ranks_max_runtime", two)
         t.double_interrupt(0, "one_process_ctrl_c_twice")

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/parallel.h"
+#include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/onednn_gemm.h"
 
 namespace trident::kernels::cpu {
@@ -74,22 +75,27 @@ void gemm_blocks(bool ta, bool tb, int64_t M, int64_t N, const In* A, int64_t ld
   }
 }
 
-template <class T>
-void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
-                 int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+// oneDNN's matmul (f32 on AVX-512, bf16 with native bf16: gemm_engine.h), blocked the same way.
+template <class In, class Out>
+void gemm_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* A, int64_t lda,
+                 const In* B, int64_t ldb, float beta, Out* C, int64_t ldc, bool serial) {
   gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, serial,
-              [&](const T* a, const T* b, T* c, int64_t rows, int64_t cols) {
-                blas(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, c, ldc);
+              [&](const In* a, const In* b, Out* c, int64_t rows, int64_t cols) {
+                onednn_gemm_serial<In, Out>(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, c, ldc);
               });
 }
 
-// bf16 operands on a CPU with native bf16 dot products: oneDNN, blocked the same way.
-template <class Out>
-void gemm_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
-                 const bf16* B, int64_t ldb, float beta, Out* C, int64_t ldc, bool serial) {
+// f32 on its engine, f64 on OpenBLAS.
+template <class T>
+void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_engine(GemmType::kF32) == GemmEngine::kOneDnn)
+      return gemm_onednn<float, float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+  }
   gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, serial,
-              [&](const bf16* a, const bf16* b, Out* c, int64_t rows, int64_t cols) {
-                onednn_gemm_serial<bf16, Out>(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, c, ldc);
+              [&](const T* a, const T* b, T* c, int64_t rows, int64_t cols) {
+                blas(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, c, ldc);
               });
 }
 
@@ -145,8 +151,8 @@ void gemm_any(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
     gemm_native<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
   } else {
     if constexpr (std::is_same_v<T, bf16>) {
-      if (bf16_gemm_engine() == Bf16GemmEngine::kOneDnn) {
-        return gemm_onednn<bf16>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+      if (gemm_engine(GemmType::kBF16) == GemmEngine::kOneDnn) {
+        return gemm_onednn<bf16, bf16>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
       }
     }
     // bf16/f16 storage: an f32 product, rounded to T once.
@@ -184,8 +190,8 @@ void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
     gemm_native<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
   } else {
     if constexpr (std::is_same_v<T, bf16>) {
-      if (bf16_gemm_engine() == Bf16GemmEngine::kOneDnn) {
-        return gemm_onednn<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+      if (gemm_engine(GemmType::kBF16) == GemmEngine::kOneDnn) {
+        return gemm_onednn<bf16, float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
       }
     }
     gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);

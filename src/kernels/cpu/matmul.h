@@ -1,11 +1,11 @@
-// General matrix multiply on row-major matrices, through OpenBLAS:
+// General matrix multiply on row-major matrices, through OpenBLAS or oneDNN (gemm_engine.h):
 //   C (M,N) = alpha * op(A) (M,K) @ op(B) (K,N) + beta * C
 // op(X) is X or X^T (trans_*), so transposed operands need no copy. lda/ldb/ldc are row
 // strides in elements (of the matrices as stored). Accumulation semantics: `=` when beta
 // is 0, `+=` (scaled) otherwise.
-//   f32: sgemm.  f64: dgemm.  f16: operands widened to f32, sgemm, C rounded once (fp32
-//   accumulation).  bf16: oneDNN's native bf16 matmul where the CPU has AVX512_BF16 or AMX,
-//   else widened like f16 (bf16_gemm_engine() in onednn_gemm.h says which).
+//   f32: oneDNN's f32 matmul on AVX-512 CPUs, else sgemm.  f64: dgemm.  f16: operands widened
+//   to f32, sgemm, C rounded once (fp32 accumulation).  bf16: oneDNN's native bf16 matmul
+//   where the CPU has AVX512_BF16 or AMX, else widened like f16 (gemm_engine() says which).
 #pragma once
 
 #include <cstdint>

@@ -90,7 +90,8 @@ std::shared_ptr<const Entry> create(const Key& k) {
   } catch (const dnnl::error& e) {
     TRI_CHECK(false, "oneDNN has no matmul for ", shape_text(k), " in ", k.in == dt::bf16 ? "bf16" : "f32",
               " on this CPU (ISA ", onednn_cpu_isa(), "): ", e.what(),
-              "; bf16 needs AVX512_BF16 or AMX (TRIDENT_CPU_BF16_GEMM=widen uses f32 OpenBLAS)");
+              "; bf16 needs AVX512_BF16 or AMX (TRIDENT_CPU_BF16_GEMM=widen uses f32 OpenBLAS; "
+              "TRIDENT_CPU_F32_GEMM=openblas for f32)");
   }
   return nullptr;
 }
@@ -108,32 +109,17 @@ std::shared_ptr<const Entry> entry_for(const Key& k) {
 
 }  // namespace
 
-Bf16GemmEngine bf16_gemm_engine_from(const std::string& value) {
-  if (value == "auto") return onednn_has_native_bf16() ? Bf16GemmEngine::kOneDnn : Bf16GemmEngine::kWidenedSgemm;
-  if (value == "widen") return Bf16GemmEngine::kWidenedSgemm;
-  TRI_CHECK(value == "onednn", "TRIDENT_CPU_BF16_GEMM=", value, ": allowed values are auto, onednn, widen");
-  TRI_CHECK(onednn_has_native_bf16(), "TRIDENT_CPU_BF16_GEMM=onednn: oneDNN runs bf16 matmuls natively only on CPUs ",
-            "with AVX512_BF16 or AMX, and this CPU's ISA is ", onednn_cpu_isa(), " (use auto or widen)");
-  return Bf16GemmEngine::kOneDnn;
-}
-
-Bf16GemmEngine bf16_gemm_engine() {
-  static const Bf16GemmEngine engine = [] {
-    const char* env = std::getenv("TRIDENT_CPU_BF16_GEMM");
-    return bf16_gemm_engine_from(env != nullptr ? env : "auto");
-  }();
-  return engine;
-}
-
-const char* bf16_gemm_engine_name(Bf16GemmEngine engine) {
-  return engine == Bf16GemmEngine::kOneDnn ? "onednn-bf16" : "widened-f32-openblas";
-}
-
 bool onednn_has_native_bf16() {
   // dnnl's ISA values are bit sets: every ISA with native bf16 contains avx512_core_bf16's bits.
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
   return (isa & bf16) == bf16;
+}
+
+bool onednn_has_avx512() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (isa & avx512) == avx512;
 }
 
 std::string onednn_cpu_isa() {

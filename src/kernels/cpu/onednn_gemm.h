@@ -1,12 +1,6 @@
-// GEMM blocks through oneDNN's matmul primitive: how bf16 GEMMs use the CPU's native bf16
-// dot products (AVX512_BF16, AMX), about twice the fp32 rate where the CPU has them. oneDNN
-// (2.6, Debian 12) has no bf16 matmul on CPUs without them; there matmul.cc widens bf16 to
-// f32 for OpenBLAS instead. The f32 instantiation exists so the wrapper (strides, transposes,
-// alpha, beta) is tested on every machine.
-//
-// Which engine bf16 GEMMs use is chosen once per process: TRIDENT_CPU_BF16_GEMM=auto
-// (default: oneDNN where the CPU has native bf16), onednn (an error where it has not), or
-// widen (f32 OpenBLAS always).
+// GEMM blocks through oneDNN's matmul primitive: f32 on AVX-512 CPUs, where its brgemm kernels
+// beat OpenBLAS, and bf16 on CPUs with native bf16 dot products (AVX512_BF16, AMX), about
+// twice the f32 rate. Which engine a dtype uses is gemm_engine.h's choice.
 #pragma once
 
 #include <cstdint>
@@ -14,17 +8,10 @@
 
 namespace trident::kernels::cpu {
 
-enum class Bf16GemmEngine : uint8_t { kWidenedSgemm, kOneDnn };
-
-// The engine bf16 GEMMs use in this process (TRIDENT_CPU_BF16_GEMM, read once).
-Bf16GemmEngine bf16_gemm_engine();
-// The engine a TRIDENT_CPU_BF16_GEMM value selects on this CPU; throws, naming the value and
-// what is allowed, for an unknown value or for onednn on a CPU without native bf16.
-Bf16GemmEngine bf16_gemm_engine_from(const std::string& value);
-const char* bf16_gemm_engine_name(Bf16GemmEngine engine);
-
-// Whether oneDNN runs bf16 matmuls natively on this CPU, and its name for the CPU's ISA.
+// Whether oneDNN runs bf16 matmuls natively on this CPU, whether it runs AVX-512 kernels, and
+// its name for the CPU's ISA.
 bool onednn_has_native_bf16();
+bool onednn_has_avx512();
 std::string onednn_cpu_isa();
 
 // C (M,N) = alpha * op(A) @ op(B) + beta * C on the calling thread only, with fp32
