@@ -172,55 +172,45 @@ TEST(GemmEngine, ValuesOfTheVariables) {
   EXPECT_STREQ(gemm_engine_name(GemmType::kBF16, GemmEngine::kOpenBlas), "widened-f32-openblas");
 }
 
-// The public f32 GEMM, on whichever engine this process chose (oneDNN on AVX-512 CPUs):
-// several blocks of Note [Deterministic GEMM], against float64, and the same bits with 1 and
-// 2 threads.
+uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
+uint16_t bits_of(bf16 x) { return x.bits; }
+
+// The public GEMM of T, on whichever engine this process chose for it: several blocks of
+// Note [Deterministic GEMM], against float64 within T's rounding, and the same bits with 1
+// and 2 threads.
+template <class T>
+void expect_blocked_product_right_and_thread_count_free(const Problem& p, double unit_roundoff) {
+  Operands<T, T> ops(p);
+  const std::vector<T> before = ops.c;
+  auto run = [&](int threads) {
+    std::vector<T> c = before;
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    gemm<T>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta, c.data(), ops.ldc);
+    omp_set_num_threads(saved);
+    return c;
+  };
+  ops.c = run(2);
+  ops.expect_result(p, before, unit_roundoff);
+  const std::vector<T> one_thread = run(1);
+  for (size_t i = 0; i < one_thread.size(); ++i)
+    ASSERT_EQ(bits_of(one_thread[i]), bits_of(ops.c[i])) << describe(p) << " at " << i;
+}
+
 TEST(GemmEngine, F32BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
   std::cout << "f32 GEMM engine: " << gemm_engine_name(GemmType::kF32, gemm_engine(GemmType::kF32)) << " (oneDNN ISA "
             << onednn_cpu_isa() << ")\n";
   for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
-                           Problem{true, true, 300, 260, 17, 1, 1.0f, 0.25f}}) {
-    Operands<float, float> ops(p);
-    const std::vector<float> before = ops.c;
-    auto run = [&](int threads) {
-      std::vector<float> c = before;
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(threads);
-      gemm<float>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta, c.data(),
-                  ops.ldc);
-      omp_set_num_threads(saved);
-      return c;
-    };
-    ops.c = run(2);
-    ops.expect_result(p, before, std::ldexp(1.0, -24));
-    const std::vector<float> one_thread = run(1);
-    for (size_t i = 0; i < one_thread.size(); ++i)
-      ASSERT_EQ(std::bit_cast<uint32_t>(one_thread[i]), std::bit_cast<uint32_t>(ops.c[i])) << describe(p) << " at " << i;
-  }
+                           Problem{true, true, 300, 260, 17, 1, 1.0f, 0.25f}})
+    expect_blocked_product_right_and_thread_count_free<float>(p, std::ldexp(1.0, -24));
 }
 
-// The public bf16 GEMM, on whichever engine this process chose: several blocks of
-// Note [Deterministic GEMM], within bf16 tolerance, and the same bits with 1 and 2 threads.
 TEST(GemmEngine, Bf16BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
   std::cout << "bf16 GEMM engine: " << gemm_engine_name(GemmType::kBF16, gemm_engine(GemmType::kBF16)) << " (oneDNN ISA "
             << onednn_cpu_isa() << ")\n";
   for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 1.0f, 1.0f}}) {
-    Operands<bf16, bf16> ops(p);
-    const std::vector<bf16> before = ops.c;
-    auto run = [&](int threads) {
-      std::vector<bf16> c = before;
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(threads);
-      gemm<bf16>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta, c.data(),
-                 ops.ldc);
-      omp_set_num_threads(saved);
-      return c;
-    };
-    ops.c = run(2);
-    ops.expect_result(p, before, std::ldexp(1.0, -8));
-    const std::vector<bf16> one_thread = run(1);
-    for (size_t i = 0; i < one_thread.size(); ++i) ASSERT_EQ(one_thread[i].bits, ops.c[i].bits) << describe(p) << " at " << i;
-
+    expect_blocked_product_right_and_thread_count_free<bf16>(p, std::ldexp(1.0, -8));
+    // With an f32 result: exact products, f32 sums.
     Operands<bf16, float> ops32(p);
     const std::vector<float> before32 = ops32.c;
     gemm_to_f32<bf16>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops32.a.data(), ops32.lda, ops32.b.data(), ops32.ldb, p.beta,
