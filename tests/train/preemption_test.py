@@ -9,7 +9,8 @@ per-step losses (and evaluations) are the uninterrupted run's bit for bit. Cases
     tensor and pipeline parallel);
   - `trident launch -n 2`, SIGTERM to launch itself (forwarded to the ranks);
   - `trident launch -n 2` and one process, train.max_runtime;
-  - one process and `trident launch -n 2`, Ctrl-C twice: ends at once, writing nothing.
+  - one process and `trident launch -n 2`, Ctrl-C twice: ends at once, writing nothing;
+  - not a preemption: rank 1 killed, the job still ends within a minute, with last words.
 
     preemption_test.py TRIDENT
 """
@@ -196,6 +197,33 @@ class Test:
         if self.expect_stopped(code, err, run, name, reason, seen):
             self.resume_and_compare(ranks, run, reference, name)
 
+    def rank_dies(self):
+        """Not a preemption: rank 1 is killed (SIGKILL) mid-run. mpirun ends the survivor with
+        SIGTERM, which under `train` is a stop request, then SIGKILL: the job must still end
+        within a minute, with an error status (not 75), the survivor's last words naming what
+        it was in, and no checkpoint written for a stop (Note [Distributed failures])."""
+        run = os.path.join(self.d, "two_ranks_rank1_killed")
+        proc = self.start(2, run, ["--train.steps=100000", "--train.eval_interval=0"])
+        if not wait_for_step(run, 3, proc):
+            self.failures.append("rank killed: the run ended before step 3")
+            return
+        pid = rank_pid(run, 1)
+        if pid is None:
+            self.failures.append("rank killed: rank 1's process not found")
+            proc.kill()
+            return
+        killed = time.time()
+        os.kill(pid, signal.SIGKILL)
+        code, err = self.finish(proc, "rank killed")
+        took = time.time() - killed
+        last_words = [line for line in err.splitlines() if line.startswith("trident (rank 0):") and " while " in line]
+        if code in (0, STOPPED) or took > 60 or not last_words or checkpoints(run) or survivors(run):
+            self.failures.append(f"rank killed: exit {code} after {took:.1f} s, last words {last_words}, checkpoints "
+                                 f"{checkpoints(run)}, survivors {survivors(run)}\n{err[-3000:]}")
+        else:
+            print(f"preemption_test: rank 1 killed: the job ended in {took:.1f} s with exit {code}; rank 0 said: "
+                  f"{last_words[0]}")
+
     def budget_run(self, ranks, name, reference):
         run = os.path.join(self.d, name)
         # Half a second: the run stops well before its 60 steps and still makes some.
@@ -257,6 +285,7 @@ def main():
         t.layout = []
         t.budget_run(0, "one_process_max_runtime", one)
         t.budget_run(2, "two_ranks_max_runtime", two)
+        t.rank_dies()
         t.double_interrupt(0, "one_process_ctrl_c_twice")
         t.double_interrupt(2, "launch_ctrl_c_twice")
         failures = t.failures
