@@ -416,11 +416,17 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     train_sampler_->restore({smp.at("seed").get<uint64_t>(), smp.at("position").get<int64_t>()});
     const auto& rng = state.at("dropout_rng");
     uint64_t offset = rng.at("offset").get<uint64_t>();
-    // A pipeline saved with as many stages resumes each stage's own generator; under another
-    // layout the stages hold other blocks, and stage 0's offset is as good as any.
-    if (pipeline_ && state.contains("dropout_offset_by_stage") &&
-        state.at("dropout_offset_by_stage").size() == static_cast<size_t>(mesh_->pp_size()))
-      offset = state.at("dropout_offset_by_stage").at(static_cast<size_t>(mesh_->pp_rank())).get<uint64_t>();
+    // A pipeline saved with as many stages resumes each stage's own generator. Under another
+    // layout (or one process) the stages hold other blocks: the largest offset any stage
+    // reached, so that no mask already drawn is drawn again.
+    if (state.contains("dropout_offset_by_stage")) {
+      const auto& by_stage = state.at("dropout_offset_by_stage");
+      if (pipeline_ && by_stage.size() == static_cast<size_t>(mesh_->pp_size())) {
+        offset = by_stage.at(static_cast<size_t>(mesh_->pp_rank())).get<uint64_t>();
+      } else {
+        for (const auto& o : by_stage) offset = std::max(offset, o.get<uint64_t>());
+      }
+    }
     model_->dropout_generator().set_state(rng.at("seed").get<uint64_t>(), offset);
     step_ = state.at("step").get<int64_t>();
     last_checkpoint_step_ = step_;

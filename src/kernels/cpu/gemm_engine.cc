@@ -22,19 +22,26 @@ GemmEngine gemm_engine_from(GemmType type, const std::string& value) {
   return GemmEngine::kOneDnn;
 }
 
+namespace {
+GemmEngine from_env(GemmType type, const char* variable) {
+  const char* env = std::getenv(variable);
+  return gemm_engine_from(type, env != nullptr ? env : "auto");
+}
+}  // namespace
+
 GemmEngine gemm_engine(GemmType type) {
-  auto from_env = [](GemmType t, const char* variable) {
-    const char* env = std::getenv(variable);
-    return gemm_engine_from(t, env != nullptr ? env : "auto");
-  };
-  static const GemmEngine f32 = from_env(GemmType::kF32, "TRIDENT_CPU_F32_GEMM");
+  // One static per type: a bad bf16 value must not break f32 GEMMs.
+  if (type == GemmType::kF32) {
+    static const GemmEngine f32 = from_env(GemmType::kF32, "TRIDENT_CPU_F32_GEMM");
+    return f32;
+  }
   static const GemmEngine bf16 = from_env(GemmType::kBF16, "TRIDENT_CPU_BF16_GEMM");
-  return type == GemmType::kF32 ? f32 : bf16;
+  return bf16;
 }
 
 const char* gemm_engine_name(GemmType type, GemmEngine engine) {
   if (type == GemmType::kF32) return engine == GemmEngine::kOneDnn ? "onednn-f32" : "openblas-f32";
-  return engine == GemmEngine::kOneDnn ? "onednn-bf16" : "widened-f32-openblas";
+  return engine == GemmEngine::kOneDnn ? "onednn-bf16" : "widened-f32";  // then on the f32 engine
 }
 
 }  // namespace trident::kernels::cpu

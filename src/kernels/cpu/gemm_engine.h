@@ -11,8 +11,8 @@
 //         units, issue #20) oneDNN's f32 matmul 348, OpenBLAS 179 (it runs its Haswell
 //         kernel there). On AVX2-only CPUs OpenBLAS stays, unmeasured against oneDNN.
 //   bf16: oneDNN where the CPU has native bf16 dot products (AVX512_BF16, AMX), about twice
-//         the f32 rate; elsewhere the operands are widened to f32 for OpenBLAS (oneDNN 2.6 has
-//         no bf16 matmul without them).
+//         the f32 rate; elsewhere the operands are widened to f32 for the f32 engine (oneDNN
+//         2.6 has no bf16 matmul without them). f16 is always widened so.
 // Environment overrides, read once per process: TRIDENT_CPU_F32_GEMM=auto|onednn|openblas,
 // TRIDENT_CPU_BF16_GEMM=auto|onednn|widen. f64 (the tests' reference) is always OpenBLAS.
 #pragma once
@@ -23,7 +23,7 @@
 namespace trident::kernels::cpu {
 
 enum class GemmType : uint8_t { kF32, kBF16 };
-// kOpenBlas for bf16: the operands widened to f32, multiplied by OpenBLAS.
+// kOpenBlas for bf16: the operands widened to f32, multiplied on the f32 engine.
 enum class GemmEngine : uint8_t { kOpenBlas, kOneDnn };
 
 // The engine this process uses for `type` (its environment variable, else auto).
@@ -31,7 +31,7 @@ GemmEngine gemm_engine(GemmType type);
 // The engine a variable's value selects on this CPU; throws, naming the variable, the value
 // and what is allowed, for an unknown value or for onednn where oneDNN cannot run it.
 GemmEngine gemm_engine_from(GemmType type, const std::string& value);
-// "onednn-f32", "openblas-f32", "onednn-bf16", "widened-f32-openblas".
+// "onednn-f32", "openblas-f32", "onednn-bf16", "widened-f32".
 const char* gemm_engine_name(GemmType type, GemmEngine engine);
 
 }  // namespace trident::kernels::cpu

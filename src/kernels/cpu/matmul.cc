@@ -32,10 +32,12 @@ namespace {
 template <class Fn>
 void on_this_thread_only(const Fn& fn) {
   if (omp_in_parallel()) return fn();
-  const int saved = omp_get_max_threads();
+  struct Restore {  // also when fn throws (a oneDNN error), or the process stays on one thread
+    int saved = omp_get_max_threads();
+    ~Restore() { omp_set_num_threads(saved); }
+  } restore;
   omp_set_num_threads(1);
   fn();
-  omp_set_num_threads(saved);
 }
 
 void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

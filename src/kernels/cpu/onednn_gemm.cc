@@ -90,7 +90,7 @@ std::shared_ptr<const Entry> create(const Key& k) {
   } catch (const dnnl::error& e) {
     TRI_CHECK(false, "oneDNN has no matmul for ", shape_text(k), " in ", k.in == dt::bf16 ? "bf16" : "f32",
               " on this CPU (ISA ", onednn_cpu_isa(), "): ", e.what(),
-              "; bf16 needs AVX512_BF16 or AMX (TRIDENT_CPU_BF16_GEMM=widen uses f32 OpenBLAS; "
+              "; bf16 needs AVX512_BF16 or AMX (TRIDENT_CPU_BF16_GEMM=widen multiplies in f32; "
               "TRIDENT_CPU_F32_GEMM=openblas for f32)");
   }
   return nullptr;
@@ -103,7 +103,9 @@ std::shared_ptr<const Entry> entry_for(const Key& k) {
   thread_local std::map<Key, std::shared_ptr<const Entry>> cache;
   auto it = cache.find(k);
   if (it != cache.end()) return it->second;
-  if (cache.size() >= 4096) cache.clear();  // shapes vary with the batch only; stay bounded
+  // Training repeats a few dozen shapes; generation grows T every token. Stay bounded (oneDNN
+  // keeps its own cache of recent primitives behind this one).
+  if (cache.size() >= 256) cache.clear();
   return cache.emplace(k, create(k)).first->second;
 }
 
