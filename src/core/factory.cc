@@ -1,6 +1,11 @@
 #include "core/factory.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
 #include "core/device_ops.h"
+#include "core/parallel.h"
 
 namespace trident {
 
@@ -67,10 +72,28 @@ void fill_(const Tensor& t, double value) {
     t.bump_version();
     return;
   }
-  // A one-element f64 source broadcast over t: copy_ converts and handles any strides.
+  // A one-element f64 source: copy_ converts it to t's dtype.
   Tensor src = empty(Shape{}, DType::kF64, t.device());
   *src.data_ptr<double>() = value;
-  core::copy_(t, src);
+  if (!t.is_contiguous() || t.numel() <= 1) return core::copy_(t, src);  // broadcast through any strides
+  // Contiguous: convert once, then replicate the element's bytes (a broadcast copy_ would
+  // convert per element, without vectorizing: gradients of views are zero-filled every step).
+  Tensor one = empty(Shape{}, t.dtype(), t.device());
+  core::copy_(one, src);
+  auto replicate = [&](auto pattern) {
+    using Word = decltype(pattern);
+    std::memcpy(&pattern, one.raw_data(), sizeof(Word));
+    Word* dst = static_cast<Word*>(t.raw_data());
+    parallel_for(0, t.numel(), 1 << 16, [&](int64_t b, int64_t e) { std::fill(dst + b, dst + e, pattern); });
+  };
+  switch (element_size(t.dtype())) {
+    case 1: replicate(uint8_t{}); break;
+    case 2: replicate(uint16_t{}); break;
+    case 4: replicate(uint32_t{}); break;
+    case 8: replicate(uint64_t{}); break;
+    default: return core::copy_(t, src);
+  }
+  t.bump_version();
 }
 
 }  // namespace trident

@@ -30,7 +30,6 @@ namespace trident::kernels::cpu::attention_tile {
 // kColAlign, its column block; padding columns are zero-filled and never stored.
 inline constexpr int64_t kBr = 64;
 inline constexpr int64_t kBc = 64;
-inline constexpr int64_t kColAlign = 16;
 
 inline int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
 inline int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
@@ -44,13 +43,20 @@ inline int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
 // register tile reaches ~64-70 GFLOP/s on one Zen 3 core, the same as OpenBLAS's sgemm
 // (69 GFLOP/s for NN, but 46 for NT and 37 for TN, the forms attention needs; plus a
 // library call per 64x64 tile), so the kernels use tile_matmul and never call BLAS.
-// Vectors are as wide as the target's registers: 32 bytes with AVX (16 registers), else 16
-// (the x86-64 baseline's SSE2, or NEON). The register tile keeps 12-16 accumulators.
-#if defined(__AVX__)
+// Vectors are as wide as the target's registers: 64 bytes with AVX-512 (32 registers), 32
+// with AVX (16 registers), else 16 (the x86-64 baseline's SSE2, or NEON). The register tile
+// keeps 12-16 accumulators. Each element is still summed over k in order, one FMA per
+// term, so the width changes the speed, not the bits. On Zen 5 (one thread, bench/attention_bench,
+// GPT-2 124M's shape) 64-byte vectors took forward + backward from 39 to 73 GFLOP/s.
+#if defined(__AVX512F__)
+inline constexpr int kVectorBytes = 64;
+#elif defined(__AVX__)
 inline constexpr int kVectorBytes = 32;
 #else
 inline constexpr int kVectorBytes = 16;
 #endif
+// tile_matmul's column block (Note [Attention tile sizes]): two f32 vectors with AVX-512.
+inline constexpr int64_t kColAlign = kVectorBytes == 64 ? 32 : 16;
 
 template <class Acc>
 struct Simd;
@@ -60,8 +66,9 @@ struct Simd<float> {
   typedef int32_t Mask __attribute__((vector_size(kVectorBytes)));  // lane masks and integers
   using Int = int32_t;
   static constexpr int kLanes = kVectorBytes / 4;
-  // Rows of tile_matmul's register tile: 6 x 2 accumulators with AVX, 4 x 4 otherwise.
-  static constexpr int kRows = kVectorBytes == 32 ? 6 : 4;
+  // Rows of tile_matmul's register tile: 8 x 2 accumulators with AVX-512 (32 registers),
+  // 6 x 2 with AVX (16), 4 x 4 otherwise.
+  static constexpr int kRows = kVectorBytes == 64 ? 8 : kVectorBytes == 32 ? 6 : 4;
 };
 template <>
 struct Simd<double> {
@@ -69,7 +76,7 @@ struct Simd<double> {
   typedef int64_t Mask __attribute__((vector_size(kVectorBytes)));
   using Int = int64_t;
   static constexpr int kLanes = kVectorBytes / 8;
-  static constexpr int kRows = kVectorBytes == 32 ? 3 : 2;  // 3 x 4 or 2 x 8 accumulators
+  static constexpr int kRows = kVectorBytes == 16 ? 2 : 3;  // 3 x 4 (AVX-512, AVX) or 2 x 8 accumulators
 };
 
 template <class Acc>

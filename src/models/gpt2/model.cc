@@ -27,8 +27,11 @@ Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen) con
   // while qkv is all of it (parallel/tensor_parallel.h); the same code runs them.
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = cfg_.n_embd / cfg_.n_head, NH = C / HS;
   // q, k, v: (B,NH,T,HS) views into qkv; the attention kernel reads them through strides.
+  // One split rather than three narrows: its backward concatenates dq, dk, dv into one
+  // gradient, where each narrow's would zero a (B,T,3C) tensor and the three be summed.
+  const std::vector<Tensor> parts = trident::split(qkv, {C, C, C}, 2);
   auto head_view = [&](int64_t which) {
-    return trident::transpose(trident::view(trident::narrow(qkv, 2, which * C, C), {B, T, NH, HS}), 1, 2);
+    return trident::transpose(trident::view(parts[static_cast<size_t>(which)], {B, T, NH, HS}), 1, 2);
   };
   // Tokens-first output: merging heads back into (B,T,C) is a free view.
   // See Note [Attention output layout] in ops/attention.h.
