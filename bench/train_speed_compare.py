@@ -1,33 +1,59 @@
 #!/usr/bin/env python3
-"""GPT-2 training speed and memory, trident vs PyTorch, side by side (issue #4's benchmark).
+"""GPT-2 training speed and memory, trident vs PyTorch at PyTorch's best settings (issue #20).
 
-For each config, alternating trident and PyTorch `--reps` times (so a noisy neighbour hits
-both), each run in its own process: `--warmup` untimed steps, then `--steps` timed steps of
-forward + backward + clip_grad_norm_ + AdamW + zero_grad on random tokens, same thread count,
-model, batch, precision (fp32; `--precision bf16` runs trident in bf16 against PyTorch fp32)
-and optimizer. Reports per framework the median over runs of
-each run's median step: ms/step, tokens/s, peak RSS (the process's, from wait4), and the
-ratios trident/PyTorch; and the model FLOPs utilization of each against the SGEMM rate
-trident measures on this machine (6 x params + 12 x L x C x T FLOPs per token, the PaLM
-count, params including the tied embedding).
+For each config and precision, alternating trident and PyTorch `--reps` times (so a noisy
+neighbour hits both), each run in its own process: `--warmup` untimed steps, then `--steps`
+timed steps of forward + backward + clip_grad_norm_ + AdamW + zero_grad on random tokens, same
+thread count, model, batch and optimizer. fp32 is compared with fp32; trident's bf16 (bf16
+model, fp32 master weights) with PyTorch's bf16 autocast (torch.autocast("cpu", bfloat16)
+around forward + loss, fp32 weights and AdamW, as PyTorch's CPU docs recommend), and also with
+PyTorch's fp32. Reported per framework: the median over runs of each run's median step
+(ms/step, tokens/s), peak RSS (the process's, from wait4), the libraries it mapped (BLAS,
+allocator), the ratios trident/PyTorch, and MFU: 6 x params + 12 x L x C x T FLOPs per token
+(PaLM's count, the tied embedding counted once) against the fastest GEMM rate of that dtype
+that trident's `--gemm-rates` measures over the model's GEMM shapes (`gemm_ceiling_gflops`; a
+binary without the flag: its square `--sgemm` rates). Both sides get the same ceiling.
+
+PyTorch's settings. Candidates found on this machine: the allocator (glibc; tcmalloc and
+jemalloc by LD_PRELOAD of libtcmalloc_minimal.so.4 / libjemalloc.so.2 where installed: Debian's
+libtcmalloc-minimal4 and libjemalloc2), OMP_WAIT_POLICY (PASSIVE, ACTIVE), ATen's kernel ISA
+(the build's default, and ATEN_CPU_CAPABILITY=avx512 on AVX-512 CPUs: Debian's torch 1.13
+defaults to AVX2 there), and the OpenBLAS build (each installed openblas-{openmp,pthread,serial}
+directory, chosen per process by LD_LIBRARY_PATH; the default is what update-alternatives gives
+libblas.so.3). Threads are fixed: `--threads` for both frameworks. The probe walks the axes in
+that order from glibc/PASSIVE/default ISA/default BLAS, one axis at a time: every other value
+of the axis is run with the best values so far of the others, and the fastest is kept: 1 +
+(allocators - 1) + 1 + (1 where avx512 is not already the default) + (OpenBLAS builds - 1) runs,
+5 with glibc/tcmalloc/jemalloc and one OpenBLAS. Each probe run is one process, 1 untimed +
+`--probe-steps` timed steps, judged by its median step. The probe runs per precision on the
+config itself up to `small`, and on `small` for larger configs (PyTorch's 124M fp32 step takes
+~90 s under glibc), once per (probe config, precision): every probed setting is printed with
+its time, and the probe's wall time. `--torch-settings allocator=tcmalloc,wait=ACTIVE` fixes
+the settings for both precisions (axes left out take the defaults) and skips the probe.
+trident runs with glibc's malloc under its own caching allocator (nothing preloaded) and
+OMP_WAIT_POLICY=PASSIVE.
 
   configs  tiny   L=4  C=256 NH=4  T=256  B=8
            small  L=6  C=512 NH=8  T=512  B=4
            124M   L=12 C=768 NH=12 T=1024 B=4     (all V=50257)
 
-PyTorch's side is tests/parity/gpt2_torch.py's nanoGPT-style GPT-2 (Debian's torch 1.13:
-unfused attention, as 1.13 has no scaled_dot_product_attention), torch.set_num_threads and
-OMP_WAIT_POLICY=PASSIVE as trident.
+PyTorch's model is tests/parity/gpt2_torch.py's nanoGPT-style GPT-2 (Debian's torch 1.13, which
+must be imported by /usr/bin/python3: unfused attention, no scaled_dot_product_attention).
 
-    bench/train_speed_compare.py --trident-bench build/bench/train_step_bench [--configs tiny,small]
+    bench/train_speed_compare.py --trident-bench build/bench/train_step_bench \\
+        [--configs tiny,small,124M] [--precisions fp32,bf16] [--torch-settings allocator=tcmalloc]
 """
 
 import argparse
+import glob
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +62,75 @@ CONFIGS = {
     "small": dict(L=6, C=512, NH=8, T=512, B=4),
     "124M": dict(L=12, C=768, NH=12, T=1024, B=4),
 }
+PROBE_ON = {"tiny": "tiny", "small": "small", "124M": "small"}
 V = 50257
+LIBDIR = os.path.join("/usr/lib", sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu")
+ALLOCATOR_LIBS = {"tcmalloc": "libtcmalloc_minimal.so.4", "jemalloc": "libjemalloc.so.2"}
+DEFAULTS = {"allocator": "glibc", "wait": "PASSIVE", "isa": "default"}  # blas: the system's
+MAPPED = re.compile(r"lib(open)?blas|liblapack|tcmalloc|jemalloc|libgomp|libomp|libdnnl")
+
+
+def cpu_info():
+    """The CPU's name, family/model numbers and the SIMD flags that matter for GEMMs."""
+    fields = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields.setdefault(k.strip(), v.strip())
+    flags = fields.get("flags", "").split()
+    return {"model_name": fields.get("model name"), "family": fields.get("cpu family"), "model": fields.get("model"),
+            "cores": os.cpu_count(),
+            "flags": [f for f in flags if f in ("avx2", "avx512f", "avx512_bf16") or f.startswith("amx")]}
+
+
+def torch_candidates(cpu):
+    """Each setting axis -> {value: what it sets} for the values available on this machine."""
+    alloc = {"glibc": None}
+    for name, lib in ALLOCATOR_LIBS.items():
+        for d in (LIBDIR, "/lib/" + os.path.basename(LIBDIR), "/usr/lib64", "/usr/local/lib"):
+            if os.path.exists(os.path.join(d, lib)):
+                alloc[name] = os.path.join(d, lib)
+                break
+    system_blas = os.path.realpath(os.path.join(LIBDIR, "libblas.so.3"))
+    blas = {os.path.basename(os.path.dirname(system_blas)): None}  # update-alternatives' choice
+    for path in sorted(glob.glob(os.path.join(LIBDIR, "openblas-*", "libblas.so.3"))):
+        blas.setdefault(os.path.basename(os.path.dirname(path)), os.path.dirname(path))
+    isa = {"default": None}
+    if "avx512f" in cpu["flags"]:
+        isa["avx512"] = "avx512"
+    return {"allocator": alloc, "wait": {"PASSIVE": "PASSIVE", "ACTIVE": "ACTIVE"}, "isa": isa, "blas": blas}
+
+
+def settings_str(s):
+    return ",".join(f"{k}={v}" for k, v in s.items())
+
+
+def parse_settings(text, cand):
+    s = dict(DEFAULTS, blas=next(iter(cand["blas"])))
+    for item in filter(None, text.split(",")):
+        k, _, v = item.partition("=")
+        if k not in cand or v not in cand[k]:
+            sys.exit(f"--torch-settings: {item!r}: available {settings_str({a: '|'.join(c) for a, c in cand.items()})}")
+        s[k] = v
+    return s
+
+
+def base_env(threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    for k in ("LD_PRELOAD", "ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY"):
+        env.pop(k, None)
+    return env
+
+
+def torch_env(setting, cand, threads):
+    env = dict(base_env(threads), OMP_WAIT_POLICY=setting["wait"])
+    if cand["allocator"][setting["allocator"]]:
+        env["LD_PRELOAD"] = cand["allocator"][setting["allocator"]]
+    if cand["isa"][setting["isa"]]:
+        env["ATEN_CPU_CAPABILITY"] = cand["isa"][setting["isa"]]
+    if cand["blas"][setting["blas"]]:
+        env["LD_LIBRARY_PATH"] = ":".join(filter(None, [cand["blas"][setting["blas"]], env.get("LD_LIBRARY_PATH")]))
+    return env
 
 
 def torch_worker(args):
@@ -68,7 +162,8 @@ def torch_worker(args):
         idx = torch.randint(0, V, (c["B"], c["T"]), generator=g)
         targets = torch.randint(0, V, (c["B"], c["T"]), generator=g)
         t0 = time.perf_counter()
-        loss = model(idx, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(idx, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -77,23 +172,113 @@ def torch_worker(args):
         losses.append(loss.item())
         print(f"step {s + 1}: {step_ms[-1]:.0f} ms, loss {losses[-1]:.4f}", file=sys.stderr, flush=True)
     ms = statistics.median(step_ms[args.warmup:])
+    config = dict(re.findall(r"^[\s-]*(CPU capability usage|ATen parallel backend): (.+)$",
+                             torch.__config__.show() + "\n" + torch.__config__.parallel_info(), re.M))
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "params": sum(p.numel() for p in params),
+                      "threads": torch.get_num_threads(), "cpu_capability": config.get("CPU capability usage"),
+                      "parallel_backend": config.get("ATen parallel backend"),
                       "step_ms": step_ms, "losses": losses, "median_step_ms": ms,
                       "tokens_per_s": c["B"] * c["T"] / (ms / 1e3)}))
 
 
-def run_child(cmd, env):
-    """Runs cmd; returns (its last stdout line as JSON, its peak RSS in MiB)."""
+def run_child(cmd, env, allow_fail=False):
+    """Runs cmd, echoing its stderr; returns its last stdout line as JSON plus its peak RSS (MiB,
+    from wait4) and the libraries it mapped (from /proc/<pid>/maps at its first step), or None
+    when allow_fail and it failed (its stderr then in the second value)."""
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}")
-    result = json.loads(out.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as out:
+        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
+        err, libs = [], None
+        for line in p.stderr:
+            sys.stderr.write(line)
+            err.append(line)
+            if libs is None and line.startswith("step "):
+                try:
+                    with open(f"/proc/{p.pid}/maps") as maps:
+                        libs = sorted({os.path.realpath(l.split()[-1]) for l in maps if MAPPED.search(l)})
+                except OSError:
+                    libs = []
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            if allow_fail:
+                return None, "".join(err)
+            sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}")
+        out.seek(0)
+        result = json.loads(out.read().strip().splitlines()[-1])
     result["peak_rss_mib"] = usage.ru_maxrss / 1024.0
-    return result
+    result["libs"] = libs or []
+    names = " ".join(os.path.basename(l) for l in result["libs"])
+    result["allocator"] = next((a for a in ALLOCATOR_LIBS if a in names), "glibc")
+    blas = [l for l in result["libs"] if "openblas" in os.path.basename(l)] or \
+        [l for l in result["libs"] if "libblas" in os.path.basename(l)]
+    result["blas"] = blas[0] if blas else None
+    return result, None
+
+
+def trident_cmd(args, c, steps, precision, extra):
+    return [args.trident_bench, "--layers", str(c["L"]), "--embd", str(c["C"]), "--heads", str(c["NH"]),
+            "--vocab", str(V), "--T", str(c["T"]), "--B", str(c["B"]), "--steps", str(steps),
+            "--warmup", str(args.warmup), "--threads", str(args.threads),
+            "--checkpointing", args.checkpointing, "--precision", precision] + extra
+
+
+def torch_cmd(args, config, steps, warmup, precision):
+    return [args.python, os.path.abspath(__file__), "--torch-worker", "--config", config, "--steps", str(steps),
+            "--warmup", str(warmup), "--threads", str(args.threads), "--precision", precision]
+
+
+def probe(args, config, precision, cand):
+    """Coordinate search for PyTorch's fastest settings (see the docstring); returns the winner,
+    every trial and the probe's wall time."""
+    t0 = time.perf_counter()
+    trials, tried = [], {}
+
+    def trial(s):
+        key = settings_str(s)
+        if key not in tried:
+            r, _ = run_child(torch_cmd(args, config, args.probe_steps, 1, precision), torch_env(s, cand, args.threads))
+            tried[key] = r
+            trials.append({"settings": key, "ms_per_step": r["median_step_ms"], "tokens_per_s": r["tokens_per_s"],
+                           "peak_rss_mib": r["peak_rss_mib"], "cpu_capability": r["cpu_capability"],
+                           "blas": r["blas"], "allocator_mapped": r["allocator"]})
+        return tried[key]
+
+    best = dict(DEFAULTS, blas=next(iter(cand["blas"])))
+    best_r = trial(best)
+    for axis, values in cand.items():
+        for v in values:
+            if v == best[axis] or (axis == "isa" and v.upper() == best_r["cpu_capability"]):
+                continue
+            s = dict(best, **{axis: v})
+            r = trial(s)
+            if r["median_step_ms"] < best_r["median_step_ms"]:
+                best, best_r = s, r
+    seconds = time.perf_counter() - t0
+    print(f"probe {config}/{precision} ({seconds:.0f} s): " + "; ".join(
+        f"{t['settings']} {t['ms_per_step']:.0f} ms" for t in trials) + f" -> {settings_str(best)}",
+        file=sys.stderr, flush=True)
+    return best, {"config": config, "precision": precision, "best": settings_str(best), "seconds": seconds,
+                  "trials": trials}
+
+
+def summarize(rs, tokens, flops_per_token, ceiling):
+    """One framework's runs -> medians, peak RSS, MFU and what it ran with."""
+    ms = statistics.median(r["median_step_ms"] for r in rs)
+    tps = tokens / (ms / 1e3)
+    return {"ms_per_step": ms, "tokens_per_s": tps, "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
+            "params": rs[0]["params"], "mfu": flops_per_token * tps / (ceiling * 1e9) if ceiling else None,
+            "per_run_step_ms": [r["median_step_ms"] for r in rs], "allocator": rs[0]["allocator"],
+            "blas": rs[0]["blas"], "libs": rs[0]["libs"]}
+
+
+def ratios(a, b):
+    return {"tokens_per_s_ratio": a["tokens_per_s"] / b["tokens_per_s"],
+            "peak_rss_ratio": a["peak_rss_mib"] / b["peak_rss_mib"]}
+
+
+def pct(x):
+    return f"{100 * x:.0f}%" if x else "?"
 
 
 def main():
@@ -101,66 +286,98 @@ def main():
     ap.add_argument("--trident-bench", default=os.path.join(REPO, "build", "bench", "train_step_bench"))
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with torch (Debian's python3-torch)")
     ap.add_argument("--configs", default="tiny,small,124M")
+    ap.add_argument("--precisions", default="fp32,bf16")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--steps", type=int, default=0, help="timed steps per run (0: 5 tiny/small, 3 for 124M)")
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="both frameworks' thread count")
     ap.add_argument("--checkpointing", default="none", help="trident's activation checkpointing")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
-                    help="trident's precision (PyTorch's side stays fp32: the issue's baseline)")
+    ap.add_argument("--torch-settings", default=None,
+                    help="fix PyTorch's settings, skip the probe: e.g. allocator=tcmalloc,wait=PASSIVE,isa=avx512")
+    ap.add_argument("--probe-steps", type=int, default=2, help="timed steps per probe run")
     ap.add_argument("--out", default="", help="also write the JSON here")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config", default="tiny", help=argparse.SUPPRESS)
+    ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker:
         return torch_worker(args)
+    precisions = args.precisions.split(",")
+    for n in args.configs.split(","):
+        if n not in CONFIGS:
+            sys.exit(f"--configs: unknown {n!r} (have {', '.join(CONFIGS)})")
+    if not set(precisions) <= {"fp32", "bf16"}:
+        sys.exit(f"--precisions: fp32 and/or bf16, got {args.precisions}")
 
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads))
-    report = {"benchmark": "train_speed_compare", "threads": args.threads, "trident_precision": args.precision,
-              "pytorch_precision": "fp32",
-              "trident_checkpointing": args.checkpointing, "configs": {}}
-    sgemm = None
-    cpu = {}  # oneDNN's name for the CPU's ISA and trident's bf16 GEMM engine (and its rate)
+    cpu = cpu_info()
+    cand = torch_candidates(cpu)
+    fixed = parse_settings(args.torch_settings, cand) if args.torch_settings is not None else None
+    tri_env = dict(base_env(args.threads), OMP_WAIT_POLICY="PASSIVE")
+    report = {"benchmark": "train_speed_compare", "cpu": cpu, "threads": args.threads, "precisions": precisions,
+              "trident_checkpointing": args.checkpointing,
+              "trident_settings": {"allocator": "trident caching allocator over glibc malloc (nothing preloaded)",
+                                   "wait": "PASSIVE"},
+              "pytorch_candidates": {k: dict(v) for k, v in cand.items()},
+              "blas_alternative": os.path.realpath(os.path.join(LIBDIR, "libblas.so.3")),
+              "pytorch_settings_fixed": settings_str(fixed) if fixed else None, "probes": [], "configs": {}}
+    gemm_flag = "--gemm-rates"
+    chosen = {}  # (probe config, precision) -> settings
     for name in args.configs.split(","):
         c = CONFIGS[name]
         steps = args.steps or (3 if name == "124M" else 5)
-        runs = {"trident": [], "pytorch": []}
-        for rep in range(args.reps):
-            tri_cmd = [args.trident_bench, "--layers", str(c["L"]), "--embd", str(c["C"]), "--heads", str(c["NH"]),
-                       "--vocab", str(V), "--T", str(c["T"]), "--B", str(c["B"]), "--steps", str(steps),
-                       "--warmup", str(args.warmup), "--threads", str(args.threads),
-                       "--checkpointing", args.checkpointing, "--precision", args.precision] + (
-                           ["--sgemm"] if sgemm is None else [])
-            r = run_child(tri_cmd, env)
-            if sgemm is None:
-                sgemm = r["sgemm_gflops"]
-                cpu = {k: r[k] for k in ("cpu_isa", "f32_gemm", "bf16_gemm", "bf16_gemm_gflops") if k in r}
-            runs["trident"].append(r)
-            runs["pytorch"].append(run_child([args.python, os.path.abspath(__file__), "--torch-worker", "--config",
-                                              name, "--steps", str(steps), "--warmup", str(args.warmup),
-                                              "--threads", str(args.threads)], env))
-        L, C, T, B = c["L"], c["C"], c["T"], c["B"]
+        tokens, flops_per_token = c["B"] * c["T"], None
         entry = {"shape": dict(c, V=V), "timed_steps_per_run": steps, "reps": args.reps}
-        for fw, rs in runs.items():
-            ms = statistics.median(r["median_step_ms"] for r in rs)
-            flops_per_token = 6 * rs[0]["params"] + 12 * L * C * T
-            tps = B * T / (ms / 1e3)
-            entry[fw] = {"ms_per_step": ms, "tokens_per_s": tps,
-                         "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
-                         "params": rs[0]["params"],
-                         "mfu_vs_sgemm": flops_per_token * tps / (sgemm * 1e9),
-                         "per_run_step_ms": [r["median_step_ms"] for r in rs]}
-            if fw == "trident" and "bf16_gemm_gflops" in cpu:
-                entry[fw]["mfu_vs_bf16_gemm"] = flops_per_token * tps / (cpu["bf16_gemm_gflops"] * 1e9)
-        entry["tokens_per_s_ratio"] = entry["trident"]["tokens_per_s"] / entry["pytorch"]["tokens_per_s"]
-        entry["peak_rss_ratio"] = entry["trident"]["peak_rss_mib"] / entry["pytorch"]["peak_rss_mib"]
+        for prec in precisions:
+            key = (PROBE_ON[name], prec)
+            if fixed:
+                chosen[key] = fixed
+            elif key not in chosen:
+                chosen[key], record = probe(args, PROBE_ON[name], prec, cand)
+                report["probes"].append(record)
+            setting = chosen[key]
+            runs = {"trident": [], "pytorch": []}
+            ceiling = None
+            for rep in range(args.reps):
+                cmd = trident_cmd(args, c, steps, prec, [gemm_flag] if rep == 0 else [])
+                r, err = run_child(cmd, tri_env, allow_fail=rep == 0 and gemm_flag == "--gemm-rates")
+                if r is None:
+                    if "--gemm-rates" not in err:
+                        sys.exit(f"failed: {' '.join(cmd)}")
+                    gemm_flag = "--sgemm"  # an older train_step_bench: square GEMM rates only
+                    r, _ = run_child(trident_cmd(args, c, steps, prec, [gemm_flag]), tri_env)
+                if rep == 0:
+                    ceiling = r.get("gemm_ceiling_gflops") or r.get(
+                        "sgemm_gflops" if prec == "fp32" else "bf16_gemm_gflops")
+                    entry[prec] = {"gemm_ceiling_gflops": ceiling, "gemm_ceiling_from": gemm_flag,
+                                   "gemm_rates": r.get("gemm_rates")}
+                    report["trident_gemm"] = {k: r.get(k) for k in ("cpu_isa", "f32_gemm", "bf16_gemm")}
+                runs["trident"].append(r)
+                runs["pytorch"].append(run_child(torch_cmd(args, name, steps, args.warmup, prec),
+                                                 torch_env(setting, cand, args.threads))[0])
+            flops_per_token = 6 * runs["trident"][0]["params"] + 12 * c["L"] * c["C"] * c["T"]
+            e = entry[prec]
+            e["pytorch_settings"] = settings_str(setting)
+            e.update({"pytorch_" + k: runs["pytorch"][0][k] for k in ("cpu_capability", "parallel_backend", "threads")})
+            e["torch"] = runs["pytorch"][0]["torch"]
+            for fw, rs in runs.items():
+                e[fw] = summarize(rs, tokens, flops_per_token, ceiling)
+            e.update(ratios(e["trident"], e["pytorch"]))
+            print(f"{name} {prec}: trident {e['trident']['tokens_per_s']:.0f} tok/s (MFU {pct(e['trident']['mfu'])}), "
+                  f"PyTorch [{e['pytorch_settings']}] {e['pytorch']['tokens_per_s']:.0f} tok/s "
+                  f"(MFU {pct(e['pytorch']['mfu'])}): {e['tokens_per_s_ratio']:.2f}x; peak RSS "
+                  f"{e['trident']['peak_rss_mib']:.0f} vs {e['pytorch']['peak_rss_mib']:.0f} MiB "
+                  f"({e['peak_rss_ratio']:.2f}x); ceiling {ceiling or 0:.0f} GFLOP/s", file=sys.stderr, flush=True)
+        if "fp32" in entry and "bf16" in entry:
+            entry["bf16_vs_pytorch_fp32"] = ratios(entry["bf16"]["trident"], entry["fp32"]["pytorch"])
+            print(f"{name} trident bf16 vs PyTorch fp32: "
+                  f"{entry['bf16_vs_pytorch_fp32']['tokens_per_s_ratio']:.2f}x tok/s, "
+                  f"{entry['bf16_vs_pytorch_fp32']['peak_rss_ratio']:.2f}x peak RSS", file=sys.stderr, flush=True)
         report["configs"][name] = entry
-        print(f"{name}: trident {entry['trident']['tokens_per_s']:.0f} tok/s, PyTorch "
-              f"{entry['pytorch']['tokens_per_s']:.0f} tok/s ({entry['tokens_per_s_ratio']:.2f}x); peak RSS "
-              f"{entry['trident']['peak_rss_mib']:.0f} vs {entry['pytorch']['peak_rss_mib']:.0f} MiB",
-              file=sys.stderr, flush=True)
-    report["sgemm_gflops"] = sgemm
-    report.update(cpu)
+    g = report.get("trident_gemm", {})
+    print(f"CPU: {cpu['model_name']} (family {cpu['family']} model {cpu['model']}; {' '.join(cpu['flags'])}); "
+          f"{args.threads} threads; trident GEMMs f32 {g.get('f32_gemm')}, bf16 {g.get('bf16_gemm')} "
+          f"({g.get('cpu_isa')}); PyTorch candidates "
+          + settings_str({a: "|".join(v) for a, v in cand.items()}), file=sys.stderr, flush=True)
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:

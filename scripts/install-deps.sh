@@ -26,6 +26,7 @@ TEST_PACKAGES=(
   git python3
   libgtest-dev libgmock-dev    # tests
   python3-torch python3-numpy  # independent reference for parity tests and benchmarks
+  libtcmalloc-minimal4 libjemalloc2  # PyTorch's allocators in bench/train_speed_compare.py (LD_PRELOAD)
 )
 
 case "${1:-}" in
