@@ -1,11 +1,14 @@
 // trident's side of bench/train_speed_compare.py: times GPT-2 training steps (forward,
 // backward, global-norm clipping, AdamW, zero_grad) on random tokens and prints JSON: every
 // step's milliseconds, the median tokens/s of the steps after warm-up, the process's peak RSS,
-// the allocator's peak, and optionally the SGEMM rate of this machine (for MFU).
+// the allocator's peak, and optionally the SGEMM rate of this machine (for MFU). --profile
+// profiles the last timed step (core/profiler.h): its table goes to stderr and its rows, wall
+// time and coverage into the JSON as "profile".
 //
 // Usage: train_step_bench [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
 //          [--precision fp32|bf16|fp16] [--sgemm] [--device cpu|cuda] [--peak-tflops F] [--offload]
+//          [--profile]
 // bf16/fp16 run as the trainer does: the model in that dtype, fp32 master weights stepped by
 // AdamW (fp16 with a fixed loss scale of 1024 here; no overflow checks). With --device cuda the
 // model, optimizer state and batches live on GPU 0 and each step ends with a device
@@ -16,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +30,7 @@
 #include "core/device_ops.h"
 #include "core/factory.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 #include "core/rng.h"
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/matmul.h"
@@ -70,6 +75,7 @@ int main(int argc, char** argv) {
   bool sgemm = false;
   std::string device_name = "cpu";
   bool offload = false;
+  bool profile = false;
   double peak_tflops = 0.0;
   optim::PrecisionOptions precision;
   for (int i = 1; i < argc; ++i) {
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
     else if (a == "--sgemm") sgemm = true;
     else if (a == "--device") device_name = next();
     else if (a == "--offload") offload = true;
+    else if (a == "--profile") profile = true;
     else if (a == "--peak-tflops") peak_tflops = std::stod(next());
     else if (a == "--precision") precision.dtype = next();
     else {
@@ -130,10 +137,13 @@ int main(int argc, char** argv) {
     const std::vector<Tensor> params = master ? master->master_tensors() : model.parameters();
     Generator gen(1);
     std::vector<double> step_ms, losses;
+    std::optional<profiler::ProfileReport> report;
     for (int64_t s = 0; s < warmup + steps; ++s) {
       const Tensor idx = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
       const Tensor targets = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
       synchronize(device);
+      std::optional<profiler::ProfileSession> session;
+      if (profile && s == warmup + steps - 1) session.emplace();
       const auto t0 = Clock::now();
       {
         MemoryCategoryGuard activations(MemoryCategory::kActivation);
@@ -153,6 +163,7 @@ int main(int argc, char** argv) {
       model.zero_grad();
       synchronize(device);
       step_ms.push_back(seconds_since(t0) * 1e3);
+      if (session) report = session->stop();
       std::fprintf(stderr, "step %lld: %.0f ms, loss %.4f\n", static_cast<long long>(s + 1), step_ms.back(),
                    losses.back());
     }
@@ -176,6 +187,10 @@ int main(int argc, char** argv) {
         {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0},
         {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
     };
+    if (report) {
+      std::fprintf(stderr, "profile of step %lld:\n%s", static_cast<long long>(warmup + steps), report->table().c_str());
+      out["profile"] = nlohmann::json::parse(report->json());
+    }
     if (sgemm) out["sgemm_gflops"] = gemm_gflops<float>(2048);
     if (device.is_cpu()) {
       out["cpu_isa"] = kernels::cpu::onednn_cpu_isa();

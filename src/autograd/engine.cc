@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "ops/elementwise.h"
 
 namespace trident::autograd {
@@ -24,6 +25,7 @@ void accumulate(std::optional<Tensor>& slot, Tensor g) {
   if (!slot.has_value()) {
     slot = std::move(g);
   } else {
+    profiler::ProfileScope scope("autograd.sum_grads", profiler::Phase::kBackward);
     slot = ops::add(*slot, g);
   }
 }
@@ -47,6 +49,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<std::optional<
   TRI_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(),
             " gradients");
   NoGradGuard no_grad;  // backward rules never record history
+  // The engine's own time (graph discovery, scheduling, zero gradients) is this scope's self
+  // time; each node is a scope of its own, named by its op.
+  profiler::ProfileScope scope("autograd.engine", profiler::Phase::kBackward);
 
   // Seed gradients and the root edges.
   std::vector<std::pair<Edge, Tensor>> seeds;
@@ -113,6 +118,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<std::optional<
       }
       s.grads.clear();
       try {
+        profiler::ProfileScope node_scope(node->name(), profiler::Phase::kBackward);
         input_grads = node->apply(std::move(out_grads));
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::kInternal) throw;

@@ -15,6 +15,8 @@ RecomputeScope::~RecomputeScope() { current_region = previous_; }
 
 bool in_recompute_region() { return current_region != nullptr; }
 
+bool rerunning_recompute_region() { return current_region != nullptr && current_region->replaying; }
+
 Tensor kept_or_computed(const std::function<Tensor()>& compute) {
   RecomputeRegion* r = current_region;
   if (r == nullptr || r->policy != RecomputePolicy::kAllButMatmuls) return compute();

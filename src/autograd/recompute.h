@@ -42,6 +42,8 @@ class RecomputeScope {
 // Whether a checkpointed region is running on this thread (a region nested in another one
 // is folded into it).
 bool in_recompute_region();
+// Whether this thread is inside a checkpointed region's rerun (the backward's recomputation).
+bool rerunning_recompute_region();
 
 // For the matrix products: compute() outside a selective region; inside one, compute() and
 // keep the result on the first run, and the kept result (no computation) on the rerun.

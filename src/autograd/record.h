@@ -3,6 +3,7 @@
 //
 //   TRI_REGISTER_OP(kMul, "mul");
 //   Tensor mul(const Tensor& a, const Tensor& b) {
+//     TRI_PROFILE_OP(kMul);                             // profiles the forward (autograd/op_scope.h)
 //     Tensor out = ops::mul(a, b);                      // forward: no autograd inside ops
 //     if (needs_grad({a, b}))
 //       record(kMul, {a, b}, {out}, [sa = SavedTensor(a), sb = SavedTensor(b)](const BackwardContext& c) {
@@ -17,6 +18,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/op_scope.h"
 
 namespace trident::autograd {
 

@@ -2,6 +2,7 @@
 
 #include "core/copy.h"
 #include "core/options.h"
+#include "core/profiler.h"
 
 namespace trident::nn {
 
@@ -45,6 +46,7 @@ void Module::train(bool on) {
 }
 
 void Module::zero_grad() {
+  profiler::ProfileScope scope("zero_grad", profiler::Phase::kOptimizer);
   for (Tensor t : parameters()) t.zero_grad();
 }
 

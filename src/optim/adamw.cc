@@ -1,6 +1,7 @@
 #include "optim/adamw.h"
 
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "ops/optim.h"
 
 namespace trident::optim {
@@ -45,6 +46,7 @@ void AdamW::update(double lr, const std::vector<Slot*>& slots, bool decay) {
 }
 
 void AdamW::step(double lr) {
+  profiler::ProfileScope scope("adamw.step", profiler::Phase::kOptimizer);
   ++step_;
   MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
   std::vector<Slot*> all;
@@ -54,6 +56,7 @@ void AdamW::step(double lr) {
 }
 
 void AdamW::step(double lr, const std::function<void(size_t)>& updated) {
+  profiler::ProfileScope scope("adamw.step", profiler::Phase::kOptimizer);
   ++step_;
   MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
   for (size_t k = 0; k < slots_.size(); ++k) {

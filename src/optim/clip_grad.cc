@@ -2,11 +2,13 @@
 
 #include <cmath>
 
+#include "core/profiler.h"
 #include "ops/optim.h"
 
 namespace trident::optim {
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  profiler::ProfileScope scope("clip_grad_norm", profiler::Phase::kOptimizer);
   std::vector<Tensor> grads;
   for (const Tensor& p : params)
     if (p.grad().has_value()) grads.push_back(*p.grad());

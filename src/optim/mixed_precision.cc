@@ -8,6 +8,7 @@
 #include "core/allocator.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "ops/elementwise.h"
 #include "ops/optim.h"
 
@@ -94,6 +95,7 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
     autograd::register_grad_ready_hook(model_param, [master, index, in_flight](const Tensor& leaf) mutable {
       const std::optional<Tensor>& g = leaf.grad();
       if (!g.has_value()) return;
+      profiler::ProfileScope scope("master.fold_grad", profiler::Phase::kOptimizer);
       MemoryCategoryGuard grads(MemoryCategory::kGradient);
       Tensor g32 = core::cast(*g, DType::kF32);
       const std::shared_ptr<InFlight> copies = in_flight.lock();
@@ -142,6 +144,7 @@ void MasterWeights::check_finished() const {
 
 void MasterWeights::finish_backward() {
   if (in_flight_->copies.empty()) return;
+  profiler::ProfileScope scope("master.finish_backward", profiler::Phase::kOptimizer);
   core::wait_async_copies(*in_flight_->device);
   for (const InFlight::Copy& c : in_flight_->copies) {
     std::optional<Tensor>& acc = Tensor(masters_[c.master].second).mutable_grad();
@@ -161,6 +164,7 @@ std::vector<Tensor> MasterWeights::master_tensors() const {
 }
 
 bool MasterWeights::grads_overflowed() const {
+  profiler::ProfileScope scope("master.overflow_check", profiler::Phase::kOptimizer);
   check_finished();
   std::vector<Tensor> grads;
   for (const auto& [name, m] : masters_)
@@ -174,6 +178,7 @@ void MasterWeights::add_grad(const std::string& name, const Tensor& grad) {
   Tensor master = it->second;
   TRI_CHECK(grad.shape() == master.shape(), "mixed precision: gradient ", grad.shape(), " for master '", name,
             "' of shape ", master.shape());
+  profiler::ProfileScope scope("master.add_grad", profiler::Phase::kOptimizer);
   MemoryCategoryGuard grads(MemoryCategory::kGradient);
   Tensor g32 = core::to_device(core::cast(grad, DType::kF32), master.device());
   std::optional<Tensor>& acc = master.mutable_grad();
@@ -185,12 +190,14 @@ void MasterWeights::add_grad(const std::string& name, const Tensor& grad) {
 }
 
 void MasterWeights::scale_grads(double factor) {
+  profiler::ProfileScope scope("master.scale_grads", profiler::Phase::kOptimizer);
   check_finished();
   for (const auto& [name, m] : masters_)
     if (m.grad().has_value()) ops::scale_(*m.grad(), factor);
 }
 
 void MasterWeights::zero_grads() {
+  profiler::ProfileScope scope("master.zero_grads", profiler::Phase::kOptimizer);
   for (auto& [name, m] : masters_) Tensor(m).zero_grad();
 }
 
@@ -199,11 +206,16 @@ void MasterWeights::step(AdamW& optimizer, double lr) {
     optimizer.step(lr);
     return copy_to_model();
   }
-  optimizer.step(lr, [&](size_t k) { copy_to_model_async(k); });
+  optimizer.step(lr, [&](size_t k) {
+    profiler::ProfileScope scope("master.copy_to_model", profiler::Phase::kOptimizer);
+    copy_to_model_async(k);
+  });
+  profiler::ProfileScope scope("master.copy_to_model", profiler::Phase::kOptimizer);
   finish_copy_to_model();
 }
 
 void MasterWeights::copy_to_model() {
+  profiler::ProfileScope scope("master.copy_to_model", profiler::Phase::kOptimizer);
   for (size_t k = 0; k < masters_.size(); ++k) copy_to_model_async(k);
   finish_copy_to_model();
 }

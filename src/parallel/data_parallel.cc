@@ -3,6 +3,7 @@
 #include "autograd/engine.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "core/views.h"
 #include "ops/optim.h"
 #include "parallel/buckets.h"
@@ -51,7 +52,10 @@ DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Com
     params_.push_back(p);
   }
   // Same starting weights everywhere, whatever each rank initialized or loaded.
-  for (const Tensor& p : params_) comm_.broadcast(p, 0);
+  {
+    profiler::ProfileScope scope("dp.broadcast", profiler::Phase::kCommunication);
+    for (const Tensor& p : params_) comm_.broadcast(p, 0);
+  }
 
   bucket_of_.resize(params_.size());
   offset_of_.resize(params_.size());
@@ -86,6 +90,8 @@ DataParallel::~DataParallel() {
 
 void DataParallel::on_grad_ready(size_t k) {
   if (!sync_) return;
+  // Copying into the bucket, posting its all-reduce and polling: data parallel's time in the backward.
+  profiler::ProfileScope scope("dp.all_reduce", profiler::Phase::kCommunication);
   Bucket& b = buckets_[bucket_of_[k]];
   const Tensor& g = *params_[k].grad();
   core::copy_(views::narrow(*b.buffer, 0, offset_of_[k], params_[k].numel()), views::view(g, {g.numel()}));
@@ -100,6 +106,7 @@ void DataParallel::launch(Bucket& b) {
 }
 
 void DataParallel::finish() {
+  profiler::ProfileScope scope("dp.all_reduce", profiler::Phase::kCommunication);
   // Buckets with a parameter that got no gradient this step: zeros for it, then launch, in
   // bucket order on every rank.
   // Without hooks, every gradient is copied in here.

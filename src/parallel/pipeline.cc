@@ -8,6 +8,7 @@
 #include "core/allocator.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "ops/elementwise.h"
 
 namespace trident::parallel {
@@ -148,6 +149,7 @@ void Pipeline::set_compute_dtype(DType compute) {
 Tensor Pipeline::recv(const Shape& shape, DType dtype, int src, int t) {
   Tensor out = empty(shape, dtype, model_.wte().weight().device());  // where the stages compute
   const auto start = Clock::now();
+  profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);
   pp_.recv(out, src, t);
   wait_s_ += seconds_since(start);
   return out;
@@ -204,6 +206,7 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
     pending.clear();
     batch.insert(batch.end(), receives.begin(), receives.end());
     if (batch.empty()) return;
+    profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);
     std::unique_ptr<comm::Work> work = pp_.send_recv_async(batch);
     if (receives.empty()) {
       sends_.push_back(std::move(work));
@@ -317,7 +320,10 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
          0, grad_tag);
   }
   exchange({});
-  for (auto& w : sends_) w->wait();
+  {
+    profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);
+    for (auto& w : sends_) w->wait();
+  }
   sends_.clear();
   sent_.clear();
   if (P > 1 && r == P - 1) {  // the copy's gradient went to rank 0
@@ -331,6 +337,7 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
   for (double l : losses) total += l;
   Tensor t = full({1}, total, DType::kF64);
   const auto tail = Clock::now();
+  profiler::ProfileScope scope("pp.all_reduce", profiler::Phase::kCommunication);
   pp_.all_reduce(t);
   wait_s_ += seconds_since(tail);
   step_s_ = seconds_since(start);
@@ -345,6 +352,7 @@ double Pipeline::evaluate(const std::vector<MicroBatch>& batches) {
             " chunks need message tags up to ", weight_tag, "; MPI guarantees 32767: use fewer train.eval_batches");
   Tensor wte = model_.wte().weight();
   if (P > 1) {
+    profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);
     if (pp_.rank() == 0) pp_.send(wte, P - 1, weight_tag);
     else if (pp_.rank() == P - 1) pp_.recv(wte, 0, weight_tag);
   }
@@ -360,10 +368,14 @@ double Pipeline::evaluate(const std::vector<MicroBatch>& batches) {
       const auto [first, end] = layout_.chunks[static_cast<size_t>(c)];
       const Tensor y = model_.run_blocks(x, first, end);
       if (c == last_chunk) total += model_.head_loss(y, mb.targets).item();
-      else pp_.send(core::contiguous(y), layout_.rank_of_chunk(c + 1), tag(c, i, true, m));
+      else {
+        profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);
+        pp_.send(core::contiguous(y), layout_.rank_of_chunk(c + 1), tag(c, i, true, m));
+      }
     }
   }
   Tensor t = full({1}, total, DType::kF64);
+  profiler::ProfileScope scope("pp.broadcast", profiler::Phase::kCommunication);
   pp_.broadcast(t, P - 1);
   return t.item();
 }

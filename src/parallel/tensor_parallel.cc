@@ -6,6 +6,7 @@
 #include "autograd/functions.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "core/views.h"
 #include "ops/elementwise.h"
 #include "ops/optim.h"
@@ -174,13 +175,20 @@ std::vector<std::pair<std::vector<int64_t>, Shape>> TensorParallelPlan::box_shap
 
 double clip_grad_norm_model_parallel(const std::vector<nn::NamedTensor>& params, const TensorParallelPlan* plan,
                                      comm::Communicator* tp, comm::Communicator* pp, double max_norm) {
+  profiler::ProfileScope scope("clip_grad_norm", profiler::Phase::kOptimizer);
   std::vector<Tensor> split, replicated;
   for (const auto& [name, p] : params)
     if (p.grad().has_value()) (plan && plan->is_split(name) ? split : replicated).push_back(*p.grad());
   Tensor split_sq = full({1}, ops::sum_of_squares(split), DType::kF64);
-  if (tp != nullptr) tp->all_reduce(split_sq);
+  if (tp != nullptr) {
+    profiler::ProfileScope comm_scope("tp.all_reduce", profiler::Phase::kCommunication);
+    tp->all_reduce(split_sq);
+  }
   Tensor sq = full({1}, split_sq.item() + ops::sum_of_squares(replicated), DType::kF64);
-  if (pp != nullptr) pp->all_reduce(sq);
+  if (pp != nullptr) {
+    profiler::ProfileScope comm_scope("pp.all_reduce", profiler::Phase::kCommunication);
+    pp->all_reduce(sq);
+  }
   const double norm = std::sqrt(sq.item());
   if (max_norm > 0.0) {
     const double coef = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_

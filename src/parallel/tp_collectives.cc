@@ -8,6 +8,7 @@
 #include "autograd/record.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "core/views.h"
 #include "ops/vocab_parallel.h"
 
@@ -25,6 +26,7 @@ namespace {
 
 Tensor all_reduced(const Tensor& x, comm::Communicator& comm) {
   Tensor out = core::clone(x);  // contiguous, and never the caller's storage
+  profiler::ProfileScope scope("tp.all_reduce", profiler::Phase::kCommunication);
   comm.all_reduce(out);
   return out;
 }
@@ -35,7 +37,10 @@ Tensor all_gather_dim1(const Tensor& x, comm::Communicator& comm) {
   std::vector<int64_t> blocks = x.shape().vec();
   blocks.insert(blocks.begin(), n);  // (n, B, T/n, ...)
   Tensor gathered = empty(Shape(blocks), x.dtype(), x.device());
-  comm.all_gather(core::contiguous(x), gathered);
+  {
+    profiler::ProfileScope scope("tp.all_gather", profiler::Phase::kCommunication);
+    comm.all_gather(core::contiguous(x), gathered);
+  }
   std::vector<int64_t> order(blocks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
   std::swap(order[0], order[1]);  // (B, n, T/n, ...)
@@ -59,6 +64,7 @@ Tensor reduce_scatter_dim1(const Tensor& x, comm::Communicator& comm) {
   std::vector<int64_t> shape = x.shape().vec();
   shape[1] /= n;
   Tensor out = empty(Shape(shape), x.dtype(), x.device());
+  profiler::ProfileScope scope("tp.reduce_scatter", profiler::Phase::kCommunication);
   comm.reduce_scatter(blocks, out);
   return out;
 }
@@ -66,6 +72,7 @@ Tensor reduce_scatter_dim1(const Tensor& x, comm::Communicator& comm) {
 }  // namespace
 
 Tensor gather_sequence(const Tensor& x, comm::Communicator& comm) {
+  TRI_PROFILE_OP(kGatherSequence);
   Tensor out = all_gather_dim1(x, comm);
   if (needs_grad({x}))
     record(kGatherSequence, {x}, {out},
@@ -74,6 +81,7 @@ Tensor gather_sequence(const Tensor& x, comm::Communicator& comm) {
 }
 
 Tensor reduce_scatter_sequence(const Tensor& x, comm::Communicator& comm) {
+  TRI_PROFILE_OP(kReduceScatterSequence);
   Tensor out = reduce_scatter_dim1(x, comm);
   if (needs_grad({x}))
     record(kReduceScatterSequence, {x}, {out},
@@ -82,6 +90,7 @@ Tensor reduce_scatter_sequence(const Tensor& x, comm::Communicator& comm) {
 }
 
 Tensor copy_to_tp(const Tensor& x, comm::Communicator& comm) {
+  TRI_PROFILE_OP(kCopyToTp);
   if (!needs_grad({x})) return x;
   Tensor out = detach(x);
   record(kCopyToTp, {x}, {out}, [c = &comm](const BackwardContext& ctx) { return GradList{all_reduced(ctx.grad(), *c)}; });
@@ -89,12 +98,14 @@ Tensor copy_to_tp(const Tensor& x, comm::Communicator& comm) {
 }
 
 Tensor reduce_from_tp(const Tensor& x, comm::Communicator& comm) {
+  TRI_PROFILE_OP(kReduceFromTp);
   Tensor out = all_reduced(x, comm);
   if (needs_grad({x})) record(kReduceFromTp, {x}, {out}, [](const BackwardContext& ctx) { return GradList{ctx.grad()}; });
   return out;
 }
 
 Tensor gather_from_tp(const Tensor& x, comm::Communicator& comm, const std::vector<int64_t>& widths) {
+  TRI_PROFILE_OP(kGatherFromTp);
   const int n = comm.size(), r = comm.rank();
   TRI_CHECK(static_cast<int>(widths.size()) == n && widths[static_cast<size_t>(r)] == x.size(-1),
             "gather_from_tp: rank ", r, " has width ", x.size(-1), ", the widths given are ", widths.size(), " long");
@@ -104,7 +115,10 @@ Tensor gather_from_tp(const Tensor& x, comm::Communicator& comm, const std::vect
   Tensor mine = zeros({rows, pad}, x.dtype(), x.device());
   core::copy_(views::narrow(mine, 1, 0, x.size(-1)), views::view(core::contiguous(x), {rows, x.size(-1)}));
   Tensor all = empty({n, rows, pad}, x.dtype(), x.device());
-  comm.all_gather(mine, all);
+  {
+    profiler::ProfileScope scope("tp.all_gather", profiler::Phase::kCommunication);
+    comm.all_gather(mine, all);
+  }
   std::vector<int64_t> shape = x.shape().vec();
   int64_t total = 0;
   for (int64_t w : widths) total += w;
@@ -129,6 +143,7 @@ Tensor gather_from_tp(const Tensor& x, comm::Communicator& comm, const std::vect
 
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab_begin,
                                     comm::Communicator& comm) {
+  TRI_PROFILE_OP(kVocabParallelCrossEntropy);
   TRI_CHECK(logits.dim() == 2, "vocab_parallel_cross_entropy: logits must be (N, V_local), got ", logits.shape());
   const int64_t N = logits.size(0);
   TRI_CHECK(targets.numel() == N, "vocab_parallel_cross_entropy: ", targets.numel(), " targets for ", N, " rows");
@@ -138,9 +153,15 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   const Tensor l = core::contiguous(core::cast(logits, DType::kF32));
   const Tensor t = core::cast(core::contiguous(views::view(core::contiguous(targets), {N})), DType::kI64);
   Tensor row_max = ops::vocab_parallel_row_max(l);
-  comm.all_reduce(row_max, comm::ReduceOp::kMax);
+  {
+    profiler::ProfileScope scope("tp.all_reduce", profiler::Phase::kCommunication);
+    comm.all_reduce(row_max, comm::ReduceOp::kMax);
+  }
   Tensor sums = ops::vocab_parallel_sums(l, row_max, t, vocab_begin);
-  comm.all_reduce(sums);
+  {
+    profiler::ProfileScope scope("tp.all_reduce", profiler::Phase::kCommunication);
+    comm.all_reduce(sums);
+  }
   // The loss from the (2, N) sums on the host: a row's is log(sum) - (target logit - max).
   const std::vector<double> sp = to_vector<double>(sums);
   const std::vector<int64_t> tp = to_vector<int64_t>(t);

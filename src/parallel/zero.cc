@@ -9,6 +9,7 @@
 #include "core/allocator.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "core/views.h"
 #include "ops/elementwise.h"
 #include "ops/optim.h"
@@ -100,7 +101,10 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
       core::copy_(views::view(flat_slice(values, at, params_[k].numel()), params_[k].shape().span()), params_[k]);
       params_[k].set_data(views::view(flat_slice(into, at, params_[k].numel()), params_[k].shape().span()));
     }
-    comm_.broadcast(values, 0);
+    {
+      profiler::ProfileScope scope("zero.broadcast", profiler::Phase::kCommunication);
+      comm_.broadcast(values, 0);
+    }
     if (has_masters()) core::copy_(shard_masters(b), flat_slice(values, comm_.rank() * shard_len(b), shard_len(b)));
     if (mixed()) core::copy_(into, values);  // rounded to the compute dtype
   };
@@ -173,6 +177,7 @@ ZeroOptimizer::~ZeroOptimizer() {
 void ZeroOptimizer::start_gather(size_t u) {
   Bucket& b = buckets_[u];
   if (b.state != Bucket::State::kReleased) return;
+  profiler::ProfileScope scope("zero.all_gather", profiler::Phase::kCommunication);
   b.gathered->impl().storage()->reset_data(
       device_allocator(device_.type)->allocate(static_cast<size_t>(b.length) * element_size(compute_),
                                                MemoryCategory::kGatheredParameter));
@@ -184,6 +189,7 @@ void ZeroOptimizer::gather_now(size_t u) {
   start_gather(u);
   Bucket& b = buckets_[u];
   if (b.state == Bucket::State::kGathering) {
+    profiler::ProfileScope scope("zero.all_gather", profiler::Phase::kCommunication);
     b.gather->wait();
     b.gather.reset();
     b.state = Bucket::State::kGathered;
@@ -235,6 +241,8 @@ Tensor ZeroOptimizer::grad_slot(size_t k) {
 }
 
 void ZeroOptimizer::on_grad_ready(size_t k) {
+  // Folding the gradient into its bucket, posting the bucket's reduce-scatter and polling.
+  profiler::ProfileScope scope("zero.reduce_scatter", profiler::Phase::kCommunication);
   Tensor p = params_[k];
   const Tensor g = views::view(*p.grad(), {p.numel()});
   Bucket& b = buckets_[bucket_of_[k]];
@@ -321,6 +329,7 @@ void ZeroOptimizer::wait_copies() {
 
 void ZeroOptimizer::end_backward() {
   if (stage_ == 1 && !last_micro_batch_) return;  // stage 1 communicates on the last micro-batch only
+  profiler::ProfileScope scope("zero.reduce_scatter", profiler::Phase::kCommunication);
   // Buckets with a parameter that got no gradient: zeros for it, then launch in bucket order.
   for (Bucket& b : buckets_) {
     if (b.work || b.reduced) continue;
@@ -357,11 +366,13 @@ Tensor ZeroOptimizer::shard_state(const Tensor& state, const Bucket& b) const {
 }
 
 double ZeroOptimizer::clip_grad_norm(double max_norm, double grad_scale) {
+  profiler::ProfileScope scope("clip_grad_norm", profiler::Phase::kOptimizer);
   std::vector<Tensor> shards;
   for (const Bucket& b : buckets_) shards.push_back(shard_grad(b));
   double norm = 0.0;
   if (tp_ == nullptr && pp_ == nullptr) {
     Tensor sq = full({1}, ops::sum_of_squares(shards), DType::kF64);
+    profiler::ProfileScope comm_scope("zero.all_reduce", profiler::Phase::kCommunication);
     comm_.all_reduce(sq);
     norm = std::sqrt(sq.item());
   } else {
@@ -372,6 +383,7 @@ double ZeroOptimizer::clip_grad_norm(double max_norm, double grad_scale) {
       for (const Segment& s : b.mine)
         (split_[s.param] ? split : replicated).push_back(flat_slice(shard_grad(b), s.flat - shard_begin(b), s.length));
     Tensor sq = from_vector(std::vector<double>{ops::sum_of_squares(split), ops::sum_of_squares(replicated)}, Shape{2});
+    profiler::ProfileScope comm_scope("zero.all_reduce", profiler::Phase::kCommunication);
     comm_.all_reduce(sq);
     if (tp_ != nullptr) {
       Tensor split_sq = views::narrow(sq, 0, 0, 1);
@@ -400,6 +412,7 @@ double ZeroOptimizer::clip_grad_norm(double max_norm, double grad_scale) {
 }
 
 void ZeroOptimizer::step(double lr) {
+  profiler::ProfileScope scope("zero.step", profiler::Phase::kOptimizer);
   ++step_;
   wait_copies();  // ZeRO-Offload: the averaged gradient shards, on the host
   const auto step_grad = [&](const Bucket& b) {
@@ -451,6 +464,7 @@ void ZeroOptimizer::step(double lr) {
   }
   // Stages 1-2: everyone's updated shards, in place into the flat parameters. (Stage 3
   // gathers them when the next forward needs them.)
+  profiler::ProfileScope gather_scope("zero.all_gather", profiler::Phase::kCommunication);
   std::vector<std::unique_ptr<comm::Work>> gathers;
   for (const Bucket& b : buckets_)
     if (stage_ < 3)

@@ -45,7 +45,11 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
                "wall-clock budget: stop at the last step boundary that leaves room for a step, write a checkpoint "
                "and exit with status 75 (0: no budget)",
                StringCheck{config::kDurationForms,
-                           [](const std::string& s) { return config::parse_duration(s).has_value(); }});
+                           [](const std::string& s) { return config::parse_duration(s).has_value(); }})
+          .add("profile_step", &TrainOptions::profile_step,
+               "profile optimizer step N (1-based; 0: none): print the per-op time table and write "
+               "<out_dir>/profile_stepN.json",
+               Range::non_negative());
   return t;
 }
 
@@ -74,6 +78,12 @@ void TrainConfig::validate() const {
   TRI_CHECK(lr_schedule.min_lr <= optim.lr, "lr_schedule.min_lr (", lr_schedule.min_lr,
             ") must not exceed optim.lr (", optim.lr, ")");
   (void)train.max_runtime_seconds();  // checks the text (a struct filled in code skips the table's check)
+  TRI_CHECK(train.profile_step >= 0, "train.profile_step = ", train.profile_step,
+            " is invalid: it must be >= 0 (0: no profile)");
+  // A step past the run's end is never profiled: an error now rather than a run that ends
+  // without the profile it was asked for.
+  TRI_CHECK(train.profile_step <= train.steps, "train.profile_step = ", train.profile_step,
+            " is invalid: it is past train.steps (", train.steps, "), so that step never runs");
   TRI_CHECK(lr_schedule.decay_steps == 0 || lr_schedule.decay_steps > lr_schedule.warmup_steps,
             "lr_schedule.decay_steps (", lr_schedule.decay_steps, ") must be 0 or greater than warmup_steps (",
             lr_schedule.warmup_steps, ")");

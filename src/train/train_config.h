@@ -42,6 +42,7 @@ struct TrainOptions {
   std::string device = "cpu";       // where the model trains: "cpu" or "cuda"
   bool flush_denormals = true;      // flush subnormal floats to zero (Note [Denormals])
   std::string max_runtime = "0";    // wall-clock budget ("4h", "03:50:00"; "0": none), Note [Preemption]
+  int64_t profile_step = 0;         // profile this optimizer step (1-based; 0: none), train/step_profile.h
   // train.max_runtime in seconds (0: none); validate() has checked it parses.
   double max_runtime_seconds() const;
   static const OptionTable<TrainOptions>& table();

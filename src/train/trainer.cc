@@ -13,8 +13,10 @@
 #include "core/factory.h"
 #include "core/views.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 #include "optim/clip_grad.h"
 #include "train/progress.h"
+#include "train/step_profile.h"
 #include "train/stop_request.h"
 
 namespace trident::train {
@@ -222,6 +224,7 @@ data::Batch Trainer::local_rows(const data::Batch& batch) const {
 
 double Trainer::mean_over_ranks(double v) const {
   if (world_size() == 1) return v;
+  profiler::ProfileScope scope("train.all_reduce", profiler::Phase::kCommunication);
   Tensor t = full({1}, v, DType::kF64);
   comm_->all_reduce(t);
   return t.item() / static_cast<double>(world_size());
@@ -233,11 +236,15 @@ StepMetrics Trainer::train_step() {
   const double lr = schedule_->lr_at(step_);
   const int64_t accum = cfg_.data.grad_accum_steps;
   double loss_sum = 0.0;
+  auto next_batch = [&] {
+    profiler::ProfileScope scope("data.next_batch", profiler::Phase::kData);
+    return local_rows(train_sampler_->next());
+  };
   if (pipeline_) {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     std::vector<parallel::MicroBatch> micro;
     for (int64_t i = 0; i < accum; ++i) {
-      const data::Batch batch = local_rows(train_sampler_->next());
+      const data::Batch batch = next_batch();
       micro.push_back({batch.inputs, batch.targets});
     }
     loss_sum = pipeline_->train_step(micro, scaler_->scale() / static_cast<double>(accum), [&](bool last) {
@@ -249,7 +256,7 @@ StepMetrics Trainer::train_step() {
   } else {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     for (int64_t micro = 0; micro < accum; ++micro) {
-      const data::Batch batch = local_rows(train_sampler_->next());
+      const data::Batch batch = next_batch();
       if (dp_) dp_->set_sync(micro == accum - 1);  // only the last micro-batch communicates
       if (zero_) zero_->begin_backward(micro == accum - 1);
       const Tensor loss = model_->loss(batch.inputs, batch.targets);
@@ -396,6 +403,9 @@ Status Trainer::run(int64_t until_step) {
   if (!metrics.is_ok()) return metrics.status();
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
   if (print && !val_file_) progress.message("evaluation is off: " + no_validation_reason_);
+  if (print && cfg_.train.profile_step > 0 && cfg_.train.profile_step <= step_)
+    progress.message("train.profile_step = " + std::to_string(cfg_.train.profile_step) + ": already done (resumed at step " +
+                     std::to_string(step_) + "), no profile");
   // A checkpoint, timed for the budget (Note [Preemption]).
   auto checkpoint = [&]() -> Status {
     const auto start = Clock::now();
@@ -418,7 +428,12 @@ Status Trainer::run(int64_t until_step) {
       return Status::ok();
     }
     const auto iteration_start = Clock::now();
+    std::optional<profiler::ProfileSession> profile;  // train.profile_step (train/step_profile.h)
+    if (step_ + 1 == cfg_.train.profile_step) profile.emplace();
     StepMetrics m = train_step();
+    if (profile)
+      report_step_profile(profile->stop(), cfg_.train.out_dir, step_, comm_ ? comm_->rank() : 0, world_size(),
+                          print ? &progress : nullptr);
     ++steps_this_process_;
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);

@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "core/views.h"
 #include "models/gpt2/hf_names.h"
 
@@ -124,6 +125,7 @@ Status Trainer::save_checkpoint() {
 
 bool Trainer::all_ranks(bool ok) const {
   if (world_size() == 1) return ok;
+  profiler::ProfileScope scope("train.all_reduce", profiler::Phase::kCommunication);
   Tensor t = full({1}, ok ? 1.0 : 0.0, DType::kI64);
   comm_->all_reduce(t, comm::ReduceOp::kMin);
   return t.item() != 0.0;

@@ -3,7 +3,8 @@
 //   1. forward, for each dtype of the case, against the float64 reference (src/kernels/reference);
 //   2. backward, for each dtype, against trident's own float64 backward on the same values;
 //   3. the float64 backward against 4-point central finite differences of the reference;
-//   4. bitwise-identical results with 1 and 2 threads (deterministic ops).
+//   4. bitwise-identical results with 1 and 2 threads (deterministic ops);
+//   5. the profiler (core/profiler.h) times its forward and backward under its name.
 // Tolerances come from the dtype's unit roundoff and the case's reduction length only
 // (docs/numerics.md); nothing is tuned per case. A registered op with no case fails
 // OpSuiteCoverage.EveryRegisteredOpHasACase.

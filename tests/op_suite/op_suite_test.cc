@@ -13,6 +13,7 @@
 #include "autograd/op_registry.h"
 #include "core/factory.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 #include "core/rng.h"
 #include "core/views.h"
 #include "op_case.h"
@@ -331,6 +332,24 @@ std::string case_test_name(const ::testing::TestParamInfo<size_t>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpSuite, ::testing::Range<size_t>(0, all_cases().size()), case_test_name);
+
+// Every op is profiled under its registered name (core/profiler.h): its forward by the
+// TRI_PROFILE_OP line of its function (autograd/op_scope.h), its backward node by the engine.
+TEST_P(OpSuite, ProfilesItsForwardAndBackwardUnderItsName) {
+  const DType dtype = c().dtypes().front();
+  const Arrays values = make_values(dtype);
+  Generator gen(hash_name(c().name()) + 3);
+  const Arrays upstream = upstream_grads(c().reference_fn()(values), dtype, gen);
+  profiler::ProfileSession session;
+  (void)run(c(), values, dtype, c().check_backward() ? &upstream : nullptr);
+  const profiler::ProfileReport r = session.stop();
+  EXPECT_NE(r.find(c().op(), profiler::Phase::kForward), nullptr)
+      << "op '" << c().op() << "' ran without a forward scope: add TRI_PROFILE_OP(<its OpDef>) as the first line "
+      << "of its function\n" << r.table(100);
+  if (c().check_backward()) {
+    EXPECT_NE(r.find(c().op(), profiler::Phase::kBackward), nullptr) << r.table(100);
+  }
+}
 
 TEST(OpSuiteCoverage, EveryRegisteredOpHasACase) {
   std::set<std::string> covered;

@@ -13,6 +13,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/mpi_communicator.h"
@@ -444,6 +448,31 @@ TEST_F(DataParallelTest, ElementsHandedToCollectivesPerStep) {
       EXPECT_NEAR(ag, gathers, 0.05 * gathers) << "stage " << stage;
       EXPECT_LE(ar, 8) << "stage " << stage << ": only scalars (loss, gradient norm) are all-reduced";
     }
+  }
+}
+
+// train.profile_step (train/step_profile.h) with several ranks: each rank writes its own
+// profile, whose collectives (data parallel's all-reduce, ZeRO's reduce-scatter and
+// all-gather) are rows of phase communication.
+TEST_F(DataParallelTest, EveryRankWritesItsOwnStepProfile) {
+  for (int64_t stage : {0, 2}) {
+    TrainConfig cfg = short_run("profile", stage, 3);
+    cfg.train.profile_step = 2;
+    train(cfg, world);
+    const std::string path = cfg.train.out_dir + "/profile_step2" +
+                             (world->rank() == 0 ? std::string() : ".rank" + std::to_string(world->rank())) + ".json";
+    std::ifstream in(path);
+    ASSERT_TRUE(in.good()) << path;
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["rank"], world->rank());
+    EXPECT_EQ(j["world_size"], world->size());
+    std::set<std::string> comm_rows;
+    for (const auto& row : j["rows"])
+      if (row["phase"] == "communication") comm_rows.insert(row["name"].get<std::string>());
+    const std::vector<std::string> expected =
+        stage == 0 ? std::vector<std::string>{"dp.all_reduce"} : std::vector<std::string>{"zero.reduce_scatter", "zero.all_gather"};
+    for (const std::string& name : expected) EXPECT_TRUE(comm_rows.count(name)) << name << " on rank " << world->rank();
+    EXPECT_GT(j["phases"]["communication"].get<double>(), 0.0);
   }
 }
 

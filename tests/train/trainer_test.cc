@@ -9,11 +9,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/env.h"
 #include "checkpoint/safetensors.h"
+#include "config/config_tree.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "data/token_file.h"
 #include "support/phrase_corpus.h"
 #include "support/tiny_run.h"
@@ -313,6 +318,63 @@ TEST_F(TrainerTest, Fp16OverflowSkipsTheStepAndBacksOffTheScale) {
   EXPECT_EQ(*steps[2].loss_scale, s0 / 2);
   const Tensor after = t.value()->model().parameter("h.1.mlp.c_fc.weight");
   EXPECT_EQ(to_vector<float>(core::cast(after, DType::kF32)), to_vector<float>(core::cast(before, DType::kF32)));
+}
+
+// train.profile_step = N profiles step N (train/step_profile.h): rank 0's JSON beside the
+// checkpoints, the rows of every phase the step has; the run goes on as without it.
+TEST_F(TrainerTest, ProfileStepWritesTheJson) {
+  TrainConfig cfg = config("profiled");
+  cfg.train.steps = 3;
+  cfg.train.profile_step = 2;
+  auto t = Trainer::create(cfg);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  t.value()->show_progress = false;
+  ASSERT_TRUE(t.value()->run().is_ok());
+  EXPECT_FALSE(profiler::enabled());
+  const fs::path path = dir_ / "profiled" / "profile_step2.json";
+  ASSERT_TRUE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(dir_ / "profiled" / "profile_step1.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "profiled" / "profile_step3.json"));
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["step"], 2);
+  EXPECT_EQ(j["rank"], 0);
+  EXPECT_EQ(j["world_size"], 1);
+  EXPECT_GT(j["wall_ms"].get<double>(), 0.0);
+  EXPECT_GE(j["coverage"].get<double>(), 0.8);
+  std::set<std::pair<std::string, std::string>> rows;
+  for (const auto& row : j["rows"]) rows.insert({row["name"].get<std::string>(), row["phase"].get<std::string>()});
+  for (const auto& expected : std::vector<std::pair<std::string, std::string>>{
+           {"data.next_batch", "data"}, {"layernorm", "forward"}, {"layernorm", "backward"},
+           {"adamw.step", "optimizer"}, {"clip_grad_norm", "optimizer"}, {"zero_grad", "optimizer"}})
+    EXPECT_TRUE(rows.count(expected)) << expected.first << " (" << expected.second << ")\n" << j.dump(1);
+  // The profiled step is a step like the others: the run goes on, and the file holds one step.
+  EXPECT_TRUE(fs::exists(dir_ / "profiled" / "step_000003" / "DONE"));
+}
+
+TEST_F(TrainerTest, ABadProfileStepIsAnErrorNamingTheKey) {
+  for (const int64_t bad : {int64_t{-1}, int64_t{4}}) {
+    TrainConfig cfg = config("bad_profile_step");
+    cfg.train.steps = 3;
+    cfg.train.profile_step = bad;
+    try {
+      (void)Trainer::create(cfg);
+      FAIL() << "train.profile_step = " << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("train.profile_step = " + std::to_string(bad)), std::string::npos)
+          << e.what();
+      if (bad > 0) {
+        EXPECT_NE(std::string(e.what()).find("train.steps (3)"), std::string::npos) << e.what();
+      }
+    }
+  }
+  // From a config file or the command line, the key's range check says so before any run.
+  TrainConfig cfg = config("bad_profile_step");
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  const Status s = tree.set("train.profile_step", int64_t{-2}, "--train.profile_step");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.to_string().find("profile_step = -2 is invalid"), std::string::npos) << s.to_string();
 }
 
 TEST(DynamicLossScaler, BacksOffAfterHysteresisAndGrowsAfterTheInterval) {

@@ -43,6 +43,7 @@ class RngRewind {
 
 Tensor activation_checkpoint(std::function<Tensor(const TensorList&)> fn, const TensorList& inputs, RecomputePolicy policy,
                   Generator* rng) {
+  TRI_PROFILE_OP(kActivationCheckpoint);
   // Captured parameters may need gradients even when no input does, so grad mode alone decides.
   // A region inside another one is part of it: the outer rerun reruns it too.
   if (!GradMode::is_enabled() || in_recompute_region()) return fn(inputs);

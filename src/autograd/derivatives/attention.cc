@@ -12,6 +12,7 @@ TRI_REGISTER_OP(kAttention, "attention");
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                  std::optional<double> scale, AttentionOutputLayout layout) {
+  TRI_PROFILE_OP(kAttention);
   ops::AttentionForward f = ops::attention(q, k, v, causal, scale, layout);
   if (needs_grad({q, k, v}))
     record(kAttention, {q, k, v}, {f.out},

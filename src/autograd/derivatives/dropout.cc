@@ -11,6 +11,7 @@ using namespace autograd;
 TRI_REGISTER_OP(kDropout, "dropout");
 
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
+  TRI_PROFILE_OP(kDropout);
   ops::check_dropout_probability(p, "dropout");
   check_floating(x, "dropout");
   if (!training || p == 0.0) {

@@ -16,6 +16,7 @@ TRI_REGISTER_OP(kDiv, "div");
 TRI_REGISTER_OP(kAffine, "affine");
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  TRI_PROFILE_OP(kAdd);
   Tensor out = ops::add(a, b);
   if (needs_grad({a, b}))
     record(kAdd, {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const BackwardContext& c) {
@@ -26,6 +27,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  TRI_PROFILE_OP(kSub);
   Tensor out = ops::sub(a, b);
   if (needs_grad({a, b}))
     record(kSub, {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const BackwardContext& c) {
@@ -39,6 +41,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  TRI_PROFILE_OP(kMul);
   Tensor out = ops::mul(a, b);
   if (needs_grad({a, b}))
     record(kMul, {a, b}, {out}, [sa = SavedTensor(a), sb = SavedTensor(b)](const BackwardContext& c) {
@@ -54,6 +57,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  TRI_PROFILE_OP(kDiv);
   Tensor out = ops::div(a, b);
   if (needs_grad({a, b}))
     record(kDiv, {a, b}, {out}, [sa = SavedTensor(a), sb = SavedTensor(b)](const BackwardContext& c) {
@@ -70,6 +74,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor affine(const Tensor& a, double scale, double shift) {
+  TRI_PROFILE_OP(kAffine);
   Tensor out = ops::affine(a, scale, shift);
   if (needs_grad({a}))
     record(kAffine, {a}, {out}, [scale](const BackwardContext& c) {

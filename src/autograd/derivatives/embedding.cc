@@ -10,6 +10,7 @@ using namespace autograd;
 TRI_REGISTER_OP(kEmbedding, "embedding");
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  TRI_PROFILE_OP(kEmbedding);
   Tensor out = ops::embedding(weight, indices);
   // The indices are integers and never need a gradient: only the weight is an input of the
   // node, and the indices are saved (checked against in-place modification).

@@ -12,6 +12,7 @@ TRI_REGISTER_OP(kConcat, "concat");
 TRI_REGISTER_OP(kSplit, "split");
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+  TRI_PROFILE_OP(kConcat);
   Tensor out = ops::concat(xs, dim);
   const OptionalTensors inputs(xs.begin(), xs.end());
   if (needs_grad(inputs)) {
@@ -46,10 +47,12 @@ std::vector<Tensor> record_split(const Tensor& x, std::vector<Tensor> pieces, in
 }  // namespace
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  TRI_PROFILE_OP(kSplit);
   return record_split(x, ops::split(x, sizes, dim), dim);
 }
 
 std::vector<Tensor> split_chunks(const Tensor& x, int64_t chunk, int64_t dim) {
+  TRI_PROFILE_OP(kSplit);
   return record_split(x, ops::split_chunks(x, chunk, dim), dim);
 }
 

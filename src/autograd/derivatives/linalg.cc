@@ -16,6 +16,7 @@ TRI_REGISTER_OP(kLinear, "linear");
 TRI_REGISTER_OP(kLinearGeluTanh, "linear_gelu_tanh");
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  TRI_PROFILE_OP(kMatmul);
   Tensor out = kept_or_computed([&] { return ops::matmul(a, b); });  // Note: autograd/recompute.h
   if (needs_grad({a, b}))
     record(kMatmul, {a, b}, {out}, [sa = SavedTensor(a), sb = SavedTensor(b)](const BackwardContext& c) {
@@ -55,6 +56,7 @@ GradList linear_grads(const BackwardContext& c, const Tensor& x, const Tensor& w
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
+  TRI_PROFILE_OP(kLinear);
   Tensor out = kept_or_computed([&] { return ops::linear(x, w, bias); });
   if (needs_grad({x, w, bias}))
     record(kLinear, {x, w, bias}, {out}, [sx = SavedTensor(x), sw = SavedTensor(w)](const BackwardContext& c) {
@@ -64,6 +66,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bia
 }
 
 Tensor linear_gelu_tanh(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
+  TRI_PROFILE_OP(kLinearGeluTanh);
   // A selective checkpoint keeps the product (the GELU's input) and reruns only the GELU, as
   // it would for linear followed by gelu_tanh.
   std::optional<Tensor> out;

@@ -16,6 +16,7 @@ TRI_REGISTER_OP(kLinearCrossEntropy, "linear_cross_entropy");
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                      Reduction reduction) {
+  TRI_PROFILE_OP(kCrossEntropy);
   ops::CrossEntropyOutput r = ops::cross_entropy(logits, targets, ignore_index, reduction);
   if (needs_grad({logits}))
     // Targets are class indices: no gradient flows to them, so they are not an input of the
@@ -33,6 +34,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets, int64_t ignore_index,
                             Reduction reduction, int64_t chunk_rows) {
+  TRI_PROFILE_OP(kLinearCrossEntropy);
   const bool grad = needs_grad({x, w});
   ops::LinearCrossEntropyOutput r =
       ops::linear_cross_entropy(x, w, targets, ignore_index, reduction, grad && x.requires_grad(),

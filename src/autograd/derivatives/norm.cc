@@ -25,6 +25,7 @@ std::optional<Tensor> get_if_present(const std::optional<SavedTensor>& s) {
 
 Tensor layernorm(const Tensor& x, const std::optional<Tensor>& weight,
                  const std::optional<Tensor>& bias, double eps) {
+  TRI_PROFILE_OP(kLayerNorm);
   ops::LayerNormOutput r = ops::layernorm(x, weight, bias, eps);
   if (needs_grad({x, weight, bias}))
     // mean and rstd are internal tensors (not outputs of this node): capturing them makes no
@@ -44,6 +45,7 @@ Tensor layernorm(const Tensor& x, const std::optional<Tensor>& weight,
 }
 
 Tensor rmsnorm(const Tensor& x, const std::optional<Tensor>& weight, double eps) {
+  TRI_PROFILE_OP(kRMSNorm);
   ops::RMSNormOutput r = ops::rmsnorm(x, weight, eps);
   if (needs_grad({x, weight}))
     record(kRMSNorm, {x, weight}, {r.out},

@@ -18,6 +18,7 @@ TRI_REGISTER_OP(kGelu, "gelu");
 TRI_REGISTER_OP(kSilu, "silu");
 
 Tensor exp(const Tensor& x) {
+  TRI_PROFILE_OP(kExp);
   Tensor out = ops::exp(x);
   if (needs_grad({x}))
     record(kExp, {x}, {out}, [sy = SavedTensor::output(out)](const BackwardContext& c) {
@@ -28,6 +29,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  TRI_PROFILE_OP(kLog);
   Tensor out = ops::log(x);
   if (needs_grad({x}))
     record(kLog, {x}, {out}, [sx = SavedTensor(x)](const BackwardContext& c) {
@@ -38,6 +40,7 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
+  TRI_PROFILE_OP(kTanh);
   Tensor out = ops::tanh(x);
   if (needs_grad({x}))
     record(kTanh, {x}, {out}, [sy = SavedTensor::output(out)](const BackwardContext& c) {
@@ -48,6 +51,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
+  TRI_PROFILE_OP(kSqrt);
   Tensor out = ops::sqrt(x);
   if (needs_grad({x}))
     record(kSqrt, {x}, {out}, [sy = SavedTensor::output(out)](const BackwardContext& c) {
@@ -58,6 +62,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
+  TRI_PROFILE_OP(kPow);
   Tensor out = ops::pow(x, exponent);
   if (needs_grad({x}))
     record(kPow, {x}, {out}, [sx = SavedTensor(x), exponent](const BackwardContext& c) {
@@ -68,6 +73,7 @@ Tensor pow(const Tensor& x, double exponent) {
 }
 
 Tensor gelu_tanh(const Tensor& x) {
+  TRI_PROFILE_OP(kGeluTanh);
   Tensor out = ops::gelu_tanh(x);
   if (needs_grad({x}))
     record(kGeluTanh, {x}, {out}, [sx = SavedTensor(x)](const BackwardContext& c) {
@@ -78,6 +84,7 @@ Tensor gelu_tanh(const Tensor& x) {
 }
 
 Tensor gelu(const Tensor& x) {
+  TRI_PROFILE_OP(kGelu);
   Tensor out = ops::gelu(x);
   if (needs_grad({x}))
     record(kGelu, {x}, {out}, [sx = SavedTensor(x)](const BackwardContext& c) {
@@ -88,6 +95,7 @@ Tensor gelu(const Tensor& x) {
 }
 
 Tensor silu(const Tensor& x) {
+  TRI_PROFILE_OP(kSilu);
   Tensor out = ops::silu(x);
   if (needs_grad({x}))
     record(kSilu, {x}, {out}, [sx = SavedTensor(x)](const BackwardContext& c) {

@@ -40,6 +40,7 @@ int64_t reduced_count(const Shape& shape, const std::vector<int64_t>& dims) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  TRI_PROFILE_OP(kSum);
   Tensor out = ops::sum(x, dims, keepdim);
   if (needs_grad({x}))
     record(kSum, {x}, {out}, [shape = x.shape(), dims, keepdim](const BackwardContext& c) {
@@ -50,6 +51,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  TRI_PROFILE_OP(kMean);
   Tensor out = ops::mean(x, dims, keepdim);
   if (needs_grad({x}))
     record(kMean, {x}, {out}, [shape = x.shape(), dims, keepdim](const BackwardContext& c) {

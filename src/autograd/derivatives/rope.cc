@@ -11,6 +11,7 @@ using namespace autograd;
 TRI_REGISTER_OP(kRope, "rope");
 
 Tensor rope(const Tensor& x, double theta, int64_t pos0) {
+  TRI_PROFILE_OP(kRope);
   Tensor out = ops::rope(x, theta, pos0);
   if (needs_grad({x}))
     record(kRope, {x}, {out}, [theta, pos0](const BackwardContext& c) {

@@ -39,6 +39,7 @@ Tensor record_reshape(const Tensor& x, Tensor out) {
 }  // namespace
 
 Tensor reshape(const Tensor& x, std::span<const int64_t> shape_in) {
+  TRI_PROFILE_OP(kReshape);
   const Shape shape = views::infer_shape(shape_in, x.numel(), "reshape");
   auto strides = views::view_strides(x, shape);
   Tensor out = strides ? make_view(x, shape, *strides, x.offset())
@@ -47,13 +48,21 @@ Tensor reshape(const Tensor& x, std::span<const int64_t> shape_in) {
 }
 
 Tensor view(const Tensor& x, std::span<const int64_t> shape) {
+  TRI_PROFILE_OP(kReshape);
   return record_reshape(x, views::view(x, shape));
 }
 
-Tensor unsqueeze(const Tensor& x, int64_t dim) { return record_reshape(x, views::unsqueeze(x, dim)); }
-Tensor squeeze(const Tensor& x, int64_t dim) { return record_reshape(x, views::squeeze(x, dim)); }
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  TRI_PROFILE_OP(kReshape);
+  return record_reshape(x, views::unsqueeze(x, dim));
+}
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  TRI_PROFILE_OP(kReshape);
+  return record_reshape(x, views::squeeze(x, dim));
+}
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  TRI_PROFILE_OP(kTranspose);
   Tensor out = views::transpose(x, dim0, dim1);
   if (needs_grad({x}))
     record(kTranspose, {x}, {out}, [dim0, dim1](const BackwardContext& c) {
@@ -64,6 +73,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor permute(const Tensor& x, std::span<const int64_t> dims) {
+  TRI_PROFILE_OP(kPermute);
   Tensor out = views::permute(x, dims);
   if (needs_grad({x})) {
     // The inverse permutation: inverse[dims[i]] = i.
@@ -78,6 +88,7 @@ Tensor permute(const Tensor& x, std::span<const int64_t> dims) {
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  TRI_PROFILE_OP(kNarrow);
   Tensor out = views::narrow(x, dim, start, length);
   if (needs_grad({x}))
     record(kNarrow, {x}, {out}, [shape = x.shape(), dim, start, length](const BackwardContext& c) {
@@ -90,6 +101,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
+  TRI_PROFILE_OP(kExpand);
   Tensor out = views::expand(x, shape);
   if (needs_grad({x}))
     record(kExpand, {x}, {out}, [in_shape = x.shape()](const BackwardContext& c) {
@@ -100,6 +112,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 
 Tensor contiguous(const Tensor& x) {
+  TRI_PROFILE_OP(kContiguous);
   Tensor out = x.is_contiguous() ? detach(x) : core::clone(x);
   if (needs_grad({x}))
     record(kContiguous, {x}, {out}, [](const BackwardContext& c) { return GradList{c.grad()}; });
@@ -107,6 +120,7 @@ Tensor contiguous(const Tensor& x) {
 }
 
 Tensor to(const Tensor& x, DType dtype) {
+  TRI_PROFILE_OP(kTo);
   check_floating(x, "to");
   TRI_CHECK_TYPE(is_floating(dtype), "to: target dtype ", dtype, " is not floating; use "
                  "core::cast for index tensors");

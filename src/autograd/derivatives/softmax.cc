@@ -12,6 +12,7 @@ TRI_REGISTER_OP(kSoftmax, "softmax");
 TRI_REGISTER_OP(kLogSoftmax, "log_softmax");
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  TRI_PROFILE_OP(kSoftmax);
   Tensor out = ops::softmax(x, dim);
   if (needs_grad({x}))
     record(kSoftmax, {x}, {out}, [sy = SavedTensor::output(out), dim](const BackwardContext& c) {
@@ -22,6 +23,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  TRI_PROFILE_OP(kLogSoftmax);
   Tensor out = ops::log_softmax(x, dim);
   if (needs_grad({x}))
     record(kLogSoftmax, {x}, {out}, [sy = SavedTensor::output(out), dim](const BackwardContext& c) {
