@@ -62,6 +62,14 @@ kernels::DeviceAttentionShape device_shape(const AttentionShape& s) {
   return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale};
 }
 
+// A gradient in its input's memory order: (B, T, H, HS) storage when the input steps over
+// heads faster than over time (q, k, v split from one projection, as GPT-2's are), so it
+// flows back through the model's transpose and view to the projection without a copy.
+Tensor grad_like(const Tensor& x) {
+  if (x.strides()[1] >= x.strides()[2]) return empty(x.shape(), x.dtype(), x.device());
+  return views::transpose(empty({x.size(0), x.size(2), x.size(1), x.size(3)}, x.dtype(), x.device()), 1, 2);
+}
+
 }  // namespace
 
 AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -106,8 +114,7 @@ AttentionGrads attention_backward(const Tensor& dout_in, const Tensor& q_in, con
             s.T, ") ", lse_dtype(q_in.dtype()), " logsumexp, got ", lse.str());
   const Tensor q = unit_stride_rows(q_in), k = unit_stride_rows(k_in), v = unit_stride_rows(v_in);
   const Tensor dout = unit_stride_rows(dout_in), out = unit_stride_rows(out_in);
-  AttentionGrads g{empty(q.shape(), q.dtype(), q.device()), empty(k.shape(), k.dtype(), k.device()),
-                   empty(v.shape(), v.dtype(), v.device())};
+  AttentionGrads g{grad_like(q_in), grad_like(k_in), grad_like(v_in)};
   if (q.numel() == 0) {
     fill_(g.dk, 0.0);  // no query reads any key: zero gradients
     fill_(g.dv, 0.0);

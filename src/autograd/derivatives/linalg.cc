@@ -48,7 +48,15 @@ GradList linear_grads(const BackwardContext& c, const Tensor& x, const Tensor& w
   const Tensor g2 = ops::as_matrix(dy);
   GradList grads(3);
   if (c.needs(0)) grads[0] = views::view(ops::matmul(g2, w), x.shape().span());
-  if (c.needs(1)) grads[1] = ops::matmul(views::transpose(g2, 0, 1), ops::as_matrix(x));
+  if (c.needs(1)) {
+    const Tensor x2 = ops::as_matrix(x);
+    // W the transpose of a contiguous (in, out) tensor (Conv1D's weight): dW computed in that
+    // layout, x^T dy, reaches the parameter contiguous and AccumulateGrad takes it over,
+    // where the (out, in) product would be copied through a transposed view.
+    const bool stored_transposed = w.dim() == 2 && w.size(0) > 1 && w.strides()[0] == 1 && w.strides()[1] == w.size(0);
+    grads[1] = stored_transposed ? views::transpose(ops::matmul(views::transpose(x2, 0, 1), g2), 0, 1)
+                                 : ops::matmul(views::transpose(g2, 0, 1), x2);
+  }
   if (c.needs(2)) grads[2] = ops::sum(g2, {0});
   return grads;
 }
