@@ -45,7 +45,10 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
                "wall-clock budget: stop at the last step boundary that leaves room for a step, write a checkpoint "
                "and exit with status 75 (0: no budget)",
                StringCheck{config::kDurationForms,
-                           [](const std::string& s) { return config::parse_duration(s).has_value(); }});
+                           [](const std::string& s) { return config::parse_duration(s).has_value(); }})
+          .add("mfu", &TrainOptions::mfu,
+               "measure this CPU's GEMM rates at the model's shapes at start (a few seconds) and report each step's "
+               "MFU against the fastest of the run's dtype (CPU only)");
   return t;
 }
 
@@ -63,10 +66,12 @@ void TrainConfig::bind(config::ConfigTree& tree) {
   tree.bind(precision);
   tree.bind(parallel);
   tree.bind(train);
+  tree.bind(kernels);
 }
 
 void TrainConfig::validate() const {
   model.validate();
+  kernels.validate();
   TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
             ") must not exceed model.block_size (", model.block_size, ")");
   TRI_CHECK(model.vocab_size <= 65536, "model.vocab_size (", model.vocab_size,

@@ -74,6 +74,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
 
 Status Trainer::init() {
   if (cfg_.train.threads > 0) set_num_threads(static_cast<int>(cfg_.train.threads));
+  // The GEMM engines before any GEMM; the config (and checkpoints) name them, not "auto".
+  cfg_.kernels = cfg_.kernels.resolved();
+  cfg_.kernels.apply();
   set_flush_denormals(cfg_.train.flush_denormals);
   {
     MemoryCategoryGuard params(MemoryCategory::kParameter);
@@ -396,6 +399,15 @@ Status Trainer::run(int64_t until_step) {
   if (!metrics.is_ok()) return metrics.status();
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
   if (print && !val_file_) progress.message("evaluation is off: " + no_validation_reason_);
+  if (cfg_.train.mfu && !mfu_) {  // train/mfu.h: every rank measures its own ceiling (collective)
+    if (device_.is_cpu()) {
+      mfu_ = measure_mfu_ceiling(cfg_, num_model_parameters(), cfg_.data.batch_size / (mesh_ ? mesh_->dp_size() : 1));
+      mfu_->total_ceiling_gflops = mean_over_ranks(mfu_->ceiling_gflops) * world_size();
+    }
+    if (print)
+      progress.message(mfu_ ? mfu_->summary()
+                            : "train.mfu: not measured on " + device_.str() + " (the ceiling is a CPU's GEMMs)");
+  }
   // A checkpoint, timed for the budget (Note [Preemption]).
   auto checkpoint = [&]() -> Status {
     const auto start = Clock::now();
@@ -419,6 +431,7 @@ Status Trainer::run(int64_t until_step) {
     }
     const auto iteration_start = Clock::now();
     StepMetrics m = train_step();
+    if (mfu_) m.mfu = mfu_->mfu(m.tokens_per_s);
     ++steps_this_process_;
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);
