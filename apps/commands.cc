@@ -7,13 +7,18 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
+#include "core/parallel.h"
 #include "data/prepare.h"
 #include "kernels/cpu/gemm_engine.h"
+#include "kernels/cpu/gemm_rates.h"
 #include "kernels/cpu/onednn_gemm.h"
+#include "models/gpt2/gemm_shapes.h"
 #include "models/gpt2/generate.h"
 #include "train/stop_request.h"
 #include "train/tokenizer_factory.h"
@@ -21,6 +26,22 @@
 
 namespace trident::cli {
 namespace {
+
+// Fills the config bound to `tree` from a TOML file (if given) and "--section.key=value"
+// overrides, in that order.
+Status load_config(config::ConfigTree& tree, const std::string& file, const std::vector<std::string>& overrides) {
+  if (!file.empty()) {
+    Status s = tree.load_toml_file(file);
+    if (!s.is_ok()) return s;
+  }
+  for (const std::string& arg : overrides) {
+    if (!arg.starts_with("--"))
+      return Status::invalid("unexpected argument '" + arg + "' (overrides look like --section.key=value)");
+    Status s = tree.apply_override(arg.substr(2), "command line");
+    if (!s.is_ok()) return s;
+  }
+  return Status::ok();
+}
 
 // A run directory (train.out_dir: its latest checkpoint) or one checkpoint directory.
 StatusOr<std::string> resolve_checkpoint(const std::string& path) {
@@ -114,17 +135,9 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
     std::printf("%s", tree.help().c_str());
     return Status::ok();
   }
-  if (!a.config_file.empty()) {
-    Status s = tree.load_toml_file(a.config_file);
-    if (!s.is_ok()) return s;
-  }
-  for (const std::string& arg : overrides) {
-    if (!arg.starts_with("--"))
-      return Status::invalid("unexpected argument '" + arg + "' (overrides look like --section.key=value)");
-    Status s = tree.apply_override(arg.substr(2), "command line");
-    if (!s.is_ok()) return s;
-  }
+  if (Status s = load_config(tree, a.config_file, overrides); !s.is_ok()) return s;
   cfg.validate();
+  cfg.kernels = cfg.kernels.resolved();  // the printed config names the engines (Note [GEMM engines])
   const bool rank0 = comm::MpiRuntime::launcher_rank() == 0;
   if (rank0) std::printf("# resolved config\n%s", tree.to_toml().c_str());
   if (a.print_config) return Status::ok();
@@ -140,9 +153,9 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
                  world ? world->size() : 1, static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
     if (cfg.train.device == "cpu") {
       namespace k = kernels::cpu;
-      std::fprintf(stderr, "kernels: f32 GEMM %s, bf16 GEMM %s (oneDNN ISA %s; TRIDENT_CPU_F32_GEMM / _BF16_GEMM override)\n",
-                   k::gemm_engine_name(k::GemmType::kF32, k::gemm_engine(k::GemmType::kF32)),
-                   k::gemm_engine_name(k::GemmType::kBF16, k::gemm_engine(k::GemmType::kBF16)),
+      const k::GemmEngines e = cfg.kernels.engines();
+      std::fprintf(stderr, "kernels: f32 GEMM %s, bf16 GEMM %s (oneDNN ISA %s; [kernels] f32_gemm / bf16_gemm choose)\n",
+                   k::gemm_engine_name(k::GemmType::kF32, e.f32), k::gemm_engine_name(k::GemmType::kBF16, e.bf16),
                    k::onednn_cpu_isa().c_str());
     }
   }
@@ -156,6 +169,57 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
                                   : "train.resume is false here: run again with --train.resume=true to continue");
   *exit_code = train::kExitStoppedEarly;
   return s;
+}
+
+CLI::App* add_gemm_rates(CLI::App& app, GemmRatesArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "gemm-rates", "Measure this CPU's GEMM rates per engine and dtype at the model's shapes (the MFU ceilings)");
+  c->add_option("--config", a.config_file, "TOML training config (its [model] and data.batch_size, data.seq_len)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--dtype", a.dtype, "dtypes to measure")->check(CLI::IsMember({"all", "f32", "bf16"}));
+  c->add_option("--seconds-per-shape", a.seconds_per_shape, "time per shape and engine, after a warm-up call")
+      ->check(CLI::Range(0.0, 10.0));
+  c->add_flag("--json", a.json, "print JSON instead of a table");
+  c->allow_extras();
+  c->footer("Takes the training config's --section.key=value overrides, e.g. --model.n_layer=6 --data.seq_len=512.");
+  return c;
+}
+
+Status run_gemm_rates(const GemmRatesArgs& a, const std::vector<std::string>& overrides) {
+  namespace k = kernels::cpu;
+  train::TrainConfig cfg;
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  if (Status s = load_config(tree, a.config_file, overrides); !s.is_ok()) return s;
+  cfg.validate();
+  if (cfg.train.threads > 0) set_num_threads(static_cast<int>(cfg.train.threads));
+  std::vector<k::GemmType> dtypes;
+  if (a.dtype != "bf16") dtypes.push_back(k::GemmType::kF32);
+  if (a.dtype != "f32") dtypes.push_back(k::GemmType::kBF16);
+  k::GemmRateOptions options;
+  options.seconds_per_shape = a.seconds_per_shape;
+  const int64_t B = cfg.data.batch_size, T = cfg.data.seq_len;
+  const k::GemmRates rates = k::measure_gemm_rates(models::gpt2::gemm_shapes(cfg.model, B, T), dtypes, options);
+  const k::KernelsOptions chosen = cfg.kernels.resolved();
+  if (a.json) {
+    nlohmann::ordered_json out = {
+        {"model", {{"n_layer", cfg.model.n_layer}, {"n_embd", cfg.model.n_embd}, {"vocab_size", cfg.model.vocab_size}}},
+        {"B", B}, {"T", T}, {"threads", rates.threads}, {"cpu_isa", k::onednn_cpu_isa()}, {"seconds", rates.seconds},
+        {"kernels", {{"f32_gemm", chosen.f32_gemm}, {"bf16_gemm", chosen.bf16_gemm}}},
+        {"gemm_rates", train::gemm_rates_json(rates)}};
+    for (const k::GemmType t : dtypes) out["gemm_ceiling_gflops"][k::gemm_type_name(t)] = rates.ceiling_gflops(t);
+    std::printf("%s\n", out.dump(2).c_str());
+    return Status::ok();
+  }
+  std::printf("GEMM rates at GPT-2 L=%lld C=%lld V=%lld, B=%lld T=%lld: %zu shapes, %d threads, oneDNN ISA %s, "
+              "measured in %.1f s\n%s",
+              static_cast<long long>(cfg.model.n_layer), static_cast<long long>(cfg.model.n_embd),
+              static_cast<long long>(cfg.model.vocab_size), static_cast<long long>(B), static_cast<long long>(T),
+              rates.shapes.size(), rates.threads, k::onednn_cpu_isa().c_str(), rates.seconds,
+              train::gemm_rates_table(rates).c_str());
+  std::printf("[kernels] here: f32_gemm = \"%s\", bf16_gemm = \"%s\" (Note [GEMM engines])\n", chosen.f32_gemm.c_str(),
+              chosen.bf16_gemm.c_str());
+  return Status::ok();
 }
 
 CLI::App* add_sample(CLI::App& app, SampleArgs& a) {
@@ -216,6 +280,7 @@ Status run_eval(const EvalArgs& a) {
   if (a.val_file.empty()) cfg.data.train_file = cfg.data.val_file;  // eval needs no training data
   cfg.train.resume = false;
   cfg.parallel = {};  // one process: the checkpoint loads under any layout it was saved from
+  cfg.kernels = {};   // this CPU's engines (the checkpoint's may not run here)
   auto trainer = train::Trainer::create(cfg);
   if (!trainer.is_ok()) return trainer.status();
   Status s = trainer.value()->load_checkpoint(dir.value());

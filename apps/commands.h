@@ -33,6 +33,17 @@ CLI::App* add_train(CLI::App& app, TrainArgs& args);
 // does: then `exit_code` is set to train::kExitStoppedEarly (75).
 Status run_train(const TrainArgs& args, const std::vector<std::string>& overrides, int* exit_code);
 
+// `trident gemm-rates`: this CPU's GEMM rates per engine and dtype at the model's shapes
+// (kernels/cpu/gemm_rates.h), from a training config and its overrides; a table or JSON.
+struct GemmRatesArgs {
+  std::string config_file;
+  std::string dtype = "all";  // "all", "f32" or "bf16"
+  double seconds_per_shape = 0.02;
+  bool json = false;
+};
+CLI::App* add_gemm_rates(CLI::App& app, GemmRatesArgs& args);
+Status run_gemm_rates(const GemmRatesArgs& args, const std::vector<std::string>& overrides);
+
 // "error: " or, in a job started by mpirun, "error (rank R): ".
 std::string error_prefix();
 // Exits with `code`; in an MPI job, ends every rank (no rank is left waiting on this one).

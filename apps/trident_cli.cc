@@ -7,6 +7,7 @@
 //   trident eval     --checkpoint DIR [--batches N] [--val-file FILE]
 //   trident tokenize [--tokenizer gpt2|byte] [--vocab DIR] (--text STR | --file FILE) [--allow-special]
 //   trident launch   -n N [--hostfile F] [--mpirun PATH] [--dry-run] -- COMMAND...
+//   trident gemm-rates [--config FILE] [--section.key=value ...] [--dtype all|f32|bf16] [--json]
 //
 // Exit status: 0 done; 1 an error (its message on stderr); 75 a training run that stopped
 // early with a checkpoint (a signal, or train.max_runtime): the same command resumes it;
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   ExportArgs export_args;
   TokenizeArgs tokenize;
   LaunchArgs launch;
+  GemmRatesArgs gemm_rates;
   CLI::App* cmd_prepare = add_prepare(app, prepare);
   CLI::App* cmd_train = add_train(app, train);
   CLI::App* cmd_sample = add_sample(app, sample);
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   CLI::App* cmd_export = add_export(app, export_args);
   CLI::App* cmd_tokenize = add_tokenize(app, tokenize);
   CLI::App* cmd_launch = add_launch(app, launch);
+  CLI::App* cmd_gemm_rates = add_gemm_rates(app, gemm_rates);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
     else if (*cmd_export) s = run_export(export_args);
     else if (*cmd_tokenize) s = run_tokenize(tokenize);
     else if (*cmd_launch) s = run_launch(launch, &exit_code);
+    else if (*cmd_gemm_rates) s = run_gemm_rates(gemm_rates, cmd_gemm_rates->remaining());
     if (!s.is_ok()) {
       std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), s.to_string().c_str());
       exit_after_error(1);

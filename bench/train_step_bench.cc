@@ -1,14 +1,20 @@
 // trident's side of bench/train_speed_compare.py: times GPT-2 training steps (forward,
 // backward, global-norm clipping, AdamW, zero_grad) on random tokens and prints JSON: every
 // step's milliseconds, the median tokens/s of the steps after warm-up, the process's peak RSS,
-// the allocator's peak, and optionally the SGEMM rate of this machine (for MFU). --profile
-// profiles the last timed step (core/profiler.h): its table goes to stderr and its rows, wall
-// time and coverage into the JSON as "profile".
+// the allocator's peak, and optionally the SGEMM rate of this machine (--sgemm) or the GEMM
+// rates of every engine at the model's shapes with the MFU against the fastest of the run's
+// dtype (--gemm-rates: kernels/cpu/gemm_rates.h, train/mfu.h). --profile profiles the last
+// timed step (core/profiler.h): its table goes to stderr and its rows, wall time and coverage
+// into the JSON as "profile".
 //
 // Usage: train_step_bench [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
-//          [--precision fp32|bf16|fp16] [--sgemm] [--device cpu|cuda] [--peak-tflops F] [--offload]
+//          [--precision fp32|bf16|fp16] [--sgemm] [--gemm-rates] [--device cpu|cuda] [--peak-tflops F] [--offload]
 //          [--profile]
+// --gemm-rates (CPU) adds "gemm_rates" ({engine: {"dtype", "gflops" (FLOP-weighted over the
+// step's shapes), "min_gflops", "max_gflops", "per_shape"}} for both dtypes),
+// "gemm_ceiling_gflops" (the fastest of the run's dtype: fp32/fp16 f32, bf16 bf16) and "mfu"
+// = (6 params + 12 L C T) x tokens/s / ceiling; measured after the steps.
 // bf16/fp16 run as the trainer does: the model in that dtype, fp32 master weights stepped by
 // AdamW (fp16 with a fixed loss scale of 1024 here; no overflow checks). With --device cuda the
 // model, optimizer state and batches live on GPU 0 and each step ends with a device
@@ -35,10 +41,12 @@
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/onednn_gemm.h"
+#include "models/gpt2/gemm_shapes.h"
 #include "models/gpt2/model.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
 #include "optim/mixed_precision.h"
+#include "train/mfu.h"
 
 using namespace trident;
 using Clock = std::chrono::steady_clock;
@@ -72,7 +80,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   models::gpt2::GPT2Config cfg;
   int64_t T = 1024, B = 4, steps = 5, warmup = 1, threads = 0;
-  bool sgemm = false;
+  bool sgemm = false, gemm_rates = false;
   std::string device_name = "cpu";
   bool offload = false;
   bool profile = false;
@@ -98,6 +106,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoll(next());
     else if (a == "--checkpointing") cfg.activation_checkpointing = next();
     else if (a == "--sgemm") sgemm = true;
+    else if (a == "--gemm-rates") gemm_rates = true;
     else if (a == "--device") device_name = next();
     else if (a == "--offload") offload = true;
     else if (a == "--profile") profile = true;
@@ -203,10 +212,20 @@ int main(int argc, char** argv) {
     out["offload"] = offload;
     if (!device.is_cpu())
       out["host_allocator_peak_mib"] = static_cast<double>(host_allocator().stats().in_use.peak) / (1024.0 * 1024.0);
-    if (peak_tflops > 0) {  // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token
-      const double flops_per_token = 6.0 * static_cast<double>(n_params) +
-                                     12.0 * static_cast<double>(cfg.n_layer * cfg.n_embd * T);
-      out["mfu"] = flops_per_token * static_cast<double>(B * T) / (ms / 1e3) / (peak_tflops * 1e12);
+    // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token.
+    const double flops_per_token = train::palm_flops_per_token(n_params, cfg, T);
+    const double tokens_per_s = static_cast<double>(B * T) / (ms / 1e3);
+    if (gemm_rates && device.is_cpu()) {
+      namespace k = kernels::cpu;
+      const k::GemmRates rates =
+          k::measure_gemm_rates(models::gpt2::gemm_shapes(cfg, B, T), {k::GemmType::kF32, k::GemmType::kBF16});
+      const double ceiling = rates.ceiling_gflops(train::gemm_type_of_precision(precision.dtype));
+      out["gemm_rates"] = train::gemm_rates_json(rates);
+      out["gemm_rates_seconds"] = rates.seconds;
+      out["gemm_ceiling_gflops"] = ceiling;
+      out["mfu"] = flops_per_token * tokens_per_s / (ceiling * 1e9);
+    } else if (peak_tflops > 0) {
+      out["mfu"] = flops_per_token * tokens_per_s / (peak_tflops * 1e12);
       out["peak_tflops"] = peak_tflops;
     }
     std::printf("%s\n", out.dump().c_str());

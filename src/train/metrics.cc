@@ -35,6 +35,7 @@ void MetricsWriter::write_step(const StepMetrics& m) {
   put_number(file_, "lr", m.lr);
   put_number(file_, "grad_norm", m.grad_norm);
   put_number(file_, "tokens_per_s", m.tokens_per_s);
+  if (m.mfu.has_value()) put_number(file_, "mfu", *m.mfu);
   if (m.comm_bytes.has_value()) std::fprintf(file_, "\"comm_bytes\": %lld, ", static_cast<long long>(*m.comm_bytes));
   if (m.loss_scale.has_value()) {
     put_number(file_, "loss_scale", *m.loss_scale);

@@ -25,6 +25,9 @@ struct StepMetrics {
   // More than one process: bytes this rank handed to collectives during the step (all
   // operation kinds; comm::CommStats), e.g. ~4P for data parallel's all-reduce of P floats.
   std::optional<int64_t> comm_bytes;
+  // train.mfu: model FLOPs per second (PaLM's count) over the measured GEMM ceiling of the
+  // run's dtype (train/mfu.h), a fraction.
+  std::optional<double> mfu;
 };
 
 class MetricsWriter {

@@ -17,6 +17,14 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+// " | MFU 41.2%" when the step has one (train.mfu), else "".
+static std::string mfu_text(const StepMetrics& m) {
+  if (!m.mfu) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, " | MFU %.1f%%", 100.0 * *m.mfu);
+  return buf;
+}
+
 Progress::Progress(int64_t total_steps, int64_t log_interval, std::FILE* out)
     : total_(total_steps), log_interval_(log_interval), out_(out), tty_(isatty(fileno(out)) != 0) {}
 
@@ -30,9 +38,9 @@ std::string Progress::bar(const StepMetrics& m) const {
   std::fill_n(b.begin() + 1, filled, '#');
   const double per_step = m.step > 0 ? m.elapsed_s / static_cast<double>(m.step) : 0.0;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s step %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s | ETA %s", b.c_str(),
+  std::snprintf(buf, sizeof buf, "%s step %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s%s | ETA %s", b.c_str(),
                 static_cast<long long>(m.step), static_cast<long long>(total_), m.loss, m.lr, m.tokens_per_s,
-                format_duration(per_step * static_cast<double>(total_ - m.step)).c_str());
+                mfu_text(m).c_str(), format_duration(per_step * static_cast<double>(total_ - m.step)).c_str());
   return buf;
 }
 
@@ -46,9 +54,9 @@ void Progress::step(const StepMetrics& m) {
       last_draw_ = now;
     }
   } else if (m.step % log_interval_ == 0 || m.step == total_ || m.step == 1) {
-    std::fprintf(out_, "step %lld/%lld | loss %.4f | lr %.2e | grad_norm %.3f | %.0f tok/s | %.1fs\n",
+    std::fprintf(out_, "step %lld/%lld | loss %.4f | lr %.2e | grad_norm %.3f | %.0f tok/s%s | %.1fs\n",
                  static_cast<long long>(m.step), static_cast<long long>(total_), m.loss, m.lr, m.grad_norm,
-                 m.tokens_per_s, m.elapsed_s);
+                 m.tokens_per_s, mfu_text(m).c_str(), m.elapsed_s);
     std::fflush(out_);
   }
 }

@@ -49,7 +49,10 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
           .add("profile_step", &TrainOptions::profile_step,
                "profile optimizer step N (1-based; 0: none): print the per-op time table and write "
                "<out_dir>/profile_stepN.json",
-               Range::non_negative());
+               Range::non_negative())
+          .add("mfu", &TrainOptions::mfu,
+               "measure this CPU's GEMM rates at the model's shapes at start (a few seconds) and report each step's "
+               "MFU against the fastest of the run's dtype (CPU only)");
   return t;
 }
 
@@ -67,10 +70,12 @@ void TrainConfig::bind(config::ConfigTree& tree) {
   tree.bind(precision);
   tree.bind(parallel);
   tree.bind(train);
+  tree.bind(kernels);
 }
 
 void TrainConfig::validate() const {
   model.validate();
+  kernels.validate();
   TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
             ") must not exceed model.block_size (", model.block_size, ")");
   TRI_CHECK(model.vocab_size <= 65536, "model.vocab_size (", model.vocab_size,

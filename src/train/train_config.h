@@ -1,12 +1,14 @@
 // The training configuration: one typed tree composed of each component's Options
-// ([model], [data], [optim], [lr_schedule], [train]). Every key has a default and a one-line
-// doc in its component's table; config/ConfigTree parses TOML and overrides against them.
+// ([model], [data], [optim], [lr_schedule], [precision], [parallel], [train], [kernels]).
+// Every key has a default and a one-line doc in its component's table; config/ConfigTree
+// parses TOML and overrides against them.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "config/config_tree.h"
+#include "kernels/cpu/kernel_options.h"
 #include "models/gpt2/config.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
@@ -43,6 +45,7 @@ struct TrainOptions {
   bool flush_denormals = true;      // flush subnormal floats to zero (Note [Denormals])
   std::string max_runtime = "0";    // wall-clock budget ("4h", "03:50:00"; "0": none), Note [Preemption]
   int64_t profile_step = 0;         // profile this optimizer step (1-based; 0: none), train/step_profile.h
+  bool mfu = false;                 // measure the GEMM ceiling at start and report MFU (train/mfu.h; seconds)
   // train.max_runtime in seconds (0: none); validate() has checked it parses.
   double max_runtime_seconds() const;
   static const OptionTable<TrainOptions>& table();
@@ -56,10 +59,12 @@ struct TrainConfig {
   optim::PrecisionOptions precision;
   parallel::ParallelOptions parallel;
   TrainOptions train;
+  kernels::cpu::KernelsOptions kernels;
 
   // Binds every section, in print order.
   void bind(config::ConfigTree& tree);
-  // Cross-section checks (e.g. seq_len <= model.block_size), naming every value involved.
+  // Cross-section checks (e.g. seq_len <= model.block_size), naming every value involved,
+  // and that the [kernels] engines run on this CPU.
   void validate() const;
   // Tokens consumed per optimizer step.
   int64_t tokens_per_step() const { return data.batch_size * data.seq_len * data.grad_accum_steps; }

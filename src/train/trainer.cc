@@ -76,6 +76,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
 
 Status Trainer::init() {
   if (cfg_.train.threads > 0) set_num_threads(static_cast<int>(cfg_.train.threads));
+  // The GEMM engines before any GEMM; the config (and checkpoints) name them, not "auto".
+  cfg_.kernels = cfg_.kernels.resolved();
+  cfg_.kernels.apply();
   set_flush_denormals(cfg_.train.flush_denormals);
   {
     MemoryCategoryGuard params(MemoryCategory::kParameter);
@@ -406,6 +409,15 @@ Status Trainer::run(int64_t until_step) {
   if (print && cfg_.train.profile_step > 0 && cfg_.train.profile_step <= step_)
     progress.message("train.profile_step = " + std::to_string(cfg_.train.profile_step) + ": already done (resumed at step " +
                      std::to_string(step_) + "), no profile");
+  if (cfg_.train.mfu && !mfu_) {  // train/mfu.h: every rank measures its own ceiling (collective)
+    if (device_.is_cpu()) {
+      mfu_ = measure_mfu_ceiling(cfg_, num_model_parameters(), cfg_.data.batch_size / (mesh_ ? mesh_->dp_size() : 1));
+      mfu_->total_ceiling_gflops = mean_over_ranks(mfu_->ceiling_gflops) * world_size();
+    }
+    if (print)
+      progress.message(mfu_ ? mfu_->summary()
+                            : "train.mfu: not measured on " + device_.str() + " (the ceiling is a CPU's GEMMs)");
+  }
   // A checkpoint, timed for the budget (Note [Preemption]).
   auto checkpoint = [&]() -> Status {
     const auto start = Clock::now();
@@ -434,6 +446,7 @@ Status Trainer::run(int64_t until_step) {
     if (profile)
       report_step_profile(profile->stop(), cfg_.train.out_dir, step_, comm_ ? comm_->rank() : 0, world_size(),
                           print ? &progress : nullptr);
+    if (mfu_) m.mfu = mfu_->mfu(m.tokens_per_s);
     ++steps_this_process_;
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);

@@ -40,6 +40,7 @@
 #include "parallel/tensor_parallel.h"
 #include "parallel/zero.h"
 #include "train/metrics.h"
+#include "train/mfu.h"
 #include "train/train_config.h"
 
 namespace trident::train {
@@ -154,6 +155,7 @@ class Trainer {
   int64_t last_checkpoint_step_ = 0;   // the step of the newest checkpoint saved or loaded (0: none)
   std::string stop_reason_;
   std::string no_validation_reason_;   // why there is no validation file, if there is none
+  std::optional<MfuCeiling> mfu_;      // train.mfu on the CPU: measured by the first run()
 };
 
 // Loads `params` (model parameters under their names) from a checkpoint of any layout:

@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <tuple>
 #include <random>
@@ -140,9 +141,18 @@ TEST(OneDnnGemm, Bf16WithoutNativeSupportIsAClearError) {
   }
 }
 
+// "auto": the variable's value where it is set (the ctest runs set it), else by ISA.
+GemmEngine auto_engine(GemmType type) {
+  const char* env = std::getenv(gemm_engine_variable(type));
+  const bool set = env != nullptr && !std::string(env).empty() && std::string(env) != "auto";
+  return set ? gemm_engine_from(type, env) : gemm_engine_by_isa(type);
+}
+
 TEST(GemmEngine, ValuesOfTheVariables) {
+  EXPECT_EQ(gemm_engine_by_isa(GemmType::kBF16), onednn_has_native_bf16() ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas);
+  EXPECT_EQ(gemm_engine_by_isa(GemmType::kF32), onednn_has_avx512() ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas);
   EXPECT_EQ(gemm_engine_from(GemmType::kBF16, "widen"), GemmEngine::kOpenBlas);
-  EXPECT_EQ(gemm_engine_from(GemmType::kBF16, "auto"), onednn_has_native_bf16() ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas);
+  EXPECT_EQ(gemm_engine_from(GemmType::kBF16, "auto"), auto_engine(GemmType::kBF16));
   if (onednn_has_native_bf16()) {
     EXPECT_EQ(gemm_engine_from(GemmType::kBF16, "onednn"), GemmEngine::kOneDnn);
   } else {
@@ -155,7 +165,7 @@ TEST(GemmEngine, ValuesOfTheVariables) {
   }
   EXPECT_EQ(gemm_engine_from(GemmType::kF32, "openblas"), GemmEngine::kOpenBlas);
   EXPECT_EQ(gemm_engine_from(GemmType::kF32, "onednn"), GemmEngine::kOneDnn);
-  EXPECT_EQ(gemm_engine_from(GemmType::kF32, "auto"), onednn_has_avx512() ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas);
+  EXPECT_EQ(gemm_engine_from(GemmType::kF32, "auto"), auto_engine(GemmType::kF32));
   for (const auto& [type, variable, allowed] :
        {std::tuple{GemmType::kBF16, "TRIDENT_CPU_BF16_GEMM=fast", "auto, onednn, widen"},
         std::tuple{GemmType::kF32, "TRIDENT_CPU_F32_GEMM=fast", "auto, onednn, openblas"}}) {
@@ -170,6 +180,16 @@ TEST(GemmEngine, ValuesOfTheVariables) {
   }
   EXPECT_STREQ(gemm_engine_name(GemmType::kF32, GemmEngine::kOneDnn), "onednn-f32");
   EXPECT_STREQ(gemm_engine_name(GemmType::kBF16, GemmEngine::kOpenBlas), "widened-f32");
+  EXPECT_STREQ(gemm_engine_value(GemmType::kBF16, GemmEngine::kOpenBlas), "widen");
+  EXPECT_STREQ(gemm_engine_value(GemmType::kF32, GemmEngine::kOpenBlas), "openblas");
+  EXPECT_STREQ(gemm_engine_value(GemmType::kF32, GemmEngine::kOneDnn), "onednn");
+  // A config key in the message is written as TOML.
+  try {
+    gemm_engine_from(GemmType::kF32, "fast", "kernels.f32_gemm");
+    FAIL() << "an unknown value was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("kernels.f32_gemm = \"fast\""), std::string::npos) << e.what();
+  }
 }
 
 uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
@@ -203,6 +223,20 @@ TEST(GemmEngine, F32BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
   for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
                            Problem{true, true, 300, 260, 17, 1, 1.0f, 0.25f}})
     expect_blocked_product_right_and_thread_count_free<float>(p, std::ldexp(1.0, -24));
+}
+
+// Both f32 engines in one process, set between products (the ctest runs cover each as the
+// process's engine from the start).
+TEST(GemmEngine, EachF32EngineSetInOneProcessIgnoresTheThreadCount) {
+  const GemmEngines saved = gemm_engines();
+  for (const GemmEngine e : {GemmEngine::kOpenBlas, GemmEngine::kOneDnn, GemmEngine::kOpenBlas}) {
+    set_gemm_engine(GemmType::kF32, e);
+    expect_blocked_product_right_and_thread_count_free<float>(Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f},
+                                                             std::ldexp(1.0, -24));
+    expect_blocked_product_right_and_thread_count_free<float>(Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
+                                                             std::ldexp(1.0, -24));
+  }
+  set_gemm_engines(saved);
 }
 
 TEST(GemmEngine, Bf16BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {

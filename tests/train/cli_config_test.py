@@ -8,6 +8,10 @@ validation split works:
     a float that needs all 17 digits, and an out_dir with a quote, a backslash and a space.
   - `prepare --val-fraction 0` writes no val.bin (and removes an older one); `train` then runs
     with evaluation off and says so.
+  - [kernels]: the printed config names the GEMM engines, never "auto" (Note [GEMM engines]);
+    a bad engine is an error naming the key, the value and what is allowed. train.mfu prints
+    the measured ceiling and writes each step's `mfu`; `gemm-rates --json` measures the
+    config's shapes.
 
     cli_config_test.py TRIDENT
 """
@@ -53,6 +57,8 @@ def main():
         if printed.returncode != 0 or "[model]" not in printed.stdout:
             sys.exit(f"FAIL: --print-config: exit {printed.returncode}\n{printed.stderr}")
         config = printed.stdout
+        if "[kernels]" not in config or 'f32_gemm = "auto"' in config or 'bf16_gemm = "auto"' in config:
+            failures.append(f"the printed config does not name the GEMM engines:\n{config}")
 
         # Two working directories: the same relative out_dir, so the two configs are one text.
         one, two = os.path.join(d, "one"), os.path.join(d, "two")
@@ -98,6 +104,39 @@ def main():
                 failures.append(f"train without val.bin: {len(train)} steps, evaluations {val}")
             else:
                 print("cli_config_test: without a validation file, 8 steps and no evaluation, and it says so")
+        # [kernels] and MFU.
+        tiny = [o for o in overrides if not o.startswith(("--train.out_dir", "--train.steps", "--train.eval"))]
+        p = run([trident, "train", "--print-config", "--kernels.f32_gemm=fast"] + tiny, d, env)
+        if p.returncode == 0 or "f32_gemm" not in p.stderr or "fast" not in p.stderr or \
+                "auto, onednn, openblas" not in p.stderr:
+            failures.append(f"--kernels.f32_gemm=fast: exit {p.returncode}\n{p.stderr}")
+        p = run([trident, "train", "--print-config", "--kernels.f32_gemm=openblas", "--kernels.bf16_gemm=widen"] + tiny,
+                d, env)
+        if p.returncode != 0 or 'f32_gemm = "openblas"' not in p.stdout or 'bf16_gemm = "widen"' not in p.stdout:
+            failures.append(f"named engines: exit {p.returncode}\n{p.stdout}{p.stderr}")
+        p = run([trident, "train", "--train.mfu=true", "--train.steps=2", "--train.out_dir=mfu",
+                 "--train.eval_interval=0"] + tiny, d, env)
+        rows = []
+        if p.returncode == 0:
+            with open(os.path.join(d, "mfu", "metrics.jsonl")) as f:
+                rows = [json.loads(line) for line in f if '"loss"' in line]
+        if p.returncode != 0 or "MFU ceiling (bf16" not in p.stderr or "| MFU " not in p.stderr or \
+                len(rows) != 2 or not all(r.get("mfu", 0) > 0 for r in rows):
+            failures.append(f"train.mfu: exit {p.returncode}, metrics {rows}\n{p.stderr[-2000:]}")
+        else:
+            print(f"cli_config_test: train.mfu reports MFU {[round(r['mfu'], 4) for r in rows]}")
+        p = run([trident, "gemm-rates", "--json", "--dtype", "f32", "--seconds-per-shape", "0"] + tiny, d, env)
+        try:
+            rates = json.loads(p.stdout)
+            ok = p.returncode == 0 and rates["gemm_ceiling_gflops"]["f32"] > 0 and \
+                {"openblas-f32", "onednn-f32", "openblas-f32-threaded", "onednn-f32-threaded"} == \
+                set(rates["gemm_rates"]) and len(rates["gemm_rates"]["onednn-f32"]["per_shape"]) == 15 and \
+                rates["kernels"]["f32_gemm"] in ("onednn", "openblas")
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            failures.append(f"gemm-rates --json: exit {p.returncode}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+
         p = run([trident, "prepare", "--out", data, "--tokenizer", "byte", "--val-fraction", "0.95", text], d, env)
         if p.returncode == 0 or "--val-fraction" not in p.stderr:
             failures.append(f"prepare --val-fraction 0.95 is out of range: exit {p.returncode}\n{p.stderr}")

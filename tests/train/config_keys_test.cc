@@ -26,7 +26,9 @@ TEST(TrainConfigKeys, AreFrozen) {
       "parallel.offload_optimizer",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
       "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads", "train.device",
-      "train.flush_denormals", "train.max_runtime", "train.profile_step"};
+      "train.flush_denormals", "train.max_runtime", "train.profile_step",
+      "train.mfu",
+      "kernels.f32_gemm", "kernels.bf16_gemm"};
   EXPECT_EQ(tree.keys(), expected);
 }
 

@@ -89,10 +89,10 @@ void gemm_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
 
 // f32 on its engine, f64 on OpenBLAS.
 template <class T>
-void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
-                 int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+void gemm_native(const GemmEngines& engines, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
   if constexpr (std::is_same_v<T, float>) {
-    if (gemm_engine(GemmType::kF32) == GemmEngine::kOneDnn)
+    if (engines.f32 == GemmEngine::kOneDnn)
       return gemm_onednn<float, float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
   }
   gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, serial,
@@ -131,8 +131,8 @@ void normalize_leading_dims(bool trans_a, bool trans_b, int64_t M, int64_t N, in
 // bf16/f16 operands widened to f32 (in their stored layout), multiplied with f32
 // accumulation into the float C.
 template <class T>
-void gemm_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda,
-                  const T* B, int64_t ldb, float beta, float* C, int64_t ldc, bool serial) {
+void gemm_widened(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const T* A, int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc, bool serial) {
   // As stored: op(A) is (M,K), stored (K,M) when transposed; likewise B.
   const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
   DataPtr a = scratch(M * K), b = scratch(K * N);
@@ -140,20 +140,32 @@ void gemm_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   float* bf = static_cast<float*>(b.get());
   widen(af, A, trans_a ? K : M, a_cols, lda);
   widen(bf, B, trans_b ? N : K, b_cols, ldb);
-  gemm_native<float>(trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(a_cols, 1), bf,
+  gemm_native<float>(engines, trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(a_cols, 1), bf,
                      std::max<int64_t>(b_cols, 1), beta, C, ldc, serial);
 }
 
+// The process's engines that a GEMM of T reads, and only those: a bad TRIDENT_CPU_BF16_GEMM
+// must not break f32 GEMMs, nor a bad f32 one bf16 GEMMs on oneDNN (f64 reads neither).
 template <class T>
-void gemm_any(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
-              int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+GemmEngines process_engines() {
+  GemmEngines e;
+  if constexpr (std::is_same_v<T, bf16>) e.bf16 = gemm_engine(GemmType::kBF16);
+  if constexpr (!std::is_same_v<T, double>) {
+    if (e.bf16 != GemmEngine::kOneDnn) e.f32 = gemm_engine(GemmType::kF32);  // widened bf16 runs on it
+  }
+  return e;
+}
+
+template <class T>
+void gemm_any(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
   if (M == 0 || N == 0) return;
   normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    gemm_native<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+    gemm_native<T>(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
   } else {
     if constexpr (std::is_same_v<T, bf16>) {
-      if (gemm_engine(GemmType::kBF16) == GemmEngine::kOneDnn) {
+      if (engines.bf16 == GemmEngine::kOneDnn) {
         return gemm_onednn<bf16, bf16>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
       }
     }
@@ -161,7 +173,7 @@ void gemm_any(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
     DataPtr c = scratch(M * N);
     float* cf = static_cast<float*>(c.get());
     if (beta != 0.0f) widen(cf, C, M, N, ldc);
-    gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, cf, N, serial);
+    gemm_widened(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, cf, N, serial);
     parallel_for(0, M, std::max<int64_t>(1, 8192 / N), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r)
         for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = T(cf[r * N + j]);
@@ -174,13 +186,19 @@ void gemm_any(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
-  gemm_any(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+  gemm_any(process_engines<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+}
+
+template <class T>
+void gemm_on(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+             const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  gemm_any(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
 }
 
 template <class T>
 void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
-  gemm_any(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
+  gemm_any(process_engines<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
 }
 
 template <class T>
@@ -188,15 +206,16 @@ void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
                  int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  const GemmEngines engines = process_engines<T>();
   if constexpr (std::is_same_v<T, float>) {
-    gemm_native<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+    gemm_native<float>(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
   } else {
     if constexpr (std::is_same_v<T, bf16>) {
-      if (gemm_engine(GemmType::kBF16) == GemmEngine::kOneDnn) {
+      if (engines.bf16 == GemmEngine::kOneDnn) {
         return gemm_onednn<bf16, float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
       }
     }
-    gemm_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+    gemm_widened(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
   }
 }
 
@@ -211,7 +230,9 @@ template void gemm_to_f32<f16>(bool, bool, int64_t, int64_t, int64_t, float, con
   template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t,        \
                         const T*, int64_t, float, T*, int64_t);                                 \
   template void gemm_serial<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t, \
-                               const T*, int64_t, float, T*, int64_t);
+                               const T*, int64_t, float, T*, int64_t);                          \
+  template void gemm_on<T>(const GemmEngines&, bool, bool, int64_t, int64_t, int64_t, float,    \
+                           const T*, int64_t, const T*, int64_t, float, T*, int64_t);
 TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 

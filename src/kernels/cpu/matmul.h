@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/gemm_engine.h"
+
 namespace trident::kernels::cpu {
 
 // Uses every thread; results are bitwise independent of the thread count
@@ -17,6 +19,12 @@ namespace trident::kernels::cpu {
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc);
+
+// The same product on the given engines instead of the process's: to time or compare the
+// engines in one process (gemm_rates.h, tests). The same bits as gemm with those engines set.
+template <class T>
+void gemm_on(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+             const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc);
 
 // The same product on the calling thread only: for kernels that already run in parallel
 // over independent matrices. Gives the same bits as gemm for matrices of one block.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <unordered_map>
@@ -38,9 +39,10 @@ struct Key {
   int64_t M, N, K, lda, ldb, ldc;
   uint32_t alpha_bits, beta_bits;
   dt in, out;
+  int threads;  // 0: a block of the deterministic GEMM; else onednn_gemm_threaded's thread count
   bool operator<(const Key& o) const {
-    return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha_bits, beta_bits, in, out) <
-           std::tie(o.ta, o.tb, o.M, o.N, o.K, o.lda, o.ldb, o.ldc, o.alpha_bits, o.beta_bits, o.in, o.out);
+    return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha_bits, beta_bits, in, out, threads) <
+           std::tie(o.ta, o.tb, o.M, o.N, o.K, o.lda, o.ldb, o.ldc, o.alpha_bits, o.beta_bits, o.in, o.out, o.threads);
   }
 };
 
@@ -90,8 +92,8 @@ std::shared_ptr<const Entry> create(const Key& k) {
   } catch (const dnnl::error& e) {
     TRI_CHECK(false, "oneDNN has no matmul for ", shape_text(k), " in ", k.in == dt::bf16 ? "bf16" : "f32",
               " on this CPU (ISA ", onednn_cpu_isa(), "): ", e.what(),
-              "; bf16 needs AVX512_BF16 or AMX (TRIDENT_CPU_BF16_GEMM=widen multiplies in f32; "
-              "TRIDENT_CPU_F32_GEMM=openblas for f32)");
+              "; bf16 needs AVX512_BF16 or AMX (kernels.bf16_gemm = \"widen\" or TRIDENT_CPU_BF16_GEMM=widen "
+              "multiplies in f32; kernels.f32_gemm = \"openblas\" for f32)");
   }
   return nullptr;
 }
@@ -140,9 +142,13 @@ std::string onednn_cpu_isa() {
   }
 }
 
+namespace {
+
+// The product on the calling thread only (threads 0, under OneThread), or on oneDNN's OpenMP
+// threads (threads: the process's setting, so a primitive tuned for another count is not reused).
 template <class In, class Out>
-void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
-                        int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
+void onednn_gemm(int threads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
+                 int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
   static_assert(std::is_same_v<In, float> || std::is_same_v<In, bf16>, "oneDNN GEMM operands: f32 or bf16");
   static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, In>, "oneDNN GEMM result: f32 or the operands' type");
   if (M == 0 || N == 0) return;
@@ -152,8 +158,9 @@ void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
     return;
   }
   const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, std::bit_cast<uint32_t>(alpha), std::bit_cast<uint32_t>(beta),
-                dnnl_type<In>(), dnnl_type<Out>()};
-  OneThread one_thread;
+                dnnl_type<In>(), dnnl_type<Out>(), threads};
+  std::optional<OneThread> one_thread;
+  if (threads == 0) one_thread.emplace();
   const std::shared_ptr<const Entry> entry = entry_for(key);
   dnnl::engine& engine = cpu_engine();
   dnnl::memory a(entry->a, engine, const_cast<In*>(A));
@@ -170,6 +177,26 @@ void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
   stream.wait();
 }
 
+}  // namespace
+
+template <class In, class Out>
+void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
+                        int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
+  onednn_gemm<In, Out>(0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <class In, class Out>
+void onednn_gemm_threaded(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
+                          int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
+  TRI_CHECK(!omp_in_parallel(), "onednn_gemm_threaded: called inside a parallel region");
+  onednn_gemm<In, Out>(omp_get_max_threads(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                       ldc);
+}
+
+template void onednn_gemm_threaded<float, float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                                 const float*, int64_t, float, float*, int64_t);
+template void onednn_gemm_threaded<bf16, bf16>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t,
+                                               const bf16*, int64_t, float, bf16*, int64_t);
 template void onednn_gemm_serial<float, float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                                                const float*, int64_t, float, float*, int64_t);
 template void onednn_gemm_serial<bf16, float>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t,

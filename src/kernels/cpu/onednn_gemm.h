@@ -22,4 +22,12 @@ template <class In, class Out>
 void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
                         int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc);
 
+// The same product on oneDNN's own OpenMP threads (all of the process's), as a library user
+// would call it: the reference ceiling that gemm_rates.h measures beside trident's blocks.
+// Its bits depend on the thread count, so nothing but measurements calls it. Not inside a
+// parallel region. In/Out: float/float or bf16/bf16.
+template <class In, class Out>
+void onednn_gemm_threaded(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
+                          int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc);
+
 }  // namespace trident::kernels::cpu

@@ -1,0 +1,86 @@
+// GEMM rates per engine and dtype at GPT-2 training steps' shapes (kernels/cpu/gemm_rates.h):
+// trident's deterministic blocked GEMM on OpenBLAS and oneDNN, bf16 on oneDNN or widened to
+// f32, and the libraries' own multi-threaded GEMMs as the reference ceiling. Prints JSON:
+// per config, every engine's FLOP-weighted GFLOP/s, its slowest and fastest shape, the
+// per-shape rates, and each dtype's ceiling. `trident gemm-rates` does the same for one
+// training config.
+//
+// Usage: gemm_rates_bench [--threads N] [--seconds-per-shape S] [--configs tiny,small,124M]
+//   tiny: L4 C256 T256 B8; small: L6 C512 T512 B4; 124M: L12 C768 T1024 B4 (V 50257 for all)
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/parallel.h"
+#include "kernels/cpu/gemm_rates.h"
+#include "kernels/cpu/onednn_gemm.h"
+#include "models/gpt2/gemm_shapes.h"
+#include "train/mfu.h"
+
+using namespace trident;
+namespace k = kernels::cpu;
+
+namespace {
+
+struct Config {
+  const char* name;
+  int64_t L, C, T, B;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0;
+  std::string which = "tiny,small,124M";
+  k::GemmRateOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "gemm_rates_bench: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    if (a == "--threads") threads = std::stoi(argv[++i]);
+    else if (a == "--seconds-per-shape") options.seconds_per_shape = std::stod(argv[++i]);
+    else if (a == "--configs") which = argv[++i];
+    else {
+      std::fprintf(stderr, "gemm_rates_bench: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    if (threads > 0) set_num_threads(threads);
+    const Config configs[] = {{"tiny", 4, 256, 256, 8}, {"small", 6, 512, 512, 4}, {"124M", 12, 768, 1024, 4}};
+    nlohmann::ordered_json out = {{"benchmark", "gemm_rates"}, {"threads", num_threads()},
+                                  {"cpu_isa", k::onednn_cpu_isa()}, {"seconds_per_shape", options.seconds_per_shape}};
+    std::stringstream list(which);
+    for (std::string name; std::getline(list, name, ',');) {
+      const Config* c = nullptr;
+      for (const Config& x : configs)
+        if (name == x.name) c = &x;
+      if (c == nullptr) {
+        std::fprintf(stderr, "gemm_rates_bench: unknown config %s (tiny, small, 124M)\n", name.c_str());
+        return 2;
+      }
+      models::gpt2::GPT2Config model;
+      model.n_layer = c->L, model.n_embd = c->C, model.n_head = c->C / 64, model.block_size = c->T;
+      const k::GemmRates rates =
+          k::measure_gemm_rates(models::gpt2::gemm_shapes(model, c->B, c->T), {k::GemmType::kF32, k::GemmType::kBF16},
+                                options);
+      nlohmann::ordered_json r = {
+          {"config", {{"n_layer", c->L}, {"n_embd", c->C}, {"vocab_size", model.vocab_size}, {"T", c->T}, {"B", c->B}}},
+          {"seconds", rates.seconds},
+          {"gemm_ceiling_gflops", {{"f32", rates.ceiling_gflops(k::GemmType::kF32)},
+                                   {"bf16", rates.ceiling_gflops(k::GemmType::kBF16)}}},
+          {"gemm_rates", train::gemm_rates_json(rates)}};
+      out["configs"][c->name] = r;
+      std::fprintf(stderr, "%s (%.1f s):\n%s", c->name, rates.seconds, train::gemm_rates_table(rates).c_str());
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gemm_rates_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,88 @@
+// Measured GEMM ceilings: GFLOP/s of every GEMM engine on this CPU at a model's shapes, for
+// MFU against what this CPU can do rather than against a datasheet peak (issue #20).
+//
+// Per dtype it times trident's deterministic blocked GEMM on each engine (gemm_on in
+// matmul.h: Note [Deterministic GEMM], Note [GEMM engines]) and, as references, each
+// library's own multi-threaded GEMM on the same shapes ("...-threaded": cblas_sgemm with
+// OpenBLAS's threads, oneDNN's matmul with its OpenMP threads), whose bits depend on the
+// thread count, so trident never trains on them. A dtype's ceiling is the fastest of all.
+// Timing only: nothing here changes a result, and no test checks a rate beyond positivity.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm_engine.h"
+
+namespace trident::kernels::cpu {
+
+// One GEMM of a training step: C (M,N) = op(A) (M,K) @ op(B) (K,N), run `count` times a step.
+struct GemmShape {
+  std::string name;  // what it is in the step: "mlp.c_fc forward"
+  int64_t M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t count = 1;
+  double flops() const { return 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K); }
+};
+
+// The linear layers' GEMMs of one training step of a GPT-2-style transformer, B sequences of
+// T tokens: per block, c_attn (C -> 3C), attn.c_proj (C -> C), mlp.c_fc (C -> 4C) and
+// mlp.c_proj (4C -> C), each L times a step; and the LM head (C -> V, tied to the token
+// embedding) once. Per linear in -> out with weight W (out, in):
+//   forward  y  = x W^T   M = B*T, N = out, K = in
+//   backward dx = dy W    M = B*T, N = in,  K = out
+//            dW = dy^T x  M = out, N = in,  K = B*T   (op(A) = dy^T: trans_a)
+// so their FLOPs sum to 6 B T (L 12 C^2 + V C). The operands are transposed as trident
+// stores them: the LM head's W is the embedding (V, C), so its forward reads W^T (trans_b);
+// the blocks' W is stored (in, out) (Hugging Face's Conv1D), so their dx reads it transposed
+// instead (trans_b) and their forward does not. Not here: attention's own products (inside
+// its tiles) and the LM head's chunking on the host (ops::linear_cross_entropy runs these
+// three products in chunks of about 2^24 / V rows: smaller GEMMs than listed).
+std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, int64_t B, int64_t T);
+
+// One engine's rates over the shapes.
+struct GemmRate {
+  std::string engine;  // gemm_engine_name(), or "openblas-f32-threaded", "onednn-f32-threaded", "onednn-bf16-threaded"
+  GemmType dtype = GemmType::kF32;
+  bool threaded = false;  // a library's own threading: a reference, not an engine trident trains on
+  double gflops = 0.0;    // FLOP-weighted: a step's GEMM FLOPs over its GEMM time (shapes weighted by count)
+  double min_gflops = 0.0, max_gflops = 0.0;  // its slowest and fastest shape
+  std::vector<double> shape_gflops;           // per shape, in the order of GemmRates::shapes
+};
+
+struct GemmRates {
+  std::vector<GemmShape> shapes;
+  std::vector<GemmRate> rates;  // per dtype, per engine, in gemm_rate_engines' order
+  int threads = 0;              // the threads every engine had
+  double seconds = 0.0;         // how long measuring took
+  // The dtype's fastest engine by weighted rate (the threaded references included, unless
+  // `trident_only`); null if the dtype was not measured.
+  const GemmRate* fastest(GemmType dtype, bool trident_only = false) const;
+  // The dtype's ceiling: the fastest weighted rate, in GFLOP/s (0 if not measured).
+  double ceiling_gflops(GemmType dtype) const;
+};
+
+struct GemmRateOptions {
+  // Each shape runs once to warm up (oneDNN creates its primitives, pages fault in), then
+  // until about this long, at least once more; its rate is that of its fastest call.
+  double seconds_per_shape = 0.02;
+  // Caps on M and N, in blocks per thread, and on K: Note [Bounded measurement] in
+  // gemm_rates.cc.
+  int64_t blocks_per_thread = 2;
+  int64_t max_k = 4096;
+};
+
+// The engines measured for a dtype on this CPU, in order. f32: openblas-f32, onednn-f32,
+// openblas-f32-threaded, onednn-f32-threaded. bf16: widened-f32 (on the process's f32
+// engine); with native bf16 also onednn-bf16 and onednn-bf16-threaded.
+std::vector<std::string> gemm_rate_engines(GemmType dtype);
+
+// Times every engine of each dtype at every shape, on the process's threads (num_threads()).
+// Bounded: about engines x shapes x (warm-up + seconds_per_shape); GPT-2 124M's 15 shapes on
+// 2 cores take about 4 s for both dtypes. Call it when no other GEMM runs (it uses every
+// thread); it leaves the process's engines as they were.
+GemmRates measure_gemm_rates(const std::vector<GemmShape>& shapes, const std::vector<GemmType>& dtypes,
+                             const GemmRateOptions& options = {});
+
+}  // namespace trident::kernels::cpu

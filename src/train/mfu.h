@@ -1,0 +1,54 @@
+// MFU on the CPU (issue #20): a step's model FLOPs per second, by PaLM's count, over the
+// fastest GEMM rate this CPU measured for the run's dtype at the model's own shapes
+// (kernels/cpu/gemm_rates.h): a ceiling this machine reaches, not a datasheet's peak.
+// Measuring takes seconds, so it is opt-in (train.mfu, `trident gemm-rates`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "kernels/cpu/gemm_rates.h"
+#include "models/gpt2/config.h"
+
+namespace trident::train {
+
+struct TrainConfig;
+
+// The GEMM type a precision.dtype's matmuls run as on the CPU: bf16 for "bf16", f32 for
+// "fp32" and "fp16" (fp16 is always widened to f32: Note [GEMM engines]).
+kernels::cpu::GemmType gemm_type_of_precision(const std::string& precision_dtype);
+
+// Model FLOPs per token of a training step, PaLM's count (Chowdhery et al. 2022, appendix B):
+// 6 N + 12 L C T, N every parameter (embeddings included), as bench/train_speed_compare.py
+// counts them. Recomputation (activation checkpointing) is not counted.
+double palm_flops_per_token(int64_t params, const models::gpt2::GPT2Config& model, int64_t T);
+
+// {engine: {"dtype": "f32"|"bf16", "threaded": bool, "gflops": weighted, "min_gflops",
+// "max_gflops", "per_shape": [{"name", "M", "N", "K", "trans_a", "trans_b", "count",
+// "gflops"}]}}, engines in measured order.
+nlohmann::ordered_json gemm_rates_json(const kernels::cpu::GemmRates& rates);
+// A table: per engine its dtype, weighted GFLOP/s and its slowest and fastest shape; then
+// each measured dtype's ceiling.
+std::string gemm_rates_table(const kernels::cpu::GemmRates& rates);
+
+// A run's measured ceiling, and its steps' MFU against it.
+struct MfuCeiling {
+  kernels::cpu::GemmType dtype = kernels::cpu::GemmType::kF32;
+  kernels::cpu::GemmRates rates;   // the run's dtype's engines, measured by this process
+  double ceiling_gflops = 0.0;     // this process's: the fastest of them
+  double total_ceiling_gflops = 0.0;  // every rank's together (each measures its own); one rank: ceiling_gflops
+  double flops_per_token = 0.0;    // palm_flops_per_token of the run's model
+  // A step's MFU at `tokens_per_s` (the tokens of every rank), a fraction.
+  double mfu(double tokens_per_s) const;
+  // One line: the engines' rates, the ceiling and what MFU counts.
+  std::string summary() const;
+};
+
+// Measures the ceiling of cfg's precision dtype at cfg.model's GEMM shapes, for `batch_rows`
+// sequences of data.seq_len tokens (a rank's micro-batch), on this process's threads.
+MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t params, int64_t batch_rows,
+                               const kernels::cpu::GemmRateOptions& options = {});
+
+}  // namespace trident::train

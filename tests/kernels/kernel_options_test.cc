@@ -1,0 +1,226 @@
+// The [kernels] config section (src/kernels/cpu/kernel_options.h) and the process-wide GEMM
+// engine (gemm_engine.h): values and their errors, "auto" resolved to an engine (by the
+// environment variable when set), and an engine set from the config is the one that runs.
+#include "kernels/cpu/kernel_options.h"
+
+#include <cblas.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config_tree.h"
+#include "core/half.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/onednn_gemm.h"
+
+namespace trident::kernels::cpu {
+namespace {
+
+// Restores the process's engines (the ctest runs set them by environment) after a test.
+class KernelsOptionsTest : public ::testing::Test {
+ protected:
+  void TearDown() override { set_gemm_engines(saved_); }
+  GemmEngines saved_ = gemm_engines();
+};
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST_F(KernelsOptionsTest, BadValuesNameTheKeyTheValueAndWhatIsAllowed) {
+  KernelsOptions k;
+  config::ConfigTree tree;
+  tree.bind(k);
+  Status s = tree.load_toml_string("[kernels]\nf32_gemm = \"fast\"\n", "t.toml");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("f32_gemm = \"fast\""), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("auto, onednn, openblas"), std::string::npos) << s.message();
+  s = tree.apply_override("kernels.bf16_gemm=onedn", "command line");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("bf16_gemm"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("auto, onednn, widen"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("did you mean 'onednn'"), std::string::npos) << s.message();
+  ASSERT_TRUE(tree.apply_override("kernels.f32_gemm=openblas", "command line").is_ok());
+  ASSERT_TRUE(tree.apply_override("kernels.bf16_gemm=widen", "command line").is_ok());
+  EXPECT_EQ(k.f32_gemm, "openblas");
+  EXPECT_EQ(k.bf16_gemm, "widen");
+}
+
+TEST_F(KernelsOptionsTest, OneDnnBf16WithoutNativeBf16NamesTheIsa) {
+  KernelsOptions k;
+  k.bf16_gemm = "onednn";
+  if (onednn_has_native_bf16()) {
+    EXPECT_EQ(k.engines().bf16, GemmEngine::kOneDnn);
+    GTEST_SKIP() << "this CPU has native bf16 (" << onednn_cpu_isa() << "): onednn is allowed";
+  }
+  try {
+    k.validate();
+    FAIL() << "kernels.bf16_gemm = onednn accepted on " << onednn_cpu_isa();
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kernels.bf16_gemm = \"onednn\""), std::string::npos) << what;
+    EXPECT_NE(what.find(onednn_cpu_isa()), std::string::npos) << what;
+  }
+  EXPECT_THROW(set_gemm_engine(GemmType::kBF16, GemmEngine::kOneDnn), std::exception);
+}
+
+TEST_F(KernelsOptionsTest, ResolvedNamesTheEngineAutoPicks) {
+  {
+    ScopedEnv f32("TRIDENT_CPU_F32_GEMM", "auto"), bf16("TRIDENT_CPU_BF16_GEMM", "auto");
+    const KernelsOptions r = KernelsOptions{}.resolved();
+    EXPECT_EQ(r.f32_gemm, gemm_engine_value(GemmType::kF32, gemm_engine_by_isa(GemmType::kF32)));
+    EXPECT_EQ(r.bf16_gemm, gemm_engine_value(GemmType::kBF16, gemm_engine_by_isa(GemmType::kBF16)));
+    EXPECT_EQ(r.resolved().f32_gemm, r.f32_gemm);
+    EXPECT_EQ(r.resolved().bf16_gemm, r.bf16_gemm);
+  }
+  {  // the variables are what auto means where they are set; a named engine ignores them
+    ScopedEnv f32("TRIDENT_CPU_F32_GEMM", "openblas"), bf16("TRIDENT_CPU_BF16_GEMM", "widen");
+    const KernelsOptions r = KernelsOptions{}.resolved();
+    EXPECT_EQ(r.f32_gemm, "openblas");
+    EXPECT_EQ(r.bf16_gemm, "widen");
+    KernelsOptions named;
+    named.f32_gemm = "onednn";
+    EXPECT_EQ(named.resolved().f32_gemm, "onednn");
+  }
+  {
+    ScopedEnv f32("TRIDENT_CPU_F32_GEMM", "fastest");
+    try {
+      (void)KernelsOptions{}.resolved();
+      FAIL() << "a bad TRIDENT_CPU_F32_GEMM was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("TRIDENT_CPU_F32_GEMM=fastest"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// One block of Note [Deterministic GEMM] (M, N <= kGemmBlock): gemm on an engine is that
+// engine's single-threaded call, bit for bit.
+struct Block {
+  static constexpr int64_t M = 200, N = 96, K = 777;
+  std::vector<float> a, b;
+  Block() : a(M * K), b(K * N) {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal;
+    for (float& x : a) x = normal(rng);
+    for (float& x : b) x = normal(rng);
+  }
+  std::vector<float> trident_gemm() const {
+    std::vector<float> c(M * N);
+    gemm<float>(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
+    return c;
+  }
+  std::vector<float> openblas() const {
+    std::vector<float> c(M * N);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
+    omp_set_num_threads(saved);
+    return c;
+  }
+  std::vector<float> onednn() const {
+    std::vector<float> c(M * N);
+    onednn_gemm_serial<float, float>(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
+    return c;
+  }
+};
+
+std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> out;
+  for (float x : v) out.push_back(std::bit_cast<uint32_t>(x));
+  return out;
+}
+
+TEST_F(KernelsOptionsTest, TheEngineSetFromTheConfigIsTheOneThatRuns) {
+  const Block block;
+  KernelsOptions k;
+  k.f32_gemm = "openblas";
+  k.apply();
+  EXPECT_EQ(gemm_engine(GemmType::kF32), GemmEngine::kOpenBlas);
+  const std::vector<float> on_openblas = block.trident_gemm();
+  EXPECT_EQ(bits(on_openblas), bits(block.openblas()));
+  k.f32_gemm = "onednn";
+  k.apply();
+  EXPECT_EQ(gemm_engine(GemmType::kF32), GemmEngine::kOneDnn);
+  const std::vector<float> on_onednn = block.trident_gemm();
+  EXPECT_EQ(bits(on_onednn), bits(block.onednn()));
+  EXPECT_NE(bits(on_openblas), bits(on_onednn)) << "the engines round differently at K=" << Block::K;
+  // gemm_on runs the engines given, whatever the process's.
+  std::vector<float> c(Block::M * Block::N);
+  gemm_on<float>({GemmEngine::kOpenBlas, GemmEngine::kOpenBlas}, false, true, Block::M, Block::N, Block::K, 1.0f,
+                 block.a.data(), Block::K, block.b.data(), Block::K, 0.0f, c.data(), Block::N);
+  EXPECT_EQ(bits(c), bits(on_openblas));
+}
+
+TEST_F(KernelsOptionsTest, Bf16EngineSetFromTheConfigIsTheOneThatRuns) {
+  if (!onednn_has_native_bf16()) GTEST_SKIP() << "no native bf16 on this CPU (" << onednn_cpu_isa() << ")";
+  constexpr int64_t M = 64, N = 48, K = 999;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<bf16> a(M * K), b(K * N);
+  for (bf16& x : a) x = bf16(normal(rng));
+  for (bf16& x : b) x = bf16(normal(rng));
+  auto run = [&](const char* engine) {
+    KernelsOptions k;
+    k.bf16_gemm = engine;
+    k.apply();
+    std::vector<float> c(M * N);
+    gemm_to_f32<bf16>(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
+    return c;
+  };
+  const std::vector<float> widened = run("widen"), native = run("onednn");
+  std::vector<float> direct(M * N);
+  onednn_gemm_serial<bf16, float>(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, direct.data(), N);
+  EXPECT_EQ(bits(native), bits(direct));
+  EXPECT_NE(bits(native), bits(widened)) << "oneDNN's bf16 sums and widened f32 sums round differently at K=" << K;
+}
+
+// set_gemm_engine between GEMMs on other threads: every product is one engine's, whole.
+TEST_F(KernelsOptionsTest, SettingTheEngineWhileOtherThreadsMultiplyIsSafe) {
+  const Block block;
+  const std::vector<uint32_t> one = bits(block.openblas()), other = bits(block.onednn());
+  std::atomic<bool> done = false;
+  std::atomic<int> bad = 0, products = 0;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 2; ++t)
+    workers.emplace_back([&] {
+      omp_set_num_threads(1);
+      while (!done) {
+        const std::vector<uint32_t> got = bits(block.trident_gemm());
+        if (got != one && got != other) ++bad;
+        ++products;
+      }
+    });
+  for (int i = 0; i < 200 && products < 40; ++i) {
+    set_gemm_engine(GemmType::kF32, i % 2 ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  done = true;
+  for (std::thread& w : workers) w.join();
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(products, 0);
+}
+
+}  // namespace
+}  // namespace trident::kernels::cpu
