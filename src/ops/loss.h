@@ -49,7 +49,7 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
 // by far the largest activations of a GPT with a 50k vocabulary), and the backward has no
 // GEMM left to do: it scales dx and dw.
 //   x (N,C) (leading dims fold into N), w (V,C), targets (N) or x's leading shape.
-//   chunk_rows 0: automatic (about 16M logits per chunk; depends on V only, so results do
+//   chunk_rows 0: automatic (Note [Head chunks]; depends on V only, so results do
 //   not depend on the thread count).
 // Precision: the loss is in the accumulation dtype (f32 for f32/bf16/f16 inputs, f64 for
 // f64), as autocast computes cross-entropy in fp32: a bf16 loss would keep 3 digits. The
