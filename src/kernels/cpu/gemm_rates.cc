@@ -58,7 +58,12 @@ std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, 
     const std::string n = l.name;
     shapes.push_back({n + " forward", BT, l.out, l.in, false, !l.in_out, l.count});
     shapes.push_back({n + " dx", BT, l.in, l.out, false, l.in_out, l.count});
-    shapes.push_back({n + " dW", l.out, l.in, BT, true, false, l.count});
+    // dW in W's stored layout (autograd/derivatives/linalg.cc): x^T dy (in, out) for Conv1D.
+    if (l.in_out) {
+      shapes.push_back({n + " dW", l.in, l.out, BT, true, false, l.count});
+    } else {
+      shapes.push_back({n + " dW", l.out, l.in, BT, true, false, l.count});
+    }
   }
   return shapes;
 }
