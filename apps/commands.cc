@@ -137,7 +137,7 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
   }
   if (Status s = load_config(tree, a.config_file, overrides); !s.is_ok()) return s;
   cfg.validate();
-  cfg.kernels = cfg.kernels.resolved();  // the printed config names the engines (Note [GEMM engines])
+  cfg.kernels = cfg.kernels.resolved(cfg.uses_bf16_gemms());  // the printed config names the engines (Note [GEMM engines])
   const bool rank0 = comm::MpiRuntime::launcher_rank() == 0;
   if (rank0) std::printf("# resolved config\n%s", tree.to_toml().c_str());
   if (a.print_config) return Status::ok();
@@ -153,7 +153,7 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
                  world ? world->size() : 1, static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
     if (cfg.train.device == "cpu") {
       namespace k = kernels::cpu;
-      const k::GemmEngines e = cfg.kernels.engines();
+      const k::GemmEngines e = cfg.kernels.engines(cfg.uses_bf16_gemms());
       std::fprintf(stderr, "kernels: f32 GEMM %s, bf16 GEMM %s (oneDNN ISA %s; [kernels] f32_gemm / bf16_gemm choose)\n",
                    k::gemm_engine_name(k::GemmType::kF32, e.f32), k::gemm_engine_name(k::GemmType::kBF16, e.bf16),
                    k::onednn_cpu_isa().c_str());
@@ -199,8 +199,10 @@ Status run_gemm_rates(const GemmRatesArgs& a, const std::vector<std::string>& ov
   k::GemmRateOptions options;
   options.seconds_per_shape = a.seconds_per_shape;
   const int64_t B = cfg.data.batch_size, T = cfg.data.seq_len;
+  const bool bf16 = a.dtype != "f32";
+  const k::KernelsOptions chosen = cfg.kernels.resolved(bf16);
+  chosen.apply(bf16);  // widened-f32 runs on the configured f32 engine
   const k::GemmRates rates = k::measure_gemm_rates(models::gpt2::gemm_shapes(cfg.model, B, T), dtypes, options);
-  const k::KernelsOptions chosen = cfg.kernels.resolved();
   if (a.json) {
     nlohmann::ordered_json out = {
         {"model", {{"n_layer", cfg.model.n_layer}, {"n_embd", cfg.model.n_embd}, {"vocab_size", cfg.model.vocab_size}}},

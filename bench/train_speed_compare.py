@@ -12,7 +12,11 @@ PyTorch's fp32. Reported per framework: the median over runs of each run's media
 allocator), the ratios trident/PyTorch, and MFU: 6 x params + 12 x L x C x T FLOPs per token
 (PaLM's count, the tied embedding counted once) against the fastest GEMM rate of that dtype
 that trident's `--gemm-rates` measures over the model's GEMM shapes (`gemm_ceiling_gflops`; a
-binary without the flag: its square `--sgemm` rates). Both sides get the same ceiling.
+binary without the flag: its square `--sgemm` rates). Both sides get the same ceiling. The
+rates are measured once per config and precision in a trident process of their own (one
+untimed step, then the rates), whose peak RSS and times are never used: the rates' buffers
+would overstate trident's peak for the training step, and every timed trident run is a plain
+one.
 
 PyTorch's settings. Candidates found on this machine: the allocator (glibc; tcmalloc and
 jemalloc by LD_PRELOAD of libtcmalloc_minimal.so.4 / libjemalloc.so.2 where installed: Debian's
@@ -22,16 +26,29 @@ defaults to AVX2 there), and the OpenBLAS build (each installed openblas-{openmp
 directory, chosen per process by LD_LIBRARY_PATH; the default is what update-alternatives gives
 libblas.so.3). Threads are fixed: `--threads` for both frameworks. The probe walks the axes in
 that order from glibc/PASSIVE/default ISA/default BLAS, one axis at a time: every other value
-of the axis is run with the best values so far of the others, and the fastest is kept: 1 +
-(allocators - 1) + 1 + (1 where avx512 is not already the default) + (OpenBLAS builds - 1) runs,
-5 with glibc/tcmalloc/jemalloc and one OpenBLAS. Each probe run is one process, 1 untimed +
-`--probe-steps` timed steps, judged by its median step. The probe runs per precision on the
+of the axis is run with the best values so far of the others, and a value replaces the best
+so far only if its run is at least `--probe-margin` (3%) faster: one short run per setting is
+noisy, and without a margin noise, not the setting, would pick PyTorch's settings (so a setting
+that wins by less stays at the default or the earlier value). 1 + (allocators - 1) + 1 + (1
+where avx512 is not already the default) + (OpenBLAS builds - 1) runs, 5 with
+glibc/tcmalloc/jemalloc and one OpenBLAS. Each probe run is one process, 1 untimed +
+`--probe-steps` timed steps, judged by its median step. A candidate whose run fails (a preload
+or ATEN_CPU_CAPABILITY=avx512 that this torch build cannot run) is recorded with its exit status
+and skipped; only the defaults failing ends the benchmark. The probe runs per precision on the
 config itself up to `small`, and on `small` for larger configs (PyTorch's 124M fp32 step takes
 ~90 s under glibc), once per (probe config, precision): every probed setting is printed with
 its time, and the probe's wall time. `--torch-settings allocator=tcmalloc,wait=ACTIVE` fixes
 the settings for both precisions (axes left out take the defaults) and skips the probe.
 trident runs with glibc's malloc under its own caching allocator (nothing preloaded) and
 OMP_WAIT_POLICY=PASSIVE.
+
+The environment. Both sides start from the caller's environment less the variables that would
+change either side's kernels, threads or allocator behind the benchmark's back (STRIPPED_ENV:
+TRIDENT_CPU_*, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS, OMP_PROC_BIND, OMP_PLACES,
+GOMP_CPU_AFFINITY, LD_PRELOAD, ...); each side then gets explicitly what it needs
+(OMP_NUM_THREADS=--threads and OMP_WAIT_POLICY for both; PyTorch's probed LD_PRELOAD,
+ATEN_CPU_CAPABILITY and LD_LIBRARY_PATH). What was stripped, with the caller's values, is in
+the JSON as "stripped_env".
 
   configs  tiny   L=4  C=256 NH=4  T=256  B=8
            small  L=6  C=512 NH=8  T=512  B=4
@@ -68,6 +85,11 @@ LIBDIR = os.path.join("/usr/lib", sysconfig.get_config_var("MULTIARCH") or "x86_
 ALLOCATOR_LIBS = {"tcmalloc": "libtcmalloc_minimal.so.4", "jemalloc": "libjemalloc.so.2"}
 DEFAULTS = {"allocator": "glibc", "wait": "PASSIVE", "isa": "default"}  # blas: the system's
 MAPPED = re.compile(r"lib(open)?blas|liblapack|tcmalloc|jemalloc|libgomp|libomp|libdnnl")
+# The caller's variables that neither side inherits (see the docstring); TRIDENT_CPU_* by prefix.
+STRIPPED_ENV = ("LD_PRELOAD", "ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "GOTO_NUM_THREADS", "MKL_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
+                "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA")
+STRIPPED_PREFIXES = ("TRIDENT_CPU_",)
 
 
 def cpu_info():
@@ -115,10 +137,16 @@ def parse_settings(text, cand):
     return s
 
 
+def stripped_env():
+    """The caller's variables that base_env() drops: {name: the caller's value}."""
+    return {k: v for k, v in sorted(os.environ.items()) if k in STRIPPED_ENV or k.startswith(STRIPPED_PREFIXES)}
+
+
 def base_env(threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    for k in ("LD_PRELOAD", "ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY"):
-        env.pop(k, None)
+    """The caller's environment less stripped_env(), with the thread count both sides run."""
+    stripped = stripped_env()
+    env = {k: v for k, v in os.environ.items() if k not in stripped}
+    env["OMP_NUM_THREADS"] = str(threads)
     return env
 
 
@@ -184,7 +212,8 @@ def torch_worker(args):
 def run_child(cmd, env, allow_fail=False):
     """Runs cmd, echoing its stderr; returns its last stdout line as JSON plus its peak RSS (MiB,
     from wait4) and the libraries it mapped (from /proc/<pid>/maps at its first step), or None
-    when allow_fail and it failed (its stderr then in the second value)."""
+    when allow_fail and it failed: the second value is then {"exit_status", "stderr"} (a
+    negative status: killed by that signal)."""
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     with tempfile.TemporaryFile("w+") as out:
         p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
@@ -202,7 +231,7 @@ def run_child(cmd, env, allow_fail=False):
         p.returncode = os.waitstatus_to_exitcode(status)
         if p.returncode != 0:
             if allow_fail:
-                return None, "".join(err)
+                return None, {"exit_status": p.returncode, "stderr": "".join(err)}
             sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}")
         out.seek(0)
         result = json.loads(out.read().strip().splitlines()[-1])
@@ -216,11 +245,26 @@ def run_child(cmd, env, allow_fail=False):
     return result, None
 
 
-def trident_cmd(args, c, steps, precision, extra):
+def trident_cmd(args, c, steps, precision, extra, warmup=None):
     return [args.trident_bench, "--layers", str(c["L"]), "--embd", str(c["C"]), "--heads", str(c["NH"]),
             "--vocab", str(V), "--T", str(c["T"]), "--B", str(c["B"]), "--steps", str(steps),
-            "--warmup", str(args.warmup), "--threads", str(args.threads),
+            "--warmup", str(args.warmup if warmup is None else warmup), "--threads", str(args.threads),
             "--checkpointing", args.checkpointing, "--precision", precision] + extra
+
+
+def trident_gemm_ceiling(args, c, precision, env, gemm_flag):
+    """The GEMM rates in a trident process of their own (one step, then the rates): its RSS
+    and times are never compared. Returns (ceiling GFLOP/s, the flag that gave it, the
+    process's JSON); the flag falls back to --sgemm for a binary without --gemm-rates."""
+    cmd = trident_cmd(args, c, 1, precision, [gemm_flag], warmup=0)
+    r, err = run_child(cmd, env, allow_fail=gemm_flag == "--gemm-rates")
+    if r is None:
+        if "--gemm-rates" not in err["stderr"]:
+            sys.exit(f"failed ({err['exit_status']}): {' '.join(cmd)}")
+        gemm_flag = "--sgemm"  # an older train_step_bench: square GEMM rates only
+        r, _ = run_child(trident_cmd(args, c, 1, precision, [gemm_flag], warmup=0), env)
+    ceiling = r.get("gemm_ceiling_gflops") or r.get("sgemm_gflops" if precision == "fp32" else "bf16_gemm_gflops")
+    return ceiling, gemm_flag, r
 
 
 def torch_cmd(args, config, steps, warmup, precision):
@@ -230,36 +274,50 @@ def torch_cmd(args, config, steps, warmup, precision):
 
 def probe(args, config, precision, cand):
     """Coordinate search for PyTorch's fastest settings (see the docstring); returns the winner,
-    every trial and the probe's wall time."""
+    every trial (a failed one with its exit status) and the probe's wall time. A candidate
+    replaces the best so far only if it is at least args.probe_margin faster."""
     t0 = time.perf_counter()
     trials, tried = [], {}
 
     def trial(s):
+        """The run's JSON, or None when the run failed (recorded, and the candidate skipped)."""
         key = settings_str(s)
         if key not in tried:
-            r, _ = run_child(torch_cmd(args, config, args.probe_steps, 1, precision), torch_env(s, cand, args.threads))
+            r, err = run_child(torch_cmd(args, config, args.probe_steps, 1, precision), torch_env(s, cand, args.threads),
+                               allow_fail=True)
             tried[key] = r
-            trials.append({"settings": key, "ms_per_step": r["median_step_ms"], "tokens_per_s": r["tokens_per_s"],
-                           "peak_rss_mib": r["peak_rss_mib"], "cpu_capability": r["cpu_capability"],
-                           "blas": r["blas"], "allocator_mapped": r["allocator"]})
+            if r is None:
+                tail = err["stderr"].strip().splitlines()[-3:]
+                trials.append({"settings": key, "failed": True, "exit_status": err["exit_status"],
+                               "stderr_tail": tail})
+                print(f"probe {config}/{precision}: {key} failed (exit status {err['exit_status']}), skipped",
+                      file=sys.stderr, flush=True)
+            else:
+                trials.append({"settings": key, "ms_per_step": r["median_step_ms"], "tokens_per_s": r["tokens_per_s"],
+                               "peak_rss_mib": r["peak_rss_mib"], "cpu_capability": r["cpu_capability"],
+                               "blas": r["blas"], "allocator_mapped": r["allocator"]})
         return tried[key]
 
     best = dict(DEFAULTS, blas=next(iter(cand["blas"])))
     best_r = trial(best)
+    if best_r is None:
+        sys.exit(f"probe {config}/{precision}: PyTorch failed with the default settings {settings_str(best)}")
     for axis, values in cand.items():
         for v in values:
             if v == best[axis] or (axis == "isa" and v.upper() == best_r["cpu_capability"]):
                 continue
             s = dict(best, **{axis: v})
             r = trial(s)
-            if r["median_step_ms"] < best_r["median_step_ms"]:
+            if r is None:
+                continue
+            if r["median_step_ms"] <= (1.0 - args.probe_margin) * best_r["median_step_ms"]:
                 best, best_r = s, r
     seconds = time.perf_counter() - t0
-    print(f"probe {config}/{precision} ({seconds:.0f} s): " + "; ".join(
-        f"{t['settings']} {t['ms_per_step']:.0f} ms" for t in trials) + f" -> {settings_str(best)}",
-        file=sys.stderr, flush=True)
+    print(f"probe {config}/{precision} ({seconds:.0f} s, margin {100 * args.probe_margin:g}%): " + "; ".join(
+        f"{t['settings']} " + (f"failed ({t['exit_status']})" if t.get("failed") else f"{t['ms_per_step']:.0f} ms")
+        for t in trials) + f" -> {settings_str(best)}", file=sys.stderr, flush=True)
     return best, {"config": config, "precision": precision, "best": settings_str(best), "seconds": seconds,
-                  "trials": trials}
+                  "margin": args.probe_margin, "trials": trials}
 
 
 def summarize(rs, tokens, flops_per_token, ceiling):
@@ -295,6 +353,8 @@ def main():
     ap.add_argument("--torch-settings", default=None,
                     help="fix PyTorch's settings, skip the probe: e.g. allocator=tcmalloc,wait=PASSIVE,isa=avx512")
     ap.add_argument("--probe-steps", type=int, default=2, help="timed steps per probe run")
+    ap.add_argument("--probe-margin", type=float, default=0.03,
+                    help="a probed setting replaces the best so far only if this much faster (0.03: 3%%)")
     ap.add_argument("--out", default="", help="also write the JSON here")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config", default="tiny", help=argparse.SUPPRESS)
@@ -312,6 +372,8 @@ def main():
     cpu = cpu_info()
     cand = torch_candidates(cpu)
     fixed = parse_settings(args.torch_settings, cand) if args.torch_settings is not None else None
+    if not 0.0 <= args.probe_margin < 1.0:
+        sys.exit(f"--probe-margin: expected a fraction in [0, 1), got {args.probe_margin}")
     tri_env = dict(base_env(args.threads), OMP_WAIT_POLICY="PASSIVE")
     report = {"benchmark": "train_speed_compare", "cpu": cpu, "threads": args.threads, "precisions": precisions,
               "trident_checkpointing": args.checkpointing,
@@ -319,7 +381,9 @@ def main():
                                    "wait": "PASSIVE"},
               "pytorch_candidates": {k: dict(v) for k, v in cand.items()},
               "blas_alternative": os.path.realpath(os.path.join(LIBDIR, "libblas.so.3")),
-              "pytorch_settings_fixed": settings_str(fixed) if fixed else None, "probes": [], "configs": {}}
+              "pytorch_settings_fixed": settings_str(fixed) if fixed else None,
+              "probe_margin": None if fixed else args.probe_margin, "stripped_env": stripped_env(),
+              "probes": [], "configs": {}}
     gemm_flag = "--gemm-rates"
     chosen = {}  # (probe config, precision) -> settings
     for name in args.configs.split(","):
@@ -336,21 +400,16 @@ def main():
                 report["probes"].append(record)
             setting = chosen[key]
             runs = {"trident": [], "pytorch": []}
-            ceiling = None
+            # The GEMM rates in a process of their own: the timed runs below are plain ones, so
+            # their peak RSS is the training step's alone.
+            ceiling, gemm_flag, rates = trident_gemm_ceiling(args, c, prec, tri_env, gemm_flag)
+            entry[prec] = {"gemm_ceiling_gflops": ceiling, "gemm_ceiling_from": gemm_flag,
+                           "gemm_ceiling_process": "a separate train_step_bench run (1 step, no warm-up); "
+                                                   "its RSS and times are not compared",
+                           "gemm_rates": rates.get("gemm_rates"), "gemm_rates_seconds": rates.get("gemm_rates_seconds")}
+            report["trident_gemm"] = {k: rates.get(k) for k in ("cpu_isa", "f32_gemm", "bf16_gemm")}
             for rep in range(args.reps):
-                cmd = trident_cmd(args, c, steps, prec, [gemm_flag] if rep == 0 else [])
-                r, err = run_child(cmd, tri_env, allow_fail=rep == 0 and gemm_flag == "--gemm-rates")
-                if r is None:
-                    if "--gemm-rates" not in err:
-                        sys.exit(f"failed: {' '.join(cmd)}")
-                    gemm_flag = "--sgemm"  # an older train_step_bench: square GEMM rates only
-                    r, _ = run_child(trident_cmd(args, c, steps, prec, [gemm_flag]), tri_env)
-                if rep == 0:
-                    ceiling = r.get("gemm_ceiling_gflops") or r.get(
-                        "sgemm_gflops" if prec == "fp32" else "bf16_gemm_gflops")
-                    entry[prec] = {"gemm_ceiling_gflops": ceiling, "gemm_ceiling_from": gemm_flag,
-                                   "gemm_rates": r.get("gemm_rates")}
-                    report["trident_gemm"] = {k: r.get(k) for k in ("cpu_isa", "f32_gemm", "bf16_gemm")}
+                r, _ = run_child(trident_cmd(args, c, steps, prec, []), tri_env)
                 runs["trident"].append(r)
                 runs["pytorch"].append(run_child(torch_cmd(args, name, steps, args.warmup, prec),
                                                  torch_env(setting, cand, args.threads))[0])

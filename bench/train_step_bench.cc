@@ -3,9 +3,11 @@
 // step's milliseconds, the median tokens/s of the steps after warm-up, the process's peak RSS,
 // the allocator's peak, and optionally the SGEMM rate of this machine (--sgemm) or the GEMM
 // rates of every engine at the model's shapes with the MFU against the fastest of the run's
-// dtype (--gemm-rates: kernels/cpu/gemm_rates.h, train/mfu.h). --profile profiles the last
-// timed step (core/profiler.h): its table goes to stderr and its rows, wall time and coverage
-// into the JSON as "profile".
+// dtype (--gemm-rates: kernels/cpu/gemm_rates.h, train/mfu.h). --profile profiles one extra
+// step after the timed ones (core/profiler.h): its table goes to stderr and its rows, wall time
+// and coverage into the JSON as "profile". That step is not in "step_ms", "losses", the median
+// or tokens/s (the profiler's overhead does not count in them), and the peak RSS and allocator
+// peak are read before it.
 //
 // Usage: train_step_bench [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
@@ -147,17 +149,30 @@ int main(int argc, char** argv) {
     Generator gen(1);
     std::vector<double> step_ms, losses;
     std::optional<profiler::ProfileReport> report;
-    for (int64_t s = 0; s < warmup + steps; ++s) {
+    // The peaks of the warm-up and timed steps, read before a profiled step.
+    rusage ru{};
+    MemoryStats mem;
+    int64_t host_peak = 0;
+    auto read_peaks = [&] {
+      getrusage(RUSAGE_SELF, &ru);
+      mem = device.is_cpu() ? host_allocator().stats() : device_allocator(device.type)->stats();
+      host_peak = host_allocator().stats().in_use.peak;
+    };
+    // The warm-up and timed steps, then (--profile) one more, profiled and not timed.
+    for (int64_t s = 0; s < warmup + steps + (profile ? 1 : 0); ++s) {
+      const bool profiled = s == warmup + steps;
+      if (profiled) read_peaks();
       const Tensor idx = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
       const Tensor targets = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
       synchronize(device);
       std::optional<profiler::ProfileSession> session;
-      if (profile && s == warmup + steps - 1) session.emplace();
+      if (profiled) session.emplace();
       const auto t0 = Clock::now();
+      double loss_value = 0.0;
       {
         MemoryCategoryGuard activations(MemoryCategory::kActivation);
         const Tensor loss = model.loss(idx, targets);
-        losses.push_back(loss.item());
+        loss_value = loss.item();
         autograd::backward(loss_scale == 1.0 ? loss : loss * loss_scale);
         if (master) master->finish_backward();
       }
@@ -171,16 +186,17 @@ int main(int argc, char** argv) {
       }
       model.zero_grad();
       synchronize(device);
-      step_ms.push_back(seconds_since(t0) * 1e3);
+      const double elapsed_ms = seconds_since(t0) * 1e3;
       if (session) report = session->stop();
-      std::fprintf(stderr, "step %lld: %.0f ms, loss %.4f\n", static_cast<long long>(s + 1), step_ms.back(),
-                   losses.back());
+      std::fprintf(stderr, "step %lld%s: %.0f ms, loss %.4f\n", static_cast<long long>(s + 1),
+                   profiled ? " (profiled, not timed)" : "", elapsed_ms, loss_value);
+      if (profiled) continue;
+      step_ms.push_back(elapsed_ms);
+      losses.push_back(loss_value);
     }
+    if (!profile) read_peaks();
     const std::vector<double> timed(step_ms.begin() + warmup, step_ms.end());
     const double ms = median(timed);
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    const MemoryStats mem = device.is_cpu() ? host_allocator().stats() : device_allocator(device.type)->stats();
     nlohmann::json out = {
         {"framework", "trident"},
         {"config", {{"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
@@ -197,7 +213,8 @@ int main(int argc, char** argv) {
         {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
     };
     if (report) {
-      std::fprintf(stderr, "profile of step %lld:\n%s", static_cast<long long>(warmup + steps), report->table().c_str());
+      std::fprintf(stderr, "profile of step %lld (after the timed ones, not timed):\n%s",
+                   static_cast<long long>(warmup + steps + 1), report->table().c_str());
       out["profile"] = nlohmann::json::parse(report->json());
     }
     if (sgemm) out["sgemm_gflops"] = gemm_gflops<float>(2048);
@@ -211,7 +228,7 @@ int main(int argc, char** argv) {
     out["device"] = device_name;
     out["offload"] = offload;
     if (!device.is_cpu())
-      out["host_allocator_peak_mib"] = static_cast<double>(host_allocator().stats().in_use.peak) / (1024.0 * 1024.0);
+      out["host_allocator_peak_mib"] = static_cast<double>(host_peak) / (1024.0 * 1024.0);
     // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token.
     const double flops_per_token = train::palm_flops_per_token(n_params, cfg, T);
     const double tokens_per_s = static_cast<double>(B * T) / (ms / 1e3);

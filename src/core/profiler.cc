@@ -133,11 +133,20 @@ ProfileReport ProfileSession::stop() {
 void ProfileScope::open(const char* name, Phase phase) {
   if (t_session == 0) return;  // not the recording thread
   Session& s = session();
-  Stat& stat = s.stats[Key{name, phase}];
+  // Exception-safe: nothing is counted until the frame is on the stack. A throwing insert or
+  // push_back leaves no trace; one after `++stat.open` would leave the key's open count above
+  // its frames, and the key would never add total time again this session.
+  Stat& stat = s.stats[Key{name, phase}];  // strong guarantee: on a throw, no key was added
+  s.stack.push_back(Frame{&stat, 0});      // strong guarantee: on a throw, the stack is as it was
   ++stat.open;
-  s.stack.push_back(Frame{&stat, 0});
-  session_ = t_session;
-  s.stack.back().start_ns = s.now();  // last: the bookkeeping above is the parent's time
+  try {
+    s.stack.back().start_ns = s.now();  // last: the bookkeeping above is the parent's time
+  } catch (...) {                       // a test clock (ProfilerOptions::clock_ns) may throw
+    --stat.open;
+    s.stack.pop_back();
+    throw;
+  }
+  session_ = t_session;  // only now: the destructor closes the frame
 }
 
 void ProfileScope::close() noexcept {

@@ -15,9 +15,13 @@
 // parallelize inside (OpenMP, core/parallel.h): the launching thread's time is the step's
 // time, and a scope inside a parallel region would time one chunk of an op that is already
 // timed as a whole. So a scope opened on any other thread records nothing and touches no
-// shared state (a thread-local says whether this thread records): scopes in parallel regions
-// are harmless, and the recording needs no locks. What the scopes measure is host time: on a
-// GPU, an op's scope times its launch unless something in it synchronizes.
+// shared state (a thread-local says whether this thread records), and the recording needs no
+// locks. That makes a scope inside a parallel region safe, not meaningful: the recording
+// thread is OpenMP's master, which runs some of the region's chunks itself, so a scope in a
+// parallel_for body records only the master's chunks, and its call count and time depend on
+// the thread count and the schedule (with one thread it records every chunk). Scopes belong
+// around ops, where an op is launched, never inside parallel bodies. What the scopes measure
+// is host time: on a GPU, an op's scope times its launch unless something in it synchronizes.
 //
 // Cost when off: one relaxed atomic load per scope. When on: two clock reads and a hash
 // lookup per scope, on the recording thread only.

@@ -218,7 +218,7 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   // Note [Head chunks]
   // Automatic chunks: about 64M logits on the host, 128M on a device, where each chunk's loss
   // comes back to the host (a synchronization) and memory is plentiful: GPT-2's 16k rows x
-  // 50257 classes take 7 chunks instead of 49. On the host every chunk adds its dw product
+  // 50257 classes take 7 chunks there (16 on the host). On the host every chunk adds its dw product
   // into the whole (V, C) f32 dw (GPT-2: 154 MB read and written per chunk), and its dx
   // product (R, C) splits into GEMM blocks of R's rows (kernels/cpu/matmul.h): 333-row
   // chunks (16M logits) gave 3 blocks to 2 threads. Rounded to a multiple of two blocks,

@@ -75,7 +75,7 @@ void TrainConfig::bind(config::ConfigTree& tree) {
 
 void TrainConfig::validate() const {
   model.validate();
-  kernels.validate();
+  kernels.validate(uses_bf16_gemms());
   TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
             ") must not exceed model.block_size (", model.block_size, ")");
   TRI_CHECK(model.vocab_size <= 65536, "model.vocab_size (", model.vocab_size,

@@ -68,6 +68,8 @@ struct TrainConfig {
   void validate() const;
   // Tokens consumed per optimizer step.
   int64_t tokens_per_step() const { return data.batch_size * data.seq_len * data.grad_accum_steps; }
+  // Whether the run multiplies bf16 matrices, so that kernels.bf16_gemm matters (kernel_options.h).
+  bool uses_bf16_gemms() const { return precision.dtype == "bf16"; }
 };
 
 }  // namespace trident::train

@@ -77,8 +77,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
 Status Trainer::init() {
   if (cfg_.train.threads > 0) set_num_threads(static_cast<int>(cfg_.train.threads));
   // The GEMM engines before any GEMM; the config (and checkpoints) name them, not "auto".
-  cfg_.kernels = cfg_.kernels.resolved();
-  cfg_.kernels.apply();
+  cfg_.kernels = cfg_.kernels.resolved(cfg_.uses_bf16_gemms());
+  cfg_.kernels.apply(cfg_.uses_bf16_gemms());
   set_flush_denormals(cfg_.train.flush_denormals);
   {
     MemoryCategoryGuard params(MemoryCategory::kParameter);
@@ -406,6 +406,7 @@ Status Trainer::run(int64_t until_step) {
   if (!metrics.is_ok()) return metrics.status();
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
   if (print && !val_file_) progress.message("evaluation is off: " + no_validation_reason_);
+  if (print && !engines_note_.empty()) progress.message(engines_note_);
   if (print && cfg_.train.profile_step > 0 && cfg_.train.profile_step <= step_)
     progress.message("train.profile_step = " + std::to_string(cfg_.train.profile_step) + ": already done (resumed at step " +
                      std::to_string(step_) + "), no profile");

@@ -66,6 +66,8 @@ class Trainer {
   [[nodiscard]] Status run(int64_t until_step = -1);
   // Why the last run() stopped before its last step ("SIGTERM on rank 1"), or "".
   const std::string& stop_reason() const { return stop_reason_; }
+  // Non-empty when the checkpoint resumed from ran its GEMMs on other engines (run() prints it).
+  const std::string& engines_note() const { return engines_note_; }
   // Mean validation loss over train.eval_batches sequential batches from the start of the
   // validation file (the same batches every time). Needs a validation file.
   double evaluate();
@@ -155,6 +157,7 @@ class Trainer {
   int64_t last_checkpoint_step_ = 0;   // the step of the newest checkpoint saved or loaded (0: none)
   std::string stop_reason_;
   std::string no_validation_reason_;   // why there is no validation file, if there is none
+  std::string engines_note_;  // set on resume when the checkpoint ran on other GEMM engines
   std::optional<MfuCeiling> mfu_;      // train.mfu on the CPU: measured by the first run()
 };
 

@@ -352,6 +352,18 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   if (!s.is_ok()) return s;
   const std::string diffs = model_differences(saved.model, cfg_.model);
   if (!diffs.empty()) return Status::invalid("checkpoint " + dir + " was trained with a different model:" + diffs);
+  // Other GEMM engines round differently: the run goes on, but not bit for bit (Note [GEMM
+  // engines]), so say so. An "auto" in the checkpoint (or an unused bf16 setting) names none.
+  engines_note_.clear();
+  auto compare = [&](const char* key, const std::string& was, const std::string& now) {
+    if (was != "auto" && was != now)
+      engines_note_ += std::string(engines_note_.empty() ? "" : "; ") + key + " was \"" + was + "\", now \"" + now + "\"";
+  };
+  compare("kernels.f32_gemm", saved.kernels.f32_gemm, cfg_.kernels.f32_gemm);
+  if (cfg_.uses_bf16_gemms()) compare("kernels.bf16_gemm", saved.kernels.bf16_gemm, cfg_.kernels.bf16_gemm);
+  if (!engines_note_.empty())
+    engines_note_ = "resuming " + dir + " on other GEMM engines (" + engines_note_ +
+                    "): losses go on with this engine's rounding, not bit for bit; set the checkpoint's values to keep them";
 
   // A full tensor of the checkpoint as this rank holds it (its tensor-parallel shard).
   auto load_local = [&](const std::string& name, const std::string& param) -> StatusOr<Tensor> {

@@ -165,7 +165,8 @@ TEST_F(KernelsOptionsTest, TheEngineSetFromTheConfigIsTheOneThatRuns) {
   EXPECT_EQ(gemm_engine(GemmType::kF32), GemmEngine::kOneDnn);
   const std::vector<float> on_onednn = block.trident_gemm();
   EXPECT_EQ(bits(on_onednn), bits(block.onednn()));
-  EXPECT_NE(bits(on_openblas), bits(on_onednn)) << "the engines round differently at K=" << Block::K;
+  // Not asserted: that the two engines give different bits here. Whether they round
+  // differently at these shapes depends on the libraries' versions and the CPU, not on trident.
   // gemm_on runs the engines given, whatever the process's.
   std::vector<float> c(Block::M * Block::N);
   gemm_on<float>({GemmEngine::kOpenBlas, GemmEngine::kOpenBlas}, false, true, Block::M, Block::N, Block::K, 1.0f,
@@ -192,8 +193,16 @@ TEST_F(KernelsOptionsTest, Bf16EngineSetFromTheConfigIsTheOneThatRuns) {
   const std::vector<float> widened = run("widen"), native = run("onednn");
   std::vector<float> direct(M * N);
   onednn_gemm_serial<bf16, float>(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, direct.data(), N);
+  EXPECT_EQ(gemm_engine(GemmType::kBF16), GemmEngine::kOneDnn);
   EXPECT_EQ(bits(native), bits(direct));
-  EXPECT_NE(bits(native), bits(widened)) << "oneDNN's bf16 sums and widened f32 sums round differently at K=" << K;
+  // "widen": the operands widened to f32 and multiplied on the process's f32 engine, the same
+  // bits as that f32 product. (Not asserted: that it differs from oneDNN's bf16 product; that
+  // depends on the libraries' versions and the CPU, not on trident.)
+  std::vector<float> a32(M * K), b32(K * N), on_f32(M * N);
+  for (size_t i = 0; i < a.size(); ++i) a32[i] = static_cast<float>(a[i]);
+  for (size_t i = 0; i < b.size(); ++i) b32[i] = static_cast<float>(b[i]);
+  gemm<float>(false, false, M, N, K, 1.0f, a32.data(), K, b32.data(), N, 0.0f, on_f32.data(), N);
+  EXPECT_EQ(bits(widened), bits(on_f32));
 }
 
 // set_gemm_engine between GEMMs on other threads: every product is one engine's, whole.
@@ -206,11 +215,13 @@ TEST_F(KernelsOptionsTest, SettingTheEngineWhileOtherThreadsMultiplyIsSafe) {
   for (int t = 0; t < 2; ++t)
     workers.emplace_back([&] {
       omp_set_num_threads(1);
-      while (!done) {
+      // At least one product before looking at `done`: however the threads are scheduled,
+      // each worker multiplies, so the count below holds without a timing assumption.
+      do {
         const std::vector<uint32_t> got = bits(block.trident_gemm());
         if (got != one && got != other) ++bad;
         ++products;
-      }
+      } while (!done);
     });
   for (int i = 0; i < 200 && products < 40; ++i) {
     set_gemm_engine(GemmType::kF32, i % 2 ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas);
@@ -219,7 +230,7 @@ TEST_F(KernelsOptionsTest, SettingTheEngineWhileOtherThreadsMultiplyIsSafe) {
   done = true;
   for (std::thread& w : workers) w.join();
   EXPECT_EQ(bad, 0);
-  EXPECT_GT(products, 0);
+  EXPECT_GE(products, 2);  // one per worker at least (do-while above)
 }
 
 }  // namespace

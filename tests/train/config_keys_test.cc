@@ -1,6 +1,7 @@
 // Freezes the training config's key set: adding, removing or renaming a key must update
 // this list (and the README), so such a change is always a reviewed one.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include "config/config_tree.h"
 #include "train/train_config.h"
@@ -99,6 +100,27 @@ TEST(TrainConfigKeys, EveryKeyRoundTripsThroughThePrintedToml) {
   }
   EXPECT_EQ(tree2.to_toml(), printed);
   EXPECT_NE(printed, defaults);
+}
+
+// kernels.bf16_gemm matters only to bf16 runs: an fp32 run neither checks it (a bad
+// TRIDENT_CPU_BF16_GEMM does not stop it) nor resolves it (its printed config also runs on a
+// CPU without native bf16); a bf16 run checks it and names the variable.
+TEST(TrainConfigKeys, Bf16EngineIsCheckedAndResolvedOnlyForBf16Runs) {
+  ::setenv("TRIDENT_CPU_BF16_GEMM", "bogus", 1);
+  TrainConfig fp32;
+  EXPECT_NO_THROW(fp32.validate());
+  EXPECT_EQ(fp32.kernels.resolved(fp32.uses_bf16_gemms()).bf16_gemm, "auto");
+  EXPECT_NE(fp32.kernels.resolved(fp32.uses_bf16_gemms()).f32_gemm, "auto");
+  TrainConfig bf16;
+  bf16.precision.dtype = "bf16";
+  try {
+    bf16.validate();
+    ADD_FAILURE() << "a bf16 run accepted TRIDENT_CPU_BF16_GEMM=bogus";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("TRIDENT_CPU_BF16_GEMM=bogus"), std::string::npos) << e.what();
+  }
+  ::unsetenv("TRIDENT_CPU_BF16_GEMM");
+  EXPECT_NE(bf16.kernels.resolved(bf16.uses_bf16_gemms()).bf16_gemm, "auto");
 }
 
 }  // namespace

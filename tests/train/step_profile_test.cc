@@ -1,12 +1,14 @@
 // The per-op profile of a training step (core/profiler.h, train/step_profile.h) on a tiny
 // GPT-2: every op's forward and backward appears under its registered name with the call
 // count the model's structure gives, in the right phase (recompute under activation
-// checkpointing), and the rows cover most of the step. (The trainer's train.profile_step:
+// checkpointing), and the times are consistent (self times are disjoint parts of the wall
+// time; no threshold on the coverage). (The trainer's train.profile_step:
 // tests/train/trainer_test.cc.)
 #include "train/step_profile.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +44,32 @@ models::gpt2::GPT2Config tiny_model(const std::string& checkpointing = "none") {
 int64_t calls(const ProfileReport& r, const char* name, Phase phase) {
   const profiler::ProfileRow* row = r.find(name, phase);
   return row ? row->calls : 0;
+}
+
+// What holds by construction whatever the timing (core/profiler.cc): every scope opens and
+// closes on the recording thread inside the session's [start(), stop()] interval, a scope's
+// self time is its elapsed time less that of the scopes nested directly in it, so the self
+// times are disjoint parts of the wall time; a row's total time adds only its outermost
+// frames, disjoint too. No threshold on how much of the step the rows explain: a step of a
+// tiny model takes milliseconds, and one preemption between two scopes on a loaded machine
+// would move the coverage anywhere.
+void expect_consistent(const ProfileReport& r) {
+  const double eps = 1e-9 * std::max(1.0, r.wall_ms);  // ns -> ms conversions, summed in double
+  EXPECT_GT(r.wall_ms, 0.0);
+  EXPECT_FALSE(r.rows.empty());
+  EXPECT_GT(r.self_ms(), 0.0);
+  EXPECT_LE(r.self_ms(), r.wall_ms + eps);
+  EXPECT_GT(r.coverage(), 0.0);
+  EXPECT_LE(r.coverage(), 1.0 + 1e-9);
+  double by_phase = 0.0;
+  for (int p = 0; p < profiler::kNumPhases; ++p) by_phase += r.phase_ms(static_cast<Phase>(p));
+  EXPECT_NEAR(by_phase, r.self_ms(), eps);
+  for (const profiler::ProfileRow& row : r.rows) {
+    EXPECT_GE(row.calls, 1) << row.name;
+    EXPECT_GE(row.self_ms, 0.0) << row.name;
+    EXPECT_LE(row.self_ms, row.total_ms + eps) << row.name;
+    EXPECT_LE(row.total_ms, r.wall_ms + eps) << row.name;
+  }
 }
 
 // One training step as the trainer takes it (forward, backward, clip, AdamW, zero_grad),
@@ -110,13 +138,8 @@ TEST(StepProfile, TinyGpt2StepHasEveryOpWithItsCallCount) {
   // Nothing recomputed, nothing communicated.
   EXPECT_EQ(r.phase_ms(Phase::kRecompute), 0.0);
   EXPECT_EQ(r.phase_ms(Phase::kCommunication), 0.0);
-  for (const profiler::ProfileRow& row : r.rows) {
-    EXPECT_LE(row.self_ms, row.total_ms + 1e-9) << row.name;
-    EXPECT_GE(row.self_ms, 0.0) << row.name;
-  }
-  // The rows explain the step: what no scope covers is the loop around them.
-  EXPECT_GE(r.coverage(), 0.8);
-  EXPECT_LE(r.coverage(), 1.0 + 1e-9);
+  // Self times are disjoint parts of the wall time (no timing threshold: expect_consistent).
+  expect_consistent(r);
   EXPECT_GT(r.phase_ms(Phase::kForward), 0.0);
   EXPECT_GT(r.phase_ms(Phase::kBackward), 0.0);
   EXPECT_GT(r.phase_ms(Phase::kOptimizer), 0.0);
@@ -144,7 +167,9 @@ TEST(StepProfile, ActivationCheckpointingShowsTheRerunAsRecompute) {
   // The outer backward and one per block's rerun.
   EXPECT_EQ(calls(r, "autograd.engine", Phase::kBackward), 1 + L);
   EXPECT_GT(r.phase_ms(Phase::kRecompute), 0.0);
-  EXPECT_GE(r.coverage(), 0.8);
+  EXPECT_GT(r.phase_ms(Phase::kForward), 0.0);
+  EXPECT_GT(r.phase_ms(Phase::kBackward), 0.0);
+  expect_consistent(r);
 }
 
 TEST(StepProfile, MixedPrecisionShowsTheMasterWeights) {
@@ -156,7 +181,10 @@ TEST(StepProfile, MixedPrecisionShowsTheMasterWeights) {
   EXPECT_EQ(calls(r, "master.zero_grads", Phase::kOptimizer), 1);
   EXPECT_EQ(calls(r, "adamw.step", Phase::kOptimizer), 1);
   EXPECT_EQ(calls(r, "layernorm", Phase::kForward), 2 * kLayers + 1);
-  EXPECT_GE(r.coverage(), 0.8);
+  EXPECT_EQ(calls(r, "layernorm", Phase::kBackward), 2 * kLayers + 1);
+  EXPECT_EQ(calls(r, "clip_grad_norm", Phase::kOptimizer), 1);
+  EXPECT_GT(r.phase_ms(Phase::kOptimizer), 0.0);
+  expect_consistent(r);
 }
 
 TEST(StepProfile, EvaluationUnderNoGradCountsTheForward) {
@@ -172,6 +200,7 @@ TEST(StepProfile, EvaluationUnderNoGradCountsTheForward) {
   const ProfileReport r = session.stop();
   EXPECT_EQ(calls(r, "layernorm", Phase::kForward), 2 * kLayers + 1);
   EXPECT_EQ(r.phase_ms(Phase::kBackward), 0.0);
+  expect_consistent(r);
 }
 
 TEST(StepProfile, PathsAndTableNameTheRank) {

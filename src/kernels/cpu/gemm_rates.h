@@ -29,16 +29,20 @@ struct GemmShape {
 // The linear layers' GEMMs of one training step of a GPT-2-style transformer, B sequences of
 // T tokens: per block, c_attn (C -> 3C), attn.c_proj (C -> C), mlp.c_fc (C -> 4C) and
 // mlp.c_proj (4C -> C), each L times a step; and the LM head (C -> V, tied to the token
-// embedding) once. Per linear in -> out with weight W (out, in):
-//   forward  y  = x W^T   M = B*T, N = out, K = in
-//   backward dx = dy W    M = B*T, N = in,  K = out
-//            dW = dy^T x  M = out, N = in,  K = B*T   (op(A) = dy^T: trans_a)
-// so their FLOPs sum to 6 B T (L 12 C^2 + V C). The operands are transposed as trident
-// stores them: the LM head's W is the embedding (V, C), so its forward reads W^T (trans_b);
-// the blocks' W is stored (in, out) (Hugging Face's Conv1D), so their dx reads it transposed
-// instead (trans_b) and their forward does not. Not here: attention's own products (inside
-// its tiles) and the LM head's chunking on the host (ops::linear_cross_entropy runs these
-// three products in chunks of about 2^24 / V rows: smaller GEMMs than listed).
+// embedding) once. Per linear in -> out, as op(A) (M, K) @ op(B) (K, N):
+//   forward  y  = x W'    M = B*T, N = out, K = in
+//   backward dx = dy W'^T M = B*T, N = in,  K = out
+//            dW           K = B*T, in W's stored layout (op(A) transposed: trans_a)
+// where W' is the weight as an (in, out) matrix, so their FLOPs sum to 6 B T (L 12 C^2 + V C).
+// The operands are transposed as trident stores them: the LM head's W is the embedding
+// (V, C) = (out, in), so its forward reads W^T (trans_b), its dx reads W as stored, and its
+// dW = dy^T x is (out, in): M = out, N = in. The blocks' W is stored (in, out) (Hugging Face's
+// Conv1D), so their forward reads it as stored, their dx reads it transposed (trans_b), and
+// their dW = x^T dy is (in, out): M = in, N = out (autograd/derivatives/linalg.cc). Not here:
+// attention's own products (inside its tiles) and the LM head's chunking on the host:
+// ops::linear_cross_entropy runs its three products in chunks of about 2^26 / V rows, rounded
+// down to a multiple of two GEMM blocks (2 * kGemmBlock = 512 rows), so 1024 rows for GPT-2's
+// V = 50257 (Note [Head chunks] in ops/loss.cc): smaller GEMMs than listed.
 std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, int64_t B, int64_t T);
 
 // One engine's rates over the shapes.

@@ -16,16 +16,16 @@ const OptionTable<KernelsOptions>& KernelsOptions::table() {
   return t;
 }
 
-GemmEngines KernelsOptions::engines() const {
+GemmEngines KernelsOptions::engines(bool uses_bf16) const {
   return {gemm_engine_from(GemmType::kF32, f32_gemm, "kernels.f32_gemm"),
-          gemm_engine_from(GemmType::kBF16, bf16_gemm, "kernels.bf16_gemm")};
+          uses_bf16 ? gemm_engine_from(GemmType::kBF16, bf16_gemm, "kernels.bf16_gemm") : GemmEngine::kOpenBlas};
 }
 
-KernelsOptions KernelsOptions::resolved() const {
-  const GemmEngines e = engines();
+KernelsOptions KernelsOptions::resolved(bool uses_bf16) const {
+  const GemmEngines e = engines(uses_bf16);
   KernelsOptions r = *this;
   r.f32_gemm = gemm_engine_value(GemmType::kF32, e.f32);
-  r.bf16_gemm = gemm_engine_value(GemmType::kBF16, e.bf16);
+  if (uses_bf16) r.bf16_gemm = gemm_engine_value(GemmType::kBF16, e.bf16);
   return r;
 }
 

@@ -19,15 +19,19 @@ struct KernelsOptions {
   // engine).
   std::string bf16_gemm = "auto";
 
+  // `uses_bf16`: whether the run multiplies bf16 matrices (precision bf16). When it does not,
+  // bf16_gemm is neither checked nor resolved (bf16 GEMMs, should any run, are widened): an
+  // fp32 run's printed config must also run on a CPU without native bf16, and a bad
+  // TRIDENT_CPU_BF16_GEMM must not stop it.
   // The engines these settings select on this CPU. Throws, naming the key, for onednn bf16
   // on a CPU without native bf16 (with its ISA), or for a bad environment value under auto.
-  GemmEngines engines() const;
+  GemmEngines engines(bool uses_bf16 = true) const;
   // The same settings with each "auto" replaced by the engine it picks here.
-  KernelsOptions resolved() const;
+  KernelsOptions resolved(bool uses_bf16 = true) const;
   // Checks that the settings run on this CPU (engines() without the result).
-  void validate() const { (void)engines(); }
+  void validate(bool uses_bf16 = true) const { (void)engines(uses_bf16); }
   // Makes these the process's engines (set_gemm_engines), before the run's first GEMM.
-  void apply() const { set_gemm_engines(engines()); }
+  void apply(bool uses_bf16 = true) const { set_gemm_engines(engines(uses_bf16)); }
 
   static const OptionTable<KernelsOptions>& table();
 };
