@@ -25,7 +25,10 @@ int main(int argc, char** argv) {
   using namespace trident::cli;
   // A training rank's first act: a SIGTERM or a forwarded SIGUSR1 that comes while the job
   // starts must ask for a stop, not kill the rank (Note [Preemption]).
-  if (argc > 1 && std::string_view(argv[1]) == "train") trident::train::install_stop_handlers();
+  if (argc > 1 && std::string_view(argv[1]) == "train") {
+    trident::train::install_stop_handlers();
+    trident::train::route_stop_signals_to_own_thread();  // Note [Stop signals on their own thread]
+  }
   CLI::App app{"trident: train GPT-class language models"};
   app.require_subcommand(1);
   PrepareArgs prepare;

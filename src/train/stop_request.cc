@@ -1,10 +1,13 @@
 #include "train/stop_request.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 
 #include "comm/mpi_communicator.h"
 
@@ -58,6 +61,20 @@ void install_stop_handlers() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // a blocking read or MPI's poll resumes instead of failing with EINTR
   for (int sig : kSignals) ::sigaction(sig, &sa, nullptr);
+}
+
+void route_stop_signals_to_own_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : kSignals) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);  // this thread, and every thread it starts from now on
+    std::thread([set] {
+      pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+      for (;;) ::pause();  // returns after each handler
+    }).detach();
+  });
 }
 
 int stop_signal() { return g_stop_signal.load(); }

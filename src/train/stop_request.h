@@ -25,6 +25,16 @@ inline constexpr int kExitStoppedEarly = 75;
 // Idempotent.
 void install_stop_handlers();
 
+// Note [Stop signals on their own thread]
+// A handler runs on a thread the kernel picks, and interrupts what that thread was in: a
+// blocking call returns early (EINTR, or a partial transfer). Code we do not own, MPI's
+// shared-memory transfers among it, need not survive that: 2-rank runs sent SIGTERM mid-step
+// aborted in free() or resumed to NaN losses, in CI only. So `trident train` blocks the stop
+// signals in every thread (threads inherit the mask: call this first in main, before any
+// thread starts) and leaves them to one thread that does nothing but take them; the handlers
+// are unchanged and run there. Idempotent.
+void route_stop_signals_to_own_thread();
+
 // The signal that asked for a stop (SIGTERM, SIGINT or SIGUSR1), or 0.
 int stop_signal();
 
