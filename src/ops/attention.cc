@@ -62,13 +62,16 @@ kernels::DeviceAttentionShape device_shape(const AttentionShape& s) {
   return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale};
 }
 
-// A gradient in its input's memory order: (B, T, H, HS) storage when the input steps over
-// heads faster than over time (q, k, v split from one projection, as GPT-2's are), so it
-// flows back through the model's transpose and view to the projection without a copy.
-Tensor grad_like(const Tensor& x) {
-  if (x.strides()[1] >= x.strides()[2]) return empty(x.shape(), x.dtype(), x.device());
+// An uninitialized (B, H, T, HS) tensor like x, stored (B, T, H, HS) when tokens_first.
+Tensor empty_heads(const Tensor& x, bool tokens_first) {
+  if (!tokens_first) return empty(x.shape(), x.dtype(), x.device());
   return views::transpose(empty({x.size(0), x.size(2), x.size(1), x.size(3)}, x.dtype(), x.device()), 1, 2);
 }
+
+// A gradient in its input's memory order: tokens-first when the input steps over heads
+// faster than over time (q, k, v split from one projection, as GPT-2's are), so it flows
+// back through the model's transpose and view to the projection without a copy.
+Tensor grad_like(const Tensor& x) { return empty_heads(x, x.strides()[1] < x.strides()[2]); }
 
 }  // namespace
 
@@ -78,9 +81,7 @@ AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor&
   const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, "attention");
   const Tensor q = unit_stride_rows(q_in), k = unit_stride_rows(k_in), v = unit_stride_rows(v_in);
   // See Note [Attention output layout].
-  const Tensor out = layout == AttentionOutputLayout::kHeadsFirst
-                         ? empty({s.B, s.NH, s.T, s.HS}, q.dtype(), q.device())
-                         : views::transpose(empty({s.B, s.T, s.NH, s.HS}, q.dtype(), q.device()), 1, 2);
+  const Tensor out = empty_heads(q, layout == AttentionOutputLayout::kTokensFirst);
   Tensor lse = empty({s.B, s.NH, s.T}, lse_dtype(q.dtype()), q.device());
   if (out.numel() == 0) return {out, lse};
   if (on_device(q)) {

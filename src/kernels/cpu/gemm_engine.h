@@ -32,7 +32,8 @@
 //    resumes, and a run would not reproduce itself. The ISA is the same every time on a CPU
 //    type. And a run's engine is never implicit: the resolved config (what `trident train`
 //    prints and checkpoints store) names the engine auto picked, not "auto", so the printed
-//    config runs on the same engine wherever it is given.
+//    config runs on the same engine wherever it is given (bf16 only in bf16 runs, where it
+//    matters: KernelsOptions in kernel_options.h).
 #pragma once
 
 #include <cstdint>
