@@ -20,6 +20,7 @@ PyTorch:  the nanoGPT model below with F.scaled_dot_product_attention (flash att
 """
 
 import argparse
+import datetime
 import json
 import math
 import os
@@ -73,7 +74,15 @@ def torch_worker(args):
             return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))
 
     torch.manual_seed(0)
-    model = GPT().cuda()
+    model = GPT()
+    for name, p in model.named_parameters():  # GPT-2's init (as trident's): N(0, 0.02), zero biases, unit norms
+        if name.endswith("bias"):
+            nn.init.zeros_(p)
+        elif p.dim() == 1:
+            nn.init.ones_(p)
+        else:
+            nn.init.normal_(p, std=0.02 / math.sqrt(2 * L) if name.endswith(("c_proj.weight", "mlp_proj.weight")) else 0.02)
+    model = model.cuda()
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
     step_fn = model if args.no_compile else torch.compile(model)
@@ -100,8 +109,11 @@ def torch_worker(args):
                       "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30, "losses": losses}))
 
 
-def run_json(cmd, env=None):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def run_json(cmd, timeout, env=None):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s: {' '.join(cmd)}", "returncode": None}
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout)[-2000:], "returncode": p.returncode}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -119,6 +131,8 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=989.0)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--only", choices=["both", "trident", "torch"], default="both")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run before it counts as failed")
+    ap.add_argument("--commit", default="", help="trident's commit, recorded in the JSON")
     # worker mode
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", default="124M", help=argparse.SUPPRESS)
@@ -138,13 +152,13 @@ def main():
                         args.trident_bench, "--device", "cuda", "--precision", "bf16", "--layers", str(c["L"]),
                         "--embd", str(c["C"]), "--heads", str(c["NH"]), "--vocab", str(V), "--T", str(args.T),
                         "--B", str(batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
-                        "--peak-tflops", str(args.peak_tflops)]))
+                        "--peak-tflops", str(args.peak_tflops)], args.timeout))
                 if args.only in ("both", "torch"):
                     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", size, "--batch", str(batch),
                            "--T", str(args.T), "--steps", str(args.steps), "--warmup", str(args.warmup)]
                     if args.no_compile:
                         cmd.append("--no-compile")
-                    runs["pytorch"].append(run_json(cmd))
+                    runs["pytorch"].append(run_json(cmd, args.timeout))
             row = {"size": size, "T": args.T, "B": batch}
             for fw, rs in runs.items():
                 ok = [r for r in rs if "median_step_ms" in r]
@@ -158,12 +172,39 @@ def main():
                 tps = batch * args.T / (ms / 1e3)
                 row[fw] = {"median_step_ms": ms, "tokens_per_s": tps, "params": params,
                            "mfu": flops_per_token(c["L"], c["C"], args.T, params) * tps / (args.peak_tflops * 1e12),
-                           "first_loss": ok[0].get("losses", [math.nan])[0]}
+                           "first_loss": ok[0].get("losses", [math.nan])[0],
+                           # trident: its allocator's peak bytes in use; PyTorch: max_memory_allocated
+                           "peak_mem_gib": ok[0]["allocator_peak_mib"] / 1024 if "allocator_peak_mib" in ok[0]
+                           else ok[0].get("peak_mem_gib")}
+                if "allocator_peak_mib_by_category" in ok[0]:
+                    row[fw]["peak_mib_by_category"] = ok[0]["allocator_peak_mib_by_category"]
             if "median_step_ms" in row.get("trident", {}) and "median_step_ms" in row.get("pytorch", {}):
                 row["tokens_per_s_ratio"] = row["trident"]["tokens_per_s"] / row["pytorch"]["tokens_per_s"]
             results.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    print(json.dumps({"peak_tflops": args.peak_tflops, "results": results}, indent=1))
+    print(json.dumps({"peak_tflops": args.peak_tflops, "machine": machine_info(), "commit": args.commit,
+                      "pytorch_settings": {"compile": not args.no_compile, "attention": "F.scaled_dot_product_attention",
+                                           "autocast": "bfloat16", "optimizer": "AdamW(fused=True)",
+                                           "clip_grad_norm": 1.0},
+                      "steps": args.steps, "warmup": args.warmup, "reps": args.reps, "results": results}, indent=1))
+
+
+def machine_info():
+    """The GPU, its driver, PyTorch's version and the date, for bench/results/."""
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30).stdout.strip().split(", ")
+        info.update(gpu=q[0], driver=q[1], memory=q[2])
+    except (OSError, IndexError, subprocess.TimeoutExpired) as e:
+        info["gpu_error"] = str(e)
+    try:
+        import torch
+        info["pytorch"] = torch.__version__
+        info["cuda"] = torch.version.cuda
+    except ImportError:
+        pass
+    return info
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 // rates of every engine at the model's shapes with the MFU against the fastest of the run's
 // dtype (--gemm-rates: kernels/cpu/gemm_rates.h, train/mfu.h). --profile profiles one extra
 // step after the timed ones (core/profiler.h): its table goes to stderr and its rows, wall time
-// and coverage into the JSON as "profile". That step is not in "step_ms", "losses", the median
+// and coverage into the JSON as "profile"; on a GPU its clock synchronizes the device at every
+// scope boundary, so the rows are GPU time. That step is not in "step_ms", "losses", the median
 // or tokens/s (the profiler's overhead does not count in them), and the peak RSS and allocator
 // peak are read before it.
 //
@@ -166,7 +167,18 @@ int main(int argc, char** argv) {
       const Tensor targets = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
       synchronize(device);
       std::optional<profiler::ProfileSession> session;
-      if (profiled) session.emplace();
+      if (profiled) {
+        // On a GPU the scopes would time launches: a clock that first waits for the device
+        // makes each scope's time the GPU's (and the step slower: it is not timed).
+        profiler::ProfilerOptions options;
+        if (!device.is_cpu())
+          options.clock_ns = [device] {
+            synchronize(device);
+            return static_cast<int64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+          };
+        session.emplace(std::move(options));
+      }
       const auto t0 = Clock::now();
       double loss_value = 0.0;
       {
@@ -211,7 +223,12 @@ int main(int argc, char** argv) {
         {"tokens_per_s", static_cast<double>(B * T) / (ms / 1e3)},
         {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0},
         {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
+        {"allocator_reserved_peak_mib", static_cast<double>(mem.peak_reserved) / (1024.0 * 1024.0)},
     };
+    // Each category's own peak (they peak at different moments: their sum exceeds the total's).
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      out["allocator_peak_mib_by_category"][memory_category_name(static_cast<MemoryCategory>(c))] =
+          static_cast<double>(mem.by_category[c].peak) / (1024.0 * 1024.0);
     if (report) {
       std::fprintf(stderr, "profile of step %lld (after the timed ones, not timed):\n%s",
                    static_cast<long long>(warmup + steps + 1), report->table().c_str());

@@ -21,9 +21,13 @@ for lib in $(ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u); do
   esac
 done
 # The device tool carries at most 64 MiB with the working tree: compressed, this is ~30 MiB.
-rm -rf .gpu
+rm -f .gpu/trident-gpu.tar.xz
 mkdir -p .gpu
 tar -C "$stage" -cJf .gpu/trident-gpu.tar.xz bin lib
 rm -rf "$stage"
 mkdir -p .git/info && { grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude; }
+# Tiny Shakespeare in GPT-2 tokens for run.sh's `trident train` on the GPU, where ../shared is not.
+if [ -f ../shared/data/shakespeare.txt ] && [ ! -f .gpu/data/train.bin ]; then
+  "$build"/apps/trident prepare --out .gpu/data --vocab ../shared/data/gpt2 ../shared/data/shakespeare.txt
+fi
 du -sh .gpu/trident-gpu.tar.xz

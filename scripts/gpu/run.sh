@@ -1,15 +1,23 @@
 #!/bin/bash
 # On a GPU machine (the device tool's run, repo root, .gpu/ carried from scripts/gpu/pack.sh):
-# runs the CUDA tests, the op suite on the GPU, the attention kernels' own check, the host's
-# AVX-512 AdamW, GPT-2 124M fp32 losses on the GPU against the CPU, the speed comparison with
-# PyTorch, and ZeRO-Offload training a model whose optimizer state does not fit on the
-# (capped) GPU; and (cpu) the host CPU's native bf16 GEMMs through oneDNN, where it has
-# AVX512_BF16 or AMX (issue #4). Logs and JSON
-# go to $OUT (or ./gpu-out). Usage: scripts/gpu/run.sh [tests|parity|bench|offload|cpu|all]
+# runs the CUDA tests, compute-sanitizer on the attention kernels, GPT-2 124M fp32 and bf16
+# losses on the GPU (compared with the CPU's here, off the GPU's time: scripts/gpu/parity.py),
+# `trident train` on the GPU on the packed corpus, a per-op profile of a bf16 step and PyTorch's
+# rates at the same shapes (bench/gpu_ceilings.py), the speed comparison with PyTorch, ZeRO-Offload
+# training a model whose optimizer state does not fit on the (capped) GPU, and (cpu) the host
+# CPU's native bf16 GEMMs. Device time is short, so every stage has a time limit and the whole run a
+# deadline (TRIDENT_GPU_DEADLINE seconds, default 540): a stage that would start past it is
+# skipped and says so. Logs and JSON go to one directory, packed as $OUT/gpu-results.tar.gz
+# (the device tool brings back few files). Usage:
+#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests sanitize parity train profile bench offload cpu,
+#   run in the order given (all: tests parity profile bench offload train sanitize).
 set -uo pipefail
-what=${1:-all}
+stages=${*:-all}
 out=${OUT:-gpu-out}
-mkdir -p "$out"
+res=/tmp/gpu-results
+rm -rf "$res" && mkdir -p "$res" "$out"
+deadline=${TRIDENT_GPU_DEADLINE:-540}
+start=$SECONDS
 cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 cudart=$(python3 -c 'import nvidia.cuda_runtime, os; print(os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib"))' 2>/dev/null || true)
 nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
@@ -18,63 +26,95 @@ rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf .gpu/trident-gpu.tar.x
 export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${cublas}:${cudart}:${nccl}:${LD_LIBRARY_PATH:-}"
 export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
 bin=$root/bin
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
-ldd $bin/cuda_test | grep -E "not found|cublas|cudart|nccl" | tee -a "$out/gpu.txt"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; grep -m1 "model name" /proc/cpuinfo; nproc
+  git rev-parse HEAD 2>/dev/null; date -u; ldd $bin/cuda_test | grep -E "not found|cublas|cudart|nccl"; } 2>&1 | tee "$res/machine.txt"
 
-if [[ $what == tests || $what == all ]]; then
-  $bin/cuda_test 2>&1 | tee "$out/cuda_test.log" | tail -25
-  $bin/op_suite_test --gtest_filter='*OnDevices*' --gtest_brief=1 2>&1 | tee "$out/op_suite_gpu.log" | tail -40
-  $bin/attention_kernel_test 2>&1 | tee "$out/attention_kernel_test.log" | grep -E "FAIL|failures" | tail -30
-  # The host-side kernels this machine's CPU runs differently (AVX-512 AdamW for ZeRO-Offload).
-  $bin/ops_test --gtest_filter='AdamWOp.*:SumOfSquaresOp.*:VocabParallel*' 2>&1 | tee "$out/ops_test.log" | tail -8
-fi
-if [[ $what == parity || $what == all ]]; then
-  # GPT-2 124M, T=1024, fp32, 20 steps from the same init and tokens: GPU vs CPU losses.
-  args="--layers 12 --embd 768 --heads 12 --vocab 50257 --T 1024 --B 4 --steps 20 --warmup 0"
-  $bin/train_step_bench $args --device cuda > "$out/parity_cuda.json" 2> "$out/parity_cuda.log"
-  $bin/train_step_bench $args --device cpu --threads 16 > "$out/parity_cpu.json" 2> "$out/parity_cpu.log"
-  python3 - "$out" <<'PY'
-import json, sys
-out = sys.argv[1]
-g, c = (json.load(open(f"{out}/parity_{d}.json"))["losses"] for d in ("cuda", "cpu"))
-worst = max(abs(a - b) / abs(b) for a, b in zip(g, c))
-print(json.dumps({"steps": len(g), "max_rel_diff": worst, "within_1e-3": worst <= 1e-3, "cuda": g, "cpu": c}))
-PY
-fi
-if [[ $what == bench || $what == all ]]; then
-  python3 bench/gpu_train_compare.py --trident-bench $bin/train_step_bench --sizes 124M,350M --batches 16,32 \
-    > "$out/gpu_train_compare.json" 2> "$out/gpu_train_compare.log"
-  tail -5 "$out/gpu_train_compare.log"
-  $bin/attention_kernel_test bench 2>&1 | tee "$out/attention_bench.jsonl"
-  # What cuBLASLt's GELU epilogue saves: GPT-2 124M bf16, B=16, with it (1) and without (0).
-  for e in 1 0; do
-    TRIDENT_CUDA_GELU_EPILOGUE=$e $bin/train_step_bench --device cuda --precision bf16 --layers 12 --embd 768 \
-      --heads 12 --vocab 50257 --T 1024 --B 16 --steps 10 --warmup 3 --peak-tflops 989 \
-      > "$out/gelu_epilogue_$e.json" 2> "$out/gelu_epilogue_$e.log"
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('gelu epilogue', sys.argv[2], d.get('tokens_per_s'), d.get('mfu'))" \
-      "$out/gelu_epilogue_$e.json" $e
+# stage NAME SECONDS CMD...: runs CMD with its output in $res/NAME.log, unless the deadline
+# would pass; prints one status line and the log's last lines.
+stage() {
+  local name=$1 limit=$2; shift 2
+  local left=$((deadline - (SECONDS - start)))
+  if ((left < 15)); then echo "== $name: skipped, ${left}s left of the deadline" | tee -a "$res/status.txt"; return; fi
+  ((limit > left)) && limit=$left
+  local t0=$SECONDS
+  timeout -k 5 "$limit" "$@" > "$res/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc in $((SECONDS - t0))s (limit ${limit}s)" | tee -a "$res/status.txt"
+  tail -n "${TAIL:-6}" "$res/$name.log" | cut -c1-220
+}
+
+gpt2_124m="--layers 12 --embd 768 --heads 12 --vocab 50257 --T 1024"
+
+group_tests() {
+  stage cuda_test 120 $bin/cuda_test
+  TAIL=12 stage op_suite_gpu 150 $bin/op_suite_test --gtest_filter='*OnDevices*' --gtest_brief=1
+  TAIL=3 stage attention_kernel_test 120 $bin/attention_kernel_test
+  grep FAIL "$res/attention_kernel_test.log" | head -20
+  stage ops_host 60 $bin/ops_test --gtest_filter='AdamWOp.*:SumOfSquaresOp.*:VocabParallel*'
+}
+group_sanitize() {
+  command -v compute-sanitizer >/dev/null || { echo "== sanitize: no compute-sanitizer"; return; }
+  TAIL=4 stage memcheck_attention 90 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/attention_kernel_test quick
+  TAIL=4 stage racecheck_attention 120 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/attention_kernel_test quick
+  TAIL=4 stage memcheck_reductions 90 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/op_suite_test \
+    --gtest_filter='*OnDevices*sum*:*OnDevices*mean*:*OnDevices*softmax*:*OnDevices*cross_entropy*:*OnDevices*layer_norm*' --gtest_brief=1
+}
+group_parity() {
+  # GPT-2 124M, T=1024, B=4 from the same init and tokens as the CPU runs in .gpu/parity_cpu_*.json.
+  TAIL=2 stage parity_cuda_fp32 90 $bin/train_step_bench $gpt2_124m --B 4 --steps 20 --warmup 0 --device cuda --precision fp32
+  TAIL=2 stage parity_cuda_bf16 90 $bin/train_step_bench $gpt2_124m --B 4 --steps 20 --warmup 0 --device cuda --precision bf16
+}
+group_train() {
+  [ -d .gpu/data ] || { echo "== train: no .gpu/data (scripts/gpu/pack.sh prepares it)"; return; }
+  # `trident train` on the GPU: GPT-2 124M on Tiny Shakespeare (T=1024, B=8), 200 steps, bf16 and fp32.
+  for p in bf16 fp32; do
+    TAIL=4 stage train_$p 120 $bin/trident train --config configs/shakespeare.toml --train.device=cuda \
+      --precision.dtype=$p --model.n_layer=12 --model.n_head=12 --model.n_embd=768 --model.block_size=1024 \
+      --data.seq_len=1024 --data.batch_size=8 --data.train_file=.gpu/data/train.bin --data.val_file=.gpu/data/val.bin \
+      --train.steps=200 --train.eval_interval=50 --train.eval_batches=10 --train.checkpoint_interval=0 \
+      --train.out_dir=/tmp/run_$p --train.resume=false --train.log_interval=10 --lr_schedule.warmup_steps=20 --optim.lr=6e-4
+    cp /tmp/run_$p/metrics.jsonl "$res/train_${p}_metrics.jsonl" 2>/dev/null
   done
-fi
-if [[ $what == offload || $what == all ]]; then
+}
+group_profile() {
+  # Where a bf16 step's GPU time goes (the profiled step synchronizes at every scope), with the
+  # GEMMs on cuBLASLt and on cublasGemmEx; and what PyTorch reaches at the same shapes.
+  TAIL=45 stage profile_124m_bf16 90 $bin/train_step_bench $gpt2_124m --B 16 --steps 3 --warmup 2 --device cuda \
+    --precision bf16 --peak-tflops 989 --profile
+  TRIDENT_CUDA_CUBLASLT=0 TAIL=30 stage profile_124m_bf16_gemmex 90 $bin/train_step_bench $gpt2_124m --B 16 --steps 3 \
+    --warmup 2 --device cuda --precision bf16 --peak-tflops 989 --profile
+  TAIL=1 stage ceilings 90 python3 bench/gpu_ceilings.py
+}
+group_bench() {
+  TAIL=3 stage gpu_train_compare 300 python3 bench/gpu_train_compare.py --trident-bench $bin/train_step_bench \
+    --sizes ${BENCH_SIZES:-124M,350M} --batches ${BENCH_BATCHES:-16,32} --reps 1 --steps 10 --warmup 3 --timeout 150 \
+    --commit "$(git rev-parse HEAD 2>/dev/null)"
+  TAIL=6 stage attention_bench 60 $bin/attention_kernel_test bench
+}
+group_offload() {
   # ZeRO-Offload: GPT-2 1.5B (L=48, C=1600) in bf16 on a GPU capped at 16 GiB. Its fp32 AdamW
   # state and masters (12 B/param, ~19 GB) do not fit: without --offload it runs out of memory.
   args="--device cuda --precision bf16 --layers 48 --embd 1600 --heads 25 --vocab 50257 --T 1024 --B 2
         --steps 3 --warmup 1 --checkpointing full --peak-tflops 989"
-  TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 $bin/train_step_bench $args --offload > "$out/offload_1p5b.json" 2> "$out/offload_1p5b.log"
-  tail -3 "$out/offload_1p5b.log"; cat "$out/offload_1p5b.json" | head -c 600; echo
-  TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 $bin/train_step_bench $args > "$out/no_offload_1p5b.json" 2> "$out/no_offload_1p5b.log"
-  echo "without offload: exit $?"; tail -3 "$out/no_offload_1p5b.log"
-fi
-if [[ $what == cpu || $what == all ]]; then
-  # The oneDNN GEMM wrapper (bf16 runs only where oneDNN reports native bf16), the op suite's
-  # matmul and linear cases on the host, and GPT-2 124M on 2 cores, fp32 against bf16.
-  grep -m1 "model name" /proc/cpuinfo | tee "$out/cpu.txt"
-  grep -o -w -E "avx512_bf16|amx_bf16" /proc/cpuinfo | sort -u | tee -a "$out/cpu.txt"
-  $bin/kernels_test 2>&1 | tee "$out/kernels_test.log" | grep -E "engine|OK|FAILED|SKIPPED|PASSED" | tail -12
-  $bin/op_suite_test --gtest_filter='*matmul*:*linear*' --gtest_brief=1 2>&1 | tee "$out/op_suite_matmul.log" | tail -4
+  TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 TAIL=3 stage offload_1p5b 150 $bin/train_step_bench $args --offload
+  TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 TAIL=3 stage no_offload_1p5b 60 $bin/train_step_bench $args
+}
+group_cpu() {
+  # The host CPU's native bf16 GEMMs through oneDNN where it has AVX512_BF16 or AMX (issue #4):
+  # the GEMM wrapper's tests, the op suite's matmul and linear cases on the host, and GPT-2 124M
+  # on 2 cores, fp32 against bf16.
+  { grep -m1 "model name" /proc/cpuinfo; grep -o -w -E "avx512_bf16|amx_bf16" /proc/cpuinfo | sort -u; } | tee "$res/cpu.txt"
+  TAIL=4 stage kernels_test 120 $bin/kernels_test
+  TAIL=3 stage op_suite_matmul 120 $bin/op_suite_test --gtest_filter='*matmul*:*linear*' --gtest_brief=1
   for p in fp32 bf16; do
-    OMP_NUM_THREADS=2 taskset -c 0,1 $bin/train_step_bench --layers 12 --embd 768 --heads 12 --vocab 50257 --T 1024 \
-      --B 4 --steps 2 --warmup 1 --threads 2 --precision $p --sgemm > "$out/cpu_124m_$p.json" 2> "$out/cpu_124m_$p.log"
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d.get(k) for k in ('precision','tokens_per_s','sgemm_gflops','bf16_gemm','bf16_gemm_gflops','cpu_isa')})" "$out/cpu_124m_$p.json"
+    OMP_NUM_THREADS=2 TAIL=1 stage cpu_124m_$p 120 taskset -c 0,1 $bin/train_step_bench $gpt2_124m --B 4 --steps 2 \
+      --warmup 1 --threads 2 --precision $p --sgemm
   done
-fi
+}
+[[ $stages == all ]] && stages="tests parity profile bench offload train sanitize"
+for g in $stages; do
+  declare -F "group_$g" >/dev/null || { echo "run.sh: unknown stage $g" >&2; continue; }
+  "group_$g"
+done
+echo "== done in $((SECONDS - start))s"
+tar -C "$res" -czf "$out/gpu-results.tar.gz" .

@@ -7,6 +7,7 @@
 
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "core/views.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/matmul.h"
@@ -72,47 +73,70 @@ int64_t count_targets(const Tensor& t_any, int64_t V, int64_t ignore_index, cons
 }
 
 // Note [Padded logits]: on a device each chunk's logits (n, V) live in rows of ld = V rounded
-// up to 8 elements. With GPT-2's V = 50257 unpadded rows are only 2-byte aligned in bf16, and
-// cuBLASLt then has only slow kernels for the three vocabulary GEMMs (a quarter of the model's
-// FLOPs); padded, every row starts 16-byte aligned. The padding is never read.
+// up to the device's multiple (64 on a GPU), and the logits and dx GEMMs run over all ld
+// columns against a copy of w padded with zero rows, so the padding columns hold exact zeros
+// in logits and dlogits (the cross-entropy kernels read and write only the first V) and add
+// nothing to dx. With GPT-2's V = 50257 unpadded rows are only 2-byte aligned in bf16, and
+// cuBLAS runs an odd vocabulary dimension slowly even when aligned: on an H100 the logits GEMM
+// at (16384 x 768) x (768 x 50257) ran at 98 TFLOP/s through PyTorch and the dx GEMM at 145,
+// against 800 for a large square product (bench/gpu_ceilings.py); nanoGPT pads its vocabulary to
+// 50304 for this reason. Padding here leaves the model's V (and its files) as they are.
 int64_t padded_row(int64_t V, const kernels::DeviceKernels& k) {
   const int64_t m = std::max<int64_t>(1, k.logits_row_multiple());
   return (V + m - 1) / m * m;
 }
 
+// w (V, C) with zero rows up to ld (Note [Padded logits]); w itself when ld == V.
+Tensor zero_padded_rows(const Tensor& w, int64_t ld) {
+  if (ld == w.size(0)) return w;
+  Tensor padded = zeros(Shape{ld, w.size(1)}, w.dtype(), w.device());
+  core::copy_(views::narrow(padded, 0, 0, w.size(0)), w);
+  return padded;
+}
+
 // One chunk of linear_cross_entropy on a device: rows [r0, r0 + n) of x2 (N, C), into
 // `logits` (at least n * padded_row(V, k) elements); the same steps as the host loop below.
-void chunk_on_device(const Tensor& x2, const Tensor& wc, const Tensor& tc, const Tensor& logits, const Tensor& lse,
-                     LinearCrossEntropyOutput& out, int64_t r0, int64_t n, int64_t ignore_index, bool want_grad,
-                     double& total) {
+// wp is wc with zero rows up to padded_row(V, k) (zero_padded_rows).
+void chunk_on_device(const Tensor& x2, const Tensor& wc, const Tensor& wp, const Tensor& tc, const Tensor& logits,
+                     const Tensor& lse, LinearCrossEntropyOutput& out, int64_t r0, int64_t n, int64_t ignore_index,
+                     bool want_grad, double& total) {
   kernels::DeviceKernels& k = device_kernels_of(x2);
   const int64_t C = x2.size(1), V = wc.size(0), ld = padded_row(V, k);
   const size_t t_size = element_size(tc.dtype()), x_size = element_size(x2.dtype());
   const void* tg = static_cast<const char*>(tc.raw_data()) + r0 * t_size;
   const void* xc = static_cast<const char*>(x2.raw_data()) + r0 * C * x_size;
+  // Scopes per step (core/profiler.h): what the head's time is made of, on a GPU.
   {  // logits (n, V) = x rows (n, C) @ w^T
+    profiler::ProfileScope scope("linear_cross_entropy.logits_gemm", profiler::Phase::kForward);
     kernels::GemmArgs g;
     g.dtype = g.c_dtype = x2.dtype();
     g.trans_b = true;
-    g.M = n, g.N = V, g.K = C;
-    g.a = xc, g.lda = C, g.b = wc.raw_data(), g.ldb = C;
+    g.M = n, g.N = ld, g.K = C;  // the padding columns: zero rows of wp, exact zeros
+    g.a = xc, g.lda = C, g.b = wp.raw_data(), g.ldb = C;
     g.c = logits.raw_data(), g.ldc = ld;
     k.gemm(g);
   }
-  total +=
-      k.cross_entropy_forward(x2.dtype(), tc.dtype(), lse.raw_data(), logits.raw_data(), tg, n, V, ld, ignore_index);
-  if (want_grad)  // softmax - onehot in place, unscaled
+  {
+    profiler::ProfileScope scope("linear_cross_entropy.softmax", profiler::Phase::kForward);
+    total +=
+        k.cross_entropy_forward(x2.dtype(), tc.dtype(), lse.raw_data(), logits.raw_data(), tg, n, V, ld, ignore_index);
+  }
+  if (want_grad) {  // softmax - onehot in place, unscaled
+    profiler::ProfileScope scope("linear_cross_entropy.dlogits", profiler::Phase::kForward);
     k.cross_entropy_backward(x2.dtype(), tc.dtype(), logits.raw_data(), logits.raw_data(), lse.raw_data(), tg, n, V,
                              ld, ignore_index, 1.0);
+  }
   if (out.dx) {  // dx rows = dlogits (n, V) @ w (V, C)
+    profiler::ProfileScope scope("linear_cross_entropy.dx_gemm", profiler::Phase::kForward);
     kernels::GemmArgs g;
     g.dtype = g.c_dtype = x2.dtype();
-    g.M = n, g.N = C, g.K = V;
-    g.a = logits.raw_data(), g.lda = ld, g.b = wc.raw_data(), g.ldb = C;
+    g.M = n, g.N = C, g.K = ld;  // zero padding columns times zero rows of wp: nothing added
+    g.a = logits.raw_data(), g.lda = ld, g.b = wp.raw_data(), g.ldb = C;
     g.c = static_cast<char*>(out.dx->raw_data()) + r0 * C * x_size, g.ldc = C;
     k.gemm(g);
   }
   if (out.dw) {  // dw += dlogits^T (V, n) @ x rows (n, C), in f32 for bf16/f16
+    profiler::ProfileScope scope("linear_cross_entropy.dw_gemm", profiler::Phase::kForward);
     kernels::GemmArgs g;
     g.dtype = x2.dtype(), g.c_dtype = out.dw->dtype();
     g.trans_a = true;
@@ -240,9 +264,11 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   dispatch_floating(x.dtype(), what, [&]<class T>() {
     Tensor lse = empty(Shape{std::min(R, N)}, dtype_of<acc_t<T>>(), x.device());
     if (on_device(x2)) {  // one logits buffer for every chunk (Note [Padded logits])
-      const Tensor logits = empty(Shape{std::min(R, N), padded_row(V, device_kernels_of(x2))}, x.dtype(), x.device());
+      const int64_t ld = padded_row(V, device_kernels_of(x2));
+      const Tensor logits = empty(Shape{std::min(R, N), ld}, x.dtype(), x.device());
+      const Tensor wp = zero_padded_rows(wc, ld);
       for (int64_t r0 = 0; r0 < N; r0 += R)
-        chunk_on_device(x2, wc, tc, logits, lse, out, r0, std::min(R, N - r0), ignore_index, want_grad, total);
+        chunk_on_device(x2, wc, wp, tc, logits, lse, out, r0, std::min(R, N - r0), ignore_index, want_grad, total);
       return;
     }
     for (int64_t r0 = 0; r0 < N; r0 += R) {

@@ -278,7 +278,7 @@ TEST_P(OpSuite, ResultsDoNotDependOnThreadCount) {
 // the front ends; a GPU runs where one is visible.
 std::vector<Device> test_devices() {
   std::vector<Device> devices{emulated_device()};
-  set_emulated_logits_row_multiple(8);  // the GPU's padded logits rows (ops/loss.cc)
+  set_emulated_logits_row_multiple(64);  // the GPU's padded logits and vocabulary GEMMs (ops/loss.cc)
 #ifdef TRIDENT_WITH_CUDA
   if (cuda::is_available()) devices.push_back(Device::cuda());
 #endif

@@ -116,9 +116,10 @@ class DeviceKernels {
                                  const void* indices, int64_t N, int64_t C) = 0;
   virtual void embedding_backward(DType dtype, DType index_dtype, void* grad_weight, const void* grad_out,
                                   const void* indices, int64_t N, int64_t V, int64_t C) = 0;
-  // The multiple of elements that linear_cross_entropy pads its logits rows to (Note [Padded
-  // logits] in ops/loss.cc): 8, so cuBLASLt gets 16-byte-aligned rows in bf16/f16.
-  virtual int64_t logits_row_multiple() const { return 8; }
+  // The multiple of elements that linear_cross_entropy pads its logits rows and its vocabulary
+  // GEMMs to (Note [Padded logits] in ops/loss.cc): 64, so cuBLAS gets aligned rows and a
+  // vocabulary dimension it runs at full speed.
+  virtual int64_t logits_row_multiple() const { return 64; }
   // Returns the sum of the row losses that are not ignored. Rows of logits and dlogits are
   // ld >= V elements apart (a padded stride keeps every row 16-byte aligned for the GEMMs).
   virtual double cross_entropy_forward(DType dtype, DType index_dtype, void* logsumexp, const void* logits,
