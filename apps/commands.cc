@@ -18,8 +18,8 @@
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/gemm_rates.h"
 #include "kernels/cpu/onednn_gemm.h"
-#include "models/gpt2/gemm_shapes.h"
-#include "models/gpt2/generate.h"
+#include "models/generate.h"
+#include "models/registry.h"
 #include "train/stop_request.h"
 #include "train/tokenizer_factory.h"
 #include "train/trainer.h"
@@ -34,13 +34,13 @@ Status load_config(config::ConfigTree& tree, const std::string& file, const std:
     Status s = tree.load_toml_file(file);
     if (!s.is_ok()) return s;
   }
+  std::vector<std::string> assignments;
   for (const std::string& arg : overrides) {
     if (!arg.starts_with("--"))
       return Status::invalid("unexpected argument '" + arg + "' (overrides look like --section.key=value)");
-    Status s = tree.apply_override(arg.substr(2), "command line");
-    if (!s.is_ok()) return s;
+    assignments.push_back(arg.substr(2));
   }
-  return Status::ok();
+  return tree.apply_overrides(assignments, "command line");  // model.arch before the keys it chooses
 }
 
 // A run directory (train.out_dir: its latest checkpoint) or one checkpoint directory.
@@ -68,10 +68,10 @@ StatusOr<train::TrainConfig> checkpoint_config(const std::string& dir) {
 }
 
 // A model with a checkpoint's weights (of any layout: whole, or sharded by ZeRO).
-StatusOr<std::unique_ptr<models::gpt2::GPT2>> load_model(const std::string& dir, const train::TrainConfig& cfg) {
+StatusOr<std::unique_ptr<models::CausalLM>> load_model(const std::string& dir, const train::TrainConfig& cfg) {
   auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir);
   if (!reader.is_ok()) return reader.status();
-  auto model = std::make_unique<models::gpt2::GPT2>(cfg.model);
+  std::unique_ptr<models::CausalLM> model = models::build_model(cfg.model);
   Status s = train::load_checkpoint_weights(model->named_parameters(), reader.value());
   if (!s.is_ok()) return s;
   model->eval();
@@ -115,7 +115,7 @@ Status run_prepare(const PrepareArgs& a) {
 }
 
 CLI::App* add_train(CLI::App& app, TrainArgs& a) {
-  CLI::App* c = app.add_subcommand("train", "Train a GPT-2 from a config file and --section.key=value overrides");
+  CLI::App* c = app.add_subcommand("train", "Train a model (model.arch) from a config file and --section.key=value overrides");
   c->add_option("--config", a.config_file, "TOML config file")->check(CLI::ExistingFile);
   c->add_flag("--print-config", a.print_config, "print the resolved config and exit");
   c->add_flag("--help-config", a.help_config, "list every config key with its default and doc, and exit");
@@ -202,10 +202,11 @@ Status run_gemm_rates(const GemmRatesArgs& a, const std::vector<std::string>& ov
   const bool bf16 = a.dtype != "f32";
   const k::KernelsOptions chosen = cfg.kernels.resolved(bf16);
   chosen.apply(bf16);  // widened-f32 runs on the configured f32 engine
-  const k::GemmRates rates = k::measure_gemm_rates(models::gpt2::gemm_shapes(cfg.model, B, T), dtypes, options);
+  const k::GemmRates rates = k::measure_gemm_rates(models::model_family(cfg.model.arch).gemm_shapes(cfg.model, B, T), dtypes, options);
   if (a.json) {
     nlohmann::ordered_json out = {
-        {"model", {{"n_layer", cfg.model.n_layer}, {"n_embd", cfg.model.n_embd}, {"vocab_size", cfg.model.vocab_size}}},
+        {"model", {{"arch", cfg.model.arch}, {"n_layer", cfg.model.n_layer}, {"n_embd", cfg.model.n_embd},
+                   {"vocab_size", cfg.model.vocab_size}}},
         {"B", B}, {"T", T}, {"threads", rates.threads}, {"cpu_isa", k::onednn_cpu_isa()}, {"seconds", rates.seconds},
         {"kernels", {{"f32_gemm", chosen.f32_gemm}, {"bf16_gemm", chosen.bf16_gemm}}},
         {"gemm_rates", train::gemm_rates_json(rates)}};
@@ -213,9 +214,9 @@ Status run_gemm_rates(const GemmRatesArgs& a, const std::vector<std::string>& ov
     std::printf("%s\n", out.dump(2).c_str());
     return Status::ok();
   }
-  std::printf("GEMM rates at GPT-2 L=%lld C=%lld V=%lld, B=%lld T=%lld: %zu shapes, %d threads, oneDNN ISA %s, "
+  std::printf("GEMM rates at %s L=%lld C=%lld V=%lld, B=%lld T=%lld: %zu shapes, %d threads, oneDNN ISA %s, "
               "measured in %.1f s\n%s",
-              static_cast<long long>(cfg.model.n_layer), static_cast<long long>(cfg.model.n_embd),
+              cfg.model.arch.c_str(), static_cast<long long>(cfg.model.n_layer), static_cast<long long>(cfg.model.n_embd),
               static_cast<long long>(cfg.model.vocab_size), static_cast<long long>(B), static_cast<long long>(T),
               rates.shapes.size(), rates.threads, k::onednn_cpu_isa().c_str(), rates.seconds,
               train::gemm_rates_table(rates).c_str());
@@ -251,8 +252,8 @@ Status run_sample(const SampleArgs& a) {
     const std::optional<data::TokenId> eot = tok.value()->eot_id();
     prompt.push_back(eot ? *eot : '\n');
   }
-  models::gpt2::SampleOptions opt{a.tokens, a.temperature, a.top_k, static_cast<uint64_t>(a.seed)};
-  const std::vector<int64_t> out = models::gpt2::generate(*model.value(), prompt, opt);
+  models::SampleOptions opt{a.tokens, a.temperature, a.top_k, static_cast<uint64_t>(a.seed)};
+  const std::vector<int64_t> out = models::generate(*model.value(), prompt, opt);
   std::vector<data::TokenId> ids(out.begin(), out.end());
   std::printf("%s%s\n", a.prompt.c_str(), tok.value()->decode(ids).c_str());
   return Status::ok();
@@ -295,7 +296,7 @@ Status run_eval(const EvalArgs& a) {
 
 CLI::App* add_export(CLI::App& app, ExportArgs& a) {
   CLI::App* c = app.add_subcommand(
-      "export", "Write a checkpoint's weights as one safetensors file with Hugging Face GPT-2 names");
+      "export", "Write a checkpoint's weights as one safetensors file with Hugging Face names");
   c->add_option("--checkpoint", a.checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
   c->add_option("--out", a.out, "the safetensors file to write")->required();
   return c;

@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
     if (!device.is_cpu())
       out["host_allocator_peak_mib"] = static_cast<double>(host_peak) / (1024.0 * 1024.0);
     // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token.
-    const double flops_per_token = train::palm_flops_per_token(n_params, cfg, T);
+    const double flops_per_token = train::palm_flops_per_token(n_params, cfg.to_model_config(), T);
     const double tokens_per_s = static_cast<double>(B * T) / (ms / 1e3);
     if (gemm_rates && device.is_cpu()) {
       namespace k = kernels::cpu;

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""Checks that every #include in src/ points to the same layer or one below it.
+"""Checks that every #include in src/ points to the same layer or one below it, and that only
+models/ includes a model family's headers.
 
 The layer order is the architecture (docs/architecture.md); CMake links each layer only to
 the ones below, and this test catches header-only upward dependencies that linking misses.
+A family (models/<family>/) is seen from outside models/ only through the model contract
+(models/causal_lm.h) and the registry (models/registry.h): src/ outside models/ and apps/
+must not include a family's header (issue #22).
 """
 import pathlib
 import re
@@ -44,10 +48,34 @@ def layer_of(path: str):
     return best
 
 
+# A model family's own headers: models/<family>/<file>.
+FAMILY_HEADER = re.compile(r"^models/[^/]+/")
+
+
+def family_includes(root: pathlib.Path, shown: str, include, skip_models: bool):
+    """Errors for files under `root` (shown as `shown`/...) that include a family's header."""
+    errors = []
+    for f in sorted(root.rglob("*")):
+        if f.suffix not in {".h", ".cc", ".cu", ".cuh"}:
+            continue
+        rel = f.relative_to(root).as_posix()
+        if skip_models and (rel == "models" or rel.startswith("models/")):
+            continue
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            m = include.match(line)
+            if m and FAMILY_HEADER.match(m.group(1)):
+                errors.append(f"{shown}/{rel}:{n}: includes the model family header '{m.group(1)}': "
+                              "use models/causal_lm.h and models/registry.h")
+    return errors
+
+
 def main() -> int:
     src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "src")
     include = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-    errors = []
+    errors = family_includes(src, "src", include, skip_models=True)
+    apps = src.parent / "apps"
+    if apps.is_dir():
+        errors += family_includes(apps, "apps", include, skip_models=False)
     for f in sorted(src.rglob("*")):
         if f.suffix not in {".h", ".cc", ".cu", ".cuh"}:
             continue

@@ -14,7 +14,7 @@ const ConfigTree::Section* ConfigTree::find_section(const std::string& name) con
 }
 
 const OptionField* ConfigTree::find_field(const Section& s, const std::string& key) const {
-  for (const OptionField& f : *s.fields)
+  for (const OptionField& f : s.fields())
     if (f.key == key) return &f;
   return nullptr;
 }
@@ -33,7 +33,7 @@ Status ConfigTree::unknown_section(const std::string& name, const std::string& w
 
 Status ConfigTree::unknown_key(const Section& s, const std::string& key, const std::string& where) const {
   std::vector<std::string> keys;
-  for (const OptionField& f : *s.fields) keys.push_back(f.key);
+  for (const OptionField& f : s.fields()) keys.push_back(f.key);
   std::string msg = where + ": unknown key '" + key + "' in section [" + s.name + "]";
   if (auto m = closest_match(key, keys)) msg += " (did you mean '" + *m + "'?)";
   std::string all;
@@ -65,7 +65,15 @@ Status ConfigTree::load_toml_string(const std::string& text, const std::string& 
     if (s == nullptr) return unknown_section(name, where);
     const toml::table* tbl = node.as_table();
     if (tbl == nullptr) return Status::invalid(where + ": '" + name + "' must be a table ([" + name + "])");
+    // The selector first (ConfigTree's header): the keys it chooses are read after it.
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
     for (auto&& [key_node, value_node] : *tbl) {
+      if (!s->selector.empty() && key_node.str() == s->selector) entries.insert(entries.begin(), {&key_node, &value_node});
+      else entries.emplace_back(&key_node, &value_node);
+    }
+    for (const auto& [key_ptr, value_ptr] : entries) {
+      const toml::key& key_node = *key_ptr;
+      const toml::node& value_node = *value_ptr;
       const std::string key(key_node.str());
       const std::string at = source_name + ":" + std::to_string(key_node.source().begin.line) + " [" + name + "]";
       const OptionField* f = find_field(*s, key);
@@ -102,11 +110,28 @@ Status ConfigTree::apply_override(const std::string& assignment, const std::stri
   return Status::ok();
 }
 
+bool ConfigTree::is_selector(const std::string& assignment) const {
+  const size_t eq = assignment.find('='), dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) return false;
+  const Section* s = find_section(assignment.substr(0, dot));
+  return s != nullptr && !s->selector.empty() && assignment.substr(dot + 1, eq - dot - 1) == s->selector;
+}
+
+Status ConfigTree::apply_overrides(const std::vector<std::string>& assignments, const std::string& where) {
+  for (const bool selectors : {true, false})
+    for (const std::string& a : assignments) {
+      if (is_selector(a) != selectors) continue;
+      Status s = apply_override(a, where);
+      if (!s.is_ok()) return s;
+    }
+  return Status::ok();
+}
+
 std::string ConfigTree::to_toml() const {
   std::ostringstream os;
   for (const Section& s : sections_) {
     os << "# " << s.doc << "\n[" << s.name << "]\n";
-    for (const OptionField& f : *s.fields)
+    for (const OptionField& f : s.fields())
       os << f.key << " = " << option_value_str(f.get(s.options)) << "  # " << f.doc << "\n";
     os << "\n";
   }
@@ -117,7 +142,7 @@ std::string ConfigTree::help() const {
   std::ostringstream os;
   for (const Section& s : sections_) {
     os << "[" << s.name << "]  " << s.doc << "\n";
-    for (const OptionField& f : *s.fields) {
+    for (const OptionField& f : s.fields()) {
       os << "  --" << s.name << "." << f.key << "=" << option_value_str(f.get(s.options)) << "\n      " << f.doc;
       if (!f.choices.empty()) {
         os << " (one of:";
@@ -128,6 +153,7 @@ std::string ConfigTree::help() const {
       }
       os << "\n";
     }
+    if (s.help_extra) os << s.help_extra();
   }
   return os.str();
 }
@@ -135,7 +161,7 @@ std::string ConfigTree::help() const {
 std::vector<std::string> ConfigTree::keys() const {
   std::vector<std::string> out;
   for (const Section& s : sections_)
-    for (const OptionField& f : *s.fields) out.push_back(s.name + "." + f.key);
+    for (const OptionField& f : s.fields()) out.push_back(s.name + "." + f.key);
   return out;
 }
 

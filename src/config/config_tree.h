@@ -5,8 +5,18 @@
 //
 // A ConfigTree does not own the Options structs: it binds to them, and every load or
 // override writes straight into them. Bind the sections in the order they should print.
+//
+// A section whose keys depend on one of its values (the [model] section: each model family
+// has keys of its own, chosen by model.arch) gives its Options struct three more members,
+// found by bind():
+//   const std::vector<OptionField>& fields() const;  // the keys it has now
+//   static constexpr const char* kSelectorKey;       // the key that chooses them ("arch")
+//   std::string help_extra() const;                  // the keys of every choice, for help()
+// A file's table and the command line's overrides set the selector before the section's
+// other keys, wherever it is written, so the keys it chooses are known when they are read.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,7 +31,15 @@ class ConfigTree {
   template <class T>
   void bind(T& options) {
     const OptionTable<T>& table = T::table();
-    sections_.push_back(Section{table.section(), table.doc(), &table.fields(), &options});
+    Section s{table.section(), table.doc(), nullptr, &options, "", nullptr};
+    if constexpr (requires { options.fields(); }) {
+      s.fields = [&options]() -> const std::vector<OptionField>& { return options.fields(); };
+    } else {
+      s.fields = [&table]() -> const std::vector<OptionField>& { return table.fields(); };
+    }
+    if constexpr (requires { T::kSelectorKey; }) s.selector = T::kSelectorKey;
+    if constexpr (requires { options.help_extra(); }) s.help_extra = [&options] { return options.help_extra(); };
+    sections_.push_back(std::move(s));
   }
 
   // Reads a TOML file: every table must be a bound section and every key one of its fields.
@@ -29,6 +47,8 @@ class ConfigTree {
   [[nodiscard]] Status load_toml_string(const std::string& text, const std::string& source_name);
   // Applies one "section.key=value" override (the leading "--" already stripped).
   [[nodiscard]] Status apply_override(const std::string& assignment, const std::string& where);
+  // Applies several, the sections' selector keys first (in their order), then the rest in order.
+  [[nodiscard]] Status apply_overrides(const std::vector<std::string>& assignments, const std::string& where);
 
   // The resolved configuration as TOML, every key present, each with its doc as a comment.
   std::string to_toml() const;
@@ -45,9 +65,13 @@ class ConfigTree {
  private:
   struct Section {
     std::string name, doc;
-    const std::vector<OptionField>* fields;
+    std::function<const std::vector<OptionField>&()> fields;  // the section's keys now
     void* options;
+    std::string selector;                   // the key that chooses the others ("" : none)
+    std::function<std::string()> help_extra;  // more help text (nullptr: none)
   };
+  // Whether "section.key=value" sets a section's selector key.
+  bool is_selector(const std::string& assignment) const;
   const Section* find_section(const std::string& name) const;
   const OptionField* find_field(const Section& s, const std::string& key) const;
   // The section and field of "section.key", or an error naming what is unknown.

@@ -31,6 +31,10 @@ class Module {
   int64_t num_parameters() const;
   // The parameter at a dotted path; throws naming the path and the closest existing one.
   Tensor parameter(const std::string& path) const;
+  // Every descendant module under its dotted path ("h.0.attn.c_attn"), depth-first in
+  // registration order (parameters' paths are these plus ".name"). Parallel plans find the
+  // layers they split this way (nn/parallel_plan.h).
+  std::vector<std::pair<std::string, Module*>> named_modules();
 
   // Training mode (dropout active) versus evaluation mode; applies to children.
   void train(bool on = true);
@@ -56,6 +60,7 @@ class Module {
 
  private:
   void collect(const std::string& prefix, std::vector<NamedTensor>& out) const;
+  void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out);
 
   std::vector<NamedTensor> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -18,12 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Which block a parameter name belongs to ("h.7.attn..." -> 7), or -1.
-int64_t block_of(const std::string& name) {
-  if (!name.starts_with("h.")) return -1;
-  return std::stoll(name.substr(2, name.find('.', 2) - 2));
-}
-
 }  // namespace
 
 PipelineLayout PipelineLayout::make(int64_t layers, int stages, int virtual_stages, const std::vector<int64_t>& counts) {
@@ -56,7 +50,7 @@ PipelineLayout PipelineLayout::make(int64_t layers, int stages, int virtual_stag
   return layout;
 }
 
-Pipeline::Pipeline(models::gpt2::GPT2& model, comm::Communicator& pp, PipelineLayout layout, std::string schedule,
+Pipeline::Pipeline(models::CausalLM& model, comm::Communicator& pp, PipelineLayout layout, std::string schedule,
                    int64_t sequence_split)
     : model_(model), pp_(pp), layout_(std::move(layout)), schedule_(std::move(schedule)), sequence_split_(sequence_split) {
   TRI_CHECK(pp_.size() == layout_.stages, "pipeline: ", layout_.stages, " stages on a group of ", pp_.size(), " ranks");
@@ -66,18 +60,27 @@ Pipeline::Pipeline(models::gpt2::GPT2& model, comm::Communicator& pp, PipelineLa
             "pipeline: the interleaved schedule is the one with parallel.virtual_stages > 1 (got schedule \"", schedule_,
             "\" with ", layout_.virtual_stages, " virtual stages)");
   autograd::NoGradGuard no_grad;
+  const std::optional<std::string> tied = model_.tied_head_weight();
   for (auto& [name, p] : model_.named_parameters()) {
     if (owner(name) == pp_.rank()) {
       params_.emplace_back(name, p);
-    } else if (!(name == "wte.weight" && pp_.rank() == layout_.stages - 1)) {
+    } else if (!(tied && name == *tied && pp_.rank() == layout_.stages - 1)) {
       p.set_data(empty({0}, p.dtype()));  // another stage's: never used here
     }
   }
+  TRI_CHECK(!params_.empty(), "pipeline: rank ", pp_.rank(), " holds no parameters");
+}
+
+std::optional<Tensor> Pipeline::tied_weight() const {
+  const std::optional<std::string> name = model_.tied_head_weight();
+  if (!name) return std::nullopt;
+  return model_.parameter(*name);
 }
 
 int Pipeline::owner(const std::string& name) const {
-  const int64_t block = block_of(name);
-  if (block < 0) return name.starts_with("ln_f.") ? layout_.stages - 1 : 0;  // wte, wpe: the first stage
+  const int64_t block = model_.block_of(name);
+  if (block == models::CausalLM::kEmbedding) return 0;
+  if (block == models::CausalLM::kHead) return layout_.stages - 1;
   for (int c = 0; c < layout_.num_chunks(); ++c)
     if (block >= layout_.chunks[static_cast<size_t>(c)].first && block < layout_.chunks[static_cast<size_t>(c)].second)
       return layout_.rank_of_chunk(c);
@@ -126,8 +129,8 @@ void Pipeline::set_compute_dtype(DType compute) {
   TRI_CHECK(compute == DType::kBF16 || compute == DType::kF16, "pipeline: the compute dtype must be bf16 or f16, got ",
             compute);
   compute_ = compute;
-  if (layout_.stages == 1 || pp_.rank() != layout_.stages - 1) return;
-  Tensor wte = model_.wte().weight();
+  if (layout_.stages == 1 || pp_.rank() != layout_.stages - 1 || !tied_weight()) return;
+  Tensor wte = *tied_weight();  // the last stage's copy of the tied weight
   {
     MemoryCategoryGuard params(MemoryCategory::kParameter);
     wte.set_data(core::cast(wte, compute));
@@ -147,7 +150,7 @@ void Pipeline::set_compute_dtype(DType compute) {
 }
 
 Tensor Pipeline::recv(const Shape& shape, DType dtype, int src, int t) {
-  Tensor out = empty(shape, dtype, model_.wte().weight().device());  // where the stages compute
+  Tensor out = empty(shape, dtype, device());
   const auto start = Clock::now();
   profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);
   pp_.recv(out, src, t);
@@ -184,16 +187,17 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
   // MPI guarantees tags up to 32767 only (MPI_TAG_UB may be no larger).
   TRI_CHECK(grad_tag <= 32767, "pipeline: ", m, " micro-batches over ", layout_.num_chunks(),
             " chunks need message tags up to ", grad_tag, "; MPI guarantees 32767: use fewer micro-batches per step");
-  Tensor wte = model_.wte().weight();
-  const Device device = wte.device();  // where the stages compute
-  const int64_t C = model_.config().n_embd;
+  // The tied weight (GPT-2's wte: "wte" below), when the model has one.
+  const std::optional<Tensor> tied = tied_weight();
+  const Device device = this->device();
+  const int64_t C = model_.model_config().n_embd;
   struct Live {
     std::optional<Tensor> in, out;  // a chunk's received input (a leaf) and its output or loss
     std::optional<Tensor> grad;     // the gradient of out received from the next chunk
   };
   std::vector<std::vector<Live>> live(static_cast<size_t>(layout_.virtual_stages), std::vector<Live>(static_cast<size_t>(m)));
   std::vector<double> losses(static_cast<size_t>(m), 0.0);
-  std::optional<Tensor> head;  // rank 0: the head's gradient of wte, from the last rank
+  std::optional<Tensor> head;  // rank 0: the head's gradient of the tied weight, from the last rank
 
   std::vector<comm::PeerOp> pending;  // sends waiting to go out with the next receives
   auto send = [&](const Tensor& t, int dst, int t_tag) {
@@ -230,8 +234,8 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
       state.grad = empty(state.out->shape(), state.out->dtype(), device);
       out.push_back({comm::PeerOp::Kind::kRecv, *state.grad, layout_.rank_of_chunk(c + 1), tag(c + 1, op.micro, false, m)});
     }
-    if (!op.forward && c == 0 && op.micro == m - 1 && P > 1) {
-      head = empty(wte.shape(), DType::kF32, device);
+    if (!op.forward && c == 0 && op.micro == m - 1 && P > 1 && tied) {
+      head = empty(tied->shape(), DType::kF32, device);
       out.push_back({comm::PeerOp::Kind::kRecv, *head, P - 1, grad_tag});
     }
     return out;
@@ -248,9 +252,9 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
     return out;
   };
   std::vector<comm::PeerOp> first = ops.empty() ? std::vector<comm::PeerOp>{} : unit_receives(0);
-  if (P > 1) {  // the head's copy of wte gets this step's weights, before anything else
-    if (r == 0) send(wte, P - 1, weight_tag);
-    else if (r == P - 1) first.insert(first.begin(), {comm::PeerOp::Kind::kRecv, wte, 0, weight_tag});
+  if (P > 1 && tied) {  // the head's copy of the tied weight gets this step's values, before anything else
+    if (r == 0) send(*tied, P - 1, weight_tag);
+    else if (r == P - 1) first.insert(first.begin(), {comm::PeerOp::Kind::kRecv, *tied, 0, weight_tag});
   }
   exchange(first);
   for (size_t k = 0; k < ops.size(); ++k) {
@@ -281,9 +285,10 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
       }
     } else {
       const bool last = op.micro == m - 1;
-      if (c == 0 && last && P > 1) {
-        // The head's gradient of wte joins this rank's before the final backward through
-        // the embedding (in fp32 under mixed precision, where the sink accumulates).
+      if (c == 0 && last && P > 1 && tied) {
+        // The head's gradient of the tied weight joins this rank's before the final backward
+        // through the embedding (in fp32 under mixed precision, where the sink accumulates).
+        Tensor wte = *tied;
         if (head_sink_) {
           head_sink_(*head);
         } else {
@@ -311,12 +316,12 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
     // Between units: this unit's sends with the next unit's receives.
     if (!op.with_next && k + 1 < ops.size()) exchange(unit_receives(k + 1));
   }
-  if (P > 1 && r == P - 1) {
-    // The head's gradient of wte, after everything else this rank sends (fp32: mixed precision
-    // summed it in head_grad_).
+  if (P > 1 && r == P - 1 && tied) {
+    // The head's gradient of the tied weight, after everything else this rank sends (fp32:
+    // mixed precision summed it in head_grad_).
     send(head_grad_ && head_grad_->has_value() ? **head_grad_
-         : wte.grad().has_value()              ? core::contiguous(core::cast(*wte.grad(), DType::kF32))
-                                               : zeros(wte.shape(), DType::kF32, device),
+         : tied->grad().has_value()            ? core::contiguous(core::cast(*tied->grad(), DType::kF32))
+                                               : zeros(tied->shape(), DType::kF32, device),
          0, grad_tag);
   }
   exchange({});
@@ -326,8 +331,8 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
   }
   sends_.clear();
   sent_.clear();
-  if (P > 1 && r == P - 1) {  // the copy's gradient went to rank 0
-    wte.mutable_grad().reset();
+  if (P > 1 && r == P - 1 && tied) {  // the copy's gradient went to rank 0
+    Tensor(*tied).mutable_grad().reset();
     if (head_grad_) head_grad_->reset();
   }
   // Every stage reports the step's loss (only the last one computed it, the others add 0).
@@ -350,13 +355,12 @@ double Pipeline::evaluate(const std::vector<MicroBatch>& batches) {
   const int weight_tag = 2 * layout_.num_chunks() * m;
   TRI_CHECK(weight_tag <= 32767, "pipeline: ", m, " evaluation batches over ", layout_.num_chunks(),
             " chunks need message tags up to ", weight_tag, "; MPI guarantees 32767: use fewer train.eval_batches");
-  Tensor wte = model_.wte().weight();
-  if (P > 1) {
+  if (const std::optional<Tensor> tied = tied_weight(); P > 1 && tied) {
     profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);
-    if (pp_.rank() == 0) pp_.send(wte, P - 1, weight_tag);
-    else if (pp_.rank() == P - 1) pp_.recv(wte, 0, weight_tag);
+    if (pp_.rank() == 0) pp_.send(*tied, P - 1, weight_tag);
+    else if (pp_.rank() == P - 1) pp_.recv(*tied, 0, weight_tag);
   }
-  const int64_t C = model_.config().n_embd;
+  const int64_t C = model_.model_config().n_embd;
   double total = 0.0;
   for (int i = 0; i < m; ++i) {
     const MicroBatch& mb = batches[static_cast<size_t>(i)];

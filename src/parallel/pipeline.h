@@ -1,24 +1,27 @@
-// Pipeline parallelism for GPT-2: the model's blocks split into consecutive chunks, each run
+// Pipeline parallelism for any model family (models/causal_lm.h): the model's blocks split
+// into consecutive chunks, each run
 // by one rank of the pipeline group, with micro-batches streaming through them (GPipe,
 // Huang et al. 2019; 1F1B, Narayanan et al. 2019 "PipeDream"; interleaved 1F1B with virtual
 // stages, Narayanan et al. 2021, as Megatron-LM schedules them).
 //
 // Layout: P ranks, v chunks per rank (v > 1 only for the interleaved schedule). The blocks
 // are split into P * v chunks; chunk k runs on rank k % P (rank r holds chunks r, r + P,
-// ...). The first chunk also embeds the tokens; the last applies ln_f, the tied LM head and
-// the loss. Activations go forward and their gradients backward by point-to-point messages,
+// ...). The first chunk also embeds the tokens (embed()); the last applies the final norm, the
+// LM head and the loss (head_loss()). The model says which stage each parameter belongs to
+// (block_of()). Activations go forward and their gradients backward by point-to-point messages,
 // each op's sends batched with the next op's receives (Note [Batched point-to-point] in
 // pipeline.cc: NCCL pairs messages by order, not tag).
 //
-// The tied embedding: rank 0 owns wte (it is in its parameters and optimizer). The last
+// A tied embedding (tied_head_weight(): GPT-2's wte): rank 0 owns it (it is in its
+// parameters and optimizer). The last
 // rank uses a copy as the LM head: rank 0 sends it the weights at the start of every step,
 // and after its last backward the last rank sends back the head's accumulated gradient,
 // which rank 0 adds to wte's before its own last backward, so wte's gradient is complete
 // when data parallelism or ZeRO reduces it (Megatron all-reduces the two copies' gradients
-// instead; this keeps one optimizer state).
+// instead; this keeps one optimizer state). An untied head is the last stage's own.
 //
 // Mixed precision (set_compute_dtype): activations and their gradients travel in bf16/fp16,
-// the head's copy of wte is in that dtype too, and its gradient accumulates in fp32 over the
+// the head's copy of the tied weight is in that dtype too, and its gradient accumulates in fp32 over the
 // step's micro-batches, which is what the last rank sends back.
 //
 // Schedules, per rank, over m micro-batches (Megatron-LM's orders):
@@ -38,7 +41,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/gpt2/model.h"
+#include "models/causal_lm.h"
 
 namespace trident::parallel {
 
@@ -67,18 +70,18 @@ class Pipeline {
   // (same weights); the pipeline then frees the parameters no chunk of this rank uses.
   // Activations between chunks are (rows, T / sequence_split, C): sequence_split is the
   // tensor-parallel degree under sequence parallelism, else 1.
-  Pipeline(models::gpt2::GPT2& model, comm::Communicator& pp, PipelineLayout layout, std::string schedule,
+  Pipeline(models::CausalLM& model, comm::Communicator& pp, PipelineLayout layout, std::string schedule,
            int64_t sequence_split = 1);
 
   // Mixed precision: call once the parameters switched to `compute` (bf16 or f16).
   void set_compute_dtype(DType compute);
-  // Mixed precision, rank 0: where the head's fp32 gradient of wte goes (the fp32
-  // accumulation of wte's gradient: its master's, or ZeRO's), before the step's last backward
-  // through the embedding; without one it joins wte's own gradient.
+  // Mixed precision, rank 0: where the head's fp32 gradient of the tied weight goes (the fp32
+  // accumulation of its gradient: its master's, or ZeRO's), before the step's last backward
+  // through the embedding; without one it joins the weight's own gradient.
   void set_head_gradient_sink(std::function<void(const Tensor&)> sink) { head_sink_ = std::move(sink); }
 
-  // This rank's parameters, in the model's order: its chunks' blocks, and wte, wpe on rank
-  // 0 and ln_f on the last rank (whose wte is a copy, not among them).
+  // This rank's parameters, in the model's order: its chunks' blocks, the embedding's on rank
+  // 0 and the head's on the last rank (whose copy of a tied weight is not among them).
   const std::vector<nn::NamedTensor>& parameters() const { return params_; }
   // The pipeline rank that owns parameter `name`.
   int owner(const std::string& name) const;
@@ -111,16 +114,21 @@ class Pipeline {
   std::vector<Op> schedule(int m) const;
   int chunk_of(int local_chunk) const { return local_chunk * layout_.stages + pp_.rank(); }
   Tensor recv(const Shape& shape, DType dtype, int src, int tag);
+  // The tied embedding and head weight, if the model has one (on every rank: the first and
+  // last use it).
+  std::optional<Tensor> tied_weight() const;
+  // Where the stages compute: this rank's parameters' device.
+  Device device() const { return params_.front().second.device(); }
   int tag(int chunk, int micro, bool forward, int m) const { return ((chunk * m + micro) * 2) + (forward ? 0 : 1); }
 
-  models::gpt2::GPT2& model_;
+  models::CausalLM& model_;
   comm::Communicator& pp_;
   PipelineLayout layout_;
   std::string schedule_;
   int64_t sequence_split_;
   std::vector<nn::NamedTensor> params_;
   DType compute_ = DType::kF32;  // of the activations
-  // Mixed precision, last rank: the head's wte gradient, fp32, summed over the micro-batches
+  // Mixed precision, last rank: the head's gradient of the tied weight, fp32, summed over the micro-batches
   // by a grad-ready hook on the copy (shared with it).
   std::shared_ptr<std::optional<Tensor>> head_grad_;
   std::function<void(const Tensor&)> head_sink_;

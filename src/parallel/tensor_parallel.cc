@@ -8,6 +8,9 @@
 #include "core/factory.h"
 #include "core/profiler.h"
 #include "core/views.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/norm.h"
 #include "ops/elementwise.h"
 #include "ops/optim.h"
 #include "ops/vocab_parallel.h"
@@ -200,12 +203,11 @@ double clip_grad_norm_model_parallel(const std::vector<nn::NamedTensor>& params,
   return norm;
 }
 
-std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::gpt2::GPT2& model, comm::Communicator& tp,
+std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& model, comm::Communicator& tp,
                                                               bool sequence_parallel) {
-  const models::gpt2::GPT2Config& cfg = model.config();
+  const models::ModelConfig& cfg = model.model_config();
   const int n = tp.size();
-  TRI_CHECK(cfg.n_head % n == 0, "tensor parallelism: model.n_head (", cfg.n_head,
-            ") must be divisible by parallel.tp (", n, "): each rank computes whole attention heads");
+  model.check_tensor_parallel(n);
   TRI_CHECK(cfg.vocab_size >= n, "tensor parallelism: model.vocab_size (", cfg.vocab_size,
             ") must be at least parallel.tp (", n, "): each rank holds part of the vocabulary");
   auto plan = std::unique_ptr<TensorParallelPlan>(new TensorParallelPlan());
@@ -214,37 +216,57 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::gpt2::GPT2
   for (const auto& [name, p] : model.named_parameters()) plan->full_shapes_.emplace(name, p.shape());
   if (n == 1) return plan;
 
-  auto split = [&](const std::string& name, TensorSplit s) { plan->splits_.emplace(name, s); };
   const bool sp = sequence_parallel;
   const auto column = std::make_shared<ColumnParallel>(tp, sp);
   const auto row = std::make_shared<RowParallel>(tp, sp);
   const auto norm = std::make_shared<SequenceSplitLayerNorm>(tp);
-  for (int64_t i = 0; i < cfg.n_layer; ++i) {
-    const std::string h = "h." + std::to_string(i) + ".";
-    split(h + "attn.c_attn.weight", {1, 3});
-    split(h + "attn.c_attn.bias", {0, 3});
-    split(h + "attn.c_proj.weight", {0, 1});
-    split(h + "mlp.c_fc.weight", {1, 1});
-    split(h + "mlp.c_fc.bias", {0, 1});
-    split(h + "mlp.c_proj.weight", {0, 1});
-    models::gpt2::Block& block = model.block(static_cast<size_t>(i));
-    block.attn().c_attn().set_style(column);
-    block.attn().c_proj().set_style(row);
-    block.mlp().c_fc().set_style(column);
-    block.mlp().c_proj().set_style(row);
-    if (sp) {
-      block.ln_1().set_style(norm);
-      block.ln_2().set_style(norm);
+  auto split = [&](const std::string& layer, const char* param, TensorSplit s) {
+    plan->splits_.emplace(layer + "." + param, s);
+  };
+  const std::vector<std::pair<std::string, nn::Module*>> layers = model.named_modules();
+  for (const nn::ParallelPlanEntry& entry : model.parallel_plan()) {
+    const char* style = nn::parallel_style_name(entry.style);
+    int matched = 0;
+    for (const auto& [path, module] : layers) {
+      if (!nn::plan_pattern_matches(entry.pattern, path)) continue;
+      ++matched;
+      auto* conv = dynamic_cast<nn::Conv1D*>(module);
+      auto* layer_norm = dynamic_cast<nn::LayerNorm*>(module);
+      auto* embedding = dynamic_cast<nn::Embedding*>(module);
+      const bool fits = entry.style == nn::ParallelStyle::kColumnwise || entry.style == nn::ParallelStyle::kRowwise
+                            ? conv != nullptr
+                        : entry.style == nn::ParallelStyle::kVocabParallelEmbedding ? embedding != nullptr
+                                                                                    : layer_norm || embedding;
+      TRI_CHECK(fits, "tensor parallelism: the plan's entry '", entry.pattern, "' (", style, ") names layer '", path,
+                "', which is not a layer that style splits");
+      switch (entry.style) {
+        case nn::ParallelStyle::kColumnwise:
+          split(path, "weight", {1, entry.fused});
+          split(path, "bias", {0, entry.fused});
+          conv->set_style(column);
+          break;
+        case nn::ParallelStyle::kRowwise:
+          split(path, "weight", {0, 1});
+          conv->set_style(row);
+          break;
+        case nn::ParallelStyle::kVocabParallelEmbedding: {
+          split(path, "weight", {0, 1});
+          const int64_t V = embedding->weight().size(0);
+          std::vector<int64_t> widths;
+          for (int r = 0; r < n; ++r) widths.push_back(plan->range(V, r).second);
+          embedding->set_style(std::make_shared<VocabParallel>(tp, sp, plan->range(V, tp.rank()).first, widths));
+          break;
+        }
+        case nn::ParallelStyle::kSequenceParallel:
+          if (!sp) break;
+          if (layer_norm) layer_norm->set_style(norm);
+          else embedding->set_style(std::make_shared<SequenceSplitEmbedding>(tp));
+          break;
+      }
     }
+    TRI_CHECK(matched > 0, "tensor parallelism: the plan's entry '", entry.pattern, "' (", style,
+              ") matches no layer of the model");
   }
-  if (sp) {
-    model.wpe().set_style(std::make_shared<SequenceSplitEmbedding>(tp));
-    model.ln_f().set_style(norm);
-  }
-  split("wte.weight", {0, 1});
-  std::vector<int64_t> widths;
-  for (int r = 0; r < n; ++r) widths.push_back(plan->range(cfg.vocab_size, r).second);
-  model.wte().set_style(std::make_shared<VocabParallel>(tp, sp, plan->range(cfg.vocab_size, tp.rank()).first, widths));
 
   // Every rank built the same full model (same seed or weights); keep this rank's shards.
   autograd::NoGradGuard no_grad;

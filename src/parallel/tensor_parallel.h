@@ -1,24 +1,26 @@
-// Tensor parallelism for GPT-2, Megatron-LM's layout (Shoeybi et al., 2019), applied from
-// outside to a model built for one device: the plan replaces each sharded parameter's data by
-// this rank's shard and gives its layer a parallel style (nn/parallel_style.h).
+// Tensor parallelism, Megatron-LM's layout (Shoeybi et al., 2019), applied from outside to a
+// model built for one device: one applier carries out any family's plan (its parallel_plan(),
+// data over module paths: nn/parallel_plan.h). For each layer its plan names, the applier
+// replaces each parameter's data by this rank's shard and gives the layer the style that
+// computes with the shards (nn/parallel_style.h):
 //
-//   attn.c_attn, mlp.c_fc      column-parallel: this rank's output columns (for c_attn its
-//                              slice of each of q, k and v, hence its heads). The input
-//                              enters through copy_to_tp (its gradient is all-reduced).
-//   attn.c_proj, mlp.c_proj    row-parallel: this rank's input rows; the partial products are
-//                              all-reduced (reduce_from_tp), then the (replicated) bias added.
-//   wte                        vocab-parallel: rows [begin, end) of the vocabulary (uneven
-//                              by one row when V does not divide). Lookups of other ids give zeros and
-//                              the ranks' rows are all-reduced; the tied LM head computes this
-//                              rank's logit columns and a vocab-parallel cross-entropy, so no
-//                              rank ever holds the full (N, V) logits.
-//   wpe, ln_1, ln_2, ln_f,     replicated: every rank computes them, and their gradients,
-//   row-parallel biases        identically.
-// Per layer and micro-batch: 2 all-reduces in the forward (after each row-parallel layer)
-// and 2 in the backward (before each column-parallel layer's input): tp_collectives.h.
-// Sequence parallelism turns each into a reduce-scatter / all-gather pair along the
-// sequence, and all-reduces the gradients of the layer norms and row-parallel biases, which
-// every rank then computes from its part of the sequence only.
+//   columnwise      Conv1D: this rank's output columns (of each of the `fused` matrices: for
+//                   GPT-2's c_attn its slice of q, k and v, hence its heads). The input enters
+//                   through copy_to_tp (its gradient is all-reduced).
+//   rowwise         Conv1D: this rank's input rows; the partial products are all-reduced
+//                   (reduce_from_tp), then the (replicated) bias added.
+//   vocab-parallel  Embedding: rows [begin, end) of the vocabulary (uneven by one row when V
+//   embedding       does not divide). Lookups of other ids give zeros and the ranks' rows are
+//                   all-reduced; as the tied LM head it computes this rank's logit columns and a
+//                   vocab-parallel cross-entropy, so no rank ever holds the full (N, V) logits.
+//   sequence-       LayerNorm, Embedding (learned positions): replicated; under sequence
+//   parallel        parallelism they work on this rank's part of the sequence.
+// Layers the plan does not name are replicated: every rank computes them, and their
+// gradients, identically. Per layer and micro-batch: 2 all-reduces in the forward (after each
+// row-parallel layer) and 2 in the backward (before each column-parallel layer's input):
+// tp_collectives.h. Sequence parallelism turns each into a reduce-scatter / all-gather pair
+// along the sequence, and all-reduces the gradients of the layer norms and row-parallel biases,
+// which every rank then computes from its part of the sequence only.
 #pragma once
 
 #include <map>
@@ -27,7 +29,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/gpt2/model.h"
+#include "models/causal_lm.h"
 
 namespace trident::parallel {
 
@@ -42,11 +44,13 @@ struct TensorSplit {
 
 class TensorParallelPlan {
  public:
-  // Shards `model` over `tp` (throws naming the sizes when they do not divide: n_head and
-  // 4 * n_embd by tp). The model must outlive nothing: the styles keep `tp` by reference.
-  // With `sequence_parallel`, the activations between the column/row pairs (layer norms,
-  // residuals, embeddings) are split along the sequence too (tp_collectives.h).
-  static std::unique_ptr<TensorParallelPlan> apply(models::gpt2::GPT2& model, comm::Communicator& tp,
+  // Shards `model` over `tp` by its parallel_plan() (throws naming the sizes when they do not
+  // divide: the family's check_tensor_parallel, and the vocabulary by tp; and naming the entry
+  // when a plan entry matches no layer or a layer of a type its style cannot split). The
+  // model must outlive nothing: the styles keep `tp` by reference. With `sequence_parallel`,
+  // the activations between the column/row pairs (layer norms, residuals, embeddings) are
+  // split along the sequence too (tp_collectives.h).
+  static std::unique_ptr<TensorParallelPlan> apply(models::CausalLM& model, comm::Communicator& tp,
                                                    bool sequence_parallel = false);
 
   int size() const { return size_; }

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/gpt2/gemm_shapes.h"
+#include "models/registry.h"
 #include "train/train_config.h"
 
 namespace trident::train {
@@ -15,7 +15,7 @@ k::GemmType gemm_type_of_precision(const std::string& precision_dtype) {
   return precision_dtype == "bf16" ? k::GemmType::kBF16 : k::GemmType::kF32;
 }
 
-double palm_flops_per_token(int64_t params, const models::gpt2::GPT2Config& model, int64_t T) {
+double palm_flops_per_token(int64_t params, const models::ModelConfig& model, int64_t T) {
   return 6.0 * static_cast<double>(params) +
          12.0 * static_cast<double>(model.n_layer) * static_cast<double>(model.n_embd) * static_cast<double>(T);
 }
@@ -99,7 +99,7 @@ MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t params, int64_t b
                                const k::GemmRateOptions& options) {
   MfuCeiling m;
   m.dtype = gemm_type_of_precision(cfg.precision.dtype);
-  const std::vector<k::GemmShape> shapes = models::gpt2::gemm_shapes(cfg.model, batch_rows, cfg.data.seq_len);
+  const std::vector<k::GemmShape> shapes = models::model_family(cfg.model.arch).gemm_shapes(cfg.model, batch_rows, cfg.data.seq_len);
   m.rates = k::measure_gemm_rates(shapes, {m.dtype}, options);
   m.ceiling_gflops = m.total_ceiling_gflops = m.rates.ceiling_gflops(m.dtype);
   m.flops_per_token = palm_flops_per_token(params, cfg.model, cfg.data.seq_len);

@@ -10,7 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kernels/cpu/gemm_rates.h"
-#include "models/gpt2/config.h"
+#include "models/model_config.h"
 
 namespace trident::train {
 
@@ -23,7 +23,7 @@ kernels::cpu::GemmType gemm_type_of_precision(const std::string& precision_dtype
 // Model FLOPs per token of a training step, PaLM's count (Chowdhery et al. 2022, appendix B):
 // 6 N + 12 L C T, N every parameter (embeddings included), as bench/train_speed_compare.py
 // counts them. Recomputation (activation checkpointing) is not counted.
-double palm_flops_per_token(int64_t params, const models::gpt2::GPT2Config& model, int64_t T);
+double palm_flops_per_token(int64_t params, const models::ModelConfig& model, int64_t T);
 
 // {engine: {"dtype": "f32"|"bf16", "threaded": bool, "gflops": weighted, "min_gflops",
 // "max_gflops", "per_shape": [{"name", "M", "N", "K", "trans_a", "trans_b", "count",

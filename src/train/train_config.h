@@ -9,7 +9,7 @@
 
 #include "config/config_tree.h"
 #include "kernels/cpu/kernel_options.h"
-#include "models/gpt2/config.h"
+#include "models/model_config.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
@@ -38,7 +38,7 @@ struct TrainOptions {
   int64_t checkpoint_interval = 0;  // save every this many steps (0: only at the end)
   int64_t checkpoint_keep = 2;      // complete checkpoints kept in out_dir
   std::string out_dir = "out";      // checkpoints and metrics.jsonl
-  std::string init_from = "";       // safetensors weights to start from (HF GPT-2 names)
+  std::string init_from = "";       // safetensors weights to start from (Hugging Face names of model.arch)
   bool resume = true;               // continue from the latest checkpoint in out_dir if any
   int64_t threads = 0;              // CPU threads (0: all cores)
   std::string device = "cpu";       // where the model trains: "cpu" or "cuda"
@@ -52,7 +52,7 @@ struct TrainOptions {
 };
 
 struct TrainConfig {
-  models::gpt2::GPT2Config model;
+  models::ModelConfig model;
   DataOptions data;
   optim::AdamWOptions optim;
   optim::LRScheduleOptions lr_schedule;

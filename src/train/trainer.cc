@@ -14,6 +14,7 @@
 #include "core/views.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
+#include "models/registry.h"
 #include "optim/clip_grad.h"
 #include "train/progress.h"
 #include "train/step_profile.h"
@@ -82,10 +83,10 @@ Status Trainer::init() {
   set_flush_denormals(cfg_.train.flush_denormals);
   {
     MemoryCategoryGuard params(MemoryCategory::kParameter);
-    model_ = std::make_unique<models::gpt2::GPT2>(cfg_.model);
+    model_ = models::build_model(cfg_.model);
   }
   if (!cfg_.train.init_from.empty()) {
-    Status s = load_gpt2_weights(*model_, cfg_.train.init_from);
+    Status s = load_hf_weights(*model_, cfg_.train.init_from);
     if (!s.is_ok()) return s;
   }
   for (const auto& [name, p] : model_->named_parameters()) full_shapes_.emplace(name, p.shape());
@@ -159,9 +160,11 @@ Status Trainer::init() {
   // The parameters are in the compute dtype now (MasterWeights or ZeRO switched them).
   if (pipeline_ && cfg_.precision.mixed()) {
     pipeline_->set_compute_dtype(cfg_.precision.compute_dtype());
-    // Rank 0 adds the head's gradient of the tied wte where wte's gradient accumulates in fp32.
-    if (zero_) pipeline_->set_head_gradient_sink([z = zero_.get()](const Tensor& g) { z->add_grad("wte.weight", g); });
-    else pipeline_->set_head_gradient_sink([w = master_.get()](const Tensor& g) { w->add_grad("wte.weight", g); });
+    // Rank 0 adds the head's gradient of a tied weight where that weight's gradient accumulates in fp32.
+    if (const std::optional<std::string> tied = model_->tied_head_weight(); tied) {
+      if (zero_) pipeline_->set_head_gradient_sink([z = zero_.get(), n = *tied](const Tensor& g) { z->add_grad(n, g); });
+      else pipeline_->set_head_gradient_sink([w = master_.get(), n = *tied](const Tensor& g) { w->add_grad(n, g); });
+    }
   }
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 

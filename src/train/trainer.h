@@ -30,7 +30,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "data/sampler.h"
-#include "models/gpt2/model.h"
+#include "models/causal_lm.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
@@ -77,7 +77,7 @@ class Trainer {
   [[nodiscard]] Status load_checkpoint(const std::string& dir);
 
   int64_t step() const { return step_; }
-  models::gpt2::GPT2& model() { return *model_; }
+  models::CausalLM& model() { return *model_; }
   // Parameters of the whole model (under tensor or pipeline parallelism this rank holds fewer).
   int64_t num_model_parameters() const;
   const TrainConfig& config() const { return cfg_; }
@@ -129,7 +129,7 @@ class Trainer {
   [[nodiscard]] Status save_model_parallel_checkpoint();
 
   TrainConfig cfg_;
-  std::unique_ptr<models::gpt2::GPT2> model_;
+  std::unique_ptr<models::CausalLM> model_;
   // The tensors the optimizer steps and checkpoints hold: the model's parameters in fp32, the
   // fp32 masters under mixed precision.
   std::vector<nn::NamedTensor> weights() const;
@@ -168,7 +168,7 @@ class Trainer {
 
 // Loads model weights from a safetensors file with Hugging Face GPT-2 names (hf_names.h)
 // into `model`, converting dtypes; errors name every unknown, missing or mis-shaped tensor.
-[[nodiscard]] Status load_gpt2_weights(models::gpt2::GPT2& model, const std::string& path);
+[[nodiscard]] Status load_hf_weights(models::CausalLM& model, const std::string& path);
 
 // The resolved config as TOML (what `trident train` prints and checkpoints store).
 std::string config_to_toml(const TrainConfig& cfg);

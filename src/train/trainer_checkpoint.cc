@@ -19,7 +19,6 @@
 #include "core/factory.h"
 #include "core/profiler.h"
 #include "core/views.h"
-#include "models/gpt2/hf_names.h"
 
 namespace trident::train {
 namespace {
@@ -40,10 +39,12 @@ Status assign(const std::string& what, const Tensor& dst, const Tensor& src) {
   return Status::ok();
 }
 
-// Fields of [model] whose values differ between two configs, as "key: a vs b" lines.
-std::string model_differences(const models::gpt2::GPT2Config& a, const models::gpt2::GPT2Config& b) {
+// Fields of [model] whose values differ between two configs, as "key: a vs b" lines (another
+// arch differs in arch; its own keys are not compared).
+std::string model_differences(const models::ModelConfig& a, const models::ModelConfig& b) {
+  if (a.arch != b.arch) return "\n  model.arch: checkpoint \"" + a.arch + "\", config \"" + b.arch + "\"";
   std::string diffs;
-  for (const OptionField& f : models::gpt2::GPT2Config::table().fields()) {
+  for (const OptionField& f : a.fields()) {
     if (f.key == "activation_checkpointing") continue;  // how the model runs, not what it is
     const OptionValue va = f.get(&a), vb = f.get(&b);
     if (va != vb) diffs += "\n  model." + f.key + ": checkpoint " + option_value_str(va) + ", config " + option_value_str(vb);
@@ -70,7 +71,7 @@ Status load_checkpoint_weights(const std::vector<nn::NamedTensor>& params, const
   return Status::ok();
 }
 
-Status load_gpt2_weights(models::gpt2::GPT2& model, const std::string& path) {
+Status load_hf_weights(models::CausalLM& model, const std::string& path) {
   auto reader = checkpoint::SafetensorsReader::open(checkpoint::default_env(), path);
   if (!reader.is_ok()) return reader.status();
   std::map<std::string, Tensor> params;
@@ -78,7 +79,7 @@ Status load_gpt2_weights(models::gpt2::GPT2& model, const std::string& path) {
   std::set<std::string> loaded;
   std::string unknown;
   for (const checkpoint::SafetensorsEntry& e : reader.value().entries()) {
-    const std::optional<std::string> name = models::gpt2::parameter_name_from_hf(e.name);
+    const std::optional<std::string> name = model.parameter_name_from_hf(e.name);
     if (!name) continue;
     auto it = params.find(*name);
     if (it == params.end()) {
@@ -91,7 +92,9 @@ Status load_gpt2_weights(models::gpt2::GPT2& model, const std::string& path) {
     if (!s.is_ok()) return s;
     loaded.insert(*name);
   }
-  if (!unknown.empty()) return Status::invalid(path + ": tensors that are not GPT-2 parameters: " + unknown);
+  if (!unknown.empty())
+    return Status::invalid(path + ": tensors that are not parameters of model.arch = \"" + model.model_config().arch +
+                           "\": " + unknown);
   std::string missing;
   for (const auto& [name, t] : params)
     if (!loaded.count(name)) missing += (missing.empty() ? "" : ", ") + name;
@@ -330,7 +333,7 @@ Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optim
   Status s = Status::ok();
   if (!(s = w.write_file("trainer_state.json", state.dump(2) + "\n")).is_ok()) return s;
   if (!(s = w.write_file("config.toml", config_to_toml(cfg_))).is_ok()) return s;
-  if (!(s = w.write_file("config.json", models::gpt2::hf_config_json(cfg_.model))).is_ok()) return s;
+  if (!(s = w.write_file("config.json", model_->hf_config_json())).is_ok()) return s;
   auto done = w.commit();
   if (!done.is_ok()) return done.status();
   return checkpoint::prune_checkpoints(checkpoint::default_env(), cfg_.train.out_dir,

@@ -407,7 +407,7 @@ TEST_F(DataParallelTest, ModelStateMemoryFollowsTheZeroFormulas) {
         << "gathered parameters still held after the steps";
     if (stage == 3 && dtype == "fp32") {
       // The root (embeddings, ln_f) and two blocks, each padded to a multiple of N.
-      const models::gpt2::GPT2Config& m = cfg.model;
+      const models::ModelConfig& m = cfg.model;
       const double C = static_cast<double>(m.n_embd);
       const double root = static_cast<double>(m.vocab_size + m.block_size) * C + 2 * C;
       const double block = 12 * C * C + 13 * C;

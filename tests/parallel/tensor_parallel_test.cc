@@ -12,6 +12,8 @@
 
 #include "comm/mpi_communicator.h"
 #include "core/factory.h"
+#include "models/gpt2/model.h"
+#include "parallel/tensor_parallel.h"
 #include "support/emulated_device.h"
 #include "support/mpi_training_test.h"
 #include "support/tiny_run.h"
@@ -184,6 +186,34 @@ TEST_F(TensorParallelTest, AnUnevenVocabularySplitsByOneRow) {
     }
     world->barrier();
   }
+}
+
+// The plan is data the applier checks: an entry that names no layer, or a layer its style
+// cannot split, is an error naming the entry, not a silently replicated layer.
+TEST_F(TensorParallelTest, APlanEntryThatFitsNoLayerIsAnErrorNamingIt) {
+  if (world->size() < 2) GTEST_SKIP() << "one rank has no tensor parallelism";
+  struct Planned : models::gpt2::GPT2 {
+    Planned(const models::gpt2::GPT2Config& c, nn::ParallelPlan p) : GPT2(c), plan(std::move(p)) {}
+    nn::ParallelPlan parallel_plan() const override { return plan; }
+    nn::ParallelPlan plan;
+  };
+  const models::gpt2::GPT2Config cfg = models::gpt2::GPT2Config::from(config("plan").model);
+  auto error = [&](nn::ParallelPlan plan) -> std::string {
+    Planned model(cfg, std::move(plan));
+    try {
+      parallel::TensorParallelPlan::apply(model, *world);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string e = error({{"h.*.attn.c_atn", nn::ParallelStyle::kColumnwise, 3}});
+  EXPECT_NE(e.find("the plan's entry 'h.*.attn.c_atn' (columnwise) matches no layer of the model"), std::string::npos)
+      << e;
+  e = error({{"h.*.ln_1", nn::ParallelStyle::kRowwise}});
+  EXPECT_NE(e.find("the plan's entry 'h.*.ln_1' (rowwise) names layer 'h.0.ln_1', which is not a layer that style splits"),
+            std::string::npos)
+      << e;
 }
 
 // All-reduce calls on the tensor-parallel communicator over one step, for 2 and 3 layers:

@@ -196,7 +196,7 @@ class GPT2ParityTest : public ::testing::TestWithParam<ParityCase> {
   // The shared inputs: trident's seeded GPT-2 init as safetensors (HF names), token files.
   void write_inputs(const ParityCase& c) {
     const TrainConfig cfg = trident_config(c, dir_);
-    models::gpt2::GPT2 model(cfg.model);
+    models::gpt2::GPT2 model(models::gpt2::GPT2Config::from(cfg.model));
     std::vector<checkpoint::NamedTensor> tensors;
     for (const auto& [name, t] : model.named_parameters()) tensors.push_back({name, t});
     ASSERT_TRUE(checkpoint::save_safetensors(checkpoint::default_env(), cfg.train.init_from, tensors,

@@ -31,7 +31,7 @@ namespace trident {
 namespace {
 
 // The training tests' tiny GPT-2 (support/tiny_run.h): 2 layers, width 32, context 16, vocab 64.
-models::gpt2::GPT2Config tiny_model() { return testing::tiny_run_config({}).model; }
+models::gpt2::GPT2Config tiny_model() { return models::gpt2::GPT2Config::from(testing::tiny_run_config({}).model); }
 
 // Losses of `steps` AdamW steps on fixed random tokens, the model on `device`; with
 // `precision` bf16, fp32 masters on `master_device` (ZeRO-Offload when that is the host).

@@ -8,6 +8,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/factory.h"
 #include "core/rng.h"
+#include "models/gpt2/model.h"
 #include "train/trainer.h"
 
 namespace trident::train {
@@ -50,7 +51,7 @@ TEST_F(HfWeightsTest, LoadsGPT2LMHeadModelNames) {
 
   cfg.init_seed = 2;
   models::gpt2::GPT2 target(cfg);
-  ASSERT_TRUE(load_gpt2_weights(target, path_).is_ok());
+  ASSERT_TRUE(load_hf_weights(target, path_).is_ok());
   for (auto& [name, t] : target.named_parameters()) {
     // Stored as f16 in the file: equal to the source rounded to f16.
     EXPECT_EQ(to_vector<float>(t), to_vector<float>(core::cast(core::cast(source.parameter(name), DType::kF16), DType::kF32)))
@@ -66,21 +67,21 @@ TEST_F(HfWeightsTest, RefusesUnknownMissingAndMisshapedTensors) {
   auto with = params;
   with.push_back({"h.0.attn.q_proj.weight", zeros({8, 8})});
   write(with);
-  Status s = load_gpt2_weights(model, path_);
+  Status s = load_hf_weights(model, path_);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("h.0.attn.q_proj.weight"), std::string::npos) << s.message();
 
   auto without = params;
   without.erase(without.begin() + 3);
   write(without);
-  s = load_gpt2_weights(model, path_);
+  s = load_hf_weights(model, path_);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("missing parameters: " + params[3].name), std::string::npos) << s.message();
 
   auto misshaped = params;
   misshaped[0].tensor = zeros({12, 8});  // wte with a different vocabulary
   write(misshaped);
-  s = load_gpt2_weights(model, path_);
+  s = load_hf_weights(model, path_);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("wte.weight"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("(12, 8)"), std::string::npos) << s.message();

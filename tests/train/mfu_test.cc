@@ -32,7 +32,7 @@ TEST(Mfu, GemmShapesCoverTheModelsMatmulWeights) {
 }
 
 TEST(Mfu, PalmCountAndDtypes) {
-  models::gpt2::GPT2Config cfg;  // 124M
+  models::ModelConfig cfg;  // GPT-2 124M
   EXPECT_EQ(palm_flops_per_token(124475904, cfg, 1024), 6.0 * 124475904 + 12.0 * 12 * 768 * 1024);
   EXPECT_EQ(gemm_type_of_precision("bf16"), k::GemmType::kBF16);
   EXPECT_EQ(gemm_type_of_precision("fp32"), k::GemmType::kF32);

@@ -13,23 +13,36 @@ void GPT2Config::validate() const {
             "\"; allowed: \"none\", \"selective\", \"full\"");
 }
 
-const OptionTable<GPT2Config>& GPT2Config::table() {
-  static const auto t =
-      OptionTable<GPT2Config>("model", "GPT-2 architecture (Hugging Face GPT2LMHeadModel)")
-          .add("n_layer", &GPT2Config::n_layer, "number of transformer blocks", Range::at_least(1))
-          .add("n_head", &GPT2Config::n_head, "attention heads per block", Range::at_least(1))
-          .add("n_embd", &GPT2Config::n_embd, "model width; divisible by n_head", Range::at_least(1))
-          .add("block_size", &GPT2Config::block_size, "context length (learned positions)", Range::at_least(1))
-          .add("vocab_size", &GPT2Config::vocab_size, "vocabulary size (50257 for GPT-2's BPE)", Range::at_least(1))
-          .add("dropout", &GPT2Config::dropout, "dropout probability while training", Range::between(0.0, 0.999))
-          .add("layer_norm_eps", &GPT2Config::layer_norm_eps, "LayerNorm epsilon", Range::positive())
-          .add("init_std", &GPT2Config::init_std, "std of the normal init", Range::positive())
-          .add("init_seed", &GPT2Config::init_seed, "seed of the initial weights", Range::non_negative())
-          .add("activation_checkpointing", &GPT2Config::activation_checkpointing,
-               "per block: keep every activation (none), recompute all but the matmul outputs (selective), "
-               "keep only the block input (full)",
-               {"none", "selective", "full"});
-  return t;
+GPT2Config GPT2Config::from(const ModelConfig& cfg) {
+  TRI_CHECK(cfg.arch == "gpt2", "GPT-2: the config is of model.arch = \"", cfg.arch, "\"");
+  GPT2Config g;
+  g.n_layer = cfg.n_layer;
+  g.n_head = cfg.n_head;
+  g.n_embd = cfg.n_embd;
+  g.block_size = cfg.block_size;
+  g.vocab_size = cfg.vocab_size;
+  g.dropout = cfg.dropout;
+  g.layer_norm_eps = cfg.family_float("layer_norm_eps");
+  g.init_std = cfg.init_std;
+  g.init_seed = cfg.init_seed;
+  g.activation_checkpointing = cfg.activation_checkpointing;
+  return g;
+}
+
+ModelConfig GPT2Config::to_model_config() const {
+  ModelConfig cfg;
+  cfg.arch = "gpt2";
+  cfg.n_layer = n_layer;
+  cfg.n_head = n_head;
+  cfg.n_embd = n_embd;
+  cfg.block_size = block_size;
+  cfg.vocab_size = vocab_size;
+  cfg.dropout = dropout;
+  cfg.family_values["layer_norm_eps"] = layer_norm_eps;
+  cfg.init_std = init_std;
+  cfg.init_seed = init_seed;
+  cfg.activation_checkpointing = activation_checkpointing;
+  return cfg;
 }
 
 }  // namespace trident::models::gpt2

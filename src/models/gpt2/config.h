@@ -1,10 +1,11 @@
-// GPT-2's shape: every size comes from here (the [model] section of a training config).
+// GPT-2's shape: every size comes from here. In a training config it is the [model] section
+// with arch = "gpt2" (models/model_config.h): the common keys, and layer_norm_eps of its own.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "core/options.h"
+#include "models/model_config.h"
 
 namespace trident::models::gpt2 {
 
@@ -27,7 +28,9 @@ struct GPT2Config {
   // Throws with a message naming the sizes if they are inconsistent.
   void validate() const;
 
-  static const OptionTable<GPT2Config>& table();
+  // From and to the [model] section (arch "gpt2").
+  static GPT2Config from(const ModelConfig& cfg);
+  ModelConfig to_model_config() const;
 };
 
 }  // namespace trident::models::gpt2

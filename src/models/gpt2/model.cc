@@ -4,6 +4,7 @@
 
 #include "autograd/functions.h"
 #include "core/factory.h"
+#include "models/gpt2/hf_names.h"
 #include "nn/init.h"
 
 namespace trident::models::gpt2 {
@@ -62,7 +63,8 @@ Tensor Block::forward(const Tensor& x, Generator* dropout_gen) const {
   return h + mlp_->forward(ln_2_->forward(h), dropout_gen);
 }
 
-GPT2::GPT2(const GPT2Config& cfg) : cfg_(cfg), dropout_gen_(static_cast<uint64_t>(cfg.init_seed) + 1) {
+GPT2::GPT2(const GPT2Config& cfg)
+    : cfg_(cfg), model_config_(cfg.to_model_config()), dropout_gen_(static_cast<uint64_t>(cfg.init_seed) + 1) {
   cfg_.validate();
   wte_ = register_module("wte", std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.n_embd));
   wpe_ = register_module("wpe", std::make_shared<nn::Embedding>(cfg.block_size, cfg.n_embd));
@@ -157,14 +159,46 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
       idx);
 }
 
+int64_t GPT2::block_of(const std::string& name) const {
+  if (name.starts_with("h.")) return std::stoll(name.substr(2, name.find('.', 2) - 2));
+  if (name.starts_with("ln_f.")) return kHead;
+  TRI_CHECK(name.starts_with("wte.") || name.starts_with("wpe."), "GPT2: no parameter '", name, "'");
+  return kEmbedding;
+}
+
 std::vector<std::vector<nn::NamedTensor>> GPT2::parts() const {
   std::vector<std::vector<nn::NamedTensor>> parts(h_.size() + 1);
   for (auto& [name, p] : named_parameters()) {
-    size_t part = 0;
-    if (name.starts_with("h.")) part = std::stoul(name.substr(2, name.find('.', 2) - 2)) + 1;
-    parts[part].emplace_back(name, p);
+    const int64_t block = block_of(name);
+    parts[block >= 0 ? static_cast<size_t>(block) + 1 : 0].emplace_back(name, p);
   }
   return parts;
 }
+
+nn::ParallelPlan GPT2::parallel_plan() const {
+  using nn::ParallelStyle;
+  return {
+      {"h.*.attn.c_attn", ParallelStyle::kColumnwise, 3},  // q, k, v side by side: each split by heads
+      {"h.*.attn.c_proj", ParallelStyle::kRowwise},
+      {"h.*.mlp.c_fc", ParallelStyle::kColumnwise},
+      {"h.*.mlp.c_proj", ParallelStyle::kRowwise},
+      {"h.*.ln_1", ParallelStyle::kSequenceParallel},
+      {"h.*.ln_2", ParallelStyle::kSequenceParallel},
+      {"ln_f", ParallelStyle::kSequenceParallel},
+      {"wpe", ParallelStyle::kSequenceParallel},
+      {"wte", ParallelStyle::kVocabParallelEmbedding},  // and the tied LM head
+  };
+}
+
+void GPT2::check_tensor_parallel(int64_t tp) const {
+  TRI_CHECK(cfg_.n_head % tp == 0, "tensor parallelism: model.n_head (", cfg_.n_head,
+            ") must be divisible by parallel.tp (", tp, "): each rank computes whole attention heads");
+}
+
+std::optional<std::string> GPT2::parameter_name_from_hf(std::string_view hf_name) const {
+  return gpt2::parameter_name_from_hf(hf_name);
+}
+
+std::string GPT2::hf_config_json() const { return gpt2::hf_config_json(cfg_); }
 
 }  // namespace trident::models::gpt2

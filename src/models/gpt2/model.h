@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "models/causal_lm.h"
 #include "models/gpt2/config.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -63,46 +64,46 @@ class Block : public nn::Module {
   std::shared_ptr<MLP> mlp_;
 };
 
-class GPT2 : public nn::Module {
+// The model contract (models/causal_lm.h) says what each override does; GPT-2's answers:
+// blocks are h.N; wte and wpe are the embedding, ln_f the head, which is tied to wte; part 0
+// holds wte, wpe and ln_f; the plan splits c_attn (q, k, v) and c_fc by columns, both c_proj
+// by rows and wte by vocabulary rows, and under sequence parallelism the LayerNorms and wpe
+// work on each rank's part of the sequence.
+class GPT2 : public CausalLM {
  public:
   // Builds the model and initializes it as GPT-2 does (seeded by cfg.init_seed).
   explicit GPT2(const GPT2Config& cfg);
 
-  // Logits (B,T,V) for token ids (B,T).
-  Tensor forward(const Tensor& idx) const;
-  // Mean cross-entropy of next-token targets (B,T) (ignore_index -1), a 0-dim tensor.
-  Tensor loss(const Tensor& idx, const Tensor& targets) const;
-
-  // loss() in three pieces, for pipeline stages (parallel/pipeline.h): embeddings of token ids
-  // (B,T) -> (B,T,C); blocks [begin, end); and ln_f, the tied head and the loss.
-  Tensor embed(const Tensor& idx) const;
-  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end) const;
-  Tensor head_loss(const Tensor& x, const Tensor& targets) const;
+  const ModelConfig& model_config() const override { return model_config_; }
+  Tensor forward(const Tensor& idx) const override;
+  Tensor loss(const Tensor& idx, const Tensor& targets) const override;
+  Tensor embed(const Tensor& idx) const override;
+  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end) const override;
+  Tensor head_loss(const Tensor& x, const Tensor& targets) const override;
+  int64_t block_of(const std::string& name) const override;
+  std::optional<std::string> tied_head_weight() const override { return "wte.weight"; }
+  std::vector<std::vector<nn::NamedTensor>> parts() const override;
+  void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }
+  Generator& dropout_generator() const override { return dropout_gen_; }
+  void init_weights() override;
+  nn::ParallelPlan parallel_plan() const override;
+  void check_tensor_parallel(int64_t tp) const override;
+  std::optional<std::string> parameter_name_from_hf(std::string_view hf_name) const override;
+  std::string hf_config_json() const override;
 
   const GPT2Config& config() const { return cfg_; }
-  // Dropout randomness while training; seeded separately from the init.
-  Generator& dropout_generator() const { return dropout_gen_; }
-  // Re-draws every parameter from the GPT-2 init distribution (cfg.init_seed).
-  void init_weights();
-
-  // The parameter groups used together, in the order the forward enters them (for parameter
-  // sharding, nn/part_hooks.h): part 0, the root, spans the whole forward and holds the
-  // embeddings (wte is also the LM head) and ln_f; part i + 1 is block h.i. Every parameter
-  // is in exactly one part; names as named_parameters().
-  std::vector<std::vector<nn::NamedTensor>> parts() const;
-  // The layers, for parallelism plans that shard them (parallel/tensor_parallel.h).
+  // The layers, for tests that look inside.
   Block& block(size_t i) { return *h_.at(i); }
   nn::Embedding& wte() { return *wte_; }
   nn::Embedding& wpe() { return *wpe_; }
   nn::LayerNorm& ln_f() { return *ln_f_; }
-  // Sends every part's forward through `hooks` (nullptr: none). The model does not own them.
-  void set_part_hooks(nn::PartHooks* hooks) { part_hooks_ = hooks; }
 
  private:
   Tensor hidden(const Tensor& idx) const;  // final LayerNorm output (B,T,C)
   Generator* dropout() const;              // the dropout generator while training with dropout
 
   const GPT2Config cfg_;
+  const ModelConfig model_config_;
   std::shared_ptr<nn::Embedding> wte_, wpe_;
   std::vector<std::shared_ptr<Block>> h_;
   std::shared_ptr<nn::LayerNorm> ln_f_;

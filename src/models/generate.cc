@@ -1,4 +1,4 @@
-#include "models/gpt2/generate.h"
+#include "models/generate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,16 +8,16 @@
 #include "core/factory.h"
 #include "core/views.h"
 
-namespace trident::models::gpt2 {
+namespace trident::models {
 
-std::vector<int64_t> generate(const GPT2& model, const std::vector<int64_t>& prompt, const SampleOptions& options) {
+std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& options) {
   TRI_CHECK(!prompt.empty(), "generate: the prompt must have at least one token");
   TRI_CHECK(options.temperature >= 0.0, "generate: temperature must be >= 0, got ", options.temperature);
   TRI_CHECK(options.top_k >= 0, "generate: top_k must be >= 0, got ", options.top_k);
   autograd::NoGradGuard no_grad;
   Generator gen(options.seed);
   std::vector<int64_t> tokens = prompt, out;
-  const int64_t block = model.config().block_size, V = model.config().vocab_size;
+  const int64_t block = model.model_config().block_size, V = model.model_config().vocab_size;
   for (int64_t n = 0; n < options.max_new_tokens; ++n) {
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - block);
     const std::vector<int64_t> ctx(tokens.begin() + start, tokens.end());
@@ -57,4 +57,4 @@ std::vector<int64_t> generate(const GPT2& model, const std::vector<int64_t>& pro
   return out;
 }
 
-}  // namespace trident::models::gpt2
+}  // namespace trident::models

@@ -1,4 +1,4 @@
-// Autoregressive sampling from a GPT-2: temperature, top-k, seeded.
+// Autoregressive sampling from any causal LM (models/causal_lm.h): temperature, top-k, seeded.
 // Recomputes the (cropped) context for each new token; no KV cache yet.
 #pragma once
 
@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "models/gpt2/model.h"
+#include "models/causal_lm.h"
 
-namespace trident::models::gpt2 {
+namespace trident::models {
 
 struct SampleOptions {
   int64_t max_new_tokens = 200;
@@ -18,6 +18,6 @@ struct SampleOptions {
 };
 
 // Continues `prompt` (token ids, at least one) and returns only the new tokens.
-std::vector<int64_t> generate(const GPT2& model, const std::vector<int64_t>& prompt, const SampleOptions& options);
+std::vector<int64_t> generate(const CausalLM& model, const std::vector<int64_t>& prompt, const SampleOptions& options);
 
-}  // namespace trident::models::gpt2
+}  // namespace trident::models

@@ -1,0 +1,39 @@
+// The model families trident trains, by name (model.arch): how to build each from its
+// config, its own config keys, and what the planner and the MFU need without building it.
+// Adding a family: a folder models/<family>/ with its CausalLM (models/causal_lm.h) and a
+// `ModelFamily family()`, listed in registry.cc (docs/architecture.md, "Adding a model family").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm_rates.h"
+#include "models/causal_lm.h"
+#include "models/model_config.h"
+
+namespace trident::models {
+
+struct ModelFamily {
+  std::string arch;  // model.arch
+  std::string doc;   // one line: what it is (and which Hugging Face models it reads)
+  std::vector<FamilyKey> keys;  // its own [model] keys, beside the common ones
+  // The family's own checks of a config (the common ones are done); throws naming keys.
+  std::function<void(const ModelConfig&)> validate;
+  // Builds the model, initialized from model.init_seed, on the host.
+  std::function<std::unique_ptr<CausalLM>(const ModelConfig&)> build;
+  // The GEMMs of one training step on B sequences of T tokens (for the GEMM-rate ceiling and
+  // the MFU, kernels/cpu/gemm_rates.h).
+  std::function<std::vector<kernels::cpu::GemmShape>(const ModelConfig&, int64_t B, int64_t T)> gemm_shapes;
+};
+
+// Every family, in a fixed order.
+const std::vector<ModelFamily>& model_families();
+// The family of `arch`; throws naming it and the families there are.
+const ModelFamily& model_family(const std::string& arch);
+// model_family(cfg.arch).build(cfg), after cfg.validate().
+std::unique_ptr<CausalLM> build_model(const ModelConfig& cfg);
+
+}  // namespace trident::models

@@ -1,0 +1,140 @@
+// The model contract (models/causal_lm.h), the registry and the [model] section with a
+// family's own keys (models/model_config.h), checked on GPT-2: a family is built by name, its
+// answers about where parameters live agree with each other, its plan names real layers, and
+// config files and overrides reach its own keys whatever order they come in.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "config/config_tree.h"
+#include "core/factory.h"
+#include "models/causal_lm.h"
+#include "models/generate.h"
+#include "models/gpt2/model.h"
+#include "models/registry.h"
+#include "nn/parallel_plan.h"
+
+namespace trident::models {
+namespace {
+
+ModelConfig tiny() {
+  ModelConfig c;
+  c.n_layer = 3;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 8;
+  c.vocab_size = 40;
+  return c;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelRegistry, BuildsGpt2ByNameWithTheFamilysOwnInit) {
+  const std::unique_ptr<CausalLM> model = build_model(tiny());
+  EXPECT_EQ(model->model_config().arch, "gpt2");
+  const gpt2::GPT2 direct(gpt2::GPT2Config::from(tiny()));
+  const auto a = model->named_parameters(), b = direct.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(to_vector<float>(a[i].second), to_vector<float>(b[i].second)) << a[i].first;
+  }
+}
+
+TEST(ModelRegistry, AnUnknownArchNamesTheFamilies) {
+  ModelConfig c = tiny();
+  c.arch = "gpt9";
+  const std::string e = error_of([&] { build_model(c); });
+  EXPECT_NE(e.find("model.arch = \"gpt9\" is not a model family; the families are: gpt2"), std::string::npos) << e;
+}
+
+TEST(ModelConfig, FamilyKeysHaveDefaultsAndBelongToTheirFamily) {
+  ModelConfig c = tiny();
+  EXPECT_EQ(c.family_float("layer_norm_eps"), 1e-5);
+  c.family_values["layer_norm_eps"] = 1e-6;
+  EXPECT_EQ(gpt2::GPT2Config::from(c).layer_norm_eps, 1e-6);
+  EXPECT_NE(error_of([&] { c.family_value("rope_theta"); }).find("model.arch = \"gpt2\" has no key 'rope_theta'"),
+            std::string::npos);
+  c.family_values["rope_theta"] = 1e4;  // set behind the config's back: validate() names it
+  EXPECT_NE(error_of([&] { c.validate(); }).find("has no key 'rope_theta'"), std::string::npos);
+  ModelConfig odd = tiny();
+  odd.n_embd = 15;
+  EXPECT_NE(error_of([&] { odd.validate(); }).find("n_embd (15) must be divisible by n_head (2)"), std::string::npos);
+}
+
+TEST(ModelConfig, FilesAndOverridesSetTheSelectorFirst) {
+  ModelConfig c;
+  config::ConfigTree tree;
+  tree.bind(c);
+  // The family's key before `arch` in the file: still read as GPT-2's.
+  ASSERT_TRUE(tree.load_toml_string("[model]\nlayer_norm_eps = 1e-6\nn_layer = 2\narch = \"gpt2\"\n", "t").is_ok());
+  EXPECT_EQ(c.family_float("layer_norm_eps"), 1e-6);
+  EXPECT_EQ(c.n_layer, 2);
+  ASSERT_TRUE(tree.apply_overrides({"model.layer_norm_eps=2e-6", "model.arch=gpt2"}, "cli").is_ok());
+  EXPECT_EQ(c.family_float("layer_norm_eps"), 2e-6);
+  const Status bad = tree.apply_override("model.rope_theta=1e4", "cli");
+  EXPECT_NE(bad.to_string().find("unknown key 'rope_theta' in section [model]"), std::string::npos) << bad.to_string();
+  const std::string printed = tree.to_toml();
+  EXPECT_EQ(printed.find("arch = \"gpt2\""), printed.find("[model]\n") + 8) << printed;  // arch first
+  EXPECT_NE(printed.find("layer_norm_eps = 2e-06"), std::string::npos) << printed;
+  EXPECT_NE(tree.help().find("--model.layer_norm_eps"), std::string::npos);
+}
+
+TEST(CausalLM, PartsBlocksAndPipelinePlacesAgree) {
+  const std::unique_ptr<CausalLM> model = build_model(tiny());
+  std::set<std::string> seen;
+  const auto parts = model->parts();
+  ASSERT_EQ(parts.size(), static_cast<size_t>(model->num_blocks()) + 1);
+  for (size_t part = 0; part < parts.size(); ++part)
+    for (const auto& [name, p] : parts[part]) {
+      EXPECT_TRUE(seen.insert(name).second) << name << " is in two parts";
+      const int64_t block = model->block_of(name);
+      // Part i + 1 is block i; the root holds the embedding and the head.
+      EXPECT_EQ(part, block >= 0 ? static_cast<size_t>(block) + 1 : 0) << name;
+    }
+  EXPECT_EQ(seen.size(), model->named_parameters().size());
+  EXPECT_EQ(model->block_of("wte.weight"), CausalLM::kEmbedding);
+  EXPECT_EQ(model->block_of("ln_f.bias"), CausalLM::kHead);
+  EXPECT_EQ(model->block_of("h.2.mlp.c_fc.weight"), 2);
+  EXPECT_EQ(model->tied_head_weight(), std::optional<std::string>("wte.weight"));
+}
+
+TEST(CausalLM, EveryPlanEntryNamesLayersOfTheModel) {
+  const std::unique_ptr<CausalLM> model = build_model(tiny());
+  const auto layers = model->named_modules();
+  for (const nn::ParallelPlanEntry& e : model->parallel_plan()) {
+    int matched = 0;
+    for (const auto& [path, m] : layers) matched += nn::plan_pattern_matches(e.pattern, path) ? 1 : 0;
+    EXPECT_GT(matched, 0) << e.pattern;
+  }
+  EXPECT_NE(error_of([&] { model->check_tensor_parallel(4); }).find("model.n_head (2) must be divisible by parallel.tp (4)"),
+            std::string::npos);
+}
+
+TEST(ParallelPlan, PatternsMatchWholeComponents) {
+  EXPECT_TRUE(nn::plan_pattern_matches("h.*.attn.c_attn", "h.12.attn.c_attn"));
+  EXPECT_FALSE(nn::plan_pattern_matches("h.*.attn.c_attn", "h.12.attn.c_attn2"));
+  EXPECT_FALSE(nn::plan_pattern_matches("h.*.attn", "h.1.attn.c_attn"));
+  EXPECT_FALSE(nn::plan_pattern_matches("h.*.attn.c_attn", "h.attn.c_attn"));
+  EXPECT_TRUE(nn::plan_pattern_matches("ln_f", "ln_f"));
+  EXPECT_FALSE(nn::plan_pattern_matches("ln_f", "ln_f2"));
+}
+
+TEST(CausalLM, GenerationWorksThroughTheContract) {
+  const std::unique_ptr<CausalLM> model = build_model(tiny());
+  model->eval();
+  const std::vector<int64_t> greedy = generate(*model, {1, 2, 3}, SampleOptions{12, 0.0, 0, 1});
+  ASSERT_EQ(greedy.size(), 12u);  // past block_size (8): the context is cropped
+  for (int64_t t : greedy) EXPECT_TRUE(t >= 0 && t < 40) << t;
+  EXPECT_EQ(generate(*model, {1, 2, 3}, SampleOptions{12, 0.0, 0, 1}), greedy);
+}
+
+}  // namespace
+}  // namespace trident::models
