@@ -140,6 +140,8 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
   cfg.kernels = cfg.kernels.resolved(cfg.uses_bf16_gemms());  // the printed config names the engines (Note [GEMM engines])
   const bool rank0 = comm::MpiRuntime::launcher_rank() == 0;
   if (rank0) std::printf("# resolved config\n%s", tree.to_toml().c_str());
+  if (const std::string env = kernels::cpu::KernelsOptions::environment_overrides(); rank0 && !env.empty())
+    std::fprintf(stderr, "kernels: the environment overrides the config: %s\n", env.c_str());
   if (a.print_config) return Status::ok();
   std::fflush(stdout);
   std::shared_ptr<comm::Communicator> world;

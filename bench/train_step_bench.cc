@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
       namespace k = kernels::cpu;
       out["bf16_gemm"] = k::gemm_engine_name(k::GemmType::kBF16, k::gemm_engine(k::GemmType::kBF16));
       out["f32_gemm"] = k::gemm_engine_name(k::GemmType::kF32, k::gemm_engine(k::GemmType::kF32));
-      if (sgemm && precision.dtype == "bf16") out["bf16_gemm_gflops"] = gemm_gflops<bf16>(2048);
+      if (sgemm && precision.compute_dtype() == DType::kBF16) out["bf16_gemm_gflops"] = gemm_gflops<bf16>(2048);
     }
     out["device"] = device_name;
     out["offload"] = offload;
@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
       namespace k = kernels::cpu;
       const k::GemmRates rates =
           k::measure_gemm_rates(models::gpt2::gemm_shapes(cfg, B, T), {k::GemmType::kF32, k::GemmType::kBF16});
-      const double ceiling = rates.ceiling_gflops(train::gemm_type_of_precision(precision.dtype));
+      const double ceiling = rates.ceiling_gflops(train::gemm_type_of_precision(precision.compute_dtype()));
       out["gemm_rates"] = train::gemm_rates_json(rates);
       out["gemm_rates_seconds"] = rates.seconds;
       out["gemm_ceiling_gflops"] = ceiling;

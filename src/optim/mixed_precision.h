@@ -33,10 +33,11 @@ struct PrecisionOptions {
   double min_loss_scale = 1.0;
   static const OptionTable<PrecisionOptions>& table();
 
-  // The model's dtype: f32, bf16 or f16.
+  // The model's dtype: f32, bf16 or f16. The one place `dtype` is read: everything else asks
+  // these.
   DType compute_dtype() const;
-  bool mixed() const { return dtype != "fp32"; }
-  bool loss_scaling() const { return dtype == "fp16"; }
+  bool mixed() const { return compute_dtype() != DType::kF32; }
+  bool loss_scaling() const { return compute_dtype() == DType::kF16; }
 };
 
 // Megatron-LM's DynamicGradScaler: an overflow uses up one unit of hysteresis, and when none

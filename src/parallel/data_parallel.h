@@ -25,19 +25,6 @@
 
 namespace trident::parallel {
 
-struct ParallelOptions {
-  int64_t tp = 1;            // tensor-parallel degree (parallel/tensor_parallel.h); dp = ranks / tp
-  bool sequence_parallel = false;  // with tp > 1: activations outside the tp layers split along T
-  int64_t pp = 1;                  // pipeline stages (parallel/pipeline.h)
-  int64_t virtual_stages = 1;      // model chunks per pipeline rank (the interleaved schedule)
-  std::string pipeline_schedule = "1f1b";
-  std::string pipeline_layers;     // blocks per chunk, "3,1,..."; empty: balanced
-  int64_t zero_stage = 0;    // 0: data parallel (replicated optimizer state)
-  double bucket_mb = 25.0;   // gradient bucket size for the all-reduces (MiB)
-  bool offload_optimizer = false;  // ZeRO-Offload: fp32 masters and AdamW state in host memory
-  static const OptionTable<ParallelOptions>& table();
-};
-
 class DataParallel {
  public:
   // `params`: the model's parameters (f32), identical on every rank after the broadcast this

@@ -42,6 +42,7 @@
 
 #include "comm/communicator.h"
 #include "models/causal_lm.h"
+#include "parallel/micro_batch_runner.h"
 
 namespace trident::parallel {
 
@@ -60,11 +61,7 @@ struct PipelineLayout {
 };
 
 // One step's micro-batch, this rank's rows: token ids and next-token targets (B, T).
-struct MicroBatch {
-  Tensor inputs, targets;
-};
-
-class Pipeline {
+class Pipeline final : public MicroBatchRunner {
  public:
   // `schedule`: "gpipe", "1f1b" or "interleaved". The model must be whole on every rank
   // (same weights); the pipeline then frees the parameters no chunk of this rank uses.
@@ -94,7 +91,13 @@ class Pipeline {
   double train_step(const std::vector<MicroBatch>& micro, double loss_seed,
                     const std::function<void(bool last)>& before_backward);
   // The sum of the losses of `batches` (forward only, without recording), on every rank.
-  double evaluate(const std::vector<MicroBatch>& batches);
+  double evaluate(const std::vector<MicroBatch>& batches) override;
+  // As a MicroBatchRunner: train_step() telling `update` before each backward, and once after.
+  double train(const std::vector<MicroBatch>& micro, double loss_seed, UpdateStrategy& update) override {
+    const double sum = train_step(micro, loss_seed, [&](bool last) { update.begin_backward(last); });
+    update.end_backward();
+    return sum;
+  }
 
   // Of the last train_step, on this rank: seconds spent waiting for another stage's data, and
   // in all.

@@ -11,9 +11,7 @@ namespace trident::train {
 
 namespace k = kernels::cpu;
 
-k::GemmType gemm_type_of_precision(const std::string& precision_dtype) {
-  return precision_dtype == "bf16" ? k::GemmType::kBF16 : k::GemmType::kF32;
-}
+k::GemmType gemm_type_of_precision(DType compute) { return compute == DType::kBF16 ? k::GemmType::kBF16 : k::GemmType::kF32; }
 
 double palm_flops_per_token(int64_t params, const models::ModelConfig& model, int64_t T) {
   return 6.0 * static_cast<double>(params) +
@@ -98,7 +96,7 @@ std::string MfuCeiling::summary() const {
 MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t params, int64_t batch_rows,
                                const k::GemmRateOptions& options) {
   MfuCeiling m;
-  m.dtype = gemm_type_of_precision(cfg.precision.dtype);
+  m.dtype = gemm_type_of_precision(cfg.precision.compute_dtype());
   const std::vector<k::GemmShape> shapes = models::model_family(cfg.model.arch).gemm_shapes(cfg.model, batch_rows, cfg.data.seq_len);
   m.rates = k::measure_gemm_rates(shapes, {m.dtype}, options);
   m.ceiling_gflops = m.total_ceiling_gflops = m.rates.ceiling_gflops(m.dtype);

@@ -10,15 +10,16 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kernels/cpu/gemm_rates.h"
+#include "core/dtype.h"
 #include "models/model_config.h"
 
 namespace trident::train {
 
 struct TrainConfig;
 
-// The GEMM type a precision.dtype's matmuls run as on the CPU: bf16 for "bf16", f32 for
-// "fp32" and "fp16" (fp16 is always widened to f32: Note [GEMM engines]).
-kernels::cpu::GemmType gemm_type_of_precision(const std::string& precision_dtype);
+// The GEMM type a compute dtype's matmuls run as on the CPU (PrecisionOptions::compute_dtype()):
+// bf16 for bf16, f32 for f32 and f16 (f16 is always widened to f32: Note [GEMM engines]).
+kernels::cpu::GemmType gemm_type_of_precision(DType compute);
 
 // Model FLOPs per token of a training step, PaLM's count (Chowdhery et al. 2022, appendix B):
 // 6 N + 12 L C T, N every parameter (embeddings included), as bench/train_speed_compare.py

@@ -13,7 +13,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
-#include "parallel/data_parallel.h"
+#include "parallel/parallel_options.h"
 
 namespace trident::train {
 
@@ -69,7 +69,7 @@ struct TrainConfig {
   // Tokens consumed per optimizer step.
   int64_t tokens_per_step() const { return data.batch_size * data.seq_len * data.grad_accum_steps; }
   // Whether the run multiplies bf16 matrices, so that kernels.bf16_gemm matters (kernel_options.h).
-  bool uses_bf16_gemms() const { return precision.dtype == "bf16"; }
+  bool uses_bf16_gemms() const { return precision.compute_dtype() == DType::kBF16; }
 };
 
 }  // namespace trident::train

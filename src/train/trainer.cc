@@ -15,6 +15,7 @@
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "models/registry.h"
+#include "parallel/parallelize.h"
 #include "optim/clip_grad.h"
 #include "train/progress.h"
 #include "train/step_profile.h"
@@ -46,18 +47,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
                               "-DTRIDENT_CUDA=ON on a machine with the CUDA toolkit)");
     device = Device::cuda();  // this process's GPU: NCCL's setup picks it from the local rank
   }
-  const int64_t model_parallel = cfg.parallel.tp * cfg.parallel.pp;
-  TRI_CHECK(model_parallel == 1 || (comm && comm->size() % model_parallel == 0), "parallel.tp (", cfg.parallel.tp,
-            ") x parallel.pp (", cfg.parallel.pp, ") must divide the number of ranks (", comm ? comm->size() : 1,
-            "): start the run with mpirun or trident launch on a multiple of tp x pp ranks");
-  TRI_CHECK(cfg.parallel.pp == 1 || cfg.parallel.zero_stage <= 1, "parallel.zero_stage = ", cfg.parallel.zero_stage,
-            " with parallel.pp = ", cfg.parallel.pp, " is not supported; pipeline parallelism composes with ZeRO stages 0-1");
-  TRI_CHECK(cfg.parallel.pp > 1 || (cfg.parallel.virtual_stages == 1 && cfg.parallel.pipeline_layers.empty()),
-            "parallel.virtual_stages and parallel.pipeline_layers need parallel.pp > 1");
-  TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.parallel.tp > 1,
-            "parallel.sequence_parallel needs parallel.tp > 1 (it splits the tensor-parallel ranks' sequence)");
+  parallel::check_layout(cfg.parallel, comm ? comm->size() : 1);
   TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.data.seq_len % cfg.parallel.tp == 0, "data.seq_len (",
             cfg.data.seq_len, ") must be divisible by parallel.tp (", cfg.parallel.tp, ") with parallel.sequence_parallel");
+  const int64_t model_parallel = cfg.parallel.tp * cfg.parallel.pp;
   if (comm && comm->size() > 1) {
     const int64_t dp = comm->size() / model_parallel;
     TRI_CHECK(cfg.data.batch_size % dp == 0, "data.batch_size (", cfg.data.batch_size,
@@ -65,10 +58,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::
               cfg.parallel.tp, " x pp ", cfg.parallel.pp, ")): each data-parallel rank trains on an equal slice of every "
               "global batch");
   }
-  TRI_CHECK(!cfg.parallel.offload_optimizer || cfg.parallel.zero_stage > 0 || ((!comm || comm->size() == 1) && model_parallel == 1),
-            "parallel.offload_optimizer with several ranks needs ZeRO (parallel.zero_stage 1-3, as DeepSpeed's "
-            "ZeRO-Offload): ", comm ? comm->size() : 1, " ranks, tp ", cfg.parallel.tp, ", pp ", cfg.parallel.pp,
-            ", zero_stage 0 requested");
   std::unique_ptr<Trainer> t(new Trainer(cfg, std::move(comm), device.value_or(Device::cpu())));
   Status s = t->init();
   if (!s.is_ok()) return s;
@@ -90,82 +79,16 @@ Status Trainer::init() {
     if (!s.is_ok()) return s;
   }
   for (const auto& [name, p] : model_->named_parameters()) full_shapes_.emplace(name, p.shape());
-  if (comm_) {
-    // The mesh's collectives take tensors where the parameters live. NCCL's setup also picks
-    // this process's GPU, so it comes before the model moves there.
-    std::shared_ptr<comm::Communicator> collectives = comm_;
-    if (!device_.is_cpu()) collectives = comm::communicator_for(comm_, device_);
-    mesh_ = std::make_unique<parallel::DeviceMesh>(collectives, cfg_.parallel.tp, cfg_.parallel.pp);
-    if (mesh_->tp_size() > 1)
-      tp_plan_ = parallel::TensorParallelPlan::apply(*model_, mesh_->tp(), cfg_.parallel.sequence_parallel);
-    if (mesh_->pp_size() > 1) {
-      std::vector<int64_t> counts;
-      std::stringstream list(cfg_.parallel.pipeline_layers);
-      for (std::string item; std::getline(list, item, ',');) {
-        try {
-          counts.push_back(std::stoll(item));
-        } catch (const std::exception&) {
-          return Status::invalid("parallel.pipeline_layers: '" + item + "' in \"" + cfg_.parallel.pipeline_layers +
-                                 "\" is not a block count");
-        }
-      }
-      pipeline_ = std::make_unique<parallel::Pipeline>(
-          *model_, mesh_->pp(),
-          parallel::PipelineLayout::make(cfg_.model.n_layer, static_cast<int>(cfg_.parallel.pp),
-                                         static_cast<int>(cfg_.parallel.virtual_stages), counts),
-          cfg_.parallel.pipeline_schedule, cfg_.parallel.sequence_parallel ? cfg_.parallel.tp : 1);
-    }
-  }
-  if (!device_.is_cpu()) model_->to(device_);  // after tensor parallelism took this rank's slices
-  // ZeRO-Offload: the fp32 masters, their gradients and AdamW's state live in host memory and
-  // AdamW steps there; the device keeps the compute-dtype parameters. Under ZeRO the optimizer
-  // keeps the masters itself, sharded (offloaded too).
-  if ((cfg_.precision.mixed() || cfg_.parallel.offload_optimizer) && cfg_.parallel.zero_stage == 0)
-    master_ = std::make_unique<optim::MasterWeights>(
-        pipeline_ ? pipeline_->parameters() : model_->named_parameters(), cfg_.precision.compute_dtype(),
-        cfg_.parallel.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt);
+  // Every strategy, in the order of Note [The order of strategies] (parallel/parallelize.h).
+  auto par = parallel::parallelize(*model_, comm_, device_, cfg_.parallel, cfg_.precision, cfg_.optim);
+  if (!par.is_ok()) return par.status();
+  mesh_ = std::move(par.value().mesh);
+  tp_plan_ = std::move(par.value().tp_plan);
+  runner_ = par.value().runner();
+  pipeline_ = std::move(par.value().pipeline);
+  sequential_ = std::move(par.value().sequential);
+  update_ = std::move(par.value().update);
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
-  const int64_t bucket_bytes = static_cast<int64_t>(cfg_.parallel.bucket_mb * 1024 * 1024);
-  if (cfg_.parallel.zero_stage > 0) {
-    TRI_CHECK(comm_ != nullptr, "parallel.zero_stage = ", cfg_.parallel.zero_stage,
-              " needs ranks to shard across: start the run with mpirun or trident launch");
-    const std::vector<nn::NamedTensor> params = weights();
-    std::vector<std::vector<size_t>> parts;  // ZeRO-3: the model's parts as indices into params
-    if (cfg_.parallel.zero_stage == 3)
-    for (const auto& part : model_->parts()) {
-      parts.emplace_back();
-      for (const auto& [name, p] : part)
-        parts.back().push_back(static_cast<size_t>(
-            std::find_if(params.begin(), params.end(), [&](const nn::NamedTensor& q) { return q.first == name; }) -
-            params.begin()));
-    }
-    zero_ = std::make_unique<parallel::ZeroOptimizer>(params, mesh_->dp(), static_cast<int>(cfg_.parallel.zero_stage),
-                                                      bucket_bytes, cfg_.optim, parts, cfg_.precision.compute_dtype(),
-                                                      cfg_.parallel.offload_optimizer);
-    if (cfg_.parallel.zero_stage == 3) model_->set_part_hooks(zero_.get());
-    if (tp_plan_ || pipeline_) {
-      std::vector<bool> split;
-      for (const auto& [name, p] : params) split.push_back(tp_plan_ && tp_plan_->is_split(name));
-      zero_->set_model_parallel(tp_plan_ ? &mesh_->tp() : nullptr, split, pipeline_ ? &mesh_->pp() : nullptr);
-    }
-  } else {
-    if (comm_)  // also with one rank (mpirun -np 1): the same code path as with many
-      // Mixed precision: the fp32 masters' gradients are averaged (MasterWeights fills them,
-      // not autograd, so the buckets are filled after the backward), and the model's
-      // compute-dtype copies follow rank 0's masters.
-      dp_ = std::make_unique<parallel::DataParallel>(weights(), mesh_->dp(), bucket_bytes, master_ == nullptr);
-    if (dp_ && master_) master_->copy_to_model();
-    optimizer_ = std::make_unique<optim::AdamW>(weights(), cfg_.optim);
-  }
-  // The parameters are in the compute dtype now (MasterWeights or ZeRO switched them).
-  if (pipeline_ && cfg_.precision.mixed()) {
-    pipeline_->set_compute_dtype(cfg_.precision.compute_dtype());
-    // Rank 0 adds the head's gradient of a tied weight where that weight's gradient accumulates in fp32.
-    if (const std::optional<std::string> tied = model_->tied_head_weight(); tied) {
-      if (zero_) pipeline_->set_head_gradient_sink([z = zero_.get(), n = *tied](const Tensor& g) { z->add_grad(n, g); });
-      else pipeline_->set_head_gradient_sink([w = master_.get(), n = *tied](const Tensor& g) { w->add_grad(n, g); });
-    }
-  }
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
   auto train_file = data::TokenFile::open(cfg_.data.train_file);
@@ -215,11 +138,6 @@ int64_t Trainer::num_model_parameters() const {
   return n;
 }
 
-std::vector<nn::NamedTensor> Trainer::weights() const {
-  if (master_) return master_->masters();
-  return pipeline_ ? pipeline_->parameters() : model_->named_parameters();
-}
-
 data::Batch Trainer::local_rows(const data::Batch& batch) const {
   if (!mesh_ || mesh_->dp_size() == 1)  // tensor-parallel peers share their rows
     return {core::to_device(batch.inputs, device_), core::to_device(batch.targets, device_)};
@@ -246,80 +164,29 @@ StepMetrics Trainer::train_step() {
     profiler::ProfileScope scope("data.next_batch", profiler::Phase::kData);
     return local_rows(train_sampler_->next());
   };
-  if (pipeline_) {
+  // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
+  const double seed = scaler_->scale() / static_cast<double>(accum);
+  {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     std::vector<parallel::MicroBatch> micro;
     for (int64_t i = 0; i < accum; ++i) {
       const data::Batch batch = next_batch();
       micro.push_back({batch.inputs, batch.targets});
     }
-    loss_sum = pipeline_->train_step(micro, scaler_->scale() / static_cast<double>(accum), [&](bool last) {
-      if (dp_) dp_->set_sync(last);  // a chunk's parameters are final at its last micro-batch
-      if (zero_) zero_->begin_backward(last);
-    });
-    if (master_) master_->finish_backward();
-    if (zero_) zero_->end_backward();
-  } else {
-    MemoryCategoryGuard activations(MemoryCategory::kActivation);
-    for (int64_t micro = 0; micro < accum; ++micro) {
-      const data::Batch batch = next_batch();
-      if (dp_) dp_->set_sync(micro == accum - 1);  // only the last micro-batch communicates
-      if (zero_) zero_->begin_backward(micro == accum - 1);
-      const Tensor loss = model_->loss(batch.inputs, batch.targets);
-      loss_sum += loss.item();
-      // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
-      const double seed = scaler_->scale() / static_cast<double>(accum);
-      autograd::backward(seed == 1.0 ? loss : loss * seed);
-      if (master_) master_->finish_backward();
-      if (zero_) zero_->end_backward();
-    }
+    loss_sum = runner_->train(micro, seed, *update_);
   }
-  if (dp_) dp_->finish();
+  update_->finish_backward();
   loss_sum = mean_over_ranks(loss_sum);
   StepMetrics m;
-  if (cfg_.precision.loss_scaling()) m.loss_scale = scaler_->scale();
-  if (zero_) {
-    // ZeRO unscales fp16's gradients while it measures their norm; a non-finite norm is an
-    // overflow. Every rank decides alike: the replicated parameters' squares are not summed
-    // over tensor parallelism, so the norm need not be bit-identical across its ranks.
-    m.grad_norm = zero_->clip_grad_norm(cfg_.optim.grad_clip, scaler_->scale());
-    const bool apply = !cfg_.precision.loss_scaling() || scaler_->update(!all_ranks(std::isfinite(m.grad_norm)));
-    if (apply) {
-      zero_->step(lr);
-    } else {
-      zero_->skip_step();
-      m.grad_norm = std::numeric_limits<double>::quiet_NaN();  // not measured: the gradients overflowed
-    }
-    m.skipped = !apply;
-  } else {
-    bool apply = true;
-    if (cfg_.precision.loss_scaling()) {
-      // Under tensor parallelism each rank holds other slices: the step is skipped if any
-      // rank's gradients overflowed, so every rank decides the same.
-      apply = scaler_->update(!all_ranks(!master_->grads_overflowed()));
-      m.skipped = !apply;
-      if (apply) master_->scale_grads(1.0 / *m.loss_scale);
-    }
-    const std::vector<nn::NamedTensor> w = weights();
-    std::vector<Tensor> tensors;
-    for (const auto& [name, t] : w) tensors.push_back(t);
-    if (apply) {
-      m.grad_norm = tp_plan_ || pipeline_
-                        ? parallel::clip_grad_norm_model_parallel(w, tp_plan_.get(), tp_plan_ ? &mesh_->tp() : nullptr,
-                                                                  pipeline_ ? &mesh_->pp() : nullptr, cfg_.optim.grad_clip)
-                        : optim::clip_grad_norm_(tensors, cfg_.optim.grad_clip);
-      if (master_) {
-        master_->step(*optimizer_, lr);
-      } else {
-        optimizer_->step(lr);
-      }
-    } else {
-      m.grad_norm = std::numeric_limits<double>::quiet_NaN();  // not measured: the gradients overflowed
-    }
-  }
-  if (cfg_.precision.loss_scaling()) m.skipped_steps = scaler_->skipped_steps();
+  const bool loss_scaling = cfg_.precision.loss_scaling();
+  if (loss_scaling) m.loss_scale = scaler_->scale();
+  const parallel::StepOutcome outcome = update_->step(
+      {lr, cfg_.optim.grad_clip, scaler_.get(), loss_scaling, [this](bool ok) { return all_ranks(ok); }});
+  m.grad_norm = outcome.grad_norm;
+  m.skipped = outcome.skipped;
+  if (loss_scaling) m.skipped_steps = scaler_->skipped_steps();
   model_->zero_grad();
-  if (master_) master_->zero_grads();
+  update_->zero_grads();
   ++step_;
   m.step = step_;
   m.loss = loss_sum / static_cast<double>(accum);
@@ -336,21 +203,12 @@ double Trainer::evaluate() {
   MemoryCategoryGuard activations(MemoryCategory::kActivation);
   model_->eval();
   data::SequentialSampler val(val_file_, cfg_.data.batch_size, cfg_.data.seq_len);
-  if (pipeline_) {
-    std::vector<parallel::MicroBatch> batches;
-    for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
-      const data::Batch batch = local_rows(val.batch_at(i));
-      batches.push_back({batch.inputs, batch.targets});
-    }
-    const double total = pipeline_->evaluate(batches);
-    model_->train();
-    return mean_over_ranks(total / static_cast<double>(cfg_.train.eval_batches));
-  }
-  double total = 0.0;
+  std::vector<parallel::MicroBatch> batches;
   for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
     const data::Batch batch = local_rows(val.batch_at(i));
-    total += model_->loss(batch.inputs, batch.targets).item();
+    batches.push_back({batch.inputs, batch.targets});
   }
+  const double total = runner_->evaluate(batches);
   model_->train();
   return mean_over_ranks(total / static_cast<double>(cfg_.train.eval_batches));
 }

@@ -1,6 +1,8 @@
-// The training loop for a GPT-2 on one process: micro-batches with gradient accumulation,
-// global-norm clipping, AdamW with a warmup/cosine schedule, periodic evaluation, metrics
-// (JSONL) and progress, and checkpoints that resume bit-identically.
+// The training loop for any model family (models/causal_lm.h) on one process or a mesh of
+// ranks: micro-batches with gradient accumulation, global-norm clipping, AdamW with a
+// warmup/cosine schedule, periodic evaluation, metrics (JSONL) and progress, and checkpoints
+// that resume bit-identically. parallel/parallelize.h applies the run's parallelism; the step
+// drives what it returns through one interface (parallel/update_strategy.h).
 //
 // A step: lr = schedule(step); for each of grad_accum_steps micro-batches, loss / accum is
 // back-propagated (gradients accumulate in .grad); clip; AdamW; zero the gradients. Under
@@ -9,7 +11,7 @@
 // by a dynamic loss scale and skips steps whose gradients overflow (optim/mixed_precision.h).
 //
 // Checkpoint directory <out_dir>/step_NNNNNN (checkpoint/checkpoint_dir.h), files:
-//   model.safetensors      parameters under Hugging Face GPT-2 names (fp32 masters under mixed precision)
+//   model.safetensors      parameters under the family's Hugging Face names (fp32 masters under mixed precision)
 //   optimizer.safetensors  AdamW state: "<param>.exp_avg", "<param>.exp_avg_sq" (f32)
 //     (under ZeRO, instead: zero.rank<R>.safetensors, each rank's partition of both, written
 //     by every rank at once; the manifest says where each piece is; see Note [Sharded
@@ -34,10 +36,10 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
-#include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "parallel/tensor_parallel.h"
+#include "parallel/update_strategy.h"
 #include "parallel/zero.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
@@ -107,6 +109,8 @@ class Trainer {
   // rank gets the same answer). Returns why, or "".
   std::string agree_on_stop() const;
   [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer_checkpoint.cc
+  // The ZeRO optimizer whose partitions a sharded checkpoint writes (null: not ZeRO).
+  parallel::ZeroOptimizer* zero_partitions() const;
   // Adds the trainer state and configs, commits, and prunes old checkpoints.
   // `stage_dropout_offsets`: under pipeline parallelism, every stage's dropout generator offset.
   [[nodiscard]] Status commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step,
@@ -132,20 +136,20 @@ class Trainer {
   std::unique_ptr<models::CausalLM> model_;
   // The tensors the optimizer steps and checkpoints hold: the model's parameters in fp32, the
   // fp32 masters under mixed precision.
-  std::vector<nn::NamedTensor> weights() const;
+  std::vector<nn::NamedTensor> weights() const { return update_->weights(); }
 
   std::shared_ptr<comm::Communicator> comm_;     // null: one process
   std::unique_ptr<parallel::DeviceMesh> mesh_;   // with comm_: its dp x tp groups
   Device device_ = Device::cpu();                 // train.device: where parameters, state and batches live
   std::unique_ptr<parallel::TensorParallelPlan> tp_plan_;  // parallel.tp > 1
   std::unique_ptr<parallel::Pipeline> pipeline_;           // parallel.pp > 1
+  std::unique_ptr<parallel::MicroBatchRunner> sequential_; // without a pipeline
+  parallel::MicroBatchRunner* runner_ = nullptr;           // the pipeline or the sequential runner
   std::map<std::string, Shape> full_shapes_;               // every parameter's single-device shape
-  std::unique_ptr<parallel::DataParallel> dp_;   // more than one rank, ZeRO stage 0
-  std::unique_ptr<parallel::ZeroOptimizer> zero_;  // ZeRO stages 1-3 (replaces optimizer_; stage 3 is the
-                                                   // model's part hooks, so it is destroyed first)
-  std::unique_ptr<optim::MasterWeights> master_;  // mixed precision only
+  // How gradients become the update: data parallel, masters, ZeRO 1-3, offload. ZeRO-3 is the
+  // model's part hooks, so it is destroyed before the model.
+  std::unique_ptr<parallel::UpdateStrategy> update_;
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
-  std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<data::BatchSampler> train_sampler_;
   std::shared_ptr<const data::TokenFile> val_file_;
@@ -166,8 +170,9 @@ class Trainer {
 [[nodiscard]] Status load_checkpoint_weights(const std::vector<nn::NamedTensor>& params,
                                              const checkpoint::CheckpointReader& reader);
 
-// Loads model weights from a safetensors file with Hugging Face GPT-2 names (hf_names.h)
-// into `model`, converting dtypes; errors name every unknown, missing or mis-shaped tensor.
+// Loads model weights from a safetensors file with the family's Hugging Face names
+// (CausalLM::parameter_name_from_hf) into `model`, converting dtypes; errors name every
+// unknown, missing or mis-shaped tensor.
 [[nodiscard]] Status load_hf_weights(models::CausalLM& model, const std::string& path);
 
 // The resolved config as TOML (what `trident train` prints and checkpoints store).

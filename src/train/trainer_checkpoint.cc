@@ -19,6 +19,7 @@
 #include "core/factory.h"
 #include "core/profiler.h"
 #include "core/views.h"
+#include "parallel/zero_update.h"
 
 namespace trident::train {
 namespace {
@@ -104,7 +105,7 @@ Status load_hf_weights(models::CausalLM& model, const std::string& path) {
 
 Status Trainer::save_checkpoint() {
   if (tp_plan_ || pipeline_) return save_model_parallel_checkpoint();
-  if (zero_) return save_sharded_checkpoint();
+  if (zero_partitions()) return save_sharded_checkpoint();
   // One process, or data parallel: every rank holds the same state; rank 0 writes it, the
   // others wait.
   if (!is_rank0()) {
@@ -119,8 +120,9 @@ Status Trainer::save_checkpoint() {
     // "format": "pt" is what transformers' safetensors loader expects.
     Status s = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()), {{"format", "pt"}});
     if (!s.is_ok()) return s;
-    if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(optimizer_->state()))).is_ok()) return s;
-    return commit_checkpoint(w, optimizer_->step_count());
+    if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(update_->gather_state()))).is_ok())
+      return s;
+    return commit_checkpoint(w, update_->step_count());
   }();
   if (comm_ && world_size() > 1) comm_->barrier();
   return saved;
@@ -148,8 +150,9 @@ Status Trainer::save_sharded_checkpoint() {
   const std::string name = checkpoint::step_checkpoint_name(step_);
   auto writer = begin_shared_checkpoint(name);
   if (!writer.is_ok()) return writer.status();
+  parallel::ZeroOptimizer& zero = *zero_partitions();
   std::vector<checkpoint::NamedTensor> tensors;
-  for (const auto& p : zero_->pieces()) tensors.push_back({p.name, *p.values});
+  for (const auto& p : zero.pieces()) tensors.push_back({p.name, *p.values});
   auto files = write_shard_files(name, zero_shard_file(comm_->rank()), tensors, /*write=*/true);
   if (!files.is_ok()) return files.status();
   Status s = Status::ok();
@@ -159,13 +162,18 @@ Status Trainer::save_sharded_checkpoint() {
       checkpoint::ManifestFile f = files.value()[static_cast<size_t>(r)];
       f.name = zero_shard_file(r);
       w.add_file(f);
-      for (const auto& p : zero_->pieces_of(r))
+      for (const auto& p : zero.pieces_of(r))
         w.add_tensor_shard(p.name, DType::kF32, p.shape,
                            checkpoint::TensorShard::flat(zero_shard_file(r), p.name, p.begin, p.end));
     }
-    s = commit_checkpoint(w, zero_->step_count());
+    s = commit_checkpoint(w, zero.step_count());
   }
   return agree_on(s, name);
+}
+
+parallel::ZeroOptimizer* Trainer::zero_partitions() const {
+  auto* zero = dynamic_cast<parallel::ZeroUpdate*>(update_.get());
+  return zero ? &zero->optimizer() : nullptr;
 }
 
 std::string Trainer::zero_shard_file(int rank) {
@@ -242,10 +250,10 @@ Status Trainer::save_model_parallel_checkpoint() {
   const std::string name = checkpoint::step_checkpoint_name(step_);
   auto writer = begin_shared_checkpoint(name);
   if (!writer.is_ok()) return writer.status();
-  const std::vector<nn::NamedTensor> opt_state = zero_ ? zero_->gather_state() : optimizer_->state();
-  // Under ZeRO the fp32 values are the optimizer's shards (the masters under mixed precision;
-  // ZeRO-3 holds no whole parameter).
-  std::vector<nn::NamedTensor> tensors = zero_ ? zero_->gather_masters() : weights();
+  // Whole as this rank holds them (under ZeRO gathered from the optimizer's shards: the
+  // masters under mixed precision; ZeRO-3 holds no whole parameter).
+  const std::vector<nn::NamedTensor> opt_state = update_->gather_state();
+  std::vector<nn::NamedTensor> tensors = update_->gather_weights();
   tensors.insert(tensors.end(), opt_state.begin(), opt_state.end());
   auto file_of = [](int p, int t) {
     char file[64];
@@ -309,7 +317,7 @@ Status Trainer::save_model_parallel_checkpoint() {
           }
         }
       }
-    s = commit_checkpoint(w, zero_ ? zero_->step_count() : optimizer_->step_count(), stage_offsets);
+    s = commit_checkpoint(w, update_->step_count(), stage_offsets);
   }
   return agree_on(s, name);
 }
@@ -377,14 +385,6 @@ Status Trainer::load_checkpoint(const std::string& dir) {
                              tp_plan_->full_shape(param).str());
     return tp_plan_->local_from_full(param, t.value());
   };
-  if (!zero_) {
-    for (const auto& [name, p] : weights()) {
-      auto t = load_local(name, name);
-      if (!t.is_ok()) return t.status();
-      if (!(s = assign(dir + ": parameter '" + name + "'", p, t.value())).is_ok()) return s;
-    }
-  }
-  if (master_) master_->copy_to_model();
   auto state_text = r.read_file("trainer_state.json");
   if (!state_text.is_ok()) return state_text.status();
   nlohmann::json state;
@@ -396,35 +396,38 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     if (!with_state && opt_step > 0)
       return Status::invalid("checkpoint " + dir + " is at optimizer step " + std::to_string(opt_step) +
                              " but has no AdamW state ('" + first + ".exp_avg')");
-    if (zero_) {
-      // This rank's partition of each tensor, read from whichever pieces the writer left.
-      try {
-        zero_->load(
-            [&](const std::string& name, int64_t begin, int64_t end) {
-              if (tp_plan_) {  // this rank's shard of the tensor, then the range of it
-                auto t = load_local(name, parameter_of(name));
-                TRI_CHECK(t.is_ok(), t.status().to_string());
-                return views::narrow(views::view(core::contiguous(t.value()), {t.value().numel()}), 0, begin, end - begin);
-              }
-              auto t = r.load_flat_range(name, begin, end);
-              TRI_CHECK(t.is_ok(), t.status().to_string());
-              return t.value();
-            },
-            with_state, opt_step);
-      } catch (const Error& e) {
-        return Status::invalid(e.what());
+    // The strategy takes what it holds (whole tensors, or its ZeRO partition) through these;
+    // a failure leaves as a StatusError carrying the reader's status.
+    struct StatusError {
+      Status status;
+    };
+    parallel::CheckpointSource source;
+    source.whole = [&](const std::string& name, const std::string& param) {
+      auto t = load_local(name, param);
+      if (!t.is_ok()) throw StatusError{t.status()};
+      return t.value();
+    };
+    source.assign = [&](const std::string& name, const Tensor& dst) {
+      auto t = load_local(name, name);
+      if (!t.is_ok()) throw StatusError{t.status()};
+      if (Status a = assign(dir + ": parameter '" + name + "'", dst, t.value()); !a.is_ok()) throw StatusError{a};
+    };
+    source.range = [&](const std::string& name, int64_t begin, int64_t end) {
+      if (tp_plan_) {  // this rank's shard of the tensor, then the range of it
+        auto t = load_local(name, parameter_of(name));
+        if (!t.is_ok()) throw StatusError{t.status()};
+        return views::narrow(views::view(core::contiguous(t.value()), {t.value().numel()}), 0, begin, end - begin);
       }
-    } else {
-      std::vector<nn::NamedTensor> opt_state;
-      for (auto& [name, p] : weights()) {
-        for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
-          if (!with_state) continue;
-          auto t = load_local(name + suffix, name);
-          if (!t.is_ok()) return t.status();
-          opt_state.emplace_back(name + suffix, t.value());
-        }
-      }
-      optimizer_->load_state(opt_state, opt_step);
+      auto t = r.load_flat_range(name, begin, end);
+      if (!t.is_ok()) throw StatusError{t.status()};
+      return t.value();
+    };
+    try {
+      update_->load(source, with_state, opt_step);
+    } catch (const StatusError& e) {
+      return e.status;
+    } catch (const Error& e) {
+      return Status::invalid(e.what());
     }
     const auto& smp = state.at("sampler");
     if (smp.at("kind").get<std::string>() != cfg_.data.sampler)

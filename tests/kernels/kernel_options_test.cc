@@ -49,6 +49,50 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// The switches (core/kernel_switches.h) are [kernels] keys with the same defaults; a set
+// environment variable overrides the config in the resolved config and says so; apply() makes
+// them the process's.
+TEST_F(KernelsOptionsTest, SwitchesAreKeysTheEnvironmentOverridesAndApplySets) {
+  const KernelsOptions defaults;
+  for (int i = 0; i < kNumKernelSwitches; ++i) {
+    const auto sw = static_cast<KernelSwitch>(i);
+    EXPECT_EQ(defaults.value_of(sw), kernel_switch_info(sw).default_value) << kernel_switch_info(sw).key;
+  }
+  KernelsOptions k;
+  config::ConfigTree tree;
+  tree.bind(k);
+  ASSERT_TRUE(tree.load_toml_string("[kernels]\ncuda_tf32 = true\ncpu_avx512 = false\n", "t.toml").is_ok());
+  EXPECT_TRUE(k.cuda_tf32);
+  EXPECT_FALSE(k.cpu_avx512);
+  {
+    ScopedEnv tf32("TRIDENT_CUDA_TF32", "0");
+    const KernelsOptions r = k.resolved(false);
+    EXPECT_FALSE(r.cuda_tf32);  // the environment wins, and the resolved config shows it
+    EXPECT_FALSE(r.cpu_avx512);
+    EXPECT_NE(KernelsOptions::environment_overrides().find("TRIDENT_CUDA_TF32=0 sets kernels.cuda_tf32 = false"),
+              std::string::npos)
+        << KernelsOptions::environment_overrides();
+  }
+  {
+    ScopedEnv bad("TRIDENT_ATTENTION_GENERIC", "yes");
+    try {
+      (void)k.resolved(false);
+      ADD_FAILURE() << "a bad value was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("TRIDENT_ATTENTION_GENERIC=\"yes\" is not allowed: 0 or 1 (it overrides "
+                                           "kernels.attention_generic)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  const bool avx512 = kernel_switch(KernelSwitch::kCpuAvx512), tf32 = kernel_switch(KernelSwitch::kCudaTf32);
+  k.apply(false);
+  EXPECT_FALSE(kernel_switch(KernelSwitch::kCpuAvx512));
+  EXPECT_TRUE(kernel_switch(KernelSwitch::kCudaTf32));
+  set_kernel_switch(KernelSwitch::kCpuAvx512, avx512);
+  set_kernel_switch(KernelSwitch::kCudaTf32, tf32);
+}
+
 TEST_F(KernelsOptionsTest, BadValuesNameTheKeyTheValueAndWhatIsAllowed) {
   KernelsOptions k;
   config::ConfigTree tree;

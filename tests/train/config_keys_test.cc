@@ -30,7 +30,8 @@ TEST(TrainConfigKeys, AreFrozen) {
       "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads", "train.device",
       "train.flush_denormals", "train.max_runtime", "train.profile_step",
       "train.mfu",
-      "kernels.f32_gemm", "kernels.bf16_gemm"};
+      "kernels.f32_gemm", "kernels.bf16_gemm", "kernels.cpu_avx512", "kernels.cuda_tf32", "kernels.cuda_cublaslt",
+      "kernels.cuda_gelu_epilogue", "kernels.attention_generic"};
   EXPECT_EQ(tree.keys(), expected);
 }
 

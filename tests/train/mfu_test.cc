@@ -34,9 +34,9 @@ TEST(Mfu, GemmShapesCoverTheModelsMatmulWeights) {
 TEST(Mfu, PalmCountAndDtypes) {
   models::ModelConfig cfg;  // GPT-2 124M
   EXPECT_EQ(palm_flops_per_token(124475904, cfg, 1024), 6.0 * 124475904 + 12.0 * 12 * 768 * 1024);
-  EXPECT_EQ(gemm_type_of_precision("bf16"), k::GemmType::kBF16);
-  EXPECT_EQ(gemm_type_of_precision("fp32"), k::GemmType::kF32);
-  EXPECT_EQ(gemm_type_of_precision("fp16"), k::GemmType::kF32);  // widened to f32
+  EXPECT_EQ(gemm_type_of_precision(DType::kBF16), k::GemmType::kBF16);
+  EXPECT_EQ(gemm_type_of_precision(DType::kF32), k::GemmType::kF32);
+  EXPECT_EQ(gemm_type_of_precision(DType::kF16), k::GemmType::kF32);  // widened to f32
 }
 
 TEST(Mfu, CeilingJsonAndStepMfu) {

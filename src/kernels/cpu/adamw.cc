@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/kernel_switches.h"
 #include "core/parallel.h"
 
 namespace trident::kernels::cpu {
@@ -75,10 +76,8 @@ __attribute__((target("avx512f"))) void update_range_avx512(float* param, const 
 #pragma GCC diagnostic pop
 #endif
 
-bool detect_avx512() {
+bool cpu_has_avx512() {
 #if defined(__x86_64__)
-  const char* env = std::getenv("TRIDENT_CPU_AVX512");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
   return __builtin_cpu_supports("avx512f");
 #else
   return false;
@@ -88,14 +87,14 @@ bool detect_avx512() {
 }  // namespace
 
 bool adamw_uses_avx512() {
-  static const bool available = detect_avx512();
-  return available;
+  static const bool available = cpu_has_avx512();
+  return available && kernel_switch(KernelSwitch::kCpuAvx512);
 }
 
 void adamw_update_f32(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& s,
                       bool avx512) {
   TRI_CHECK(!avx512 || adamw_uses_avx512(), "adamw: the AVX-512 path was asked for, but this CPU has no AVX-512F ",
-            "or TRIDENT_CPU_AVX512=0 turned it off");
+            "or kernels.cpu_avx512 (TRIDENT_CPU_AVX512) turned it off");
   const Scalars c(s);
   // Threads split whole 16-element blocks, so the same elements take the vector code (and only
   // the array's end the scalar tail) whatever the thread count.

@@ -24,7 +24,8 @@ struct AdamWStep {
 template <class T>
 void adamw_update(T* param, const T* grad, float* m, float* v, int64_t n, const AdamWStep& s);
 
-// Whether this CPU runs the AVX-512 path (and TRIDENT_CPU_AVX512 is not 0).
+// Whether this CPU runs the AVX-512 path: it has AVX-512F and kernels.cpu_avx512 is on
+// (core/kernel_switches.h; TRIDENT_CPU_AVX512=0 turns it off).
 bool adamw_uses_avx512();
 // The f32 update on one path, for tests that compare them: AVX-512 (only where
 // adamw_uses_avx512()) or portable scalar code.

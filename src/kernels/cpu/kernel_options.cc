@@ -1,5 +1,7 @@
 #include "kernels/cpu/kernel_options.h"
 
+#include "core/check.h"
+
 namespace trident::kernels::cpu {
 
 const OptionTable<KernelsOptions>& KernelsOptions::table() {
@@ -12,8 +14,42 @@ const OptionTable<KernelsOptions>& KernelsOptions::table() {
           .add("bf16_gemm", &KernelsOptions::bf16_gemm,
                "bf16 GEMMs: auto (oneDNN where the CPU has native bf16, else widen), onednn, or widen (operands "
                "widened to f32 on the f32 engine)",
-               {"auto", "onednn", "widen"});
+               {"auto", "onednn", "widen"})
+          .add("cpu_avx512", &KernelsOptions::cpu_avx512, kernel_switch_info(KernelSwitch::kCpuAvx512).doc)
+          .add("cuda_tf32", &KernelsOptions::cuda_tf32, kernel_switch_info(KernelSwitch::kCudaTf32).doc)
+          .add("cuda_cublaslt", &KernelsOptions::cuda_cublaslt, kernel_switch_info(KernelSwitch::kCudaCublasLt).doc)
+          .add("cuda_gelu_epilogue", &KernelsOptions::cuda_gelu_epilogue,
+               kernel_switch_info(KernelSwitch::kCudaGeluEpilogue).doc)
+          .add("attention_generic", &KernelsOptions::attention_generic,
+               kernel_switch_info(KernelSwitch::kAttentionGeneric).doc);
   return t;
+}
+
+bool& KernelsOptions::value_of(KernelSwitch s) {
+  switch (s) {
+    case KernelSwitch::kCpuAvx512: return cpu_avx512;
+    case KernelSwitch::kCudaTf32: return cuda_tf32;
+    case KernelSwitch::kCudaCublasLt: return cuda_cublaslt;
+    case KernelSwitch::kCudaGeluEpilogue: return cuda_gelu_epilogue;
+    case KernelSwitch::kAttentionGeneric: return attention_generic;
+  }
+  TRI_CHECK(false, "KernelsOptions: unknown switch ", static_cast<int>(s));
+}
+
+std::string KernelsOptions::environment_overrides() {
+  std::string out;
+  for (int i = 0; i < kNumKernelSwitches; ++i) {
+    const auto s = static_cast<KernelSwitch>(i);
+    if (const std::optional<bool> v = kernel_switch_from_env(s))
+      out += std::string(out.empty() ? "" : "; ") + kernel_switch_info(s).env + "=" + (*v ? "1" : "0") +
+             " sets kernels." + kernel_switch_info(s).key + " = " + (*v ? "true" : "false");
+  }
+  return out;
+}
+
+void KernelsOptions::apply(bool uses_bf16) const {
+  set_gemm_engines(engines(uses_bf16));
+  for (int i = 0; i < kNumKernelSwitches; ++i) set_kernel_switch(static_cast<KernelSwitch>(i), value_of(static_cast<KernelSwitch>(i)));
 }
 
 GemmEngines KernelsOptions::engines(bool uses_bf16) const {
@@ -26,6 +62,9 @@ KernelsOptions KernelsOptions::resolved(bool uses_bf16) const {
   KernelsOptions r = *this;
   r.f32_gemm = gemm_engine_value(GemmType::kF32, e.f32);
   if (uses_bf16) r.bf16_gemm = gemm_engine_value(GemmType::kBF16, e.bf16);
+  for (int i = 0; i < kNumKernelSwitches; ++i)
+    if (const std::optional<bool> v = kernel_switch_from_env(static_cast<KernelSwitch>(i)))
+      r.value_of(static_cast<KernelSwitch>(i)) = *v;
   return r;
 }
 

@@ -1,10 +1,14 @@
 // The [kernels] section of a training config: which engine runs each dtype's GEMMs on the
-// CPU (Note [GEMM engines] in gemm_engine.h). Config files and the CLI write "auto", or an
-// engine; the resolved config names the engine, so that it runs the same way again.
+// CPU (Note [GEMM engines] in gemm_engine.h), and the switches that pick other kernels or change
+// numerics (core/kernel_switches.h: AVX-512 AdamW, TF32, cuBLASLt and its GELU epilogue, the
+// generic attention kernels). Config files and the CLI write "auto", or an engine; the resolved
+// config names the engine, so that it runs the same way again. Each switch's environment
+// variable overrides the config, and the resolved config shows the value the run used.
 #pragma once
 
 #include <string>
 
+#include "core/kernel_switches.h"
 #include "core/options.h"
 #include "kernels/cpu/gemm_engine.h"
 
@@ -18,6 +22,14 @@ struct KernelsOptions {
   // TRIDENT_CPU_BF16_GEMM if set), "onednn" or "widen" (operands widened to f32, on the f32
   // engine).
   std::string bf16_gemm = "auto";
+  // The switches, as core/kernel_switches.h (defaults there).
+  bool cpu_avx512 = true;
+  bool cuda_tf32 = false;
+  bool cuda_cublaslt = true;
+  bool cuda_gelu_epilogue = true;
+  bool attention_generic = false;
+  bool& value_of(KernelSwitch s);
+  bool value_of(KernelSwitch s) const { return const_cast<KernelsOptions*>(this)->value_of(s); }
 
   // `uses_bf16`: whether the run multiplies bf16 matrices (precision bf16). When it does not,
   // bf16_gemm is neither checked nor resolved (bf16 GEMMs, should any run, are widened): an
@@ -26,12 +38,18 @@ struct KernelsOptions {
   // The engines these settings select on this CPU. Throws, naming the key, for onednn bf16
   // on a CPU without native bf16 (with its ISA), or for a bad environment value under auto.
   GemmEngines engines(bool uses_bf16 = true) const;
-  // The same settings with each "auto" replaced by the engine it picks here.
+  // The same settings with each "auto" replaced by the engine it picks here, and each switch
+  // whose variable is set in the environment given its value (throws naming a variable set to
+  // anything but 0 or 1).
   KernelsOptions resolved(bool uses_bf16 = true) const;
+  // What the environment overrides: "TRIDENT_CUDA_TF32=1 sets kernels.cuda_tf32 = true; ...",
+  // or "" (for the run to print).
+  static std::string environment_overrides();
   // Checks that the settings run on this CPU (engines() without the result).
   void validate(bool uses_bf16 = true) const { (void)engines(uses_bf16); }
-  // Makes these the process's engines (set_gemm_engines), before the run's first GEMM.
-  void apply(bool uses_bf16 = true) const { set_gemm_engines(engines(uses_bf16)); }
+  // Makes these the process's engines (set_gemm_engines) and switches (set_kernel_switch),
+  // before the run's first kernel.
+  void apply(bool uses_bf16 = true) const;
 
   static const OptionTable<KernelsOptions>& table();
 };

@@ -49,6 +49,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/kernel_switches.h"
 #include "kernels/cuda/cuda_types.cuh"
 
 namespace trident::cuda {
@@ -93,13 +94,8 @@ __device__ __forceinline__ A minus_inf() {
 template <class T>
 inline constexpr bool kHalfLike = std::is_same<T, bf16_t>::value || std::is_same<T, f16_t>::value;
 
-bool force_generic() {
-  static const bool forced = [] {
-    const char* e = std::getenv("TRIDENT_ATTENTION_GENERIC");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }();
-  return forced;
-}
+// kernels.attention_generic (TRIDENT_ATTENTION_GENERIC=1): the generic kernels everywhere.
+bool force_generic() { return kernel_switch(KernelSwitch::kAttentionGeneric); }
 
 struct DeviceInfo {
   int major, max_smem;  // compute capability major, opt-in shared memory per block (bytes)

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "core/check.h"
+#include "core/kernel_switches.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/scratch.h"
@@ -25,14 +26,6 @@ namespace {
     TRI_CHECK(tri_cublas_status_ == CUBLAS_STATUS_SUCCESS, "cuBLAS error ", cublasGetStatusName(tri_cublas_status_), \
               " (", cublasGetStatusString(tri_cublas_status_), ") in ", #call);                                   \
   } while (0)
-
-std::atomic<bool>& tf32_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* env = std::getenv("TRIDENT_CUDA_TF32");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-  }()};
-  return flag;
-}
 
 cublasHandle_t handle() {
   // One handle for the process (device 0, default stream); leaked on purpose: destroying it
@@ -212,22 +205,12 @@ bool lt_gemm(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   return false;
 }
 
-bool env_not_zero(const char* name) {
-  const char* env = std::getenv(name);
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}
+// kernels.cuda_cublaslt (TRIDENT_CUDA_CUBLASLT=0) sends every GEMM to cublasGemmEx.
+bool use_lt() { return kernel_switch(KernelSwitch::kCudaCublasLt); }
 
-bool use_lt() {
-  static const bool on = env_not_zero("TRIDENT_CUDA_CUBLASLT");
-  return on;
-}
-
-// TRIDENT_CUDA_GELU_EPILOGUE=0 runs linear + GELU as a bias-epilogue GEMM and a separate GELU
-// kernel, to measure what the fused epilogue saves.
-bool use_gelu_epilogue() {
-  static const bool on = env_not_zero("TRIDENT_CUDA_GELU_EPILOGUE");
-  return on;
-}
+// kernels.cuda_gelu_epilogue = false (TRIDENT_CUDA_GELU_EPILOGUE=0) runs linear + GELU as a
+// bias-epilogue GEMM and a separate GELU kernel, to measure what the fused epilogue saves.
+bool use_gelu_epilogue() { return kernel_switch(KernelSwitch::kCudaGeluEpilogue); }
 
 // cublasGemmEx / cublasGemmStridedBatchedEx: f64, and what cuBLASLt has no algorithm for.
 void gemm_ex(const kernels::GemmArgs& g, cublasComputeType_t compute) {
@@ -257,8 +240,8 @@ void gemm_ex(const kernels::GemmArgs& g, cublasComputeType_t compute) {
 
 }  // namespace
 
-void set_allow_tf32(bool allow) { tf32_flag() = allow; }
-bool allow_tf32() { return tf32_flag(); }
+void set_allow_tf32(bool allow) { set_kernel_switch(KernelSwitch::kCudaTf32, allow); }
+bool allow_tf32() { return kernel_switch(KernelSwitch::kCudaTf32); }
 
 void gemm(const kernels::GemmArgs& g) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;

@@ -1,0 +1,36 @@
+#include "parallel/parallel_options.h"
+
+namespace trident::parallel {
+
+const OptionTable<ParallelOptions>& ParallelOptions::table() {
+  static const auto t =
+      OptionTable<ParallelOptions>("parallel", "Distributed training across the ranks of mpirun")
+          .add("tp", &ParallelOptions::tp,
+               "tensor-parallel degree: each layer split across this many ranks (Megatron-LM's layout); "
+               "the ranks form (ranks / tp) data-parallel groups",
+               Range::at_least(1))
+          .add("sequence_parallel", &ParallelOptions::sequence_parallel,
+               "with tp > 1, also split the layer norms, residuals and embeddings along the sequence "
+               "(data.seq_len divisible by tp)")
+          .add("pp", &ParallelOptions::pp,
+               "pipeline-parallel stages: the blocks split into consecutive chunks on this many ranks; "
+               "data.grad_accum_steps micro-batches stream through them",
+               Range::at_least(1))
+          .add("virtual_stages", &ParallelOptions::virtual_stages,
+               "model chunks per pipeline rank (more than 1: the interleaved schedule)", Range::at_least(1))
+          .add("pipeline_schedule", &ParallelOptions::pipeline_schedule, "order of the micro-batches' forwards and backwards",
+               {"1f1b", "gpipe", "interleaved"})
+          .add("pipeline_layers", &ParallelOptions::pipeline_layers,
+               "blocks of each pipeline chunk, comma-separated (pp x virtual_stages numbers); empty: balanced")
+          .add("zero_stage", &ParallelOptions::zero_stage,
+               "ZeRO stage: 0 = data parallel, 1 = + optimizer state sharded, 2 = + gradients sharded, "
+               "3 = + parameters sharded",
+               Range::between(0, 3))
+          .add("bucket_mb", &ParallelOptions::bucket_mb, "gradient all-reduce bucket size (MiB)", Range::positive())
+          .add("offload_optimizer", &ParallelOptions::offload_optimizer,
+               "ZeRO-Offload: keep fp32 master weights and AdamW state in host memory and step them on the CPU "
+               "(with train.device = cuda: a model whose optimizer state does not fit on the GPU)");
+  return t;
+}
+
+}  // namespace trident::parallel

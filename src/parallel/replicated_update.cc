@@ -1,0 +1,82 @@
+#include "parallel/replicated_update.h"
+
+#include <limits>
+
+#include "optim/clip_grad.h"
+
+namespace trident::parallel {
+
+ReplicatedUpdate::ReplicatedUpdate(std::vector<nn::NamedTensor> params, std::unique_ptr<optim::MasterWeights> master,
+                                   comm::Communicator* dp, int64_t bucket_bytes, const optim::AdamWOptions& options,
+                                   const TensorParallelPlan* plan, comm::Communicator* tp, comm::Communicator* pp)
+    : params_(std::move(params)), master_(std::move(master)), plan_(plan), tp_(tp), pp_(pp) {
+  // With masters the buckets average the masters' fp32 gradients, which MasterWeights fills
+  // after each backward (not autograd): no overlap hooks; the model's compute-dtype copies
+  // then follow rank 0's masters.
+  if (dp != nullptr) dp_ = std::make_unique<DataParallel>(weights(), *dp, bucket_bytes, master_ == nullptr);
+  if (dp_ && master_) master_->copy_to_model();
+  optimizer_ = std::make_unique<optim::AdamW>(weights(), options);
+}
+
+void ReplicatedUpdate::begin_backward(bool last) {
+  if (dp_) dp_->set_sync(last);  // only the step's last micro-batch communicates
+}
+
+void ReplicatedUpdate::end_backward() {
+  if (master_) master_->finish_backward();
+}
+
+void ReplicatedUpdate::finish_backward() {
+  if (dp_) dp_->finish();
+}
+
+void ReplicatedUpdate::add_grad(const std::string& name, const Tensor& grad) {
+  TRI_CHECK(master_ != nullptr, "ReplicatedUpdate::add_grad('", name, "'): only fp32 masters take outside gradients");
+  master_->add_grad(name, grad);
+}
+
+StepOutcome ReplicatedUpdate::step(const StepContext& ctx) {
+  StepOutcome out;
+  bool apply = true;
+  if (ctx.loss_scaling) {
+    // Under tensor parallelism each rank holds other slices: the step is skipped if any rank's
+    // gradients overflowed, so every rank decides the same.
+    const double scale = ctx.scaler->scale();
+    apply = ctx.scaler->update(!ctx.all_ranks(!master_->grads_overflowed()));
+    out.skipped = !apply;
+    if (apply) master_->scale_grads(1.0 / scale);
+  }
+  if (!apply) {
+    out.grad_norm = std::numeric_limits<double>::quiet_NaN();  // not measured: the gradients overflowed
+    return out;
+  }
+  const std::vector<nn::NamedTensor> w = weights();
+  if (plan_ != nullptr || pp_ != nullptr) {
+    out.grad_norm = clip_grad_norm_model_parallel(w, plan_, tp_, pp_, ctx.max_norm);
+  } else {
+    std::vector<Tensor> tensors;
+    for (const auto& [name, t] : w) tensors.push_back(t);
+    out.grad_norm = optim::clip_grad_norm_(tensors, ctx.max_norm);
+  }
+  if (master_) master_->step(*optimizer_, ctx.lr);
+  else optimizer_->step(ctx.lr);
+  return out;
+}
+
+void ReplicatedUpdate::zero_grads() {
+  if (master_) master_->zero_grads();
+}
+
+std::vector<nn::NamedTensor> ReplicatedUpdate::weights() const { return master_ ? master_->masters() : params_; }
+
+void ReplicatedUpdate::load(const CheckpointSource& source, bool with_state, int64_t step) {
+  for (const auto& [name, p] : weights()) source.assign(name, p);
+  if (master_) master_->copy_to_model();
+  std::vector<nn::NamedTensor> state;
+  if (with_state)
+    for (const auto& [name, p] : weights())
+      for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) state.emplace_back(name + suffix, source.whole(name + suffix, name));
+  optimizer_->load_state(state, step);
+}
+
+}  // namespace trident::parallel

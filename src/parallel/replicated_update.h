@@ -1,0 +1,50 @@
+// AdamW on this rank's whole parameters (parallel/update_strategy.h): one process, data
+// parallel, mixed precision's fp32 masters (on the host under single-process ZeRO-Offload),
+// tensor and pipeline parallel without ZeRO.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "optim/adamw.h"
+#include "optim/mixed_precision.h"
+#include "parallel/data_parallel.h"
+#include "parallel/tensor_parallel.h"
+#include "parallel/update_strategy.h"
+
+namespace trident::parallel {
+
+class ReplicatedUpdate final : public UpdateStrategy {
+ public:
+  // `params`: the model's parameters this rank holds (f32). `master` (mixed precision or
+  // offload): their fp32 masters, which the optimizer steps instead; `dp` (several
+  // data-parallel ranks): averages the stepped tensors' gradients. Under tensor or pipeline
+  // parallelism the clip's norm sums over `tp` (the `plan`'s split parameters) and `pp`.
+  ReplicatedUpdate(std::vector<nn::NamedTensor> params, std::unique_ptr<optim::MasterWeights> master,
+                   comm::Communicator* dp, int64_t bucket_bytes, const optim::AdamWOptions& options,
+                   const TensorParallelPlan* plan, comm::Communicator* tp, comm::Communicator* pp);
+
+  void begin_backward(bool last) override;
+  void end_backward() override;
+  void finish_backward() override;
+  void add_grad(const std::string& name, const Tensor& grad) override;
+  StepOutcome step(const StepContext& ctx) override;
+  void zero_grads() override;
+  std::vector<nn::NamedTensor> weights() const override;
+  int64_t step_count() const override { return optimizer_->step_count(); }
+  std::vector<nn::NamedTensor> gather_weights() override { return weights(); }
+  std::vector<nn::NamedTensor> gather_state() override { return optimizer_->state(); }
+  void load(const CheckpointSource& source, bool with_state, int64_t step) override;
+
+ private:
+  std::vector<nn::NamedTensor> params_;
+  std::unique_ptr<optim::MasterWeights> master_;
+  std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  const TensorParallelPlan* plan_;
+  comm::Communicator* tp_;
+  comm::Communicator* pp_;
+};
+
+}  // namespace trident::parallel

@@ -1,0 +1,89 @@
+// How one rank's gradients become the step's update: one interface over the ways trident
+// does it, so the trainer's step has no branch per strategy (DeepSpeed's engine.backward /
+// engine.step, torchtitan's optimizer container):
+//
+//   ReplicatedUpdate (replicated_update.h)  AdamW on this rank's whole parameters: one process,
+//       data parallel (gradients averaged in buckets), mixed precision's fp32 masters (on the
+//       host with ZeRO-Offload in one process), tensor and pipeline parallel (the clip's norm
+//       summed over their groups).
+//   ZeroUpdate (zero_update.h)  ZeRO stages 1-3 over the data-parallel group, with mixed
+//       precision and offload of their own.
+//
+// parallelize() (parallelize.h) builds the one a config asks for. The trainer calls, per step:
+// begin_backward(last) before each micro-batch's backward (a pipeline calls it before each of
+// its backwards), end_backward() after each micro-batch's backward (a pipeline: once after its
+// step), finish_backward() after the last, then step() and zero_grads().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "optim/mixed_precision.h"
+
+namespace trident::parallel {
+
+struct StepOutcome {
+  double grad_norm = 0.0;  // of the whole model's (averaged, unscaled) gradient; NaN when skipped
+  bool skipped = false;    // fp16: the gradients overflowed, so nothing was updated
+};
+
+// What step() is told about the step.
+struct StepContext {
+  double lr = 0.0;
+  double max_norm = 0.0;                    // optim.grad_clip (<= 0: measure only)
+  optim::DynamicLossScaler* scaler = nullptr;  // the loss scale the gradients carry
+  bool loss_scaling = false;                // fp16: skip and back off on overflow
+  // Whether a condition holds on every rank (collective), so that every rank decides alike.
+  std::function<bool(bool)> all_ranks;
+};
+
+// Where a checkpoint's tensors come from when a strategy loads its state (the trainer's
+// checkpoint code provides them; each throws on a missing, corrupt or mis-shaped tensor):
+// `whole`: tensor `name` as this rank holds it (its tensor-parallel shard of parameter `param`);
+// `assign`: the same, copied into `dst` (shape-checked, dtype-converted); `range`: elements
+// [begin, end) of it, flattened.
+struct CheckpointSource {
+  std::function<Tensor(const std::string& name, const std::string& param)> whole;
+  std::function<void(const std::string& name, const Tensor& dst)> assign;
+  std::function<Tensor(const std::string& name, int64_t begin, int64_t end)> range;
+};
+
+class UpdateStrategy {
+ public:
+  virtual ~UpdateStrategy() = default;
+
+  // Before a micro-batch's backward; `last`: the step's last (its gradients are final, so data
+  // parallelism and ZeRO communicate during it).
+  virtual void begin_backward(bool last) = 0;
+  // After a micro-batch's backward: completes what it started (offloaded copies, ZeRO's
+  // reductions).
+  virtual void end_backward() = 0;
+  // After the step's last backward: waits for the gradients' reduction.
+  virtual void finish_backward() = 0;
+  // A gradient reaching parameter `name` from outside the backward (a pipeline's tied head),
+  // before the backward whose gradients it joins; in fp32 where they accumulate in fp32.
+  virtual void add_grad(const std::string& name, const Tensor& grad) = 0;
+  // Clips and updates with ctx.lr, or (fp16) skips a step whose gradients overflowed.
+  virtual StepOutcome step(const StepContext& ctx) = 0;
+  // Clears what the strategy holds of this step's gradients (the model's own: Module::zero_grad).
+  virtual void zero_grads() = 0;
+
+  // Checkpoints. The full-precision tensors the optimizer steps, under the parameters' names
+  // (this rank's: its pipeline stage, its tensor-parallel shards; the fp32 masters under mixed
+  // precision), whole; for ZeRO only their names and shapes hold (ZeRO-3 frees them).
+  virtual std::vector<nn::NamedTensor> weights() const = 0;
+  // Optimizer steps taken.
+  virtual int64_t step_count() const = 0;
+  // Those tensors and their AdamW state ("<param>.exp_avg", ".exp_avg_sq"), whole as this rank
+  // holds them (collective under ZeRO: gathered over the data-parallel group).
+  virtual std::vector<nn::NamedTensor> gather_weights() = 0;
+  virtual std::vector<nn::NamedTensor> gather_state() = 0;
+  // Loads the weights (and the AdamW state and step when `with_state`) from a checkpoint,
+  // then updates the model's compute-dtype parameters.
+  virtual void load(const CheckpointSource& source, bool with_state, int64_t step) = 0;
+};
+
+}  // namespace trident::parallel
