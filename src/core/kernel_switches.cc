@@ -34,7 +34,7 @@ const KernelSwitchInfo& kernel_switch_info(KernelSwitch s) { return kInfo[static
 std::optional<bool> kernel_switch_from_env(KernelSwitch s) {
   const KernelSwitchInfo& info = kernel_switch_info(s);
   const char* env = std::getenv(info.env);
-  if (env == nullptr) return std::nullopt;
+  if (env == nullptr || *env == '\0') return std::nullopt;  // unset, or set to nothing
   TRI_CHECK(std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0, info.env, "=\"", env,
             "\" is not allowed: 0 or 1 (it overrides kernels.", info.key, ")");
   return env[0] == '1';
@@ -45,11 +45,9 @@ bool kernel_switch(KernelSwitch s) {
   int now = v.load(std::memory_order_relaxed);
   if (now >= 0) [[likely]]
     return now != 0;
-  // First read without a config (a benchmark, a test): the environment, if it says 0 or 1.
-  const char* env = std::getenv(kernel_switch_info(s).env);
-  const bool on = env != nullptr && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)
-                      ? env[0] == '1'
-                      : kernel_switch_info(s).default_value;
+  // First read without a config (a benchmark, a test): the environment, checked as a config's
+  // resolution checks it, else the default.
+  const bool on = kernel_switch_from_env(s).value_or(kernel_switch_info(s).default_value);
   int expected = -1;
   v.compare_exchange_strong(expected, on ? 1 : 0, std::memory_order_relaxed);
   return v.load(std::memory_order_relaxed) != 0;

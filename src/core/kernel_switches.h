@@ -27,12 +27,12 @@ struct KernelSwitchInfo {
 };
 const KernelSwitchInfo& kernel_switch_info(KernelSwitch s);
 
-// The switch's value: the last set_kernel_switch, else the environment's ("0" or "1"), else
-// its default.
+// The switch's value: the last set_kernel_switch, else the environment's ("0" or "1"; any
+// other value is an error naming the variable), else its default.
 bool kernel_switch(KernelSwitch s);
 void set_kernel_switch(KernelSwitch s, bool on);
-// The environment's value: nullopt when the variable is unset; throws naming the variable when
-// it is set to anything but "0" or "1".
+// The environment's value: nullopt when the variable is unset or empty; throws naming the
+// variable when it is set to anything but "0" or "1".
 std::optional<bool> kernel_switch_from_env(KernelSwitch s);
 
 }  // namespace trident

@@ -55,8 +55,9 @@ class CausalLM : public nn::Module {
 
   // The parameter groups used together, in the order the forward enters them (ZeRO-3's
   // gather units, nn/part_hooks.h): part 0, the root, spans the whole forward (embeddings,
-  // final norm, head); part i + 1 is block i. Every parameter is in exactly one part.
-  virtual std::vector<std::vector<nn::NamedTensor>> parts() const = 0;
+  // final norm, head); part i + 1 is block i. Every parameter is in exactly one part. By
+  // default, from block_of().
+  virtual std::vector<std::vector<nn::NamedTensor>> parts() const;
   // Sends every part's forward through `hooks` (nullptr: none). The model does not own them.
   virtual void set_part_hooks(nn::PartHooks* hooks) = 0;
 

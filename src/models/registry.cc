@@ -2,11 +2,12 @@
 
 #include "core/check.h"
 #include "models/gpt2/family.h"
+#include "models/llama/family.h"
 
 namespace trident::models {
 
 const std::vector<ModelFamily>& model_families() {
-  static const std::vector<ModelFamily> families = {gpt2::family()};
+  static const std::vector<ModelFamily> families = {gpt2::family(), llama::family()};
   return families;
 }
 

@@ -69,9 +69,12 @@ void ReplicatedUpdate::zero_grads() {
 
 std::vector<nn::NamedTensor> ReplicatedUpdate::weights() const { return master_ ? master_->masters() : params_; }
 
-void ReplicatedUpdate::load(const CheckpointSource& source, bool with_state, int64_t step) {
+void ReplicatedUpdate::load_weights(const CheckpointSource& source) {
   for (const auto& [name, p] : weights()) source.assign(name, p);
   if (master_) master_->copy_to_model();
+}
+
+void ReplicatedUpdate::load_state(const CheckpointSource& source, bool with_state, int64_t step) {
   std::vector<nn::NamedTensor> state;
   if (with_state)
     for (const auto& [name, p] : weights())

@@ -35,7 +35,8 @@ class ReplicatedUpdate final : public UpdateStrategy {
   int64_t step_count() const override { return optimizer_->step_count(); }
   std::vector<nn::NamedTensor> gather_weights() override { return weights(); }
   std::vector<nn::NamedTensor> gather_state() override { return optimizer_->state(); }
-  void load(const CheckpointSource& source, bool with_state, int64_t step) override;
+  void load_weights(const CheckpointSource& source) override;
+  void load_state(const CheckpointSource& source, bool with_state, int64_t step) override;
 
  private:
   std::vector<nn::NamedTensor> params_;

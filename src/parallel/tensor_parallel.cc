@@ -208,23 +208,25 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
   const models::ModelConfig& cfg = model.model_config();
   const int n = tp.size();
   model.check_tensor_parallel(n);
-  TRI_CHECK(cfg.vocab_size >= n, "tensor parallelism: model.vocab_size (", cfg.vocab_size,
-            ") must be at least parallel.tp (", n, "): each rank holds part of the vocabulary");
   auto plan = std::unique_ptr<TensorParallelPlan>(new TensorParallelPlan());
   plan->size_ = n;
   plan->rank_ = tp.rank();
   for (const auto& [name, p] : model.named_parameters()) plan->full_shapes_.emplace(name, p.shape());
   if (n == 1) return plan;
+  const nn::ParallelPlan entries = model.parallel_plan();
+  TRI_CHECK_NOT_IMPLEMENTED(!entries.empty(), "tensor parallelism: model.arch = \"", cfg.arch,
+                            "\" states no tensor-parallel plan (CausalLM::parallel_plan)");
 
   const bool sp = sequence_parallel;
   const auto column = std::make_shared<ColumnParallel>(tp, sp);
   const auto row = std::make_shared<RowParallel>(tp, sp);
   const auto norm = std::make_shared<SequenceSplitLayerNorm>(tp);
   auto split = [&](const std::string& layer, const char* param, TensorSplit s) {
-    plan->splits_.emplace(layer + "." + param, s);
+    const std::string name = layer + "." + param;
+    if (plan->full_shapes_.contains(name)) plan->splits_.emplace(name, s);  // a layer without a bias has none
   };
   const std::vector<std::pair<std::string, nn::Module*>> layers = model.named_modules();
-  for (const nn::ParallelPlanEntry& entry : model.parallel_plan()) {
+  for (const nn::ParallelPlanEntry& entry : entries) {
     const char* style = nn::parallel_style_name(entry.style);
     int matched = 0;
     for (const auto& [path, module] : layers) {
@@ -250,6 +252,8 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
           conv->set_style(row);
           break;
         case nn::ParallelStyle::kVocabParallelEmbedding: {
+          TRI_CHECK(cfg.vocab_size >= n, "tensor parallelism: model.vocab_size (", cfg.vocab_size,
+                    ") must be at least parallel.tp (", n, "): each rank holds part of the vocabulary");
           split(path, "weight", {0, 1});
           const int64_t V = embedding->weight().size(0);
           std::vector<int64_t> widths;

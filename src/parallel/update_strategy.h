@@ -81,9 +81,12 @@ class UpdateStrategy {
   // holds them (collective under ZeRO: gathered over the data-parallel group).
   virtual std::vector<nn::NamedTensor> gather_weights() = 0;
   virtual std::vector<nn::NamedTensor> gather_state() = 0;
-  // Loads the weights (and the AdamW state and step when `with_state`) from a checkpoint,
-  // then updates the model's compute-dtype parameters.
-  virtual void load(const CheckpointSource& source, bool with_state, int64_t step) = 0;
+  // Loading a checkpoint, in two calls: the whole weights this strategy holds (and the model's
+  // compute-dtype parameters rounded from them), before the trainer reads its own state; then
+  // the optimizer's state and step (`with_state`: the checkpoint has AdamW state), and for
+  // ZeRO its partition of the weights too.
+  virtual void load_weights(const CheckpointSource& source) = 0;
+  virtual void load_state(const CheckpointSource& source, bool with_state, int64_t step) = 0;
 };
 
 }  // namespace trident::parallel

@@ -22,7 +22,7 @@ StepOutcome ZeroUpdate::step(const StepContext& ctx) {
   return out;
 }
 
-void ZeroUpdate::load(const CheckpointSource& source, bool with_state, int64_t step) {
+void ZeroUpdate::load_state(const CheckpointSource& source, bool with_state, int64_t step) {
   // This rank's partition of each tensor, read from whichever pieces the writer left.
   zero_->load(source.range, with_state, step);
 }

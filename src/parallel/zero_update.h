@@ -28,7 +28,8 @@ class ZeroUpdate final : public UpdateStrategy {
   // holds no whole parameter).
   std::vector<nn::NamedTensor> gather_weights() override { return zero_->gather_masters(); }
   std::vector<nn::NamedTensor> gather_state() override { return zero_->gather_state(); }
-  void load(const CheckpointSource& source, bool with_state, int64_t step) override;
+  void load_weights(const CheckpointSource&) override {}  // its partition comes with the state
+  void load_state(const CheckpointSource& source, bool with_state, int64_t step) override;
 
   // The partitioned checkpoint (Note [Sharded checkpoints] in train/trainer_checkpoint.cc)
   // writes each rank's pieces.

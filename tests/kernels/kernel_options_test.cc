@@ -74,6 +74,10 @@ TEST_F(KernelsOptionsTest, SwitchesAreKeysTheEnvironmentOverridesAndApplySets) {
         << KernelsOptions::environment_overrides();
   }
   {
+    ScopedEnv empty("TRIDENT_CUDA_TF32", "");  // set to nothing: unset
+    EXPECT_TRUE(k.resolved(false).cuda_tf32);
+  }
+  {
     ScopedEnv bad("TRIDENT_ATTENTION_GENERIC", "yes");
     try {
       (void)k.resolved(false);

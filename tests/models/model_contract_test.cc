@@ -4,6 +4,7 @@
 // config files and overrides reach its own keys whatever order they come in.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "config/config_tree.h"
@@ -24,6 +25,14 @@ ModelConfig tiny() {
   c.n_embd = 16;
   c.block_size = 8;
   c.vocab_size = 40;
+  return c;
+}
+
+ModelConfig tiny_llama(bool tied) {
+  ModelConfig c = tiny();
+  c.arch = "llama";
+  c.n_head = 4;
+  c.family_values = {{"n_kv_heads", int64_t{2}}, {"intermediate_size", int64_t{24}}, {"tie_word_embeddings", tied}};
   return c;
 }
 
@@ -52,7 +61,7 @@ TEST(ModelRegistry, AnUnknownArchNamesTheFamilies) {
   ModelConfig c = tiny();
   c.arch = "gpt9";
   const std::string e = error_of([&] { build_model(c); });
-  EXPECT_NE(e.find("model.arch = \"gpt9\" is not a model family; the families are: gpt2"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.arch = \"gpt9\" is not a model family; the families are: gpt2, llama"), std::string::npos) << e;
 }
 
 TEST(ModelConfig, FamilyKeysHaveDefaultsAndBelongToTheirFamily) {
@@ -88,6 +97,18 @@ TEST(ModelConfig, FilesAndOverridesSetTheSelectorFirst) {
 }
 
 TEST(CausalLM, PartsBlocksAndPipelinePlacesAgree) {
+  for (const ModelConfig& cfg : {tiny(), tiny_llama(false), tiny_llama(true)}) {
+    const std::unique_ptr<CausalLM> model = build_model(cfg);
+    std::set<std::string> seen;
+    const auto parts = model->parts();
+    for (size_t part = 0; part < parts.size(); ++part)
+      for (const auto& [name, p] : parts[part]) {
+        EXPECT_TRUE(seen.insert(name).second) << cfg.arch << ": " << name << " is in two parts";
+        const int64_t block = model->block_of(name);
+        EXPECT_EQ(part, block >= 0 ? static_cast<size_t>(block) + 1 : 0) << cfg.arch << ": " << name;
+      }
+    EXPECT_EQ(seen.size(), model->named_parameters().size()) << cfg.arch;
+  }
   const std::unique_ptr<CausalLM> model = build_model(tiny());
   std::set<std::string> seen;
   const auto parts = model->parts();
@@ -118,6 +139,59 @@ TEST(CausalLM, EveryPlanEntryNamesLayersOfTheModel) {
             std::string::npos);
 }
 
+TEST(Llama, BuildsByNameWithHuggingFacesNamesAndShapes) {
+  const std::unique_ptr<CausalLM> model = build_model(tiny_llama(false));
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, p] : model->named_parameters()) shapes[name] = p.shape();
+  EXPECT_EQ(shapes.at("embed_tokens.weight"), Shape({40, 16}));
+  EXPECT_EQ(shapes.at("layers.2.self_attn.q_proj.weight"), Shape({16, 16}));
+  EXPECT_EQ(shapes.at("layers.2.self_attn.k_proj.weight"), Shape({8, 16}));  // 2 kv heads of 4
+  EXPECT_EQ(shapes.at("layers.0.mlp.gate_proj.weight"), Shape({24, 16}));
+  EXPECT_EQ(shapes.at("layers.0.mlp.down_proj.weight"), Shape({16, 24}));
+  EXPECT_EQ(shapes.at("norm.weight"), Shape({16}));
+  EXPECT_EQ(shapes.at("lm_head.weight"), Shape({40, 16}));
+  EXPECT_EQ(shapes.count("layers.0.self_attn.q_proj.bias"), 0u);
+  EXPECT_EQ(model->parameter_name_from_hf("model.layers.1.mlp.up_proj.weight"), "layers.1.mlp.up_proj.weight");
+  EXPECT_EQ(model->tied_head_weight(), std::nullopt);
+  EXPECT_EQ(model->block_of("lm_head.weight"), CausalLM::kHead);
+  const std::unique_ptr<CausalLM> tied = build_model(tiny_llama(true));
+  EXPECT_EQ(tied->tied_head_weight(), std::optional<std::string>("embed_tokens.weight"));
+  EXPECT_EQ(tied->parameter_name_from_hf("lm_head.weight"), std::nullopt);  // the embedding's copy
+  EXPECT_NE(tied->hf_config_json().find("\"tie_word_embeddings\": true"), std::string::npos);
+}
+
+TEST(Llama, BadShapesAndUnsupportedSettingsNameTheKeys) {
+  ModelConfig c = tiny_llama(false);
+  c.family_values["n_kv_heads"] = int64_t{3};
+  EXPECT_NE(error_of([&] { build_model(c); }).find("n_kv_heads (3) must divide n_head (4)"), std::string::npos);
+  c = tiny_llama(false);
+  c.dropout = 0.1;
+  EXPECT_NE(error_of([&] { build_model(c); }).find("model.dropout = 0.1 with model.arch = \"llama\""), std::string::npos);
+  const std::unique_ptr<CausalLM> model = build_model(tiny_llama(false));
+  EXPECT_NE(error_of([&] { model->check_tensor_parallel(2); }).find("not implemented yet"), std::string::npos);
+}
+
+TEST(ModelConfig, SwitchingArchResetsTheFamilysKeys) {
+  ModelConfig c;
+  config::ConfigTree tree;
+  tree.bind(c);
+  ASSERT_TRUE(tree.apply_overrides({"model.n_kv_heads=2", "model.arch=llama", "model.n_head=4"}, "cli").is_ok());
+  EXPECT_EQ(c.family_int("n_kv_heads"), 2);
+  EXPECT_EQ(c.family_float("rope_theta"), 10000.0);  // the family's default
+  const std::string printed = tree.to_toml();
+  EXPECT_NE(printed.find("n_kv_heads = 2"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("layer_norm_eps"), std::string::npos) << printed;  // GPT-2's, not LLaMA's
+  ModelConfig again;
+  config::ConfigTree tree2;
+  tree2.bind(again);
+  ASSERT_TRUE(tree2.load_toml_string(printed, "printed").is_ok());
+  EXPECT_EQ(tree2.to_toml(), printed);
+  ASSERT_TRUE(tree2.apply_override("model.arch=gpt2", "cli").is_ok());
+  EXPECT_TRUE(again.family_values.empty());
+  EXPECT_EQ(again.family_float("layer_norm_eps"), 1e-5);
+  EXPECT_NE(tree2.help().find("with --model.arch=llama"), std::string::npos);  // the other family's keys
+}
+
 TEST(ParallelPlan, PatternsMatchWholeComponents) {
   EXPECT_TRUE(nn::plan_pattern_matches("h.*.attn.c_attn", "h.12.attn.c_attn"));
   EXPECT_FALSE(nn::plan_pattern_matches("h.*.attn.c_attn", "h.12.attn.c_attn2"));
@@ -128,12 +202,14 @@ TEST(ParallelPlan, PatternsMatchWholeComponents) {
 }
 
 TEST(CausalLM, GenerationWorksThroughTheContract) {
-  const std::unique_ptr<CausalLM> model = build_model(tiny());
-  model->eval();
-  const std::vector<int64_t> greedy = generate(*model, {1, 2, 3}, SampleOptions{12, 0.0, 0, 1});
-  ASSERT_EQ(greedy.size(), 12u);  // past block_size (8): the context is cropped
-  for (int64_t t : greedy) EXPECT_TRUE(t >= 0 && t < 40) << t;
-  EXPECT_EQ(generate(*model, {1, 2, 3}, SampleOptions{12, 0.0, 0, 1}), greedy);
+  for (const ModelConfig& cfg : {tiny(), tiny_llama(false)}) {
+    const std::unique_ptr<CausalLM> model = build_model(cfg);
+    model->eval();
+    const std::vector<int64_t> greedy = generate(*model, {1, 2, 3}, SampleOptions{12, 0.0, 0, 1});
+    ASSERT_EQ(greedy.size(), 12u) << cfg.arch;  // past block_size (8): the context is cropped
+    for (int64_t t : greedy) EXPECT_TRUE(t >= 0 && t < 40) << t;
+    EXPECT_EQ(generate(*model, {1, 2, 3}, SampleOptions{12, 0.0, 0, 1}), greedy) << cfg.arch;
+  }
 }
 
 }  // namespace

@@ -203,25 +203,34 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
 
     def load_hf(self, tensors, path):
-        params = dict(self.named_parameters())
-        ignored = lambda n: n == "lm_head.weight" or n.endswith(".attn.bias") or n.endswith(".attn.masked_bias")
-        names = {}
-        for n in tensors:
+        def rename(n):
             m = n[len("transformer."):] if n.startswith("transformer.") else n
-            if ignored(m):
-                continue
-            if m not in params:
-                raise ValueError(f"{path}: tensor {n} is not a GPT-2 parameter")
-            names[m] = n
-        missing = [n for n in params if n not in names]
-        if missing:
-            raise ValueError(f"{path}: missing parameters: {', '.join(missing)}")
-        with torch.no_grad():
-            for m, n in names.items():
-                if tuple(tensors[n].shape) != tuple(params[m].shape):
-                    raise ValueError(f"{path}: {n} has shape {tuple(tensors[n].shape)}, "
-                                     f"the model has {tuple(params[m].shape)}")
-                params[m].copy_(tensors[n])
+            ignored = m == "lm_head.weight" or m.endswith(".attn.bias") or m.endswith(".attn.masked_bias")
+            return None if ignored else m
+        load_parameters(self, tensors, path, rename, "GPT-2")
+
+
+def load_parameters(module, tensors, path, rename, family):
+    """Copies a file's tensors into module's parameters. rename(file name) gives the parameter's
+    name, or None for a tensor to skip; every parameter must be given once, shapes equal."""
+    params = dict(module.named_parameters())
+    names = {}
+    for n in tensors:
+        m = rename(n)
+        if m is None:
+            continue
+        if m not in params:
+            raise ValueError(f"{path}: tensor {n} is not a {family} parameter")
+        names[m] = n
+    missing = [n for n in params if n not in names]
+    if missing:
+        raise ValueError(f"{path}: missing parameters: {', '.join(missing)}")
+    with torch.no_grad():
+        for m, n in names.items():
+            if tuple(tensors[n].shape) != tuple(params[m].shape):
+                raise ValueError(f"{path}: {n} has shape {tuple(tensors[n].shape)}, "
+                                 f"the model has {tuple(params[m].shape)}")
+            params[m].copy_(tensors[n])
 
 
 def write_init(args):
@@ -327,8 +336,11 @@ def resume(args, model, opt, result):
     return state["step"], state["position"], state["train_time"]
 
 
-def train(args):
-    model = GPT2(args.n_layer, args.n_head, args.n_embd, args.block_size, args.vocab_size)
+def train(args, model=None):
+    """The run (the module docstring's definition) of `model` (default: the GPT-2 of args),
+    which must have forward(idx, targets) -> mean loss and load_hf(tensors, path)."""
+    if model is None:
+        model = GPT2(args.n_layer, args.n_head, args.n_embd, args.block_size, args.vocab_size)
     model.load_hf(read_safetensors(args.init), args.init)
     model.train()
     train_tokens, val_tokens = read_tokens(args.train), read_tokens(args.val)
@@ -396,6 +408,26 @@ def train(args):
 
 
 def main():
+    ap = argument_parser()
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.write_init:
+        write_init(args)
+        return
+    check_training_args(ap, args)
+    train(args)
+
+
+def check_training_args(ap, args):
+    for k in ("init", "train", "val", "out"):
+        if not getattr(args, k):
+            ap.error(f"--{k} is required for training")
+    if args.seq_len > args.block_size:
+        ap.error(f"--seq-len {args.seq_len} exceeds --block-size {args.block_size}")
+
+
+def argument_parser():
+    """The run's arguments (llama_torch.py adds its family's)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write-init", default="", help="write a random GPT-2 init here and exit")
     ap.add_argument("--seed", type=int, default=1337, help="seed for --write-init")
@@ -429,18 +461,7 @@ def main():
     ap.add_argument("--checkpoint", default="",
                     help="save the run here every --checkpoint-interval steps; resume from it if present")
     ap.add_argument("--checkpoint-interval", type=int, default=100)
-    args = ap.parse_args()
-
-    torch.set_num_threads(args.threads)
-    if args.write_init:
-        write_init(args)
-        return
-    for k in ("init", "train", "val", "out"):
-        if not getattr(args, k):
-            ap.error(f"--{k} is required for training")
-    if args.seq_len > args.block_size:
-        ap.error(f"--seq-len {args.seq_len} exceeds --block-size {args.block_size}")
-    train(args)
+    return ap
 
 
 if __name__ == "__main__":

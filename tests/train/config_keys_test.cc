@@ -82,7 +82,8 @@ TEST(TrainConfigKeys, EveryKeyRoundTripsThroughThePrintedToml) {
   for (const std::string& key : tree.keys()) {
     const OptionField* f = tree.field(key);
     ASSERT_NE(f, nullptr) << key;
-    if (f->choices.size() == 1) continue;  // model.arch while GPT-2 is the only family
+    // model.arch chooses the keys after it: this run keeps GPT-2's (models_test switches families).
+    if (key == "model.arch") continue;
     keys.push_back(key);
     const OptionValue before = tree.get(key).value();
     const OptionValue changed = another_value(*f, before);

@@ -19,6 +19,7 @@
 #include "config/config_tree.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/kernel_switches.h"
 #include "core/profiler.h"
 #include "data/token_file.h"
 #include "support/phrase_corpus.h"
@@ -227,6 +228,15 @@ TEST_F(TrainerTest, ResumingOnOtherGemmEnginesSaysSo) {
   const std::string& note = t.value()->engines_note();
   EXPECT_NE(note.find("kernels.f32_gemm was \"openblas\", now \"onednn\""), std::string::npos) << note;
   EXPECT_NE(note.find("not bit for bit"), std::string::npos) << note;
+  // The kernel switches that change numbers are compared too.
+  TrainConfig switched = config("engines");
+  switched.kernels.f32_gemm = "openblas";
+  switched.kernels.cpu_avx512 = !first.kernels.cpu_avx512;
+  t = Trainer::create(switched);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  const std::string& switch_note = t.value()->engines_note();
+  EXPECT_NE(switch_note.find("kernels.cpu_avx512 was \"true\", now \"false\""), std::string::npos) << switch_note;
+  set_kernel_switch(KernelSwitch::kCpuAvx512, true);  // the process's default again for the tests after
 }
 
 // ZeRO-Offload in one process: fp32 masters and AdamW state held apart from the model (in host

@@ -51,21 +51,22 @@ std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, 
                             {"mlp.c_fc", C, 4 * C, L, true},
                             {"mlp.c_proj", 4 * C, C, L, true},
                             {"lm_head", C, V, 1, false}};
-  const int64_t BT = B * T;
   std::vector<GemmShape> shapes;
-  for (const Linear& l : linears) {
-    if (l.count == 0) continue;
-    const std::string n = l.name;
-    shapes.push_back({n + " forward", BT, l.out, l.in, false, !l.in_out, l.count});
-    shapes.push_back({n + " dx", BT, l.in, l.out, false, l.in_out, l.count});
-    // dW in W's stored layout (autograd/derivatives/linalg.cc): x^T dy (in, out) for Conv1D.
-    if (l.in_out) {
-      shapes.push_back({n + " dW", l.in, l.out, BT, true, false, l.count});
-    } else {
-      shapes.push_back({n + " dW", l.out, l.in, BT, true, false, l.count});
-    }
-  }
+  for (const Linear& l : linears) append_linear_gemm_shapes(shapes, l.name, l.in, l.out, l.count, B * T, l.in_out);
   return shapes;
+}
+
+void append_linear_gemm_shapes(std::vector<GemmShape>& shapes, const std::string& name, int64_t in, int64_t out,
+                               int64_t count, int64_t rows, bool in_out) {
+  if (count == 0) return;
+  shapes.push_back({name + " forward", rows, out, in, false, !in_out, count});
+  shapes.push_back({name + " dx", rows, in, out, false, in_out, count});
+  // dW in W's stored layout (autograd/derivatives/linalg.cc): x^T dy (in, out) for Conv1D.
+  if (in_out) {
+    shapes.push_back({name + " dW", in, out, rows, true, false, count});
+  } else {
+    shapes.push_back({name + " dW", out, in, rows, true, false, count});
+  }
 }
 
 const GemmRate* GemmRates::fastest(GemmType dtype, bool trident_only) const {

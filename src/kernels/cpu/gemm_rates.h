@@ -44,6 +44,10 @@ struct GemmShape {
 // down to a multiple of two GEMM blocks (2 * kGemmBlock = 512 rows), so 1024 rows for GPT-2's
 // V = 50257 (Note [Head chunks] in ops/loss.cc): smaller GEMMs than listed.
 std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, int64_t B, int64_t T);
+// The three GEMMs (forward, dx, dW) of one linear layer in -> out applied to `rows` rows,
+// `count` times a step; `in_out`: W stored (in, out) as Conv1D, else (out, in) as nn.Linear.
+void append_linear_gemm_shapes(std::vector<GemmShape>& shapes, const std::string& name, int64_t in, int64_t out,
+                               int64_t count, int64_t rows, bool in_out);
 
 // One engine's rates over the shapes.
 struct GemmRate {

@@ -4,6 +4,7 @@
 
 #include "autograd/functions.h"
 #include "core/factory.h"
+#include "models/block_stack.h"
 #include "models/gpt2/hf_names.h"
 #include "nn/init.h"
 
@@ -118,23 +119,8 @@ Tensor GPT2::run_blocks(const Tensor& x, int64_t begin, int64_t end) const {
   TRI_CHECK(0 <= begin && begin <= end && end <= static_cast<int64_t>(h_.size()), "GPT2: blocks [", begin, ", ", end,
             ") out of range for ", h_.size(), " layers");
   Generator* gen = dropout();
-  const std::string& mode = cfg_.activation_checkpointing;
-  Tensor out = x;
-  for (int64_t i = begin; i < end; ++i) {
-    const std::shared_ptr<Block>& block = h_[static_cast<size_t>(i)];
-    nn::PartForward run_block;
-    if (mode == "none" || !is_training()) {
-      run_block = [block, gen](const Tensor& in) { return block->forward(in, gen); };
-    } else {
-      const RecomputePolicy policy = mode == "full" ? RecomputePolicy::kEverything : RecomputePolicy::kAllButMatmuls;
-      run_block = [block, gen, policy](const Tensor& in) {
-        return trident::activation_checkpoint([block, gen](const TensorList& r) { return block->forward(r[0], gen); },
-                                              {in}, policy, gen);
-      };
-    }
-    out = nn::run_part(part_hooks_, static_cast<size_t>(i) + 1, run_block, out);
-  }
-  return out;
+  return run_block_stack([this, gen](int64_t i, const Tensor& in) { return h_[static_cast<size_t>(i)]->forward(in, gen); },
+                         begin, end, x, cfg_.activation_checkpointing, is_training(), gen, part_hooks_);
 }
 
 Tensor GPT2::head_loss(const Tensor& x, const Tensor& targets) const {
@@ -164,15 +150,6 @@ int64_t GPT2::block_of(const std::string& name) const {
   if (name.starts_with("ln_f.")) return kHead;
   TRI_CHECK(name.starts_with("wte.") || name.starts_with("wpe."), "GPT2: no parameter '", name, "'");
   return kEmbedding;
-}
-
-std::vector<std::vector<nn::NamedTensor>> GPT2::parts() const {
-  std::vector<std::vector<nn::NamedTensor>> parts(h_.size() + 1);
-  for (auto& [name, p] : named_parameters()) {
-    const int64_t block = block_of(name);
-    parts[block >= 0 ? static_cast<size_t>(block) + 1 : 0].emplace_back(name, p);
-  }
-  return parts;
 }
 
 nn::ParallelPlan GPT2::parallel_plan() const {

@@ -82,7 +82,6 @@ class GPT2 : public CausalLM {
   Tensor head_loss(const Tensor& x, const Tensor& targets) const override;
   int64_t block_of(const std::string& name) const override;
   std::optional<std::string> tied_head_weight() const override { return "wte.weight"; }
-  std::vector<std::vector<nn::NamedTensor>> parts() const override;
   void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }
   Generator& dropout_generator() const override { return dropout_gen_; }
   void init_weights() override;

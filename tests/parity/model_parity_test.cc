@@ -1,11 +1,12 @@
-// Parity with PyTorch (issue #3): trident's trainer and an independent PyTorch GPT-2
-// (gpt2_torch.py, next to this file; PyTorch + numpy only, no trident code) train the same
+// Parity with PyTorch (issues #3 and #22): trident's trainer and an independent PyTorch model
+// (gpt2_torch.py for GPT-2, llama_torch.py for the LLaMA family, next to this file; PyTorch +
+// numpy only, no trident code) train the same
 // model from the same safetensors init on the same token files with the sequential sampler,
 // AdamW, the warmup/cosine schedule and global-norm clipping, in fp32, and must report the
 // same per-step training losses within 1e-4 relative. The run's definition (sampler,
 // schedule, step) is written out in the script's docstring.
 //
-// Each case: trident writes a random GPT-2 init (its own init, seeded) to model.safetensors
+// Each case: trident writes a random init of the case's family (its own init, seeded) to model.safetensors
 // and a synthetic byte-level text with structure (so the loss falls) to train.bin/val.bin;
 // trident's Trainer trains `steps` steps from it (init_from, resume = false); the script
 // trains the same configuration and writes its losses as JSON; the test prints both columns
@@ -36,7 +37,7 @@
 #include "checkpoint/env.h"
 #include "checkpoint/safetensors.h"
 #include "data/token_file.h"
-#include "models/gpt2/model.h"
+#include "models/registry.h"
 #include "train/trainer.h"
 
 namespace trident::train {
@@ -56,6 +57,11 @@ struct ParityCase {
   double beta1, beta2, eps, weight_decay, grad_clip;
   int64_t eval_interval, eval_batches;
   int64_t init_seed;
+  // The family and, for "llama", its own keys (model_config.h; 0 kv heads: n_head).
+  std::string arch = "gpt2";
+  int64_t n_kv_heads = 0, intermediate_size = 0;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false, qkv_bias = false;
 };
 
 // Per-step and evaluation results of one run.
@@ -69,9 +75,9 @@ std::string python() {
   return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
 }
 
-std::string script_path() {
+std::string script_path(const std::string& arch) {
   const std::string source = __FILE__;
-  return source.substr(0, source.rfind('/')) + "/gpt2_torch.py";
+  return source.substr(0, source.rfind('/')) + "/" + arch + "_torch.py";
 }
 
 std::string slurp(const fs::path& p) {
@@ -119,6 +125,13 @@ std::vector<uint16_t> synthetic_text(size_t n_tokens, uint32_t seed) {
 
 TrainConfig trident_config(const ParityCase& c, const fs::path& dir) {
   TrainConfig cfg;
+  cfg.model.arch = c.arch;
+  if (c.arch == "llama")
+    cfg.model.family_values = {{"n_kv_heads", c.n_kv_heads},
+                               {"intermediate_size", c.intermediate_size},
+                               {"rope_theta", c.rope_theta},
+                               {"tie_word_embeddings", c.tie_word_embeddings},
+                               {"qkv_bias", c.qkv_bias}};
   cfg.model.n_layer = c.n_layer;
   cfg.model.n_head = c.n_head;
   cfg.model.n_embd = c.n_embd;
@@ -171,12 +184,19 @@ std::string torch_args(const ParityCase& c, const fs::path& dir) {
                 (long long)c.grad_accum, (long long)c.steps, c.lr, c.min_lr, (long long)c.warmup,
                 (long long)c.decay_steps, c.beta1, c.beta2, c.eps, c.weight_decay, c.grad_clip,
                 (long long)c.eval_interval, (long long)c.eval_batches);
-  return buf;
+  std::string args = buf;
+  if (c.arch == "llama") {
+    std::snprintf(buf, sizeof buf, " --n-kv-heads %lld --intermediate-size %lld --rope-theta %.17g --rms-norm-eps 1e-6%s%s",
+                  (long long)(c.n_kv_heads > 0 ? c.n_kv_heads : c.n_head), (long long)c.intermediate_size, c.rope_theta,
+                  c.tie_word_embeddings ? " --tie-word-embeddings" : "", c.qkv_bias ? " --qkv-bias" : "");
+    args += buf;
+  }
+  return args;
 }
 
 double rel_diff(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
-class GPT2ParityTest : public ::testing::TestWithParam<ParityCase> {
+class ParityTest : public ::testing::TestWithParam<ParityCase> {
  protected:
   void SetUp() override {
     const std::string check = "OMP_WAIT_POLICY=PASSIVE " + python() +
@@ -193,12 +213,12 @@ class GPT2ParityTest : public ::testing::TestWithParam<ParityCase> {
     if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
   }
 
-  // The shared inputs: trident's seeded GPT-2 init as safetensors (HF names), token files.
+  // The shared inputs: trident's seeded init as safetensors (HF names), token files.
   void write_inputs(const ParityCase& c) {
     const TrainConfig cfg = trident_config(c, dir_);
-    models::gpt2::GPT2 model(models::gpt2::GPT2Config::from(cfg.model));
+    const std::unique_ptr<models::CausalLM> model = models::build_model(cfg.model);
     std::vector<checkpoint::NamedTensor> tensors;
-    for (const auto& [name, t] : model.named_parameters()) tensors.push_back({name, t});
+    for (const auto& [name, t] : model->named_parameters()) tensors.push_back({name, t});
     ASSERT_TRUE(checkpoint::save_safetensors(checkpoint::default_env(), cfg.train.init_from, tensors,
                                              {{"format", "pt"}})
                     .is_ok());
@@ -231,7 +251,7 @@ class GPT2ParityTest : public ::testing::TestWithParam<ParityCase> {
   RunResult run_torch(const ParityCase& c) {
     RunResult r;
     const fs::path log = dir_ / "torch.log";
-    const std::string cmd = "OMP_WAIT_POLICY=PASSIVE " + python() + " '" + script_path() + "'" +
+    const std::string cmd = "OMP_WAIT_POLICY=PASSIVE " + python() + " '" + script_path(c.arch) + "'" +
                             torch_args(c, dir_) + " > '" + log.string() + "' 2>&1";
     const int status = shell(cmd);
     EXPECT_EQ(status, 0) << "the PyTorch side failed:\n  " << cmd << "\n" << slurp(log);
@@ -247,7 +267,7 @@ class GPT2ParityTest : public ::testing::TestWithParam<ParityCase> {
   fs::path dir_;
 };
 
-TEST_P(GPT2ParityTest, PerStepLossesMatchPyTorch) {
+TEST_P(ParityTest, PerStepLossesMatchPyTorch) {
   const ParityCase& c = GetParam();
   write_inputs(c);
   if (HasFatalFailure()) return;
@@ -302,7 +322,7 @@ TEST_P(GPT2ParityTest, PerStepLossesMatchPyTorch) {
 // name, L, NH, C, block, V, B, T, accum, steps, lr, min_lr, warmup, decay_steps,
 // beta1, beta2, eps, wd, clip, eval_interval, eval_batches, init_seed
 INSTANTIATE_TEST_SUITE_P(
-    Parity, GPT2ParityTest,
+    Parity, ParityTest,
     ::testing::Values(
         // Issue #3's case: gradient accumulation, warmup then cosine over the whole run,
         // weight decay, clipping that triggers (the initial norms are above 1).
@@ -311,7 +331,14 @@ INSTANTIATE_TEST_SUITE_P(
         // No accumulation, seq_len < block_size, the cosine reaching min_lr at step 14 and
         // staying there, no clipping, other betas.
         ParityCase{"accum1_minlr", 3, 4, 48, 32, 256, 6, 24, 1, 20, 2e-3, 2e-4, 3, 14,
-                   0.8, 0.99, 1e-6, 0.05, 0.0, 7, 3, 42}),
+                   0.8, 0.99, 1e-6, 0.05, 0.0, 7, 3, 42},
+        // LLaMA (issue #22): grouped-query attention, 8 heads sharing 2 kv heads, an untied head,
+        // RoPE at Llama 3's base; gradient accumulation and clipping.
+        ParityCase{"llama_gqa", 2, 8, 64, 32, 256, 4, 32, 2, 20, 2e-3, 1e-4, 5, 0,
+                   0.9, 0.95, 1e-8, 0.1, 1.0, 10, 4, 1337, "llama", 2, 176, 500000.0, false, false},
+        // Qwen2-style: q, k and v biases, a tied head, multi-head attention (kv heads = heads).
+        ParityCase{"qwen2_bias_tied", 2, 4, 48, 32, 256, 6, 24, 1, 20, 2e-3, 2e-4, 3, 14,
+                   0.8, 0.99, 1e-6, 0.05, 0.0, 7, 3, 42, "llama", 0, 128, 10000.0, true, true}),
     [](const ::testing::TestParamInfo<ParityCase>& info) { return info.param.name; });
 
 }  // namespace

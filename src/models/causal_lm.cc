@@ -1,0 +1,14 @@
+#include "models/causal_lm.h"
+
+namespace trident::models {
+
+std::vector<std::vector<nn::NamedTensor>> CausalLM::parts() const {
+  std::vector<std::vector<nn::NamedTensor>> parts(static_cast<size_t>(num_blocks()) + 1);
+  for (auto& [name, p] : named_parameters()) {
+    const int64_t block = block_of(name);
+    parts[block >= 0 ? static_cast<size_t>(block) + 1 : 0].emplace_back(name, p);
+  }
+  return parts;
+}
+
+}  // namespace trident::models

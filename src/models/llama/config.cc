@@ -1,0 +1,65 @@
+#include "models/llama/config.h"
+
+#include "core/check.h"
+
+namespace trident::models::llama {
+
+void LlamaConfig::validate() const {
+  TRI_CHECK(n_embd % n_head == 0, "model: n_embd (", n_embd, ") must be divisible by n_head (", n_head, ")");
+  TRI_CHECK(n_kv_heads >= 1 && n_head % n_kv_heads == 0, "model: n_kv_heads (", n_kv_heads,
+            ") must divide n_head (", n_head, "): each key/value head serves a group of query heads");
+  TRI_CHECK(head_size() % 2 == 0, "model: the head size n_embd / n_head (", n_embd, " / ", n_head, " = ", head_size(),
+            ") must be even for RoPE");
+  TRI_CHECK(intermediate_size >= 1, "model: intermediate_size (", intermediate_size, ") must be at least 1");
+  TRI_CHECK(activation_checkpointing == "none" || activation_checkpointing == "selective" ||
+                activation_checkpointing == "full",
+            "model: activation_checkpointing is \"", activation_checkpointing,
+            "\"; allowed: \"none\", \"selective\", \"full\"");
+}
+
+LlamaConfig LlamaConfig::from(const ModelConfig& cfg) {
+  TRI_CHECK(cfg.arch == "llama", "LLaMA: the config is of model.arch = \"", cfg.arch, "\"");
+  TRI_CHECK(cfg.dropout == 0.0, "model.dropout = ", cfg.dropout,
+            " with model.arch = \"llama\": LLaMA-family models train without dropout; set model.dropout = 0");
+  LlamaConfig c;
+  c.n_layer = cfg.n_layer;
+  c.n_head = cfg.n_head;
+  const int64_t kv = cfg.family_int("n_kv_heads");
+  c.n_kv_heads = kv == 0 ? cfg.n_head : kv;
+  c.n_embd = cfg.n_embd;
+  const int64_t hidden = cfg.family_int("intermediate_size");
+  c.intermediate_size = hidden == 0 ? (8 * cfg.n_embd / 3 + 255) / 256 * 256 : hidden;
+  c.block_size = cfg.block_size;
+  c.vocab_size = cfg.vocab_size;
+  c.rope_theta = cfg.family_float("rope_theta");
+  c.rms_norm_eps = cfg.family_float("rms_norm_eps");
+  c.tie_word_embeddings = cfg.family_bool("tie_word_embeddings");
+  c.qkv_bias = cfg.family_bool("qkv_bias");
+  c.init_std = cfg.init_std;
+  c.init_seed = cfg.init_seed;
+  c.activation_checkpointing = cfg.activation_checkpointing;
+  return c;
+}
+
+ModelConfig LlamaConfig::to_model_config() const {
+  ModelConfig cfg;
+  cfg.arch = "llama";
+  cfg.n_layer = n_layer;
+  cfg.n_head = n_head;
+  cfg.n_embd = n_embd;
+  cfg.block_size = block_size;
+  cfg.vocab_size = vocab_size;
+  cfg.dropout = 0.0;
+  cfg.init_std = init_std;
+  cfg.init_seed = init_seed;
+  cfg.activation_checkpointing = activation_checkpointing;
+  cfg.family_values = {{"n_kv_heads", n_kv_heads},
+                       {"intermediate_size", intermediate_size},
+                       {"rope_theta", rope_theta},
+                       {"rms_norm_eps", rms_norm_eps},
+                       {"tie_word_embeddings", tie_word_embeddings},
+                       {"qkv_bias", qkv_bias}};
+  return cfg;
+}
+
+}  // namespace trident::models::llama

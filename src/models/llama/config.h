@@ -1,0 +1,40 @@
+// The LLaMA family's shape (Llama 2/3, Mistral, Qwen2 by config): in a training config it is
+// the [model] section with arch = "llama" (models/model_config.h): the common keys (n_layer,
+// n_head, n_embd, block_size, vocab_size, init_std, init_seed, activation_checkpointing) and
+// the family's own below, named as Hugging Face's LlamaConfig names them where it can.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/model_config.h"
+
+namespace trident::models::llama {
+
+struct LlamaConfig {
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_kv_heads = 4;          // key/value heads (grouped-query attention); divides n_head
+  int64_t n_embd = 64;
+  int64_t intermediate_size = 176; // the SwiGLU MLP's hidden width
+  int64_t block_size = 128;        // the longest sequence (max_position_embeddings)
+  int64_t vocab_size = 256;
+  double rope_theta = 10000.0;     // RoPE's base (500000 for Llama 3)
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;  // the LM head is the token embedding (Llama 3.2 1B/3B, Qwen2 0.5B)
+  bool qkv_bias = false;           // biases on q, k and v (Qwen2)
+  double init_std = 0.02;          // N(0, init_std) for every matrix (Hugging Face's initializer_range)
+  int64_t init_seed = 1337;
+  std::string activation_checkpointing = "none";
+
+  int64_t head_size() const { return n_embd / n_head; }
+  // Throws naming the keys when the sizes are inconsistent.
+  void validate() const;
+
+  // From the [model] section (arch "llama"); n_kv_heads 0 there is n_head, intermediate_size 0
+  // is Meta's rule: 8/3 n_embd rounded up to a multiple of 256.
+  static LlamaConfig from(const ModelConfig& cfg);
+  ModelConfig to_model_config() const;
+};
+
+}  // namespace trident::models::llama

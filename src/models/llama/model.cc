@@ -1,0 +1,175 @@
+#include "models/llama/model.h"
+
+#include <sstream>
+
+#include "autograd/functions.h"
+#include "core/factory.h"
+#include "models/block_stack.h"
+#include "nn/init.h"
+
+namespace trident::models::llama {
+
+Attention::Attention(const LlamaConfig& cfg)
+    : cfg_(cfg),
+      q_proj_(register_module("q_proj", std::make_shared<nn::Linear>(cfg.n_embd, cfg.n_head * cfg.head_size(), cfg.qkv_bias))),
+      k_proj_(register_module("k_proj",
+                              std::make_shared<nn::Linear>(cfg.n_embd, cfg.n_kv_heads * cfg.head_size(), cfg.qkv_bias))),
+      v_proj_(register_module("v_proj",
+                              std::make_shared<nn::Linear>(cfg.n_embd, cfg.n_kv_heads * cfg.head_size(), cfg.qkv_bias))),
+      o_proj_(register_module("o_proj", std::make_shared<nn::Linear>(cfg.n_head * cfg.head_size(), cfg.n_embd, false))) {}
+
+Tensor Attention::forward(const Tensor& x) const {
+  const int64_t HS = cfg_.head_size();
+  const Tensor q = q_proj_->forward(x), k = k_proj_->forward(x), v = v_proj_->forward(x);
+  // Head counts from the projections' widths: a plan that splits them leaves each rank its heads.
+  const int64_t B = q.size(0), T = q.size(1), NH = q.size(2) / HS, NKV = k.size(2) / HS;
+  // (B,T,H,HS) per head, rotated tokens-first (ops/rope.h), then (B,H,T,HS) views for attention.
+  const Tensor qr = trident::rope(trident::view(q, {B, T, NH, HS}), cfg_.rope_theta);
+  const Tensor kr = trident::rope(trident::view(k, {B, T, NKV, HS}), cfg_.rope_theta);
+  const Tensor vh = trident::view(v, {B, T, NKV, HS});
+  // Tokens-first output: merging heads back into (B,T,C) is a free view (Note [Attention
+  // output layout] in ops/attention.h).
+  const Tensor y = trident::attention(trident::transpose(qr, 1, 2), trident::transpose(kr, 1, 2),
+                                      trident::transpose(vh, 1, 2), /*causal=*/true, std::nullopt,
+                                      ops::AttentionOutputLayout::kTokensFirst);
+  return o_proj_->forward(trident::view(trident::transpose(y, 1, 2), {B, T, NH * HS}));
+}
+
+MLP::MLP(const LlamaConfig& cfg)
+    : gate_proj_(register_module("gate_proj", std::make_shared<nn::Linear>(cfg.n_embd, cfg.intermediate_size, false))),
+      up_proj_(register_module("up_proj", std::make_shared<nn::Linear>(cfg.n_embd, cfg.intermediate_size, false))),
+      down_proj_(register_module("down_proj", std::make_shared<nn::Linear>(cfg.intermediate_size, cfg.n_embd, false))) {}
+
+Tensor MLP::forward(const Tensor& x) const {
+  return down_proj_->forward(trident::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
+}
+
+Block::Block(const LlamaConfig& cfg)
+    : input_layernorm_(register_module("input_layernorm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps))),
+      self_attn_(register_module("self_attn", std::make_shared<Attention>(cfg))),
+      post_attention_layernorm_(
+          register_module("post_attention_layernorm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps))),
+      mlp_(register_module("mlp", std::make_shared<MLP>(cfg))) {}
+
+Tensor Block::forward(const Tensor& x) const {
+  const Tensor h = x + self_attn_->forward(input_layernorm_->forward(x));
+  return h + mlp_->forward(post_attention_layernorm_->forward(h));
+}
+
+Llama::Llama(const LlamaConfig& cfg)
+    : cfg_(cfg), model_config_(cfg.to_model_config()), dropout_gen_(static_cast<uint64_t>(cfg.init_seed) + 1) {
+  cfg_.validate();
+  embed_tokens_ = register_module("embed_tokens", std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.n_embd));
+  for (int64_t i = 0; i < cfg.n_layer; ++i)
+    layers_.push_back(register_module("layers." + std::to_string(i), std::make_shared<Block>(cfg)));
+  norm_ = register_module("norm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps));
+  if (!cfg.tie_word_embeddings)
+    lm_head_ = register_module("lm_head", std::make_shared<nn::Linear>(cfg.n_embd, cfg.vocab_size, false));
+  init_weights();
+}
+
+void Llama::init_weights() {
+  // Hugging Face's LlamaPreTrainedModel._init_weights: N(0, initializer_range) for every matrix
+  // and embedding, zero biases, unit norms. Registration order fixes the draws.
+  autograd::NoGradGuard no_grad;
+  Generator gen(static_cast<uint64_t>(cfg_.init_seed));
+  for (auto& [name, p] : named_parameters()) {
+    if (name.ends_with("norm.weight")) nn::init_constant_(p, 1.0);
+    else if (name.ends_with(".bias")) nn::init_constant_(p, 0.0);
+    else nn::init_normal_(p, gen, 0.0, cfg_.init_std);
+  }
+}
+
+Tensor Llama::embed(const Tensor& idx) const {
+  TRI_CHECK(idx.dim() == 2, "Llama: expected token ids of shape (B, T), got ", idx.shape());
+  TRI_CHECK(idx.size(1) <= cfg_.block_size, "Llama: sequence length ", idx.size(1),
+            " exceeds the context length block_size=", cfg_.block_size);
+  return embed_tokens_->forward(idx);
+}
+
+Tensor Llama::run_blocks(const Tensor& x, int64_t begin, int64_t end) const {
+  TRI_CHECK(0 <= begin && begin <= end && end <= static_cast<int64_t>(layers_.size()), "Llama: blocks [", begin, ", ",
+            end, ") out of range for ", layers_.size(), " layers");
+  return run_block_stack([this](int64_t i, const Tensor& in) { return layers_[static_cast<size_t>(i)]->forward(in); },
+                         begin, end, x, cfg_.activation_checkpointing, is_training(), nullptr, part_hooks_);
+}
+
+Tensor Llama::head_loss(const Tensor& x, const Tensor& targets) const {
+  // The LM head fused with the loss: the (B,T,V) logits never exist (ops/loss.h).
+  const Tensor h = norm_->forward(x), t = trident::reshape(targets, {-1});
+  return lm_head_ ? trident::linear_cross_entropy(h, lm_head_->weight(), t) : embed_tokens_->attend_loss(h, t);
+}
+
+Tensor Llama::hidden(const Tensor& idx) const {
+  return norm_->forward(run_blocks(embed(idx), 0, static_cast<int64_t>(layers_.size())));
+}
+
+Tensor Llama::forward(const Tensor& idx) const {
+  return nn::run_part(
+      part_hooks_, 0,
+      [this](const Tensor& ids) { return lm_head_ ? lm_head_->forward(hidden(ids)) : embed_tokens_->attend(hidden(ids)); },
+      idx);
+}
+
+Tensor Llama::loss(const Tensor& idx, const Tensor& targets) const {
+  return nn::run_part(
+      part_hooks_, 0,
+      [&](const Tensor& ids) {
+        return head_loss(run_blocks(embed(ids), 0, static_cast<int64_t>(layers_.size())), targets);
+      },
+      idx);
+}
+
+int64_t Llama::block_of(const std::string& name) const {
+  if (name.starts_with("layers.")) return std::stoll(name.substr(7, name.find('.', 7) - 7));
+  if (name.starts_with("norm.") || name.starts_with("lm_head.")) return kHead;
+  TRI_CHECK(name.starts_with("embed_tokens."), "Llama: no parameter '", name, "'");
+  return kEmbedding;
+}
+
+std::optional<std::string> Llama::tied_head_weight() const {
+  if (lm_head_) return std::nullopt;
+  return "embed_tokens.weight";
+}
+
+void Llama::check_tensor_parallel(int64_t tp) const {
+  TRI_CHECK_NOT_IMPLEMENTED(tp == 1, "tensor parallelism (parallel.tp = ", tp,
+                            ") for model.arch = \"llama\" is not implemented yet; use data or pipeline parallelism "
+                            "or ZeRO");
+}
+
+std::optional<std::string> Llama::parameter_name_from_hf(std::string_view hf_name) const {
+  std::string_view name = hf_name;
+  if (name.starts_with("model.")) name.remove_prefix(6);
+  if (name == "lm_head.weight" && !lm_head_) return std::nullopt;  // tied: the embedding's copy
+  if (name.ends_with(".self_attn.rotary_emb.inv_freq")) return std::nullopt;  // a buffer in older files
+  return std::string(name);
+}
+
+std::string Llama::hf_config_json() const {
+  std::ostringstream os;
+  os.precision(17);
+  // Qwen2 is LLaMA with q/k/v biases: transformers reads such a model as Qwen2.
+  const bool qwen2 = cfg_.qkv_bias;
+  os << "{\n"
+     << "  \"model_type\": \"" << (qwen2 ? "qwen2" : "llama") << "\",\n"
+     << "  \"architectures\": [\"" << (qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM") << "\"],\n"
+     << "  \"num_hidden_layers\": " << cfg_.n_layer << ",\n"
+     << "  \"num_attention_heads\": " << cfg_.n_head << ",\n"
+     << "  \"num_key_value_heads\": " << cfg_.n_kv_heads << ",\n"
+     << "  \"hidden_size\": " << cfg_.n_embd << ",\n"
+     << "  \"intermediate_size\": " << cfg_.intermediate_size << ",\n"
+     << "  \"max_position_embeddings\": " << cfg_.block_size << ",\n"
+     << "  \"vocab_size\": " << cfg_.vocab_size << ",\n"
+     << "  \"rope_theta\": " << cfg_.rope_theta << ",\n"
+     << "  \"rms_norm_eps\": " << cfg_.rms_norm_eps << ",\n"
+     << "  \"hidden_act\": \"silu\",\n"
+     << (qwen2 ? "  \"use_sliding_window\": false,\n" : "  \"attention_bias\": false,\n")
+     << "  \"tie_word_embeddings\": " << (cfg_.tie_word_embeddings ? "true" : "false") << ",\n"
+     << "  \"initializer_range\": " << cfg_.init_std << ",\n"
+     << "  \"torch_dtype\": \"float32\"\n"
+     << "}\n";
+  return os.str();
+}
+
+}  // namespace trident::models::llama

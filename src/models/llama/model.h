@@ -1,0 +1,96 @@
+// The LLaMA family (Hugging Face's LlamaForCausalLM; Mistral and Qwen2 by config), written for
+// one device: token embedding; pre-norm blocks of RMSNorm -> attention (q, k, v projections,
+// rotary positions on q and k, grouped-query attention with n_kv_heads <= n_head, o
+// projection) -> residual, RMSNorm -> SwiGLU MLP down(silu(gate(x)) * up(x)) -> residual;
+// a final RMSNorm; an LM head, tied to the embedding or its own. Layers are torch.nn.Linear's
+// (out, in) layout under Hugging Face's names without the "model." prefix
+// ("layers.0.self_attn.q_proj.weight"), q and k in HF's rotate-half RoPE layout, so HF
+// checkpoints map one to one.
+//
+// Not yet: Llama 3's rope_scaling, Mistral's sliding window (they need kernels of their own),
+// and a tensor-parallel plan (its Linear and RMSNorm styles).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "models/llama/config.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/norm.h"
+
+namespace trident::models::llama {
+
+class Attention : public nn::Module {
+ public:
+  explicit Attention(const LlamaConfig& cfg);
+  Tensor forward(const Tensor& x) const;  // (B,T,C) -> (B,T,C)
+
+ private:
+  const LlamaConfig cfg_;
+  std::shared_ptr<nn::Linear> q_proj_, k_proj_, v_proj_, o_proj_;
+};
+
+class MLP : public nn::Module {
+ public:
+  explicit MLP(const LlamaConfig& cfg);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  std::shared_ptr<nn::Linear> gate_proj_, up_proj_, down_proj_;
+};
+
+class Block : public nn::Module {
+ public:
+  explicit Block(const LlamaConfig& cfg);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  // Hugging Face's order: input_layernorm, self_attn, post_attention_layernorm, mlp.
+  std::shared_ptr<nn::RMSNorm> input_layernorm_;
+  std::shared_ptr<Attention> self_attn_;
+  std::shared_ptr<nn::RMSNorm> post_attention_layernorm_;
+  std::shared_ptr<MLP> mlp_;
+};
+
+// The contract (models/causal_lm.h); LLaMA's answers: blocks are layers.N; embed_tokens is
+// the embedding; norm and lm_head (when untied) are the head; part 0 holds embed_tokens,
+// norm and lm_head.
+class Llama : public CausalLM {
+ public:
+  explicit Llama(const LlamaConfig& cfg);
+
+  const ModelConfig& model_config() const override { return model_config_; }
+  Tensor forward(const Tensor& idx) const override;
+  Tensor loss(const Tensor& idx, const Tensor& targets) const override;
+  Tensor embed(const Tensor& idx) const override;
+  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end) const override;
+  Tensor head_loss(const Tensor& x, const Tensor& targets) const override;
+  int64_t block_of(const std::string& name) const override;
+  std::optional<std::string> tied_head_weight() const override;
+  void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }
+  Generator& dropout_generator() const override { return dropout_gen_; }
+  void init_weights() override;
+  nn::ParallelPlan parallel_plan() const override { return {}; }
+  void check_tensor_parallel(int64_t tp) const override;
+  std::optional<std::string> parameter_name_from_hf(std::string_view hf_name) const override;
+  std::string hf_config_json() const override;
+
+  const LlamaConfig& config() const { return cfg_; }
+
+ private:
+  Tensor hidden(const Tensor& idx) const;  // the final norm's output (B,T,C)
+
+  const LlamaConfig cfg_;
+  const ModelConfig model_config_;
+  std::shared_ptr<nn::Embedding> embed_tokens_;
+  std::vector<std::shared_ptr<Block>> layers_;
+  std::shared_ptr<nn::RMSNorm> norm_;
+  std::shared_ptr<nn::Linear> lm_head_;  // null when tied to embed_tokens
+  // No dropout in this family; the generator exists for the contract (checkpoints save it).
+  mutable Generator dropout_gen_;
+  nn::PartHooks* part_hooks_ = nullptr;
+};
+
+}  // namespace trident::models::llama

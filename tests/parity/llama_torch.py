@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""An independent PyTorch LLaMA trainer: the other side of trident's LLaMA parity checks.
+
+The model is Hugging Face's LlamaForCausalLM math written out in PyTorch 1.13 (Debian's
+python3-torch) and numpy; nothing of trident's is imported, called or read. The run (data,
+sampler, schedule, AdamW, clipping, evaluation) is gpt2_torch.py's, reused from it.
+
+  model   embed_tokens; per layer: x + o_proj(attn(RoPE(q_proj(n1)), RoPE(k_proj(n1)), v_proj(n1)))
+          with n1 = input_layernorm(x), then h + down_proj(silu(gate_proj(n2)) * up_proj(n2)) with
+          n2 = post_attention_layernorm(h); norm; lm_head (or the embedding when tied).
+          RMSNorm: x / sqrt(mean(x^2) + eps) * w (in float32). RoPE: HF's rotate-half form,
+          inv_freq = 1 / theta^(2i / HS), cos/sin of position * inv_freq repeated twice, q*cos +
+          rotate_half(q)*sin. Grouped-query attention: each kv head repeated n_head / n_kv_heads
+          times (repeat_kv), causal softmax(q k^T / sqrt(HS)) v. Linear weights (out, in); q, k,
+          v biases with --qkv-bias (Qwen2). Weights from safetensors with HF names, "model."
+          prefix optional (--init).
+
+Usage: llama_torch.py (gpt2_torch.py's arguments) --n-kv-heads K --intermediate-size I
+       --rope-theta R --rms-norm-eps E [--tie-word-embeddings] [--qkv-bias]
+"""
+
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt2_torch  # noqa: E402  (the run: data, sampler, schedule, optimizer, loop)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        C, self.NH, self.NKV = a.n_embd, a.n_head, a.n_kv_heads
+        self.HS = C // self.NH
+        self.q_proj = nn.Linear(C, self.NH * self.HS, bias=a.qkv_bias)
+        self.k_proj = nn.Linear(C, self.NKV * self.HS, bias=a.qkv_bias)
+        self.v_proj = nn.Linear(C, self.NKV * self.HS, bias=a.qkv_bias)
+        self.o_proj = nn.Linear(self.NH * self.HS, C, bias=False)
+        inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, self.HS, 2).float() / self.HS))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.NH, self.HS).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.NKV, self.HS).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.NKV, self.HS).transpose(1, 2)
+        freqs = torch.outer(torch.arange(T, dtype=torch.float32), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        groups = self.NH // self.NKV
+        k = k.repeat_interleave(groups, dim=1)
+        v = v.repeat_interleave(groups, dim=1)
+        att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.HS)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, self.NH * self.HS)
+        return self.o_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.gate_proj = nn.Linear(a.n_embd, a.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(a.n_embd, a.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(a.intermediate_size, a.n_embd, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.input_layernorm = RMSNorm(a.n_embd, a.rms_norm_eps)
+        self.self_attn = Attention(a)
+        self.post_attention_layernorm = RMSNorm(a.n_embd, a.rms_norm_eps)
+        self.mlp = MLP(a)
+
+    def forward(self, x):
+        h = x + self.self_attn(self.input_layernorm(x))
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.block_size = a.block_size
+        self.embed_tokens = nn.Embedding(a.vocab_size, a.n_embd)
+        self.layers = nn.ModuleList([Block(a) for _ in range(a.n_layer)])
+        self.norm = RMSNorm(a.n_embd, a.rms_norm_eps)
+        self.lm_head = None if a.tie_word_embeddings else nn.Linear(a.n_embd, a.vocab_size, bias=False)
+
+    def forward(self, idx, targets):
+        assert idx.shape[1] <= self.block_size
+        x = self.embed_tokens(idx)
+        for layer in self.layers:
+            x = layer(x)
+        x = self.norm(x)
+        logits = self.lm_head(x) if self.lm_head is not None else torch.matmul(x, self.embed_tokens.weight.t())
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+
+    def load_hf(self, tensors, path):
+        def rename(n):
+            m = n[len("model."):] if n.startswith("model.") else n
+            return None if m == "lm_head.weight" and self.lm_head is None else m  # tied: skipped
+        gpt2_torch.load_parameters(self, tensors, path, rename, "LLaMA")
+
+
+def main():
+    ap = gpt2_torch.argument_parser()
+    ap.description = __doc__.split("\n")[0]
+    ap.add_argument("--n-kv-heads", type=int, required=True)
+    ap.add_argument("--intermediate-size", type=int, required=True)
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--rms-norm-eps", type=float, default=1e-6)
+    ap.add_argument("--tie-word-embeddings", action="store_true")
+    ap.add_argument("--qkv-bias", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.write_init:
+        ap.error("--write-init is GPT-2's; the LLaMA parity test writes its init from trident")
+    gpt2_torch.check_training_args(ap, args)
+    gpt2_torch.train(args, Llama(args))
+
+
+if __name__ == "__main__":
+    main()
