@@ -20,6 +20,7 @@
 #include "kernels/cpu/onednn_gemm.h"
 #include "models/generate.h"
 #include "models/registry.h"
+#include "train/hf_model_dir.h"
 #include "train/stop_request.h"
 #include "train/tokenizer_factory.h"
 #include "train/trainer.h"
@@ -136,6 +137,8 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
     return Status::ok();
   }
   if (Status s = load_config(tree, a.config_file, overrides); !s.is_ok()) return s;
+  // A Hugging Face directory in train.init_from gives the architecture: printed as it will run.
+  if (Status s = train::resolve_init_from(cfg); !s.is_ok()) return s;
   cfg.validate();
   cfg.kernels = cfg.kernels.resolved(cfg.uses_bf16_gemms());  // the printed config names the engines (Note [GEMM engines])
   const bool rank0 = comm::MpiRuntime::launcher_rank() == 0;
@@ -298,9 +301,13 @@ Status run_eval(const EvalArgs& a) {
 
 CLI::App* add_export(CLI::App& app, ExportArgs& a) {
   CLI::App* c = app.add_subcommand(
-      "export", "Write a checkpoint's weights as one safetensors file with Hugging Face names");
+      "export", "Write a checkpoint's model as a Hugging Face model directory (or one safetensors file)");
   c->add_option("--checkpoint", a.checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
-  c->add_option("--out", a.out, "the safetensors file to write")->required();
+  c->add_option("--out", a.out,
+                "a directory: config.json and the weights under Hugging Face names, sharded above --max-shard-mb "
+                "(from_pretrained loads it); a path ending in .safetensors: the weights alone, in one file")
+      ->required();
+  c->add_option("--max-shard-mb", a.max_shard_mb, "largest weight file of a directory (MB)")->check(CLI::PositiveNumber);
   return c;
 }
 
@@ -316,6 +323,17 @@ Status run_export(const ExportArgs& a) {
   for (const auto& [name, t] : r.manifest().tensors)
     if (!name.ends_with(".exp_avg") && !name.ends_with(".exp_avg_sq")) specs.push_back({name, t.dtype, t.shape});
   if (specs.empty()) return Status::invalid("checkpoint " + dir.value() + " has no model tensors");
+  if (!a.out.ends_with(".safetensors")) {  // a Hugging Face model directory
+    auto cfg = checkpoint_config(dir.value());
+    if (!cfg.is_ok()) return cfg.status();
+    auto files = train::write_hf_model_dir(a.out, cfg.value().model, specs,
+                                           [&](size_t i) { return r.load_tensor(specs[i].name); },
+                                           static_cast<int64_t>(a.max_shard_mb * 1e6));
+    if (!files.is_ok()) return files.status();
+    std::printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"tensors\": %zu, \"files\": %zu}\n", dir.value().c_str(),
+                a.out.c_str(), specs.size(), files.value().size());
+    return Status::ok();
+  }
   auto out = checkpoint::AtomicFileWriter::create(checkpoint::default_env(), a.out);
   if (!out.is_ok()) return out.status();
   Status s = checkpoint::write_safetensors_streamed(

@@ -72,7 +72,8 @@ Status run_eval(const EvalArgs& args);
 // Consolidation: a checkpoint's weights (whole or sharded) as one Hugging Face safetensors file.
 struct ExportArgs {
   std::string checkpoint;
-  std::string out;
+  std::string out;          // a directory (Hugging Face form), or a .safetensors file
+  double max_shard_mb = 5000;  // the directory's shards (transformers' default: 5 GB)
 };
 CLI::App* add_export(CLI::App& app, ExportArgs& args);
 Status run_export(const ExportArgs& args);

@@ -27,6 +27,18 @@ struct ModelFamily {
   // The GEMMs of one training step on B sequences of T tokens (for the GEMM-rate ceiling and
   // the MFU, kernels/cpu/gemm_rates.h).
   std::function<std::vector<kernels::cpu::GemmShape>(const ModelConfig&, int64_t B, int64_t T)> gemm_shapes;
+
+  // Hugging Face, without building the model (models/hf_config.h uses these):
+  // the config.json model_types this family reads ("llama", "mistral", "qwen2");
+  std::vector<std::string> hf_model_types;
+  // a config.json's text -> the [model] section (throws naming `where` and any field it cannot
+  // honour, e.g. a rope_scaling it does not implement);
+  std::function<ModelConfig(const std::string& config_json, const std::string& where)> from_hf_config;
+  // the [model] section -> config.json's text;
+  std::function<std::string(const ModelConfig&)> to_hf_config;
+  // a parameter's name in a Hugging Face checkpoint ("layers.0.mlp.up_proj.weight" ->
+  // "model.layers.0.mlp.up_proj.weight").
+  std::function<std::string(const ModelConfig&, const std::string& name)> hf_name;
 };
 
 // Every family, in a fixed order.
@@ -35,5 +47,8 @@ const std::vector<ModelFamily>& model_families();
 const ModelFamily& model_family(const std::string& arch);
 // model_family(cfg.arch).build(cfg), after cfg.validate().
 std::unique_ptr<CausalLM> build_model(const ModelConfig& cfg);
+// The [model] section of a Hugging Face config.json (its model_type picks the family); throws
+// naming `where`, the model_type and the ones trident reads.
+ModelConfig model_config_from_hf(const std::string& config_json, const std::string& where);
 
 }  // namespace trident::models

@@ -16,6 +16,7 @@
 #include "core/profiler.h"
 #include "models/registry.h"
 #include "parallel/parallelize.h"
+#include "train/hf_model_dir.h"
 #include "optim/clip_grad.h"
 #include "train/progress.h"
 #include "train/step_profile.h"
@@ -38,8 +39,12 @@ std::string config_to_toml(const TrainConfig& cfg) {
 Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm, Device device)
     : cfg_(cfg), comm_(std::move(comm)), device_(device) {}
 
-StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg, std::shared_ptr<comm::Communicator> comm,
+StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
+                                                   std::shared_ptr<comm::Communicator> comm,
                                                    std::optional<Device> device) {
+  // A Hugging Face directory in train.init_from gives the architecture (train/hf_model_dir.h).
+  TrainConfig cfg = config;
+  if (Status s = resolve_init_from(cfg); !s.is_ok()) return s;
   cfg.validate();
   if (!device && cfg.train.device == "cuda") {
     TRI_CHECK_NOT_IMPLEMENTED(device_allocator(DeviceType::kCUDA) != nullptr,

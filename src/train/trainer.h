@@ -170,9 +170,10 @@ class Trainer {
 [[nodiscard]] Status load_checkpoint_weights(const std::vector<nn::NamedTensor>& params,
                                              const checkpoint::CheckpointReader& reader);
 
-// Loads model weights from a safetensors file with the family's Hugging Face names
-// (CausalLM::parameter_name_from_hf) into `model`, converting dtypes; errors name every
-// unknown, missing or mis-shaped tensor.
+// Loads model weights with the family's Hugging Face names (CausalLM::parameter_name_from_hf)
+// into `model`, converting dtypes (f32, bf16, f16), from a safetensors file or a Hugging Face
+// model directory (its model.safetensors or index's shards, train/hf_model_dir.h); errors name
+// every unknown, missing, repeated or mis-shaped tensor.
 [[nodiscard]] Status load_hf_weights(models::CausalLM& model, const std::string& path);
 
 // The resolved config as TOML (what `trident train` prints and checkpoints store).

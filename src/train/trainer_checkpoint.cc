@@ -20,6 +20,7 @@
 #include "core/profiler.h"
 #include "core/views.h"
 #include "parallel/zero_update.h"
+#include "train/hf_model_dir.h"
 
 namespace trident::train {
 namespace {
@@ -73,25 +74,30 @@ Status load_checkpoint_weights(const std::vector<nn::NamedTensor>& params, const
 }
 
 Status load_hf_weights(models::CausalLM& model, const std::string& path) {
-  auto reader = checkpoint::SafetensorsReader::open(checkpoint::default_env(), path);
-  if (!reader.is_ok()) return reader.status();
+  auto files = hf_weight_files(path);
+  if (!files.is_ok()) return files.status();
   std::map<std::string, Tensor> params;
   for (auto& [name, t] : model.named_parameters()) params.emplace(name, t);
   std::set<std::string> loaded;
   std::string unknown;
-  for (const checkpoint::SafetensorsEntry& e : reader.value().entries()) {
-    const std::optional<std::string> name = model.parameter_name_from_hf(e.name);
-    if (!name) continue;
-    auto it = params.find(*name);
-    if (it == params.end()) {
-      unknown += (unknown.empty() ? "" : ", ") + e.name;
-      continue;
+  for (const std::string& file : files.value()) {
+    auto reader = checkpoint::SafetensorsReader::open(checkpoint::default_env(), file);
+    if (!reader.is_ok()) return reader.status();
+    for (const checkpoint::SafetensorsEntry& e : reader.value().entries()) {
+      const std::optional<std::string> name = model.parameter_name_from_hf(e.name);
+      if (!name) continue;
+      auto it = params.find(*name);
+      if (it == params.end()) {
+        unknown += (unknown.empty() ? "" : ", ") + e.name;
+        continue;
+      }
+      if (!loaded.insert(*name).second)
+        return Status::invalid(path + ": tensor '" + e.name + "' appears twice (again in " + file + ")");
+      auto t = reader.value().load(e.name);
+      if (!t.is_ok()) return t.status();
+      Status s = assign(file + ": tensor '" + e.name + "'", it->second, t.value());
+      if (!s.is_ok()) return s;
     }
-    auto t = reader.value().load(e.name);
-    if (!t.is_ok()) return t.status();
-    Status s = assign(path + ": tensor '" + e.name + "'", it->second, t.value());
-    if (!s.is_ok()) return s;
-    loaded.insert(*name);
   }
   if (!unknown.empty())
     return Status::invalid(path + ": tensors that are not parameters of model.arch = \"" + model.model_config().arch +

@@ -80,16 +80,20 @@ def read_safetensors(path):
     return out
 
 
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: list of (name, float32 tensor), written in that order."""
+def write_safetensors(path, tensors, metadata=None, dtype="F32"):
+    """tensors: list of (name, tensor), written in that order as F32 or BF16 (rounded to nearest even)."""
     header = {}
     if metadata:
         header["__metadata__"] = metadata
     offset = 0
     blobs = []
     for name, t in tensors:
-        b = t.detach().contiguous().to(torch.float32).numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+        t = t.detach().contiguous()
+        if dtype == "BF16":
+            b = t.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
+        else:
+            b = t.to(torch.float32).numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
         offset += len(b)
         blobs.append(b)
     h = json.dumps(header, separators=(",", ":")).encode("utf-8")

@@ -17,8 +17,14 @@ sampler, schedule, AdamW, clipping, evaluation) is gpt2_torch.py's, reused from 
 
 Usage: llama_torch.py (gpt2_torch.py's arguments) --n-kv-heads K --intermediate-size I
        --rope-theta R --rms-norm-eps E [--tie-word-embeddings] [--qkv-bias]
+       llama_torch.py ... --write-hf-dir DIR [--hf-dtype bf16|f32] [--hf-shards N] [--seed S]
+         writes a random init as transformers' save_pretrained does: config.json (model_type
+         llama, or qwen2 with --qkv-bias), the weights under HF names ("model." prefix, lm_head
+         unless tied) in N shards model-0000k-of-0000N.safetensors with
+         model.safetensors.index.json (N = 1: model.safetensors).
 """
 
+import json
 import math
 import os
 import sys
@@ -128,6 +134,49 @@ class Llama(nn.Module):
         gpt2_torch.load_parameters(self, tensors, path, rename, "LLaMA")
 
 
+def write_hf_dir(args):
+    torch.manual_seed(args.seed)
+    model = Llama(args)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape))  # not all ones: the load must be checked
+            else:
+                p.copy_(0.02 * torch.randn(p.shape))
+    tensors = [(n if n.startswith("lm_head.") else "model." + n, p) for n, p in model.named_parameters()]
+    os.makedirs(args.write_hf_dir, exist_ok=True)
+    dtype = "BF16" if args.hf_dtype == "bf16" else "F32"
+    n = args.hf_shards
+    per = (len(tensors) + n - 1) // n
+    weight_map = {}
+    for k in range(n):
+        part = tensors[k * per:(k + 1) * per]
+        name = "model.safetensors" if n == 1 else f"model-{k + 1:05d}-of-{n:05d}.safetensors"
+        gpt2_torch.write_safetensors(os.path.join(args.write_hf_dir, name), part, {"format": "pt"}, dtype)
+        weight_map.update({t: name for t, _ in part})
+    if n > 1:
+        size = sum(p.numel() * (2 if dtype == "BF16" else 4) for _, p in tensors)
+        with open(os.path.join(args.write_hf_dir, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": size}, "weight_map": weight_map}, f, indent=2)
+    qwen2 = args.qkv_bias
+    config = {"model_type": "qwen2" if qwen2 else "llama",
+              "architectures": ["Qwen2ForCausalLM" if qwen2 else "LlamaForCausalLM"],
+              "num_hidden_layers": args.n_layer, "num_attention_heads": args.n_head,
+              "num_key_value_heads": args.n_kv_heads, "hidden_size": args.n_embd,
+              "intermediate_size": args.intermediate_size, "max_position_embeddings": args.block_size,
+              "vocab_size": args.vocab_size, "rope_theta": args.rope_theta, "rms_norm_eps": args.rms_norm_eps,
+              "hidden_act": "silu", "tie_word_embeddings": args.tie_word_embeddings, "rope_scaling": None,
+              "initializer_range": 0.02, "torch_dtype": "bfloat16" if dtype == "BF16" else "float32",
+              "transformers_version": "4.46.0"}
+    if qwen2:
+        config.update({"use_sliding_window": False, "sliding_window": 4096})
+    else:
+        config.update({"attention_bias": False, "mlp_bias": False})
+    with open(os.path.join(args.write_hf_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    print(f"wrote {args.write_hf_dir}: {len(tensors)} tensors in {n} file(s), {dtype}", file=sys.stderr)
+
+
 def main():
     ap = gpt2_torch.argument_parser()
     ap.description = __doc__.split("\n")[0]
@@ -137,10 +186,16 @@ def main():
     ap.add_argument("--rms-norm-eps", type=float, default=1e-6)
     ap.add_argument("--tie-word-embeddings", action="store_true")
     ap.add_argument("--qkv-bias", action="store_true")
+    ap.add_argument("--write-hf-dir", default="", help="write a random init as a Hugging Face directory and exit")
+    ap.add_argument("--hf-dtype", choices=["bf16", "f32"], default="bf16")
+    ap.add_argument("--hf-shards", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.write_init:
         ap.error("--write-init is GPT-2's; the LLaMA parity test writes its init from trident")
+    if args.write_hf_dir:
+        write_hf_dir(args)
+        return
     gpt2_torch.check_training_args(ap, args)
     gpt2_torch.train(args, Llama(args))
 

@@ -1,9 +1,37 @@
 #include "models/gpt2/family.h"
 
+#include <nlohmann/json.hpp>
+
 #include "models/gpt2/gemm_shapes.h"
+#include "models/gpt2/hf_names.h"
 #include "models/gpt2/model.h"
 
 namespace trident::models::gpt2 {
+namespace {
+
+// A GPT2Config as the [model] section, refusing what GPT-2 here is not.
+ModelConfig from_hf(const std::string& text, const std::string& where) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  auto need = [&](const char* key) {
+    TRI_CHECK(j.contains(key) && j.at(key).is_number_integer(), where, ": \"", key, "\" (an integer) is missing");
+    return j.at(key).get<int64_t>();
+  };
+  TRI_CHECK(j.value("activation_function", std::string("gelu_new")) == "gelu_new", where, ": activation_function \"",
+            j.value("activation_function", ""), "\": GPT-2's MLP is tanh-GELU (gelu_new)");
+  TRI_CHECK(j.value("tie_word_embeddings", true), where, ": an untied GPT-2 head is not implemented");
+  GPT2Config g;
+  g.n_layer = need("n_layer");
+  g.n_head = need("n_head");
+  g.n_embd = need("n_embd");
+  g.block_size = need("n_positions");
+  g.vocab_size = need("vocab_size");
+  g.layer_norm_eps = j.value("layer_norm_epsilon", 1e-5);
+  g.init_std = j.value("initializer_range", 0.02);
+  g.validate();
+  return g.to_model_config();
+}
+
+}  // namespace
 
 ModelFamily family() {
   ModelFamily f;
@@ -15,6 +43,10 @@ ModelFamily family() {
   f.build = [](const ModelConfig& cfg) -> std::unique_ptr<CausalLM> {
     return std::make_unique<GPT2>(GPT2Config::from(cfg));
   };
+  f.hf_model_types = {"gpt2"};
+  f.from_hf_config = from_hf;
+  f.to_hf_config = [](const ModelConfig& cfg) { return hf_config_json(GPT2Config::from(cfg)); };
+  f.hf_name = [](const ModelConfig&, const std::string& name) { return name; };  // GPT2Model's names
   f.gemm_shapes = [](const ModelConfig& cfg, int64_t B, int64_t T) {
     return gemm_shapes(GPT2Config::from(cfg), B, T);
   };

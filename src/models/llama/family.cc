@@ -1,9 +1,58 @@
 #include "models/llama/family.h"
 
+#include <nlohmann/json.hpp>
+
 #include "models/llama/model.h"
 
 namespace trident::models::llama {
 namespace {
+
+// A LlamaConfig / MistralConfig / Qwen2Config as the [model] section, refusing what this
+// family does not implement (rather than training another model than the file describes).
+ModelConfig from_hf(const std::string& text, const std::string& where) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    TRI_CHECK(j.contains(key) && j.at(key).is_number_integer(), where, ": \"", key, "\" (an integer) is missing");
+    return j.at(key);
+  };
+  auto number = [&](const char* key, double fallback) {
+    return j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>() : fallback;
+  };
+  const std::string type = j.at("model_type").get<std::string>();
+  TRI_CHECK(j.value("hidden_act", std::string("silu")) == "silu", where, ": hidden_act \"", j.value("hidden_act", ""),
+            "\": the LLaMA family's MLP is SwiGLU (silu)");
+  TRI_CHECK(!j.contains("rope_scaling") || j.at("rope_scaling").is_null(), where, ": rope_scaling ",
+            j.contains("rope_scaling") ? j.at("rope_scaling").dump() : "", " is not implemented yet (issue #22)");
+  TRI_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false), where,
+            ": attention_bias / mlp_bias on every projection is not implemented (Qwen2's q/k/v biases are)");
+  const int64_t positions = need("max_position_embeddings").get<int64_t>();
+  const bool window = type == "qwen2" ? j.value("use_sliding_window", false)
+                                      : j.contains("sliding_window") && j.at("sliding_window").is_number_integer() &&
+                                            j.at("sliding_window").get<int64_t>() < positions;
+  TRI_CHECK(!window, where, ": sliding-window attention (", j.contains("sliding_window") ? j.at("sliding_window").dump() : "",
+            ") is not implemented yet (issue #22)");
+  ModelConfig c;
+  c.arch = "llama";
+  c.n_layer = need("num_hidden_layers").get<int64_t>();
+  c.n_head = need("num_attention_heads").get<int64_t>();
+  c.n_embd = need("hidden_size").get<int64_t>();
+  TRI_CHECK(!j.contains("head_dim") || j.at("head_dim").is_null() || j.at("head_dim").get<int64_t>() * c.n_head == c.n_embd,
+            where, ": head_dim ", j.value("head_dim", 0), " is not hidden_size / num_attention_heads (", c.n_embd, " / ",
+            c.n_head, "): not implemented");
+  c.block_size = positions;
+  c.vocab_size = need("vocab_size").get<int64_t>();
+  c.init_std = number("initializer_range", 0.02);
+  c.family_values = {{"n_kv_heads", j.contains("num_key_value_heads") && !j.at("num_key_value_heads").is_null()
+                                        ? j.at("num_key_value_heads").get<int64_t>()
+                                        : c.n_head},
+                     {"intermediate_size", need("intermediate_size").get<int64_t>()},
+                     {"rope_theta", number("rope_theta", 10000.0)},
+                     {"rms_norm_eps", number("rms_norm_eps", 1e-6)},
+                     {"tie_word_embeddings", j.value("tie_word_embeddings", false)},
+                     {"qkv_bias", type == "qwen2"}};
+  c.validate();
+  return c;
+}
 
 FamilyKey key(std::string name, std::string doc, OptionType type, OptionValue value, Range range = {}) {
   return {OptionField{std::move(name), std::move(doc), type, range, {}, {}, nullptr, nullptr}, std::move(value)};
@@ -29,6 +78,12 @@ ModelFamily family() {
   f.validate = [](const ModelConfig& cfg) { LlamaConfig::from(cfg).validate(); };
   f.build = [](const ModelConfig& cfg) -> std::unique_ptr<CausalLM> {
     return std::make_unique<Llama>(LlamaConfig::from(cfg));
+  };
+  f.hf_model_types = {"llama", "mistral", "qwen2"};
+  f.from_hf_config = from_hf;
+  f.to_hf_config = [](const ModelConfig& cfg) { return hf_config_json(LlamaConfig::from(cfg)); };
+  f.hf_name = [](const ModelConfig&, const std::string& name) {
+    return name.starts_with("lm_head.") ? name : "model." + name;
   };
   f.gemm_shapes = [](const ModelConfig& model, int64_t B, int64_t T) {
     const LlamaConfig c = LlamaConfig::from(model);

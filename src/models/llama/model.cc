@@ -146,27 +146,29 @@ std::optional<std::string> Llama::parameter_name_from_hf(std::string_view hf_nam
   return std::string(name);
 }
 
-std::string Llama::hf_config_json() const {
+std::string Llama::hf_config_json() const { return llama::hf_config_json(cfg_); }
+
+std::string hf_config_json(const LlamaConfig& cfg) {
   std::ostringstream os;
   os.precision(17);
   // Qwen2 is LLaMA with q/k/v biases: transformers reads such a model as Qwen2.
-  const bool qwen2 = cfg_.qkv_bias;
+  const bool qwen2 = cfg.qkv_bias;
   os << "{\n"
      << "  \"model_type\": \"" << (qwen2 ? "qwen2" : "llama") << "\",\n"
      << "  \"architectures\": [\"" << (qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM") << "\"],\n"
-     << "  \"num_hidden_layers\": " << cfg_.n_layer << ",\n"
-     << "  \"num_attention_heads\": " << cfg_.n_head << ",\n"
-     << "  \"num_key_value_heads\": " << cfg_.n_kv_heads << ",\n"
-     << "  \"hidden_size\": " << cfg_.n_embd << ",\n"
-     << "  \"intermediate_size\": " << cfg_.intermediate_size << ",\n"
-     << "  \"max_position_embeddings\": " << cfg_.block_size << ",\n"
-     << "  \"vocab_size\": " << cfg_.vocab_size << ",\n"
-     << "  \"rope_theta\": " << cfg_.rope_theta << ",\n"
-     << "  \"rms_norm_eps\": " << cfg_.rms_norm_eps << ",\n"
+     << "  \"num_hidden_layers\": " << cfg.n_layer << ",\n"
+     << "  \"num_attention_heads\": " << cfg.n_head << ",\n"
+     << "  \"num_key_value_heads\": " << cfg.n_kv_heads << ",\n"
+     << "  \"hidden_size\": " << cfg.n_embd << ",\n"
+     << "  \"intermediate_size\": " << cfg.intermediate_size << ",\n"
+     << "  \"max_position_embeddings\": " << cfg.block_size << ",\n"
+     << "  \"vocab_size\": " << cfg.vocab_size << ",\n"
+     << "  \"rope_theta\": " << cfg.rope_theta << ",\n"
+     << "  \"rms_norm_eps\": " << cfg.rms_norm_eps << ",\n"
      << "  \"hidden_act\": \"silu\",\n"
      << (qwen2 ? "  \"use_sliding_window\": false,\n" : "  \"attention_bias\": false,\n")
-     << "  \"tie_word_embeddings\": " << (cfg_.tie_word_embeddings ? "true" : "false") << ",\n"
-     << "  \"initializer_range\": " << cfg_.init_std << ",\n"
+     << "  \"tie_word_embeddings\": " << (cfg.tie_word_embeddings ? "true" : "false") << ",\n"
+     << "  \"initializer_range\": " << cfg.init_std << ",\n"
      << "  \"torch_dtype\": \"float32\"\n"
      << "}\n";
   return os.str();

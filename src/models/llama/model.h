@@ -93,4 +93,7 @@ class Llama : public CausalLM {
   nn::PartHooks* part_hooks_ = nullptr;
 };
 
+// Hugging Face's config.json for `cfg` (LlamaConfig, or Qwen2Config with qkv_bias).
+std::string hf_config_json(const LlamaConfig& cfg);
+
 }  // namespace trident::models::llama

@@ -1,0 +1,51 @@
+// Hugging Face model directories, in and out: config.json beside the weights as
+// model.safetensors, or shards model-0000k-of-0000n.safetensors named by
+// model.safetensors.index.json ({"metadata": {"total_size": bytes}, "weight_map": {tensor:
+// file}}), tensors under the family's Hugging Face names in f32, bf16 or f16 (what
+// transformers' save_pretrained writes and from_pretrained reads).
+//
+// train.init_from = DIR takes the architecture from DIR/config.json (resolve_init_from) and the
+// weights from its files; `trident export --out DIR` writes one from a checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+#include "core/status.h"
+#include "models/causal_lm.h"
+#include "models/model_config.h"
+#include "train/train_config.h"
+
+namespace trident::train {
+
+// Whether `path` is a directory holding a config.json.
+bool is_hf_model_dir(const std::string& path);
+
+// The [model] section of DIR/config.json (its model_type picks model.arch), keeping `run`'s
+// settings that are the run's, not the architecture's: dropout, init_seed and
+// activation_checkpointing. Errors name the file and the field.
+StatusOr<models::ModelConfig> hf_model_config(const std::string& dir, const models::ModelConfig& run);
+
+// When cfg.train.init_from is a Hugging Face directory, replaces cfg.model by its
+// architecture (hf_model_config); otherwise leaves cfg alone.
+Status resolve_init_from(TrainConfig& cfg);
+
+// The safetensors files holding a model's weights: `path` itself when it is a file; in a
+// directory, model.safetensors, or the shards model.safetensors.index.json names (each once,
+// in order). Errors name the directory and what is missing.
+StatusOr<std::vector<std::string>> hf_weight_files(const std::string& path);
+
+// Writes `dir` (created if missing): config.json for `cfg`, and the tensors `specs` (trident's
+// names; read(i) gives tensor i when it is written) under the family's Hugging Face names, in
+// shards of at most `max_shard_bytes` (one model.safetensors when they all fit, else
+// model-0000k-of-0000n.safetensors and the index). Each file is written to a temporary name,
+// synced and renamed. Returns the files written.
+StatusOr<std::vector<std::string>> write_hf_model_dir(const std::string& dir, const models::ModelConfig& cfg,
+                                                      const std::vector<checkpoint::TensorSpec>& specs,
+                                                      const std::function<StatusOr<Tensor>(size_t)>& read,
+                                                      int64_t max_shard_bytes);
+
+}  // namespace trident::train

@@ -1,0 +1,193 @@
+// Hugging Face model directories in and out (train/hf_model_dir.h, issue #22 item 5). The
+// directories come from the independent PyTorch side (tests/parity/llama_torch.py
+// --write-hf-dir, as save_pretrained writes them: config.json, bf16 shards with an index, or
+// one f32 model.safetensors): trident reads the architecture from config.json, imports every
+// tensor bit for bit, trains from the directory, and exports directories that import back to
+// the same tensors bit for bit; an export of an untrained import holds the input's values.
+// Skips, saying why, without python3's torch.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "checkpoint/env.h"
+#include "checkpoint/safetensors.h"
+#include "core/copy.h"
+#include "core/factory.h"
+#include "data/token_file.h"
+#include "models/registry.h"
+#include "support/phrase_corpus.h"
+#include "support/tiny_run.h"
+#include "train/hf_model_dir.h"
+#include "train/trainer.h"
+
+namespace trident::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string script() {
+  const std::string here = __FILE__;
+  return here.substr(0, here.rfind("/train/")) + "/parity/llama_torch.py";
+}
+
+// Every tensor of a directory's weight files, under the file's names, as f32.
+std::map<std::string, std::vector<float>> file_tensors(const std::string& dir) {
+  std::map<std::string, std::vector<float>> out;
+  auto files = hf_weight_files(dir);
+  EXPECT_TRUE(files.is_ok()) << files.status().to_string();
+  for (const std::string& f : files.value()) {
+    auto r = checkpoint::SafetensorsReader::open(checkpoint::default_env(), f);
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    for (const auto& e : r.value().entries()) out[e.name] = to_vector<float>(core::cast(r.value().load(e.name).value(), DType::kF32));
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<float>> model_tensors(const models::CausalLM& model) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, p] : model.named_parameters()) out[name] = to_vector<float>(p);
+  return out;
+}
+
+class HfModelDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string python = std::getenv("TRIDENT_PARITY_PYTHON") ? std::getenv("TRIDENT_PARITY_PYTHON")
+                               : fs::exists("/usr/bin/python3") ? "/usr/bin/python3"
+                                                                 : "python3";
+    python_ = python;
+    if (std::system((python + " -c 'import torch, numpy' > /dev/null 2>&1").c_str()) != 0)
+      GTEST_SKIP() << "needs PyTorch to write the Hugging Face directories: '" << python
+                   << " -c \"import torch, numpy\"' failed";
+    dir_ = fs::temp_directory_path() / ("trident_hf_dir_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+  }
+  // The reference writes a tiny LLaMA (GQA 4/2) or a Qwen2 (biases, tied head) directory.
+  std::string write_reference(const std::string& name, const std::string& dtype, int shards, bool qwen2) {
+    const std::string out = (dir_ / name).string();
+    const std::string cmd = "OMP_WAIT_POLICY=PASSIVE " + python_ + " '" + script() +
+                            "' --n-layer 2 --n-head 4 --n-embd 32 --block-size 16 --vocab-size 64 --n-kv-heads " +
+                            (qwen2 ? "4" : "2") + " --intermediate-size 48 --hf-dtype " + dtype + " --hf-shards " +
+                            std::to_string(shards) + (qwen2 ? " --qkv-bias --tie-word-embeddings" : "") +
+                            " --write-hf-dir '" + out + "' > '" + out + ".log' 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return out;
+  }
+  std::string python_;
+  fs::path dir_;
+};
+
+TEST_F(HfModelDirTest, ReferenceDirectoriesImportBitForBitAndExportBack) {
+  for (const auto& [name, dtype, shards, qwen2] :
+       {std::tuple<std::string, std::string, int, bool>{"llama_bf16_sharded", "bf16", 3, false},
+        std::tuple<std::string, std::string, int, bool>{"qwen2_f32", "f32", 1, true}}) {
+    SCOPED_TRACE(name);
+    const std::string in = write_reference(name, dtype, shards, qwen2);
+    auto cfg = hf_model_config(in, models::ModelConfig{});
+    ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+    EXPECT_EQ(cfg.value().arch, "llama");
+    EXPECT_EQ(cfg.value().n_embd, 32);
+    EXPECT_EQ(cfg.value().family_int("n_kv_heads"), qwen2 ? 4 : 2);
+    EXPECT_EQ(cfg.value().family_bool("qkv_bias"), qwen2);
+    const std::unique_ptr<models::CausalLM> model = models::build_model(cfg.value());
+    ASSERT_TRUE(load_hf_weights(*model, in).is_ok());
+    // Every tensor of the files, under its HF name, is the parameter's value exactly.
+    const auto files = file_tensors(in);
+    const auto imported = model_tensors(*model);
+    const models::ModelFamily& family = models::model_family("llama");
+    size_t compared = 0;
+    for (const auto& [param, values] : imported) {
+      const auto it = files.find(family.hf_name(cfg.value(), param));
+      ASSERT_NE(it, files.end()) << param;
+      EXPECT_EQ(values, it->second) << param;
+      ++compared;
+    }
+    EXPECT_EQ(compared, files.size());  // no file tensor left over (a tied head writes none)
+
+    // Export (sharded at 8 kB), re-import: the same tensors; the export holds the input's values.
+    std::vector<checkpoint::TensorSpec> specs;
+    std::vector<Tensor> values;
+    for (const auto& [n, p] : model->named_parameters()) {
+      specs.push_back({n, p.dtype(), p.shape()});
+      values.push_back(p);
+    }
+    const std::string out = (dir_ / (name + "_export")).string();
+    auto written = write_hf_model_dir(out, cfg.value(), specs, [&](size_t i) -> StatusOr<Tensor> { return values[i]; },
+                                      8000);
+    ASSERT_TRUE(written.is_ok()) << written.status().to_string();
+    EXPECT_GT(written.value().size(), 3u);  // shards, the index and config.json
+    EXPECT_TRUE(fs::exists(out + "/model.safetensors.index.json"));
+    EXPECT_EQ(file_tensors(out), files);
+    auto again_cfg = hf_model_config(out, models::ModelConfig{});
+    ASSERT_TRUE(again_cfg.is_ok()) << again_cfg.status().to_string();
+    const std::unique_ptr<models::CausalLM> again = models::build_model(again_cfg.value());
+    ASSERT_TRUE(load_hf_weights(*again, out).is_ok());
+    EXPECT_EQ(model_tensors(*again), imported);
+  }
+}
+
+TEST_F(HfModelDirTest, TrainingStartsFromADirectoryWithItsArchitecture) {
+  const std::string in = write_reference("llama_train", "bf16", 2, false);
+  ASSERT_TRUE(testing::write_tiny_run_data(dir_).is_ok());
+  TrainConfig cfg = testing::tiny_run_config(dir_);  // GPT-2's [model]: the directory replaces it
+  cfg.train.init_from = in;
+  cfg.train.steps = 3;
+  cfg.train.eval_interval = 0;
+  cfg.train.out_dir = (dir_ / "run").string();
+  cfg.model.activation_checkpointing = "full";  // the run's own setting stays
+  ASSERT_TRUE(resolve_init_from(cfg).is_ok());
+  EXPECT_EQ(cfg.model.arch, "llama");
+  EXPECT_EQ(cfg.model.activation_checkpointing, "full");
+  auto t = Trainer::create(cfg);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  // Its first loss is the imported model's (vocabulary 64, random weights: about ln 64).
+  std::vector<double> losses;
+  t.value()->show_progress = false;
+  t.value()->on_step = [&](const StepMetrics& m) { losses.push_back(m.loss); };
+  ASSERT_TRUE(t.value()->run().is_ok());
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_NEAR(losses[0], std::log(64.0), 0.5);
+}
+
+TEST_F(HfModelDirTest, DirectoriesTridentCannotTrainAreClearErrors) {
+  const fs::path d = dir_ / "bad";
+  fs::create_directories(d);
+  auto write = [&](const std::string& json) {
+    std::FILE* f = std::fopen((d / "config.json").c_str(), "w");
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
+    const auto c = hf_model_config(d.string(), models::ModelConfig{});
+    return c.is_ok() ? std::string() : c.status().to_string();
+  };
+  EXPECT_NE(write(R"({"model_type": "t5"})").find("model_type \"t5\" is not a family trident trains; it reads: gpt2, "
+                                                  "llama, mistral, qwen2"),
+            std::string::npos);
+  const std::string llama = R"({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+      "hidden_size": 32, "intermediate_size": 48, "max_position_embeddings": 16, "vocab_size": 64)";
+  EXPECT_NE(write(llama + R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})").find("rope_scaling"),
+            std::string::npos);
+  EXPECT_NE(write(R"({"model_type": "mistral", "num_hidden_layers": 2, "num_attention_heads": 4,
+      "hidden_size": 32, "intermediate_size": 48, "max_position_embeddings": 16, "vocab_size": 64,
+      "sliding_window": 8})").find("sliding-window attention (8) is not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(write(R"({"model_type": "llama", "num_attention_heads": 4, "max_position_embeddings": 16})")
+                .find("\"num_hidden_layers\" (an integer) is missing"),
+            std::string::npos);
+  EXPECT_EQ(write(llama + "}"), "");  // and a plain one reads
+  const auto files = hf_weight_files(d.string());
+  ASSERT_FALSE(files.is_ok());
+  EXPECT_NE(files.status().to_string().find("holds model.safetensors or model.safetensors.index.json; it has neither"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace trident::train
