@@ -66,8 +66,8 @@ class CausalLM : public nn::Module {
   // Re-draws every parameter from the family's init (model.init_seed).
   virtual void init_weights() = 0;
 
-  // The tensor-parallel plan, as data (nn/parallel_plan.h).
-  virtual nn::ParallelPlan parallel_plan() const = 0;
+  // The tensor-parallel plan for `tp` ranks, as data (nn/parallel_plan.h).
+  virtual nn::ParallelPlan parallel_plan(int64_t tp) const = 0;
   // Throws, naming the keys, when `tp` ranks cannot split this model by its plan (GPT-2:
   // n_head divisible by tp: each rank computes whole heads).
   virtual void check_tensor_parallel(int64_t tp) const = 0;

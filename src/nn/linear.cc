@@ -10,7 +10,14 @@ Linear::Linear(int64_t in, int64_t out, bool bias, DType dtype)
   if (bias) bias_ = register_parameter("bias", zeros({out}, dtype));
 }
 
-Tensor Linear::forward(const Tensor& x) const { return trident::linear(x, weight_, bias_); }
+Tensor Linear::forward(const Tensor& x) const {
+  return style_ ? style_->forward(x, weight_, bias_) : trident::linear(x, weight_, bias_);
+}
+
+Tensor Linear::loss(const Tensor& x, const Tensor& targets) const {
+  TRI_CHECK(!bias_.has_value(), "Linear::loss: an LM head has no bias");
+  return style_ ? style_->loss(x, weight_, targets) : trident::linear_cross_entropy(x, weight_, targets);
+}
 
 Conv1D::Conv1D(int64_t in, int64_t out, DType dtype)
     : weight_(register_parameter("weight", zeros({in, out}, dtype))),

@@ -19,12 +19,18 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias, DType dtype = DType::kF32);
   Tensor forward(const Tensor& x) const;
+  // As an LM head: mean cross-entropy of forward(x) (no bias) against targets (ignore_index
+  // -1), without ever holding the logits (linear_cross_entropy). targets x's leading shape or (N).
+  Tensor loss(const Tensor& x, const Tensor& targets) const;
   const Tensor& weight() const { return weight_; }
   const std::optional<Tensor>& bias() const { return bias_; }
+  // Set by a parallelism plan that shards this layer (nn/parallel_style.h).
+  void set_style(std::shared_ptr<const LinearStyle> style) { style_ = std::move(style); }
 
  private:
   Tensor weight_;  // (out, in)
   std::optional<Tensor> bias_;  // (out)
+  std::shared_ptr<const LinearStyle> style_;
 };
 
 class Conv1D : public Module {

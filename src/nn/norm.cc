@@ -17,6 +17,8 @@ Tensor LayerNorm::forward(const Tensor& x) const {
 RMSNorm::RMSNorm(int64_t dim, double eps, DType dtype)
     : weight_(register_parameter("weight", ones({dim}, dtype))), eps_(eps) {}
 
-Tensor RMSNorm::forward(const Tensor& x) const { return trident::rmsnorm(x, weight_, eps_); }
+Tensor RMSNorm::forward(const Tensor& x) const {
+  return style_ ? style_->forward(x, weight_, eps_) : trident::rmsnorm(x, weight_, eps_);
+}
 
 }  // namespace trident::nn

@@ -25,10 +25,13 @@ class RMSNorm : public Module {
  public:
   RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::kF32);
   Tensor forward(const Tensor& x) const;
+  // Set by a parallelism plan (nn/parallel_style.h).
+  void set_style(std::shared_ptr<const RMSNormStyle> style) { style_ = std::move(style); }
 
  private:
   Tensor weight_;  // (dim)
   double eps_;
+  std::shared_ptr<const RMSNormStyle> style_;
 };
 
 }  // namespace trident::nn

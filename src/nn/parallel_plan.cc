@@ -6,6 +6,8 @@ const char* parallel_style_name(ParallelStyle style) {
   switch (style) {
     case ParallelStyle::kColumnwise: return "columnwise";
     case ParallelStyle::kRowwise: return "rowwise";
+    case ParallelStyle::kColumnwiseReplicated: return "columnwise-replicated";
+    case ParallelStyle::kVocabParallelHead: return "vocab-parallel head";
     case ParallelStyle::kVocabParallelEmbedding: return "vocab-parallel embedding";
     case ParallelStyle::kSequenceParallel: return "sequence-parallel";
   }

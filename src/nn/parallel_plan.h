@@ -21,6 +21,14 @@ enum class ParallelStyle {
   // Row-wise: the input features are split; the ranks' partial products are summed (an
   // all-reduce, or a reduce-scatter over the sequence under sequence parallelism).
   kRowwise,
+  // A Linear whose output is `heads` heads, fewer than the ranks (grouped-query attention's
+  // k and v with n_kv_heads < tp, as Megatron replicates them): the weight stays whole on
+  // every rank, each rank computes the head its query heads read (rank r: head r / (tp / heads))
+  // and the ranks' gradients of the weight are summed.
+  kColumnwiseReplicated,
+  // A Linear LM head (untied): its rows (the vocabulary) are split; its logits are gathered,
+  // its loss is vocabulary-parallel cross-entropy (no rank holds the full logits).
+  kVocabParallelHead,
   // An Embedding whose rows (the vocabulary) are split: lookups are masked and summed; tied as
   // the LM head, its logits are gathered and its loss is vocabulary-parallel cross-entropy.
   kVocabParallelEmbedding,
@@ -35,6 +43,7 @@ struct ParallelPlanEntry {
   std::string pattern;  // a module path; '*' stands for one path component ("h.*.attn.c_attn")
   ParallelStyle style;
   int64_t fused = 1;    // kColumnwise: matrices side by side in the output features
+  int64_t heads = 0;    // kColumnwiseReplicated: the output's heads (dividing the ranks)
 };
 
 using ParallelPlan = std::vector<ParallelPlanEntry>;

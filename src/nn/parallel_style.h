@@ -5,6 +5,8 @@
 // see styles; without one a layer is exactly its single-device self.
 #pragma once
 
+#include <optional>
+
 #include "core/tensor.h"
 #include "nn/activation.h"
 
@@ -17,10 +19,26 @@ class Conv1DStyle {
   virtual Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) const = 0;
 };
 
+// nn::Linear (torch.nn.Linear's (out, in) weight; the bias optional).
+class LinearStyle {
+ public:
+  virtual ~LinearStyle() = default;
+  // y = x W^T + b.
+  virtual Tensor forward(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) const = 0;
+  // As an LM head: mean cross-entropy of x W^T against targets (ignore_index -1), fused.
+  virtual Tensor loss(const Tensor& x, const Tensor& weight, const Tensor& targets) const = 0;
+};
+
 class LayerNormStyle {
  public:
   virtual ~LayerNormStyle() = default;
   virtual Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) const = 0;
+};
+
+class RMSNormStyle {
+ public:
+  virtual ~RMSNormStyle() = default;
+  virtual Tensor forward(const Tensor& x, const Tensor& weight, double eps) const = 0;
 };
 
 class EmbeddingStyle {

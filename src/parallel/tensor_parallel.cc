@@ -15,112 +15,9 @@
 #include "ops/optim.h"
 #include "ops/vocab_parallel.h"
 #include "parallel/tp_collectives.h"
+#include "parallel/tp_styles.h"
 
 namespace trident::parallel {
-namespace {
-
-// With sequence parallelism (`sp`), activations outside the column/row pairs are split along
-// the sequence: entering a column-parallel layer gathers them (gather_sequence), leaving a
-// row-parallel one reduce-scatters (reduce_scatter_sequence), and a replicated parameter used
-// on this rank's part of the sequence enters through copy_to_tp, so that its gradient sums
-// the ranks' parts.
-
-class ColumnParallel final : public nn::Conv1DStyle {
- public:
-  ColumnParallel(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
-  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, nn::Activation act) const override {
-    const Tensor in = sp_ ? gather_sequence(x, tp_) : copy_to_tp(x, tp_);
-    // Each rank's output columns are whole features: the activation applies to them locally.
-    const Tensor w = trident::transpose(weight, 0, 1);
-    return act == nn::Activation::kGeluTanh ? trident::linear_gelu_tanh(in, w, bias) : trident::linear(in, w, bias);
-  }
-
- private:
-  comm::Communicator& tp_;
-  bool sp_;
-};
-
-class RowParallel final : public nn::Conv1DStyle {
- public:
-  RowParallel(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
-  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, nn::Activation act) const override {
-    // The bias once, after the sum of the ranks' partial products, and the activation after it.
-    const Tensor partial = trident::linear(x, trident::transpose(weight, 0, 1));
-    const Tensor y = sp_ ? reduce_scatter_sequence(partial, tp_) + copy_to_tp(bias, tp_) : reduce_from_tp(partial, tp_) + bias;
-    return act == nn::Activation::kGeluTanh ? trident::gelu_tanh(y) : y;
-  }
-
- private:
-  comm::Communicator& tp_;
-  bool sp_;
-};
-
-class VocabParallel final : public nn::EmbeddingStyle {
- public:
-  VocabParallel(comm::Communicator& tp, bool sp, int64_t begin, std::vector<int64_t> widths)
-      : tp_(tp), sp_(sp), begin_(begin), widths_(std::move(widths)) {}
-
-  Tensor lookup(const Tensor& ids, const Tensor& weight) const override {
-    // Ids of other ranks' rows look up row 0 and are masked to zeros; the ranks' results sum
-    // to the full lookup. The local ids are formed where the weight is (no host round trip).
-    const ops::LocalIds local =
-        ops::vocab_parallel_local_ids(core::to_device(ids, weight.device()), begin_, weight.size(0));
-    const Tensor rows_here = trident::embedding(weight, local.local) * core::cast(local.mask, weight.dtype());
-    return sp_ ? reduce_scatter_sequence(rows_here, tp_) : reduce_from_tp(rows_here, tp_);
-  }
-
-  Tensor logits(const Tensor& h, const Tensor& weight) const override {
-    return gather_from_tp(trident::linear(enter(h), weight), tp_, widths_);
-  }
-
-  Tensor loss(const Tensor& h, const Tensor& weight, const Tensor& targets) const override {
-    const Tensor full = enter(h);
-    const Tensor h2 = trident::reshape(full, {-1, full.size(-1)});
-    return vocab_parallel_cross_entropy(trident::linear(h2, weight), targets, begin_, tp_);
-  }
-
- private:
-  // The head's input, whole on every rank.
-  Tensor enter(const Tensor& h) const { return sp_ ? gather_sequence(h, tp_) : copy_to_tp(h, tp_); }
-
-  comm::Communicator& tp_;
-  bool sp_;
-  int64_t begin_;
-  std::vector<int64_t> widths_;
-};
-
-// Sequence parallelism's position embedding: this rank's part of the positions.
-class SequenceSplitEmbedding final : public nn::EmbeddingStyle {
- public:
-  explicit SequenceSplitEmbedding(comm::Communicator& tp) : tp_(tp) {}
-  Tensor lookup(const Tensor& ids, const Tensor& weight) const override {
-    const int64_t T = ids.size(-1), n = tp_.size();
-    TRI_CHECK(T % n == 0, "sequence parallelism: the sequence length ", T, " must be divisible by parallel.tp (", n, ")");
-    return trident::embedding(copy_to_tp(weight, tp_), views::narrow(ids, ids.dim() - 1, tp_.rank() * (T / n), T / n));
-  }
-  Tensor logits(const Tensor&, const Tensor&) const override {
-    TRI_CHECK(false, "sequence parallelism: the position embedding is not an output head");
-  }
-  Tensor loss(const Tensor&, const Tensor&, const Tensor&) const override {
-    TRI_CHECK(false, "sequence parallelism: the position embedding is not an output head");
-  }
-
- private:
-  comm::Communicator& tp_;
-};
-
-class SequenceSplitLayerNorm final : public nn::LayerNormStyle {
- public:
-  explicit SequenceSplitLayerNorm(comm::Communicator& tp) : tp_(tp) {}
-  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) const override {
-    return trident::layernorm(x, copy_to_tp(weight, tp_), copy_to_tp(bias, tp_), eps);
-  }
-
- private:
-  comm::Communicator& tp_;
-};
-
-}  // namespace
 
 std::pair<int64_t, int64_t> TensorParallelPlan::range(int64_t extent, int r) const {
   // The first extent % n ranks get one more: every range is non-empty when extent >= n.
@@ -213,17 +110,22 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
   plan->rank_ = tp.rank();
   for (const auto& [name, p] : model.named_parameters()) plan->full_shapes_.emplace(name, p.shape());
   if (n == 1) return plan;
-  const nn::ParallelPlan entries = model.parallel_plan();
+  const nn::ParallelPlan entries = model.parallel_plan(n);
   TRI_CHECK_NOT_IMPLEMENTED(!entries.empty(), "tensor parallelism: model.arch = \"", cfg.arch,
                             "\" states no tensor-parallel plan (CausalLM::parallel_plan)");
 
   const bool sp = sequence_parallel;
-  const auto column = std::make_shared<ColumnParallel>(tp, sp);
-  const auto row = std::make_shared<RowParallel>(tp, sp);
-  const auto norm = std::make_shared<SequenceSplitLayerNorm>(tp);
   auto split = [&](const std::string& layer, const char* param, TensorSplit s) {
     const std::string name = layer + "." + param;
     if (plan->full_shapes_.contains(name)) plan->splits_.emplace(name, s);  // a layer without a bias has none
+  };
+  // This rank's rows [begin, begin + width) of each of a vocabulary's V rows, and every rank's width.
+  auto vocab = [&](int64_t V) {
+    TRI_CHECK(V >= n, "tensor parallelism: model.vocab_size (", V, ") must be at least parallel.tp (", n,
+              "): each rank holds part of the vocabulary");
+    std::vector<int64_t> widths;
+    for (int r = 0; r < n; ++r) widths.push_back(plan->range(V, r).second);
+    return std::make_pair(plan->range(V, tp.rank()).first, widths);
   };
   const std::vector<std::pair<std::string, nn::Module*>> layers = model.named_modules();
   for (const nn::ParallelPlanEntry& entry : entries) {
@@ -233,38 +135,67 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
       if (!nn::plan_pattern_matches(entry.pattern, path)) continue;
       ++matched;
       auto* conv = dynamic_cast<nn::Conv1D*>(module);
+      auto* linear = dynamic_cast<nn::Linear*>(module);
       auto* layer_norm = dynamic_cast<nn::LayerNorm*>(module);
+      auto* rms_norm = dynamic_cast<nn::RMSNorm*>(module);
       auto* embedding = dynamic_cast<nn::Embedding*>(module);
-      const bool fits = entry.style == nn::ParallelStyle::kColumnwise || entry.style == nn::ParallelStyle::kRowwise
-                            ? conv != nullptr
-                        : entry.style == nn::ParallelStyle::kVocabParallelEmbedding ? embedding != nullptr
-                                                                                    : layer_norm || embedding;
+      bool fits = false;
+      switch (entry.style) {
+        case nn::ParallelStyle::kColumnwise:
+        case nn::ParallelStyle::kRowwise: fits = conv || linear; break;
+        case nn::ParallelStyle::kColumnwiseReplicated:
+        case nn::ParallelStyle::kVocabParallelHead: fits = linear != nullptr; break;
+        case nn::ParallelStyle::kVocabParallelEmbedding: fits = embedding != nullptr; break;
+        case nn::ParallelStyle::kSequenceParallel: fits = layer_norm || rms_norm || embedding; break;
+      }
       TRI_CHECK(fits, "tensor parallelism: the plan's entry '", entry.pattern, "' (", style, ") names layer '", path,
                 "', which is not a layer that style splits");
       switch (entry.style) {
         case nn::ParallelStyle::kColumnwise:
-          split(path, "weight", {1, entry.fused});
+          if (conv) {  // (in, out): the output features are dim 1
+            split(path, "weight", {1, entry.fused});
+            conv->set_style(conv1d_columnwise(tp, sp));
+          } else {  // (out, in)
+            split(path, "weight", {0, entry.fused});
+            linear->set_style(linear_columnwise(tp, sp));
+          }
           split(path, "bias", {0, entry.fused});
-          conv->set_style(column);
           break;
         case nn::ParallelStyle::kRowwise:
-          split(path, "weight", {0, 1});
-          conv->set_style(row);
+          if (conv) {
+            split(path, "weight", {0, 1});
+            conv->set_style(conv1d_rowwise(tp, sp));
+          } else {
+            split(path, "weight", {1, 1});
+            linear->set_style(linear_rowwise(tp, sp));
+          }
           break;
-        case nn::ParallelStyle::kVocabParallelEmbedding: {
-          TRI_CHECK(cfg.vocab_size >= n, "tensor parallelism: model.vocab_size (", cfg.vocab_size,
-                    ") must be at least parallel.tp (", n, "): each rank holds part of the vocabulary");
+        case nn::ParallelStyle::kColumnwiseReplicated: {
+          TRI_CHECK(entry.heads >= 1 && n % entry.heads == 0 && linear->weight().size(0) % entry.heads == 0,
+                    "tensor parallelism: the plan's entry '", entry.pattern, "' replicates ", entry.heads,
+                    " heads, which must divide parallel.tp (", n, ") and the layer's ", linear->weight().size(0),
+                    " outputs");
+          const int64_t width = linear->weight().size(0) / entry.heads, head = tp.rank() / (n / entry.heads);
+          linear->set_style(linear_columnwise_replicated(tp, sp, head * width, width));
+          break;
+        }
+        case nn::ParallelStyle::kVocabParallelHead: {
           split(path, "weight", {0, 1});
-          const int64_t V = embedding->weight().size(0);
-          std::vector<int64_t> widths;
-          for (int r = 0; r < n; ++r) widths.push_back(plan->range(V, r).second);
-          embedding->set_style(std::make_shared<VocabParallel>(tp, sp, plan->range(V, tp.rank()).first, widths));
+          auto [begin, widths] = vocab(linear->weight().size(0));
+          linear->set_style(vocab_parallel_head(tp, sp, begin, std::move(widths)));
+          break;
+        }
+        case nn::ParallelStyle::kVocabParallelEmbedding: {
+          split(path, "weight", {0, 1});
+          auto [begin, widths] = vocab(embedding->weight().size(0));
+          embedding->set_style(vocab_parallel_embedding(tp, sp, begin, std::move(widths)));
           break;
         }
         case nn::ParallelStyle::kSequenceParallel:
           if (!sp) break;
-          if (layer_norm) layer_norm->set_style(norm);
-          else embedding->set_style(std::make_shared<SequenceSplitEmbedding>(tp));
+          if (layer_norm) layer_norm->set_style(sequence_split_layernorm(tp));
+          else if (rms_norm) rms_norm->set_style(sequence_split_rmsnorm(tp));
+          else embedding->set_style(sequence_split_positions(tp));
           break;
       }
     }

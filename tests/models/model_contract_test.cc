@@ -130,7 +130,7 @@ TEST(CausalLM, PartsBlocksAndPipelinePlacesAgree) {
 TEST(CausalLM, EveryPlanEntryNamesLayersOfTheModel) {
   const std::unique_ptr<CausalLM> model = build_model(tiny());
   const auto layers = model->named_modules();
-  for (const nn::ParallelPlanEntry& e : model->parallel_plan()) {
+  for (const nn::ParallelPlanEntry& e : model->parallel_plan(2)) {
     int matched = 0;
     for (const auto& [path, m] : layers) matched += nn::plan_pattern_matches(e.pattern, path) ? 1 : 0;
     EXPECT_GT(matched, 0) << e.pattern;
@@ -167,8 +167,11 @@ TEST(Llama, BadShapesAndUnsupportedSettingsNameTheKeys) {
   c = tiny_llama(false);
   c.dropout = 0.1;
   EXPECT_NE(error_of([&] { build_model(c); }).find("model.dropout = 0.1 with model.arch = \"llama\""), std::string::npos);
-  const std::unique_ptr<CausalLM> model = build_model(tiny_llama(false));
-  EXPECT_NE(error_of([&] { model->check_tensor_parallel(2); }).find("not implemented yet"), std::string::npos);
+  const std::unique_ptr<CausalLM> model = build_model(tiny_llama(false));  // 4 heads, 2 kv heads
+  model->check_tensor_parallel(2);  // kv heads split
+  model->check_tensor_parallel(4);  // kv heads shared by pairs of ranks
+  EXPECT_NE(error_of([&] { model->check_tensor_parallel(3); }).find("model.n_head (4) must be divisible by parallel.tp (3)"),
+            std::string::npos);
 }
 
 TEST(ModelConfig, SwitchingArchResetsTheFamilysKeys) {

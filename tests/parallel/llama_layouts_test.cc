@@ -1,9 +1,8 @@
-// The LLaMA family (issue #22) under the layouts its contract answers already support: data
-// parallel, ZeRO 1-3, pipelines (its untied head on the last stage; a tied one through the
+// The LLaMA family (issue #22) under every layout: data parallel, ZeRO 1-3, tensor and
+// sequence parallelism (its plan), pipelines (its untied head on the last stage; a tied one through the
 // pipeline's weight exchange), mixed precision, activation checkpointing: per-step losses of a
 // tiny LLaMA with grouped-query attention equal the single-process run's within 1e-5 relative
 // in fp32 (1e-3 in bf16, as GPT-2's layouts).
-// Tensor parallelism is refused with a message until LLaMA has a plan.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,16 +71,51 @@ TEST_F(LlamaLayoutsTest, LayoutsGiveTheSingleProcessLosses) {
   }
 }
 
-TEST_F(LlamaLayoutsTest, TensorParallelismIsRefusedUntilLlamaHasAPlan) {
+// Tensor (and sequence) parallelism with grouped-query attention: kv heads split when the
+// ranks divide them, replicated (each rank the head its query heads read) when there are fewer
+// kv heads than ranks, multi-query attention (one kv head), tied and untied heads, with data
+// and pipeline parallelism: fp32 losses equal the single-process run's within 1e-5.
+TEST_F(LlamaLayoutsTest, TensorParallelLayoutsGiveTheSingleProcessLosses) {
   if (world->size() < 2) GTEST_SKIP() << "one rank has no tensor parallelism";
-  TrainConfig cfg = config("tp", false);
-  cfg.parallel.tp = 2;
+  struct Layout {
+    const char* name;
+    int64_t tp, pp, zero, kv_heads;
+    bool sp, tied;
+  };
+  const Layout layouts[] = {{"tp2_kv2_split", 2, 1, 0, 2, false, false},
+                            {"tp2_sp_mqa_tied", 2, 1, 0, 1, true, true},
+                            {"tp4_kv2_replicated", 4, 1, 0, 2, false, false},
+                            {"tp4_sp_kv2_replicated_tied", 4, 1, 0, 2, true, true},
+                            {"tp2_dp2_zero1", 2, 1, 1, 2, false, false},
+                            {"tp2_pp2", 2, 2, 0, 2, false, true}};
+  for (const Layout& l : layouts) {
+    if (world->size() % (l.tp * l.pp) != 0) continue;
+    if (l.zero > 0 && world->size() == l.tp * l.pp) continue;  // ZeRO needs data-parallel ranks
+    TrainConfig cfg = config(l.name, l.tied);
+    cfg.model.family_values["n_kv_heads"] = l.kv_heads;
+    cfg.parallel.tp = l.tp;
+    cfg.parallel.pp = l.pp;
+    cfg.parallel.zero_stage = l.zero;
+    cfg.parallel.sequence_parallel = l.sp;
+    const Run ref = single(cfg);
+    const Run got = train(cfg, world);
+    expect_close(got.losses, ref.losses, std::string("llama ") + l.name);
+    expect_close(got.val, ref.val, std::string("llama ") + l.name + " validation");
+  }
+}
+
+TEST_F(LlamaLayoutsTest, KvHeadsAndRanksThatDoNotDivideAreRefused) {
+  if (world->size() < 4) GTEST_SKIP() << "needs 4 ranks for tp 4";
+  TrainConfig cfg = config("tp_bad", false);
+  cfg.model.n_head = 12;
+  cfg.model.n_embd = 48;
+  cfg.model.family_values["n_kv_heads"] = int64_t{3};
+  cfg.parallel.tp = 4;
   try {
     auto t = Trainer::create(cfg, world);
-    ADD_FAILURE() << "tp = 2 was accepted for llama";
+    ADD_FAILURE() << "n_kv_heads 3 over tp 4 was accepted";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor parallelism (parallel.tp = 2) for model.arch = \"llama\" is not "
-                                         "implemented yet"),
+    EXPECT_NE(std::string(e.what()).find("model.n_kv_heads (3) and parallel.tp (4) must divide one another"),
               std::string::npos)
         << e.what();
   }

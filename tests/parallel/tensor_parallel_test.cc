@@ -194,7 +194,7 @@ TEST_F(TensorParallelTest, APlanEntryThatFitsNoLayerIsAnErrorNamingIt) {
   if (world->size() < 2) GTEST_SKIP() << "one rank has no tensor parallelism";
   struct Planned : models::gpt2::GPT2 {
     Planned(const models::gpt2::GPT2Config& c, nn::ParallelPlan p) : GPT2(c), plan(std::move(p)) {}
-    nn::ParallelPlan parallel_plan() const override { return plan; }
+    nn::ParallelPlan parallel_plan(int64_t) const override { return plan; }
     nn::ParallelPlan plan;
   };
   const models::gpt2::GPT2Config cfg = models::gpt2::GPT2Config::from(config("plan").model);

@@ -152,7 +152,7 @@ int64_t GPT2::block_of(const std::string& name) const {
   return kEmbedding;
 }
 
-nn::ParallelPlan GPT2::parallel_plan() const {
+nn::ParallelPlan GPT2::parallel_plan(int64_t) const {
   using nn::ParallelStyle;
   return {
       {"h.*.attn.c_attn", ParallelStyle::kColumnwise, 3},  // q, k, v side by side: each split by heads

@@ -85,7 +85,7 @@ class GPT2 : public CausalLM {
   void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }
   Generator& dropout_generator() const override { return dropout_gen_; }
   void init_weights() override;
-  nn::ParallelPlan parallel_plan() const override;
+  nn::ParallelPlan parallel_plan(int64_t tp) const override;
   void check_tensor_parallel(int64_t tp) const override;
   std::optional<std::string> parameter_name_from_hf(std::string_view hf_name) const override;
   std::string hf_config_json() const override;

@@ -97,7 +97,7 @@ Tensor Llama::run_blocks(const Tensor& x, int64_t begin, int64_t end) const {
 Tensor Llama::head_loss(const Tensor& x, const Tensor& targets) const {
   // The LM head fused with the loss: the (B,T,V) logits never exist (ops/loss.h).
   const Tensor h = norm_->forward(x), t = trident::reshape(targets, {-1});
-  return lm_head_ ? trident::linear_cross_entropy(h, lm_head_->weight(), t) : embed_tokens_->attend_loss(h, t);
+  return lm_head_ ? lm_head_->loss(h, t) : embed_tokens_->attend_loss(h, t);
 }
 
 Tensor Llama::hidden(const Tensor& idx) const {
@@ -132,10 +132,35 @@ std::optional<std::string> Llama::tied_head_weight() const {
   return "embed_tokens.weight";
 }
 
+nn::ParallelPlan Llama::parallel_plan(int64_t tp) const {
+  using nn::ParallelStyle;
+  // k and v: split when the ranks divide the kv heads, else each rank computes the one head
+  // its query heads read (check_tensor_parallel: then tp is a multiple of n_kv_heads).
+  const bool split_kv = cfg_.n_kv_heads % tp == 0;
+  const ParallelStyle kv = split_kv ? ParallelStyle::kColumnwise : ParallelStyle::kColumnwiseReplicated;
+  nn::ParallelPlan plan = {
+      {"layers.*.self_attn.q_proj", ParallelStyle::kColumnwise},
+      {"layers.*.self_attn.k_proj", kv, 1, cfg_.n_kv_heads},
+      {"layers.*.self_attn.v_proj", kv, 1, cfg_.n_kv_heads},
+      {"layers.*.self_attn.o_proj", ParallelStyle::kRowwise},
+      {"layers.*.mlp.gate_proj", ParallelStyle::kColumnwise},
+      {"layers.*.mlp.up_proj", ParallelStyle::kColumnwise},
+      {"layers.*.mlp.down_proj", ParallelStyle::kRowwise},
+      {"layers.*.input_layernorm", ParallelStyle::kSequenceParallel},
+      {"layers.*.post_attention_layernorm", ParallelStyle::kSequenceParallel},
+      {"norm", ParallelStyle::kSequenceParallel},
+      {"embed_tokens", ParallelStyle::kVocabParallelEmbedding},  // and the head when tied
+  };
+  if (lm_head_) plan.push_back({"lm_head", ParallelStyle::kVocabParallelHead});
+  return plan;
+}
+
 void Llama::check_tensor_parallel(int64_t tp) const {
-  TRI_CHECK_NOT_IMPLEMENTED(tp == 1, "tensor parallelism (parallel.tp = ", tp,
-                            ") for model.arch = \"llama\" is not implemented yet; use data or pipeline parallelism "
-                            "or ZeRO");
+  TRI_CHECK(cfg_.n_head % tp == 0, "tensor parallelism: model.n_head (", cfg_.n_head,
+            ") must be divisible by parallel.tp (", tp, "): each rank computes whole attention heads");
+  TRI_CHECK(cfg_.n_kv_heads % tp == 0 || tp % cfg_.n_kv_heads == 0, "tensor parallelism: model.n_kv_heads (",
+            cfg_.n_kv_heads, ") and parallel.tp (", tp,
+            ") must divide one another: the ranks split the kv heads, or share each one");
 }
 
 std::optional<std::string> Llama::parameter_name_from_hf(std::string_view hf_name) const {

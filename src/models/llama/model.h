@@ -7,8 +7,7 @@
 // ("layers.0.self_attn.q_proj.weight"), q and k in HF's rotate-half RoPE layout, so HF
 // checkpoints map one to one.
 //
-// Not yet: Llama 3's rope_scaling, Mistral's sliding window (they need kernels of their own),
-// and a tensor-parallel plan (its Linear and RMSNorm styles).
+// Not yet: Llama 3's rope_scaling, Mistral's sliding window (they need kernels of their own).
 #pragma once
 
 #include <memory>
@@ -56,7 +55,11 @@ class Block : public nn::Module {
 
 // The contract (models/causal_lm.h); LLaMA's answers: blocks are layers.N; embed_tokens is
 // the embedding; norm and lm_head (when untied) are the head; part 0 holds embed_tokens,
-// norm and lm_head.
+// norm and lm_head. Its tensor-parallel plan is Megatron's: q, gate and up by columns, o and
+// down by rows, k and v by columns when the ranks divide the kv heads and replicated (each
+// rank the head its query heads read) when they are fewer; the embedding and an untied head
+// by vocabulary rows; the RMSNorms on each rank's part of the sequence under sequence
+// parallelism.
 class Llama : public CausalLM {
  public:
   explicit Llama(const LlamaConfig& cfg);
@@ -72,7 +75,7 @@ class Llama : public CausalLM {
   void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }
   Generator& dropout_generator() const override { return dropout_gen_; }
   void init_weights() override;
-  nn::ParallelPlan parallel_plan() const override { return {}; }
+  nn::ParallelPlan parallel_plan(int64_t tp) const override;
   void check_tensor_parallel(int64_t tp) const override;
   std::optional<std::string> parameter_name_from_hf(std::string_view hf_name) const override;
   std::string hf_config_json() const override;
