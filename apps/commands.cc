@@ -82,7 +82,7 @@ StatusOr<std::unique_ptr<models::CausalLM>> load_model(const std::string& dir, c
 }  // namespace
 
 CLI::App* add_prepare(CLI::App& app, PrepareArgs& a) {
-  CLI::App* c = app.add_subcommand("prepare", "Tokenize text files into train.bin / val.bin (uint16 token ids)");
+  CLI::App* c = app.add_subcommand("prepare", "Tokenize text files into train.bin / val.bin (uint16 ids; uint32 past 65,536)");
   c->add_option("files", a.inputs, "text files (UTF-8); each is one document")->required()->check(CLI::ExistingFile);
   c->add_option("--out", a.out_dir, "output directory")->required();
   c->add_option("--tokenizer", a.tokenizer, "gpt2 or byte")->check(CLI::IsMember({"gpt2", "byte"}));

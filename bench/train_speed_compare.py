@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPT-2 training speed and memory, trident vs PyTorch at PyTorch's best settings (issue #20).
+"""GPT-2 and LLaMA training speed and memory, trident vs PyTorch at PyTorch's best settings (issues #20, #22).
 
 For each config and precision, alternating trident and PyTorch `--reps` times (so a noisy
 neighbour hits both), each run in its own process: `--warmup` untimed steps, then `--steps`
@@ -52,10 +52,12 @@ the JSON as "stripped_env".
 
   configs  tiny   L=4  C=256 NH=4  T=256  B=8
            small  L=6  C=512 NH=8  T=512  B=4
-           124M   L=12 C=768 NH=12 T=1024 B=4     (all V=50257)
+           124M   L=12 C=768 NH=12 T=1024 B=4     (GPT-2, V=50257)
+  llama125M       L=12 C=768 NH=12 (4 kv heads) SwiGLU 2048 T=1024 B=4 V=32000 (untied head)
 
-PyTorch's model is tests/parity/gpt2_torch.py's nanoGPT-style GPT-2 (Debian's torch 1.13, which
-must be imported by /usr/bin/python3: unfused attention, no scaled_dot_product_attention).
+PyTorch's models are tests/parity/gpt2_torch.py's nanoGPT-style GPT-2 and llama_torch.py's
+LLaMA (Hugging Face's math; Debian's torch 1.13, which must be imported by /usr/bin/python3:
+unfused attention, no scaled_dot_product_attention).
 
     bench/train_speed_compare.py --trident-bench build/bench/train_step_bench \\
         [--configs tiny,small,124M] [--precisions fp32,bf16] [--torch-settings allocator=tcmalloc]
@@ -78,9 +80,14 @@ CONFIGS = {
     "tiny": dict(L=4, C=256, NH=4, T=256, B=8),
     "small": dict(L=6, C=512, NH=8, T=512, B=4),
     "124M": dict(L=12, C=768, NH=12, T=1024, B=4),
+    "llama125M": dict(arch="llama", L=12, C=768, NH=12, KV=4, I=2048, T=1024, B=4, V=32000),
 }
-PROBE_ON = {"tiny": "tiny", "small": "small", "124M": "small"}
-V = 50257
+PROBE_ON = {"tiny": "tiny", "small": "small", "124M": "small", "llama125M": "small"}
+V = 50257  # GPT-2's; a config's own "V" wins
+
+
+def vocab(c):
+    return c.get("V", V)
 LIBDIR = os.path.join("/usr/lib", sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu")
 ALLOCATOR_LIBS = {"tcmalloc": "libtcmalloc_minimal.so.4", "jemalloc": "libjemalloc.so.2"}
 DEFAULTS = {"allocator": "glibc", "wait": "PASSIVE", "isa": "default"}  # blas: the system's
@@ -169,12 +176,19 @@ def torch_worker(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     c = CONFIGS[args.config]
-    model = GPT2(c["L"], c["NH"], c["C"], c["T"], V)
+    V = vocab(c)
+    if c.get("arch") == "llama":
+        from llama_torch import Llama
+        model = Llama(argparse.Namespace(n_layer=c["L"], n_head=c["NH"], n_kv_heads=c["KV"], n_embd=c["C"],
+                                         intermediate_size=c["I"], block_size=c["T"], vocab_size=V, rope_theta=10000.0,
+                                         rms_norm_eps=1e-6, tie_word_embeddings=False, qkv_bias=False))
+    else:
+        model = GPT2(c["L"], c["NH"], c["C"], c["T"], V)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("weight") and p.dim() >= 2:
                 p.normal_(0.0, 0.02)
-            elif "ln_" in name and name.endswith("weight"):
+            elif ("ln_" in name or "norm" in name) and name.endswith("weight"):
                 p.fill_(1.0)
             else:
                 p.zero_()
@@ -246,8 +260,10 @@ def run_child(cmd, env, allow_fail=False):
 
 
 def trident_cmd(args, c, steps, precision, extra, warmup=None):
-    return [args.trident_bench, "--layers", str(c["L"]), "--embd", str(c["C"]), "--heads", str(c["NH"]),
-            "--vocab", str(V), "--T", str(c["T"]), "--B", str(c["B"]), "--steps", str(steps),
+    family = ["--arch", "llama", "--kv-heads", str(c["KV"]), "--intermediate", str(c["I"])] \
+        if c.get("arch") == "llama" else []
+    return [args.trident_bench] + family + ["--layers", str(c["L"]), "--embd", str(c["C"]), "--heads", str(c["NH"]),
+            "--vocab", str(vocab(c)), "--T", str(c["T"]), "--B", str(c["B"]), "--steps", str(steps),
             "--warmup", str(args.warmup if warmup is None else warmup), "--threads", str(args.threads),
             "--checkpointing", args.checkpointing, "--precision", precision] + extra
 
@@ -388,9 +404,9 @@ def main():
     chosen = {}  # (probe config, precision) -> settings
     for name in args.configs.split(","):
         c = CONFIGS[name]
-        steps = args.steps or (3 if name == "124M" else 5)
+        steps = args.steps or (3 if name in ("124M", "llama125M") else 5)
         tokens, flops_per_token = c["B"] * c["T"], None
-        entry = {"shape": dict(c, V=V), "timed_steps_per_run": steps, "reps": args.reps}
+        entry = {"shape": dict(c, V=vocab(c)), "timed_steps_per_run": steps, "reps": args.reps}
         for prec in precisions:
             key = (PROBE_ON[name], prec)
             if fixed:

@@ -1,4 +1,4 @@
-// trident's side of bench/train_speed_compare.py: times GPT-2 training steps (forward,
+// trident's side of bench/train_speed_compare.py: times training steps of any family (GPT-2 by default) (forward,
 // backward, global-norm clipping, AdamW, zero_grad) on random tokens and prints JSON: every
 // step's milliseconds, the median tokens/s of the steps after warm-up, the process's peak RSS,
 // the allocator's peak, and optionally the SGEMM rate of this machine (--sgemm) or the GEMM
@@ -10,7 +10,8 @@
 // or tokens/s (the profiler's overhead does not count in them), and the peak RSS and allocator
 // peak are read before it.
 //
-// Usage: train_step_bench [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
+// Usage: train_step_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I]]
+//          [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
 //          [--precision fp32|bf16|fp16] [--sgemm] [--gemm-rates] [--device cpu|cuda] [--peak-tflops F] [--offload]
 //          [--profile]
@@ -44,8 +45,7 @@
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/onednn_gemm.h"
-#include "models/gpt2/gemm_shapes.h"
-#include "models/gpt2/model.h"
+#include "models/registry.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
 #include "optim/mixed_precision.h"
@@ -81,7 +81,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  models::gpt2::GPT2Config cfg;
+  models::ModelConfig cfg;  // GPT-2 124M unless told otherwise
   int64_t T = 1024, B = 4, steps = 5, warmup = 1, threads = 0;
   bool sgemm = false, gemm_rates = false;
   std::string device_name = "cpu";
@@ -98,7 +98,10 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--layers") cfg.n_layer = std::stoll(next());
+    if (a == "--arch") cfg.arch = next();
+    else if (a == "--kv-heads") cfg.family_values["n_kv_heads"] = int64_t{std::stoll(next())};
+    else if (a == "--intermediate") cfg.family_values["intermediate_size"] = int64_t{std::stoll(next())};
+    else if (a == "--layers") cfg.n_layer = std::stoll(next());
     else if (a == "--embd") cfg.n_embd = std::stoll(next());
     else if (a == "--heads") cfg.n_head = std::stoll(next());
     else if (a == "--vocab") cfg.vocab_size = std::stoll(next());
@@ -124,12 +127,12 @@ int main(int argc, char** argv) {
     if (threads > 0) set_num_threads(static_cast<int>(threads));
     set_flush_denormals(true);
     cfg.block_size = T;
-    std::optional<models::gpt2::GPT2> model_storage;
+    std::unique_ptr<models::CausalLM> model_storage;
     {
       MemoryCategoryGuard params(MemoryCategory::kParameter);
-      model_storage.emplace(cfg);
+      model_storage = models::build_model(cfg);
     }
-    models::gpt2::GPT2& model = *model_storage;
+    models::CausalLM& model = *model_storage;
     if (device_name != "cpu" && device_name != "cuda") {
       std::fprintf(stderr, "train_step_bench: --device must be cpu or cuda, got %s\n", device_name.c_str());
       return 2;
@@ -211,7 +214,7 @@ int main(int argc, char** argv) {
     const double ms = median(timed);
     nlohmann::json out = {
         {"framework", "trident"},
-        {"config", {{"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
+        {"config", {{"arch", cfg.arch}, {"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
                     {"vocab_size", cfg.vocab_size}, {"T", T}, {"B", B},
                     {"activation_checkpointing", cfg.activation_checkpointing}}},
         {"precision", precision.dtype},
@@ -247,12 +250,12 @@ int main(int argc, char** argv) {
     if (!device.is_cpu())
       out["host_allocator_peak_mib"] = static_cast<double>(host_peak) / (1024.0 * 1024.0);
     // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token.
-    const double flops_per_token = train::palm_flops_per_token(n_params, cfg.to_model_config(), T);
+    const double flops_per_token = train::palm_flops_per_token(n_params, cfg, T);
     const double tokens_per_s = static_cast<double>(B * T) / (ms / 1e3);
     if (gemm_rates && device.is_cpu()) {
       namespace k = kernels::cpu;
       const k::GemmRates rates =
-          k::measure_gemm_rates(models::gpt2::gemm_shapes(cfg, B, T), {k::GemmType::kF32, k::GemmType::kBF16});
+          k::measure_gemm_rates(models::model_family(cfg.arch).gemm_shapes(cfg, B, T), {k::GemmType::kF32, k::GemmType::kBF16});
       const double ceiling = rates.ceiling_gflops(train::gemm_type_of_precision(precision.compute_dtype()));
       out["gemm_rates"] = train::gemm_rates_json(rates);
       out["gemm_rates_seconds"] = rates.seconds;

@@ -14,10 +14,6 @@ namespace trident::data {
 StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
                                             const PrepareOptions& options) {
   namespace fs = std::filesystem;
-  if (tokenizer.vocab_size() > 65536)
-    return Status::invalid("the tokenizer " + tokenizer.name() + " has " +
-                           std::to_string(tokenizer.vocab_size()) +
-                           " ids, but token files store uint16 ids (at most 65536)");
   if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0))
     return Status::invalid("val_fraction must be in [0, 1) (0: no validation split), got " +
                            std::to_string(options.val_fraction));
@@ -50,7 +46,17 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
     return Status::invalid("val_fraction " + std::to_string(options.val_fraction) + " of " +
                            std::to_string(total) + " tokens leaves " +
                            (val == 0 ? "val.bin" : "train.bin") + " empty");
-  std::vector<uint16_t> narrow(ids.begin(), ids.end());  // ids < vocab_size <= 65536
+  // nanoGPT's uint16 files while the ids fit, else uint32 with the header (Note [uint32 token files]).
+  const bool wide = tokenizer.vocab_size() > 65536;
+  result.bytes_per_token = wide ? 4 : 2;
+  std::vector<uint16_t> narrow;
+  std::vector<uint32_t> wide_ids;
+  if (wide) wide_ids.assign(ids.begin(), ids.end());
+  else narrow.assign(ids.begin(), ids.end());
+  auto write = [&](const fs::path& path, size_t first, size_t count) {
+    return wide ? write_token_file32(path, std::span<const uint32_t>(wide_ids).subspan(first, count))
+                : write_token_file(path, std::span<const uint16_t>(narrow).subspan(first, count));
+  };
 
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
@@ -60,17 +66,14 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
   if (val > 0) result.val_path = options.out_dir / "val.bin";
   result.train_tokens = total - val;
   result.val_tokens = val;
-  const std::span<const uint16_t> all(narrow);
-  if (Status s = write_token_file(result.train_path, all.first(static_cast<size_t>(total - val)));
-      !s.is_ok())
-    return s;
+  if (Status s = write(result.train_path, 0, static_cast<size_t>(total - val)); !s.is_ok()) return s;
   if (val == 0) {
     const fs::path old = options.out_dir / "val.bin";
     result.removed_old_val = fs::remove(old, ec);
     if (ec) return Status::io_error("cannot remove the older " + old.string() + ": " + ec.message());
     return result;
   }
-  if (Status s = write_token_file(result.val_path, all.last(static_cast<size_t>(val))); !s.is_ok())
+  if (Status s = write(result.val_path, static_cast<size_t>(total - val), static_cast<size_t>(val)); !s.is_ok())
     return s;
   return result;
 }

@@ -39,11 +39,13 @@ struct PrepareResult {
   int64_t val_tokens = 0;
   std::filesystem::path train_path, val_path;  // val_path empty: no validation split
   bool removed_old_val = false;                // val_fraction 0 removed an older val.bin
+  int bytes_per_token = 2;                     // 4: uint32 files (a vocabulary past 65,536 ids)
 };
 
 // Errors name the file and what is wrong: an unreadable input (kIO), text the tokenizer
-// rejects (kValue, with the byte offset: invalid UTF-8 for GPT-2), a vocabulary too large for
-// uint16 ids, a val_fraction outside [0, 1) or one that leaves a split empty, a failed write.
+// rejects (kValue, with the byte offset: invalid UTF-8 for GPT-2), a val_fraction outside
+// [0, 1) or one that leaves a split empty, a failed write. A vocabulary past 65,536 ids writes
+// uint32 files (data/token_file.h, Note [uint32 token files]).
 StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
                                             const PrepareOptions& options);
 

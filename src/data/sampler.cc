@@ -30,13 +30,10 @@ Batch BatchSampler::empty_batch() const {
 void BatchSampler::fill_row(const Batch& batch, int64_t b, int64_t start) const {
   TRI_ASSERT(start >= 0 && start + T_ + 1 <= file_->size(), "window at ", start,
              " does not fit in ", file_->size(), " tokens");
-  const uint16_t* window = file_->tokens().data() + start;
   int64_t* x = batch.inputs.data_ptr<int64_t>() + b * T_;
   int64_t* y = batch.targets.data_ptr<int64_t>() + b * T_;
-  for (int64_t t = 0; t < T_; ++t) {
-    x[t] = window[t];
-    y[t] = window[t + 1];
-  }
+  file_->read(start, T_, x);
+  file_->read(start + 1, T_, y);
 }
 
 SequentialSampler::SequentialSampler(std::shared_ptr<const TokenFile> file, int64_t B, int64_t T)

@@ -9,11 +9,13 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
+#include <utility>
 
 namespace trident::data {
 
 static_assert(std::endian::native == std::endian::little,
-              "token files are little-endian uint16 used in place: see Note [Little-endian only]");
+              "token files are little-endian ids used in place: see Note [Little-endian only]");
 
 namespace {
 
@@ -44,15 +46,29 @@ class Fd {
 
 }  // namespace
 
-TokenFile::TokenFile(const uint16_t* data, int64_t size, std::string name, void* mapping,
-                     size_t mapping_bytes, std::vector<uint16_t> owned)
-    : data_(data),
+TokenFile::TokenFile(const void* data, bool wide, int64_t size, std::string name, void* mapping,
+                     size_t mapping_bytes, std::vector<uint16_t> owned, std::vector<uint32_t> owned32)
+    : wide_(wide),
       size_(size),
       name_(std::move(name)),
       mapping_(mapping),
       mapping_bytes_(mapping_bytes),
-      owned_(std::move(owned)) {
-  if (!mapping_) data_ = owned_.data();
+      owned_(std::move(owned)),
+      owned32_(std::move(owned32)) {
+  if (!mapping_) data = wide_ ? static_cast<const void*>(owned32_.data()) : static_cast<const void*>(owned_.data());
+  if (wide_) data32_ = static_cast<const uint32_t*>(data);
+  else data_ = static_cast<const uint16_t*>(data);
+}
+
+std::span<const uint16_t> TokenFile::tokens() const {
+  TRI_CHECK(!wide_, "token file ", name_, " holds uint32 ids: use TokenFile::read");
+  return {data_, static_cast<size_t>(size_)};
+}
+
+void TokenFile::read(int64_t start, int64_t n, int64_t* out) const {
+  TRI_CHECK(start >= 0 && n >= 0 && start + n <= size_, "token file ", name_, ": ids [", start, ", ", start + n,
+            ") out of its ", size_);
+  for (int64_t i = 0; i < n; ++i) out[i] = id(start + i);
 }
 
 TokenFile::~TokenFile() {
@@ -70,6 +86,21 @@ StatusOr<std::shared_ptr<const TokenFile>> TokenFile::open(const std::filesystem
     return Status::io_error("token file " + name + " is not a regular file");
   const size_t bytes = static_cast<size_t>(st.st_size);
   if (bytes == 0) return Status::invalid("token file " + name + " is empty");
+  // Note [uint32 token files]: the header, if the file starts with it.
+  char header[kTokenFile32Header];
+  if (bytes >= kTokenFile32Header && ::pread(fd.get(), header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) &&
+      std::memcmp(header, kTokenFile32Magic, sizeof kTokenFile32Magic) == 0) {
+    uint64_t count = 0;
+    std::memcpy(&count, header + 8, sizeof count);
+    if (count == 0 || (bytes - kTokenFile32Header) / 4 != count || (bytes - kTokenFile32Header) % 4 != 0)
+      return Status::invalid("token file " + name + " starts with the uint32 header (TRITOK32) for " +
+                             std::to_string(count) + " ids but holds " + std::to_string(bytes) +
+                             " bytes (16 + 4 per id expected): it is truncated or not a uint32 token file");
+    void* mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (mapping == MAP_FAILED) return Status::io_error("cannot mmap token file " + name + ": " + errno_text());
+    return std::shared_ptr<const TokenFile>(new TokenFile(static_cast<const char*>(mapping) + kTokenFile32Header, true,
+                                                          static_cast<int64_t>(count), name, mapping, bytes, {}, {}));
+  }
   if (bytes % 2 != 0)
     return Status::invalid("token file " + name + " has an odd size (" + std::to_string(bytes) +
                            " bytes): it should hold 2-byte (uint16) token ids, so it is "
@@ -77,22 +108,27 @@ StatusOr<std::shared_ptr<const TokenFile>> TokenFile::open(const std::filesystem
   void* mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (mapping == MAP_FAILED)
     return Status::io_error("cannot mmap token file " + name + ": " + errno_text());
-  return std::shared_ptr<const TokenFile>(new TokenFile(static_cast<const uint16_t*>(mapping),
-                                                        static_cast<int64_t>(bytes / 2), name,
-                                                        mapping, bytes, {}));
+  return std::shared_ptr<const TokenFile>(new TokenFile(mapping, false, static_cast<int64_t>(bytes / 2), name, mapping,
+                                                        bytes, {}, {}));
 }
 
 std::shared_ptr<const TokenFile> TokenFile::from_tokens(std::vector<uint16_t> tokens,
                                                         std::string name) {
   const auto size = static_cast<int64_t>(tokens.size());
   return std::shared_ptr<const TokenFile>(
-      new TokenFile(nullptr, size, std::move(name), nullptr, 0, std::move(tokens)));
+      new TokenFile(nullptr, false, size, std::move(name), nullptr, 0, std::move(tokens), {}));
+}
+
+std::shared_ptr<const TokenFile> TokenFile::from_tokens32(std::vector<uint32_t> tokens, std::string name) {
+  const auto size = static_cast<int64_t>(tokens.size());
+  return std::shared_ptr<const TokenFile>(
+      new TokenFile(nullptr, true, size, std::move(name), nullptr, 0, {}, std::move(tokens)));
 }
 
 Status TokenFile::check_vocab_size(int64_t vocab_size) const {
   for (int64_t i = 0; i < size_; ++i) {
-    if (data_[i] >= vocab_size)
-      return Status::invalid("token file " + name_ + " has id " + std::to_string(data_[i]) +
+    if (id(i) >= vocab_size)
+      return Status::invalid("token file " + name_ + " has id " + std::to_string(id(i)) +
                              " at position " + std::to_string(i) + ", outside the vocabulary of " +
                              std::to_string(vocab_size) +
                              " tokens: was it prepared with another tokenizer?");
@@ -100,9 +136,13 @@ Status TokenFile::check_vocab_size(int64_t vocab_size) const {
   return Status::ok();
 }
 
-Status write_token_file(const std::filesystem::path& path, std::span<const uint16_t> tokens) {
+namespace {
+
+// Writes header + data to `path` atomically (write_token_file's contract).
+Status write_atomically(const std::filesystem::path& path, std::string_view header, const char* data, size_t bytes,
+                        bool empty) {
   const std::string name = path.string();
-  if (tokens.empty())
+  if (empty)
     return Status::invalid("refusing to write an empty token file " + name +
                            " (it could not be opened again)");
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
@@ -115,14 +155,16 @@ Status write_token_file(const std::filesystem::path& path, std::span<const uint1
     ::unlink(tmp.c_str());
     return s;
   };
-  const char* p = reinterpret_cast<const char*>(tokens.data());
-  size_t left = tokens.size_bytes();
-  while (left > 0) {
-    const ssize_t n = ::write(fd.get(), p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("write " + tmp);
-    p += n;
-    left -= static_cast<size_t>(n);
+  for (const auto& [p0, len] : {std::pair<const char*, size_t>{header.data(), header.size()}, {data, bytes}}) {
+    const char* p = p0;
+    size_t left = len;
+    while (left > 0) {
+      const ssize_t n = ::write(fd.get(), p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return fail("write " + tmp);
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
   }
   if (::fsync(fd.get()) != 0) return fail("fsync " + tmp);
   if (fd.close() != 0) return fail("close " + tmp);
@@ -133,6 +175,21 @@ Status write_token_file(const std::filesystem::path& path, std::span<const uint1
     return Status::io_error("wrote " + name + " but cannot fsync its directory " + dir.string() +
                             ": " + errno_text());
   return Status::ok();
+}
+
+}  // namespace
+
+Status write_token_file(const std::filesystem::path& path, std::span<const uint16_t> tokens) {
+  return write_atomically(path, {}, reinterpret_cast<const char*>(tokens.data()), tokens.size_bytes(), tokens.empty());
+}
+
+Status write_token_file32(const std::filesystem::path& path, std::span<const uint32_t> tokens) {
+  char header[kTokenFile32Header];
+  std::memcpy(header, kTokenFile32Magic, sizeof kTokenFile32Magic);
+  const uint64_t count = tokens.size();
+  std::memcpy(header + 8, &count, sizeof count);
+  return write_atomically(path, std::string_view(header, sizeof header), reinterpret_cast<const char*>(tokens.data()),
+                          tokens.size_bytes(), tokens.empty());
 }
 
 }  // namespace trident::data

@@ -7,9 +7,9 @@ namespace trident::train {
 const OptionTable<DataOptions>& DataOptions::table() {
   static const auto t =
       OptionTable<DataOptions>("data", "Token files, tokenizer and batching")
-          .add("train_file", &DataOptions::train_file, "training tokens (uint16, nanoGPT's train.bin format)")
+          .add("train_file", &DataOptions::train_file, "training tokens (nanoGPT's uint16 train.bin, or uint32 with trident's header past 65,536 ids)")
           .add("val_file", &DataOptions::val_file,
-               "validation tokens (uint16); empty, or a file that does not exist: training runs without evaluation")
+               "validation tokens (as train_file); empty, or a file that does not exist: training runs without evaluation")
           .add("tokenizer", &DataOptions::tokenizer, "tokenizer used to prepare the data", {"gpt2", "byte"})
           .add("vocab_dir", &DataOptions::vocab_dir,
                "GPT-2 vocabulary directory (vocab.json + merges.txt); empty: search the usual places")
@@ -78,8 +78,6 @@ void TrainConfig::validate() const {
   kernels.validate(uses_bf16_gemms());
   TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
             ") must not exceed model.block_size (", model.block_size, ")");
-  TRI_CHECK(model.vocab_size <= 65536, "model.vocab_size (", model.vocab_size,
-            ") must fit uint16 token files (<= 65536)");
   TRI_CHECK(lr_schedule.min_lr <= optim.lr, "lr_schedule.min_lr (", lr_schedule.min_lr,
             ") must not exceed optim.lr (", optim.lr, ")");
   (void)train.max_runtime_seconds();  // checks the text (a struct filled in code skips the table's check)

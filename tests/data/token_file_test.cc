@@ -29,6 +29,43 @@ TEST(TokenFile, WritesRawLittleEndianUint16AndMapsItBack) {
   EXPECT_EQ(file.value()->name(), path.string());
 }
 
+// Note [uint32 token files]: a header, then little-endian uint32 ids; read back by width, and a
+// header that does not add up is an error, never ids of the wrong width.
+TEST(TokenFile, Uint32FilesCarryAHeaderAndReadBackTheirIds) {
+  TempDir dir;
+  const std::vector<uint32_t> tokens = {0, 65536, 128255, 151935, 7};
+  const auto path = dir.path() / "wide.bin";
+  ASSERT_TRUE(write_token_file32(path, tokens).is_ok());
+  const std::string bytes = testing::read_file(path);
+  ASSERT_EQ(bytes.size(), 16u + 4u * 5u);
+  EXPECT_EQ(bytes.substr(0, 16), std::string("TRITOK32\x05\x00\x00\x00\x00\x00\x00\x00", 16));
+  EXPECT_EQ(bytes.substr(20, 4), std::string("\x00\x00\x01\x00", 4));  // 65536, little-endian
+  auto file = TokenFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  EXPECT_EQ(file.value()->size(), 5);
+  EXPECT_EQ(file.value()->bytes_per_token(), 4);
+  std::vector<int64_t> ids(5);
+  file.value()->read(0, 5, ids.data());
+  EXPECT_EQ(ids, (std::vector<int64_t>{0, 65536, 128255, 151935, 7}));
+  EXPECT_ANY_THROW(file.value()->tokens());  // the uint16 view of a uint32 file
+  // Cut by 4 bytes: the count no longer matches.
+  testing::write_file(dir.path() / "cut.bin", bytes.substr(0, bytes.size() - 4));
+  auto cut = TokenFile::open(dir.path() / "cut.bin");
+  ASSERT_FALSE(cut.is_ok());
+  EXPECT_CONTAINS(cut.status().message(), "starts with the uint32 header (TRITOK32) for 5 ids but holds 32 bytes");
+  // A uint16 file stays uint16 (and in memory, either width reads through read()).
+  const std::vector<uint16_t> narrow = {84, 82, 73, 84};  // "TRIT" as bytes, not the whole magic
+  ASSERT_TRUE(write_token_file(dir.path() / "narrow.bin", narrow).is_ok());
+  auto n = TokenFile::open(dir.path() / "narrow.bin");
+  ASSERT_TRUE(n.is_ok());
+  EXPECT_EQ(n.value()->bytes_per_token(), 2);
+  EXPECT_EQ(n.value()->size(), 4);
+  auto memory = TokenFile::from_tokens32({1, 100000});
+  int64_t second = 0;
+  memory->read(1, 1, &second);
+  EXPECT_EQ(second, 100000);
+}
+
 TEST(TokenFile, RefusesFilesThatCannotHoldTokens) {
   TempDir dir;
   auto missing = TokenFile::open(dir.path() / "nope.bin");
