@@ -5,13 +5,17 @@
 // layout-equivalence tests compare layouts with each other within 1e-5; this compares each with
 // its own past, exactly.
 //
-// To record new values (only when a change is meant to change the numbers; say why in its
-// commit): TRIDENT_WRITE_GOLDEN=FILE mpirun -np N golden_losses_test appends rank 0's
-// values for that world size to FILE, in golden_losses.inc's format.
+// Bits are a CPU class's (docs/numerics.md: the build is -march=native and the GEMM engines
+// follow the instruction set), so each value carries the class it was recorded on, and a CPU
+// of a class without values skips, saying so. To record values (on a class without them,
+// before a change that must not move the numbers; or when a change is meant to move them, saying
+// why in its commit): TRIDENT_WRITE_GOLDEN=FILE mpirun -np N golden_losses_test appends rank
+// 0's values for that world size and this CPU class to FILE, in golden_losses.inc's format.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,8 +28,28 @@ namespace {
 struct Golden {
   const char* layout;
   int world;
+  const char* cpu;  // cpu_class() of the machine that recorded it
   std::vector<double> losses, val;
 };
+
+// The CPU class: the instruction set (which picks kernels and GEMM engines) and the model (a
+// library's blocking can follow the caches): "avx512_bf16 family 25 model 17".
+std::string cpu_class() {
+  std::string isa = "other";
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512bf16")) isa = "avx512_bf16";
+  else if (__builtin_cpu_supports("avx512f")) isa = "avx512";
+  else if (__builtin_cpu_supports("avx2")) isa = "avx2";
+#endif
+  std::ifstream info("/proc/cpuinfo");
+  std::string line, family = "?", model = "?";
+  while (std::getline(info, line) && (family == "?" || model == "?")) {
+    const auto value = [&] { return line.substr(line.find(':') + 2); };
+    if (line.starts_with("cpu family")) family = value();
+    else if (line.starts_with("model\t") || line.starts_with("model  ")) model = value();
+  }
+  return isa + " family " + family + " model " + model;
+}
 
 const std::vector<Golden>& golden() {
   static const std::vector<Golden> g = {
@@ -110,6 +134,17 @@ TEST_F(GoldenLossesTest, EveryLayoutGivesItsRecordedLossesBitForBit) {
   }
   const std::vector<Layout> list = layouts(world_size);
   if (list.empty()) GTEST_SKIP() << "no layouts pinned for " << world_size << " ranks";
+  const std::string cpu = cpu_class();
+  if (write_path == nullptr) {
+    std::string recorded;
+    for (const Golden& g : golden())
+      if (recorded.find(g.cpu) == std::string::npos) recorded += std::string(recorded.empty() ? "" : ", ") + g.cpu;
+    bool have = false;
+    for (const Golden& g : golden()) have = have || (cpu == g.cpu && g.world == world_size);
+    if (!have)
+      GTEST_SKIP() << "no losses recorded for this CPU class (" << cpu << "; recorded: " << recorded
+                   << "): record them with TRIDENT_WRITE_GOLDEN before a change that must keep the numbers";
+  }
   for (const Layout& l : list) {
     train::TrainConfig cfg = testing::tiny_run_config(dir);
     cfg.train.steps = 8;
@@ -119,7 +154,7 @@ TEST_F(GoldenLossesTest, EveryLayoutGivesItsRecordedLossesBitForBit) {
     const Run r = train(cfg, world);
     if (write_path != nullptr) {  // recording: rank 0 writes, no rank compares
       if (out == nullptr) continue;
-      std::fprintf(out, "    {\"%s\", %d,\n     {", l.name, world_size);
+      std::fprintf(out, "    {\"%s\", %d, \"%s\",\n     {", l.name, world_size, cpu.c_str());
       for (size_t i = 0; i < r.losses.size(); ++i) std::fprintf(out, "%s%a", i ? ", " : "", r.losses[i]);
       std::fprintf(out, "},\n     {");
       for (size_t i = 0; i < r.val.size(); ++i) std::fprintf(out, "%s%a", i ? ", " : "", r.val[i]);
@@ -128,7 +163,8 @@ TEST_F(GoldenLossesTest, EveryLayoutGivesItsRecordedLossesBitForBit) {
     }
     const Golden* g = nullptr;
     for (const Golden& candidate : golden())
-      if (candidate.world == world_size && l.name == std::string(candidate.layout)) g = &candidate;
+      if (candidate.world == world_size && cpu == candidate.cpu && l.name == std::string(candidate.layout))
+        g = &candidate;
     ASSERT_NE(g, nullptr) << "no recorded losses for " << l.name << " on " << world_size << " ranks";
     EXPECT_EQ(r.losses, g->losses) << l.name << " on " << world_size << " ranks";
     EXPECT_EQ(r.val, g->val) << l.name << " on " << world_size << " ranks";
