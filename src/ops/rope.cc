@@ -9,15 +9,22 @@
 
 namespace trident::ops {
 
-Tensor rope(const Tensor& x, double theta, int64_t pos0, bool inverse) {
+Tensor rope(const Tensor& x, const RopeParams& params, int64_t pos0, bool inverse) {
   const char* what = "rope";
   check_floating(x, what);
   TRI_CHECK(x.dim() == 4, what, ": expected x of shape (B, T, heads, head_size), got ", x.shape());
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = x.size(3);
   TRI_CHECK(D % 2 == 0, what, ": head_size must be even (dims pair up as (i, i + head_size/2)), got ", D,
             " in x ", x.shape());
+  const double theta = params.theta;
   TRI_CHECK(std::isfinite(theta) && theta > 1.0, what, ": theta (the rotary base) must be a finite number > 1, got ",
             theta);
+  if (params.scaled())
+    TRI_CHECK(std::isfinite(params.factor) && params.factor > 0.0 && params.low_freq_factor > 0.0 &&
+                  params.high_freq_factor > params.low_freq_factor && params.original_max_position > 0,
+              what, ": Llama 3 scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+              "original_max_position > 0; got factor ", params.factor, ", low_freq_factor ", params.low_freq_factor,
+              ", high_freq_factor ", params.high_freq_factor, ", original_max_position ", params.original_max_position);
   TRI_CHECK(pos0 >= 0, what, ": the first position must be >= 0, got ", pos0);
   TRI_CHECK(pos0 <= std::numeric_limits<int64_t>::max() - T, what, ": the first position ", pos0, " plus ", T,
             " tokens overflows a 64-bit position");
@@ -25,11 +32,11 @@ Tensor rope(const Tensor& x, double theta, int64_t pos0, bool inverse) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
   if (on_device(xc)) {
-    device_kernels_of(xc).rope(x.dtype(), out.raw_data(), xc.raw_data(), B, T, H, D, theta, pos0, inverse);
+    device_kernels_of(xc).rope(x.dtype(), out.raw_data(), xc.raw_data(), B, T, H, D, params, pos0, inverse);
     return out;
   }
   dispatch_floating(x.dtype(), what, [&]<class T_>() {
-    kernels::cpu::rope<T_>(out.data_ptr<T_>(), xc.data_ptr<T_>(), B, T, H, D, theta, pos0, inverse);
+    kernels::cpu::rope<T_>(out.data_ptr<T_>(), xc.data_ptr<T_>(), B, T, H, D, params, pos0, inverse);
   });
   return out;
 }

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 
+#include "core/rope_params.h"
 #include "core/tensor.h"
 
 namespace trident::ops {
 
-Tensor rope(const Tensor& x, double theta, int64_t pos0, bool inverse = false);
+// params: the base and Llama 3's scaling (core/rope_params.h); a plain double is the base.
+Tensor rope(const Tensor& x, const RopeParams& params, int64_t pos0, bool inverse = false);
 
 }  // namespace trident::ops

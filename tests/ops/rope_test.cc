@@ -20,6 +20,15 @@ TEST(RopeOps, BadInputsAreNamed) {
   expect_error([] { ops::rope(zeros({1, 2, 3, 5}), 10000.0, 0); }, {"rope", "head_size must be even", "5"});
   expect_error([] { ops::rope(zeros({1, 2, 3, 4}), 1.0, 0); }, {"rope", "theta", "> 1", "1"});
   expect_error([] { ops::rope(zeros({1, 2, 3, 4}), 10000.0, -2); }, {"rope", "first position", "-2"});
+  expect_error(
+      [] {
+        RopeParams p(500000.0);
+        p.factor = 8.0;
+        p.low_freq_factor = 4.0;
+        p.high_freq_factor = 1.0;
+        ops::rope(zeros({1, 2, 3, 4}), p, 0);
+      },
+      {"rope", "Llama 3 scaling", "low_freq_factor 4", "high_freq_factor 1"});
   expect_error([] { ops::rope(zeros({1, 2, 3, 4}, DType::kI64), 10000.0, 0); }, {"rope", "i64"});
 }
 

@@ -10,7 +10,8 @@ sampler, schedule, AdamW, clipping, evaluation) is gpt2_torch.py's, reused from 
           n2 = post_attention_layernorm(h); norm; lm_head (or the embedding when tied).
           RMSNorm: x / sqrt(mean(x^2) + eps) * w (in float32). RoPE: HF's rotate-half form,
           inv_freq = 1 / theta^(2i / HS), cos/sin of position * inv_freq repeated twice, q*cos +
-          rotate_half(q)*sin. Grouped-query attention: each kv head repeated n_head / n_kv_heads
+          rotate_half(q)*sin, inv_freq rescaled as Llama 3 with --rope-scaling-factor (HF's
+          _compute_llama3_parameters). Grouped-query attention: each kv head repeated n_head / n_kv_heads
           times (repeat_kv), causal softmax(q k^T / sqrt(HS)) v. Linear weights (out, in); q, k,
           v biases with --qkv-bias (Qwen2). Weights from safetensors with HF names, "model."
           prefix optional (--init).
@@ -48,6 +49,20 @@ class RMSNorm(nn.Module):
         return self.weight * (x * torch.rsqrt(variance + self.eps))
 
 
+def llama3_inv_freq(inv_freq, a):
+    """Hugging Face's _compute_llama3_parameters."""
+    factor, low, high = a.rope_scaling_factor, a.rope_low_freq_factor, a.rope_high_freq_factor
+    old_context_len = a.rope_original_max_position
+    low_freq_wavelen = old_context_len / low
+    high_freq_wavelen = old_context_len / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low) / (high - low)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
 def rotate_half(x):
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
     return torch.cat((-x2, x1), dim=-1)
@@ -63,6 +78,8 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(C, self.NKV * self.HS, bias=a.qkv_bias)
         self.o_proj = nn.Linear(self.NH * self.HS, C, bias=False)
         inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, self.HS, 2).float() / self.HS))
+        if a.rope_scaling_factor > 0:
+            inv_freq = llama3_inv_freq(inv_freq, a)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, x):
@@ -165,7 +182,11 @@ def write_hf_dir(args):
               "num_key_value_heads": args.n_kv_heads, "hidden_size": args.n_embd,
               "intermediate_size": args.intermediate_size, "max_position_embeddings": args.block_size,
               "vocab_size": args.vocab_size, "rope_theta": args.rope_theta, "rms_norm_eps": args.rms_norm_eps,
-              "hidden_act": "silu", "tie_word_embeddings": args.tie_word_embeddings, "rope_scaling": None,
+              "hidden_act": "silu", "tie_word_embeddings": args.tie_word_embeddings,
+              "rope_scaling": None if args.rope_scaling_factor == 0 else {
+                  "rope_type": "llama3", "factor": args.rope_scaling_factor,
+                  "low_freq_factor": args.rope_low_freq_factor, "high_freq_factor": args.rope_high_freq_factor,
+                  "original_max_position_embeddings": args.rope_original_max_position},
               "initializer_range": 0.02, "torch_dtype": "bfloat16" if dtype == "BF16" else "float32",
               "transformers_version": "4.46.0"}
     if qwen2:
@@ -186,6 +207,10 @@ def main():
     ap.add_argument("--rms-norm-eps", type=float, default=1e-6)
     ap.add_argument("--tie-word-embeddings", action="store_true")
     ap.add_argument("--qkv-bias", action="store_true")
+    ap.add_argument("--rope-scaling-factor", type=float, default=0.0, help="Llama 3's rope_scaling factor (0: none)")
+    ap.add_argument("--rope-low-freq-factor", type=float, default=1.0)
+    ap.add_argument("--rope-high-freq-factor", type=float, default=4.0)
+    ap.add_argument("--rope-original-max-position", type=int, default=8192)
     ap.add_argument("--write-hf-dir", default="", help="write a random init as a Hugging Face directory and exit")
     ap.add_argument("--hf-dtype", choices=["bf16", "f32"], default="bf16")
     ap.add_argument("--hf-shards", type=int, default=1)

@@ -62,6 +62,8 @@ struct ParityCase {
   int64_t n_kv_heads = 0, intermediate_size = 0;
   double rope_theta = 10000.0;
   bool tie_word_embeddings = false, qkv_bias = false;
+  double rope_scaling_factor = 0.0;  // Llama 3's; low/high freq factors 1 and 4
+  int64_t rope_original_max_position = 8192;
 };
 
 // Per-step and evaluation results of one run.
@@ -123,7 +125,7 @@ std::vector<uint16_t> synthetic_text(size_t n_tokens, uint32_t seed) {
   return out;
 }
 
-TrainConfig trident_config(const ParityCase& c, const fs::path& dir) {
+TrainConfig trident_config(const ParityCase& c, const fs::path& dir, const std::string& out = "trident_out") {
   TrainConfig cfg;
   cfg.model.arch = c.arch;
   if (c.arch == "llama")
@@ -131,7 +133,9 @@ TrainConfig trident_config(const ParityCase& c, const fs::path& dir) {
                                {"intermediate_size", c.intermediate_size},
                                {"rope_theta", c.rope_theta},
                                {"tie_word_embeddings", c.tie_word_embeddings},
-                               {"qkv_bias", c.qkv_bias}};
+                               {"qkv_bias", c.qkv_bias},
+                               {"rope_scaling_factor", c.rope_scaling_factor},
+                               {"rope_original_max_position", c.rope_original_max_position}};
   cfg.model.n_layer = c.n_layer;
   cfg.model.n_head = c.n_head;
   cfg.model.n_embd = c.n_embd;
@@ -162,7 +166,7 @@ TrainConfig trident_config(const ParityCase& c, const fs::path& dir) {
   cfg.train.log_interval = 1000;
   cfg.train.checkpoint_interval = 0;
   cfg.train.checkpoint_keep = 1;
-  cfg.train.out_dir = (dir / "trident_out").string();
+  cfg.train.out_dir = (dir / out).string();
   cfg.train.init_from = (dir / "init.safetensors").string();
   cfg.train.resume = false;
   cfg.train.threads = 2;
@@ -186,9 +190,12 @@ std::string torch_args(const ParityCase& c, const fs::path& dir) {
                 (long long)c.eval_interval, (long long)c.eval_batches);
   std::string args = buf;
   if (c.arch == "llama") {
-    std::snprintf(buf, sizeof buf, " --n-kv-heads %lld --intermediate-size %lld --rope-theta %.17g --rms-norm-eps 1e-6%s%s",
+    std::snprintf(buf, sizeof buf,
+                  " --n-kv-heads %lld --intermediate-size %lld --rope-theta %.17g --rms-norm-eps 1e-6%s%s"
+                  " --rope-scaling-factor %.17g --rope-original-max-position %lld",
                   (long long)(c.n_kv_heads > 0 ? c.n_kv_heads : c.n_head), (long long)c.intermediate_size, c.rope_theta,
-                  c.tie_word_embeddings ? " --tie-word-embeddings" : "", c.qkv_bias ? " --qkv-bias" : "");
+                  c.tie_word_embeddings ? " --tie-word-embeddings" : "", c.qkv_bias ? " --qkv-bias" : "",
+                  c.rope_scaling_factor, (long long)c.rope_original_max_position);
     args += buf;
   }
   return args;
@@ -230,9 +237,9 @@ class ParityTest : public ::testing::TestWithParam<ParityCase> {
     ASSERT_TRUE(data::write_token_file(cfg.data.val_file, val).is_ok());
   }
 
-  RunResult run_trident(const ParityCase& c) {
+  RunResult run_trident(const ParityCase& c, const std::string& out = "trident_out") {
     RunResult r;
-    auto trainer = Trainer::create(trident_config(c, dir_));
+    auto trainer = Trainer::create(trident_config(c, dir_, out));
     EXPECT_TRUE(trainer.is_ok()) << trainer.status().message();
     if (!trainer.is_ok()) return r;
     Trainer& t = *trainer.value();
@@ -308,6 +315,19 @@ TEST_P(ParityTest, PerStepLossesMatchPyTorch) {
     }
   }
 
+  // Where a case turns Llama 3's RoPE scaling on, the comparison must be able to see it: the
+  // same run without the scaling is much further from PyTorch's than the run with it.
+  if (c.rope_scaling_factor > 0) {
+    ParityCase off = c;
+    off.rope_scaling_factor = 0.0;
+    const RunResult unscaled = run_trident(off, "trident_out_unscaled");
+    ASSERT_EQ(unscaled.loss.size(), ref.loss.size());
+    double off_max = 0.0;
+    for (int64_t s = 0; s < c.steps; ++s) off_max = std::max(off_max, rel_diff(unscaled.loss[s], ref.loss[s]));
+    std::printf("[%s] without the scaling: max relative difference %.3e\n", c.name.c_str(), off_max);
+    EXPECT_GT(off_max, 20 * std::max(max_loss, 1e-9)) << "the case does not resolve the RoPE scaling";
+  }
+
   // The run must have learned something, or the comparison says little.
   EXPECT_LT(tri.loss.back(), tri.loss.front() - 0.5);
   // Clipping must actually have happened when the case turns it on.
@@ -336,6 +356,11 @@ INSTANTIATE_TEST_SUITE_P(
         // RoPE at Llama 3's base; gradient accumulation and clipping.
         ParityCase{"llama_gqa", 2, 8, 64, 32, 256, 4, 32, 2, 20, 2e-3, 1e-4, 5, 0,
                    0.9, 0.95, 1e-8, 0.1, 1.0, 10, 4, 1337, "llama", 2, 176, 500000.0, false, false},
+        // Llama 3's RoPE scaling (factor 8, original length 32: bands at wavelengths 8 and 32, so
+        // at head size 16 and base 10000 pair 0 is kept, pair 1 blended, the rest divided; the
+        // angles change by radians within the 32 positions), GQA 4/2.
+        ParityCase{"llama3_rope_scaling", 2, 4, 64, 32, 256, 4, 32, 2, 20, 2e-3, 1e-4, 5, 0,
+                   0.9, 0.95, 1e-8, 0.1, 1.0, 10, 4, 7, "llama", 2, 176, 10000.0, false, false, 8.0, 32},
         // Qwen2-style: q, k and v biases, a tied head, multi-head attention (kv heads = heads).
         ParityCase{"qwen2_bias_tied", 2, 4, 48, 32, 256, 6, 24, 1, 20, 2e-3, 2e-4, 3, 14,
                    0.8, 0.99, 1e-6, 0.05, 0.0, 7, 3, 42, "llama", 0, 128, 10000.0, true, true}),

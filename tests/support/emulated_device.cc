@@ -232,10 +232,10 @@ class EmulatedKernels final : public kernels::DeviceKernels {
       }
     });
   }
-  void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D, double theta,
-            int64_t pos0, bool inverse) override {
+  void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
+            const RopeParams& params, int64_t pos0, bool inverse) override {
     ops::dispatch_floating(dtype, "rope", [&]<class E>() {
-      cpu::rope<E>(static_cast<E*>(out), static_cast<const E*>(x), B, T, H, D, theta, pos0, inverse);
+      cpu::rope<E>(static_cast<E*>(out), static_cast<const E*>(x), B, T, H, D, params, pos0, inverse);
     });
   }
   void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* w, const void* b,

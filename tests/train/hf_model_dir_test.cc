@@ -173,7 +173,18 @@ TEST_F(HfModelDirTest, DirectoriesTridentCannotTrainAreClearErrors) {
             std::string::npos);
   const std::string llama = R"({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
       "hidden_size": 32, "intermediate_size": 48, "max_position_embeddings": 16, "vocab_size": 64)";
-  EXPECT_NE(write(llama + R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})").find("rope_scaling"),
+  EXPECT_NE(write(llama + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})")
+                .find("is of type \"yarn\"; trident implements \"llama3\""),
+            std::string::npos);
+  EXPECT_EQ(write(llama + R"(, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})"),
+            "");
+  const auto scaled = hf_model_config(d.string(), models::ModelConfig{});
+  ASSERT_TRUE(scaled.is_ok());
+  EXPECT_EQ(scaled.value().family_float("rope_scaling_factor"), 8.0);
+  EXPECT_EQ(scaled.value().family_int("rope_original_max_position"), 8192);
+  // And back: the exported config.json carries it.
+  EXPECT_NE(models::model_family("llama").to_hf_config(scaled.value()).find("\"rope_type\": \"llama3\", \"factor\": 8"),
             std::string::npos);
   EXPECT_NE(write(R"({"model_type": "mistral", "num_hidden_layers": 2, "num_attention_heads": 4,
       "hidden_size": 32, "intermediate_size": 48, "max_position_embeddings": 16, "vocab_size": 64,

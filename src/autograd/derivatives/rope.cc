@@ -10,13 +10,13 @@ using namespace autograd;
 
 TRI_REGISTER_OP(kRope, "rope");
 
-Tensor rope(const Tensor& x, double theta, int64_t pos0) {
+Tensor rope(const Tensor& x, const RopeParams& params, int64_t pos0) {
   TRI_PROFILE_OP(kRope);
-  Tensor out = ops::rope(x, theta, pos0);
+  Tensor out = ops::rope(x, params, pos0);
   if (needs_grad({x}))
-    record(kRope, {x}, {out}, [theta, pos0](const BackwardContext& c) {
+    record(kRope, {x}, {out}, [params, pos0](const BackwardContext& c) {
       // out = R x with R orthogonal:  dx = R^T dout = R^-1 dout
-      return GradList{ops::rope(c.grad(), theta, pos0, /*inverse=*/true)};
+      return GradList{ops::rope(c.grad(), params, pos0, /*inverse=*/true)};
     });
   return out;
 }

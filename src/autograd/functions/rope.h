@@ -5,12 +5,13 @@
 
 #include <cstdint>
 
+#include "core/rope_params.h"
 #include "core/tensor.h"
 
 namespace trident {
 
-// theta: the rotary base (10000 in LLaMA 1/2, 500000 in LLaMA 3); pos0: the position of
-// x's first token.
-Tensor rope(const Tensor& x, double theta = 10000.0, int64_t pos0 = 0);
+// params: the rotary base (10000 in LLaMA 1/2, 500000 in LLaMA 3; a plain double) and Llama 3's
+// frequency scaling (core/rope_params.h); pos0: the position of x's first token.
+Tensor rope(const Tensor& x, const RopeParams& params = RopeParams(), int64_t pos0 = 0);
 
 }  // namespace trident

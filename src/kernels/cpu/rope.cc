@@ -10,7 +10,7 @@
 namespace trident::kernels::cpu {
 
 template <class T>
-void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, double theta, int64_t pos0,
+void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, const RopeParams& params, int64_t pos0,
           bool inverse) {
   using Acc = acc_t<T>;
   const int64_t half = D / 2;
@@ -19,8 +19,7 @@ void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, do
   parallel_for(0, T_len, 16, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t)
       for (int64_t i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(pos0 + t) *
-                             std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+        const double angle = static_cast<double>(pos0 + t) * rope_inv_freq(params, i, D);
         cos_table[t * half + i] = static_cast<Acc>(std::cos(angle));
         sin_table[t * half + i] = static_cast<Acc>(inverse ? -std::sin(angle) : std::sin(angle));
       }
@@ -43,7 +42,7 @@ void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, do
 }
 
 #define TRI_INSTANTIATE_ROPE(T) \
-  template void rope<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, double, int64_t, bool);
+  template void rope<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, const RopeParams&, int64_t, bool);
 TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE_ROPE)
 #undef TRI_INSTANTIATE_ROPE
 

@@ -77,9 +77,9 @@ class CudaKernels final : public kernels::DeviceKernels {
     return s;
   }
   void gemm(const kernels::GemmArgs& args) override { cuda::gemm(args); }
-  void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D, double theta,
-            int64_t pos0, bool inverse) override {
-    launch_rope(code(dtype), out, x, B, T, H, D, theta, pos0, inverse);
+  void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
+            const RopeParams& params, int64_t pos0, bool inverse) override {
+    launch_rope(code(dtype), out, x, B, T, H, D, params, pos0, inverse);
     check_launch();
   }
   void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* weight,

@@ -4,9 +4,13 @@
 
 #include <cstdint>
 
+#include "core/rope_params.h"
+
 namespace trident::cuda {
 
-void launch_rope(int dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D, double theta,
+using trident::RopeParams;
+
+void launch_rope(int dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D, const RopeParams& params,
                  int64_t pos0, bool inverse);
 
 }  // namespace trident::cuda

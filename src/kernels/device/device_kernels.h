@@ -17,6 +17,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/rope_params.h"
 #include "core/shape.h"
 
 namespace trident::kernels {
@@ -97,8 +98,8 @@ class DeviceKernels {
   virtual void gemm(const GemmArgs& args) = 0;
 
   // Rotary position embedding on contiguous x (B, T, H, D) (kernels/cpu/rope.h); out may equal x.
-  virtual void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D, double theta,
-                    int64_t pos0, bool inverse) = 0;
+  virtual void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
+                    const RopeParams& params, int64_t pos0, bool inverse) = 0;
 
   // Normalization (kernels/cpu/layernorm.h, rmsnorm.h): statistics in acc_t of dtype.
   virtual void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* weight,

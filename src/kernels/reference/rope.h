@@ -8,6 +8,9 @@
 
 namespace trident::reference {
 
-Array rope(const Array& x, double theta, int64_t pos0);
+// With Llama 3's scaling when factor > 0 (core/rope_params.h's definition, written out again
+// here after Hugging Face's _compute_llama3_parameters).
+Array rope(const Array& x, double theta, int64_t pos0, double factor = 0.0, double low_freq_factor = 1.0,
+           double high_freq_factor = 4.0, double original_max_position = 8192.0);
 
 }  // namespace trident::reference

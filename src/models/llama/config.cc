@@ -11,6 +11,9 @@ void LlamaConfig::validate() const {
   TRI_CHECK(head_size() % 2 == 0, "model: the head size n_embd / n_head (", n_embd, " / ", n_head, " = ", head_size(),
             ") must be even for RoPE");
   TRI_CHECK(intermediate_size >= 1, "model: intermediate_size (", intermediate_size, ") must be at least 1");
+  TRI_CHECK(!rope.scaled() || rope.high_freq_factor > rope.low_freq_factor, "model: rope_high_freq_factor (",
+            rope.high_freq_factor, ") must exceed rope_low_freq_factor (", rope.low_freq_factor,
+            ") for Llama 3's RoPE scaling");
   TRI_CHECK(activation_checkpointing == "none" || activation_checkpointing == "selective" ||
                 activation_checkpointing == "full",
             "model: activation_checkpointing is \"", activation_checkpointing,
@@ -31,7 +34,11 @@ LlamaConfig LlamaConfig::from(const ModelConfig& cfg) {
   c.intermediate_size = hidden == 0 ? (8 * cfg.n_embd / 3 + 255) / 256 * 256 : hidden;
   c.block_size = cfg.block_size;
   c.vocab_size = cfg.vocab_size;
-  c.rope_theta = cfg.family_float("rope_theta");
+  c.rope = RopeParams(cfg.family_float("rope_theta"));
+  c.rope.factor = cfg.family_float("rope_scaling_factor");
+  c.rope.low_freq_factor = cfg.family_float("rope_low_freq_factor");
+  c.rope.high_freq_factor = cfg.family_float("rope_high_freq_factor");
+  c.rope.original_max_position = cfg.family_int("rope_original_max_position");
   c.rms_norm_eps = cfg.family_float("rms_norm_eps");
   c.tie_word_embeddings = cfg.family_bool("tie_word_embeddings");
   c.qkv_bias = cfg.family_bool("qkv_bias");
@@ -55,7 +62,11 @@ ModelConfig LlamaConfig::to_model_config() const {
   cfg.activation_checkpointing = activation_checkpointing;
   cfg.family_values = {{"n_kv_heads", n_kv_heads},
                        {"intermediate_size", intermediate_size},
-                       {"rope_theta", rope_theta},
+                       {"rope_theta", rope.theta},
+                       {"rope_scaling_factor", rope.factor},
+                       {"rope_low_freq_factor", rope.low_freq_factor},
+                       {"rope_high_freq_factor", rope.high_freq_factor},
+                       {"rope_original_max_position", rope.original_max_position},
                        {"rms_norm_eps", rms_norm_eps},
                        {"tie_word_embeddings", tie_word_embeddings},
                        {"qkv_bias", qkv_bias}};

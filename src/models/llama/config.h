@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/rope_params.h"
 #include "models/model_config.h"
 
 namespace trident::models::llama {
@@ -19,7 +20,8 @@ struct LlamaConfig {
   int64_t intermediate_size = 176; // the SwiGLU MLP's hidden width
   int64_t block_size = 128;        // the longest sequence (max_position_embeddings)
   int64_t vocab_size = 256;
-  double rope_theta = 10000.0;     // RoPE's base (500000 for Llama 3)
+  // RoPE's base (500000 for Llama 3) and Llama 3's frequency scaling (factor 0: none).
+  RopeParams rope = RopeParams(10000.0);
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;  // the LM head is the token embedding (Llama 3.2 1B/3B, Qwen2 0.5B)
   bool qkv_bias = false;           // biases on q, k and v (Qwen2)

@@ -21,8 +21,20 @@ ModelConfig from_hf(const std::string& text, const std::string& where) {
   const std::string type = j.at("model_type").get<std::string>();
   TRI_CHECK(j.value("hidden_act", std::string("silu")) == "silu", where, ": hidden_act \"", j.value("hidden_act", ""),
             "\": the LLaMA family's MLP is SwiGLU (silu)");
-  TRI_CHECK(!j.contains("rope_scaling") || j.at("rope_scaling").is_null(), where, ": rope_scaling ",
-            j.contains("rope_scaling") ? j.at("rope_scaling").dump() : "", " is not implemented yet (issue #22)");
+  // rope_scaling: none, or Llama 3's (the only type implemented: the others change more than the
+  // frequencies, e.g. YaRN's attention factor).
+  double factor = 0.0, low = 1.0, high = 4.0;
+  int64_t original = 8192;
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
+    const nlohmann::json& r = j.at("rope_scaling");
+    const std::string type = r.value("rope_type", r.value("type", std::string()));
+    TRI_CHECK(type == "llama3", where, ": rope_scaling ", r.dump(), " is of type \"", type,
+              "\"; trident implements \"llama3\"");
+    factor = r.at("factor").get<double>();
+    low = r.value("low_freq_factor", 1.0);
+    high = r.value("high_freq_factor", 4.0);
+    original = r.value("original_max_position_embeddings", int64_t{8192});
+  }
   TRI_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false), where,
             ": attention_bias / mlp_bias on every projection is not implemented (Qwen2's q/k/v biases are)");
   const int64_t positions = need("max_position_embeddings").get<int64_t>();
@@ -47,6 +59,10 @@ ModelConfig from_hf(const std::string& text, const std::string& where) {
                                         : c.n_head},
                      {"intermediate_size", need("intermediate_size").get<int64_t>()},
                      {"rope_theta", number("rope_theta", 10000.0)},
+                     {"rope_scaling_factor", factor},
+                     {"rope_low_freq_factor", low},
+                     {"rope_high_freq_factor", high},
+                     {"rope_original_max_position", original},
                      {"rms_norm_eps", number("rms_norm_eps", 1e-6)},
                      {"tie_word_embeddings", j.value("tie_word_embeddings", false)},
                      {"qkv_bias", type == "qwen2"}};
@@ -71,6 +87,13 @@ ModelFamily family() {
       key("intermediate_size", "the SwiGLU MLP's hidden width; 0: 8/3 n_embd rounded up to a multiple of 256",
           OptionType::kInt, int64_t{0}, Range::non_negative()),
       key("rope_theta", "RoPE's base (10000; Llama 3: 500000)", OptionType::kFloat, 10000.0, Range::positive()),
+      key("rope_scaling_factor", "Llama 3's RoPE scaling (rope_scaling type llama3): factor; 0: none",
+          OptionType::kFloat, 0.0, Range::non_negative()),
+      key("rope_low_freq_factor", "Llama 3's RoPE scaling: low_freq_factor", OptionType::kFloat, 1.0, Range::positive()),
+      key("rope_high_freq_factor", "Llama 3's RoPE scaling: high_freq_factor", OptionType::kFloat, 4.0,
+          Range::positive()),
+      key("rope_original_max_position", "Llama 3's RoPE scaling: original_max_position_embeddings",
+          OptionType::kInt, int64_t{8192}, Range::at_least(1)),
       key("rms_norm_eps", "RMSNorm epsilon", OptionType::kFloat, 1e-6, Range::positive()),
       key("tie_word_embeddings", "the LM head is the token embedding", OptionType::kBool, false),
       key("qkv_bias", "biases on the q, k and v projections (Qwen2)", OptionType::kBool, false),

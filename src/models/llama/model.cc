@@ -24,8 +24,8 @@ Tensor Attention::forward(const Tensor& x) const {
   // Head counts from the projections' widths: a plan that splits them leaves each rank its heads.
   const int64_t B = q.size(0), T = q.size(1), NH = q.size(2) / HS, NKV = k.size(2) / HS;
   // (B,T,H,HS) per head, rotated tokens-first (ops/rope.h), then (B,H,T,HS) views for attention.
-  const Tensor qr = trident::rope(trident::view(q, {B, T, NH, HS}), cfg_.rope_theta);
-  const Tensor kr = trident::rope(trident::view(k, {B, T, NKV, HS}), cfg_.rope_theta);
+  const Tensor qr = trident::rope(trident::view(q, {B, T, NH, HS}), cfg_.rope);
+  const Tensor kr = trident::rope(trident::view(k, {B, T, NKV, HS}), cfg_.rope);
   const Tensor vh = trident::view(v, {B, T, NKV, HS});
   // Tokens-first output: merging heads back into (B,T,C) is a free view (Note [Attention
   // output layout] in ops/attention.h).
@@ -188,8 +188,16 @@ std::string hf_config_json(const LlamaConfig& cfg) {
      << "  \"intermediate_size\": " << cfg.intermediate_size << ",\n"
      << "  \"max_position_embeddings\": " << cfg.block_size << ",\n"
      << "  \"vocab_size\": " << cfg.vocab_size << ",\n"
-     << "  \"rope_theta\": " << cfg.rope_theta << ",\n"
+     << "  \"rope_theta\": " << cfg.rope.theta << ",\n"
      << "  \"rms_norm_eps\": " << cfg.rms_norm_eps << ",\n"
+     << "  \"rope_scaling\": ";
+  if (cfg.rope.scaled())
+    os << "{\"rope_type\": \"llama3\", \"factor\": " << cfg.rope.factor << ", \"low_freq_factor\": "
+       << cfg.rope.low_freq_factor << ", \"high_freq_factor\": " << cfg.rope.high_freq_factor
+       << ", \"original_max_position_embeddings\": " << cfg.rope.original_max_position << "}";
+  else
+    os << "null";
+  os << ",\n"
      << "  \"hidden_act\": \"silu\",\n"
      << (qwen2 ? "  \"use_sliding_window\": false,\n" : "  \"attention_bias\": false,\n")
      << "  \"tie_word_embeddings\": " << (cfg.tie_word_embeddings ? "true" : "false") << ",\n"

@@ -7,7 +7,8 @@
 // ("layers.0.self_attn.q_proj.weight"), q and k in HF's rotate-half RoPE layout, so HF
 // checkpoints map one to one.
 //
-// Not yet: Llama 3's rope_scaling, Mistral's sliding window (they need kernels of their own).
+// Llama 3's RoPE frequency scaling by config (core/rope_params.h). Not yet: Mistral's sliding
+// window (windowed attention kernels).
 #pragma once
 
 #include <memory>
