@@ -18,7 +18,7 @@ using kernels::cpu::HeadsView;
 
 // Checks q, k, v (and names them in errors); returns the problem's sizes.
 AttentionShape check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                            std::optional<double> scale, const char* what) {
+                            std::optional<double> scale, int64_t window, const char* what) {
   check_floating(q, what);
   check_same_dtype(q, k, what);
   check_same_dtype(q, v, what);
@@ -40,8 +40,12 @@ AttentionShape check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, b
   TRI_CHECK(NKV > 0 && NH % NKV == 0, what, ": the number of kv heads NKV=", NKV, " (k ",
             k.shape(), ") must divide the number of query heads NH=", NH, " (q ", q.shape(), ")");
   TRI_CHECK(!scale || std::isfinite(*scale), what, ": scale must be finite, got ", *scale);
+  TRI_CHECK(window >= 0, what, ": the sliding window must be >= 1 keys (0: none), got ", window);
+  TRI_CHECK(window == 0 || causal, what, ": a sliding window (", window,
+            " keys) needs the causal mask; causal=false was given");
   return AttentionShape{B, NH, NKV, T, HS, causal,
-                        scale ? *scale : 1.0 / std::sqrt(static_cast<double>(HS))};
+                        scale ? *scale : 1.0 / std::sqrt(static_cast<double>(HS)),
+                        window >= T ? 0 : window};
 }
 
 // The kernels need the HS dim unit-stride; any other strides are fine.
@@ -59,7 +63,7 @@ DType lse_dtype(DType dtype) { return dtype == DType::kF64 ? DType::kF64 : DType
 kernels::DeviceHeads device_heads(const Tensor& t) { return {t.raw_data(), t.stride(0), t.stride(1), t.stride(2)}; }
 
 kernels::DeviceAttentionShape device_shape(const AttentionShape& s) {
-  return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale};
+  return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window};
 }
 
 // An uninitialized (B, H, T, HS) tensor like x, stored (B, T, H, HS) when tokens_first.
@@ -77,8 +81,8 @@ Tensor grad_like(const Tensor& x) { return empty_heads(x, x.strides()[1] < x.str
 
 AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                            bool causal, std::optional<double> scale,
-                           AttentionOutputLayout layout) {
-  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, "attention");
+                           AttentionOutputLayout layout, int64_t window) {
+  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, window, "attention");
   const Tensor q = unit_stride_rows(q_in), k = unit_stride_rows(k_in), v = unit_stride_rows(v_in);
   // See Note [Attention output layout].
   const Tensor out = empty_heads(q, layout == AttentionOutputLayout::kTokensFirst);
@@ -98,9 +102,9 @@ AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor&
 
 AttentionGrads attention_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in,
                                   const Tensor& v_in, const Tensor& out_in, const Tensor& lse,
-                                  bool causal, std::optional<double> scale) {
+                                  bool causal, std::optional<double> scale, int64_t window) {
   const char* what = "attention_backward";
-  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, what);
+  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, window, what);
   check_same_device(q_in, dout_in, what);
   check_same_device(q_in, out_in, what);
   check_same_device(q_in, lse, what);

@@ -7,6 +7,8 @@
 //     f32 (f64 for f64 inputs), that attention_backward needs.
 //     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
 //     scale=scale, enable_gqa=True) computes the same.
+//     window > 0 (with causal only): Mistral's sliding window, query i sees keys
+//     (i - window, i] (Note [Sliding window] in kernels/cpu/attention.h); 0: no window.
 // q, k, v may be any strided views (e.g. slices of a (B, T, 3, NH, HS) projection,
 // permuted) as long as the HS dim is unit-stride; they are not copied then (otherwise they
 // are made contiguous first). Not supported: dropout, arbitrary masks, different query and
@@ -35,7 +37,8 @@ struct AttentionForward {
 
 AttentionForward attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                            std::optional<double> scale = std::nullopt,
-                           AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst);
+                           AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst,
+                           int64_t window = 0);
 
 struct AttentionGrads {
   Tensor dq;  // (B, NH, T, HS), contiguous
@@ -43,10 +46,11 @@ struct AttentionGrads {
   Tensor dv;  // (B, NKV, T, HS), contiguous
 };
 
-// Gradients of attention(q, k, v, causal, scale) given the upstream gradient dout
+// Gradients of attention(q, k, v, causal, scale, window) given the upstream gradient dout
 // (B, NH, T, HS), the forward's output `out` and its lse.
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const Tensor& out, const Tensor& lse,
-                                  bool causal, std::optional<double> scale = std::nullopt);
+                                  bool causal, std::optional<double> scale = std::nullopt,
+                                  int64_t window = 0);
 
 }  // namespace trident::ops

@@ -1,5 +1,6 @@
 // The CUDA attention kernels alone (src/kernels/cuda/attention.cu), against a float64 host
 // reference: every dtype, head sizes 3..128, lengths 1..300 (partial tiles), causal or not,
+// sliding windows,
 // grouped- and multi-query heads, transposed output layouts; forward, lse and all three
 // gradients. Finer-grained than the op suite's attention cases, for tuning the kernels.
 // ctest runs it (label cuda); without a GPU it exits 77, which ctest reports as skipped.
@@ -94,9 +95,9 @@ struct Err {
 };
 
 template <class T>
-void check(int B, int NH, int NKV, int T_, int HS, bool causal, bool transposed_out) {
+void check(int B, int NH, int NKV, int T_, int HS, bool causal, bool transposed_out, int window = 0) {
   using A = std::conditional_t<std::is_same<T, double>::value, double, float>;
-  std::mt19937 rng(B * 1000003 + NH * 10007 + T_ * 101 + HS * 7 + causal);
+  std::mt19937 rng(B * 1000003 + NH * 10007 + T_ * 101 + HS * 7 + causal + 13 * window);
   std::uniform_real_distribution<double> U(-1, 1);
   const int group = NH / NKV;
   const double scale = 1.0 / std::sqrt((double)HS);
@@ -114,7 +115,7 @@ void check(int B, int NH, int NKV, int T_, int HS, bool causal, bool transposed_
   q.up(), k.up(), v.up(), dout.up();
   A* lse;
   CK(cudaMalloc(&lse, sizeof(A) * B * NH * T_));
-  AttentionDims d{B, NH, NKV, T_, HS, causal, scale};
+  AttentionDims d{B, NH, NKV, T_, HS, causal, scale, window};
   launch_attention_forward(code<T>(), out.heads(), lse, q.heads(), k.heads(), v.heads(), d);
   CK(cudaGetLastError());
   launch_attention_backward(code<T>(), dq.heads(), dk.heads(), dv.heads(), dout.heads(), q.heads(), k.heads(),
@@ -134,27 +135,27 @@ void check(int B, int NH, int NKV, int T_, int HS, bool causal, bool transposed_
     for (int h = 0; h < NH; ++h) {
       const int g = h / group;
       for (int i = 0; i < T_; ++i) {
-        const int n = causal ? i + 1 : T_;
+        const int n = causal ? i + 1 : T_, j0 = window > 0 ? std::max(0, i - window + 1) : 0;
         double mx = -INFINITY;
-        for (int j = 0; j < n; ++j) {
+        for (int j = j0; j < n; ++j) {
           double s = 0;
           for (int x = 0; x < HS; ++x) s += q.at(b, h, i, x) * k.at(b, g, j, x);
           P[j] = s * scale;
           mx = std::fmax(mx, P[j]);
         }
         double sum = 0;
-        for (int j = 0; j < n; ++j) sum += std::exp(P[j] - mx);
+        for (int j = j0; j < n; ++j) sum += std::exp(P[j] - mx);
         const double lse_ref = mx + std::log(sum);
-        for (int j = 0; j < n; ++j) P[j] = std::exp(P[j] - lse_ref);
+        for (int j = j0; j < n; ++j) P[j] = std::exp(P[j] - lse_ref);
         for (int x = 0; x < HS; ++x) {
           o[x] = 0;
-          for (int j = 0; j < n; ++j) o[x] += P[j] * v.at(b, g, j, x);
+          for (int j = j0; j < n; ++j) o[x] += P[j] * v.at(b, g, j, x);
           e_out.add(out.at(b, h, i, x), o[x]);
         }
         e_lse.add(lse_h[((size_t)b * NH + h) * T_ + i], lse_ref);
         double D = 0;
         for (int x = 0; x < HS; ++x) D += dout.at(b, h, i, x) * o[x];
-        for (int j = 0; j < n; ++j) {
+        for (int j = j0; j < n; ++j) {
           double s = 0;
           for (int x = 0; x < HS; ++x) s += dout.at(b, h, i, x) * v.at(b, g, j, x);
           dP[j] = P[j] * (s - D);  // dS
@@ -162,13 +163,13 @@ void check(int B, int NH, int NKV, int T_, int HS, bool causal, bool transposed_
         }
         for (int x = 0; x < HS; ++x) {
           double a = 0, mag = 0;
-          for (int j = 0; j < n; ++j) {
+          for (int j = j0; j < n; ++j) {
             a += dP[j] * k.at(b, g, j, x);
             mag += dP_mag[j] * std::fabs(k.at(b, g, j, x));
           }
           e_dq.add(dq.at(b, h, i, x), a * scale, mag * scale);
         }
-        for (int j = 0; j < n; ++j)
+        for (int j = j0; j < n; ++j)
           for (int x = 0; x < HS; ++x) {
             const size_t idx = (((size_t)b * NKV + g) * T_ + j) * HS + x;
             dk_ref[idx] += dP[j] * q.at(b, h, i, x) * scale;
@@ -188,8 +189,8 @@ void check(int B, int NH, int NKV, int T_, int HS, bool causal, bool transposed_
   const double t = tol<T>();
   const bool ok = e_out.rel() < t && e_lse.rel() < t && e_dq.rel() < t && e_dk.rel() < t && e_dv.rel() < t;
   failures += !ok;
-  std::printf("%s %-4s B=%d NH=%d NKV=%d T=%4d HS=%3d causal=%d tout=%d | rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
-              ok ? "ok  " : "FAIL", name<T>(), B, NH, NKV, T_, HS, causal, transposed_out, e_out.rel(), e_lse.rel(),
+  std::printf("%s %-4s B=%d NH=%d NKV=%d T=%4d HS=%3d causal=%d win=%d tout=%d | rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
+              ok ? "ok  " : "FAIL", name<T>(), B, NH, NKV, T_, HS, causal, window, transposed_out, e_out.rel(), e_lse.rel(),
               e_dq.rel(), e_dk.rel(), e_dv.rel());
 }
 
@@ -203,6 +204,10 @@ void suite() {
   check<T>(1, 3, 1, 200, 64, true, true);   // MQA
   check<T>(1, 2, 2, 300, 128, true, false);
   check<T>(1, 2, 1, 257, 16, false, true);
+  // Sliding windows (Mistral): shorter than a tile, across tile edges, of one key, with GQA.
+  for (int HS : {8, 16, 64, 128})
+    for (int window : {1, 5, 63, 64, 65, 100})
+      check<T>(2, 4, 2, 200, HS, true, window % 2 == 0, window);
 }
 
 // A few cases per kernel path (tensor cores: bf16 at HS 16/64/128; generic: f32), for
@@ -212,6 +217,7 @@ void quick_suite() {
   for (int HS : {16, 64, 128})
     for (int T_ : {17, 64, 130})
       for (int causal = 0; causal < 2; ++causal) check<T>(1, 2, 1, T_, HS, causal, causal == 1);
+  for (int HS : {16, 64, 128}) check<T>(1, 2, 1, 150, HS, true, false, 40);
 }
 
 static void bench(int B, int NH, int T_, int HS, bool causal) {
@@ -226,7 +232,7 @@ static void bench(int B, int NH, int T_, int HS, bool causal) {
   CK(cudaMalloc(&lse, sizeof(float) * B * NH * T_));
   Heads H{nullptr, (int64_t)NH * T_ * HS, (int64_t)T_ * HS, HS};
   auto hd = [&](T* p) { Heads x = H; x.data = p; return x; };
-  AttentionDims d{B, NH, NH, T_, HS, causal, 1.0 / std::sqrt((double)HS)};
+  AttentionDims d{B, NH, NH, T_, HS, causal, 1.0 / std::sqrt((double)HS), 0};
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0), cudaEventCreate(&e1);
   const int reps = 10;

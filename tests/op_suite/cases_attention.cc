@@ -2,7 +2,9 @@
 // tiles (T = 1, 37, 67, 130), head sizes 8/12/16/64 (12 is not a multiple of the 16-column
 // padding), causal and not, grouped-query (NKV = 2 and 1), a scale override, and inputs that
 // are strided views: slices of a permuted (B, T, 3, NH, HS) projection, a transposed layout
-// whose HS dim is not unit-stride, and k/v broadcast over the batch.
+// whose HS dim is not unit-stride, and k/v broadcast over the batch. Sliding windows (Mistral):
+// one key, shorter than a tile, a tile exactly, one past it, across three tiles, with GQA and
+// MQA, and one as long as the sequence (the plain causal mask).
 //
 // Thread-count check: cases with a single (batch, kv head) pair run the backward's fused
 // schedule with 1 thread and the two-pass schedule with 2, so the bitwise comparison also
@@ -25,11 +27,14 @@ struct Sizes {
 // Forward: a score sums HS products, then the softmax and P V sum over T keys. Backward:
 // dP sums HS products, dq sums over T keys, dk and dv over the T queries of each of the
 // NH / NKV query heads sharing the kv head. The longest chain is the backward's.
-int64_t reduction_length(const Sizes& s) { return s.NH / s.NKV * s.T + s.HS; }
+// A sliding window shortens each sum over keys and queries to `window` terms.
+int64_t reduction_length(const Sizes& s, int64_t window = 0) {
+  return s.NH / s.NKV * (window > 0 ? std::min(window, s.T) : s.T) + s.HS;
+}
 
-// qk_grad false: q and k get no gradient check (see the T = 1 case).
+// qk_grad false: q and k get no gradient check (see the T = 1 case). window > 0: a sliding window.
 void attention_case(const std::string& name, const Sizes& s, bool causal,
-                    std::optional<double> scale = std::nullopt, bool qk_grad = true) {
+                    std::optional<double> scale = std::nullopt, bool qk_grad = true, int64_t window = 0) {
   InputSpec q = normal({s.B, s.NH, s.T, s.HS}), k = normal({s.B, s.NKV, s.T, s.HS});
   if (!qk_grad) {
     q.no_grad();
@@ -39,13 +44,14 @@ void attention_case(const std::string& name, const Sizes& s, bool causal,
                .input(q)
                .input(k)
                .input(normal({s.B, s.NKV, s.T, s.HS}))
-               .forward([causal, scale](const TensorList& x) {
-                 return TensorList{trident::attention(x[0], x[1], x[2], causal, scale)};
+               .forward([causal, scale, window](const TensorList& x) {
+                 return TensorList{trident::attention(x[0], x[1], x[2], causal, scale,
+                                                      AttentionOutputLayout::kHeadsFirst, window)};
                })
-               .reference([causal, scale](const Arrays& x) {
-                 return Arrays{reference::attention(x[0], x[1], x[2], causal, scale)};
+               .reference([causal, scale, window](const Arrays& x) {
+                 return Arrays{reference::attention(x[0], x[1], x[2], causal, scale, window)};
                })
-               .reduction_length(reduction_length(s))
+               .reduction_length(reduction_length(s, window))
                .dtypes(kAttentionTypes));
 }
 
@@ -84,6 +90,15 @@ TRI_OP_CASES(attention_cases) {
   // tolerance at scale 1.7, HS = 8, over 20 seeds; this kernel likewise). 0.5 is 1.4x the
   // default 1/sqrt(8): the override is exercised and the problem stays well-conditioned.
   attention_case("scale override non-causal", {1, 2, 1, 67, 8}, false, 0.5);
+
+  // Sliding windows. A window of one key is T = 1's case at every position: only dv is checked.
+  attention_case("window 1 (each query sees itself)", {2, 2, 2, 70, 8}, true, std::nullopt, false, 1);
+  attention_case("window 5 T=37", {2, 3, 3, 37, 16}, true, std::nullopt, true, 5);
+  attention_case("window 64 (one tile) T=130", {1, 2, 2, 130, 8}, true, std::nullopt, true, 64);
+  attention_case("window 65 T=130 HS=16", {1, 2, 2, 130, 16}, true, std::nullopt, true, 65);
+  attention_case("window 30 over 3 tiles, GQA NH=4 NKV=2", {1, 4, 2, 150, 8}, true, std::nullopt, true, 30);
+  attention_case("window 50 MQA, one kv head", {1, 4, 1, 140, 8}, true, std::nullopt, true, 50);
+  attention_case("window 100 >= T=37 (causal)", {1, 2, 2, 37, 16}, true, std::nullopt, true, 100);
 
   // q, k, v sliced out of one (B, T, 3, NH, HS) projection and permuted to (B, NH, T, HS):
   // strided views (time stride 3 * NH * HS) that the kernels read without a copy.

@@ -39,6 +39,10 @@ TEST(AttentionOps, RejectsBadDtypesAndScale) {
                {"attention", "floating", "i64"});
   expect_error([&] { ops::attention(q, kv, kv, true, std::nan("")); },
                {"attention", "scale must be finite"});
+  expect_error([&] { ops::attention(q, kv, kv, true, std::nullopt, ops::AttentionOutputLayout::kHeadsFirst, -3); },
+               {"attention", "sliding window", "-3"});
+  expect_error([&] { ops::attention(q, kv, kv, false, std::nullopt, ops::AttentionOutputLayout::kHeadsFirst, 4); },
+               {"attention", "sliding window (4 keys)", "causal"});
 }
 
 TEST(AttentionOps, BackwardChecksItsSavedTensors) {

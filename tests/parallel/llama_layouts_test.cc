@@ -74,25 +74,29 @@ TEST_F(LlamaLayoutsTest, LayoutsGiveTheSingleProcessLosses) {
 // Tensor (and sequence) parallelism with grouped-query attention: kv heads split when the
 // ranks divide them, replicated (each rank the head its query heads read) when there are fewer
 // kv heads than ranks, multi-query attention (one kv head), tied and untied heads, with data
-// and pipeline parallelism: fp32 losses equal the single-process run's within 1e-5.
+// and pipeline parallelism, and Mistral's sliding window under sequence parallelism: fp32
+// losses equal the single-process run's within 1e-5.
 TEST_F(LlamaLayoutsTest, TensorParallelLayoutsGiveTheSingleProcessLosses) {
   if (world->size() < 2) GTEST_SKIP() << "one rank has no tensor parallelism";
   struct Layout {
     const char* name;
     int64_t tp, pp, zero, kv_heads;
     bool sp, tied;
+    int64_t window;  // Mistral's sliding window (0: none)
   };
-  const Layout layouts[] = {{"tp2_kv2_split", 2, 1, 0, 2, false, false},
-                            {"tp2_sp_mqa_tied", 2, 1, 0, 1, true, true},
-                            {"tp4_kv2_replicated", 4, 1, 0, 2, false, false},
-                            {"tp4_sp_kv2_replicated_tied", 4, 1, 0, 2, true, true},
-                            {"tp2_dp2_zero1", 2, 1, 1, 2, false, false},
-                            {"tp2_pp2", 2, 2, 0, 2, false, true}};
+  const Layout layouts[] = {{"tp2_kv2_split", 2, 1, 0, 2, false, false, 0},
+                            {"tp2_sp_mqa_tied", 2, 1, 0, 1, true, true, 0},
+                            {"tp4_kv2_replicated", 4, 1, 0, 2, false, false, 0},
+                            {"tp4_sp_kv2_replicated_tied", 4, 1, 0, 2, true, true, 0},
+                            {"tp2_dp2_zero1", 2, 1, 1, 2, false, false, 0},
+                            {"tp2_pp2", 2, 2, 0, 2, false, true, 0},
+                            {"tp2_sp_sliding_window", 2, 1, 0, 2, true, false, 5}};
   for (const Layout& l : layouts) {
     if (world->size() % (l.tp * l.pp) != 0) continue;
     if (l.zero > 0 && world->size() == l.tp * l.pp) continue;  // ZeRO needs data-parallel ranks
     TrainConfig cfg = config(l.name, l.tied);
     cfg.model.family_values["n_kv_heads"] = l.kv_heads;
+    cfg.model.family_values["sliding_window"] = l.window;
     cfg.parallel.tp = l.tp;
     cfg.parallel.pp = l.pp;
     cfg.parallel.zero_stage = l.zero;

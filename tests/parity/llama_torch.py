@@ -12,15 +12,16 @@ sampler, schedule, AdamW, clipping, evaluation) is gpt2_torch.py's, reused from 
           inv_freq = 1 / theta^(2i / HS), cos/sin of position * inv_freq repeated twice, q*cos +
           rotate_half(q)*sin, inv_freq rescaled as Llama 3 with --rope-scaling-factor (HF's
           _compute_llama3_parameters). Grouped-query attention: each kv head repeated n_head / n_kv_heads
-          times (repeat_kv), causal softmax(q k^T / sqrt(HS)) v. Linear weights (out, in); q, k,
+          times (repeat_kv), causal softmax(q k^T / sqrt(HS)) v; with --sliding-window W (Mistral)
+          query i sees keys i - W < j <= i (HF's sliding_window_overlay). Linear weights (out, in); q, k,
           v biases with --qkv-bias (Qwen2). Weights from safetensors with HF names, "model."
           prefix optional (--init).
 
 Usage: llama_torch.py (gpt2_torch.py's arguments) --n-kv-heads K --intermediate-size I
-       --rope-theta R --rms-norm-eps E [--tie-word-embeddings] [--qkv-bias]
+       --rope-theta R --rms-norm-eps E [--tie-word-embeddings] [--qkv-bias] [--sliding-window W]
        llama_torch.py ... --write-hf-dir DIR [--hf-dtype bf16|f32] [--hf-shards N] [--seed S]
          writes a random init as transformers' save_pretrained does: config.json (model_type
-         llama, or qwen2 with --qkv-bias), the weights under HF names ("model." prefix, lm_head
+         llama, qwen2 with --qkv-bias, mistral with --sliding-window), the weights under HF names ("model." prefix, lm_head
          unless tied) in N shards model-0000k-of-0000N.safetensors with
          model.safetensors.index.json (N = 1: model.safetensors).
 """
@@ -77,6 +78,7 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(C, self.NKV * self.HS, bias=a.qkv_bias)
         self.v_proj = nn.Linear(C, self.NKV * self.HS, bias=a.qkv_bias)
         self.o_proj = nn.Linear(self.NH * self.HS, C, bias=False)
+        self.window = a.sliding_window
         inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, self.HS, 2).float() / self.HS))
         if a.rope_scaling_factor > 0:
             inv_freq = llama3_inv_freq(inv_freq, a)
@@ -97,6 +99,8 @@ class Attention(nn.Module):
         v = v.repeat_interleave(groups, dim=1)
         att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.HS)
         mask = torch.ones(T, T, dtype=torch.bool).tril()
+        if self.window > 0:  # Mistral: key j is seen by queries i with i - window < j <= i
+            mask &= ~torch.ones(T, T, dtype=torch.bool).tril(-self.window)
         att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
         y = torch.matmul(att, v).transpose(1, 2).reshape(B, T, self.NH * self.HS)
         return self.o_proj(y)
@@ -175,9 +179,9 @@ def write_hf_dir(args):
         size = sum(p.numel() * (2 if dtype == "BF16" else 4) for _, p in tensors)
         with open(os.path.join(args.write_hf_dir, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": size}, "weight_map": weight_map}, f, indent=2)
-    qwen2 = args.qkv_bias
-    config = {"model_type": "qwen2" if qwen2 else "llama",
-              "architectures": ["Qwen2ForCausalLM" if qwen2 else "LlamaForCausalLM"],
+    qwen2, mistral = args.qkv_bias, not args.qkv_bias and args.sliding_window > 0
+    config = {"model_type": "qwen2" if qwen2 else "mistral" if mistral else "llama",
+              "architectures": ["Qwen2ForCausalLM" if qwen2 else "MistralForCausalLM" if mistral else "LlamaForCausalLM"],
               "num_hidden_layers": args.n_layer, "num_attention_heads": args.n_head,
               "num_key_value_heads": args.n_kv_heads, "hidden_size": args.n_embd,
               "intermediate_size": args.intermediate_size, "max_position_embeddings": args.block_size,
@@ -191,6 +195,8 @@ def write_hf_dir(args):
               "transformers_version": "4.46.0"}
     if qwen2:
         config.update({"use_sliding_window": False, "sliding_window": 4096})
+    elif mistral:
+        config.update({"sliding_window": args.sliding_window})
     else:
         config.update({"attention_bias": False, "mlp_bias": False})
     with open(os.path.join(args.write_hf_dir, "config.json"), "w") as f:
@@ -211,6 +217,7 @@ def main():
     ap.add_argument("--rope-low-freq-factor", type=float, default=1.0)
     ap.add_argument("--rope-high-freq-factor", type=float, default=4.0)
     ap.add_argument("--rope-original-max-position", type=int, default=8192)
+    ap.add_argument("--sliding-window", type=int, default=0, help="Mistral's sliding window (0: none)")
     ap.add_argument("--write-hf-dir", default="", help="write a random init as a Hugging Face directory and exit")
     ap.add_argument("--hf-dtype", choices=["bf16", "f32"], default="bf16")
     ap.add_argument("--hf-shards", type=int, default=1)

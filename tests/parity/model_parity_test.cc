@@ -64,6 +64,7 @@ struct ParityCase {
   bool tie_word_embeddings = false, qkv_bias = false;
   double rope_scaling_factor = 0.0;  // Llama 3's; low/high freq factors 1 and 4
   int64_t rope_original_max_position = 8192;
+  int64_t sliding_window = 0;  // Mistral's; 0: none
 };
 
 // Per-step and evaluation results of one run.
@@ -135,7 +136,8 @@ TrainConfig trident_config(const ParityCase& c, const fs::path& dir, const std::
                                {"tie_word_embeddings", c.tie_word_embeddings},
                                {"qkv_bias", c.qkv_bias},
                                {"rope_scaling_factor", c.rope_scaling_factor},
-                               {"rope_original_max_position", c.rope_original_max_position}};
+                               {"rope_original_max_position", c.rope_original_max_position},
+                               {"sliding_window", c.sliding_window}};
   cfg.model.n_layer = c.n_layer;
   cfg.model.n_head = c.n_head;
   cfg.model.n_embd = c.n_embd;
@@ -192,10 +194,10 @@ std::string torch_args(const ParityCase& c, const fs::path& dir) {
   if (c.arch == "llama") {
     std::snprintf(buf, sizeof buf,
                   " --n-kv-heads %lld --intermediate-size %lld --rope-theta %.17g --rms-norm-eps 1e-6%s%s"
-                  " --rope-scaling-factor %.17g --rope-original-max-position %lld",
+                  " --rope-scaling-factor %.17g --rope-original-max-position %lld --sliding-window %lld",
                   (long long)(c.n_kv_heads > 0 ? c.n_kv_heads : c.n_head), (long long)c.intermediate_size, c.rope_theta,
                   c.tie_word_embeddings ? " --tie-word-embeddings" : "", c.qkv_bias ? " --qkv-bias" : "",
-                  c.rope_scaling_factor, (long long)c.rope_original_max_position);
+                  c.rope_scaling_factor, (long long)c.rope_original_max_position, (long long)c.sliding_window);
     args += buf;
   }
   return args;
@@ -315,17 +317,25 @@ TEST_P(ParityTest, PerStepLossesMatchPyTorch) {
     }
   }
 
-  // Where a case turns Llama 3's RoPE scaling on, the comparison must be able to see it: the
-  // same run without the scaling is much further from PyTorch's than the run with it.
+  // Where a case turns a variant on (Llama 3's RoPE scaling, a sliding window), the comparison
+  // must be able to see it: the same run without it is much further from PyTorch's.
+  auto check_resolves = [&](ParityCase off, const char* what) {
+    const RunResult without = run_trident(off, "trident_out_without");
+    ASSERT_EQ(without.loss.size(), ref.loss.size());
+    double off_max = 0.0;
+    for (int64_t s = 0; s < c.steps; ++s) off_max = std::max(off_max, rel_diff(without.loss[s], ref.loss[s]));
+    std::printf("[%s] without the %s: max relative difference %.3e\n", c.name.c_str(), what, off_max);
+    EXPECT_GT(off_max, 20 * std::max(max_loss, 1e-9)) << "the case does not resolve the " << what;
+  };
   if (c.rope_scaling_factor > 0) {
     ParityCase off = c;
     off.rope_scaling_factor = 0.0;
-    const RunResult unscaled = run_trident(off, "trident_out_unscaled");
-    ASSERT_EQ(unscaled.loss.size(), ref.loss.size());
-    double off_max = 0.0;
-    for (int64_t s = 0; s < c.steps; ++s) off_max = std::max(off_max, rel_diff(unscaled.loss[s], ref.loss[s]));
-    std::printf("[%s] without the scaling: max relative difference %.3e\n", c.name.c_str(), off_max);
-    EXPECT_GT(off_max, 20 * std::max(max_loss, 1e-9)) << "the case does not resolve the RoPE scaling";
+    check_resolves(off, "RoPE scaling");
+  }
+  if (c.sliding_window > 0) {
+    ParityCase off = c;
+    off.sliding_window = 0;
+    check_resolves(off, "sliding window");
   }
 
   // The run must have learned something, or the comparison says little.
@@ -363,7 +373,10 @@ INSTANTIATE_TEST_SUITE_P(
                    0.9, 0.95, 1e-8, 0.1, 1.0, 10, 4, 7, "llama", 2, 176, 10000.0, false, false, 8.0, 32},
         // Qwen2-style: q, k and v biases, a tied head, multi-head attention (kv heads = heads).
         ParityCase{"qwen2_bias_tied", 2, 4, 48, 32, 256, 6, 24, 1, 20, 2e-3, 2e-4, 3, 14,
-                   0.8, 0.99, 1e-6, 0.05, 0.0, 7, 3, 42, "llama", 0, 128, 10000.0, true, true}),
+                   0.8, 0.99, 1e-6, 0.05, 0.0, 7, 3, 42, "llama", 0, 128, 10000.0, true, true},
+        // Mistral: a sliding window of 8 keys in sequences of 32, GQA 4/2.
+        ParityCase{"mistral_sliding_window", 2, 4, 64, 32, 256, 4, 32, 2, 20, 2e-3, 1e-4, 5, 0,
+                   0.9, 0.95, 1e-8, 0.1, 1.0, 10, 4, 11, "llama", 2, 176, 10000.0, false, false, 0.0, 8192, 8}),
     [](const ::testing::TestParamInfo<ParityCase>& info) { return info.param.name; });
 
 }  // namespace

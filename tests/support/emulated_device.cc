@@ -338,7 +338,7 @@ class EmulatedKernels final : public kernels::DeviceKernels {
                          const kernels::DeviceAttentionShape& s) override {
     ops::dispatch_floating(dtype, "attention", [&]<class T>() {
       cpu::attention_forward<T>(view<T>(out), static_cast<acc_t<T>*>(lse), view<const T>(q), view<const T>(k),
-                                view<const T>(v), cpu::AttentionShape{s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale});
+                                view<const T>(v), cpu::AttentionShape{s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window});
     });
   }
   void attention_backward(DType dtype, DeviceHeads dq, DeviceHeads dk, DeviceHeads dv, DeviceHeads dout, DeviceHeads q,
@@ -348,7 +348,7 @@ class EmulatedKernels final : public kernels::DeviceKernels {
       cpu::attention_backward<T>(view<T>(dq), view<T>(dk), view<T>(dv), view<const T>(dout), view<const T>(q),
                                  view<const T>(k), view<const T>(v), view<const T>(out),
                                  static_cast<const acc_t<T>*>(lse),
-                                 cpu::AttentionShape{s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale});
+                                 cpu::AttentionShape{s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window});
     });
   }
   void adamw_update(DType dtype, void* param, const void* grad, float* m, float* v, int64_t n,

@@ -71,13 +71,16 @@ class HfModelDirTest : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
   }
-  // The reference writes a tiny LLaMA (GQA 4/2) or a Qwen2 (biases, tied head) directory.
-  std::string write_reference(const std::string& name, const std::string& dtype, int shards, bool qwen2) {
+  // The reference writes a tiny LLaMA (GQA 4/2; a Mistral with a window) or a Qwen2 (biases,
+  // tied head) directory.
+  std::string write_reference(const std::string& name, const std::string& dtype, int shards, bool qwen2,
+                              int window = 0) {
     const std::string out = (dir_ / name).string();
     const std::string cmd = "OMP_WAIT_POLICY=PASSIVE " + python_ + " '" + script() +
                             "' --n-layer 2 --n-head 4 --n-embd 32 --block-size 16 --vocab-size 64 --n-kv-heads " +
                             (qwen2 ? "4" : "2") + " --intermediate-size 48 --hf-dtype " + dtype + " --hf-shards " +
                             std::to_string(shards) + (qwen2 ? " --qkv-bias --tie-word-embeddings" : "") +
+                            " --sliding-window " + std::to_string(window) +
                             " --write-hf-dir '" + out + "' > '" + out + ".log' 2>&1";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     return out;
@@ -87,17 +90,19 @@ class HfModelDirTest : public ::testing::Test {
 };
 
 TEST_F(HfModelDirTest, ReferenceDirectoriesImportBitForBitAndExportBack) {
-  for (const auto& [name, dtype, shards, qwen2] :
-       {std::tuple<std::string, std::string, int, bool>{"llama_bf16_sharded", "bf16", 3, false},
-        std::tuple<std::string, std::string, int, bool>{"qwen2_f32", "f32", 1, true}}) {
+  using Case = std::tuple<std::string, std::string, int, bool, int>;
+  for (const auto& [name, dtype, shards, qwen2, window] :
+       {Case{"llama_bf16_sharded", "bf16", 3, false, 0}, Case{"qwen2_f32", "f32", 1, true, 0},
+        Case{"mistral_window_f32", "f32", 2, false, 8}}) {
     SCOPED_TRACE(name);
-    const std::string in = write_reference(name, dtype, shards, qwen2);
+    const std::string in = write_reference(name, dtype, shards, qwen2, window);
     auto cfg = hf_model_config(in, models::ModelConfig{});
     ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
     EXPECT_EQ(cfg.value().arch, "llama");
     EXPECT_EQ(cfg.value().n_embd, 32);
     EXPECT_EQ(cfg.value().family_int("n_kv_heads"), qwen2 ? 4 : 2);
     EXPECT_EQ(cfg.value().family_bool("qkv_bias"), qwen2);
+    EXPECT_EQ(cfg.value().family_int("sliding_window"), window);
     const std::unique_ptr<models::CausalLM> model = models::build_model(cfg.value());
     ASSERT_TRUE(load_hf_weights(*model, in).is_ok());
     // Every tensor of the files, under its HF name, is the parameter's value exactly.
@@ -129,6 +134,7 @@ TEST_F(HfModelDirTest, ReferenceDirectoriesImportBitForBitAndExportBack) {
     EXPECT_EQ(file_tensors(out), files);
     auto again_cfg = hf_model_config(out, models::ModelConfig{});
     ASSERT_TRUE(again_cfg.is_ok()) << again_cfg.status().to_string();
+    EXPECT_EQ(again_cfg.value().family_int("sliding_window"), window);  // exported as mistral's sliding_window
     const std::unique_ptr<models::CausalLM> again = models::build_model(again_cfg.value());
     ASSERT_TRUE(load_hf_weights(*again, out).is_ok());
     EXPECT_EQ(model_tensors(*again), imported);
@@ -186,9 +192,26 @@ TEST_F(HfModelDirTest, DirectoriesTridentCannotTrainAreClearErrors) {
   // And back: the exported config.json carries it.
   EXPECT_NE(models::model_family("llama").to_hf_config(scaled.value()).find("\"rope_type\": \"llama3\", \"factor\": 8"),
             std::string::npos);
-  EXPECT_NE(write(R"({"model_type": "mistral", "num_hidden_layers": 2, "num_attention_heads": 4,
-      "hidden_size": 32, "intermediate_size": 48, "max_position_embeddings": 16, "vocab_size": 64,
-      "sliding_window": 8})").find("sliding-window attention (8) is not implemented yet"),
+  // Sliding windows: Mistral's on every layer (null, or one as long as the positions: none);
+  // Qwen2's on all layers or none.
+  const std::string mistral = R"({"model_type": "mistral", "num_hidden_layers": 2, "num_attention_heads": 4,
+      "hidden_size": 32, "intermediate_size": 48, "max_position_embeddings": 16, "vocab_size": 64)";
+  auto window_of = [&](const std::string& json) -> int64_t {
+    if (!write(json).empty()) return -1;
+    return hf_model_config(d.string(), models::ModelConfig{}).value().family_int("sliding_window");
+  };
+  EXPECT_EQ(window_of(mistral + R"(, "sliding_window": 8})"), 8);
+  EXPECT_EQ(window_of(mistral + R"(, "sliding_window": null})"), 0);
+  EXPECT_EQ(window_of(mistral + R"(, "sliding_window": 16})"), 0);
+  EXPECT_NE(write(mistral + R"(, "sliding_window": 0})").find("sliding_window 0 must be a positive integer or null"),
+            std::string::npos);
+  const std::string qwen2 = R"({"model_type": "qwen2", "num_hidden_layers": 2, "num_attention_heads": 4,
+      "hidden_size": 32, "intermediate_size": 48, "max_position_embeddings": 16, "vocab_size": 64, "sliding_window": 4)";
+  EXPECT_EQ(window_of(qwen2 + R"(, "use_sliding_window": false})"), 0);
+  EXPECT_EQ(window_of(qwen2 + R"(, "use_sliding_window": true, "max_window_layers": 0})"), 4);
+  EXPECT_EQ(window_of(qwen2 + R"(, "use_sliding_window": true, "max_window_layers": 2})"), 0);
+  EXPECT_NE(write(qwen2 + R"(, "use_sliding_window": true, "max_window_layers": 1})")
+                .find("max_window_layers 1 of 2 windows only some layers"),
             std::string::npos);
   EXPECT_NE(write(R"({"model_type": "llama", "num_attention_heads": 4, "max_position_embeddings": 16})")
                 .find("\"num_hidden_layers\" (an integer) is missing"),

@@ -18,9 +18,10 @@ using ops::AttentionOutputLayout;
 // scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True).
 // layout kTokensFirst returns the same values stored as (B, T, NH, HS), so that
 // transpose(out, 1, 2) then a reshape to (B, T, NH * HS) copies nothing
-// (Note [Attention output layout] in ops/attention.h).
+// (Note [Attention output layout] in ops/attention.h). window > 0 (causal only): each query
+// sees only the last `window` keys, itself included (Mistral's sliding window).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true,
                  std::optional<double> scale = std::nullopt,
-                 AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst);
+                 AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst, int64_t window = 0);
 
 }  // namespace trident

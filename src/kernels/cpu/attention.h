@@ -1,6 +1,7 @@
 // Fused scaled-dot-product attention on the CPU, tiled in the style of FlashAttention-2:
 //   out[b,h] = softmax(scale * q[b,h] @ k[b,g]^T + mask) @ v[b,g],   g = h / (NH / NKV)
-// with the causal mask (-inf where key position > query position) when `causal`.
+// with the causal mask (-inf where key position > query position) when `causal`, narrowed
+// to a sliding window of `window` keys when window > 0 (Note [Sliding window]).
 // B batch, NH query heads, NKV key/value heads (grouped-query attention when NKV < NH;
 // NKV divides NH), T sequence length (the same for queries and keys), HS head size.
 //
@@ -16,10 +17,23 @@
 // (f32, or f64 for double) and every output is rounded once on store.
 // Results are bitwise independent of the thread count.
 //
-// What this does not do: dropout, attention masks other than causal, different query and
-// key lengths, or a value head size different from the query/key head size.
+// What this does not do: dropout, attention masks other than causal (with or without a
+// window), different query and key lengths, or a value head size different from the
+// query/key head size.
+//
+// Note [Sliding window]
+// Mistral's sliding-window attention: query i sees keys j with i - window < j <= i, `window`
+// keys counting itself (Hugging Face's sliding_window_overlay, kv_idx > q_idx - window, and
+// FlashAttention's window_size = (window - 1, 0)). Older transformers' eager Mistral let
+// i - window itself through as well (window + 1 keys); checkpoints trained either way differ
+// only at that one key. Every kernel skips the key tiles wholly outside a query tile's window
+// and masks the tiles it cuts, so the cost is O(T * window), not O(T^2). A query row may see
+// no key at all in a visited tile (the window begins inside the tile): the online softmax
+// then shifts by 0, not by its still -inf running max, so that no -inf - -inf appears.
+// window >= T is the plain causal mask; window 0 means none.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -40,7 +54,14 @@ struct HeadsView {
 struct AttentionShape {
   int64_t B, NH, NKV, T, HS;
   bool causal;
-  double scale;  // multiplies q . k before the softmax (1/sqrt(HS) in the usual definition)
+  double scale;        // multiplies q . k before the softmax (1/sqrt(HS) in the usual definition)
+  int64_t window = 0;  // sliding window (Note [Sliding window]); > 0 only with causal
+
+  // The keys query t sees: [first_key(t), last_key(t)].
+  int64_t first_key(int64_t t) const { return window > 0 ? std::max<int64_t>(0, t - window + 1) : 0; }
+  int64_t last_key(int64_t t) const { return causal ? t : T - 1; }
+  // The last query that sees key j.
+  int64_t last_query(int64_t j) const { return window > 0 ? std::min(T - 1, j + window - 1) : T - 1; }
 };
 
 // out (B, NH, T, HS) = attention(q (B, NH, T, HS), k, v (B, NKV, T, HS)).

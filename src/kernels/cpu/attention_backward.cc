@@ -35,18 +35,20 @@ struct TilePair {
 // both schedules run the same machine code on the same values: the bits of every
 // contribution cannot depend on which schedule asked.
 template <class Acc>
-[[gnu::noinline]] void backward_tile(const TilePair<Acc>& t, int64_t HS, int64_t HSp, bool causal,
+[[gnu::noinline]] void backward_tile(const TilePair<Acc>& t, const AttentionShape& s, int64_t HSp,
                                      Acc* p, Acc* ds, Acc* part, Acc* dq, Acc* dk, Acc* dv) {
+  const int64_t HS = s.HS;
   tile_matmul<false, false>(p, kBc, t.q, HSp, t.kt, kBc, t.rows, kBc, HS);
   for (int64_t r = 0; r < t.rows; ++r) {
     Acc* row = p + r * kBc;
-    // Keys [visible, kBc) are masked (causal) or padding.
-    const int64_t visible = causal ? std::min(t.cols, t.q0 + r - t.k0 + 1) : t.cols;
-    if (visible <= 0) {
+    // Keys [visible, kBc) are masked (causal) or padding, keys [0, first) before the window.
+    const int64_t visible = std::min(t.cols, s.last_key(t.q0 + r) - t.k0 + 1);
+    const int64_t first = std::max<int64_t>(0, s.first_key(t.q0 + r) - t.k0);
+    if (visible <= first) {
       std::fill(row, row + kBc, Acc(0));
       continue;
     }
-    mask_outside(row, kBc, 0, visible);
+    mask_outside(row, kBc, first, visible);
     exp_shifted(row, t.lse[r]);
   }
   if (dv) {
@@ -105,8 +107,13 @@ struct BackwardTasks {
   int64_t HSp, group, query_tiles, key_tiles;
   Acc scale;
 
-  // The first query tile that sees key tile j, and the number of key tiles query tile i sees.
+  // The query tiles [first_query_tile(j), query_tiles_end(j)) see key tile j; query tile i
+  // sees key tiles [first_key_tile(i), key_tiles_seen(i)).
   int64_t first_query_tile(int64_t j) const { return s.causal ? j * kBc / kBr : 0; }
+  int64_t query_tiles_end(int64_t j) const {
+    return s.last_query(std::min(s.T, (j + 1) * kBc) - 1) / kBr + 1;
+  }
+  int64_t first_key_tile(int64_t i) const { return s.first_key(i * kBr) / kBc; }
   int64_t key_tiles_seen(int64_t i) const {
     return s.causal ? (std::min(s.T, (i + 1) * kBr) - 1) / kBc + 1 : key_tiles;
   }
@@ -140,11 +147,11 @@ struct BackwardTasks {
       const int64_t rows0 = row_index(b, h, 0);
       for (int64_t j = 0; j < key_tiles; ++j) {
         const int64_t k0 = j * kBc, cols = load_key_tile(b, g, j, k_tile, kt, vt);
-        for (int64_t i = first_query_tile(j); i < query_tiles; ++i) {
+        for (int64_t i = first_query_tile(j); i < query_tiles_end(j); ++i) {
           const int64_t q0 = i * kBr, rows = std::min(kBr, s.T - q0);
           const TilePair<Acc> t{q_head + q0 * HSp, dout_head + q0 * HSp, lse + rows0 + q0,
                                 delta + rows0 + q0, k_tile, kt, vt, q0, rows, k0, cols};
-          backward_tile<Acc>(t, s.HS, HSp, s.causal, p, ds, part, dq_acc + q0 * HSp,
+          backward_tile<Acc>(t, s, HSp, p, ds, part, dq_acc + q0 * HSp,
                         dk_acc + k0 * HSp, dv_acc + k0 * HSp);
         }
       }
@@ -168,13 +175,13 @@ struct BackwardTasks {
     std::fill(dv_acc, dv_acc + cols * HSp, Acc(0));
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
       const int64_t rows0 = row_index(b, h, 0);
-      for (int64_t i = first_query_tile(j); i < query_tiles; ++i) {
+      for (int64_t i = first_query_tile(j); i < query_tiles_end(j); ++i) {
         const int64_t q0 = i * kBr, rows = std::min(kBr, s.T - q0);
         load_rows(q_tile, HSp, q.row(b, h, q0), q.time_stride, rows, s.HS, scale);
         load_rows(dout_tile, HSp, dout.row(b, h, q0), dout.time_stride, rows, s.HS);
         const TilePair<Acc> t{q_tile, dout_tile, lse + rows0 + q0, delta + rows0 + q0, nullptr,
                               kt, vt, q0, rows, k0, cols};
-        backward_tile<Acc>(t, s.HS, HSp, s.causal, p, ds, part, nullptr, dk_acc, dv_acc);
+        backward_tile<Acc>(t, s, HSp, p, ds, part, nullptr, dk_acc, dv_acc);
       }
     }
     store_rows(dk.row(b, g, k0), dk.time_stride, dk_acc, HSp, cols, s.HS, Acc(1));
@@ -195,11 +202,11 @@ struct BackwardTasks {
     load_rows(q_tile, HSp, q.row(b, h, q0), q.time_stride, rows, s.HS, scale);
     load_rows(dout_tile, HSp, dout.row(b, h, q0), dout.time_stride, rows, s.HS);
     std::fill(dq_acc, dq_acc + rows * HSp, Acc(0));
-    for (int64_t j = 0; j < key_tiles_seen(i); ++j) {
+    for (int64_t j = first_key_tile(i); j < key_tiles_seen(i); ++j) {
       const int64_t k0 = j * kBc, cols = load_key_tile(b, g, j, k_tile, kt, vt);
       const TilePair<Acc> t{q_tile, dout_tile, lse + rows0 + q0, delta + rows0 + q0, k_tile,
                             kt, vt, q0, rows, k0, cols};
-      backward_tile<Acc>(t, s.HS, HSp, s.causal, p, ds, part, dq_acc, nullptr, nullptr);
+      backward_tile<Acc>(t, s, HSp, p, ds, part, dq_acc, nullptr, nullptr);
     }
     store_rows(dq.row(b, h, q0), dq.time_stride, dq_acc, HSp, rows, s.HS, scale);
   }

@@ -22,7 +22,8 @@ using namespace attention_tile;
 // After the last tile, out = acc / l, and the logsumexp m + log l is cached: the backward
 // recomputes P = e^(s - lse) from it with no max or sum of its own.
 // Under the causal mask, tiles entirely above the diagonal are never visited, and only the
-// diagonal tile (and a partial last tile) is masked element by element.
+// diagonal tile (and a partial last tile) is masked element by element; with a sliding
+// window, neither are the tiles wholly before the window (Note [Sliding window]).
 
 // Note [Transposed scores in the forward]
 // The forward computes S^T = K Q^T (keys down, queries across) rather than S = Q K^T:
@@ -68,9 +69,10 @@ struct ForwardTask {
     std::fill(acc, acc + rows * HSp, Acc(0));
     std::fill(m, m + kBr, -std::numeric_limits<Acc>::infinity());
     std::fill(l, l + kBr, Acc(0));
-    // Causal: key tiles up to the one holding this tile's last query.
+    // Causal: key tiles up to the one holding this tile's last query; with a window, from the
+    // one holding the first query's first key.
     const int64_t key_tiles = s.causal ? (q0 + rows - 1) / kBc + 1 : ceil_div(s.T, kBc);
-    for (int64_t j = 0; j < key_tiles; ++j) {
+    for (int64_t j = s.first_key(q0) / kBc; j < key_tiles; ++j) {
       const int64_t k0 = j * kBc, cols = std::min(kBc, s.T - k0);
       // K and V rows are tile_matmul operands in place when they are already Acc (and, for
       // V, whose columns are the product's columns, when HS needs no padding).
@@ -89,24 +91,30 @@ struct ForwardTask {
       if (v_rows == v_buf) load_rows(v_buf, HSp, v.row(b, g, k0), v.time_stride, cols, HS);
       // S^T (cols, kBr) = K (scale Q)^T; columns past `rows` are padding queries.
       tile_matmul<false, false>(pt, kBr, k_rows, ldk, qt, kBr, cols, kBr, HS);
-      // Causal: key c is seen by queries >= k0 + c (a no-op below the diagonal).
+      // Causal: key c is seen by queries >= k0 + c (a no-op below the diagonal), and with a
+      // window only by those < k0 + c + window.
       if (s.causal)
-        for (int64_t c = 0; c < cols; ++c) mask_outside(pt + c * kBr, kBr, k0 + c - q0, kBr);
+        for (int64_t c = 0; c < cols; ++c)
+          mask_outside(pt + c * kBr, kBr, k0 + c - q0, s.window > 0 ? k0 + c - q0 + s.window : kBr);
       // Online softmax, lane-wise over the queries (Note [Online softmax]).
+      const V minus_inf = splat(-std::numeric_limits<Acc>::infinity());
       for (int64_t r = 0; r < kBr; r += kLanes) {
         V m_new = load(m + r);
         for (int64_t c = 0; c < cols; ++c) {
           const V x = load(pt + c * kBr + r);
           m_new = x > m_new ? x : m_new;
         }
+        // A row that has seen no key yet (a window starting past this tile's keys) shifts by
+        // 0: e^(-inf - 0) = 0, where -inf - -inf would be NaN. Finite maxima are unchanged.
+        const V m_use = m_new == minus_inf ? V{} : m_new;
         V sum{};
         for (int64_t c = 0; c < cols; ++c) {
-          const V p = exp_lanes<Acc>(load(pt + c * kBr + r) - m_new);
+          const V p = exp_lanes<Acc>(load(pt + c * kBr + r) - m_use);
           store(pt + c * kBr + r, p);
           sum += p;
         }
         // m = -inf before the first tile: alpha = e^-inf = 0 (l and acc are 0 then).
-        const V a = exp_lanes<Acc>(load(m + r) - m_new);
+        const V a = exp_lanes<Acc>(load(m + r) - m_use);
         store(alpha + r, a);
         store(l + r, a * load(l + r) + sum);
         store(m + r, m_new);

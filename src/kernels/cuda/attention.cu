@@ -75,11 +75,20 @@ View<T> view_of(const Heads& x) {
 struct Shape {
   int B, NH, group, T, HS;  // group = NH / NKV query heads per kv head
   bool causal;
+  int window;  // sliding window (Note [Sliding window] in kernels/cpu/attention.h); 0: none
+
+  // Whether query qi sees key `key` (both < T).
+  __device__ __forceinline__ bool sees(int key, int qi) const {
+    return !causal || (key <= qi && (window == 0 || qi - key < window));
+  }
+  // The first key query qi sees, and one past the last query that sees key `key`.
+  __device__ __forceinline__ int first_key(int qi) const { return window > 0 ? max(0, qi - window + 1) : 0; }
+  __device__ __forceinline__ int queries_end(int key) const { return window > 0 ? min(T, key + window) : T; }
 };
 
 Shape shape_of(const AttentionDims& d) {
   return {static_cast<int>(d.B), static_cast<int>(d.NH), static_cast<int>(d.NH / d.NKV),
-          static_cast<int>(d.T), static_cast<int>(d.HS), d.causal};
+          static_cast<int>(d.T), static_cast<int>(d.HS), d.causal, static_cast<int>(d.window)};
 }
 
 __device__ __forceinline__ float exp_acc(float x) { return expf(x); }
@@ -234,7 +243,7 @@ __global__ void gen_forward_kernel(View<T> out, acc_t<T>* lse, View<const T> q, 
   A* o_rows = Os + w * R * HS;
   A* p_rows = Ps + w * R * 32;
   const int kend = keys_seen(s, q0, Br);
-  for (int k0 = 0; k0 < kend; k0 += keys) {
+  for (int k0 = s.first_key(q0); k0 < kend; k0 += keys) {
     __syncthreads();  // the previous tile's K, V reads are done (and Qs, Os written)
     for (int e = threadIdx.x; e < keys * HS; e += blockDim.x) {
       const int j = e / HS, d = e % HS, key = k0 + j;
@@ -258,7 +267,7 @@ __global__ void gen_forward_kernel(View<T> out, acc_t<T>* lse, View<const T> q, 
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int qi = q0 + w * R + r;
-      const bool ok = lane < keys && key < s.T && (!s.causal || key <= qi);
+      const bool ok = lane < keys && key < s.T && s.sees(key, qi);
       const A x = ok ? sc[r] * scale : minus_inf<A>();
       const A m_new = max(m[r], warp_max(x));
       // A row that has seen no key yet keeps m = -inf; shift by 0 then (no -inf - -inf).
@@ -328,7 +337,7 @@ __global__ void gen_dq_kernel(View<T> dq, View<const T> dout, View<const T> q, V
   A* dq_rows = DQs + w * R * HS;
   A* ds_rows = Ss + w * R * 32;
   const int kend = keys_seen(s, q0, Br);
-  for (int k0 = 0; k0 < kend; k0 += keys) {
+  for (int k0 = s.first_key(q0); k0 < kend; k0 += keys) {
     __syncthreads();
     for (int e = threadIdx.x; e < keys * HS; e += blockDim.x) {
       const int j = e / HS, d = e % HS, key = k0 + j;
@@ -355,7 +364,7 @@ __global__ void gen_dq_kernel(View<T> dq, View<const T> dout, View<const T> q, V
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int qi = q0 + w * R + r;
-      const bool ok = lane < keys && key < s.T && qi < s.T && (!s.causal || key <= qi);
+      const bool ok = lane < keys && key < s.T && qi < s.T && s.sees(key, qi);
       const A p = ok ? exp_acc(sc[r] * scale - row_lse[r]) : A(0);
       ds_rows[r * 32 + lane] = p * (dp[r] - row_delta[r]);
     }
@@ -414,8 +423,10 @@ __global__ void gen_dkdv_kernel(View<T> dk, View<T> dv, View<const T> dout, View
   const bool active = j < keys && key < s.T;
   for (int hh = 0; hh < s.group; ++hh) {
     const int64_t h = g * s.group + hh, rows0 = (b * s.NH + h) * s.T;
-    // Causal: queries before k0 see none of these keys.
-    for (int qs = s.causal ? k0 : 0; qs < s.T; qs += R) {
+    // Causal: queries before k0 see none of these keys; with a window, nor do those past the
+    // last key's window.
+    const int qend = s.queries_end(min(s.T, k0 + keys) - 1);
+    for (int qs = s.causal ? k0 : 0; qs < qend; qs += R) {
       __syncthreads();  // the previous chunk is consumed (and the key tiles are stored)
       gen_load_rows(Qs, HS, q, b, h, qs, R, s);
       gen_load_rows(Gs, HS, dout, b, h, qs, R, s);
@@ -443,7 +454,7 @@ __global__ void gen_dkdv_kernel(View<T> dk, View<T> dv, View<const T> dout, View
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const int qi = qs + r;
-        const bool ok = qi < s.T && (!s.causal || key <= qi);
+        const bool ok = qi < s.T && s.sees(key, qi);
         p[r] = ok ? exp_acc(sc[r] * scale - Ls[r]) : A(0);
         ds[r] = p[r] * (dp[r] - Ds[r]);
       }
@@ -671,9 +682,11 @@ __global__ void __launch_bounds__(kTcThreads)
   const T* v_head = v.row(b, g, 0);
   load_rows_async<Br, D>(Qs, q.row(b, h, 0), q.ts, q0, s.T, s.HS);
   cp_async_commit();
+  // Key tiles [jf, nkt): causal ends at the diagonal, a window starts at the first query's.
   const int nkt = s.causal ? (min(s.T, q0 + Br) - 1) / Bc + 1 : (s.T + Bc - 1) / Bc;
-  load_rows_async<Bc, D>(Ks, k_head, k.ts, 0, s.T, s.HS);
-  load_rows_async<Bc, D>(Vs, v_head, v.ts, 0, s.T, s.HS);
+  const int jf = s.first_key(q0) / Bc;
+  load_rows_async<Bc, D>(Ks + (jf & 1) * Bc * LD, k_head, k.ts, jf * Bc, s.T, s.HS);
+  load_rows_async<Bc, D>(Vs + (jf & 1) * Bc * LD, v_head, v.ts, jf * Bc, s.T, s.HS);
   cp_async_commit();
   cp_async_wait<1>();  // Q
   __syncthreads();
@@ -691,7 +704,7 @@ __global__ void __launch_bounds__(kTcThreads)
   const int qrow = q0 + 16 * w + r;
   float m = -CUDART_INF_F, l = 0.f;  // running max (log2 units) and sum of the row
 
-  for (int j = 0; j < nkt; ++j) {
+  for (int j = jf; j < nkt; ++j) {
     if (j + 1 < nkt) {
       const int st = (j + 1) & 1;
       load_rows_async<Bc, D>(Ks + st * Bc * LD, k_head, k.ts, (j + 1) * Bc, s.T, s.HS);
@@ -735,7 +748,7 @@ __global__ void __launch_bounds__(kTcThreads)
 #pragma unroll
     for (int c = 0; c < 32; ++c) {
       const int col = half * 32 + ((c + rot) & 31), key = k0 + col;
-      const bool ok = key < s.T && (!s.causal || key <= qrow);
+      const bool ok = key < s.T && s.sees(key, qrow);
       x[c] = ok ? S_s[r * kLDS + col] * scale_log2 : -CUDART_INF_F;
       mx = fmaxf(mx, x[c]);
     }
@@ -780,7 +793,7 @@ __global__ void __launch_bounds__(kTcThreads)
     __syncthreads();  // this stage's K, V are free for the load two tiles ahead
   }
 
-  // lse in natural units: (m + log2 l) ln 2. Every real row has seen key 0, so l > 0.
+  // lse in natural units: (m + log2 l) ln 2. Every real row has seen itself, so l > 0.
   if (half == 0) {
     inv_l_s[16 * w + r] = 1.f / l;
     if (qrow < s.T) lse[bh * s.T + qrow] = (m + log2f(l)) * kLn2;
@@ -838,14 +851,15 @@ __global__ void __launch_bounds__(kTcThreads)
   }
   cp_async_commit();
   const int nkt = s.causal ? (min(s.T, q0 + Br) - 1) / Bc + 1 : (s.T + Bc - 1) / Bc;
-  load_rows_async<Bc, D>(Ks, k_head, k.ts, 0, s.T, s.HS);
-  load_rows_async<Bc, D>(Vs, v_head, v.ts, 0, s.T, s.HS);
+  const int jf = s.first_key(q0) / Bc;
+  load_rows_async<Bc, D>(Ks + (jf & 1) * Bc * LD, k_head, k.ts, jf * Bc, s.T, s.HS);
+  load_rows_async<Bc, D>(Vs + (jf & 1) * Bc * LD, v_head, v.ts, jf * Bc, s.T, s.HS);
   cp_async_commit();
 
   FragC acc[ND];
 #pragma unroll
   for (int n = 0; n < ND; ++n) wmma::fill_fragment(acc[n], 0.f);
-  for (int j = 0; j < nkt; ++j) {
+  for (int j = jf; j < nkt; ++j) {
     if (j + 1 < nkt) {
       const int st = (j + 1) & 1;
       load_rows_async<Bc, D>(Ks + st * Bc * LD, k_head, k.ts, (j + 1) * Bc, s.T, s.HS);
@@ -895,7 +909,7 @@ __global__ void __launch_bounds__(kTcThreads)
         for (int i = 0; i < kNE; ++i) {
           const int row = rc.row(i), col = n * 16 + rc.col(i);
           const int qi = q0 + 16 * w + row, key = k0 + col;
-          const bool ok = key < s.T && qi < s.T && (!s.causal || key <= qi);
+          const bool ok = key < s.T && qi < s.T && s.sees(key, qi);
           const float p = ok ? exp2f(sf[n].x[i] * scale_log2 - lse_s[16 * w + row]) : 0.f;
           dS_s[row * LDP + col] = from_acc<T>(p * (dp[n].x[i] - delta_s[16 * w + row]));
         }
@@ -969,7 +983,9 @@ __global__ void __launch_bounds__(kTcThreads)
   load_rows_async<Bc, D>(Ks, k.row(b, g, 0), k.ts, k0, s.T, s.HS);
   load_rows_async<Bc, D>(Vs, v.row(b, g, 0), v.ts, k0, s.T, s.HS);
   // Work items: (query head of the group, query tile that sees these keys).
-  const int nq = (s.T + Br - 1) / Br, i0 = s.causal ? k0 / Br : 0, nqi = nq - i0;
+  // Causal: none before k0; a window: none past the last key's window.
+  const int nq = (s.queries_end(min(s.T, k0 + Bc) - 1) + Br - 1) / Br, i0 = s.causal ? k0 / Br : 0,
+            nqi = nq - i0;
   const int items = s.group * nqi;
   auto issue = [&](int it, int st) {
     const int64_t h = g * s.group + it / nqi;
@@ -1010,7 +1026,8 @@ __global__ void __launch_bounds__(kTcThreads)
     const int qb = (i0 + it % nqi) * Br;
     // 16-query chunks that see any of this warp's keys and hold real queries.
     const int n_first = s.causal ? max(0, min(NB, (key_base - qb) / 16)) : 0;
-    const int n_last = min(NB, (s.T - qb + 15) / 16);
+    const int q_end = s.queries_end(min(s.T - 1, key_base + 15));  // past this warp's last key's window
+    const int n_last = max(0, min(NB, (q_end - qb + 15) / 16));
     if (n_first < n_last) {
       // dP^T = V dO^T (dO read column-major), every chunk at once: V's fragments load once.
       FragC dp[NB];
@@ -1047,7 +1064,7 @@ __global__ void __launch_bounds__(kTcThreads)
         for (int i = 0; i < kNE; ++i) {
           const int row = rc.row(i), col = n * 16 + rc.col(i);
           const int key = key_base + row, qi = qb + col;
-          const bool ok = key < s.T && qi < s.T && (!s.causal || key <= qi);
+          const bool ok = key < s.T && qi < s.T && s.sees(key, qi);
           const float p = ok ? exp2f(sf.x[i] * scale_log2 - lse_t[col]) : 0.f;
           Pt_s[row * LDP + col] = from_acc<T>(p);
           dSt_s[row * LDP + col] = from_acc<T>(p * (dp[n].x[i] - delta_t[col]));

@@ -1,6 +1,7 @@
 // Fused scaled-dot-product attention on the GPU, FlashAttention-2 style: neither direction
 // materializes the (T, T) scores. Same contract as kernels/cpu/attention.h (strided heads with
-// a unit-stride head dim, grouped-query attention, optional causal mask, lse cached in acc_t).
+// a unit-stride head dim, grouped-query attention, optional causal mask with an optional sliding
+// window, lse cached in acc_t).
 // dtype codes as in cuda_types.cuh; lse is float (double for f64).
 #pragma once
 
@@ -17,6 +18,7 @@ struct AttentionDims {
   int64_t B, NH, NKV, T, HS;
   bool causal;
   double scale;
+  int64_t window;  // sliding window: query i sees keys (i - window, i]; 0: none (needs causal)
 };
 
 // out (B, NH, T, HS) `=`; lse (B, NH, T) contiguous `=`.

@@ -27,7 +27,7 @@ void check_launch() { TRI_CUDA_CHECK(cudaGetLastError()); }
 
 Heads heads(const kernels::DeviceHeads& h) { return {h.data, h.batch_stride, h.head_stride, h.time_stride}; }
 
-AttentionDims dims(const kernels::DeviceAttentionShape& s) { return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale}; }
+AttentionDims dims(const kernels::DeviceAttentionShape& s) { return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window}; }
 
 class CudaKernels final : public kernels::DeviceKernels {
  public:

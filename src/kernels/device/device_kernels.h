@@ -63,6 +63,7 @@ struct DeviceAttentionShape {
   int64_t B, NH, NKV, T, HS;
   bool causal;
   double scale;
+  int64_t window;  // sliding window (kernels/cpu/attention.h); 0: none
 };
 
 struct DeviceAdamWStep {

@@ -10,7 +10,7 @@
 namespace trident::reference {
 
 Array attention(const Array& q, const Array& k, const Array& v, bool causal,
-                std::optional<double> scale) {
+                std::optional<double> scale, int64_t window) {
   TRI_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.shape == v.shape,
             "reference attention: expected q (B,NH,T,HS) and k, v (B,NKV,T,HS), got ", q.shape,
             ", ", k.shape, ", ", v.shape);
@@ -35,7 +35,8 @@ Array attention(const Array& q, const Array& k, const Array& v, bool causal,
         for (int64_t j = 0; j < T; ++j) {
           double dot = 0.0;
           for (int64_t d = 0; d < HS; ++d) dot += qh[i * HS + d] * kh[j * HS + d];
-          scores[static_cast<size_t>(i * T + j)] = causal && j > i ? minus_inf : s * dot;
+          const bool masked = (causal && j > i) || (window > 0 && j <= i - window);
+          scores[static_cast<size_t>(i * T + j)] = masked ? minus_inf : s * dot;
         }
       // Row softmax, then P @ V.
       for (int64_t i = 0; i < T; ++i) {

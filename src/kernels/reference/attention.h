@@ -12,10 +12,11 @@ namespace trident::reference {
 
 // q (B, NH, T, HS), k and v (B, NKV, T, HS) with NKV dividing NH -> out (B, NH, T, HS):
 //   out[b,h] = softmax(scale * q[b,h] @ k[b,g]^T + mask) @ v[b,g],   g = h / (NH / NKV)
-// mask is -inf above the diagonal (key position > query position) when causal, else 0.
+// mask is -inf above the diagonal (key position > query position) when causal, else 0;
+// with window > 0 also where key position <= query position - window (a sliding window).
 // scale defaults to 1/sqrt(HS). Matches torch.nn.functional.scaled_dot_product_attention
-// (is_causal, enable_gqa).
+// (is_causal, enable_gqa) and, with a window, Hugging Face's Mistral mask.
 Array attention(const Array& q, const Array& k, const Array& v, bool causal,
-                std::optional<double> scale = std::nullopt);
+                std::optional<double> scale = std::nullopt, int64_t window = 0);
 
 }  // namespace trident::reference

@@ -10,6 +10,8 @@ void LlamaConfig::validate() const {
             ") must divide n_head (", n_head, "): each key/value head serves a group of query heads");
   TRI_CHECK(head_size() % 2 == 0, "model: the head size n_embd / n_head (", n_embd, " / ", n_head, " = ", head_size(),
             ") must be even for RoPE");
+  TRI_CHECK(sliding_window >= 0, "model: sliding_window (", sliding_window,
+            ") must be >= 1 keys, or 0 for none");
   TRI_CHECK(intermediate_size >= 1, "model: intermediate_size (", intermediate_size, ") must be at least 1");
   TRI_CHECK(!rope.scaled() || rope.high_freq_factor > rope.low_freq_factor, "model: rope_high_freq_factor (",
             rope.high_freq_factor, ") must exceed rope_low_freq_factor (", rope.low_freq_factor,
@@ -42,6 +44,7 @@ LlamaConfig LlamaConfig::from(const ModelConfig& cfg) {
   c.rms_norm_eps = cfg.family_float("rms_norm_eps");
   c.tie_word_embeddings = cfg.family_bool("tie_word_embeddings");
   c.qkv_bias = cfg.family_bool("qkv_bias");
+  c.sliding_window = cfg.family_int("sliding_window");
   c.init_std = cfg.init_std;
   c.init_seed = cfg.init_seed;
   c.activation_checkpointing = cfg.activation_checkpointing;
@@ -69,7 +72,8 @@ ModelConfig LlamaConfig::to_model_config() const {
                        {"rope_original_max_position", rope.original_max_position},
                        {"rms_norm_eps", rms_norm_eps},
                        {"tie_word_embeddings", tie_word_embeddings},
-                       {"qkv_bias", qkv_bias}};
+                       {"qkv_bias", qkv_bias},
+                       {"sliding_window", sliding_window}};
   return cfg;
 }
 

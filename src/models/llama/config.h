@@ -25,6 +25,7 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;  // the LM head is the token embedding (Llama 3.2 1B/3B, Qwen2 0.5B)
   bool qkv_bias = false;           // biases on q, k and v (Qwen2)
+  int64_t sliding_window = 0;      // Mistral's: each query sees the last sliding_window keys; 0: all
   double init_std = 0.02;          // N(0, init_std) for every matrix (Hugging Face's initializer_range)
   int64_t init_seed = 1337;
   std::string activation_checkpointing = "none";

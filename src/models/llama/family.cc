@@ -7,6 +7,24 @@
 namespace trident::models::llama {
 namespace {
 
+// The sliding window of every layer (0: none). Mistral: "sliding_window" (null or absent: none;
+// Llama's config has no such field). Qwen2 windows layers >= max_window_layers when
+// use_sliding_window is true: all layers (max_window_layers 0) or none are implemented.
+int64_t sliding_window(const nlohmann::json& j, const std::string& type, const std::string& where) {
+  const bool present = j.contains("sliding_window") && !j.at("sliding_window").is_null();
+  if (type == "llama" || !present) return 0;
+  TRI_CHECK(j.at("sliding_window").is_number_integer() && j.at("sliding_window").get<int64_t>() >= 1, where,
+            ": sliding_window ", j.at("sliding_window").dump(), " must be a positive integer or null");
+  const int64_t window = j.at("sliding_window").get<int64_t>();
+  if (type != "qwen2") return window;
+  if (!j.value("use_sliding_window", false)) return 0;
+  const int64_t layers = j.value("num_hidden_layers", int64_t{0}), from = j.value("max_window_layers", layers);
+  if (from >= layers) return 0;
+  TRI_CHECK(from == 0, where, ": use_sliding_window with max_window_layers ", from, " of ", layers,
+            " windows only some layers; trident implements a window on every layer (max_window_layers 0) or none");
+  return window;
+}
+
 // A LlamaConfig / MistralConfig / Qwen2Config as the [model] section, refusing what this
 // family does not implement (rather than training another model than the file describes).
 ModelConfig from_hf(const std::string& text, const std::string& where) {
@@ -38,11 +56,7 @@ ModelConfig from_hf(const std::string& text, const std::string& where) {
   TRI_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false), where,
             ": attention_bias / mlp_bias on every projection is not implemented (Qwen2's q/k/v biases are)");
   const int64_t positions = need("max_position_embeddings").get<int64_t>();
-  const bool window = type == "qwen2" ? j.value("use_sliding_window", false)
-                                      : j.contains("sliding_window") && j.at("sliding_window").is_number_integer() &&
-                                            j.at("sliding_window").get<int64_t>() < positions;
-  TRI_CHECK(!window, where, ": sliding-window attention (", j.contains("sliding_window") ? j.at("sliding_window").dump() : "",
-            ") is not implemented yet (issue #22)");
+  const int64_t window = sliding_window(j, type, where);
   ModelConfig c;
   c.arch = "llama";
   c.n_layer = need("num_hidden_layers").get<int64_t>();
@@ -65,7 +79,8 @@ ModelConfig from_hf(const std::string& text, const std::string& where) {
                      {"rope_original_max_position", original},
                      {"rms_norm_eps", number("rms_norm_eps", 1e-6)},
                      {"tie_word_embeddings", j.value("tie_word_embeddings", false)},
-                     {"qkv_bias", type == "qwen2"}};
+                     {"qkv_bias", type == "qwen2"},
+                     {"sliding_window", window < positions ? window : int64_t{0}}};
   c.validate();
   return c;
 }
@@ -97,6 +112,8 @@ ModelFamily family() {
       key("rms_norm_eps", "RMSNorm epsilon", OptionType::kFloat, 1e-6, Range::positive()),
       key("tie_word_embeddings", "the LM head is the token embedding", OptionType::kBool, false),
       key("qkv_bias", "biases on the q, k and v projections (Qwen2)", OptionType::kBool, false),
+      key("sliding_window", "Mistral's sliding-window attention: each query sees the last sliding_window keys; 0: all",
+          OptionType::kInt, int64_t{0}, Range::non_negative()),
   };
   f.validate = [](const ModelConfig& cfg) { LlamaConfig::from(cfg).validate(); };
   f.build = [](const ModelConfig& cfg) -> std::unique_ptr<CausalLM> {

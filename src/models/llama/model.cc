@@ -31,7 +31,7 @@ Tensor Attention::forward(const Tensor& x) const {
   // output layout] in ops/attention.h).
   const Tensor y = trident::attention(trident::transpose(qr, 1, 2), trident::transpose(kr, 1, 2),
                                       trident::transpose(vh, 1, 2), /*causal=*/true, std::nullopt,
-                                      ops::AttentionOutputLayout::kTokensFirst);
+                                      ops::AttentionOutputLayout::kTokensFirst, cfg_.sliding_window);
   return o_proj_->forward(trident::view(trident::transpose(y, 1, 2), {B, T, NH * HS}));
 }
 
@@ -176,11 +176,14 @@ std::string Llama::hf_config_json() const { return llama::hf_config_json(cfg_); 
 std::string hf_config_json(const LlamaConfig& cfg) {
   std::ostringstream os;
   os.precision(17);
-  // Qwen2 is LLaMA with q/k/v biases: transformers reads such a model as Qwen2.
-  const bool qwen2 = cfg.qkv_bias;
+  // Qwen2 is LLaMA with q/k/v biases, Mistral LLaMA with a sliding window: transformers reads
+  // such models as those.
+  const bool qwen2 = cfg.qkv_bias, mistral = !qwen2 && cfg.sliding_window > 0;
+  const std::string type = qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
+  const std::string architecture = qwen2 ? "Qwen2ForCausalLM" : mistral ? "MistralForCausalLM" : "LlamaForCausalLM";
   os << "{\n"
-     << "  \"model_type\": \"" << (qwen2 ? "qwen2" : "llama") << "\",\n"
-     << "  \"architectures\": [\"" << (qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM") << "\"],\n"
+     << "  \"model_type\": \"" << type << "\",\n"
+     << "  \"architectures\": [\"" << architecture << "\"],\n"
      << "  \"num_hidden_layers\": " << cfg.n_layer << ",\n"
      << "  \"num_attention_heads\": " << cfg.n_head << ",\n"
      << "  \"num_key_value_heads\": " << cfg.n_kv_heads << ",\n"
@@ -198,9 +201,17 @@ std::string hf_config_json(const LlamaConfig& cfg) {
   else
     os << "null";
   os << ",\n"
-     << "  \"hidden_act\": \"silu\",\n"
-     << (qwen2 ? "  \"use_sliding_window\": false,\n" : "  \"attention_bias\": false,\n")
-     << "  \"tie_word_embeddings\": " << (cfg.tie_word_embeddings ? "true" : "false") << ",\n"
+     << "  \"hidden_act\": \"silu\",\n";
+  if (qwen2 && cfg.sliding_window > 0)  // every layer windowed: max_window_layers 0
+    os << "  \"use_sliding_window\": true,\n  \"sliding_window\": " << cfg.sliding_window
+       << ",\n  \"max_window_layers\": 0,\n";
+  else if (qwen2)
+    os << "  \"use_sliding_window\": false,\n";
+  else if (mistral)
+    os << "  \"sliding_window\": " << cfg.sliding_window << ",\n";
+  else
+    os << "  \"attention_bias\": false,\n";
+  os << "  \"tie_word_embeddings\": " << (cfg.tie_word_embeddings ? "true" : "false") << ",\n"
      << "  \"initializer_range\": " << cfg.init_std << ",\n"
      << "  \"torch_dtype\": \"float32\"\n"
      << "}\n";

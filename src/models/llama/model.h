@@ -7,8 +7,9 @@
 // ("layers.0.self_attn.q_proj.weight"), q and k in HF's rotate-half RoPE layout, so HF
 // checkpoints map one to one.
 //
-// Llama 3's RoPE frequency scaling by config (core/rope_params.h). Not yet: Mistral's sliding
-// window (windowed attention kernels).
+// By config: Llama 3's RoPE frequency scaling (core/rope_params.h), Qwen2's q/k/v biases and
+// Mistral's sliding-window attention (every layer; Note [Sliding window] in
+// kernels/cpu/attention.h).
 #pragma once
 
 #include <memory>
