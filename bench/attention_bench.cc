@@ -10,7 +10,8 @@
 // (kernels::cpu::gemm_serial), which is the fastest way to run many T x T products on few
 // cores with trident's deterministic BLAS wrapper.
 //
-// Usage: attention_bench [--threads N] [--reps R] [--T T]
+// Usage: attention_bench [--threads N] [--reps R] [--T T] [--window W]
+// --window: Mistral's sliding window on both sides (the naive one still computes all T^2 scores).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -36,6 +37,9 @@ namespace {
 
 struct Problem {
   int64_t B, NH, T, HS;
+  int64_t window = 0;  // Mistral's sliding window (0: plain causal)
+  // The keys query i sees: [first_key(i), i].
+  int64_t first_key(int64_t i) const { return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0; }
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(HS)); }
 };
 
@@ -93,12 +97,14 @@ class NaiveAttention {
   }
 
  private:
-  // Row i of the scores: keys j > i masked, softmax over j <= i, in f32.
+  // Row i of the scores: keys j > i (and before the window) masked, softmax over the rest, in f32.
   void softmax_causal_row(T* row, int64_t i) const {
+    const int64_t j0 = p_.first_key(i);
     float max = -INFINITY, sum = 0.0f;
-    for (int64_t j = 0; j <= i; ++j) max = std::max(max, static_cast<float>(row[j]));
-    for (int64_t j = 0; j <= i; ++j) sum += std::exp(static_cast<float>(row[j]) - max);
-    for (int64_t j = 0; j <= i; ++j) row[j] = static_cast<T>(std::exp(static_cast<float>(row[j]) - max) / sum);
+    for (int64_t j = j0; j <= i; ++j) max = std::max(max, static_cast<float>(row[j]));
+    for (int64_t j = j0; j <= i; ++j) sum += std::exp(static_cast<float>(row[j]) - max);
+    for (int64_t j = j0; j <= i; ++j) row[j] = static_cast<T>(std::exp(static_cast<float>(row[j]) - max) / sum);
+    std::fill(row, row + j0, static_cast<T>(0.0f));
     std::fill(row + i + 1, row + p_.T, static_cast<T>(0.0f));
   }
   // dS = P (dP - sum_j P dP), in place over dP.
@@ -178,7 +184,9 @@ nlohmann::json run(const Problem& p, int reps) {
   auto trident_reset = [&] {
     for (Tensor* t : {&qg, &kg, &vg}) t->zero_grad();
   };
-  auto trident_forward = [&] { return trident::attention(qg, kg, vg, /*causal=*/true); };
+  auto trident_forward = [&] {
+    return trident::attention(qg, kg, vg, /*causal=*/true, std::nullopt, AttentionOutputLayout::kHeadsFirst, p.window);
+  };
   auto trident_backward = [&](const Tensor& out) { autograd::backward({out}, {dout}); };
 
   NaiveAttention<T> naive(p);
@@ -199,7 +207,9 @@ nlohmann::json run(const Problem& p, int reps) {
                                {"dv", max_abs_diff(*vg.grad(), naive_grads[2])}};
 
   // Useful FLOPs (see the note in the JSON): 2 per multiply-add, visible pairs only.
-  const double pairs = static_cast<double>(p.B * p.NH) * static_cast<double>(p.T) * (p.T + 1) / 2;
+  double visible = 0;  // (query, key) pairs per head
+  for (int64_t i = 0; i < p.T; ++i) visible += static_cast<double>(i - p.first_key(i) + 1);
+  const double pairs = static_cast<double>(p.B * p.NH) * visible;
   const double forward_flops = 2 * 2 * pairs * p.HS, backward_flops = 4 * 2 * pairs * p.HS;
   const Timing t = measure(reps, trident_reset, trident_forward, trident_backward);
   const Timing n = measure(reps, naive_reset, naive_forward, naive_backward);
@@ -222,17 +232,18 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) p.T = std::stoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--window") && i + 1 < argc) p.window = std::stoll(argv[++i]);
   }
   set_num_threads(threads);
   nlohmann::json out;
   out["benchmark"] = "attention";
-  out["shape"] = {{"B", p.B}, {"NH", p.NH}, {"T", p.T}, {"HS", p.HS}, {"causal", true}};
+  out["shape"] = {{"B", p.B}, {"NH", p.NH}, {"T", p.T}, {"HS", p.HS}, {"causal", true}, {"window", p.window}};
   out["threads"] = threads;
   out["reps"] = reps;
   out["note"] =
       "median of reps after one warm-up. GFLOP/s counts useful FLOPs only: 2 per multiply-add "
       "of the products the math needs (forward Q K^T and P V; backward dV, dP, dQ, dK) over "
-      "the T(T+1)/2 visible (query, key) pairs per head; both implementations are credited the "
+      "the visible (query, key) pairs per head (T(T+1)/2, fewer with a window); both implementations are credited the "
       "same count (the naive one computes all T^2 pairs; trident's backward recomputes Q K^T), "
       "and exp/softmax work is not counted. peak_mib: host allocator bytes in use above those "
       "live before the step (inputs excluded; output, cached values, gradients and scratch "

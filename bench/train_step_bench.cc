@@ -10,7 +10,7 @@
 // or tokens/s (the profiler's overhead does not count in them), and the peak RSS and allocator
 // peak are read before it.
 //
-// Usage: train_step_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I]]
+// Usage: train_step_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I] [--sliding-window W]]
 //          [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
 //          [--precision fp32|bf16|fp16] [--sgemm] [--gemm-rates] [--device cpu|cuda] [--peak-tflops F] [--offload]
@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
     if (a == "--arch") cfg.arch = next();
     else if (a == "--kv-heads") cfg.family_values["n_kv_heads"] = int64_t{std::stoll(next())};
     else if (a == "--intermediate") cfg.family_values["intermediate_size"] = int64_t{std::stoll(next())};
+    else if (a == "--sliding-window") cfg.family_values["sliding_window"] = int64_t{std::stoll(next())};
     else if (a == "--layers") cfg.n_layer = std::stoll(next());
     else if (a == "--embd") cfg.n_embd = std::stoll(next());
     else if (a == "--heads") cfg.n_head = std::stoll(next());

@@ -9,8 +9,8 @@
 # deadline (TRIDENT_GPU_DEADLINE seconds, default 540): a stage that would start past it is
 # skipped and says so. Logs and JSON go to one directory, packed as $OUT/gpu-results.tar.gz
 # (the device tool brings back few files). Usage:
-#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests sanitize parity train profile bench offload cpu,
-#   run in the order given (all: tests parity profile bench offload train sanitize).
+#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests sanitize parity train profile bench llama offload cpu,
+#   run in the order given (all: tests parity profile bench llama offload train sanitize).
 set -uo pipefail
 stages=${*:-all}
 out=${OUT:-gpu-out}
@@ -91,6 +91,15 @@ group_bench() {
     --commit "$(git rev-parse HEAD 2>/dev/null)"
   TAIL=6 stage attention_bench 60 $bin/attention_kernel_test bench
 }
+group_llama() {
+  # The LLaMA family on the GPU (not yet run on one): the CPU benchmark's 125M shape (GQA 12/4,
+  # SwiGLU 2048, vocabulary 32000) in bf16, then with Mistral's sliding window of 256 keys.
+  llama="--arch llama --layers 12 --embd 768 --heads 12 --kv-heads 4 --intermediate 2048 --vocab 32000 --T 1024"
+  TAIL=3 stage llama125m_bf16 90 $bin/train_step_bench $llama --B 16 --steps 5 --warmup 2 --device cuda \
+    --precision bf16 --peak-tflops 989
+  TAIL=3 stage llama125m_bf16_window256 90 $bin/train_step_bench $llama --sliding-window 256 --B 16 --steps 5 \
+    --warmup 2 --device cuda --precision bf16 --peak-tflops 989
+}
 group_offload() {
   # ZeRO-Offload: GPT-2 1.5B (L=48, C=1600) in bf16 on a GPU capped at 16 GiB. Its fp32 AdamW
   # state and masters (12 B/param, ~19 GB) do not fit: without --offload it runs out of memory.
@@ -111,7 +120,7 @@ group_cpu() {
       --warmup 1 --threads 2 --precision $p --sgemm
   done
 }
-[[ $stages == all ]] && stages="tests parity profile bench offload train sanitize"
+[[ $stages == all ]] && stages="tests parity profile bench llama offload train sanitize"
 for g in $stages; do
   declare -F "group_$g" >/dev/null || { echo "run.sh: unknown stage $g" >&2; continue; }
   "group_$g"
