@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     r["gpt2_encode_warm_mb_per_s"] = mb_per_s(text.size(), warm_s);
     r["gpt2_encode_warm_tokens_per_s"] = static_cast<double>(ids.size()) / warm_s;
 
-    Gpt2Pretokenizer pretokenizer;
+    Pretokenizer pretokenizer;
     size_t pieces = 0;
     const double split_s = median_seconds(reps, [&] {
       pieces = 0;

@@ -30,31 +30,8 @@ const nlohmann::json& golden() {
   return g;
 }
 
-// A string as C++ would write it, for failure messages.
-std::string escaped(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-std::string ids_hash(const std::vector<TokenId>& ids) {
-  Fnv1a64 h;
-  for (TokenId id : ids) {
-    const unsigned char le[4] = {
-        static_cast<unsigned char>(id), static_cast<unsigned char>(id >> 8),
-        static_cast<unsigned char>(id >> 16), static_cast<unsigned char>(id >> 24)};
-    h.update(le, 4);
-  }
-  return h.hex();
-}
+using testing::escaped;
+using testing::ids_hash;
 
 TEST(Gpt2Tokenizer, GoldenFileHasTheRequiredCoverage) {
   const nlohmann::json& g = golden();

@@ -76,6 +76,26 @@ inline const Gpt2Tokenizer* shared_gpt2() {
   return tokenizer.get();
 }
 
+// tiktoken's rank files (cl100k_base.tiktoken, o200k_base.tiktoken) are looked up in
+// $TRIDENT_TIKTOKEN_DIR, ../shared/data/tiktoken, then <build>/data/tiktoken, where
+// `scripts/fetch-tiktoken-ranks.sh <build>/data/tiktoken` puts them.
+inline std::optional<fs::path> find_rank_file(const std::string& encoding) {
+  const std::string file = encoding + ".tiktoken";
+  if (const char* env = std::getenv("TRIDENT_TIKTOKEN_DIR"); env && *env) return fs::path(env) / file;
+  if (fs::path shared = repo_root().parent_path() / "shared" / "data" / "tiktoken" / file;
+      fs::exists(shared))
+    return shared;
+  if (auto build = build_dir(); build && fs::exists(*build / "data" / "tiktoken" / file))
+    return *build / "data" / "tiktoken" / file;
+  return std::nullopt;
+}
+
+inline std::string rank_file_missing_message(const std::string& encoding) {
+  return encoding + ".tiktoken not found: set TRIDENT_TIKTOKEN_DIR, or run "
+         "scripts/fetch-tiktoken-ranks.sh " +
+         (build_dir() ? (*build_dir() / "data" / "tiktoken").string() : std::string("BUILD/data/tiktoken"));
+}
+
 inline std::optional<fs::path> find_shared_file(const std::string& name) {
   const fs::path path = repo_root().parent_path() / "shared" / "data" / name;
   if (fs::exists(path)) return path;
@@ -105,6 +125,34 @@ class Fnv1a64 {
  private:
   uint64_t hash_ = 0xcbf29ce484222325ull;
 };
+
+// The FNV-1a hash of a token sequence: each id as 4 little-endian bytes (as the reference
+// generators compute it).
+inline std::string ids_hash(const std::vector<TokenId>& ids) {
+  Fnv1a64 h;
+  for (TokenId id : ids) {
+    const unsigned char le[4] = {
+        static_cast<unsigned char>(id), static_cast<unsigned char>(id >> 8),
+        static_cast<unsigned char>(id >> 16), static_cast<unsigned char>(id >> 24)};
+    h.update(le, 4);
+  }
+  return h.hex();
+}
+
+// A string as C++ would write it, for failure messages.
+inline std::string escaped(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
 
 // A fresh, empty directory under the system's temp directory, removed by the destructor.
 class TempDir {
@@ -165,7 +213,7 @@ inline TinyVocab tiny_vocab(const std::vector<std::pair<std::string, std::string
   return v;
 }
 
-inline Gpt2Vocab parse_tiny(const TinyVocab& v) {
+inline BpeVocab parse_tiny(const TinyVocab& v) {
   auto parsed = parse_gpt2_vocab(v.vocab_json, "vocab.json", v.merges_txt, "merges.txt");
   parsed.status().throw_if_error();
   return std::move(parsed).value();
