@@ -19,6 +19,8 @@ PACKAGE="tiktoken@1.0.22"
 CL100K_SHA256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 O200K_SHA256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 
+SCRIPT=fetch-tiktoken-ranks
+source "$(dirname "$0")/lib/npm-fetch.sh"
 if [ $# -ne 1 ]; then
   echo "usage: $0 DIR" >&2
   exit 2
@@ -27,27 +29,18 @@ dir="$1"
 
 # True when directory $1 holds both files with the pinned hashes.
 verified() {
-  [ -f "$1/cl100k_base.tiktoken" ] && [ -f "$1/o200k_base.tiktoken" ] &&
-    printf '%s  %s\n%s  %s\n' "$CL100K_SHA256" "$1/cl100k_base.tiktoken" \
-      "$O200K_SHA256" "$1/o200k_base.tiktoken" | sha256sum --check --status
+  files_verified "$1" cl100k_base.tiktoken "$CL100K_SHA256" o200k_base.tiktoken "$O200K_SHA256"
 }
 
 if verified "$dir"; then
   echo "fetch-tiktoken-ranks: $dir already holds cl100k_base.tiktoken and o200k_base.tiktoken"
   exit 0
 fi
-for tool in npm node tar sha256sum; do
-  command -v "$tool" >/dev/null || { echo "fetch-tiktoken-ranks: needs $tool" >&2; exit 1; }
-done
+require_tools npm node tar sha256sum
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-echo "fetch-tiktoken-ranks: downloading $PACKAGE from the npm registry"
-if ! (cd "$tmp" && npm pack "$PACKAGE" >"$tmp/npm.log" 2>&1); then
-  echo "fetch-tiktoken-ranks: npm could not fetch $PACKAGE:" >&2
-  tail -n 20 "$tmp/npm.log" >&2
-  exit 1
-fi
+npm_pack_into "$tmp" "$PACKAGE"
 tar -xzf "$tmp"/tiktoken-*.tgz -C "$tmp" package/encoders/cl100k_base.json package/encoders/o200k_base.json
 node -e '
   const fs = require("fs");
@@ -69,9 +62,5 @@ if ! verified "$tmp"; then
   exit 1
 fi
 
-mkdir -p "$dir"
-for f in cl100k_base.tiktoken o200k_base.tiktoken; do
-  cp "$tmp/$f" "$dir/.$f.tmp"
-  mv -f "$dir/.$f.tmp" "$dir/$f"
-done
+install_files "$tmp" "$dir" cl100k_base.tiktoken o200k_base.tiktoken
 echo "fetch-tiktoken-ranks: wrote $dir/cl100k_base.tiktoken and $dir/o200k_base.tiktoken"

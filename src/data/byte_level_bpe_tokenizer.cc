@@ -23,12 +23,14 @@ std::optional<TokenId> ByteLevelBpeTokenizer::special_id(std::string_view text) 
 }
 
 void ByteLevelBpeTokenizer::encode_append(std::string_view text, bool allow_special,
-                                  std::vector<TokenId>& out) const {
-  specials_.encode(text, allow_special, options_.label, out,
-                   [&](std::string_view stretch, std::vector<TokenId>& ids) { encode_ordinary(stretch, ids); });
+                                          std::vector<TokenId>& out) const {
+  specials_.encode(
+      text, allow_special, options_.label, out,
+      [&](std::string_view stretch, std::vector<TokenId>& ids) { encode_ordinary(stretch, ids); });
 }
 
-void ByteLevelBpeTokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {
+void ByteLevelBpeTokenizer::encode_ordinary(std::string_view text,
+                                            std::vector<TokenId>& out) const {
   pretokenizer_.split(text, [&](std::string_view piece) { encode_piece(piece, out); });
 }
 
@@ -65,9 +67,10 @@ void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<Tok
 std::string ByteLevelBpeTokenizer::decode(std::span<const TokenId> ids) const {
   std::string out;
   for (size_t i = 0; i < ids.size(); ++i) {
-    TRI_CHECK_INDEX(ids[i] < vocab_.token_bytes.size(), options_.label, " tokenizer: cannot decode id ",
-                    ids[i], " at position ", i, ": the vocabulary has ", vocab_.token_bytes.size(),
-                    " tokens (ids 0..", vocab_.token_bytes.size() - 1, ")");
+    TRI_CHECK_INDEX(ids[i] < vocab_.token_bytes.size(), options_.label,
+                    " tokenizer: cannot decode id ", ids[i], " at position ", i,
+                    ": the vocabulary has ", vocab_.token_bytes.size(), " tokens (ids 0..",
+                    vocab_.token_bytes.size() - 1, ")");
     const std::string& bytes = vocab_.token_bytes[ids[i]];
     TRI_CHECK_INDEX(!bytes.empty(), options_.label, " tokenizer: cannot decode id ", ids[i],
                     " at position ", i, ": no token has that id (the vocabulary leaves it unused)");

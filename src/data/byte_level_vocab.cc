@@ -63,13 +63,13 @@ StatusOr<BpeVocab> assemble_byte_level_vocab(const std::vector<SymbolEntry>& ent
                              " appears twice (first at " +
                              rules.where_entry(entries[it->second].at) + ")");
     if (e.id >= n_ids)
-      return Status::invalid(rules.where_entry(e.at) + ": the id " + std::to_string(e.id) +
-                             " of " + printable_token(e.key) +
-                             " is out of range: a vocabulary of " + std::to_string(n) +
-                             " tokens must use the ids 0.." + std::to_string(n - 1));
+      return Status::invalid(rules.where_entry(e.at) + ": the id " + std::to_string(e.id) + " of " +
+                             printable_token(e.key) + " is out of range: a vocabulary of " +
+                             std::to_string(n) + " tokens must use the ids 0.." +
+                             std::to_string(n - 1));
     if (entry_of_id[e.id] >= 0)
-      return Status::invalid(rules.where_entry(e.at) + ": the id " + std::to_string(e.id) +
-                             " of " + printable_token(e.key) + " is already the id of " +
+      return Status::invalid(rules.where_entry(e.at) + ": the id " + std::to_string(e.id) + " of " +
+                             printable_token(e.key) + " is already the id of " +
                              printable_token(entries[entry_of_id[e.id]].key));
     entry_of_id[e.id] = static_cast<int64_t>(i);
   }
@@ -130,11 +130,10 @@ StatusOr<BpeVocab> assemble_byte_level_vocab(const std::vector<SymbolEntry>& ent
     const SymbolEntry& e = entries[i];
     if (kind[i] == Kind::kUnknown && !(rules.allow_unmerged_tokens && !rules.is_special(e.key))) {
       if (!rules.is_special(e.key))
-        return Status::invalid(rules.where_entry(e.at) + ": the token " + printable_token(e.key) +
-                               " (id " + std::to_string(e.id) +
-                               ") is neither a byte, the result of a merge in " + merges_name +
-                               ", nor " + rules.special_description +
-                               ": this is not a byte-level BPE vocabulary");
+        return Status::invalid(
+            rules.where_entry(e.at) + ": the token " + printable_token(e.key) + " (id " +
+            std::to_string(e.id) + ") is neither a byte, the result of a merge in " + merges_name +
+            ", nor " + rules.special_description + ": this is not a byte-level BPE vocabulary");
       vocab.token_bytes[e.id] = e.key;
       vocab.special_tokens.emplace_back(e.key, e.id);
       continue;

@@ -40,7 +40,8 @@ class Reader {
   StatusOr<bool> bool_or(const Json& obj, const std::string& key, const std::string& field,
                          bool fallback) const {
     if (!obj.contains(key) || obj[key].is_null()) return fallback;
-    if (!obj[key].is_boolean()) return fail(field, "expected true or false, found " + shown(obj[key]));
+    if (!obj[key].is_boolean())
+      return fail(field, "expected true or false, found " + shown(obj[key]));
     return obj[key].get<bool>();
   }
 
@@ -51,7 +52,8 @@ class Reader {
 };
 
 Status check_model(const Reader& r, const Json& model) {
-  if (!model.is_object()) return r.fail("model", "expected an object, found " + Reader::shown(model));
+  if (!model.is_object())
+    return r.fail("model", "expected an object, found " + Reader::shown(model));
   StatusOr<std::string> type = r.string_or_empty(model, "type", "model.type");
   if (!type.is_ok()) return type.status();
   if (!type.value().empty() && type.value() != "BPE")
@@ -75,8 +77,8 @@ Status check_model(const Reader& r, const Json& model) {
     if (!v.is_ok()) return v.status();
     if (!v.value().empty())
       return r.fail(std::string("model.") + key, "\"" + v.value() +
-                                                    "\" is not supported (allowed: null or \"\": "
-                                                    "byte-level BPE marks no word boundaries)");
+                                                     "\" is not supported (allowed: null or \"\": "
+                                                     "byte-level BPE marks no word boundaries)");
   }
   if (!model.contains("vocab") || !model["vocab"].is_object())
     return r.fail("model.vocab", "expected an object {token: id}");
@@ -89,8 +91,8 @@ Status check_model(const Reader& r, const Json& model) {
 StatusOr<SplitPattern> read_pre_tokenizer(const Reader& r, const Json& pre) {
   const std::string field = "pre_tokenizer";
   if (!pre.is_object() || !pre.contains("type"))
-    return r.fail(field, "expected ByteLevel or Sequence [Split, ByteLevel], found " +
-                             Reader::shown(pre));
+    return r.fail(field,
+                  "expected ByteLevel or Sequence [Split, ByteLevel], found " + Reader::shown(pre));
   // A ByteLevel step: use_regex says whether it splits by GPT-2's pattern itself.
   auto byte_level = [&](const Json& step, const std::string& at) -> StatusOr<bool> {
     StatusOr<bool> prefix = r.bool_or(step, "add_prefix_space", at + ".add_prefix_space", false);
@@ -110,8 +112,8 @@ StatusOr<SplitPattern> read_pre_tokenizer(const Reader& r, const Json& pre) {
     return SplitPattern::kGpt2;
   }
   if (type != "Sequence")
-    return r.fail(field + ".type", Reader::shown(pre["type"]) +
-                                       " is not supported (allowed: ByteLevel, Sequence)");
+    return r.fail(field + ".type",
+                  Reader::shown(pre["type"]) + " is not supported (allowed: ByteLevel, Sequence)");
   if (!pre.contains("pretokenizers") || !pre["pretokenizers"].is_array() ||
       pre["pretokenizers"].size() != 2)
     return r.fail(field + ".pretokenizers", "expected [Split, ByteLevel]");
@@ -130,9 +132,10 @@ StatusOr<SplitPattern> read_pre_tokenizer(const Reader& r, const Json& pre) {
   if (invert.value()) return r.fail(split_at + ".invert", "true is not supported (allowed: false)");
   const Json pattern = split.value("pattern", Json());
   if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
-    return r.fail(split_at + ".pattern", "expected {\"Regex\": PATTERN}, found " +
-                                             Reader::shown(pattern));
-  const std::optional<SplitPattern> known = split_pattern_from_regex(pattern["Regex"].get<std::string>());
+    return r.fail(split_at + ".pattern",
+                  "expected {\"Regex\": PATTERN}, found " + Reader::shown(pattern));
+  const std::optional<SplitPattern> known =
+      split_pattern_from_regex(pattern["Regex"].get<std::string>());
   if (!known)
     return r.fail(split_at + ".pattern.Regex",
                   Reader::shown(pattern["Regex"]) +
@@ -163,7 +166,8 @@ void rank_by_id_if_converted(BpeVocab& vocab) {
   for (const auto& [text, id] : vocab.special_tokens) special[id] = true;
   vocab.merge_results.clear();
   for (size_t id = 0; id < vocab.token_bytes.size(); ++id)
-    if (!special[id] && vocab.token_bytes[id].size() > 1) vocab.merge_results.push_back(static_cast<TokenId>(id));
+    if (!special[id] && vocab.token_bytes[id].size() > 1)
+      vocab.merge_results.push_back(static_cast<TokenId>(id));
 }
 
 }  // namespace

@@ -40,8 +40,8 @@ std::string pieces_pattern(SplitPattern pattern) {
       const std::string lower = std::string("[") + uc::lower_like() + "]";
       const std::string suffix = std::string("(?i:") + kContractions + ")?";
       return lead + upper + "*" + lower + "+" + suffix + "|" + lead + upper + "+" + lower + "*" +
-             suffix + "|[" + number + "]{1,3}| ?[^" + ws + letter + number + "]+[\\r\\n/]*|[" +
-             ws + "]*[\\r\\n]+|" + spaces;
+             suffix + "|[" + number + "]{1,3}| ?[^" + ws + letter + number + "]+[\\r\\n/]*|[" + ws +
+             "]*[\\r\\n]+|" + spaces;
     }
   }
   TRI_ASSERT(false, "unknown split pattern ", static_cast<int>(pattern));
@@ -50,8 +50,8 @@ std::string pieces_pattern(SplitPattern pattern) {
 
 // One code point, in the group of its class (for classify()).
 std::string classes_pattern() {
-  return std::string("([") + uc::letters() + "])|([" + uc::numbers() + "])|([" +
-         uc::white_space() + "])";
+  return std::string("([") + uc::letters() + "])|([" + uc::numbers() + "])|([" + uc::white_space() +
+         "])";
 }
 
 struct CodeDeleter {
@@ -132,7 +132,7 @@ Pretokenizer::Pretokenizer(SplitPattern pattern)
 Pretokenizer::~Pretokenizer() = default;
 
 void Pretokenizer::split(std::string_view text,
-                             const std::function<void(std::string_view)>& on_piece) const {
+                         const std::function<void(std::string_view)>& on_piece) const {
   if (text.empty()) return;
   MatchData md(pcre2_match_data_create_from_pattern(impl_->pieces.get(), nullptr));
   TRI_CHECK_KIND(ErrorKind::kInternal, md != nullptr, "out of memory for PCRE2 match data");
@@ -142,9 +142,9 @@ void Pretokenizer::split(std::string_view text,
     // Every code point is a letter, a number, White_Space or other, so some alternative
     // matches at every position: a failed match is a bug (or PCRE2 running out of resources).
     const int rc = impl_->match(impl_->pieces.get(), impl_->pieces_jit, text, pos, md.get());
-    TRI_ASSERT(rc > 0 && ovector[0] == pos && ovector[1] > pos,
-               "the ", split_pattern_name(pattern_), " pattern did not match at byte ", pos, " of ", text.size(),
-               (rc < 0 ? " (PCRE2: " + pcre2_message(rc) + ")" : std::string()));
+    TRI_ASSERT(rc > 0 && ovector[0] == pos && ovector[1] > pos, "the ",
+               split_pattern_name(pattern_), " pattern did not match at byte ", pos, " of ",
+               text.size(), (rc < 0 ? " (PCRE2: " + pcre2_message(rc) + ")" : std::string()));
     on_piece(text.substr(pos, ovector[1] - pos));
     pos = ovector[1];
   }

@@ -32,7 +32,9 @@ class TextLines {
   // The 1-based number of the line next() returned last (0 before the first).
   size_t line_no() const { return line_no_; }
   // The text after that line.
-  std::string_view rest() const { return pos_ < text_.size() ? text_.substr(pos_) : std::string_view(); }
+  std::string_view rest() const {
+    return pos_ < text_.size() ? text_.substr(pos_) : std::string_view();
+  }
 
  private:
   std::string_view text_;

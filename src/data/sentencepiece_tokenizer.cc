@@ -32,7 +32,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(
     : processor_(std::move(processor)), source_(std::move(source)) {
   std::vector<std::pair<std::string, TokenId>> controls;
   for (int id = 0; id < processor_->GetPieceSize(); ++id)
-    if (processor_->IsControl(id)) controls.emplace_back(processor_->IdToPiece(id), static_cast<TokenId>(id));
+    if (processor_->IsControl(id))
+      controls.emplace_back(processor_->IdToPiece(id), static_cast<TokenId>(id));
   controls_ = SpecialTokenMatcher(controls);
 }
 
@@ -49,8 +50,9 @@ void SentencePieceTokenizer::encode_ordinary(std::string_view text,
 
 void SentencePieceTokenizer::encode_append(std::string_view text, bool allow_special,
                                            std::vector<TokenId>& out) const {
-  controls_.encode(text, allow_special, "sentencepiece", out,
-                   [&](std::string_view stretch, std::vector<TokenId>& ids) { encode_ordinary(stretch, ids); });
+  controls_.encode(
+      text, allow_special, "sentencepiece", out,
+      [&](std::string_view stretch, std::vector<TokenId>& ids) { encode_ordinary(stretch, ids); });
 }
 
 std::string SentencePieceTokenizer::decode(std::span<const TokenId> ids) const {
@@ -68,7 +70,9 @@ std::string SentencePieceTokenizer::decode(std::span<const TokenId> ids) const {
   return text;
 }
 
-int64_t SentencePieceTokenizer::vocab_size() const { return processor_->GetPieceSize(); }
+int64_t SentencePieceTokenizer::vocab_size() const {
+  return processor_->GetPieceSize();
+}
 
 std::optional<TokenId> SentencePieceTokenizer::eot_id() const {
   const int id = processor_->eos_id();

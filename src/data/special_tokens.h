@@ -28,7 +28,8 @@ class SpecialTokenMatcher {
       if (!special.first.empty()) by_length_.push_back(special);
     std::stable_sort(by_length_.begin(), by_length_.end(),
                      [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-    for (const auto& special : by_length_) first_byte_[static_cast<unsigned char>(special.first[0])] = true;
+    for (const auto& special : by_length_)
+      first_byte_[static_cast<unsigned char>(special.first[0])] = true;
   }
 
   bool empty() const { return by_length_.empty(); }
@@ -40,8 +41,8 @@ class SpecialTokenMatcher {
   void encode(std::string_view text, bool allow_special, std::string_view label,
               std::vector<TokenId>& out, const EncodeOrdinary& encode_ordinary) const {
     if (std::optional<Utf8Error> bad = find_invalid_utf8(text))
-      TRI_CHECK(false, label, " tokenizer: the text is not valid UTF-8 at byte offset ", bad->offset,
-                ": ", bad->reason);
+      TRI_CHECK(false, label, " tokenizer: the text is not valid UTF-8 at byte offset ",
+                bad->offset, ": ", bad->reason);
     if (!allow_special || empty()) {
       encode_ordinary(text, out);
       return;

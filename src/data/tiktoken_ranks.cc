@@ -113,8 +113,9 @@ StatusOr<BpeVocab> parse_tiktoken_ranks(std::string_view text, const std::string
     const size_t space = line.find(' ');
     if (line.empty() || space == std::string_view::npos ||
         line.find(' ', space + 1) != std::string_view::npos)
-      return Status::invalid(at + "expected \"BASE64 RANK\" (a token's bytes in base64, one "
-                                  "space, its rank), found " +
+      return Status::invalid(at +
+                             "expected \"BASE64 RANK\" (a token's bytes in base64, one "
+                             "space, its rank), found " +
                              printable_token(line));
     const std::optional<std::string> bytes = decode_base64(line.substr(0, space));
     if (!bytes)
@@ -145,15 +146,16 @@ StatusOr<BpeVocab> parse_tiktoken_ranks(std::string_view text, const std::string
   if (lines.line_no() == 0) return Status::invalid(name + ": the rank file is empty");
   for (size_t rank = 0; rank < line_of_rank.size(); ++rank)
     if (line_of_rank[rank] == 0)
-      return Status::invalid(name + ": no line has rank " + std::to_string(rank) + ", but ranks up to " +
-                             std::to_string(line_of_rank.size() - 1) +
+      return Status::invalid(name + ": no line has rank " + std::to_string(rank) +
+                             ", but ranks up to " + std::to_string(line_of_rank.size() - 1) +
                              " are used: ranks are ids and must be 0..N-1");
   for (int b = 0; b < 256; ++b)
     if (line_of_token.find(std::string(1, static_cast<char>(b))) == nullptr)
       return Status::invalid(name + ": there is no token for the byte " + std::to_string(b) +
                              ": a byte-level BPE rank file has a token for each of the 256 bytes");
   for (size_t rank = 0; rank < vocab.token_bytes.size(); ++rank)
-    if (vocab.token_bytes[rank].size() > 1) vocab.merge_results.push_back(static_cast<TokenId>(rank));
+    if (vocab.token_bytes[rank].size() > 1)
+      vocab.merge_results.push_back(static_cast<TokenId>(rank));
   vocab.source = name;
   return vocab;
 }
@@ -169,7 +171,8 @@ StatusOr<std::unique_ptr<ByteLevelBpeTokenizer>> load_tiktoken_ranks(
 
   std::string known;
   for (const TiktokenEncoding& e : tiktoken_encodings())
-    known += (known.empty() ? "" : ", ") + e.name + " (" + std::to_string(e.mergeable_ranks) + " ranks)";
+    known +=
+        (known.empty() ? "" : ", ") + e.name + " (" + std::to_string(e.mergeable_ranks) + " ranks)";
   const TiktokenEncoding* enc = nullptr;
   if (!encoding.empty()) {
     enc = find_tiktoken_encoding(encoding);

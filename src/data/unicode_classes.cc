@@ -20,7 +20,8 @@ constexpr const char* kNumbersAdded =
     R"(\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59})"
     R"(\x{16130}-\x{16139}\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3})"
     R"(\x{1E4F0}-\x{1E4F9}\x{1E5F1}-\x{1E5FA})";
-// kUpperLike (Uppercase_Letter | Titlecase_Letter | Modifier_Letter | Other_Letter | Mark): 9334 added, 0 removed
+// kUpperLike (Uppercase_Letter | Titlecase_Letter | Modifier_Letter | Other_Letter | Mark): 9334
+// added, 0 removed
 constexpr const char* kUpperLikeAdded =
     R"(\x{897}\x{CF3}\x{ECE}\x{1C89}\x{A7CB}-\x{A7CC}\x{A7DA}\x{A7DC}\x{105C0}-\x{105F3})"
     R"(\x{10D4A}-\x{10D65}\x{10D69}-\x{10D6D}\x{10D6F}\x{10EC2}-\x{10EC4}\x{10EFC}-\x{10EFF})"
@@ -49,9 +50,17 @@ std::string white_space() {
   return R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F})"
          R"(\x{205F}\x{3000})";
 }
-std::string letters() { return std::string(R"(\p{L})") + kLettersAdded; }
-std::string numbers() { return std::string(R"(\p{N})") + kNumbersAdded; }
-std::string upper_like() { return std::string(R"(\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M})") + kUpperLikeAdded; }
-std::string lower_like() { return std::string(R"(\p{Ll}\p{Lm}\p{Lo}\p{M})") + kLowerLikeAdded; }
+std::string letters() {
+  return std::string(R"(\p{L})") + kLettersAdded;
+}
+std::string numbers() {
+  return std::string(R"(\p{N})") + kNumbersAdded;
+}
+std::string upper_like() {
+  return std::string(R"(\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M})") + kUpperLikeAdded;
+}
+std::string lower_like() {
+  return std::string(R"(\p{Ll}\p{Lm}\p{Lo}\p{M})") + kLowerLikeAdded;
+}
 
 }  // namespace trident::data::unicode_classes

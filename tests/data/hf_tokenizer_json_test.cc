@@ -26,7 +26,9 @@ testing::fs::path tiny_file() {
   return testing::fs::path(__FILE__).parent_path() / "hf_tokenizer" / "tokenizer.json";
 }
 
-Json tiny_json() { return Json::parse(testing::read_file(tiny_file())); }
+Json tiny_json() {
+  return Json::parse(testing::read_file(tiny_file()));
+}
 
 // The error parsing `json` gives, or "(no error)".
 std::string error_of(const Json& json) {
@@ -43,10 +45,13 @@ TEST(HfTokenizerJson, TheTinyFileEncodesByTiktokensRule) {
   EXPECT_EQ(tok.eot_id(), std::optional<TokenId>(264));
   EXPECT_EQ(tok.bos_id(), std::nullopt);
   // hello: h+e, l+l, he+ll, hell+o; " world": " "+w, o+r, " w"+or, l+d.
-  EXPECT_EQ(tok.encode("hello world<|endoftext|>", true), (std::vector<TokenId>{259, 262, 263, 264}));
-  EXPECT_EQ(tok.encode("<|endoftext|>", false),
-            (std::vector<TokenId>{'<', '|', 'e', 'n', 'd', 'o', 'f', 't', 'e', 'x', 't', '|', '>'}));
-  EXPECT_EQ(tok.encode("HELLO'S", false), (std::vector<TokenId>{'H', 'E', 'L', 'L', 'O', '\'', 'S'}));
+  EXPECT_EQ(tok.encode("hello world<|endoftext|>", true),
+            (std::vector<TokenId>{259, 262, 263, 264}));
+  EXPECT_EQ(
+      tok.encode("<|endoftext|>", false),
+      (std::vector<TokenId>{'<', '|', 'e', 'n', 'd', 'o', 'f', 't', 'e', 'x', 't', '|', '>'}));
+  EXPECT_EQ(tok.encode("HELLO'S", false),
+            (std::vector<TokenId>{'H', 'E', 'L', 'L', 'O', '\'', 'S'}));
   // An added token that is not in model.vocab gets its id too.
   EXPECT_EQ(tok.encode("<|im_end|>x", true), (std::vector<TokenId>{265, 'x'}));
   EXPECT_EQ(tok.decode(std::vector<TokenId>{259, 262, 263, 264, 265}),
@@ -56,8 +61,10 @@ TEST(HfTokenizerJson, TheTinyFileEncodesByTiktokensRule) {
 
 TEST(HfTokenizerJson, MergesMayBeStringsAndTheEosComesFromTokenizerConfig) {
   Json json = tiny_json();
-  for (Json& m : json["model"]["merges"]) m = m[0].get<std::string>() + " " + m[1].get<std::string>();
-  auto parsed = parse_hf_tokenizer_json(json.dump(), "t.json", R"({"eos_token": {"content": "<|im_end|>"}})");
+  for (Json& m : json["model"]["merges"])
+    m = m[0].get<std::string>() + " " + m[1].get<std::string>();
+  auto parsed =
+      parse_hf_tokenizer_json(json.dump(), "t.json", R"({"eos_token": {"content": "<|im_end|>"}})");
   ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed.value()->encode("hello world", false), (std::vector<TokenId>{259, 262, 263}));
   EXPECT_EQ(parsed.value()->eot_id(), std::optional<TokenId>(265));
@@ -76,16 +83,25 @@ TEST(HfTokenizerJson, UnsupportedFeaturesNameTheFileAndTheField) {
                   "t/tokenizer.json: model.byte_fallback: true is not supported");
   EXPECT_CONTAINS(with([](Json& j) { j["model"]["continuing_subword_prefix"] = "##"; }),
                   "model.continuing_subword_prefix: \"##\" is not supported");
-  EXPECT_CONTAINS(with([](Json& j) { j["model"]["dropout"] = 0.1; }), "model.dropout: 0.1 is not supported");
-  EXPECT_CONTAINS(with([](Json& j) { j["normalizer"] = Json{{"type", "NFC"}}; }),
-                  "t/tokenizer.json: normalizer: {\"type\":\"NFC\"} is not supported (allowed: null");
-  EXPECT_CONTAINS(with([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; }),
-                  "pre_tokenizer.pretokenizers[0].pattern.Regex: \"\\\\w+\" is not supported (allowed: the "
-                  "split patterns of tiktoken's gpt2, cl100k_base");
-  EXPECT_CONTAINS(with([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }),
-                  "pre_tokenizer.pretokenizers[0].behavior: \"Removed\" is not supported");
-  EXPECT_CONTAINS(with([](Json& j) { j["pre_tokenizer"] = Json{{"type", "Whitespace"}}; }),
-                  "pre_tokenizer.type: \"Whitespace\" is not supported (allowed: ByteLevel, Sequence)");
+  EXPECT_CONTAINS(with([](Json& j) { j["model"]["dropout"] = 0.1; }),
+                  "model.dropout: 0.1 is not supported");
+  EXPECT_CONTAINS(
+      with([](Json& j) {
+        j["normalizer"] = Json{{"type", "NFC"}};
+      }),
+      "t/tokenizer.json: normalizer: {\"type\":\"NFC\"} is not supported (allowed: null");
+  EXPECT_CONTAINS(
+      with([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; }),
+      "pre_tokenizer.pretokenizers[0].pattern.Regex: \"\\\\w+\" is not supported (allowed: the "
+      "split patterns of tiktoken's gpt2, cl100k_base");
+  EXPECT_CONTAINS(
+      with([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }),
+      "pre_tokenizer.pretokenizers[0].behavior: \"Removed\" is not supported");
+  EXPECT_CONTAINS(
+      with([](Json& j) {
+        j["pre_tokenizer"] = Json{{"type", "Whitespace"}};
+      }),
+      "pre_tokenizer.type: \"Whitespace\" is not supported (allowed: ByteLevel, Sequence)");
   EXPECT_CONTAINS(with([](Json& j) {
                     j["pre_tokenizer"] = Json{{"type", "ByteLevel"}, {"add_prefix_space", true}};
                   }),
@@ -97,16 +113,20 @@ TEST(HfTokenizerJson, UnsupportedFeaturesNameTheFileAndTheField) {
                   "added_tokens[0]: \"<|endoftext|>\" has id 7, but model.vocab gives it 264");
   EXPECT_CONTAINS(with([](Json& j) { j["model"]["merges"][2] = "hell"; }),
                   "model.merges[2]: expected \"LEFT RIGHT\"");
-  EXPECT_CONTAINS(with([](Json& j) { j["model"]["merges"][2] = Json::array({"he", "lq"}); }),
+  EXPECT_CONTAINS(with([](Json& j) {
+                    j["model"]["merges"][2] = Json::array({"he", "lq"});
+                  }),
                   "t/tokenizer.json: model.merges[2]: the merge \"he\" + \"lq\" names \"lq\"");
   // (Without ignore_merges: with it, a token no merge makes is produced as a whole piece.)
-  EXPECT_CONTAINS(with([](Json& j) {
-                    j["model"]["vocab"]["##ing"] = 266;
-                    j["model"]["ignore_merges"] = false;
-                  }),
-                  "t/tokenizer.json: model.vocab[\"##ing\"]: the token \"##ing\" (id 266) is neither a byte, "
-                  "the result of a merge in t/tokenizer.json, nor one of its added_tokens");
-  EXPECT_CONTAINS(with([](Json& j) { j["model"]["vocab"]["x"] = -3; }), "model.vocab[\"x\"]: the id must be");
+  EXPECT_CONTAINS(
+      with([](Json& j) {
+        j["model"]["vocab"]["##ing"] = 266;
+        j["model"]["ignore_merges"] = false;
+      }),
+      "t/tokenizer.json: model.vocab[\"##ing\"]: the token \"##ing\" (id 266) is neither a byte, "
+      "the result of a merge in t/tokenizer.json, nor one of its added_tokens");
+  EXPECT_CONTAINS(with([](Json& j) { j["model"]["vocab"]["x"] = -3; }),
+                  "model.vocab[\"x\"]: the id must be");
   EXPECT_CONTAINS(with([](Json& j) { j.erase("model"); }), "t/tokenizer.json: model: missing");
   auto bad_json = parse_hf_tokenizer_json("{\n  \"model\": [1,\n}", "t/tokenizer.json");
   ASSERT_FALSE(bad_json.is_ok());
@@ -126,14 +146,25 @@ Json gpt2_tokenizer_json(const testing::fs::path& dir) {
     if (!line.empty() && !line.starts_with("#version")) merges.push_back(line);
   }
   Json json;
-  json["added_tokens"] = Json::array({Json{{"id", 50256}, {"content", "<|endoftext|>"}, {"special", true},
-                                           {"lstrip", false}, {"rstrip", false}, {"single_word", false}}});
+  json["added_tokens"] = Json::array({Json{{"id", 50256},
+                                           {"content", "<|endoftext|>"},
+                                           {"special", true},
+                                           {"lstrip", false},
+                                           {"rstrip", false},
+                                           {"single_word", false}}});
   json["normalizer"] = nullptr;
-  json["pre_tokenizer"] = Json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  json["pre_tokenizer"] =
+      Json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
   json["decoder"] = Json{{"type", "ByteLevel"}};
-  json["model"] = Json{{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-                       {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""}, {"fuse_unk", false},
-                       {"byte_fallback", false}, {"vocab", vocab}, {"merges", merges}};
+  json["model"] = Json{{"type", "BPE"},
+                       {"dropout", nullptr},
+                       {"unk_token", nullptr},
+                       {"continuing_subword_prefix", ""},
+                       {"end_of_word_suffix", ""},
+                       {"fuse_unk", false},
+                       {"byte_fallback", false},
+                       {"vocab", vocab},
+                       {"merges", merges}};
   return json;
 }
 
@@ -146,7 +177,8 @@ TEST(HfTokenizerJson, Gpt2sTokenizerJsonGivesTheGpt2TokenizersIds) {
   const ByteLevelBpeTokenizer& hf = *parsed.value();
   EXPECT_EQ(hf.vocab_size(), 50257);
   EXPECT_EQ(hf.eot_id(), std::optional<TokenId>(50256));
-  for (const char* text : {"Hello, world!<|endoftext|>", "I'm DON'T  \n\n 12345 caf\xC3\xA9 \xF0\x9F\x98\x80"})
+  for (const char* text :
+       {"Hello, world!<|endoftext|>", "I'm DON'T  \n\n 12345 caf\xC3\xA9 \xF0\x9F\x98\x80"})
     for (bool special : {false, true})
       EXPECT_EQ(hf.encode(text, special), gpt2->encode(text, special)) << escaped(text);
   for (const char* file : {"war_and_peace.txt", "shakespeare.txt"}) {
@@ -165,7 +197,8 @@ TEST(HfTokenizerJson, Gpt2sTokenizerJsonGivesTheGpt2TokenizersIds) {
 Json converted_from_ranks(const BpeVocab& ranks, const std::string& regex,
                           const std::vector<std::pair<std::string, TokenId>>& specials) {
   ByteStringMap<TokenId> rank_of(ranks.token_bytes.size());
-  for (size_t r = 0; r < ranks.token_bytes.size(); ++r) rank_of.insert(ranks.token_bytes[r], static_cast<TokenId>(r));
+  for (size_t r = 0; r < ranks.token_bytes.size(); ++r)
+    rank_of.insert(ranks.token_bytes[r], static_cast<TokenId>(r));
   Json vocab = Json::object(), merges = Json::array();
   for (size_t r = 0; r < ranks.token_bytes.size(); ++r) {
     const std::string& t = ranks.token_bytes[r];
@@ -178,7 +211,8 @@ Json converted_from_ranks(const BpeVocab& ranks, const std::string& regex,
     }
     std::sort(splits.begin(), splits.end());
     for (const auto& [l, rr] : splits)
-      merges.push_back(Json::array({bytes_to_symbols(ranks.token_bytes[l]), bytes_to_symbols(ranks.token_bytes[rr])}));
+      merges.push_back(Json::array(
+          {bytes_to_symbols(ranks.token_bytes[l]), bytes_to_symbols(ranks.token_bytes[rr])}));
   }
   Json added = Json::array();
   for (const auto& [text, id] : specials)
@@ -186,13 +220,18 @@ Json converted_from_ranks(const BpeVocab& ranks, const std::string& regex,
   Json json;
   json["added_tokens"] = added;
   json["normalizer"] = nullptr;
-  json["pre_tokenizer"] = Json{
-      {"type", "Sequence"},
-      {"pretokenizers", Json::array({Json{{"type", "Split"}, {"pattern", Json{{"Regex", regex}}},
-                                          {"behavior", "Isolated"}, {"invert", false}},
-                                     Json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  json["pre_tokenizer"] =
+      Json{{"type", "Sequence"},
+           {"pretokenizers",
+            Json::array(
+                {Json{{"type", "Split"},
+                      {"pattern", Json{{"Regex", regex}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}},
+                 Json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
   json["decoder"] = Json{{"type", "ByteLevel"}};
-  json["model"] = Json{{"type", "BPE"}, {"ignore_merges", true}, {"vocab", vocab}, {"merges", merges}};
+  json["model"] =
+      Json{{"type", "BPE"}, {"ignore_merges", true}, {"vocab", vocab}, {"merges", merges}};
   return json;
 }
 
@@ -208,11 +247,13 @@ TEST(HfTokenizerJson, ATokenizerJsonConvertedFromCl100kGivesTiktokensIds) {
   auto parsed = parse_hf_tokenizer_json(json.dump(), "cl100k/tokenizer.json");
   ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
   const ByteLevelBpeTokenizer& hf = *parsed.value();
-  const Json reference = Json::parse(testing::read_file(testing::fs::path(__FILE__).parent_path() /
-                                                        "tiktoken_reference" / "expected.json"))["encodings"]["cl100k_base"];
+  const Json reference = Json::parse(
+      testing::read_file(testing::fs::path(__FILE__).parent_path() / "tiktoken_reference" /
+                         "expected.json"))["encodings"]["cl100k_base"];
   for (const auto& c : reference["cases"]) {
     const std::string text = c["text"];
-    EXPECT_EQ(hf.encode(text, c["allow_special"]), c["ids"].get<std::vector<TokenId>>()) << escaped(text);
+    EXPECT_EQ(hf.encode(text, c["allow_special"]), c["ids"].get<std::vector<TokenId>>())
+        << escaped(text);
   }
   const std::optional<testing::fs::path> path = testing::find_shared_file("war_and_peace.txt");
   if (!path) GTEST_SKIP() << "war_and_peace.txt not found in ../shared/data";
@@ -223,10 +264,12 @@ TEST(HfTokenizerJson, ATokenizerJsonConvertedFromCl100kGivesTiktokensIds) {
   auto direct = load_tiktoken_ranks(*file);
   ASSERT_TRUE(direct.is_ok());
   const std::vector<TokenId> expected = direct.value()->encode(text);
-  const auto [got_at, expected_at] = std::mismatch(ids.begin(), ids.end(), expected.begin(), expected.end());
+  const auto [got_at, expected_at] =
+      std::mismatch(ids.begin(), ids.end(), expected.begin(), expected.end());
   if (got_at != ids.end())
     ADD_FAILURE() << "first difference at token " << (got_at - ids.begin()) << ": "
-                  << escaped(hf.decode(std::vector<TokenId>(got_at, std::min(got_at + 4, ids.end()))))
+                  << escaped(
+                         hf.decode(std::vector<TokenId>(got_at, std::min(got_at + 4, ids.end()))))
                   << " as " << *got_at << " (tiktoken: " << *expected_at << ")";
 }
 

@@ -20,9 +20,10 @@ using testing::escaped;
 
 // A few thousand words of ASCII text (deterministic), so that the trainer learns merges.
 std::string training_text() {
-  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and",
-                         "then", "runs", "into", "forest", "where", "trees", "are", "tall", "green",
-                         "hello", "world", "tokenizer", "model", "training", "piece", "sentence"};
+  const char* words[] = {"the",   "quick",    "brown", "fox",     "jumps", "over",   "lazy",
+                         "dog",   "and",      "then",  "runs",    "into",  "forest", "where",
+                         "trees", "are",      "tall",  "green",   "hello", "world",  "tokenizer",
+                         "model", "training", "piece", "sentence"};
   std::string text;
   uint32_t state = 12345;
   for (int line = 0; line < 400; ++line) {
@@ -47,7 +48,8 @@ const std::string& model_path() {
         " --model_type=bpe --vocab_size=400 --byte_fallback=true --character_coverage=1.0"
         " --normalization_rule_name=identity --remove_extra_whitespaces=false --split_digits=true"
         " --bos_id=1 --eos_id=2 --unk_id=0 --minloglevel=2");
-    if (!status.ok()) throw std::runtime_error("SentencePiece training failed: " + status.ToString());
+    if (!status.ok())
+      throw std::runtime_error("SentencePiece training failed: " + status.ToString());
     return prefix + ".model";
   }();
   return path;
@@ -94,7 +96,8 @@ TEST(SentencePieceTokenizer, ControlPiecesAreSpecialOnlyWhenAllowed) {
   expected.push_back(2);
   EXPECT_EQ(tok.encode("<s>hello</s>", true), expected);
   const std::vector<TokenId> plain = tok.encode("<s>hello</s>", false);
-  EXPECT_EQ(std::count(plain.begin(), plain.end(), 1u) + std::count(plain.begin(), plain.end(), 2u), 0);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 1u) + std::count(plain.begin(), plain.end(), 2u),
+            0);
   EXPECT_EQ(tok.decode(plain), "<s>hello</s>");
 }
 
@@ -107,7 +110,8 @@ TEST(SentencePieceTokenizer, BadInputIsAnErrorNamingIt) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kIndex);
-    EXPECT_CONTAINS(e.message(), "cannot decode id 400 at position 1: the vocabulary has 400 pieces");
+    EXPECT_CONTAINS(e.message(),
+                    "cannot decode id 400 at position 1: the vocabulary has 400 pieces");
   }
   testing::TempDir dir;
   testing::write_file(dir.path() / "tokenizer.model", "this is not a protobuf");

@@ -48,8 +48,8 @@ const ByteLevelBpeTokenizer* shared_encoding(const std::string& name) {
   return loaded[name].get();
 }
 
-#define REQUIRE_ENCODING(var, name)                                 \
-  const ByteLevelBpeTokenizer* var = shared_encoding(name);         \
+#define REQUIRE_ENCODING(var, name)                         \
+  const ByteLevelBpeTokenizer* var = shared_encoding(name); \
   if (var == nullptr) GTEST_SKIP() << testing::rank_file_missing_message(name)
 
 TEST(TiktokenRanks, ReferenceFileHasTheRequiredCoverage) {
@@ -151,15 +151,18 @@ TEST(TiktokenRanks, A128kRankFileIsLlama3WithItsSpecialTokens) {
   EXPECT_EQ(llama3.pattern(), SplitPattern::kCl100k);
   EXPECT_EQ(llama3.bos_id(), std::optional<TokenId>(128000));
   EXPECT_EQ(llama3.eot_id(), std::optional<TokenId>(128001));
-  EXPECT_EQ(llama3.encode("<|begin_of_text|>hi<|eot_id|><|reserved_special_token_247|>", true).front(),
-            128000u);
-  const std::vector<TokenId> ids = llama3.encode("<|start_header_id|><|eot_id|><|reserved_special_token_247|>", true);
+  EXPECT_EQ(
+      llama3.encode("<|begin_of_text|>hi<|eot_id|><|reserved_special_token_247|>", true).front(),
+      128000u);
+  const std::vector<TokenId> ids =
+      llama3.encode("<|start_header_id|><|eot_id|><|reserved_special_token_247|>", true);
   EXPECT_EQ(ids, (std::vector<TokenId>{128006, 128009, 128255}));
   EXPECT_EQ(llama3.name().rfind("llama3 (", 0), 0u) << llama3.name();
   // Told to be cl100k_base, the same file is refused by its size.
   auto wrong = load_tiktoken_ranks(dir.path() / "tokenizer.model", "cl100k_base");
   ASSERT_FALSE(wrong.is_ok());
-  EXPECT_CONTAINS(wrong.status().message(), "cl100k_base has 100256 ranks, but the file has 128000");
+  EXPECT_CONTAINS(wrong.status().message(),
+                  "cl100k_base has 100256 ranks, but the file has 128000");
 }
 
 // A small valid rank file: the 256 bytes (rank = byte) and then `extra` tokens.
@@ -167,7 +170,8 @@ std::string tiny_rank_file(const std::vector<std::string>& extra_base64) {
   static const char* kDigits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   for (int b = 0; b < 256; ++b)
-    out += std::string{kDigits[b >> 2], kDigits[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
+    out += std::string{kDigits[b >> 2], kDigits[(b & 3) << 4], '=', '='} + " " + std::to_string(b) +
+           "\n";
   int rank = 256;
   for (const std::string& t : extra_base64) out += t + " " + std::to_string(rank++) + "\n";
   return out;
@@ -196,10 +200,14 @@ TEST(TiktokenRanks, BadRankFilesNameTheLine) {
                   "its rank), found \"aGVs\"");
   EXPECT_CONTAINS(rank_error(good + "aGV 257\n"), "r.tiktoken:258: \"aGV\" is not standard base64");
   EXPECT_CONTAINS(rank_error(good + "aG!s 257\n"), "is not standard base64");
-  EXPECT_CONTAINS(rank_error(good + "aGVs -1\n"), "r.tiktoken:258: the rank \"-1\" is not a non-negative integer");
-  EXPECT_CONTAINS(rank_error(good + "aGVs 256\n"), "r.tiktoken:258: rank 256 is also the rank on line 257");
-  EXPECT_CONTAINS(rank_error(good + "aGU= 257\n"), "r.tiktoken:258: the token \"he\" is also listed on line 257");
-  EXPECT_CONTAINS(rank_error(good + "aGVs 300\n"), "r.tiktoken: no line has rank 257, but ranks up to 300 are used");
+  EXPECT_CONTAINS(rank_error(good + "aGVs -1\n"),
+                  "r.tiktoken:258: the rank \"-1\" is not a non-negative integer");
+  EXPECT_CONTAINS(rank_error(good + "aGVs 256\n"),
+                  "r.tiktoken:258: rank 256 is also the rank on line 257");
+  EXPECT_CONTAINS(rank_error(good + "aGU= 257\n"),
+                  "r.tiktoken:258: the token \"he\" is also listed on line 257");
+  EXPECT_CONTAINS(rank_error(good + "aGVs 300\n"),
+                  "r.tiktoken: no line has rank 257, but ranks up to 300 are used");
   EXPECT_CONTAINS(rank_error(""), "r.tiktoken: the rank file is empty");
   std::string no_a = good;
   no_a.replace(no_a.find("QQ== 65\n"), 8, "");
