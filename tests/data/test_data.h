@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -23,6 +24,7 @@
 
 #include "data/byte_unicode.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/utf8.h"
 
 namespace trident::data::testing {
 
@@ -152,6 +154,46 @@ inline std::string escaped(std::string_view s) {
     }
   }
   return out;
+}
+
+// Compares `tok` with tiktoken on every code point: `records` holds, for each Unicode scalar
+// value c in order (surrogates skipped), a little-endian uint32 count and that many uint32
+// ids, tiktoken's encoding of `probe` with every "{c}" replaced by c. Returns the number of
+// code points whose ids differ, reporting the first 20 through `on_mismatch`, and whether the
+// records were exactly used up.
+template <class Tok, class OnMismatch>
+std::pair<size_t, bool> count_code_point_mismatches(const Tok& tok, const std::string& probe,
+                                                    const std::string& records,
+                                                    const OnMismatch& on_mismatch) {
+  size_t pos = 0, mismatches = 0;
+  bool complete = true;
+  auto read_u32 = [&] {
+    uint32_t v = 0;
+    if (pos + 4 <= records.size())
+      std::memcpy(&v, records.data() + pos, 4);
+    else
+      complete = false;
+    pos += 4;
+    return v;
+  };
+  for (uint32_t cp = 0; cp <= 0x10FFFF; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    std::string c, text;
+    append_utf8(c, cp);
+    for (size_t at = 0; at < probe.size();) {
+      if (probe.compare(at, 3, "{c}") == 0) {
+        text += c;
+        at += 3;
+      } else {
+        text += probe[at++];
+      }
+    }
+    std::vector<TokenId> expected(read_u32());
+    if (!complete) break;
+    for (TokenId& id : expected) id = read_u32();
+    if (tok.encode(text) != expected && ++mismatches <= 20) on_mismatch(cp);
+  }
+  return {mismatches, complete && pos == records.size()};
 }
 
 // A fresh, empty directory under the system's temp directory, removed by the destructor.

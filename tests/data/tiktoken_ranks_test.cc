@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "data/test_data.h"
+#include "data/utf8.h"
 
 namespace trident::data {
 namespace {
@@ -131,6 +132,24 @@ TEST(TiktokenRanks, SpecialTokensVocabularySizeAndUnusedIds) {
   EXPECT_EQ(o200k->vocab_size(), 200019);
   EXPECT_EQ(o200k->eot_id(), std::optional<TokenId>(199999));
   EXPECT_EQ(o200k->pattern(), SplitPattern::kO200k);
+}
+
+// Every code point in a probe string against tiktoken (Note [Unicode classes of the split
+// patterns]); the records are too large to store, so the test runs when given them.
+TEST(TiktokenRanks, MatchesTiktokenOnEveryCodePoint) {
+  const char* dir = std::getenv("TRIDENT_TIKTOKEN_EXHAUSTIVE_DIR");
+  if (dir == nullptr || !*dir)
+    GTEST_SKIP() << "set TRIDENT_TIKTOKEN_EXHAUSTIVE_DIR to a directory written by "
+                    "`node tests/data/tiktoken_reference/generate.mjs --exhaustive DIR`";
+  for (const char* name : {"cl100k_base", "o200k_base"}) {
+    REQUIRE_ENCODING(tok, name);
+    const auto [mismatches, complete] = testing::count_code_point_mismatches(
+        *tok, reference()["exhaustive_probe"],
+        testing::read_file(testing::fs::path(dir) / (std::string(name) + ".bin")),
+        [&](uint32_t cp) { ADD_FAILURE() << name << ": mismatch for " << format_code_point(cp); });
+    EXPECT_TRUE(complete) << name << ".bin does not hold one record per code point";
+    EXPECT_EQ(mismatches, 0u) << name;
+  }
 }
 
 // Llama 3's tokenizer.model is a rank file of 128,000 tokens; a file of that size (here o200k's

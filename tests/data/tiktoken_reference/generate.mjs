@@ -9,6 +9,12 @@
 //   node tests/data/tiktoken_reference/generate.mjs --tiktoken /tmp/tk \
 //        --corpus ../shared/data/shakespeare.txt --corpus ../shared/data/war_and_peace.txt \
 //        > tests/data/tiktoken_reference/expected.json
+//
+//   node tests/data/tiktoken_reference/generate.mjs --tiktoken /tmp/tk --exhaustive DIR
+//     writes DIR/cl100k_base.bin and DIR/o200k_base.bin: for every Unicode scalar value c in
+//     order (surrogates skipped), the ids of kProbeTemplate with c, as a little-endian uint32
+//     count and that many uint32 ids. TiktokenRanks.MatchesTiktokenOnEveryCodePoint reads the
+//     directory named by TRIDENT_TIKTOKEN_EXHAUSTIVE_DIR (about 300 MB each, so not stored).
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -104,14 +110,38 @@ const kCases = [
   ['<|endoftext|', true],
 ];
 
+// A probe string around one code point: c next to an apostrophe (letter, number or other vs
+// the contraction), after a digit and a letter (number and letter runs), between spaces and
+// newlines (White_Space, the lookahead), and after and before upper- and lower-case letters
+// (o200k's run classes).
+const kProbeTemplate = "{c}'s {c}1{c}a{c}{c}  {c}\n{c}A{c}a{c}A{c}'S";
+
 function main() {
   const args = parseArgs(process.argv.slice(2));
   const root = path.resolve(args.tiktoken);
   const { get_encoding } = createRequire(path.join(root, 'package.json'))('tiktoken');
   const version = JSON.parse(
       fs.readFileSync(path.join(root, 'node_modules', 'tiktoken', 'package.json'), 'utf8')).version;
+  if (args.exhaustive) {
+    for (const name of ['cl100k_base', 'o200k_base']) {
+      const enc = get_encoding(name);
+      const chunks = [];
+      for (let cp = 0; cp <= 0x10ffff; ++cp) {
+        if (cp >= 0xd800 && cp <= 0xdfff) continue;
+        const ids = enc.encode_ordinary(kProbeTemplate.replaceAll('{c}', String.fromCodePoint(cp)));
+        const rec = new Uint32Array(ids.length + 1);
+        rec[0] = ids.length;
+        rec.set(ids, 1);
+        chunks.push(Buffer.from(rec.buffer));
+      }
+      fs.writeFileSync(path.join(args.exhaustive, `${name}.bin`), Buffer.concat(chunks));
+      enc.free();
+    }
+    return;
+  }
   const lines = ['{', '  "generator": "tests/data/tiktoken_reference/generate.mjs",',
-                 `  "tiktoken_version": ${JSON.stringify(version)},`, '  "encodings": {'];
+                 `  "tiktoken_version": ${JSON.stringify(version)},`,
+                 `  "exhaustive_probe": ${JSON.stringify(kProbeTemplate)},`, '  "encodings": {'];
   const names = ['cl100k_base', 'o200k_base'];
   names.forEach((name, n) => {
     const enc = get_encoding(name);
