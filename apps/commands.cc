@@ -85,8 +85,8 @@ CLI::App* add_prepare(CLI::App& app, PrepareArgs& a) {
   CLI::App* c = app.add_subcommand("prepare", "Tokenize text files into train.bin / val.bin (uint16 ids; uint32 past 65,536)");
   c->add_option("files", a.inputs, "text files (UTF-8); each is one document")->required()->check(CLI::ExistingFile);
   c->add_option("--out", a.out_dir, "output directory")->required();
-  c->add_option("--tokenizer", a.tokenizer, "gpt2 or byte")->check(CLI::IsMember({"gpt2", "byte"}));
-  c->add_option("--vocab", a.vocab_dir, "GPT-2 vocabulary directory (vocab.json + merges.txt)");
+  c->add_option("--tokenizer", a.tokenizer, train::kTokenizerHelp);
+  c->add_option("--vocab", a.vocab_dir, "the named tokenizer's files (gpt2: the vocab.json + merges.txt directory)");
   c->add_option("--val-fraction", a.val_fraction,
                  "share of tokens (from the end) for validation; 0: no validation split")
       ->check(CLI::Range(0.0, 0.9));
@@ -238,7 +238,7 @@ CLI::App* add_sample(CLI::App& app, SampleArgs& a) {
   c->add_option("--temperature", a.temperature, "sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
   c->add_option("--top-k", a.top_k, "sample from the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber);
   c->add_option("--seed", a.seed, "sampling seed")->check(CLI::NonNegativeNumber);
-  c->add_option("--vocab", a.vocab_dir, "GPT-2 vocabulary directory (default: the checkpoint config's)");
+  c->add_option("--vocab", a.vocab_dir, "the tokenizer's files (default: the checkpoint config's data.vocab_dir)");
   return c;
 }
 
@@ -347,12 +347,12 @@ Status run_export(const ExportArgs& a) {
 
 CLI::App* add_tokenize(CLI::App& app, TokenizeArgs& a) {
   CLI::App* c = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
-  c->add_option("--tokenizer", a.tokenizer, "gpt2 or byte")->check(CLI::IsMember({"gpt2", "byte"}));
-  c->add_option("--vocab", a.vocab_dir, "GPT-2 vocabulary directory");
+  c->add_option("--tokenizer", a.tokenizer, train::kTokenizerHelp);
+  c->add_option("--vocab", a.vocab_dir, "the named tokenizer's files (gpt2: the vocab.json + merges.txt directory)");
   auto* text = c->add_option("--text", a.text, "the text");
   auto* file = c->add_option("--file", a.file, "a file holding the text")->check(CLI::ExistingFile);
   text->excludes(file);
-  c->add_flag("--allow-special", a.allow_special, "treat <|endoftext|> as the special token");
+  c->add_flag("--allow-special", a.allow_special, "treat special tokens' texts (<|endoftext|>, <s>) as those tokens");
   return c;
 }
 

@@ -1,11 +1,11 @@
 // trident: the command-line tool. Thin by design: parse arguments, call the library, turn
 // errors into messages and exit codes (the only place that exits).
 //
-//   trident prepare  --out DIR [--tokenizer gpt2|byte] [--vocab DIR] [--val-fraction F] FILE...
+//   trident prepare  --out DIR [--tokenizer NAME|PATH] [--vocab DIR] [--val-fraction F] FILE...
 //   trident train    [--config FILE] [--section.key=value ...] [--print-config] [--help-config]
 //   trident sample   --checkpoint DIR [--prompt STR] [--tokens N] [--temperature T] [--top-k K] [--seed S]
 //   trident eval     --checkpoint DIR [--batches N] [--val-file FILE]
-//   trident tokenize [--tokenizer gpt2|byte] [--vocab DIR] (--text STR | --file FILE) [--allow-special]
+//   trident tokenize [--tokenizer NAME|PATH] [--vocab DIR] (--text STR | --file FILE) [--allow-special]
 //   trident launch   -n N [--hostfile F] [--mpirun PATH] [--dry-run] -- COMMAND...
 //   trident gemm-rates [--config FILE] [--section.key=value ...] [--dtype all|f32|bf16] [--json]
 //

@@ -1,11 +1,15 @@
 // Tokenizer throughput on one thread: GPT-2 encoding (with an empty cache, then warm), its
-// pre-tokenization alone, decoding, and the byte tokenizer, on real corpora. Prints JSON.
+// pre-tokenization alone, decoding, and the byte tokenizer, on real corpora; with --tiktoken,
+// the same for the cl100k_base and o200k_base rank files. Prints JSON.
+// bench/tokenizer_compare.py runs it beside OpenAI's tiktoken (bench/tiktoken_bench.mjs).
 // Encoding is single-threaded by design (one call, one thread), so MB/s here is per core
 // (measured in CPU time: see Note [CPU time]).
 // The target (issue #3) is at least 5 MB/s for GPT-2 encoding of Tiny Shakespeare.
 //
-// Usage: tokenizer_bench [--vocab DIR] [--file F]... [--reps R]
-//   --vocab  GPT-2 files (default: $TRIDENT_GPT2_DIR, else ../shared/data/gpt2 next to the repo)
+// Usage: tokenizer_bench [--vocab DIR] [--tiktoken DIR] [--file F]... [--reps R]
+//   --vocab     GPT-2 files (default: $TRIDENT_GPT2_DIR, else ../shared/data/gpt2 next to the repo)
+//   --tiktoken  a directory with cl100k_base.tiktoken / o200k_base.tiktoken
+//               (scripts/fetch-tiktoken-ranks.sh); without it those are not measured
 //   --file   text files (default: ../shared/data/{shakespeare,war_and_peace}.txt)
 #include <algorithm>
 #include <chrono>
@@ -24,6 +28,7 @@
 #include "data/byte_tokenizer.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/pretokenize.h"
+#include "data/tiktoken_ranks.h"
 
 using namespace trident::data;
 using Clock = std::chrono::steady_clock;
@@ -73,16 +78,19 @@ int main(int argc, char** argv) {
   fs::path vocab = shared / "data" / "gpt2";
   if (const char* env = std::getenv("TRIDENT_GPT2_DIR"); env && *env) vocab = env;
   std::vector<fs::path> files;
+  fs::path tiktoken_dir;
   int reps = 5;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--vocab") && i + 1 < argc)
       vocab = argv[++i];
+    else if (!std::strcmp(argv[i], "--tiktoken") && i + 1 < argc)
+      tiktoken_dir = argv[++i];
     else if (!std::strcmp(argv[i], "--file") && i + 1 < argc)
       files.emplace_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--vocab DIR] [--file F]... [--reps R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--vocab DIR] [--tiktoken DIR] [--file F]... [--reps R]\n", argv[0]);
       return 2;
     }
   }
@@ -130,7 +138,7 @@ int main(int argc, char** argv) {
     r["gpt2_encode_warm_mb_per_s"] = mb_per_s(text.size(), warm_s);
     r["gpt2_encode_warm_tokens_per_s"] = static_cast<double>(ids.size()) / warm_s;
 
-    Gpt2Pretokenizer pretokenizer;
+    Pretokenizer pretokenizer;
     size_t pieces = 0;
     const double split_s = median_seconds(reps, [&] {
       pieces = 0;
@@ -143,6 +151,30 @@ int main(int argc, char** argv) {
     const double decode_s = median_seconds(reps, [&] { decoded = fresh->decode(ids); });
     r["gpt2_decode_mb_per_s"] = mb_per_s(text.size(), decode_s);
     r["gpt2_round_trip_exact"] = decoded == text;
+
+    // The rank-file encodings: a fresh tokenizer for the cold encode, as for GPT-2.
+    for (const char* encoding : {"cl100k_base", "o200k_base"}) {
+      if (tiktoken_dir.empty()) break;
+      const fs::path rank_file = tiktoken_dir / (std::string(encoding) + ".tiktoken");
+      auto loaded = load_tiktoken_ranks(rank_file);
+      if (!loaded.is_ok()) {
+        std::fprintf(stderr, "tokenizer_bench: %s\n", loaded.status().to_string().c_str());
+        std::exit(1);
+      }
+      const std::unique_ptr<ByteLevelBpeTokenizer> tok = std::move(loaded).value();
+      std::vector<TokenId> enc_ids;
+      const double enc_cold_s = seconds([&] { enc_ids = tok->encode(text); });
+      const double enc_warm_s = median_seconds(reps, [&] { enc_ids = tok->encode(text); });
+      const std::string key = encoding;
+      r[key + "_tokens"] = enc_ids.size();
+      r[key + "_encode_cold_mb_per_s"] = mb_per_s(text.size(), enc_cold_s);
+      r[key + "_encode_warm_mb_per_s"] = mb_per_s(text.size(), enc_warm_s);
+      Pretokenizer enc_split(tok->pattern());
+      const double enc_split_s = median_seconds(reps, [&] {
+        enc_split.split(text, [&](std::string_view) {});
+      });
+      r[key + "_pretokenize_mb_per_s"] = mb_per_s(text.size(), enc_split_s);
+    }
 
     ByteTokenizer bytes;
     std::vector<TokenId> byte_ids;

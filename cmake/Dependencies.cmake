@@ -41,6 +41,10 @@ find_package(tomlplusplus 3 REQUIRED)
 # PCRE2 (UTF, JIT): the GPT-2 pre-tokenization pattern needs Unicode classes and lookahead.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# SentencePiece (Debian's libsentencepiece-dev): Llama 2 and Mistral tokenizer.model files are
+# encoded by the library itself (data/sentencepiece_tokenizer.h); its trainer, in the same
+# package, makes the test models.
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 if(TRIDENT_BUILD_TESTS)
   find_package(GTest)
   if(NOT GTest_FOUND)

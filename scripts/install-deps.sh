@@ -17,6 +17,7 @@ MAIN_PACKAGES=(
   libdnnl-dev                # oneDNN: bf16 GEMMs on CPUs with AVX512_BF16/AMX
   nlohmann-json3-dev         # JSON: safetensors headers, manifests, metrics
   libpcre2-dev               # GPT-2 pre-tokenization regex (Unicode classes)
+  libsentencepiece-dev       # SentencePiece tokenizers (Llama 2, Mistral tokenizer.model)
   libtomlplusplus-dev        # TOML config files
   libcli11-dev               # command-line parsing
   libopenmpi-dev openmpi-bin # MPI: the communication engine between processes (src/comm)

@@ -11,5 +11,10 @@ scripts/build.sh -DTRIDENT_WERROR=ON -UTRIDENT_CUDA
 if [ ! -f ../shared/data/gpt2/vocab.json ]; then
   scripts/fetch-gpt2-vocab.sh build/data/gpt2 || echo "test: could not fetch GPT-2's vocabulary; tokenizer tests will skip"
 fi
+# tiktoken's rank files (cl100k_base, o200k_base) for the tiktoken tests (they skip, saying so,
+# without them).
+if [ ! -f ../shared/data/tiktoken/cl100k_base.tiktoken ]; then
+  scripts/fetch-tiktoken-ranks.sh build/data/tiktoken || echo "test: could not fetch tiktoken's rank files; tiktoken tests will skip"
+fi
 cd build
 ctest --output-on-failure -j "$(nproc)"

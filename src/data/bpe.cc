@@ -8,11 +8,11 @@
 
 namespace trident::data {
 
-BytePairEncoder::BytePairEncoder(const Gpt2Vocab& vocab) : tokens_(vocab.token_bytes.size()) {
+BytePairEncoder::BytePairEncoder(const BpeVocab& vocab) : tokens_(vocab.token_bytes.size()) {
   std::vector<bool> special(vocab.token_bytes.size(), false);
   for (const auto& [text, id] : vocab.special_tokens) special[id] = true;
   for (size_t id = 0; id < vocab.token_bytes.size(); ++id)
-    if (!special[id])
+    if (!special[id] && !vocab.token_bytes[id].empty())  // (empty: an id that stands for nothing)
       tokens_.insert(vocab.token_bytes[id], Entry{kNoRank, static_cast<TokenId>(id)});
   for (size_t rank = 0; rank < vocab.merge_results.size(); ++rank) {
     const TokenId id = vocab.merge_results[rank];

@@ -7,8 +7,12 @@
 // adjacent concatenation is a token. Before that, a piece that is itself a token is encoded
 // as that one token without merging. For GPT-2's files this gives the same ids as the original
 // encoder.py (which merges listed pairs); we follow tiktoken because it is the reference.
-// The rank of a token is the line of the merge that makes it (data/gpt2_vocab.h); the ids
+// The rank of a token is its place in BpeVocab::merge_results (data/bpe_vocab.h): for GPT-2 the
+// line of the merge that makes it, for a tiktoken rank file the order of the ranks (there
+// id == rank), for tokenizer.json the first merge that makes it. Only the order matters. The ids
 // returned are the vocabulary's ids for the final parts (for GPT-2, id = 256 + rank).
+// A tokenizer.json's own BPE (Hugging Face tokenizers) joins listed pairs, not tokens; see
+// Note [tokenizer.json merges as ranks] in data/hf_tokenizer_json.h.
 //
 // Two implementations of the rule: merge_linear (tiktoken's: rescans the parts after each
 // merge, O(n m) for n bytes and m merges, fastest for the short pieces of natural text) and
@@ -24,7 +28,7 @@
 #include <vector>
 
 #include "data/byte_string_map.h"
-#include "data/gpt2_vocab.h"
+#include "data/bpe_vocab.h"
 
 namespace trident::data {
 
@@ -34,7 +38,7 @@ class BytePairEncoder {
   static constexpr size_t kHeapMinLength = 64;
 
   // Indexes every token of `vocab` except the special tokens.
-  explicit BytePairEncoder(const Gpt2Vocab& vocab);
+  explicit BytePairEncoder(const BpeVocab& vocab);
 
   // Appends the ids of `piece` (non-empty bytes) to `out`.
   void encode(std::string_view piece, std::vector<TokenId>& out) const;

@@ -22,28 +22,17 @@
 #include <vector>
 
 #include "core/status.h"
+#include "data/bpe_vocab.h"
 #include "data/tokenizer.h"
 
 namespace trident::data {
 
-struct Gpt2Vocab {
-  // The bytes each id stands for; for a special token, its text. Indexed by id (0..N-1).
-  std::vector<std::string> token_bytes;
-  // merge_results[r] is the id made by the merge on line r of the merge file (r = 0 first):
-  // r is that token's merge priority (lower merges first).
-  std::vector<TokenId> merge_results;
-  // Special tokens ("<|endoftext|>") and their ids, in id order.
-  std::vector<std::pair<std::string, TokenId>> special_tokens;
-  // The files read, for messages: "DIR/vocab.json + DIR/merges.txt".
-  std::string source;
-};
-
 // Reads the vocabulary and merges from `dir` (see the header comment for the formats).
 // Errors: kIO when no pair of files is present or a file cannot be read; kValue for content.
-StatusOr<Gpt2Vocab> load_gpt2_vocab(const std::filesystem::path& dir);
+StatusOr<BpeVocab> load_gpt2_vocab(const std::filesystem::path& dir);
 
 // The same, from the two files' contents; the names are used in messages only.
-StatusOr<Gpt2Vocab> parse_gpt2_vocab(std::string_view vocab_json, const std::string& vocab_name,
+StatusOr<BpeVocab> parse_gpt2_vocab(std::string_view vocab_json, const std::string& vocab_name,
                                      std::string_view merges_txt, const std::string& merges_name);
 
 }  // namespace trident::data

@@ -1,5 +1,5 @@
-// GPT-2's pre-tokenization pattern on PCRE2. See Note [Unicode classes of the GPT-2 pattern]
-// in pretokenize.h for why the classes are spelled out.
+// tiktoken's split patterns on PCRE2. See Note [Unicode classes of the split patterns] in
+// pretokenize.h for why the classes are spelled out.
 #include "data/pretokenize.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -8,42 +8,50 @@
 #include <string>
 
 #include "core/check.h"
+#include "data/unicode_classes.h"
 #include "data/utf8.h"
 
 namespace trident::data {
 namespace {
 
-// Unicode's White_Space property (PropList.txt), which is Rust's \s: 25 code points.
-constexpr const char* kWhiteSpace =
-    R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F})"
-    R"(\x{205F}\x{3000})";
+namespace uc = unicode_classes;
 
-// \p{L} and \p{N}, plus the letters and numbers assigned in Unicode 15.0-16.0 (tiktoken's
-// tables) that PCRE2 10.42's Unicode 14 tables lack. The ranges are the difference between the
-// two sets, computed over every code point.
-constexpr const char* kLetters =
-    R"(\p{L}\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3})"
-    R"(\x{10D4A}-\x{10D65}\x{10D6F}-\x{10D85}\x{10EC2}-\x{10EC4}\x{1123F}-\x{11240})"
-    R"(\x{11380}-\x{11389}\x{1138B}\x{1138E}\x{11390}-\x{113B5}\x{113B7}\x{113D1}\x{113D3})"
-    R"(\x{11BC0}-\x{11BE0}\x{11F02}\x{11F04}-\x{11F10}\x{11F12}-\x{11F33}\x{1342F})"
-    R"(\x{13441}-\x{13446}\x{13460}-\x{143FA}\x{16100}-\x{1611D}\x{16D40}-\x{16D6C}\x{18CFF})"
-    R"(\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A}\x{1E030}-\x{1E06D}\x{1E4D0}-\x{1E4EB})"
-    R"(\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2B739}\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})";
-constexpr const char* kNumbers =
-    R"(\p{N}\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59})"
-    R"(\x{16130}-\x{16139}\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3})"
-    R"(\x{1E4F0}-\x{1E4F9}\x{1E5F1}-\x{1E5FA})";
+// The contractions, case-sensitive (GPT-2) or not (cl100k, o200k).
+constexpr const char* kContractions = "'s|'t|'re|'ve|'m|'ll|'d";
 
-// tiktoken's gpt2 pattern with the classes above: \s -> [WS], \S -> [^WS].
-std::string pieces_pattern() {
-  const std::string ws = kWhiteSpace, letter = kLetters, number = kNumbers;
-  return "'s|'t|'re|'ve|'m|'ll|'d| ?[" + letter + "]+| ?[" + number + "]+| ?[^" + ws + letter +
-         number + "]+|[" + ws + "]+(?![^" + ws + "])|[" + ws + "]+";
+// tiktoken's patterns (pretokenize.h) with the classes of unicode_classes.h: \s -> [WS],
+// \S -> [^WS], \p{L} -> [L], \p{N} -> [N].
+std::string pieces_pattern(SplitPattern pattern) {
+  const std::string ws = uc::white_space(), letter = uc::letters(), number = uc::numbers();
+  // The tail every pattern shares: trailing White_Space that is not followed by more text
+  // stays apart, so that " word" keeps its space.
+  const std::string spaces = "[" + ws + "]+(?![^" + ws + "])|[" + ws + "]+";
+  switch (pattern) {
+    case SplitPattern::kGpt2:
+      return std::string(kContractions) + "| ?[" + letter + "]+| ?[" + number + "]+| ?[^" + ws +
+             letter + number + "]+|" + spaces;
+    case SplitPattern::kCl100k:
+      return std::string("(?i:") + kContractions + ")|[^\\r\\n" + letter + number + "]?[" + letter +
+             "]+|[" + number + "]{1,3}| ?[^" + ws + letter + number + "]+[\\r\\n]*|[" + ws +
+             "]*[\\r\\n]+|" + spaces;
+    case SplitPattern::kO200k: {
+      const std::string lead = "[^\\r\\n" + letter + number + "]?";
+      const std::string upper = std::string("[") + uc::upper_like() + "]";
+      const std::string lower = std::string("[") + uc::lower_like() + "]";
+      const std::string suffix = std::string("(?i:") + kContractions + ")?";
+      return lead + upper + "*" + lower + "+" + suffix + "|" + lead + upper + "+" + lower + "*" +
+             suffix + "|[" + number + "]{1,3}| ?[^" + ws + letter + number + "]+[\\r\\n/]*|[" + ws +
+             "]*[\\r\\n]+|" + spaces;
+    }
+  }
+  TRI_ASSERT(false, "unknown split pattern ", static_cast<int>(pattern));
+  return {};
 }
 
 // One code point, in the group of its class (for classify()).
 std::string classes_pattern() {
-  return std::string("([") + kLetters + "])|([" + kNumbers + "])|([" + kWhiteSpace + "])";
+  return std::string("([") + uc::letters() + "])|([" + uc::numbers() + "])|([" + uc::white_space() +
+         "])";
 }
 
 struct CodeDeleter {
@@ -68,7 +76,7 @@ Code compile(const std::string& pattern, bool& jit) {
   PCRE2_SIZE offset = 0;
   Code code(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                           PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &error, &offset, nullptr));
-  TRI_ASSERT(code != nullptr, "PCRE2 rejected the GPT-2 pattern at offset ", offset, ": ",
+  TRI_ASSERT(code != nullptr, "PCRE2 rejected a split pattern at offset ", offset, ": ",
              pcre2_message(error));
   jit = pcre2_jit_compile(code.get(), PCRE2_JIT_COMPLETE) == 0;
   return code;
@@ -76,10 +84,13 @@ Code compile(const std::string& pattern, bool& jit) {
 
 }  // namespace
 
-struct Gpt2Pretokenizer::Impl {
+struct Pretokenizer::Impl {
+  explicit Impl(SplitPattern pattern)
+      : pieces(compile(pieces_pattern(pattern), pieces_jit)),
+        classes(compile(classes_pattern(), classes_jit)) {}
   bool pieces_jit = false, classes_jit = false;
-  Code pieces = compile(pieces_pattern(), pieces_jit);
-  Code classes = compile(classes_pattern(), classes_jit);
+  Code pieces;
+  Code classes;
 
   int match(const pcre2_code* code, bool jit, std::string_view text, size_t start,
             pcre2_match_data* md) const {
@@ -89,11 +100,39 @@ struct Gpt2Pretokenizer::Impl {
   }
 };
 
-Gpt2Pretokenizer::Gpt2Pretokenizer() : impl_(std::make_unique<Impl>()) {}
-Gpt2Pretokenizer::~Gpt2Pretokenizer() = default;
+std::string_view split_pattern_name(SplitPattern pattern) {
+  switch (pattern) {
+    case SplitPattern::kGpt2:
+      return "gpt2";
+    case SplitPattern::kCl100k:
+      return "cl100k";
+    case SplitPattern::kO200k:
+      return "o200k";
+  }
+  return "?";
+}
 
-void Gpt2Pretokenizer::split(std::string_view text,
-                             const std::function<void(std::string_view)>& on_piece) const {
+std::optional<SplitPattern> split_pattern_from_regex(std::string_view regex) {
+  // As tiktoken's registry (and tokenizer.json files converted from it) spell them.
+  static constexpr std::pair<SplitPattern, std::string_view> kSpellings[] = {
+      {SplitPattern::kGpt2,
+       R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"},
+      {SplitPattern::kCl100k,
+       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+      {SplitPattern::kO200k,
+       R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+  };
+  for (const auto& [pattern, spelling] : kSpellings)
+    if (regex == spelling) return pattern;
+  return std::nullopt;
+}
+
+Pretokenizer::Pretokenizer(SplitPattern pattern)
+    : pattern_(pattern), impl_(std::make_unique<Impl>(pattern)) {}
+Pretokenizer::~Pretokenizer() = default;
+
+void Pretokenizer::split(std::string_view text,
+                         const std::function<void(std::string_view)>& on_piece) const {
   if (text.empty()) return;
   MatchData md(pcre2_match_data_create_from_pattern(impl_->pieces.get(), nullptr));
   TRI_CHECK_KIND(ErrorKind::kInternal, md != nullptr, "out of memory for PCRE2 match data");
@@ -103,21 +142,21 @@ void Gpt2Pretokenizer::split(std::string_view text,
     // Every code point is a letter, a number, White_Space or other, so some alternative
     // matches at every position: a failed match is a bug (or PCRE2 running out of resources).
     const int rc = impl_->match(impl_->pieces.get(), impl_->pieces_jit, text, pos, md.get());
-    TRI_ASSERT(rc > 0 && ovector[0] == pos && ovector[1] > pos,
-               "the GPT-2 pattern did not match at byte ", pos, " of ", text.size(),
-               (rc < 0 ? " (PCRE2: " + pcre2_message(rc) + ")" : std::string()));
+    TRI_ASSERT(rc > 0 && ovector[0] == pos && ovector[1] > pos, "the ",
+               split_pattern_name(pattern_), " pattern did not match at byte ", pos, " of ",
+               text.size(), (rc < 0 ? " (PCRE2: " + pcre2_message(rc) + ")" : std::string()));
     on_piece(text.substr(pos, ovector[1] - pos));
     pos = ovector[1];
   }
 }
 
-std::vector<std::string_view> Gpt2Pretokenizer::split(std::string_view text) const {
+std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
   std::vector<std::string_view> pieces;
   split(text, [&](std::string_view piece) { pieces.push_back(piece); });
   return pieces;
 }
 
-CharClass Gpt2Pretokenizer::classify(uint32_t cp) const {
+CharClass Pretokenizer::classify(uint32_t cp) const {
   std::string text;
   append_utf8(text, cp);
   MatchData md(pcre2_match_data_create_from_pattern(impl_->classes.get(), nullptr));

@@ -1,8 +1,11 @@
 // The tokenizer interface: text (bytes) to token ids and back.
 //
-// Implementations: ByteTokenizer (data/byte_tokenizer.h: 256 ids, one per byte, no files) and
-// Gpt2Tokenizer (data/gpt2_tokenizer.h: GPT-2's byte-level BPE, identical to tiktoken's gpt2).
-// Both are lossless: decode(encode(text)) == text for every text they accept.
+// Implementations: ByteTokenizer (data/byte_tokenizer.h: 256 ids, one per byte, no files),
+// ByteLevelBpeTokenizer (data/byte_level_bpe_tokenizer.h: GPT-2, tiktoken rank files such as
+// cl100k_base, o200k_base and Llama 3's, Hugging Face tokenizer.json; identical to tiktoken) and
+// SentencePieceTokenizer (data/sentencepiece_tokenizer.h: Llama 2, Mistral; the library's ids).
+// All are lossless, decode(encode(text)) == text for every text they accept, except where a
+// SentencePiece model normalizes (its header says when).
 // Thread safety: every method is const and may be called from many threads at once.
 #pragma once
 
@@ -42,6 +45,9 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   // The token that separates documents (GPT-2's "<|endoftext|>"), if the tokenizer has one.
   virtual std::optional<TokenId> eot_id() const = 0;
+  // The token a model expects at the start of a text (Llama's "<s>", Llama 3's
+  // "<|begin_of_text|>"), if the tokenizer names one. encode() never adds it.
+  virtual std::optional<TokenId> bos_id() const { return std::nullopt; }
   // What it is, for logs: "bytes", "gpt2 (DIR/vocab.json + DIR/merges.txt)".
   virtual std::string name() const = 0;
 };

@@ -10,9 +10,13 @@ const OptionTable<DataOptions>& DataOptions::table() {
           .add("train_file", &DataOptions::train_file, "training tokens (nanoGPT's uint16 train.bin, or uint32 with trident's header past 65,536 ids)")
           .add("val_file", &DataOptions::val_file,
                "validation tokens (as train_file); empty, or a file that does not exist: training runs without evaluation")
-          .add("tokenizer", &DataOptions::tokenizer, "tokenizer used to prepare the data", {"gpt2", "byte"})
+          .add("tokenizer", &DataOptions::tokenizer,
+               "tokenizer used to prepare the data: byte, gpt2, cl100k_base, o200k_base, or a tokenizer file or "
+               "model directory (tokenizer.json, tokenizer.model, *.tiktoken)")
           .add("vocab_dir", &DataOptions::vocab_dir,
-               "GPT-2 vocabulary directory (vocab.json + merges.txt); empty: search the usual places")
+               "the tokenizer's files: GPT-2's directory (vocab.json + merges.txt), cl100k_base/o200k_base's .tiktoken "
+               "file or its directory, or the file / model directory for llama3, tiktoken, hf, sentencepiece; empty: "
+               "search the usual places")
           .add("batch_size", &DataOptions::batch_size, "sequences per micro-batch (B)", Range::at_least(1))
           .add("seq_len", &DataOptions::seq_len, "tokens per sequence (T); <= model.block_size", Range::at_least(1))
           .add("grad_accum_steps", &DataOptions::grad_accum_steps, "micro-batches per optimizer step",

@@ -20,8 +20,8 @@ namespace trident::train {
 struct DataOptions {
   std::string train_file = "data/train.bin";  // uint16 token file (nanoGPT format)
   std::string val_file = "data/val.bin";      // "" or a missing file: no evaluation
-  std::string tokenizer = "gpt2";             // "gpt2" (BPE) or "byte"
-  std::string vocab_dir = "";                 // gpt2: dir with vocab.json+merges.txt (or encoder.json+vocab.bpe)
+  std::string tokenizer = "gpt2";             // train/tokenizer_factory.h: a name or a tokenizer file/model dir
+  std::string vocab_dir = "";                 // the named tokenizer's files (gpt2: vocab.json+merges.txt dir)
   int64_t batch_size = 8;                     // sequences per micro-batch (B)
   int64_t seq_len = 256;                      // tokens per sequence (T)
   int64_t grad_accum_steps = 1;               // micro-batches per optimizer step

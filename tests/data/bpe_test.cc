@@ -17,7 +17,7 @@ using testing::tiny_vocab;
 using Bounds = std::vector<size_t>;
 
 TEST(BytePairEncoder, JoinsLowestRankFirstAndLeftmostOnTies) {
-  const Gpt2Vocab v = parse_tiny(tiny_vocab({{"a", "a"}, {"b", "c"}, {"a", "b"}}));
+  const BpeVocab v = parse_tiny(tiny_vocab({{"a", "a"}, {"b", "c"}, {"a", "b"}}));
   const BytePairEncoder bpe(v);
   EXPECT_EQ(bpe.merge_linear("aaa"), (Bounds{0, 2, 3}));  // "aa" + "a", not "a" + "aa"
   EXPECT_EQ(bpe.merge_linear("abc"), (Bounds{0, 1, 3}));  // "bc" (rank 1) before "ab" (rank 2)
@@ -30,7 +30,7 @@ TEST(BytePairEncoder, JoinsLowestRankFirstAndLeftmostOnTies) {
 TEST(BytePairEncoder, JoinsAnyAdjacentPartsWhoseBytesAreAToken) {
   // "abc" is made by "ab" + "c", but the parts reached are "a" + "bc": tiktoken joins them
   // anyway, because it looks up the concatenated bytes, not the pair.
-  const Gpt2Vocab v = parse_tiny(tiny_vocab({{"b", "c"}, {"a", "b"}, {"ab", "c"}}));
+  const BpeVocab v = parse_tiny(tiny_vocab({{"b", "c"}, {"a", "b"}, {"ab", "c"}}));
   const BytePairEncoder bpe(v);
   EXPECT_EQ(bpe.merge_linear("abcx"), (Bounds{0, 3, 4}));
   EXPECT_EQ(bpe.merge_heap("abcx"), (Bounds{0, 3, 4}));
@@ -38,7 +38,7 @@ TEST(BytePairEncoder, JoinsAnyAdjacentPartsWhoseBytesAreAToken) {
 
 TEST(BytePairEncoder, APieceThatIsATokenIsEncodedWhole) {
   // Merging "xyzw" stops at x + yz + w, but the piece itself is a token.
-  const Gpt2Vocab v = parse_tiny(tiny_vocab({{"y", "z"}, {"x", "y"}, {"z", "w"}, {"xy", "zw"}}));
+  const BpeVocab v = parse_tiny(tiny_vocab({{"y", "z"}, {"x", "y"}, {"z", "w"}, {"xy", "zw"}}));
   const BytePairEncoder bpe(v);
   EXPECT_EQ(bpe.merge_linear("xyzw"), (Bounds{0, 1, 3, 4}));
   std::vector<TokenId> ids;
@@ -62,7 +62,7 @@ TEST(BytePairEncoder, HeapAndLinearMergesAgree) {
     made.insert(l + r);
     tokens.push_back(l + r);
   }
-  const Gpt2Vocab v = parse_tiny(tiny_vocab(merges));
+  const BpeVocab v = parse_tiny(tiny_vocab(merges));
   const BytePairEncoder bpe(v);
   for (int trial = 0; trial < 2000; ++trial) {
     std::string s(1 + rng() % 300, 'a');

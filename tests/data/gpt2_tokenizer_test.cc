@@ -30,31 +30,8 @@ const nlohmann::json& golden() {
   return g;
 }
 
-// A string as C++ would write it, for failure messages.
-std::string escaped(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-std::string ids_hash(const std::vector<TokenId>& ids) {
-  Fnv1a64 h;
-  for (TokenId id : ids) {
-    const unsigned char le[4] = {
-        static_cast<unsigned char>(id), static_cast<unsigned char>(id >> 8),
-        static_cast<unsigned char>(id >> 16), static_cast<unsigned char>(id >> 24)};
-    h.update(le, 4);
-  }
-  return h.hex();
-}
+using testing::escaped;
+using testing::ids_hash;
 
 TEST(Gpt2Tokenizer, GoldenFileHasTheRequiredCoverage) {
   const nlohmann::json& g = golden();
@@ -229,34 +206,10 @@ TEST(Gpt2Tokenizer, MatchesTiktokenOnEveryCodePoint) {
     GTEST_SKIP() << "set TRIDENT_TIKTOKEN_EXHAUSTIVE to the output of "
                     "`node tests/data/tiktoken_golden.mjs --exhaustive FILE`";
   REQUIRE_GPT2();
-  const std::string data = testing::read_file(file);
-  const std::string probe = golden()["exhaustive_probe"];
-  size_t pos = 0, mismatches = 0;
-  auto read_u32 = [&] {
-    uint32_t v = 0;
-    EXPECT_LE(pos + 4, data.size());
-    if (pos + 4 <= data.size()) std::memcpy(&v, data.data() + pos, 4);
-    pos += 4;
-    return v;
-  };
-  for (uint32_t cp = 0; cp <= 0x10FFFF; ++cp) {
-    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-    std::string c, text;
-    append_utf8(c, cp);
-    for (size_t at = 0; at < probe.size();) {
-      if (probe.compare(at, 3, "{c}") == 0) {
-        text += c;
-        at += 3;
-      } else {
-        text += probe[at++];
-      }
-    }
-    std::vector<TokenId> expected(read_u32());
-    for (TokenId& id : expected) id = read_u32();
-    if (gpt2->encode(text) != expected && ++mismatches <= 20)
-      ADD_FAILURE() << "mismatch for " << format_code_point(cp);
-  }
-  EXPECT_EQ(pos, data.size());
+  const auto [mismatches, complete] = testing::count_code_point_mismatches(
+      *gpt2, golden()["exhaustive_probe"], testing::read_file(file),
+      [](uint32_t cp) { ADD_FAILURE() << "mismatch for " << format_code_point(cp); });
+  EXPECT_TRUE(complete) << file << " does not hold one record per code point";
   EXPECT_EQ(mismatches, 0u);
 }
 

@@ -30,7 +30,7 @@ std::string parse_error(const std::string& vocab_json, const std::string& merges
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 TEST(Gpt2Vocab, ParsesATinyVocabularyWithItsOwnIds) {
-  const Gpt2Vocab v = parse_tiny(tiny_vocab(kMerges));
+  const BpeVocab v = parse_tiny(tiny_vocab(kMerges));
   ASSERT_EQ(v.token_bytes.size(), 256u + kMerges.size() + 1);
   EXPECT_EQ(v.token_bytes['A'], "A");  // ids in byte order, not GPT-2's
   EXPECT_EQ(v.token_bytes[' '], " ");

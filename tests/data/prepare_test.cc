@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "data/byte_tokenizer.h"
+#include "data/tiktoken_ranks.h"
 #include "data/test_data.h"
 #include "data/token_file.h"
 
@@ -148,6 +149,35 @@ TEST(Prepare, ErrorsNameTheFileAndTheProblem) {
   EXPECT_CONTAINS(invalid.status().message(),
                   (dir.path() / "bad.txt").string() +
                       ": GPT-2 tokenizer: the text is not valid UTF-8 at byte offset 3");
+}
+
+// cl100k_base (100,277 ids) writes uint32 files that read back as its ids, with <|endoftext|>
+// (100257) between documents; War and Peace has ids past 65,535.
+TEST(Prepare, Cl100kWritesUint32IdsWithItsEndOfText) {
+  const std::optional<testing::fs::path> ranks = testing::find_rank_file("cl100k_base");
+  if (!ranks) GTEST_SKIP() << testing::rank_file_missing_message("cl100k_base");
+  const std::optional<testing::fs::path> book = testing::find_shared_file("war_and_peace.txt");
+  if (!book) GTEST_SKIP() << "war_and_peace.txt not found in ../shared/data";
+  auto loaded = load_tiktoken_ranks(*ranks);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  const ByteLevelBpeTokenizer& cl100k = *loaded.value();
+  TempDir dir;
+  const std::string one = testing::read_file(*book).substr(0, 200000), two = "Second document.";
+  write_file(dir.path() / "1.txt", one);
+  write_file(dir.path() / "2.txt", two);
+  auto r = prepare_token_files(cl100k, {{dir.path() / "1.txt", dir.path() / "2.txt"}, dir.path(), 0.0});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  std::vector<TokenId> expected = cl100k.encode(one);
+  expected.push_back(100257);
+  for (TokenId id : cl100k.encode(two)) expected.push_back(id);
+  auto file = TokenFile::open(r.value().train_path);
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  ASSERT_EQ(file.value()->size(), static_cast<int64_t>(expected.size()));
+  std::vector<int64_t> got(expected.size());
+  file.value()->read(0, static_cast<int64_t>(got.size()), got.data());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), expected.begin()));
+  EXPECT_GT(*std::max_element(expected.begin(), expected.end()), 65535u);
+  EXPECT_EQ(testing::read_file(r.value().train_path).substr(0, 8), "TRITOK32");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// GPT-2's pre-tokenization pattern: the pieces it makes, and the Unicode classes it uses
-// (Note [Unicode classes of the GPT-2 pattern]).
+// The split patterns (GPT-2's, cl100k's, o200k's): the pieces they make, and the Unicode classes
+// they use (Note [Unicode classes of the split patterns]). Whole-encoding checks against
+// tiktoken are in gpt2_tokenizer_test.cc and tiktoken_ranks_test.cc.
 #include "data/pretokenize.h"
 
 #include <gtest/gtest.h>
@@ -13,13 +14,13 @@ namespace {
 using Pieces = std::vector<std::string>;
 
 Pieces split(std::string_view text) {
-  static const Gpt2Pretokenizer pretokenizer;
+  static const Pretokenizer pretokenizer;
   Pieces out;
   for (std::string_view p : pretokenizer.split(text)) out.emplace_back(p);
   return out;
 }
 
-TEST(Gpt2Pretokenizer, SplitsLikeTiktoken) {
+TEST(Pretokenizer, SplitsLikeTiktoken) {
   EXPECT_EQ(split(""), Pieces{});
   EXPECT_EQ(split("Hello world!"), (Pieces{"Hello", " world", "!"}));
   EXPECT_EQ(split("I'm they're DON'T"), (Pieces{"I", "'m", " they", "'re", " DON", "'", "T"}));
@@ -36,7 +37,47 @@ TEST(Gpt2Pretokenizer, SplitsLikeTiktoken) {
   EXPECT_EQ(split("e\xCC\x81x"), (Pieces{"e", "\xCC\x81", "x"}));
 }
 
-TEST(Gpt2Pretokenizer, PiecesConcatenateToTheText) {
+Pieces split_with(SplitPattern pattern, std::string_view text) {
+  const Pretokenizer pretokenizer(pattern);
+  Pieces out;
+  for (std::string_view p : pretokenizer.split(text)) out.emplace_back(p);
+  return out;
+}
+
+TEST(Pretokenizer, Cl100kSplitsLikeTiktoken) {
+  auto split = [](std::string_view text) { return split_with(SplitPattern::kCl100k, text); };
+  // Case-insensitive contractions (also with U+017F LATIN SMALL LETTER LONG S), digit groups
+  // of at most 3 digits with no leading space, a non-letter joining the letters after it.
+  EXPECT_EQ(split("I'LL x'\xC5\xBF"), (Pieces{"I", "'LL", " x", "'\xC5\xBF"}));
+  EXPECT_EQ(split("n 1234567"), (Pieces{"n", " ", "123", "456", "7"}));
+  EXPECT_EQ(split("(hello) $x"), (Pieces{"(hello", ")", " $", "x"}));
+  // Punctuation keeps the newlines after it; newlines keep the spaces before them.
+  EXPECT_EQ(split("end.\n\nnext  \n x"), (Pieces{"end", ".\n\n", "next", "  \n", " x"}));
+}
+
+TEST(Pretokenizer, O200kSplitsLikeTiktoken) {
+  auto split = [](std::string_view text) { return split_with(SplitPattern::kO200k, text); };
+  // A word is a run of upper-case letters then one of lower-case letters ("HTTPServer" is one
+  // piece, "CamelCase" two); contractions stay with their word.
+  EXPECT_EQ(split("HTTPServer CamelCase"), (Pieces{"HTTPServer", " Camel", "Case"}));
+  EXPECT_EQ(split("they're DON'T"), (Pieces{"they're", " DON'T"}));
+  // A combining mark is in both run classes (it continues the word), and / joins punctuation.
+  EXPECT_EQ(split("e\xCC\x81x a//b"), (Pieces{"e\xCC\x81x", " a", "//", "b"}));
+  // A mark assigned in Unicode 16 (U+0897 ARABIC PEPET) continues a word, as in tiktoken.
+  EXPECT_EQ(split("a\xE0\xA2\x97" "b"), (Pieces{"a\xE0\xA2\x97" "b"}));
+}
+
+TEST(Pretokenizer, KnowsTiktokensSpellingsOfThePatterns) {
+  EXPECT_EQ(split_pattern_from_regex(
+                R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"),
+            SplitPattern::kGpt2);
+  EXPECT_EQ(split_pattern_from_regex(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|)"
+                                     R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
+            SplitPattern::kCl100k);
+  EXPECT_EQ(split_pattern_from_regex(R"(\p{L}+)"), std::nullopt);
+}
+
+TEST(Pretokenizer, PiecesConcatenateToTheText) {
   const std::string text =
       "Mixed: tabs\t\tand  spaces \n\n\n numbers 3.14, 'quotes' \xE2\x80\x94 done.  ";
   std::string joined;
@@ -44,13 +85,13 @@ TEST(Gpt2Pretokenizer, PiecesConcatenateToTheText) {
   EXPECT_EQ(joined, text);
 }
 
-TEST(Gpt2Pretokenizer, WhiteSpaceIsExactlyUnicodeWhiteSpace) {
+TEST(Pretokenizer, WhiteSpaceIsExactlyUnicodeWhiteSpace) {
   // PropList.txt's White_Space (Rust's \s). PCRE2's own \s would add U+180E.
   const std::vector<uint32_t> white_space = {0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85,
                                              0xA0,   0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004,
                                              0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028,
                                              0x2029, 0x202F, 0x205F, 0x3000};
-  const Gpt2Pretokenizer pretokenizer;
+  const Pretokenizer pretokenizer;
   std::vector<uint32_t> found;
   for (uint32_t cp = 0; cp <= 0x10FFFF; ++cp)
     if ((cp < 0xD800 || cp > 0xDFFF) && pretokenizer.classify(cp) == CharClass::kWhiteSpace)
@@ -61,8 +102,8 @@ TEST(Gpt2Pretokenizer, WhiteSpaceIsExactlyUnicodeWhiteSpace) {
   EXPECT_EQ(pretokenizer.classify(0xFEFF), CharClass::kOther);
 }
 
-TEST(Gpt2Pretokenizer, LettersAndNumbersFollowTiktokensUnicode16Tables) {
-  const Gpt2Pretokenizer p;
+TEST(Pretokenizer, LettersAndNumbersFollowTiktokensUnicode16Tables) {
+  const Pretokenizer p;
   EXPECT_EQ(p.classify('a'), CharClass::kLetter);
   EXPECT_EQ(p.classify(0xE9), CharClass::kLetter);    // é
   EXPECT_EQ(p.classify(0x4E2D), CharClass::kLetter);  // 中
@@ -86,12 +127,12 @@ TEST(Gpt2Pretokenizer, LettersAndNumbersFollowTiktokensUnicode16Tables) {
   EXPECT_EQ(p.classify(0x33000), CharClass::kOther);
 }
 
-TEST(Gpt2Pretokenizer, VeryLongRunsDoNotExhaustPcre2) {
+TEST(Pretokenizer, VeryLongRunsDoNotExhaustPcre2) {
   const size_t n = 8u << 20;
   for (const char c : {' ', 'a', '7', '!'}) {
     const std::string text = std::string(n, c) + "x";
     size_t pieces = 0, bytes = 0;
-    Gpt2Pretokenizer().split(text, [&](std::string_view piece) {
+    Pretokenizer().split(text, [&](std::string_view piece) {
       ++pieces;
       bytes += piece.size();
     });

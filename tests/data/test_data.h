@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -23,6 +24,7 @@
 
 #include "data/byte_unicode.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/utf8.h"
 
 namespace trident::data::testing {
 
@@ -76,6 +78,26 @@ inline const Gpt2Tokenizer* shared_gpt2() {
   return tokenizer.get();
 }
 
+// tiktoken's rank files (cl100k_base.tiktoken, o200k_base.tiktoken) are looked up in
+// $TRIDENT_TIKTOKEN_DIR, ../shared/data/tiktoken, then <build>/data/tiktoken, where
+// `scripts/fetch-tiktoken-ranks.sh <build>/data/tiktoken` puts them.
+inline std::optional<fs::path> find_rank_file(const std::string& encoding) {
+  const std::string file = encoding + ".tiktoken";
+  if (const char* env = std::getenv("TRIDENT_TIKTOKEN_DIR"); env && *env) return fs::path(env) / file;
+  if (fs::path shared = repo_root().parent_path() / "shared" / "data" / "tiktoken" / file;
+      fs::exists(shared))
+    return shared;
+  if (auto build = build_dir(); build && fs::exists(*build / "data" / "tiktoken" / file))
+    return *build / "data" / "tiktoken" / file;
+  return std::nullopt;
+}
+
+inline std::string rank_file_missing_message(const std::string& encoding) {
+  return encoding + ".tiktoken not found: set TRIDENT_TIKTOKEN_DIR, or run "
+         "scripts/fetch-tiktoken-ranks.sh " +
+         (build_dir() ? (*build_dir() / "data" / "tiktoken").string() : std::string("BUILD/data/tiktoken"));
+}
+
 inline std::optional<fs::path> find_shared_file(const std::string& name) {
   const fs::path path = repo_root().parent_path() / "shared" / "data" / name;
   if (fs::exists(path)) return path;
@@ -105,6 +127,74 @@ class Fnv1a64 {
  private:
   uint64_t hash_ = 0xcbf29ce484222325ull;
 };
+
+// The FNV-1a hash of a token sequence: each id as 4 little-endian bytes (as the reference
+// generators compute it).
+inline std::string ids_hash(const std::vector<TokenId>& ids) {
+  Fnv1a64 h;
+  for (TokenId id : ids) {
+    const unsigned char le[4] = {
+        static_cast<unsigned char>(id), static_cast<unsigned char>(id >> 8),
+        static_cast<unsigned char>(id >> 16), static_cast<unsigned char>(id >> 24)};
+    h.update(le, 4);
+  }
+  return h.hex();
+}
+
+// A string as C++ would write it, for failure messages.
+inline std::string escaped(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// Compares `tok` with tiktoken on every code point: `records` holds, for each Unicode scalar
+// value c in order (surrogates skipped), a little-endian uint32 count and that many uint32
+// ids, tiktoken's encoding of `probe` with every "{c}" replaced by c. Returns the number of
+// code points whose ids differ, reporting the first 20 through `on_mismatch`, and whether the
+// records were exactly used up.
+template <class Tok, class OnMismatch>
+std::pair<size_t, bool> count_code_point_mismatches(const Tok& tok, const std::string& probe,
+                                                    const std::string& records,
+                                                    const OnMismatch& on_mismatch) {
+  size_t pos = 0, mismatches = 0;
+  bool complete = true;
+  auto read_u32 = [&] {
+    uint32_t v = 0;
+    if (pos + 4 <= records.size())
+      std::memcpy(&v, records.data() + pos, 4);
+    else
+      complete = false;
+    pos += 4;
+    return v;
+  };
+  for (uint32_t cp = 0; cp <= 0x10FFFF; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    std::string c, text;
+    append_utf8(c, cp);
+    for (size_t at = 0; at < probe.size();) {
+      if (probe.compare(at, 3, "{c}") == 0) {
+        text += c;
+        at += 3;
+      } else {
+        text += probe[at++];
+      }
+    }
+    std::vector<TokenId> expected(read_u32());
+    if (!complete) break;
+    for (TokenId& id : expected) id = read_u32();
+    if (tok.encode(text) != expected && ++mismatches <= 20) on_mismatch(cp);
+  }
+  return {mismatches, complete && pos == records.size()};
+}
 
 // A fresh, empty directory under the system's temp directory, removed by the destructor.
 class TempDir {
@@ -165,7 +255,7 @@ inline TinyVocab tiny_vocab(const std::vector<std::pair<std::string, std::string
   return v;
 }
 
-inline Gpt2Vocab parse_tiny(const TinyVocab& v) {
+inline BpeVocab parse_tiny(const TinyVocab& v) {
   auto parsed = parse_gpt2_vocab(v.vocab_json, "vocab.json", v.merges_txt, "merges.txt");
   parsed.status().throw_if_error();
   return std::move(parsed).value();

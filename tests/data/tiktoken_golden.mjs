@@ -19,8 +19,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 
-function parseArgs(argv) {
+// (Exported, with idsHash, for tests/data/tiktoken_reference/generate.mjs.)
+export function parseArgs(argv) {
   const args = { tiktoken: process.cwd(), corpora: [], exhaustive: null };
   for (let i = 0; i < argv.length; ++i) {
     const next = () => {
@@ -45,7 +47,7 @@ function fnv1a64(bytes) {
   return h.toString(16).padStart(16, '0');
 }
 // The hash of a token sequence: FNV-1a over each id as 4 little-endian bytes.
-function idsHash(ids) {
+export function idsHash(ids) {
   const bytes = new Uint8Array(ids.length * 4);
   const view = new DataView(bytes.buffer);
   ids.forEach((id, i) => view.setUint32(4 * i, id, true));
@@ -203,4 +205,5 @@ function main() {
   enc.free();
 }
 
-main();
+// Run as a script, not when imported.
+if (import.meta.url === pathToFileURL(process.argv[1]).href) main();
