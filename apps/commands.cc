@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -68,13 +69,43 @@ StatusOr<train::TrainConfig> checkpoint_config(const std::string& dir) {
   return cfg;
 }
 
-// A model with a checkpoint's weights (of any layout: whole, or sharded by ZeRO).
-StatusOr<std::unique_ptr<models::CausalLM>> load_model(const std::string& dir, const train::TrainConfig& cfg) {
-  auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir);
-  if (!reader.is_ok()) return reader.status();
-  std::unique_ptr<models::CausalLM> model = models::build_model(cfg.model);
-  Status s = train::load_checkpoint_weights(model->named_parameters(), reader.value());
-  if (!s.is_ok()) return s;
+// What `sample` and `eval` read a model from: a trident checkpoint (or a run directory: its
+// latest), or a Hugging Face model directory (config.json and safetensors weights, as
+// from_pretrained reads; `export` writes them).
+struct ModelSource {
+  std::string dir;
+  bool hf = false;
+  train::TrainConfig cfg;  // a checkpoint's saved config; for a model directory, the defaults with its [model]
+};
+
+StatusOr<ModelSource> resolve_model_source(const std::string& path) {
+  if (train::is_hf_model_dir(path)) {
+    ModelSource src{path, true, {}};
+    auto model = train::hf_model_config(path, src.cfg.model);
+    if (!model.is_ok()) return model.status();
+    src.cfg.model = model.value();
+    src.cfg.data.seq_len = std::min(src.cfg.data.seq_len, src.cfg.model.block_size);
+    return src;
+  }
+  auto dir = resolve_checkpoint(path);
+  if (!dir.is_ok())
+    return Status::io_error(dir.status().message() + " (nor is it a Hugging Face model directory: no config.json)");
+  auto cfg = checkpoint_config(dir.value());
+  if (!cfg.is_ok()) return cfg.status();
+  return ModelSource{dir.value(), false, cfg.value()};
+}
+
+// A model with a checkpoint's weights (of any layout: whole, or sharded by ZeRO), or a model
+// directory's.
+StatusOr<std::unique_ptr<models::CausalLM>> load_model(const ModelSource& src) {
+  std::unique_ptr<models::CausalLM> model = models::build_model(src.cfg.model);
+  if (src.hf) {
+    if (Status s = train::load_hf_weights(*model, src.dir); !s.is_ok()) return s;
+  } else {
+    auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), src.dir);
+    if (!reader.is_ok()) return reader.status();
+    if (Status s = train::load_checkpoint_weights(model->named_parameters(), reader.value()); !s.is_ok()) return s;
+  }
   model->eval();
   return model;
 }
@@ -231,25 +262,38 @@ Status run_gemm_rates(const GemmRatesArgs& a, const std::vector<std::string>& ov
 }
 
 CLI::App* add_sample(CLI::App& app, SampleArgs& a) {
-  CLI::App* c = app.add_subcommand("sample", "Generate text from a checkpoint");
-  c->add_option("--checkpoint", a.checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
+  CLI::App* c = app.add_subcommand("sample", "Generate text from a checkpoint or a Hugging Face model directory");
+  c->add_option("--checkpoint", a.checkpoint,
+                "checkpoint directory, a run directory (its latest), or a Hugging Face model directory")
+      ->required();
   c->add_option("--prompt", a.prompt, "text to continue");
   c->add_option("--tokens", a.tokens, "number of tokens to generate")->check(CLI::Range(1, 100000));
   c->add_option("--temperature", a.temperature, "sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
   c->add_option("--top-k", a.top_k, "sample from the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber);
   c->add_option("--seed", a.seed, "sampling seed")->check(CLI::NonNegativeNumber);
+  c->add_option("--tokenizer", a.tokenizer,
+                std::string(train::kTokenizerHelp) +
+                " (default: the checkpoint config's data.tokenizer; a model directory's own tokenizer files)");
   c->add_option("--vocab", a.vocab_dir, "the tokenizer's files (default: the checkpoint config's data.vocab_dir)");
   return c;
 }
 
 Status run_sample(const SampleArgs& a) {
-  auto dir = resolve_checkpoint(a.checkpoint);
-  if (!dir.is_ok()) return dir.status();
-  auto cfg = checkpoint_config(dir.value());
-  if (!cfg.is_ok()) return cfg.status();
-  auto tok = train::make_tokenizer(cfg.value().data.tokenizer, a.vocab_dir.empty() ? cfg.value().data.vocab_dir : a.vocab_dir);
-  if (!tok.is_ok()) return tok.status();
-  auto model = load_model(dir.value(), cfg.value());
+  auto src = resolve_model_source(a.checkpoint);
+  if (!src.is_ok()) return src.status();
+  const train::TrainConfig& cfg = src.value().cfg;
+  // A model directory carries its tokenizer (tokenizer.json, tokenizer.model, ...) unless told otherwise.
+  const std::string spec = !a.tokenizer.empty() ? a.tokenizer : src.value().hf ? src.value().dir : cfg.data.tokenizer;
+  auto tok = train::make_tokenizer(spec, a.vocab_dir.empty() && !src.value().hf ? cfg.data.vocab_dir : a.vocab_dir);
+  if (!tok.is_ok()) {
+    if (a.tokenizer.empty() && src.value().hf)
+      return Status::invalid(tok.status().message() + "; name the model's tokenizer with --tokenizer");
+    return tok.status();
+  }
+  if (tok.value()->vocab_size() > cfg.model.vocab_size)
+    return Status::invalid("the tokenizer " + tok.value()->name() + " has " + std::to_string(tok.value()->vocab_size()) +
+                           " ids, more than the model's vocab_size " + std::to_string(cfg.model.vocab_size));
+  auto model = load_model(src.value());
   if (!model.is_ok()) return model.status();
   std::vector<int64_t> prompt;
   for (data::TokenId id : tok.value()->encode(a.prompt, /*allow_special=*/true)) prompt.push_back(id);
@@ -265,37 +309,49 @@ Status run_sample(const SampleArgs& a) {
 }
 
 CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
-  CLI::App* c = app.add_subcommand("eval", "Validation loss and perplexity of a checkpoint");
-  c->add_option("--checkpoint", a.checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
+  CLI::App* c = app.add_subcommand("eval", "Validation loss and perplexity of a checkpoint or a Hugging Face model directory");
+  c->add_option("--checkpoint", a.checkpoint,
+                "checkpoint directory, a run directory (its latest), or a Hugging Face model directory")
+      ->required();
   c->add_option("--batches", a.batches, "validation batches (default: the config's train.eval_batches)")
       ->check(CLI::NonNegativeNumber);
-  c->add_option("--val-file", a.val_file, "token file to evaluate (default: the config's data.val_file)");
+  c->add_option("--val-file", a.val_file,
+                "token file to evaluate (default: the checkpoint config's data.val_file; required for a model directory)");
+  c->add_option("--batch-size", a.batch_size, "sequences per batch (default: the checkpoint config's data.batch_size)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--seq-len", a.seq_len, "tokens per sequence, at most model.block_size (default: data.seq_len)")
+      ->check(CLI::NonNegativeNumber);
   return c;
 }
 
 Status run_eval(const EvalArgs& a) {
-  auto dir = resolve_checkpoint(a.checkpoint);
-  if (!dir.is_ok()) return dir.status();
-  auto cfg_or = checkpoint_config(dir.value());
-  if (!cfg_or.is_ok()) return cfg_or.status();
-  train::TrainConfig cfg = cfg_or.value();
+  auto src = resolve_model_source(a.checkpoint);
+  if (!src.is_ok()) return src.status();
+  train::TrainConfig cfg = src.value().cfg;
   if (a.batches > 0) cfg.train.eval_batches = a.batches;
+  if (a.batch_size > 0) cfg.data.batch_size = a.batch_size;
+  if (a.seq_len > 0) cfg.data.seq_len = a.seq_len;
   if (!a.val_file.empty()) cfg.data.val_file = a.val_file;
+  if (src.value().hf && a.val_file.empty())
+    return Status::invalid("eval of the model directory " + src.value().dir +
+                           " needs --val-file FILE (a token file from trident prepare, with the model's tokenizer)");
   if (cfg.data.val_file.empty() || !std::filesystem::exists(cfg.data.val_file))
     return Status::invalid("eval needs validation tokens: the checkpoint's config has data.val_file = \"" +
                            cfg.data.val_file + "\"" + (cfg.data.val_file.empty() ? "" : ", which does not exist") +
                            "; pass --val-file FILE (a token file from trident prepare)");
-  if (a.val_file.empty()) cfg.data.train_file = cfg.data.val_file;  // eval needs no training data
+  cfg.data.train_file = cfg.data.val_file;  // eval reads no training data
   cfg.train.resume = false;
   cfg.parallel = {};  // one process: the checkpoint loads under any layout it was saved from
   cfg.kernels = {};   // this CPU's engines (the checkpoint's may not run here)
+  if (src.value().hf) cfg.train.init_from = src.value().dir;  // the trainer loads the directory's weights
   auto trainer = train::Trainer::create(cfg);
   if (!trainer.is_ok()) return trainer.status();
-  Status s = trainer.value()->load_checkpoint(dir.value());
-  if (!s.is_ok()) return s;
+  if (!src.value().hf) {
+    if (Status s = trainer.value()->load_checkpoint(src.value().dir); !s.is_ok()) return s;
+  }
   const double loss = trainer.value()->evaluate();
   std::printf("{\"checkpoint\": \"%s\", \"val_loss\": %.6f, \"perplexity\": %.4f, \"batches\": %lld}\n",
-              dir.value().c_str(), loss, std::exp(loss), static_cast<long long>(cfg.train.eval_batches));
+              src.value().dir.c_str(), loss, std::exp(loss), static_cast<long long>(cfg.train.eval_batches));
   return Status::ok();
 }
 

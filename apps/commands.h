@@ -56,6 +56,7 @@ struct SampleArgs {
   double temperature = 0.8;
   int64_t top_k = 200;
   int64_t seed = 1337;
+  std::string tokenizer;  // empty: the checkpoint config's data.tokenizer, or a model directory's own files
   std::string vocab_dir;
 };
 CLI::App* add_sample(CLI::App& app, SampleArgs& args);
@@ -64,7 +65,9 @@ Status run_sample(const SampleArgs& args);
 struct EvalArgs {
   std::string checkpoint;
   int64_t batches = 0;  // 0: the checkpoint config's train.eval_batches
-  std::string val_file; // empty: the checkpoint config's data.val_file
+  std::string val_file; // empty: the checkpoint config's data.val_file (required for a model directory)
+  int64_t batch_size = 0;  // 0: the checkpoint config's data.batch_size (a model directory: the default)
+  int64_t seq_len = 0;     // 0: the checkpoint config's data.seq_len (a model directory: min(default, block_size))
 };
 CLI::App* add_eval(CLI::App& app, EvalArgs& args);
 Status run_eval(const EvalArgs& args);

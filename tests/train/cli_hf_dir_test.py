@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""`sample` and `eval` read Hugging Face model directories as they read checkpoints (issue #22
+item 5), and `train --train.init_from=DIR` fine-tunes from one:
+
+  - a tiny LLaMA (GQA, a sliding window) trains a few steps on bytes and is exported with
+    `trident export --out DIR`;
+  - `sample` from the checkpoint and from the directory, same seed: the same text;
+  - `eval --val-file` of the checkpoint and of the directory: the same loss;
+  - `train --train.init_from=DIR` starts from the directory (its architecture, its weights: the
+    first loss equals the model's loss on that batch, below a fresh model's) and trains on;
+  - a directory without tokenizer files needs --tokenizer, and eval of a directory needs
+    --val-file: errors saying so.
+
+    cli_hf_dir_test.py TRIDENT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(cmd, cwd, env):
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, errors="replace", timeout=300)
+
+
+def losses(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    return [r["loss"] for r in rows if "loss" in r]
+
+
+def main():
+    trident = sys.argv[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    failures = []
+
+    def check(ok, what):
+        if not ok:
+            failures.append(what)
+        print(("ok   " if ok else "FAIL ") + what)
+
+    with tempfile.TemporaryDirectory(prefix="trident_cli_hf_dir_test_") as d:
+        text = os.path.join(d, "text.txt")
+        with open(text, "w") as f:
+            for i in range(3000):
+                f.write(f"line {i % 41} says {'xyz'[i % 3] * (1 + i % 4)} to {i % 13}.\n")
+        data = os.path.join(d, "data")
+        p = run([trident, "prepare", "--out", data, "--tokenizer", "byte", text], d, env)
+        assert p.returncode == 0, p.stderr
+        model = ["--model.arch=llama", "--model.n_layer=2", "--model.n_head=4", "--model.n_kv_heads=2",
+                 "--model.n_embd=32", "--model.intermediate_size=64", "--model.block_size=32",
+                 "--model.vocab_size=256", "--model.sliding_window=12", "--model.dropout=0"]
+        common = ["--data.tokenizer=byte", f"--data.train_file={data}/train.bin", f"--data.val_file={data}/val.bin",
+                  "--data.batch_size=4", "--data.seq_len=32", "--train.eval_interval=0", "--train.threads=1",
+                  "--optim.lr=3e-3", "--lr_schedule.warmup_steps=0"]
+        base = os.path.join(d, "base")
+        p = run([trident, "train"] + model + common + ["--train.steps=12", f"--train.out_dir={base}"], d, env)
+        assert p.returncode == 0, p.stderr
+        hf = os.path.join(d, "hf")
+        p = run([trident, "export", "--checkpoint", base, "--out", hf], d, env)
+        assert p.returncode == 0, p.stderr
+        with open(os.path.join(hf, "config.json")) as f:
+            config = json.load(f)
+        check(config.get("model_type") == "mistral" and config.get("sliding_window") == 12,
+              f"the export is a Mistral with its window: {config.get('model_type')}, {config.get('sliding_window')}")
+
+        sample = ["--prompt", "line 7 says", "--tokens", "40", "--seed", "5", "--temperature", "0.9"]
+        from_ckpt = run([trident, "sample", "--checkpoint", base] + sample, d, env)
+        from_hf = run([trident, "sample", "--checkpoint", hf, "--tokenizer", "byte"] + sample, d, env)
+        check(from_ckpt.returncode == 0 and from_hf.returncode == 0 and from_ckpt.stdout == from_hf.stdout
+              and len(from_hf.stdout) > len("line 7 says"),
+              f"sample: the checkpoint and the directory give the same text {from_hf.stdout!r} "
+              f"({from_ckpt.stderr[-300:]}{from_hf.stderr[-300:]})")
+
+        ev = ["--val-file", f"{data}/val.bin", "--batches", "3", "--batch-size", "4", "--seq-len", "32"]
+        e1 = run([trident, "eval", "--checkpoint", base] + ev, d, env)
+        e2 = run([trident, "eval", "--checkpoint", hf] + ev, d, env)
+        ok = e1.returncode == 0 and e2.returncode == 0
+        v1 = json.loads(e1.stdout)["val_loss"] if ok else None
+        v2 = json.loads(e2.stdout)["val_loss"] if ok else None
+        check(ok and v1 == v2, f"eval: the checkpoint and the directory give the same loss {v1} / {v2} "
+              f"({e1.stderr[-300:]}{e2.stderr[-300:]})")
+
+        # Fine-tuning from the directory: its architecture, its weights.
+        tuned = os.path.join(d, "tuned")
+        fresh = os.path.join(d, "fresh")
+        args = common + ["--train.steps=6", "--optim.lr=1e-3"]
+        p = run([trident, "train"] + args + [f"--train.init_from={hf}", f"--train.out_dir={tuned}"], d, env)
+        check(p.returncode == 0 and "arch = \"llama\"" in p.stdout and "sliding_window = 12" in p.stdout,
+              f"train --train.init_from=DIR prints the directory's architecture ({p.stderr[-300:]})")
+        p = run([trident, "train"] + model + args + [f"--train.out_dir={fresh}"], d, env)
+        assert p.returncode == 0, p.stderr
+        lt, lf = losses(tuned), losses(fresh)
+        check(len(lt) == 6 and lt[0] < lf[0] - 0.5 and lt[-1] < lt[0],
+              f"fine-tuning starts from the trained weights and trains on: {lt[0]:.3f} vs fresh {lf[0]:.3f}, "
+              f"last {lt[-1]:.3f}")
+
+        # Clear errors.
+        p = run([trident, "sample", "--checkpoint", hf] + sample, d, env)
+        check(p.returncode != 0 and hf in p.stderr and "--tokenizer" in p.stderr,
+              f"a directory without tokenizer files: {p.stderr.strip()[-300:]}")
+        p = run([trident, "eval", "--checkpoint", hf], d, env)
+        check(p.returncode != 0 and "needs --val-file" in p.stderr, f"eval of a directory: {p.stderr.strip()[-200:]}")
+        p = run([trident, "sample", "--checkpoint", os.path.join(d, "nothing")], d, env)
+        check(p.returncode != 0 and "nothing" in p.stderr and "config.json" in p.stderr,
+              f"neither a checkpoint nor a directory: {p.stderr.strip()[-300:]}")
+
+    if failures:
+        sys.exit("FAILED: " + "; ".join(failures))
+    print("all passed")
+
+
+if __name__ == "__main__":
+    main()
