@@ -12,6 +12,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/env.h"
 #include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
 #include "core/parallel.h"
@@ -389,6 +390,9 @@ Status run_export(const ExportArgs& a) {
     std::printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"tensors\": %zu, \"files\": %zu}\n", dir.value().c_str(),
                 a.out.c_str(), specs.size(), files.value().size());
     return Status::ok();
+  }
+  if (const std::string parent = std::filesystem::path(a.out).parent_path().string(); !parent.empty()) {
+    if (Status made = checkpoint::create_dirs(checkpoint::default_env(), parent); !made.is_ok()) return made;
   }
   auto out = checkpoint::AtomicFileWriter::create(checkpoint::default_env(), a.out);
   if (!out.is_ok()) return out.status();

@@ -103,7 +103,7 @@ StatusOr<std::vector<std::string>> write_hf_model_dir(const std::string& dir, co
                                                       int64_t max_shard_bytes) {
   checkpoint::Env* env = checkpoint::default_env();
   if (env->file_type(dir) == checkpoint::FileType::kMissing) {
-    if (Status s = env->create_dir(dir); !s.is_ok()) return s;
+    if (Status s = checkpoint::create_dirs(env, dir); !s.is_ok()) return s;  // and missing parents, as mkdir -p
   } else if (env->file_type(dir) != checkpoint::FileType::kDirectory) {
     return Status::invalid("export: '" + dir + "' exists and is not a directory");
   }

@@ -57,9 +57,12 @@ def main():
         base = os.path.join(d, "base")
         p = run([trident, "train"] + model + common + ["--train.steps=12", f"--train.out_dir={base}"], d, env)
         assert p.returncode == 0, p.stderr
-        hf = os.path.join(d, "hf")
+        hf = os.path.join(d, "exports", "hf")  # parents are made as needed
         p = run([trident, "export", "--checkpoint", base, "--out", hf], d, env)
-        assert p.returncode == 0, p.stderr
+        check(p.returncode == 0, f"export into a new directory under a new one: {p.stderr[-300:]}")
+        single = os.path.join(d, "more", "model.safetensors")
+        p = run([trident, "export", "--checkpoint", base, "--out", single], d, env)
+        check(p.returncode == 0 and os.path.exists(single), f"export of one file under a new directory: {p.stderr[-300:]}")
         with open(os.path.join(hf, "config.json")) as f:
             config = json.load(f)
         check(config.get("model_type") == "mistral" and config.get("sliding_window") == 12,
