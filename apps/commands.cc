@@ -162,6 +162,7 @@ CLI::App* add_train(CLI::App& app, TrainArgs& a) {
 Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, int* exit_code) {
   train::install_stop_handlers();  // main() did already; once more costs nothing
   train::TrainConfig cfg;
+  cfg.alerts = {monitor::AlertRule{}};  // the default plateau rule (monitor/alert_rule.h)
   config::ConfigTree tree;
   cfg.bind(tree);
   if (a.help_config) {

@@ -106,4 +106,17 @@ struct LaunchArgs {
 CLI::App* add_launch(CLI::App& app, LaunchArgs& args);
 Status run_launch(const LaunchArgs& args, int* exit_code);
 
+// `trident ctl URL status|pause|resume|checkpoint|stop`: run control of a training run's
+// rank 0 server (monitor.port). POSTs send $TRIDENT_CONTROL_TOKEN or --token-file's token.
+// Prints the server's JSON; a refusal (401, 409...) is an error naming the status.
+struct CtlArgs {
+  std::string url;
+  std::string action;
+  std::string token_file;
+  std::string reason;
+  int timeout_s = 10;
+};
+CLI::App* add_ctl(CLI::App& app, CtlArgs& args);
+Status run_ctl(const CtlArgs& args);
+
 }  // namespace trident::cli

@@ -45,6 +45,11 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # encoded by the library itself (data/sentencepiece_tokenizer.h); its trainer, in the same
 # package, makes the test models.
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+# Monitoring (src/monitor): cpp-httplib serves /metrics and the control API; libcurl sends
+# alert notifications (webhooks, SMTP). Debian's libcpp-httplib-dev and libcurl4-openssl-dev.
+# Debian builds cpp-httplib as a shared library (httplib.h declares, libcpp-httplib defines).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
 if(TRIDENT_BUILD_TESTS)
   find_package(GTest)
   if(NOT GTest_FOUND)

@@ -21,6 +21,8 @@ MAIN_PACKAGES=(
   libtomlplusplus-dev        # TOML config files
   libcli11-dev               # command-line parsing
   libopenmpi-dev openmpi-bin # MPI: the communication engine between processes (src/comm)
+  libcpp-httplib-dev         # the monitoring HTTP server: /metrics, /status, run control (src/monitor)
+  libcurl4-openssl-dev       # alert notifications: webhooks and SMTP e-mail (src/monitor/notify.h)
   fortunes                   # the main job's corpus
 )
 TEST_PACKAGES=(
@@ -28,6 +30,7 @@ TEST_PACKAGES=(
   libgtest-dev libgmock-dev    # tests
   python3-torch python3-numpy  # independent reference for parity tests and benchmarks
   libtcmalloc-minimal4 libjemalloc2  # PyTorch's allocators in bench/train_speed_compare.py (LD_PRELOAD)
+  prometheus                   # promtool and the server for the monitoring tests (deploy/prometheus)
 )
 
 case "${1:-}" in

@@ -30,6 +30,7 @@ LAYERS = [
     "parallel",  # strategies wrap models and optimizers (ZeRO shards the optimizer)
     "data",
     "checkpoint",
+    "monitor",  # metrics registry, sinks, HTTP server, alerts: below the trainer that publishes
     "train",
     "planner",
 ]

@@ -6,6 +6,23 @@
 #include <toml++/toml.h>
 
 namespace trident::config {
+namespace {
+
+// Checks a TOML value against field `f` and sets it in `options`; `at` says where it was read.
+Status set_from_toml(const OptionField& f, const toml::node& value_node, void* options, const std::string& at) {
+  OptionValue v;
+  if (auto i = value_node.value_exact<int64_t>()) v = *i;
+  else if (auto d = value_node.value_exact<double>()) v = *d;
+  else if (auto b = value_node.value_exact<bool>()) v = *b;
+  else if (auto str = value_node.value_exact<std::string>()) v = *str;
+  else return Status::invalid(at + ": " + f.key + " has an unsupported TOML type (expected " + option_type_name(f.type) + ")");
+  StatusOr<OptionValue> checked = f.check(v, at);
+  if (!checked.is_ok()) return checked.status();
+  f.set(options, checked.value());
+  return Status::ok();
+}
+
+}  // namespace
 
 const ConfigTree::Section* ConfigTree::find_section(const std::string& name) const {
   for (const Section& s : sections_)
@@ -41,6 +58,36 @@ Status ConfigTree::unknown_key(const Section& s, const std::string& key, const s
   return Status::invalid(msg + "; keys are: " + all);
 }
 
+const ConfigTree::ListSection* ConfigTree::find_list(const std::string& name) const {
+  for (const ListSection& l : lists_)
+    if (l.name == name) return &l;
+  return nullptr;
+}
+
+Status ConfigTree::load_list(const ListSection& l, const void* table_node, const std::string& source_name) const {
+  const auto& tbl = *static_cast<const toml::table*>(table_node);
+  void* options = l.append();
+  for (auto&& [key_node, value_node] : tbl) {
+    const std::string key(key_node.str());
+    const std::string at = source_name + ":" + std::to_string(key_node.source().begin.line) + " [[" + l.name + "]]";
+    const OptionField* f = nullptr;
+    std::vector<std::string> keys;
+    for (const OptionField& candidate : *l.fields) {
+      keys.push_back(candidate.key);
+      if (candidate.key == key) f = &candidate;
+    }
+    if (f == nullptr) {
+      std::string msg = at + ": unknown key '" + key + "'";
+      if (auto m = closest_match(key, keys)) msg += " (did you mean '" + *m + "'?)";
+      std::string all;
+      for (const std::string& k : keys) all += (all.empty() ? "" : ", ") + k;
+      return Status::invalid(msg + "; keys are: " + all);
+    }
+    if (Status st = set_from_toml(*f, value_node, options, at); !st.is_ok()) return st;
+  }
+  return Status::ok();
+}
+
 Status ConfigTree::load_toml_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::io_error("cannot open config file '" + path + "'");
@@ -61,6 +108,18 @@ Status ConfigTree::load_toml_string(const std::string& text, const std::string& 
   for (auto&& [section_key, node] : root) {
     const std::string name(section_key.str());
     const std::string where = source_name + ":" + std::to_string(section_key.source().begin.line);
+    if (const ListSection* l = find_list(name)) {
+      const toml::array* arr = node.as_array();
+      if (arr == nullptr)
+        return Status::invalid(where + ": '" + name + "' must be an array of tables ([[" + name + "]], or " + name +
+                               " = [] for none)");
+      l->clear();
+      for (const toml::node& item : *arr) {
+        if (!item.is_table()) return Status::invalid(where + ": each element of '" + name + "' must be a table ([[" + name + "]])");
+        if (Status s = load_list(*l, &item, source_name); !s.is_ok()) return s;
+      }
+      continue;
+    }
     const Section* s = find_section(name);
     if (s == nullptr) return unknown_section(name, where);
     const toml::table* tbl = node.as_table();
@@ -78,15 +137,7 @@ Status ConfigTree::load_toml_string(const std::string& text, const std::string& 
       const std::string at = source_name + ":" + std::to_string(key_node.source().begin.line) + " [" + name + "]";
       const OptionField* f = find_field(*s, key);
       if (f == nullptr) return unknown_key(*s, key, at);
-      OptionValue v;
-      if (auto i = value_node.value_exact<int64_t>()) v = *i;
-      else if (auto d = value_node.value_exact<double>()) v = *d;
-      else if (auto b = value_node.value_exact<bool>()) v = *b;
-      else if (auto str = value_node.value_exact<std::string>()) v = *str;
-      else return Status::invalid(at + ": " + key + " has an unsupported TOML type (expected " + option_type_name(f->type) + ")");
-      StatusOr<OptionValue> checked = f->check(v, at);
-      if (!checked.is_ok()) return checked.status();
-      f->set(s->options, checked.value());
+      if (Status st = set_from_toml(*f, value_node, s->options, at); !st.is_ok()) return st;
     }
   }
   return Status::ok();
@@ -129,11 +180,22 @@ Status ConfigTree::apply_overrides(const std::vector<std::string>& assignments, 
 
 std::string ConfigTree::to_toml() const {
   std::ostringstream os;
+  // An empty list is a top-level key, which TOML wants before the first table.
+  for (const ListSection& l : lists_)
+    if (l.size() == 0) os << "# " << l.doc << "\n" << l.name << " = []\n\n";
   for (const Section& s : sections_) {
     os << "# " << s.doc << "\n[" << s.name << "]\n";
     for (const OptionField& f : s.fields())
       os << f.key << " = " << option_value_str(f.get(s.options)) << "  # " << f.doc << "\n";
     os << "\n";
+  }
+  for (const ListSection& l : lists_) {
+    for (size_t i = 0; i < l.size(); ++i) {
+      os << "# " << l.doc << "\n[[" << l.name << "]]\n";
+      for (const OptionField& f : *l.fields)
+        os << f.key << " = " << option_value_str(f.get(l.at(i))) << "  # " << f.doc << "\n";
+      os << "\n";
+    }
   }
   return os.str();
 }
@@ -154,6 +216,19 @@ std::string ConfigTree::help() const {
       os << "\n";
     }
     if (s.help_extra) os << s.help_extra();
+  }
+  for (const ListSection& l : lists_) {
+    os << "[[" << l.name << "]]  " << l.doc << " (config file only; each table has these keys; now " << l.size()
+       << ")\n";
+    for (const OptionField& f : *l.fields) {
+      os << "  " << f.key << "\n      " << f.doc;
+      if (!f.choices.empty()) {
+        os << " (one of:";
+        for (const std::string& c : f.choices) os << " " << c;
+        os << ")";
+      }
+      os << "\n";
+    }
   }
   return os.str();
 }

@@ -42,6 +42,23 @@ class ConfigTree {
     sections_.push_back(std::move(s));
   }
 
+  // An array of tables ([[name]] in TOML), each element an Options struct of T's table: a
+  // file's [[name]] tables replace the list's elements (`name = []` at the top empties it);
+  // printed as [[name]] tables after the sections. Not settable from the command line.
+  template <class T>
+  void bind_list(std::vector<T>& items) {
+    const OptionTable<T>& table = T::table();
+    ListSection l;
+    l.name = table.section();
+    l.doc = table.doc();
+    l.fields = &table.fields();
+    l.clear = [&items] { items.clear(); };
+    l.append = [&items]() -> void* { return &items.emplace_back(); };
+    l.size = [&items] { return items.size(); };
+    l.at = [&items](size_t i) -> const void* { return &items[i]; };
+    lists_.push_back(std::move(l));
+  }
+
   // Reads a TOML file: every table must be a bound section and every key one of its fields.
   [[nodiscard]] Status load_toml_file(const std::string& path);
   [[nodiscard]] Status load_toml_string(const std::string& text, const std::string& source_name);
@@ -80,7 +97,20 @@ class ConfigTree {
   Status unknown_section(const std::string& name, const std::string& where) const;
   Status unknown_key(const Section& s, const std::string& key, const std::string& where) const;
 
+  struct ListSection {
+    std::string name, doc;
+    const std::vector<OptionField>* fields;
+    std::function<void()> clear;
+    std::function<void*()> append;
+    std::function<size_t()> size;
+    std::function<const void*(size_t)> at;
+  };
+  const ListSection* find_list(const std::string& name) const;
+  // Sets the fields of one [[name]] table's element from `table` (a toml::table).
+  Status load_list(const ListSection& l, const void* table_node, const std::string& source_name) const;
+
   std::vector<Section> sections_;
+  std::vector<ListSection> lists_;
 };
 
 }  // namespace trident::config

@@ -42,6 +42,11 @@ void MetricsWriter::write_step(const StepMetrics& m) {
     std::fprintf(file_, "\"skipped\": %s, \"skipped_steps\": %lld, ", m.skipped ? "true" : "false",
                  static_cast<long long>(m.skipped_steps));
   }
+  put_number(file_, "step_s", m.step_s);
+  put_number(file_, "data_s", m.data_s);
+  put_number(file_, "forward_backward_s", m.forward_backward_s);
+  put_number(file_, "comm_wait_s", m.comm_wait_s);
+  put_number(file_, "optimizer_s", m.optimizer_s);
   put_number(file_, "elapsed_s", m.elapsed_s, true);
   std::fprintf(file_, "}\n");
   std::fflush(file_);

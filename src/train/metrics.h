@@ -28,6 +28,11 @@ struct StepMetrics {
   // train.mfu: model FLOPs per second (PaLM's count) over the measured GEMM ceiling of the
   // run's dtype (train/mfu.h), a fraction.
   std::optional<double> mfu;
+  // Where the step's wall time went (seconds): drawing batches, forward and backward of
+  // every micro-batch, waiting for communication the backward did not hide (the gradient
+  // reductions' tail and the loss's all-reduce), the optimizer (clipping, update,
+  // zeroing); step_s is the whole step.
+  double data_s = 0.0, forward_backward_s = 0.0, comm_wait_s = 0.0, optimizer_s = 0.0, step_s = 0.0;
 };
 
 class MetricsWriter {

@@ -75,10 +75,13 @@ void TrainConfig::bind(config::ConfigTree& tree) {
   tree.bind(parallel);
   tree.bind(train);
   tree.bind(kernels);
+  tree.bind(monitor);
+  tree.bind_list(alerts);
 }
 
 void TrainConfig::validate() const {
   model.validate();
+  for (const monitor::AlertRule& rule : alerts) rule.validate();
   kernels.validate(uses_bf16_gemms());
   TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
             ") must not exceed model.block_size (", model.block_size, ")");

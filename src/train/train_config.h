@@ -1,5 +1,6 @@
 // The training configuration: one typed tree composed of each component's Options
-// ([model], [data], [optim], [lr_schedule], [precision], [parallel], [train], [kernels]).
+// ([model], [data], [optim], [lr_schedule], [precision], [parallel], [train], [kernels],
+// [monitor]).
 // Every key has a default and a one-line doc in its component's table; config/ConfigTree
 // parses TOML and overrides against them.
 #pragma once
@@ -9,6 +10,8 @@
 
 #include "config/config_tree.h"
 #include "kernels/cpu/kernel_options.h"
+#include "monitor/alert_rule.h"
+#include "monitor/monitor_options.h"
 #include "models/model_config.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
@@ -60,6 +63,10 @@ struct TrainConfig {
   parallel::ParallelOptions parallel;
   TrainOptions train;
   kernels::cpu::KernelsOptions kernels;
+  monitor::MonitorOptions monitor;
+  // [[alerts]] (monitor/alert_rule.h). Empty here; `trident train` starts from the plateau
+  // rule (a config file's [[alerts]] replace it, `alerts = []` removes it).
+  std::vector<monitor::AlertRule> alerts;
 
   // Binds every section, in print order.
   void bind(config::ConfigTree& tree);

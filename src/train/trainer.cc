@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "autograd/functions.h"
 #include "comm/device_communicator.h"
@@ -26,6 +27,17 @@ namespace trident::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Bytes of the newest complete checkpoint in `out_dir` (0 when there is none or it cannot be read).
+int64_t checkpoint_bytes(const std::string& out_dir) {
+  auto latest = checkpoint::find_latest_checkpoint(checkpoint::default_env(), out_dir);
+  if (!latest.is_ok() || !latest.value()) return 0;
+  std::error_code ec;
+  int64_t bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(*latest.value(), ec))
+    if (e.is_regular_file(ec)) bytes += static_cast<int64_t>(e.file_size(ec));
+  return bytes;
+}
 
 }  // namespace
 
@@ -165,12 +177,22 @@ StepMetrics Trainer::train_step() {
   const double lr = schedule_->lr_at(step_);
   const int64_t accum = cfg_.data.grad_accum_steps;
   double loss_sum = 0.0;
+  // The step's phases (StepMetrics), timed at the seams every strategy shares.
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  double data_s = 0.0;
   auto next_batch = [&] {
+    const auto t = Clock::now();
+    struct Add {  // after the batch is built and copied
+      double& to;
+      Clock::time_point t;
+      ~Add() { to += std::chrono::duration<double>(Clock::now() - t).count(); }
+    } add{data_s, t};
     profiler::ProfileScope scope("data.next_batch", profiler::Phase::kData);
     return local_rows(train_sampler_->next());
   };
   // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
   const double seed = scaler_->scale() / static_cast<double>(accum);
+  double forward_backward_s = 0.0;
   {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     std::vector<parallel::MicroBatch> micro;
@@ -178,11 +200,18 @@ StepMetrics Trainer::train_step() {
       const data::Batch batch = next_batch();
       micro.push_back({batch.inputs, batch.targets});
     }
+    const auto t = Clock::now();
     loss_sum = runner_->train(micro, seed, *update_);
+    forward_backward_s = since(t);
   }
+  const auto comm_start = Clock::now();
   update_->finish_backward();
   loss_sum = mean_over_ranks(loss_sum);
   StepMetrics m;
+  m.comm_wait_s = since(comm_start);
+  m.data_s = data_s;
+  m.forward_backward_s = forward_backward_s;
+  const auto optimizer_start = Clock::now();
   const bool loss_scaling = cfg_.precision.loss_scaling();
   if (loss_scaling) m.loss_scale = scaler_->scale();
   const parallel::StepOutcome outcome = update_->step(
@@ -192,11 +221,13 @@ StepMetrics Trainer::train_step() {
   if (loss_scaling) m.skipped_steps = scaler_->skipped_steps();
   model_->zero_grad();
   update_->zero_grads();
+  m.optimizer_s = since(optimizer_start);
   ++step_;
   m.step = step_;
   m.loss = loss_sum / static_cast<double>(accum);
   m.lr = lr;
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double seconds = since(start);
+  m.step_s = seconds;
   m.tokens_per_s = static_cast<double>(cfg_.tokens_per_step()) / seconds;
   if (mesh_) m.comm_bytes = mesh_->total_bytes() - comm_bytes_before;
   return m;
@@ -236,29 +267,73 @@ double Trainer::evaluate() {
 // process is gone before a scheduler's hard limit (Megatron's --exit-duration-in-mins checks
 // only the elapsed time). Every process makes at least one step before the budget can stop
 // it: a requeued job always progresses.
-std::string Trainer::agree_on_stop() const {
+Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
   // Each rank's request: the signal it received, kBudget for the time budget, or 0. One
   // scalar all-reduce (max) of request x ranks + (ranks - 1 - rank) tells every rank the
   // largest request and the lowest rank that made it.
   constexpr int64_t kBudget = 1000;
   int64_t request = stop_signal();
   const double budget = cfg_.train.max_runtime_seconds();
-  if (request == 0 && budget > 0 && steps_this_process_ > 0) {
+  if (!idle && request == 0 && budget > 0 && steps_this_process_ > 0) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - process_start_time()).count();
     if (elapsed + longest_iteration_s_ + last_checkpoint_s_ > budget) request = kBudget;
   }
   const int64_t ranks = world_size(), rank = comm_ ? comm_->rank() : 0;
   int64_t agreed = request == 0 ? 0 : request * ranks + (ranks - 1 - rank);
+  Boundary out;
+  monitor::RunControl* control = monitor_ ? monitor_->control() : nullptr;
+  int64_t word = control ? control->take_requests(&out.control_reason) : 0;
   if (ranks > 1) {
-    Tensor t = full({1}, static_cast<double>(agreed), DType::kI64);
-    comm_->all_reduce(t, comm::ReduceOp::kMax);
-    agreed = static_cast<int64_t>(t.item());
+    // See Note [Control at step boundaries]: rank 0's word rides on the stop all-reduce.
+    Tensor t = from_vector<int64_t>({agreed, word}, {2});
+    if (idle) {
+      std::unique_ptr<comm::Work> w = comm_->all_reduce_async(t, comm::ReduceOp::kMax);
+      while (!w->test()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } else {
+      comm_->all_reduce(t, comm::ReduceOp::kMax);
+    }
+    agreed = t.data_ptr<int64_t>()[0];
+    word = t.data_ptr<int64_t>()[1];
   }
-  if (agreed == 0) return "";
+  out.control = static_cast<uint32_t>(word);
+  if (agreed == 0) return out;
   const int64_t code = agreed / ranks, who = ranks - 1 - agreed % ranks;
   const std::string why = code == kBudget ? "train.max_runtime = \"" + cfg_.train.max_runtime + "\" would run out"
                                           : std::string(stop_signal_name(static_cast<int>(code))) + " received";
-  return ranks > 1 ? why + " on rank " + std::to_string(who) : why;
+  out.stop_reason = ranks > 1 ? why + " on rank " + std::to_string(who) : why;
+  return out;
+}
+
+// Note [Control at step boundaries]
+// Pause, resume, checkpoint and stop (POST /pause etc., and the alert rules' actions) must
+// happen at the same step on every rank: a rank that pauses while another starts the next
+// step leaves that one alone in a collective. Only rank 0 takes requests (its RunControl),
+// and its request bits travel in the all-reduce every boundary already makes for the stop
+// signals (Note [Preemption]): the tensor grows from one int64 to two, no extra message.
+// Ranks other than 0 contribute 0, so the max is rank 0's word.
+//
+// A paused run holds every rank at the boundary. Rank 0 sleeps on its RunControl's condition
+// variable (woken by a request, or after 200 ms); then all ranks make the boundary's
+// all-reduce again, as a non-blocking operation polled every 5 ms with sleeps in between, so
+// no rank spins a core or sits in a blocking MPI call long enough for the communicator's
+// timeout (comm/mpi_communicator.h) to fire, and a SIGTERM to any rank still stops the run
+// with a checkpoint. Pausing changes no state, so a paused and resumed run computes the
+// losses of one never paused (tests/train/run_control_test.cc).
+StatusOr<Trainer::Boundary> Trainer::hold_paused(const std::string& why, const std::function<Status()>& checkpoint) {
+  monitor_->set_state("paused", why);
+  monitor::RunControl* control = monitor_->control();
+  while (true) {
+    if (control) control->wait_for_request(std::chrono::milliseconds(200));
+    Boundary b = agree_at_boundary(/*idle=*/true);
+    if (!b.stop_reason.empty() || (b.control & monitor::kControlStop)) return b;
+    if ((b.control & monitor::kControlCheckpoint) && step_ > last_checkpoint_step_) {
+      if (Status s = checkpoint(); !s.is_ok()) return s;
+    }
+    if (b.control & monitor::kControlResume) {
+      monitor_->set_state("running", b.control_reason);
+      return Boundary{};
+    }
+  }
 }
 
 Status Trainer::run(int64_t until_step) {
@@ -270,6 +345,12 @@ Status Trainer::run(int64_t until_step) {
   auto metrics = MetricsWriter::open(is_rank0() ? cfg_.train.out_dir + "/metrics.jsonl" : "");
   const bool print = show_progress && is_rank0();
   if (!metrics.is_ok()) return metrics.status();
+  if (!monitor_) {
+    auto m = RunMonitor::start(cfg_, comm_ ? comm_->rank() : 0, mesh_.get(), device_);
+    if (!m.is_ok()) return m.status();
+    monitor_ = std::move(m.value());
+  }
+  monitor_->set_state("running");
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
   if (print && !val_file_) progress.message("evaluation is off: " + no_validation_reason_);
   if (print && !engines_note_.empty()) progress.message(engines_note_);
@@ -292,11 +373,32 @@ Status Trainer::run(int64_t until_step) {
     if (!s.is_ok()) return s;
     last_checkpoint_s_ = std::chrono::duration<double>(Clock::now() - start).count();
     last_checkpoint_step_ = step_;
+    monitor_->on_checkpoint(last_checkpoint_s_, is_rank0() ? checkpoint_bytes(cfg_.train.out_dir) : 0);
     return s;
   };
   const auto run_start = Clock::now();
   while (step_ < last) {
-    if (std::string why = agree_on_stop(); !why.empty()) {
+    Boundary b = agree_at_boundary(/*idle=*/false);
+    if ((b.control & monitor::kControlCheckpoint) && step_ > last_checkpoint_step_) {
+      if (print) progress.message("checkpoint after step " + std::to_string(step_) + ": " + b.control_reason);
+      if (Status s = checkpoint(); !s.is_ok()) return s;
+    }
+    if ((b.control & monitor::kControlPause) && !(b.control & monitor::kControlStop) && b.stop_reason.empty()) {
+      const std::string why = is_rank0() ? b.control_reason : "paused by rank 0";
+      if (print)
+        progress.message("paused after step " + std::to_string(step_) + ": " + why +
+                         (monitor_->port() > 0 ? " (trident ctl URL resume, or POST /resume, continues)"
+                                               : " (no control server, monitor.port = 0: SIGTERM stops with a checkpoint)"));
+      auto held = hold_paused(why, checkpoint);
+      if (!held.is_ok()) return held.status();
+      b = held.value();
+      if (print && b.stop_reason.empty() && !(b.control & monitor::kControlStop))
+        progress.message("resumed at step " + std::to_string(step_));
+    }
+    if (b.stop_reason.empty() && (b.control & monitor::kControlStop))
+      b.stop_reason = is_rank0() ? "stop requested (" + b.control_reason + ")" : "stop requested on rank 0";
+    if (const std::string& why = b.stop_reason; !why.empty()) {
+      monitor_->set_state("stopping", why);
       if (print) progress.message("stopping after step " + std::to_string(step_) + " of " +
                                   std::to_string(cfg_.train.steps) + ": " + why);
       if (step_ > last_checkpoint_step_) {
@@ -317,6 +419,7 @@ Status Trainer::run(int64_t until_step) {
     ++steps_this_process_;
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);
+    monitor_->on_step(m);
     if (print) progress.step(m);
     if (on_step) on_step(m);
     if (!std::isfinite(m.loss))
@@ -333,6 +436,7 @@ Status Trainer::run(int64_t until_step) {
                       std::exp(val));
         progress.message(line);
       }
+      monitor_->on_eval(step_, val);
       if (on_eval) on_eval(step_, val);
     }
     if ((ci > 0 && step_ % ci == 0) || at_end) {
@@ -343,6 +447,7 @@ Status Trainer::run(int64_t until_step) {
         std::max(longest_iteration_s_, std::chrono::duration<double>(Clock::now() - iteration_start).count());
   }
   if (print) progress.finish();
+  if (step_ == cfg_.train.steps) monitor_->set_state("finished");
   return Status::ok();
 }
 

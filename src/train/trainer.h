@@ -43,6 +43,7 @@
 #include "parallel/zero.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
+#include "train/run_monitor.h"
 #include "train/train_config.h"
 
 namespace trident::train {
@@ -88,6 +89,8 @@ class Trainer {
   // The pipeline (null unless parallel.pp > 1): its timings of the last step.
   const parallel::Pipeline* pipeline() const { return pipeline_.get(); }
 
+  // The run's metrics registry and control (null before run()).
+  RunMonitor* monitor() { return monitor_.get(); }
   // Observers (tests, the CLI): called after each step / evaluation.
   std::function<void(const StepMetrics&)> on_step;
   std::function<void(int64_t step, double val_loss)> on_eval;
@@ -105,9 +108,19 @@ class Trainer {
   double mean_over_ranks(double v) const;
   [[nodiscard]] Status init();
   StepMetrics train_step();
-  // Whether any rank asks to stop, by a signal or for train.max_runtime (collective: every
-  // rank gets the same answer). Returns why, or "".
-  std::string agree_on_stop() const;
+  // What every rank does at a step boundary (collective: every rank gets the same answer):
+  // stop, by a signal or for train.max_runtime (why, or ""), and rank 0's control requests
+  // (monitor::ControlBits; Note [Control at step boundaries]). `idle`: the run is paused, so
+  // wait for the answer sleeping rather than in a blocking collective.
+  struct Boundary {
+    std::string stop_reason;
+    uint32_t control = 0;
+    std::string control_reason;  // rank 0's; "" elsewhere
+  };
+  Boundary agree_at_boundary(bool idle);
+  // Holds every rank at this boundary until a resume, stop request or signal; writes
+  // checkpoints asked for meanwhile. Returns the boundary that ended the pause.
+  StatusOr<Boundary> hold_paused(const std::string& why, const std::function<Status()>& checkpoint);
   [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer_checkpoint.cc
   // The ZeRO optimizer whose partitions a sharded checkpoint writes (null: not ZeRO).
   parallel::ZeroOptimizer* zero_partitions() const;
@@ -163,6 +176,9 @@ class Trainer {
   std::string no_validation_reason_;   // why there is no validation file, if there is none
   std::string engines_note_;  // set on resume when the checkpoint ran on other GEMM engines
   std::optional<MfuCeiling> mfu_;      // train.mfu on the CPU: measured by the first run()
+  // Metrics, endpoints and run control (train/run_monitor.h), started by the first run();
+  // last, so that it goes before the mesh it reads.
+  std::unique_ptr<RunMonitor> monitor_;
 };
 
 // Loads `params` (model parameters under their names) from a checkpoint of any layout:

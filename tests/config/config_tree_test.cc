@@ -108,3 +108,60 @@ TEST_F(ConfigTreeTest, PrintedConfigLoadsBackIdentically) {
 
 }  // namespace
 }  // namespace trident::config
+
+namespace trident::config {
+namespace {
+
+// [[rules]] tables: a list section (ConfigTree::bind_list).
+struct Rule {
+  std::string name = "default";
+  int64_t patience = 3;
+  static const OptionTable<Rule>& table() {
+    static const auto t = OptionTable<Rule>("rules", "rules")
+                              .add("name", &Rule::name, "name")
+                              .add("patience", &Rule::patience, "patience", Range::at_least(1));
+    return t;
+  }
+};
+
+TEST(ConfigTreeList, TablesReplaceTheDefaultsAndPrintBack) {
+  std::vector<Rule> rules = {Rule{}};
+  ConfigTree tree;
+  tree.bind_list(rules);
+  ASSERT_TRUE(tree.load_toml_string("[[rules]]\nname = \"a\"\n[[rules]]\npatience = 5\n", "t.toml").is_ok());
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[0].name, "a");
+  EXPECT_EQ(rules[0].patience, 3);
+  EXPECT_EQ(rules[1].name, "default");
+  EXPECT_EQ(rules[1].patience, 5);
+  std::vector<Rule> again;
+  ConfigTree tree2;
+  tree2.bind_list(again);
+  ASSERT_TRUE(tree2.load_toml_string(tree.to_toml(), "printed").is_ok()) << tree.to_toml();
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[1].patience, 5);
+  EXPECT_NE(tree.help().find("[[rules]]"), std::string::npos);
+}
+
+TEST(ConfigTreeList, EmptyArrayRemovesAndBadTablesAreNamed) {
+  std::vector<Rule> rules = {Rule{}};
+  ConfigTree tree;
+  tree.bind_list(rules);
+  ASSERT_TRUE(tree.load_toml_string("rules = []\n", "t.toml").is_ok());
+  EXPECT_TRUE(rules.empty());
+  EXPECT_EQ(tree.to_toml().substr(0, 9), "# rules\nr");
+  Status s = tree.load_toml_string("[[rules]]\npatiense = 2\n", "t.toml");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.to_string().find("t.toml:2 [[rules]]: unknown key 'patiense' (did you mean 'patience'?)"),
+            std::string::npos)
+      << s.to_string();
+  s = tree.load_toml_string("[[rules]]\npatience = 0\n", "t.toml");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.to_string().find("patience"), std::string::npos) << s.to_string();
+  s = tree.load_toml_string("[rules]\nname = \"x\"\n", "t.toml");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.to_string().find("[[rules]]"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace trident::config

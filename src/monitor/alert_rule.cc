@@ -1,0 +1,85 @@
+#include "monitor/alert_rule.h"
+
+#include <cmath>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace trident::monitor {
+
+const OptionTable<AlertRule>& AlertRule::table() {
+  static const auto t =
+      OptionTable<AlertRule>("alerts", "Alert rules ([[alerts]] tables): a condition and what to do when it holds")
+          .add("name", &AlertRule::name, "the rule's name, in logs and notifications")
+          .add("condition", &AlertRule::condition,
+               "plateau: the metric has not improved by more than min_delta for `patience` evaluations",
+               std::vector<std::string>{"plateau"})
+          .add("metric", &AlertRule::metric, "the metric the condition watches", std::vector<std::string>{"val_loss"})
+          .add("patience", &AlertRule::patience, "evaluations in a row without improvement", Range::at_least(1))
+          .add("min_delta", &AlertRule::min_delta, "an improvement smaller than this does not count",
+               Range::non_negative())
+          .add("actions", &AlertRule::actions,
+               "comma-separated: log, notify (webhook and/or e-mail), checkpoint, pause, stop (checkpoint, exit 75)")
+          .add("webhook", &AlertRule::webhook, "notify: URL that receives the event as a JSON POST")
+          .add("smtp_url", &AlertRule::smtp_url, "notify: SMTP server for e-mail (smtp://host:port)")
+          .add("email_from", &AlertRule::email_from, "notify: the e-mail's sender")
+          .add("email_to", &AlertRule::email_to, "notify: the e-mail's recipient (needs smtp_url)");
+  return t;
+}
+
+std::vector<std::string> AlertRule::action_list() const {
+  std::vector<std::string> out;
+  std::stringstream ss(actions);
+  std::string a;
+  while (std::getline(ss, a, ',')) {
+    const size_t b = a.find_first_not_of(" \t"), e = a.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(a.substr(b, e - b + 1));
+  }
+  return out;
+}
+
+void AlertRule::validate() const {
+  for (const std::string& a : action_list())
+    TRI_CHECK(a == "log" || a == "notify" || a == "checkpoint" || a == "pause" || a == "stop", "[[alerts]] '", name,
+              "': unknown action '", a, "' in actions = \"", actions,
+              "\": allowed: log, notify, checkpoint, pause, stop");
+  TRI_CHECK(email_to.empty() || !smtp_url.empty(), "[[alerts]] '", name, "': email_to = \"", email_to,
+            "\" needs smtp_url (smtp://host:port)");
+  TRI_CHECK(smtp_url.empty() || smtp_url.starts_with("smtp://") || smtp_url.starts_with("smtps://"), "[[alerts]] '",
+            name, "': smtp_url = \"", smtp_url, "\" must start with smtp:// or smtps://");
+  TRI_CHECK(webhook.empty() || webhook.starts_with("http://") || webhook.starts_with("https://"), "[[alerts]] '", name,
+            "': webhook = \"", webhook, "\" must start with http:// or https://");
+}
+
+std::string AlertEvent::message() const {
+  std::ostringstream os;
+  os.precision(6);
+  os << "alert '" << rule << "' (" << condition << ") at step " << step << ": " << metric << " " << value
+     << " has not improved on " << best << " (step " << best_step << ") for " << evaluations << " evaluations";
+  return os.str();
+}
+
+std::string AlertEvent::json() const {
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::ordered_json j = {{"rule", rule}, {"condition", condition}, {"metric", metric}, {"step", step},
+                              {"value", number(value)}, {"best", number(best)}, {"best_step", best_step},
+                              {"evaluations", evaluations}, {"message", message()}};
+  return j.dump();
+}
+
+std::optional<AlertEvent> PlateauState::observe(int64_t step, double value) {
+  // NaN compares false: it counts as no improvement.
+  if (!best_ || value < *best_ - rule_.min_delta) {
+    best_ = value;
+    best_step_ = step;
+    since_best_ = 0;
+    return std::nullopt;
+  }
+  if (++since_best_ < rule_.patience) return std::nullopt;
+  since_best_ = 0;
+  return AlertEvent{rule_.name, rule_.condition, rule_.metric, step, value, *best_, best_step_, rule_.patience};
+}
+
+}  // namespace trident::monitor

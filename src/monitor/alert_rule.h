@@ -1,0 +1,73 @@
+// Alert rules: `[[alerts]]` tables of the config, each a name, a condition and actions, and
+// the state that decides when a rule fires.
+//
+// Conditions (so far): "plateau": the metric (val_loss) has not improved on its best by more
+// than min_delta for `patience` evaluations in a row. See Note [Plateau counting].
+// Actions, a comma-separated list: log (a line on rank 0's stderr), notify (POST the event
+// as JSON to `webhook`, and/or e-mail it to `email_to` through `smtp_url`), checkpoint,
+// pause, stop (checkpoint, then exit 75). checkpoint, pause and stop act at the next step
+// boundary on every rank (Note [Control at step boundaries] in train/trainer.cc).
+//
+// Not here: sending (monitor/notify.h), acting (the trainer).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/options.h"
+
+namespace trident::monitor {
+
+struct AlertRule {
+  std::string name = "plateau";
+  std::string condition = "plateau";
+  std::string metric = "val_loss";
+  int64_t patience = 3;
+  double min_delta = 0.0;
+  std::string actions = "log,notify,checkpoint,pause";
+  std::string webhook = "";
+  std::string smtp_url = "";
+  std::string email_from = "trident@localhost";
+  std::string email_to = "";
+  static const OptionTable<AlertRule>& table();
+  // Checks the action list and what notify needs; the error names the rule and the value.
+  void validate() const;
+  std::vector<std::string> action_list() const;
+};
+
+// What a rule saw when it fired.
+struct AlertEvent {
+  std::string rule, condition, metric;
+  int64_t step = 0;
+  double value = 0.0;          // the metric now
+  double best = 0.0;           // its best so far
+  int64_t best_step = 0;
+  int64_t evaluations = 0;     // in a row without improvement
+  std::string message() const; // one line for people
+  std::string json() const;    // {"rule": ..., "step": ..., ...}
+};
+
+// Note [Plateau counting]
+// The first evaluation sets the best; every later one either improves on it by more than
+// min_delta (a new best, the count restarts) or counts one more evaluation without
+// improvement. The rule fires when the count reaches `patience`, so with a loss that cannot
+// move (lr 0) and patience 3 it fires at the 4th evaluation: the 3rd evaluation in a row
+// with no improvement on the first, as Keras' EarlyStopping(patience=3) counts. Then the
+// count restarts, so a run resumed while still on its plateau is told again only after
+// `patience` more evaluations.
+class PlateauState {
+ public:
+  explicit PlateauState(const AlertRule& rule) : rule_(rule) {}
+  // The event when this evaluation makes the rule fire.
+  std::optional<AlertEvent> observe(int64_t step, double value);
+
+ private:
+  AlertRule rule_;
+  std::optional<double> best_;
+  int64_t best_step_ = 0;
+  int64_t since_best_ = 0;
+};
+
+}  // namespace trident::monitor

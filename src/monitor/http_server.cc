@@ -1,0 +1,112 @@
+#include "monitor/http_server.h"
+
+#include <chrono>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "monitor/prometheus_text.h"
+
+namespace trident::monitor {
+namespace {
+
+void reply(httplib::Response& res, int code, const std::string& error) {
+  res.status = code;
+  res.set_content(nlohmann::json({{"error", error}}).dump() + "\n", "application/json");
+}
+
+}  // namespace
+
+bool token_matches(const std::string& presented, const std::string& expected) {
+  if (expected.empty()) return false;
+  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < presented.size(); ++i) diff |= presented[i] ^ expected[i % expected.size()];
+  return diff == 0;
+}
+
+StatusOr<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions& options, const Registry& registry,
+                                                        RunControl* control) {
+  std::unique_ptr<HttpServer> s(new HttpServer());
+  s->server_ = std::make_unique<httplib::Server>();
+  httplib::Server& svr = *s->server_;
+  svr.set_read_timeout(5);
+  svr.set_write_timeout(5);
+  svr.set_keep_alive_timeout(5);
+  svr.set_payload_max_length(options.max_body_bytes);  // httplib answers 413 past it
+  // Note [No SO_REUSEPORT]: httplib's default socket options add SO_REUSEPORT, with which a
+  // second run on the same port binds too and the kernel splits the scrapes and control
+  // requests between them. SO_REUSEADDR alone still allows a restart over TIME_WAIT.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  const HttpServerOptions opt = options;
+
+  svr.Get("/metrics", [&registry, opt](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus_text(registry, opt.const_labels), kPrometheusContentType);
+  });
+  svr.Get("/status", [control, opt](const httplib::Request&, httplib::Response& res) {
+    if (control == nullptr)
+      return reply(res, 409, "this rank does not report the run's status: rank " + std::to_string(opt.control_rank) +
+                                 " does");
+    res.set_content(control->status_json() + "\n", "application/json");
+  });
+  svr.Post(R"(/(pause|resume|checkpoint|stop))", [control, opt](const httplib::Request& req, httplib::Response& res) {
+    const std::string action = req.matches[1];
+    if (opt.token.empty())
+      return reply(res, 401, "run control is off: no token configured (set TRIDENT_CONTROL_TOKEN or monitor.token_file)");
+    const std::string auth = req.get_header_value("Authorization");
+    if (!auth.starts_with("Bearer ") || !token_matches(auth.substr(7), opt.token))
+      return reply(res, 401, auth.empty() ? "missing 'Authorization: Bearer <token>'" : "wrong token");
+    std::string reason = "POST /" + action;
+    if (!req.body.empty()) {
+      const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+      if (body.is_discarded() || !body.is_object())
+        return reply(res, 400, "the body must be empty or a JSON object, e.g. {\"reason\": \"...\"}");
+      if (body.contains("reason")) {
+        if (!body["reason"].is_string()) return reply(res, 400, "\"reason\" must be a string");
+        reason += ": " + body["reason"].get<std::string>();
+      }
+    }
+    if (control == nullptr)
+      return reply(res, 409, "this rank does not take control requests: rank " + std::to_string(opt.control_rank) +
+                                 " does");
+    control->request(control_bit(action), reason);
+    res.status = 202;
+    res.set_content(nlohmann::json({{"accepted", action}}).dump() + "\n", "application/json");
+  });
+  // Paths that exist with another method: 405 rather than 404.
+  auto wrong_method = [](const httplib::Request& req, httplib::Response& res) {
+    reply(res, 405, req.method + " " + req.path + " is not allowed");
+  };
+  svr.Post(R"(/(metrics|status))", wrong_method);
+  svr.Get(R"(/(pause|resume|checkpoint|stop))", wrong_method);
+  svr.set_error_handler([opt](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler's own refusal
+    if (res.status == 404)
+      reply(res, 404, "no such path: " + req.path + " (GET /metrics, /status; POST /pause, /resume, /checkpoint, /stop)");
+    else if (res.status == 413)
+      reply(res, 413, "the body is larger than " + std::to_string(opt.max_body_bytes) + " bytes");
+  });
+
+  if (options.port == 0) {
+    s->port_ = svr.bind_to_any_port(options.host);
+    if (s->port_ <= 0) return Status::io_error("monitor: cannot listen on " + options.host + " (any port)");
+  } else {
+    if (!svr.bind_to_port(options.host, options.port))
+      return Status::io_error("monitor: cannot listen on " + options.host + ":" + std::to_string(options.port) +
+                              " (monitor.host, monitor.port + local rank): in use, or not an address of this host");
+    s->port_ = options.port;
+  }
+  s->thread_ = std::thread([&svr] { svr.listen_after_bind(); });
+  // stop() only stops a running server: wait (bounded) until it runs.
+  for (int i = 0; i < 500 && !svr.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return s;
+}
+
+HttpServer::~HttpServer() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace trident::monitor

@@ -1,0 +1,40 @@
+#include "monitor/monitor_options.h"
+
+#include <cstdlib>
+#include <fstream>
+
+namespace trident::monitor {
+
+const OptionTable<MonitorOptions>& MonitorOptions::table() {
+  static const auto t =
+      OptionTable<MonitorOptions>("monitor", "Metrics endpoint, TensorBoard files and run control")
+          .add("port", &MonitorOptions::port,
+               "HTTP port of rank 0's server (GET /metrics for Prometheus, GET /status, POST /pause /resume "
+               "/checkpoint /stop); each rank serves on port + its local rank; 0: no server",
+               Range::between(0, 65535))
+          .add("host", &MonitorOptions::host, "address the servers listen on (loopback unless told otherwise)")
+          .add("job", &MonitorOptions::job, "the `job` label on every Prometheus series")
+          .add("token_file", &MonitorOptions::token_file,
+               "file whose first line is the bearer token every POST needs (the environment's "
+               "TRIDENT_CONTROL_TOKEN wins); neither: control is off")
+          .add("tensorboard", &MonitorOptions::tensorboard,
+               "write TensorBoard scalar event files (events.out.tfevents.*) in train.out_dir (rank 0)")
+          .add("system_interval", &MonitorOptions::system_interval,
+               "seconds between samples of the process's RSS, CPU time and network bytes (/proc)", Range::positive());
+  return t;
+}
+
+StatusOr<std::string> resolve_control_token(const MonitorOptions& options) {
+  if (const char* env = std::getenv(kControlTokenEnv); env != nullptr && *env != '\0') return std::string(env);
+  if (options.token_file.empty()) return std::string();
+  std::ifstream in(options.token_file);
+  std::string token;
+  if (!in || !std::getline(in, token))
+    return Status::io_error("monitor.token_file = \"" + options.token_file + "\": cannot read a token from it");
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) token.pop_back();
+  if (token.empty())
+    return Status::invalid("monitor.token_file = \"" + options.token_file + "\": its first line is empty (the token)");
+  return token;
+}
+
+}  // namespace trident::monitor
