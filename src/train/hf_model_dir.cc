@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/env.h"
 #include "models/registry.h"
 
@@ -40,7 +41,8 @@ std::string join(const std::string& dir, const std::string& name) { return dir +
 bool is_hf_model_dir(const std::string& path) {
   checkpoint::Env* env = checkpoint::default_env();
   return !path.empty() && env->file_type(path) == checkpoint::FileType::kDirectory &&
-         env->file_type(join(path, kConfig)) == checkpoint::FileType::kFile;
+         env->file_type(join(path, kConfig)) == checkpoint::FileType::kFile &&
+         env->file_type(join(path, checkpoint::kDoneFileName)) == checkpoint::FileType::kMissing;
 }
 
 StatusOr<models::ModelConfig> hf_model_config(const std::string& dir, const models::ModelConfig& run) {

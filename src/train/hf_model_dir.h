@@ -21,7 +21,8 @@
 
 namespace trident::train {
 
-// Whether `path` is a directory holding a config.json.
+// Whether `path` is a directory holding a config.json and not a trident checkpoint (which has
+// one too, beside its DONE marker: checkpoint/checkpoint_dir.h).
 bool is_hf_model_dir(const std::string& path);
 
 // The [model] section of DIR/config.json (its model_type picks model.arch), keeping `run`'s
