@@ -18,7 +18,9 @@
 // --gemm-rates (CPU) adds "gemm_rates" ({engine: {"dtype", "gflops" (FLOP-weighted over the
 // step's shapes), "min_gflops", "max_gflops", "per_shape"}} for both dtypes),
 // "gemm_ceiling_gflops" (the fastest of the run's dtype: fp32/fp16 f32, bf16 bf16) and "mfu"
-// = (6 params + 12 L C T) x tokens/s / ceiling; measured after the steps.
+// = "flops_per_token" x tokens/s / ceiling, measured after the steps; "flops_per_token" is
+// 6 N + 12 L C T with N = "palm_params", the parameters but gather-only embeddings
+// (Note [MFU's N] in train/mfu.h).
 // bf16/fp16 run as the trainer does: the model in that dtype, fp32 master weights stepped by
 // AdamW (fp16 with a fixed loss scale of 1024 here; no overflow checks). With --device cuda the
 // model, optimizer state and batches live on GPU 0 and each step ends with a device
@@ -249,8 +251,11 @@ int main(int argc, char** argv) {
     out["offload"] = offload;
     if (!device.is_cpu())
       out["host_allocator_peak_mib"] = static_cast<double>(host_peak) / (1024.0 * 1024.0);
-    // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token.
-    const double flops_per_token = train::palm_flops_per_token(n_params, cfg, T);
+    // PaLM's count: 6 N + 12 L C T FLOPs per token, N without gather-only embeddings (Note [MFU's N]).
+    const int64_t palm_params = train::palm_parameter_count(model);
+    const double flops_per_token = train::palm_flops_per_token(palm_params, cfg, T);
+    out["palm_params"] = palm_params;
+    out["flops_per_token"] = flops_per_token;
     const double tokens_per_s = static_cast<double>(B * T) / (ms / 1e3);
     if (gemm_rates && device.is_cpu()) {
       namespace k = kernels::cpu;
