@@ -1,6 +1,6 @@
 // trident's side of bench/train_speed_compare.py: times training steps of any family (GPT-2 by default) (forward,
 // backward, global-norm clipping, AdamW, zero_grad) on random tokens and prints JSON: every
-// step's milliseconds, the median tokens/s of the steps after warm-up, the process's peak RSS,
+// step's milliseconds (and CPU milliseconds, "step_cpu_ms"), the median tokens/s of the steps after warm-up, the process's peak RSS,
 // the allocator's peak, and optionally the SGEMM rate of this machine (--sgemm) or the GEMM
 // rates of every engine at the model's shapes with the MFU against the fastest of the run's
 // dtype (--gemm-rates: kernels/cpu/gemm_rates.h, train/mfu.h). --profile profiles one extra
@@ -72,6 +72,16 @@ double gemm_gflops(int64_t n) {
     best = std::max(best, 2.0 * static_cast<double>(n * n * n) / seconds_since(t0) / 1e9);
   }
   return best;
+}
+
+// User + system CPU seconds of every thread of the process so far. Per step, next to the wall
+// time: on a machine shared with other work a step's CPU time moves much less than its wall
+// time (it misses idle threads waiting on a slower one: OMP_WAIT_POLICY=PASSIVE sleeps).
+double process_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 double median(std::vector<double> v) {
@@ -153,7 +163,7 @@ int main(int argc, char** argv) {
     optim::AdamW opt(master ? master->masters() : model.named_parameters(), opt_options);
     const std::vector<Tensor> params = master ? master->master_tensors() : model.parameters();
     Generator gen(1);
-    std::vector<double> step_ms, losses;
+    std::vector<double> step_ms, step_cpu_ms, losses;
     std::optional<profiler::ProfileReport> report;
     // The peaks of the warm-up and timed steps, read before a profiled step.
     rusage ru{};
@@ -185,6 +195,7 @@ int main(int argc, char** argv) {
         session.emplace(std::move(options));
       }
       const auto t0 = Clock::now();
+      const double cpu0 = process_cpu_seconds();
       double loss_value = 0.0;
       {
         MemoryCategoryGuard activations(MemoryCategory::kActivation);
@@ -204,11 +215,13 @@ int main(int argc, char** argv) {
       model.zero_grad();
       synchronize(device);
       const double elapsed_ms = seconds_since(t0) * 1e3;
+      const double cpu_ms = (process_cpu_seconds() - cpu0) * 1e3;
       if (session) report = session->stop();
       std::fprintf(stderr, "step %lld%s: %.0f ms, loss %.4f\n", static_cast<long long>(s + 1),
                    profiled ? " (profiled, not timed)" : "", elapsed_ms, loss_value);
       if (profiled) continue;
       step_ms.push_back(elapsed_ms);
+      step_cpu_ms.push_back(cpu_ms);
       losses.push_back(loss_value);
     }
     if (!profile) read_peaks();
@@ -225,6 +238,8 @@ int main(int argc, char** argv) {
         {"step_ms", step_ms},
         {"losses", losses},
         {"median_step_ms", ms},
+        {"step_cpu_ms", step_cpu_ms},
+        {"median_step_cpu_ms", median(std::vector<double>(step_cpu_ms.begin() + warmup, step_cpu_ms.end()))},
         {"tokens_per_s", static_cast<double>(B * T) / (ms / 1e3)},
         {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0},
         {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
