@@ -183,7 +183,9 @@ def torch_worker(args):
         from llama_torch import Llama
         model = Llama(argparse.Namespace(n_layer=c["L"], n_head=c["NH"], n_kv_heads=c["KV"], n_embd=c["C"],
                                          intermediate_size=c["I"], block_size=c["T"], vocab_size=V, rope_theta=10000.0,
-                                         rms_norm_eps=1e-6, tie_word_embeddings=False, qkv_bias=False))
+                                         rms_norm_eps=1e-6, tie_word_embeddings=False, qkv_bias=False,
+                                         rope_scaling_factor=0.0, rope_low_freq_factor=1.0,
+                                         rope_high_freq_factor=4.0, rope_original_max_position=8192))
     else:
         model = GPT2(c["L"], c["NH"], c["C"], c["T"], V)
     with torch.no_grad():
