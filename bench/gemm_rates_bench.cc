@@ -5,8 +5,10 @@
 // per-shape rates, and each dtype's ceiling. `trident gemm-rates` does the same for one
 // training config.
 //
-// Usage: gemm_rates_bench [--threads N] [--seconds-per-shape S] [--configs tiny,small,124M]
-//   tiny: L4 C256 T256 B8; small: L6 C512 T512 B4; 124M: L12 C768 T1024 B4 (V 50257 for all)
+// Usage: gemm_rates_bench [--threads N] [--seconds-per-shape S] [--configs tiny,small,124M,llama125M]
+//   tiny: L4 C256 T256 B8; small: L6 C512 T512 B4; 124M: L12 C768 T1024 B4 (GPT-2, V 50257);
+//   llama125M: L12 C768 12 heads, 4 kv heads, SwiGLU 2048, V 32000 untied, T1024 B4 (the
+//   config of bench/train_speed_compare.py)
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -16,7 +18,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/gemm_rates.h"
 #include "kernels/cpu/onednn_gemm.h"
-#include "models/gpt2/gemm_shapes.h"
+#include "models/registry.h"
 #include "train/mfu.h"
 
 using namespace trident;
@@ -27,6 +29,8 @@ namespace {
 struct Config {
   const char* name;
   int64_t L, C, T, B;
+  const char* arch = "gpt2";
+  int64_t V = 50257, kv_heads = 0, intermediate = 0;
 };
 
 }  // namespace
@@ -51,7 +55,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (threads > 0) set_num_threads(threads);
-    const Config configs[] = {{"tiny", 4, 256, 256, 8}, {"small", 6, 512, 512, 4}, {"124M", 12, 768, 1024, 4}};
+    const Config configs[] = {{"tiny", 4, 256, 256, 8}, {"small", 6, 512, 512, 4}, {"124M", 12, 768, 1024, 4},
+                              {"llama125M", 12, 768, 1024, 4, "llama", 32000, 4, 2048}};
     nlohmann::ordered_json out = {{"benchmark", "gemm_rates"}, {"threads", num_threads()},
                                   {"cpu_isa", k::onednn_cpu_isa()}, {"seconds_per_shape", options.seconds_per_shape}};
     std::stringstream list(which);
@@ -60,16 +65,20 @@ int main(int argc, char** argv) {
       for (const Config& x : configs)
         if (name == x.name) c = &x;
       if (c == nullptr) {
-        std::fprintf(stderr, "gemm_rates_bench: unknown config %s (tiny, small, 124M)\n", name.c_str());
+        std::fprintf(stderr, "gemm_rates_bench: unknown config %s (tiny, small, 124M, llama125M)\n", name.c_str());
         return 2;
       }
-      models::gpt2::GPT2Config model;
+      models::ModelConfig model;
+      model.arch = c->arch;
       model.n_layer = c->L, model.n_embd = c->C, model.n_head = c->C / 64, model.block_size = c->T;
-      const k::GemmRates rates =
-          k::measure_gemm_rates(models::gpt2::gemm_shapes(model, c->B, c->T), {k::GemmType::kF32, k::GemmType::kBF16},
-                                options);
+      model.vocab_size = c->V;
+      if (c->kv_heads > 0) model.family_values["n_kv_heads"] = c->kv_heads;
+      if (c->intermediate > 0) model.family_values["intermediate_size"] = c->intermediate;
+      const k::GemmRates rates = k::measure_gemm_rates(models::model_family(c->arch).gemm_shapes(model, c->B, c->T),
+                                                       {k::GemmType::kF32, k::GemmType::kBF16}, options);
       nlohmann::ordered_json r = {
-          {"config", {{"n_layer", c->L}, {"n_embd", c->C}, {"vocab_size", model.vocab_size}, {"T", c->T}, {"B", c->B}}},
+          {"config", {{"arch", c->arch}, {"n_layer", c->L}, {"n_embd", c->C}, {"vocab_size", c->V}, {"T", c->T},
+                      {"B", c->B}}},
           {"seconds", rates.seconds},
           {"gemm_ceiling_gflops", {{"f32", rates.ceiling_gflops(k::GemmType::kF32)},
                                    {"bf16", rates.ceiling_gflops(k::GemmType::kBF16)}}},

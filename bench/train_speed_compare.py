@@ -9,8 +9,10 @@ model, fp32 master weights) with PyTorch's bf16 autocast (torch.autocast("cpu", 
 around forward + loss, fp32 weights and AdamW, as PyTorch's CPU docs recommend), and also with
 PyTorch's fp32. Reported per framework: the median over runs of each run's median step
 (ms/step, tokens/s), peak RSS (the process's, from wait4), the libraries it mapped (BLAS,
-allocator), the ratios trident/PyTorch, and MFU: 6 x params + 12 x L x C x T FLOPs per token
-(PaLM's count, the tied embedding counted once) against the fastest GEMM rate of that dtype
+allocator), the ratios trident/PyTorch, and MFU: 6 x N + 12 x L x C x T FLOPs per token
+(PaLM's count; N every parameter but the embedding tables a token only gathers: an untied
+input embedding and GPT-2's position embedding, Note [MFU's N] in src/train/mfu.h; trident's
+"flops_per_token") against the fastest GEMM rate of that dtype
 that trident's `--gemm-rates` measures over the model's GEMM shapes (`gemm_ceiling_gflops`; a
 binary without the flag: its square `--sgemm` rates). Both sides get the same ceiling. The
 rates are measured once per config and precision in a trident process of their own (one
@@ -181,7 +183,9 @@ def torch_worker(args):
         from llama_torch import Llama
         model = Llama(argparse.Namespace(n_layer=c["L"], n_head=c["NH"], n_kv_heads=c["KV"], n_embd=c["C"],
                                          intermediate_size=c["I"], block_size=c["T"], vocab_size=V, rope_theta=10000.0,
-                                         rms_norm_eps=1e-6, tie_word_embeddings=False, qkv_bias=False))
+                                         rms_norm_eps=1e-6, tie_word_embeddings=False, qkv_bias=False,
+                                         rope_scaling_factor=0.0, rope_low_freq_factor=1.0,
+                                         rope_high_freq_factor=4.0, rope_original_max_position=8192))
     else:
         model = GPT2(c["L"], c["NH"], c["C"], c["T"], V)
     with torch.no_grad():
@@ -429,7 +433,10 @@ def main():
                 runs["trident"].append(r)
                 runs["pytorch"].append(run_child(torch_cmd(args, name, steps, args.warmup, prec),
                                                  torch_env(setting, cand, args.threads))[0])
-            flops_per_token = 6 * runs["trident"][0]["params"] + 12 * c["L"] * c["C"] * c["T"]
+            # train_step_bench's count (Note [MFU's N] in src/train/mfu.h: N without the
+            # embedding tables a token only gathers); an older binary: every parameter.
+            flops_per_token = runs["trident"][0].get("flops_per_token") or \
+                6 * runs["trident"][0]["params"] + 12 * c["L"] * c["C"] * c["T"]
             e = entry[prec]
             e["pytorch_settings"] = settings_str(setting)
             e.update({"pytorch_" + k: runs["pytorch"][0][k] for k in ("cpu_capability", "parallel_backend", "threads")})

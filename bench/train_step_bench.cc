@@ -1,6 +1,6 @@
 // trident's side of bench/train_speed_compare.py: times training steps of any family (GPT-2 by default) (forward,
 // backward, global-norm clipping, AdamW, zero_grad) on random tokens and prints JSON: every
-// step's milliseconds, the median tokens/s of the steps after warm-up, the process's peak RSS,
+// step's milliseconds (and CPU milliseconds, "step_cpu_ms"), the median tokens/s of the steps after warm-up, the process's peak RSS,
 // the allocator's peak, and optionally the SGEMM rate of this machine (--sgemm) or the GEMM
 // rates of every engine at the model's shapes with the MFU against the fastest of the run's
 // dtype (--gemm-rates: kernels/cpu/gemm_rates.h, train/mfu.h). --profile profiles one extra
@@ -18,7 +18,9 @@
 // --gemm-rates (CPU) adds "gemm_rates" ({engine: {"dtype", "gflops" (FLOP-weighted over the
 // step's shapes), "min_gflops", "max_gflops", "per_shape"}} for both dtypes),
 // "gemm_ceiling_gflops" (the fastest of the run's dtype: fp32/fp16 f32, bf16 bf16) and "mfu"
-// = (6 params + 12 L C T) x tokens/s / ceiling; measured after the steps.
+// = "flops_per_token" x tokens/s / ceiling, measured after the steps; "flops_per_token" is
+// 6 N + 12 L C T with N = "palm_params", the parameters but gather-only embeddings
+// (Note [MFU's N] in train/mfu.h).
 // bf16/fp16 run as the trainer does: the model in that dtype, fp32 master weights stepped by
 // AdamW (fp16 with a fixed loss scale of 1024 here; no overflow checks). With --device cuda the
 // model, optimizer state and batches live on GPU 0 and each step ends with a device
@@ -70,6 +72,16 @@ double gemm_gflops(int64_t n) {
     best = std::max(best, 2.0 * static_cast<double>(n * n * n) / seconds_since(t0) / 1e9);
   }
   return best;
+}
+
+// User + system CPU seconds of every thread of the process so far. Per step, next to the wall
+// time: on a machine shared with other work a step's CPU time moves much less than its wall
+// time (it misses idle threads waiting on a slower one: OMP_WAIT_POLICY=PASSIVE sleeps).
+double process_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 double median(std::vector<double> v) {
@@ -152,7 +164,7 @@ int main(int argc, char** argv) {
     optim::AdamW opt(master ? master->masters() : model.named_parameters(), opt_options);
     const std::vector<Tensor> params = master ? master->master_tensors() : model.parameters();
     Generator gen(1);
-    std::vector<double> step_ms, losses;
+    std::vector<double> step_ms, step_cpu_ms, losses;
     std::optional<profiler::ProfileReport> report;
     // The peaks of the warm-up and timed steps, read before a profiled step.
     rusage ru{};
@@ -184,6 +196,7 @@ int main(int argc, char** argv) {
         session.emplace(std::move(options));
       }
       const auto t0 = Clock::now();
+      const double cpu0 = process_cpu_seconds();
       double loss_value = 0.0;
       {
         MemoryCategoryGuard activations(MemoryCategory::kActivation);
@@ -203,11 +216,13 @@ int main(int argc, char** argv) {
       model.zero_grad();
       synchronize(device);
       const double elapsed_ms = seconds_since(t0) * 1e3;
+      const double cpu_ms = (process_cpu_seconds() - cpu0) * 1e3;
       if (session) report = session->stop();
       std::fprintf(stderr, "step %lld%s: %.0f ms, loss %.4f\n", static_cast<long long>(s + 1),
                    profiled ? " (profiled, not timed)" : "", elapsed_ms, loss_value);
       if (profiled) continue;
       step_ms.push_back(elapsed_ms);
+      step_cpu_ms.push_back(cpu_ms);
       losses.push_back(loss_value);
     }
     if (!profile) read_peaks();
@@ -224,6 +239,8 @@ int main(int argc, char** argv) {
         {"step_ms", step_ms},
         {"losses", losses},
         {"median_step_ms", ms},
+        {"step_cpu_ms", step_cpu_ms},
+        {"median_step_cpu_ms", median(std::vector<double>(step_cpu_ms.begin() + warmup, step_cpu_ms.end()))},
         {"tokens_per_s", static_cast<double>(B * T) / (ms / 1e3)},
         {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0},
         {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
@@ -250,8 +267,11 @@ int main(int argc, char** argv) {
     out["offload"] = offload;
     if (!device.is_cpu())
       out["host_allocator_peak_mib"] = static_cast<double>(host_peak) / (1024.0 * 1024.0);
-    // PaLM's count: 6 x params + 12 x L x C x T FLOPs per token.
-    const double flops_per_token = train::palm_flops_per_token(n_params, cfg, T);
+    // PaLM's count: 6 N + 12 L C T FLOPs per token, N without gather-only embeddings (Note [MFU's N]).
+    const int64_t palm_params = train::palm_parameter_count(model);
+    const double flops_per_token = train::palm_flops_per_token(palm_params, cfg, T);
+    out["palm_params"] = palm_params;
+    out["flops_per_token"] = flops_per_token;
     const double tokens_per_s = static_cast<double>(B * T) / (ms / 1e3);
     if (gemm_rates && device.is_cpu()) {
       namespace k = kernels::cpu;

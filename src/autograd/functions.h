@@ -19,4 +19,5 @@
 #include "autograd/functions/rope.h"
 #include "autograd/functions/shape.h"
 #include "autograd/functions/softmax.h"
+#include "autograd/functions/swiglu.h"
 #include "autograd/grad_mode.h"

@@ -271,11 +271,15 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
         chunk_on_device(x2, wc, wp, tc, logits, lse, out, r0, std::min(R, N - r0), ignore_index, want_grad, total);
       return;
     }
+    using profiler::Phase;
+    using profiler::ProfileScope;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t n = std::min(R, N - r0);
+      std::optional<ProfileScope> scope(std::in_place, "linear_cross_entropy.logits_gemm", Phase::kForward);
       const Tensor logits = linear(views::narrow(x2, 0, r0, n), wc, std::nullopt);  // (n, V)
       T* lg = logits.data_ptr<T>();
       const T* xc = x2.data_ptr<T>() + r0 * C;
+      scope.emplace("linear_cross_entropy.softmax", Phase::kForward);
       dispatch_index(tc.dtype(), what, [&]<class I>() {
         const I* tg = tc.data_ptr<I>() + r0;
         total += kernels::cpu::cross_entropy_forward<T, I>(lse.data_ptr<acc_t<T>>(), lg, tg, n, V, ignore_index);
@@ -283,9 +287,11 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
         if (want_grad)
           kernels::cpu::cross_entropy_backward<T, I>(lg, lg, lse.data_ptr<acc_t<T>>(), tg, n, V, ignore_index, 1.0);
       });
+      scope.emplace("linear_cross_entropy.dx_gemm", Phase::kForward);
       if (want_dx)  // dx rows = dlogits (n,V) @ w (V,C)
         kernels::cpu::gemm<T>(false, false, n, C, V, 1.0f, lg, V, wc.data_ptr<T>(), C, 0.0f,
                               out.dx->data_ptr<T>() + r0 * C, C);
+      scope.emplace("linear_cross_entropy.dw_gemm", Phase::kForward);
       if (want_dw) {  // dw += dlogits^T (V,n) @ x rows (n,C), in acc (fp32 for bf16/f16)
         if constexpr (std::is_same_v<T, double>) {
           kernels::cpu::gemm<T>(true, false, V, C, n, 1.0f, lg, V, xc, C, 1.0f, out.dw->data_ptr<T>(), C);

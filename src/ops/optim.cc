@@ -5,6 +5,7 @@
 #include "core/copy.h"
 #include "core/parallel.h"
 #include "kernels/cpu/binary.h"
+#include "kernels/cpu/reduce.h"
 #include "ops/dispatch.h"
 
 namespace trident::ops {
@@ -108,15 +109,7 @@ double sum_of_squares(const std::vector<Tensor>& tensors) {
     if (on_device(t0)) continue;
     const Tensor t = core::contiguous(t0);
     dispatch_floating(t.dtype(), "sum_of_squares", [&]<class T>() {
-      const T* p = t.data_ptr<T>();
-      total += parallel_reduce<double>(t.numel(), 32768, 0.0, [&](int64_t b, int64_t e) {
-        double s = 0.0;
-        for (int64_t i = b; i < e; ++i) {
-          const double x = static_cast<double>(p[i]);
-          s += x * x;
-        }
-        return s;
-      });
+      total += kernels::cpu::sum_of_squares<T>(t.data_ptr<T>(), t.numel());
     });
   }
   // Device tensors: one launch and one synchronization per (device, dtype).

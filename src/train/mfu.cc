@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/causal_lm.h"
 #include "models/registry.h"
 #include "train/train_config.h"
 
@@ -13,8 +14,22 @@ namespace k = kernels::cpu;
 
 k::GemmType gemm_type_of_precision(DType compute) { return compute == DType::kBF16 ? k::GemmType::kBF16 : k::GemmType::kF32; }
 
-double palm_flops_per_token(int64_t params, const models::ModelConfig& model, int64_t T) {
-  return 6.0 * static_cast<double>(params) +
+int64_t palm_parameter_count(const models::CausalLM& model, const std::map<std::string, int64_t>& numel) {
+  const std::optional<std::string> tied = model.tied_head_weight();
+  int64_t n = 0;
+  for (const auto& [name, count] : numel)
+    if (model.block_of(name) != models::CausalLM::kEmbedding || name == tied) n += count;
+  return n;
+}
+
+int64_t palm_parameter_count(const models::CausalLM& model) {
+  std::map<std::string, int64_t> numel;
+  for (const auto& [name, p] : model.named_parameters()) numel[name] = p.numel();
+  return palm_parameter_count(model, numel);
+}
+
+double palm_flops_per_token(int64_t palm_params, const models::ModelConfig& model, int64_t T) {
+  return 6.0 * static_cast<double>(palm_params) +
          12.0 * static_cast<double>(model.n_layer) * static_cast<double>(model.n_embd) * static_cast<double>(T);
 }
 
@@ -87,20 +102,21 @@ std::string MfuCeiling::summary() const {
   char line[768];
   std::snprintf(line, sizeof line,
                 "MFU ceiling (%s GEMMs at the model's %zu shapes, %d threads, measured in %.1f s): %s GFLOP/s; "
-                "ceiling %.0f GFLOP/s%s; MFU = (6 params + 12 L C T) FLOPs/token x tokens/s / ceiling",
+                "ceiling %.0f GFLOP/s%s; MFU = (6 N + 12 L C T) FLOPs/token x tokens/s / ceiling, N the "
+                "parameters but gather-only embeddings",
                 k::gemm_type_name(dtype), rates.shapes.size(), rates.threads, rates.seconds, engines.c_str(),
                 ceiling_gflops, ranks);
   return line;
 }
 
-MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t params, int64_t batch_rows,
+MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t palm_params, int64_t batch_rows,
                                const k::GemmRateOptions& options) {
   MfuCeiling m;
   m.dtype = gemm_type_of_precision(cfg.precision.compute_dtype());
   const std::vector<k::GemmShape> shapes = models::model_family(cfg.model.arch).gemm_shapes(cfg.model, batch_rows, cfg.data.seq_len);
   m.rates = k::measure_gemm_rates(shapes, {m.dtype}, options);
   m.ceiling_gflops = m.total_ceiling_gflops = m.rates.ceiling_gflops(m.dtype);
-  m.flops_per_token = palm_flops_per_token(params, cfg.model, cfg.data.seq_len);
+  m.flops_per_token = palm_flops_per_token(palm_params, cfg.model, cfg.data.seq_len);
   return m;
 }
 

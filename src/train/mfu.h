@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -12,6 +13,10 @@
 #include "kernels/cpu/gemm_rates.h"
 #include "core/dtype.h"
 #include "models/model_config.h"
+
+namespace trident::models {
+class CausalLM;
+}
 
 namespace trident::train {
 
@@ -21,10 +26,27 @@ struct TrainConfig;
 // bf16 for bf16, f32 for f32 and f16 (f16 is always widened to f32: Note [GEMM engines]).
 kernels::cpu::GemmType gemm_type_of_precision(DType compute);
 
+// Note [MFU's N]
+// PaLM's 6 N counts 2 FLOPs per parameter per token forward and 4 backward: true of a weight a
+// token is multiplied by, not of an embedding table a token only gathers a row of. So N here is
+// every parameter but those tables: an untied token embedding (LLaMA's embed_tokens: its
+// matmul is the separate lm_head, which counts) and a learned position embedding (GPT-2's wpe).
+// A tied token embedding (GPT-2's wte) is the LM head's matrix and counts, once. Norm weights
+// and biases count (PaLM's N does; they are under 0.1% here). Counting every parameter
+// overstated LLaMA-125M's FLOPs by 6 x 24.6M per token, 15% (an MFU of 122% on a 2-core Zen 4).
+//
+// N of Note [MFU's N] from each parameter's element count by name (single-device counts under
+// tensor parallelism); the model says which are embeddings (block_of == kEmbedding) and which
+// one is tied to its head (tied_head_weight).
+int64_t palm_parameter_count(const models::CausalLM& model, const std::map<std::string, int64_t>& numel);
+// The same from model.named_parameters() (a single-device model).
+int64_t palm_parameter_count(const models::CausalLM& model);
+
 // Model FLOPs per token of a training step, PaLM's count (Chowdhery et al. 2022, appendix B):
-// 6 N + 12 L C T, N every parameter (embeddings included), as bench/train_speed_compare.py
-// counts them. Recomputation (activation checkpointing) is not counted.
-double palm_flops_per_token(int64_t params, const models::ModelConfig& model, int64_t T);
+// 6 N + 12 L C T, N from palm_parameter_count (Note [MFU's N]); 12 L C T is attention's two
+// products (QK^T and AV over all T keys, causal masking not subtracted: PaLM's convention),
+// forward and backward. Recomputation (activation checkpointing) is not counted.
+double palm_flops_per_token(int64_t palm_params, const models::ModelConfig& model, int64_t T);
 
 // {engine: {"dtype": "f32"|"bf16", "threaded": bool, "gflops": weighted, "min_gflops",
 // "max_gflops", "per_shape": [{"name", "M", "N", "K", "trans_a", "trans_b", "count",
@@ -49,7 +71,8 @@ struct MfuCeiling {
 
 // Measures the ceiling of cfg's precision dtype at cfg.model's GEMM shapes, for `batch_rows`
 // sequences of data.seq_len tokens (a rank's micro-batch), on this process's threads.
-MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t params, int64_t batch_rows,
+// palm_params: palm_parameter_count of the model.
+MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t palm_params, int64_t batch_rows,
                                const kernels::cpu::GemmRateOptions& options = {});
 
 }  // namespace trident::train

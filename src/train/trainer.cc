@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -359,7 +360,10 @@ Status Trainer::run(int64_t until_step) {
                      std::to_string(step_) + "), no profile");
   if (cfg_.train.mfu && !mfu_) {  // train/mfu.h: every rank measures its own ceiling (collective)
     if (device_.is_cpu()) {
-      mfu_ = measure_mfu_ceiling(cfg_, num_model_parameters(), cfg_.data.batch_size / (mesh_ ? mesh_->dp_size() : 1));
+      std::map<std::string, int64_t> numel;  // single-device sizes (Note [MFU's N] in train/mfu.h)
+      for (const auto& [name, shape] : full_shapes_) numel[name] = shape.product();
+      mfu_ = measure_mfu_ceiling(cfg_, palm_parameter_count(*model_, numel),
+                                 cfg_.data.batch_size / (mesh_ ? mesh_->dp_size() : 1));
       mfu_->total_ceiling_gflops = mean_over_ranks(mfu_->ceiling_gflops) * world_size();
     }
     if (print)

@@ -177,7 +177,8 @@ TEST(StepProfile, MixedPrecisionShowsTheMasterWeights) {
   SCOPED_TRACE(r.table(100));
   const int64_t n_params = static_cast<int64_t>(models::gpt2::GPT2(tiny_model()).parameters().size());
   EXPECT_EQ(calls(r, "master.fold_grad", Phase::kOptimizer), n_params);
-  EXPECT_EQ(calls(r, "master.copy_to_model", Phase::kOptimizer), 1);
+  // On the host each master is copied into the model right after its update (one scope each).
+  EXPECT_EQ(calls(r, "master.copy_to_model", Phase::kOptimizer), n_params);
   EXPECT_EQ(calls(r, "master.zero_grads", Phase::kOptimizer), 1);
   EXPECT_EQ(calls(r, "adamw.step", Phase::kOptimizer), 1);
   EXPECT_EQ(calls(r, "layernorm", Phase::kForward), 2 * kLayers + 1);

@@ -38,7 +38,8 @@ template <class T>
 void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
                  int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// Rows (or columns) per block of the deterministic GEMM.
+// Rows (or columns) per block of the deterministic GEMM (half as many, rounded to 16, where an
+// extent is 3, 5 or 7 of them: Note [Even block counts] in matmul.cc).
 inline constexpr int64_t kGemmBlock = 256;
 
 }  // namespace trident::kernels::cpu

@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "core/parallel.h"
+#include "kernels/cpu/row_reduce.h"
 
 namespace trident::kernels::cpu {
 
@@ -117,5 +118,20 @@ void sum_forward(T* out, const T* in, const Shape& shape, const Strides& strides
   template void sum_forward<T>(T*, const T*, const Shape&, const Strides&, const bool*, double);
 TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
+
+template <class T>
+double sum_of_squares(const T* x, int64_t n) {
+  return parallel_reduce<double>(n, 32768, 0.0, [&](int64_t b, int64_t e) {
+    return lane_sum<double>(e - b, [x, b](int64_t j) {
+      const double v = static_cast<double>(x[b + j]);
+      return v * v;
+    });
+  });
+}
+
+template double sum_of_squares<float>(const float*, int64_t);
+template double sum_of_squares<double>(const double*, int64_t);
+template double sum_of_squares<bf16>(const bf16*, int64_t);
+template double sum_of_squares<f16>(const f16*, int64_t);
 
 }  // namespace trident::kernels::cpu

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/check.h"
+
 namespace trident::reference {
 namespace {
 
@@ -43,6 +45,13 @@ Array gelu(const Array& x) {
 
 Array silu(const Array& x) {
   return map(x, [](double v) { return v / (1.0 + std::exp(-v)); });
+}
+
+Array swiglu(const Array& gate, const Array& up) {
+  TRI_CHECK(gate.shape == up.shape, "reference::swiglu: gate ", gate.shape, " and up ", up.shape, " differ");
+  Array out(gate.shape);
+  for (int64_t i = 0; i < gate.numel(); ++i) out[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+  return out;
 }
 
 }  // namespace trident::reference

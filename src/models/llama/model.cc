@@ -41,7 +41,8 @@ MLP::MLP(const LlamaConfig& cfg)
       down_proj_(register_module("down_proj", std::make_shared<nn::Linear>(cfg.intermediate_size, cfg.n_embd, false))) {}
 
 Tensor MLP::forward(const Tensor& x) const {
-  return down_proj_->forward(trident::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
+  // silu(gate) * up fused: one pass each way, silu(gate) not kept (Note [SwiGLU saves its inputs]).
+  return down_proj_->forward(trident::swiglu(gate_proj_->forward(x), up_proj_->forward(x)));
 }
 
 Block::Block(const LlamaConfig& cfg)
