@@ -191,17 +191,25 @@ StepMetrics Trainer::train_step() {
     return local_rows(train_sampler_->next());
   };
   // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
-  const double seed = scaler_->scale() / static_cast<double>(accum);
+  double seed = scaler_->scale() / static_cast<double>(accum);
   double forward_backward_s = 0.0;
+  bool poisoned = false;  // Note [Test hooks]
   {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     std::vector<parallel::MicroBatch> micro;
     for (int64_t i = 0; i < accum; ++i) {
+      const int64_t position = train_sampler_->position();  // Note [Test hooks]
+      poisoned = poisoned || (hooks_.nan_batch && *hooks_.nan_batch == position);
+      if (hooks_.sleep_batch && *hooks_.sleep_batch == position &&
+          (hooks_.sleep_rank < 0 || hooks_.sleep_rank == (comm_ ? comm_->rank() : 0)))
+        std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.sleep_s));
       const data::Batch batch = next_batch();
       micro.push_back({batch.inputs, batch.targets});
     }
+    if (poisoned) seed = std::numeric_limits<double>::quiet_NaN();
     const auto t = Clock::now();
     loss_sum = runner_->train(micro, seed, *update_);
+    if (poisoned) loss_sum = std::numeric_limits<double>::quiet_NaN();
     forward_backward_s = since(t);
   }
   const auto comm_start = Clock::now();
@@ -379,6 +387,14 @@ Status Trainer::run(int64_t until_step) {
   const auto run_start = Clock::now();
   while (step_ < last) {
     Boundary b = agree_at_boundary(/*idle=*/false);
+    if (b.control & monitor::kControlRollback) {  // Note [Rollback and skip]
+      const int64_t bad = step_;
+      auto done = rollback_and_skip();
+      if (!done.is_ok()) return done.status();
+      prev_loss_finite_ = true;
+      metrics.value().write_rollback(bad, step_);
+      if (print) progress.message(done.value() + (is_rank0() ? ": " + b.control_reason : ""));
+    }
     if ((b.control & monitor::kControlCheckpoint) && step_ > last_checkpoint_step_) {
       if (print) progress.message("checkpoint after step " + std::to_string(step_) + ": " + b.control_reason);
       if (Status s = checkpoint(); !s.is_ok()) return s;
@@ -422,7 +438,10 @@ Status Trainer::run(int64_t until_step) {
     monitor_->on_step(m);
     if (print) progress.step(m);
     if (on_step) on_step(m);
-    if (!std::isfinite(m.loss))
+    // A non-finite loss ends the run, unless a rule will roll it back at the next boundary
+    // (every rank sees the same loss, so every rank decides alike).
+    const bool finite = std::isfinite(m.loss);
+    if (!finite && !(prev_loss_finite_ && tolerates_non_finite_loss()))
       return Status::error(ErrorKind::kValue, "training loss became " + std::to_string(m.loss) + " at step " +
                                                   std::to_string(m.step) + " (lr " + std::to_string(m.lr) + ")");
     const bool at_end = step_ == cfg_.train.steps;
@@ -443,9 +462,13 @@ Status Trainer::run(int64_t until_step) {
       Status s = checkpoint();
       if (!s.is_ok()) return s;
     }
+    prev_loss_finite_ = finite;
     longest_iteration_s_ =
         std::max(longest_iteration_s_, std::chrono::duration<double>(Clock::now() - iteration_start).count());
   }
+  if (!prev_loss_finite_)
+    return Status::error(ErrorKind::kValue, "training loss became non-finite at the last step, " +
+                                                std::to_string(step_) + ": nothing left to roll back for");
   if (print) progress.finish();
   if (step_ == cfg_.train.steps) monitor_->set_state("finished");
   return Status::ok();

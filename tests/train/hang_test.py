@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The hang rule end to end (issue #23; Note [Hang actions] in src/train/run_monitor.cc): in a
+2-rank `trident launch` run, rank 1 is made to sleep for 10 minutes before the batch of step
+11 (TRIDENT_TEST_SLEEP_BATCH, Note [Test hooks]) while rank 0 waits for it in a collective.
+A [[alerts]] rule `hang` with timeout 3 s and actions log, stop must end the whole job long
+before the sleep would (the deadline below is generous: 4 minutes), with:
+  - every rank's line "rank R finished no step for ... after step 10" and its exit status 76;
+  - out_dir/hang_rank0.json and hang_rank1.json, each at step 10 with its communication counts;
+  - one event in alerts.jsonl (rank 0's), condition hang, step 10;
+  - a run without the sleep, same rule, finishes normally (the rule is quiet while steps go on).
+
+    hang_test.py TRIDENT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runlib import alerts, prepare_corpus, report, tiny_args  # noqa: E402
+
+DEADLINE = 240
+HUNG = 76
+
+
+def main():
+    trident = sys.argv[1]
+    failures = []
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as d:
+        prepare_corpus(trident, d, env)
+        config = os.path.join(d, "hang.toml")
+        with open(config, "w") as f:
+            f.write('[[alerts]]\nname = "hang"\ncondition = "hang"\ntimeout = 3.0\nactions = "log,stop"\n')
+
+        def launch(run, extra_env):
+            cmd = [trident, "launch", "-n", "2", "--", "train", "--config", config] + tiny_args(d) + \
+                  ["--train.steps=40", "--train.eval_interval=0", f"--train.out_dir={run}"]
+            try:
+                return subprocess.run(cmd, env=dict(env, **extra_env), capture_output=True, text=True,
+                                      timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                failures.append(f"{run}: still running after {DEADLINE} s (the hang rule did not end it)")
+                return None
+
+        ok_run = os.path.join(d, "ok")
+        r = launch(ok_run, {})
+        if r is not None and r.returncode != 0:
+            failures.append(f"run without a hang: exit {r.returncode}\n{r.stderr[-2000:]}")
+        if alerts(ok_run):
+            failures.append(f"run without a hang fired: {alerts(ok_run)}")
+        run = os.path.join(d, "hung")
+        r = launch(run, {"TRIDENT_TEST_SLEEP_BATCH": "10:600:1"})
+        if r is not None:
+            if r.returncode == 0:
+                failures.append("the hung run exited 0")
+            for rank in (0, 1):
+                if f"rank {rank} finished no step for" not in r.stderr or \
+                        f"rank {rank}: hang (hang): state in {run}/hang_rank{rank}.json; exiting with status {HUNG}" \
+                        not in r.stderr:
+                    failures.append(f"rank {rank}: no hang lines:\n{r.stderr[-3000:]}")
+            for rank in (0, 1):
+                path = os.path.join(run, f"hang_rank{rank}.json")
+                if not os.path.exists(path):
+                    failures.append(f"no {path}")
+                    continue
+                with open(path) as f:
+                    dump = json.load(f)
+                if dump["rank"] != rank or dump["step"] != 10 or dump["seconds_since_step"] < 3 or \
+                        not any(c["metric"] == "trident_comm_calls_total" and c["value"] > 0
+                                for c in dump["comm_as_of_step"]):
+                    failures.append(f"{path}: {dump}")
+            ev = alerts(run)
+            if len(ev) != 1 or ev[0]["condition"] != "hang" or ev[0]["step"] != 10:
+                failures.append(f"alerts.jsonl: {ev}, want one hang event at step 10")
+    return report("hang", failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
