@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/flight_recorder.h"
 #include "core/allocator.h"
 #include "monitor/monitor_options.h"
 #include "monitor/notify.h"
@@ -68,6 +69,8 @@ StatusOr<std::unique_ptr<RunMonitor>> RunMonitor::start(const TrainConfig& cfg, 
       m->watchdogs_.push_back(std::make_unique<monitor::Watchdog>(
           cfg.alerts[i].timeout, [self, i](double seconds) { self->on_hang(self->cfg_.alerts[i], seconds); }));
     }
+  // A collective's timeout writes this rank's flight record here (comm/flight_recorder.h).
+  comm::flight_recorder().set_dump_path(cfg.train.out_dir + "/flight_rank" + std::to_string(rank) + ".json");
   m->register_step_series();
   m->publish_memory();
   m->publish_system(/*force=*/true);
@@ -221,8 +224,9 @@ void RunMonitor::record_and_notify(const monitor::AlertRule& rule, const monitor
 // rule is the one rule every rank evaluates for itself, on its watchdog's thread: `log`
 // prints a line naming the rank and its last finished step; every rank writes
 // out_dir/hang_rank<r>.json (the step, the seconds since, and its communication calls and
-// bytes per axis and op as of that step: a rank whose counts trail the others' is the one
-// that stopped early); rank 0 alone appends to alerts.jsonl and notifies; `stop` ends the
+// bytes per axis and op as of that step, and the flight record: the last communication
+// operations with their sequence numbers, Note [Reading a flight record] in
+// comm/flight_recorder.h); rank 0 alone appends to alerts.jsonl and notifies; `stop` ends the
 // process with kExitHung (76) without a checkpoint (the state mid-step is not one), and
 // `trident launch` then ends the other ranks. A run resumes from its last checkpoint.
 void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
@@ -245,12 +249,16 @@ void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
         for (const auto& [k, v] : series.labels) row[k] = v;
         dump["comm_as_of_step"].push_back(row);
       }
+  dump["flight_record"] = nlohmann::json::parse(comm::flight_recorder().json());
   const std::string path = cfg_.train.out_dir + "/hang_rank" + std::to_string(rank_) + ".json";
   if (std::FILE* f = std::fopen(path.c_str(), "w")) {
     std::fprintf(f, "%s\n", dump.dump(2).c_str());
     std::fclose(f);
   }
   record_and_notify(rule, e, /*log=*/rule.has_action("log"));
+  if (rule.has_action("log"))
+    std::fprintf(stderr, "rank %d: last communication (flight record, Note [Reading a flight record]):\n%s", rank_,
+                 comm::flight_recorder().text(8).c_str());
   if (rule.has_action("stop")) {
     std::fprintf(stderr, "rank %d: hang (%s): state in %s; exiting with status %d\n", rank_, rule.name.c_str(),
                  path.c_str(), kExitHung);

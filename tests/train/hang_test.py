@@ -5,7 +5,9 @@
 A [[alerts]] rule `hang` with timeout 3 s and actions log, stop must end the whole job long
 before the sleep would (the deadline below is generous: 4 minutes), with:
   - every rank's line "rank R finished no step for ... after step 10" and its exit status 76;
-  - out_dir/hang_rank0.json and hang_rank1.json, each at step 10 with its communication counts;
+  - out_dir/hang_rank0.json and hang_rank1.json, each at step 10 with its communication counts
+    and its flight record: rank 0's newest operation is an all_reduce still in flight, rank 1's
+    record on that communicator stops one sequence number short (it never arrived);
   - one event in alerts.jsonl (rank 0's), condition hang, step 10;
   - a run without the sleep, same rule, finishes normally (the rule is quiet while steps go on).
 
@@ -71,6 +73,28 @@ def main():
                         not any(c["metric"] == "trident_comm_calls_total" and c["value"] > 0
                                 for c in dump["comm_as_of_step"]):
                     failures.append(f"{path}: {dump}")
+            # The flight records name the rank that stopped short and the collective it left
+            # the other waiting in (Note [Reading a flight record]).
+            dumps = {}
+            for rank in (0, 1):
+                try:
+                    with open(os.path.join(run, f"hang_rank{rank}.json")) as f:
+                        dumps[rank] = json.load(f)["flight_record"]
+                except (OSError, KeyError, ValueError) as e:
+                    failures.append(f"rank {rank}: no flight record in its hang dump: {e}")
+            if len(dumps) == 2:
+                waiting = [r for r in dumps[0] if r["state"] == "in flight"]
+                if not waiting or waiting[-1]["op"] != "all_reduce":
+                    failures.append(f"rank 0 is not waiting in an all_reduce: {dumps[0][-4:]}")
+                else:
+                    w = waiting[-1]
+                    behind = [r["seq"] for r in dumps[1] if r["comm"] == w["comm"]]
+                    if not behind or max(behind) != w["seq"] - 1 or \
+                            any(r["state"] == "in flight" for r in dumps[1] if r["comm"] == w["comm"]):
+                        failures.append(f"rank 1's record does not stop one short of rank 0's #{w['seq']} on "
+                                        f"communicator {w['comm']}: {dumps[1][-4:]}")
+                if "rank 0: last communication (flight record" not in r.stderr:
+                    failures.append("rank 0 did not print its flight record")
             ev = alerts(run)
             if len(ev) != 1 or ev[0]["condition"] != "hang" or ev[0]["step"] != 10:
                 failures.append(f"alerts.jsonl: {ev}, want one hang event at step 10")
