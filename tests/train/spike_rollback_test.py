@@ -17,7 +17,8 @@ at GOOD = 30 and rollback_and_skip skips the batches of steps 31..35.
   - spike, rule loss_spike with log and checkpoint: fires once at step 35, a checkpoint of
     step 35 is written, the run finishes;
   - spike, rule loss_spike with rollback_and_skip: fires once, the reference's losses;
-  - `trident launch -n 2`: the NaN rollback on 2 ranks equals the 2-rank reference.
+  - `trident launch -n 2`, data parallel, ZeRO-3, tensor and pipeline parallel: the NaN
+    rollback on 2 ranks equals that layout's 2-rank reference.
 
     spike_rollback_test.py TRIDENT
 """
@@ -36,6 +37,8 @@ TIMEOUT = 300
 B, T = 4, 64
 BLOCK = B * T
 STEPS, BAD, GOOD = 60, 35, 30
+LAYOUTS = [("dp", []), ("zero3", ["--parallel.zero_stage=3"]), ("tp", ["--parallel.tp=2"]),
+           ("pp", ["--parallel.pp=2"])]
 
 
 def clean_blocks(n, salt):
@@ -98,14 +101,14 @@ threshold = 8.0
 webhook = "{self.hook.url}"
 """)
 
-    def train(self, what, data, config, ranks=0, env=None):
+    def train(self, what, data, config, ranks=0, env=None, extra=()):
         run = os.path.join(self.d, what)
         cmd = ["train", "--config", config, "--model.n_layer=2", "--model.n_head=2", "--model.n_embd=64",
                f"--model.block_size={T}", "--model.vocab_size=256", "--data.tokenizer=byte",
                f"--data.train_file={self.d}/{data}", f"--data.val_file={self.d}/val.bin", "--data.sampler=sequential",
                f"--data.batch_size={B}", f"--data.seq_len={T}", "--optim.lr=3e-3", f"--train.steps={STEPS}",
                "--train.eval_interval=20", "--train.eval_batches=2", "--train.checkpoint_interval=10",
-               "--train.checkpoint_keep=10", "--train.threads=1", f"--train.out_dir={run}"]
+               "--train.checkpoint_keep=10", "--train.threads=1", f"--train.out_dir={run}"] + list(extra)
         cmd = [self.trident] + cmd if ranks == 0 else [self.trident, "launch", "-n", str(ranks), "--"] + cmd
         r = subprocess.run(cmd, env=dict(self.env, **(env or {})), capture_output=True, text=True, timeout=TIMEOUT)
         if r.returncode != 0:
@@ -159,11 +162,14 @@ webhook = "{self.hook.url}"
                             self.rule("spike_rb", "loss_spike", "log,rollback_and_skip"))
         self.fired_once("spike rollback", run, "loss_spike")
         self.rolled_back_like("spike rollback", run, r, ref)
-        # Two ranks: every rank rolls back at the same step.
-        ref2_dir, _ = self.train("reference2", "cut.bin", none, ranks=2)
-        run, r = self.train("nan2", "clean.bin", nan_rule, ranks=2, env={"TRIDENT_TEST_NAN_BATCH": str(BAD - 1)})
-        self.fired_once("nan 2 ranks", run, "not_finite")
-        self.rolled_back_like("nan 2 ranks", run, r, losses_by_step(ref2_dir))
+        # Two ranks, each layout's checkpoints (replicated, ZeRO-3 shards, tensor- and
+        # pipeline-parallel boxes): every rank rolls back at the same step.
+        for name, layout in LAYOUTS:
+            ref2_dir, _ = self.train(f"reference2_{name}", "cut.bin", none, ranks=2, extra=layout)
+            run, r = self.train(f"nan2_{name}", "clean.bin", nan_rule, ranks=2,
+                                env={"TRIDENT_TEST_NAN_BATCH": str(BAD - 1)}, extra=layout)
+            self.fired_once(f"nan 2 ranks {name}", run, "not_finite")
+            self.rolled_back_like(f"nan 2 ranks {name}", run, r, losses_by_step(ref2_dir))
         self.hook.shutdown()
 
 
