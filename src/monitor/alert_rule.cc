@@ -26,7 +26,7 @@ const OptionTable<AlertRule>& AlertRule::table() {
           .add("min_delta", &AlertRule::min_delta, "an improvement smaller than this does not count",
                Range::non_negative())
           .add("actions", &AlertRule::actions,
-               "comma-separated: log, notify (webhook and/or e-mail), checkpoint, pause, stop (checkpoint, exit 75), "
+               "comma-separated: log, notify (webhook, e-mail and/or command), checkpoint, pause, stop (checkpoint, exit 75), "
                "rollback_and_skip (restore the newest checkpoint before the step, skip the batches since)")
           .add("window", &AlertRule::window,
                "spikes: steps of history for the z-score; throughput_drop: steps before it may fire",
@@ -41,7 +41,9 @@ const OptionTable<AlertRule>& AlertRule::table() {
           .add("webhook", &AlertRule::webhook, "notify: URL that receives the event as a JSON POST")
           .add("smtp_url", &AlertRule::smtp_url, "notify: SMTP server for e-mail (smtp://host:port)")
           .add("email_from", &AlertRule::email_from, "notify: the e-mail's sender")
-          .add("email_to", &AlertRule::email_to, "notify: the e-mail's recipient (needs smtp_url)");
+          .add("email_to", &AlertRule::email_to, "notify: the e-mail's recipient (needs smtp_url)")
+          .add("command", &AlertRule::command,
+               "notify: a shell command run with the event's JSON on stdin (at most 30 s)");
   return t;
 }
 

@@ -7,7 +7,8 @@
 // `window` steps above `threshold`), throughput_drop (below `fraction` x the run's median);
 // hang: no step finished for `timeout` seconds (monitor/watchdog.h, on every rank).
 // Actions, a comma-separated list: log (a line on rank 0's stderr), notify (POST the event
-// as JSON to `webhook`, and/or e-mail it to `email_to` through `smtp_url`), checkpoint,
+// as JSON to `webhook`, e-mail it to `email_to` through `smtp_url`, and/or run `command` with
+// the event's JSON on stdin), checkpoint,
 // pause, stop (checkpoint, then exit 75), rollback_and_skip (restore the newest checkpoint
 // before the step that fired and skip the batches since: Note [Rollback and skip] in
 // train/trainer_rollback.cc). All but log and notify act at the next step boundary on every
@@ -40,6 +41,7 @@ struct AlertRule {
   std::string smtp_url = "";
   std::string email_from = "trident@localhost";
   std::string email_to = "";
+  std::string command = "";  // notify: a shell command run with the event's JSON on stdin
   static const OptionTable<AlertRule>& table();
   // Checks the action list and what notify needs; the error names the rule and the value.
   void validate() const;

@@ -9,6 +9,7 @@
 #include "core/allocator.h"
 #include "monitor/monitor_options.h"
 #include "monitor/notify.h"
+#include "monitor/notify_command.h"
 #include "train/stop_request.h"
 
 namespace trident::train {
@@ -204,9 +205,13 @@ void RunMonitor::record_and_notify(const monitor::AlertRule& rule, const monitor
   }
   for (const std::string& action : rule.action_list()) {
     if (action == "notify") {
-      if (rule.webhook.empty() && rule.email_to.empty())
-        std::fprintf(stderr, "alert '%s': notify has nowhere to go (set webhook or email_to in its [[alerts]] table)\n",
+      if (rule.webhook.empty() && rule.email_to.empty() && rule.command.empty())
+        std::fprintf(stderr,
+                     "alert '%s': notify has nowhere to go (set webhook, email_to or command in its [[alerts]] table)\n",
                      rule.name.c_str());
+      if (!rule.command.empty())
+        if (Status s = monitor::run_notify_command(rule.command, event.json() + "\n"); !s.is_ok())
+          std::fprintf(stderr, "alert '%s': %s\n", rule.name.c_str(), s.to_string().c_str());
       if (!rule.webhook.empty())
         if (Status s = monitor::post_webhook(rule.webhook, event.json()); !s.is_ok())
           std::fprintf(stderr, "alert '%s': %s\n", rule.name.c_str(), s.to_string().c_str());

@@ -14,8 +14,9 @@ at GOOD = 30 and rollback_and_skip skips the batches of steps 31..35.
   - NaN, rule not_finite with log, notify (a local webhook) and rollback_and_skip: fires once
     at step 35 (one line in alerts.jsonl, one webhook event), rolls back to step 30, and the
     run finishes with the reference's losses bit for bit (the last line of each step);
-  - spike, rule loss_spike with log and checkpoint: fires once at step 35, a checkpoint of
-    step 35 is written, the run finishes;
+  - spike, rule loss_spike with log, notify (a command: the event's JSON on its stdin) and
+    checkpoint: fires once at step 35, the command gets the event, a checkpoint of step 35 is
+    written, the run finishes;
   - spike, rule loss_spike with rollback_and_skip: fires once, the reference's losses;
   - `trident launch -n 2`, data parallel, ZeRO-3, tensor and pipeline parallel: the NaN
     rollback on 2 ranks equals that layout's 2-rank reference.
@@ -90,7 +91,7 @@ class Test:
             f.write(body)
         return path
 
-    def rule(self, name, condition, actions):
+    def rule(self, name, condition, actions, command=""):
         return self.config(name, f"""
 [[alerts]]
 name = "{name}"
@@ -99,6 +100,7 @@ actions = "{actions}"
 window = 10
 threshold = 8.0
 webhook = "{self.hook.url}"
+command = "{command}"
 """)
 
     def train(self, what, data, config, ranks=0, env=None, extra=()):
@@ -148,7 +150,16 @@ webhook = "{self.hook.url}"
             self.failures.append(f"nan: webhook events {hooked}, want one at step {BAD} with value null (NaN)")
         self.rolled_back_like("nan", run, r, ref)
         # A real spike (random bytes) -> loss_spike -> log, checkpoint.
-        run, r = self.train("spike", "poisoned.bin", self.rule("spike", "loss_spike", "log,checkpoint"))
+        event_file = os.path.join(self.d, "event.json")
+        run, r = self.train("spike", "poisoned.bin", self.rule("spike", "loss_spike", "log,notify,checkpoint",
+                                                               command=f"cat > {event_file}"))
+        try:
+            with open(event_file) as f:
+                got = json.load(f)
+        except (OSError, ValueError) as e:
+            got = e
+        if not alerts(run) or got != alerts(run)[0]:
+            self.failures.append(f"spike: the notify command's stdin {got} is not the event {alerts(run)}")
         if self.fired_once("spike", run, "loss_spike"):
             e = alerts(run)[0]
             if not e["value"] > e["baseline"] + 1:
