@@ -5,7 +5,9 @@
 // min_delta for `patience` evaluations in a row (Note [Plateau counting]); the per-step ones
 // of monitor/step_conditions.h: not_finite, loss_spike, grad_norm_spike (z-score over
 // `window` steps above `threshold`), throughput_drop (below `fraction` x the run's median);
-// hang: no step finished for `timeout` seconds (monitor/watchdog.h, on every rank).
+// hang: no step finished for `timeout` seconds (monitor/watchdog.h, on every rank);
+// straggler: a rank's step time without communication waits above `factor` x the median
+// across ranks (Note [Straggler times] in train/trainer.cc).
 // Actions, a comma-separated list: log (a line on rank 0's stderr), notify (POST the event
 // as JSON to `webhook`, e-mail it to `email_to` through `smtp_url`, and/or run `command` with
 // the event's JSON on stdin), checkpoint,
@@ -37,6 +39,7 @@ struct AlertRule {
   double threshold = 6.0;    // spikes: the z-score above which a value is a spike
   double fraction = 0.5;     // throughput_drop: fires below fraction x the run's median
   double timeout = 600.0;    // hang: seconds without a finished step
+  double factor = 3.0;       // straggler: fires above factor x the median across ranks
   std::string webhook = "";
   std::string smtp_url = "";
   std::string email_from = "trident@localhost";

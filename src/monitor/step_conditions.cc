@@ -1,5 +1,6 @@
 #include "monitor/step_conditions.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -10,7 +11,8 @@
 namespace trident::monitor {
 
 bool StepCondition::is_step_condition(const std::string& c) {
-  return c == "not_finite" || c == "loss_spike" || c == "grad_norm_spike" || c == "throughput_drop";
+  return c == "not_finite" || c == "loss_spike" || c == "grad_norm_spike" || c == "throughput_drop" ||
+         c == "straggler";
 }
 
 StepCondition::StepCondition(const AlertRule& rule) : rule_(rule) {
@@ -47,9 +49,33 @@ std::optional<AlertEvent> StepCondition::observe(const StepSample& s) {
     os << "loss " << s.loss << ", gradient norm " << s.grad_norm;
     return event(s, loss_ok ? "grad_norm" : "loss", loss_ok ? s.grad_norm : s.loss, os.str());
   }
+  if (c == "straggler") return std::nullopt;  // observe_ranks
   if (c == "loss_spike") return spike(s, s.loss, "loss");
   if (c == "grad_norm_spike") return spike(s, s.skipped ? std::nan("") : s.grad_norm, "grad_norm");
   return throughput(s);
+}
+
+std::optional<AlertEvent> StepCondition::observe_ranks(int64_t step, const std::vector<double>& busy_s) {
+  if (rule_.condition != "straggler" || busy_s.size() < 2) return std::nullopt;
+  if (quiet_ > 0) {
+    --quiet_;
+    return std::nullopt;
+  }
+  std::vector<double> sorted = busy_s;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  const auto slowest = std::max_element(busy_s.begin(), busy_s.end());
+  if (!(*slowest > rule_.factor * median)) return std::nullopt;
+  const int rank = static_cast<int>(slowest - busy_s.begin());
+  std::ostringstream os;
+  os << "rank " << rank << " took " << *slowest << " s of step " << step << " without communication waits, "
+     << *slowest / median << " x the median " << median << " s across " << n << " ranks (factor " << rule_.factor
+     << ")";
+  AlertEvent e = event({step, 0, 0, 0, false}, "step_busy_seconds", *slowest, os.str());
+  e.best = median;
+  quiet_ = rule_.window;
+  return e;
 }
 
 std::optional<AlertEvent> StepCondition::spike(const StepSample& s, double x, const char* metric) {

@@ -8,6 +8,8 @@
 //   grad_norm_spike  the same for the gradient norm
 //   throughput_drop  tokens/s below `fraction` x the median of every earlier step of the run
 //                    (after `window` steps of history)
+//   straggler        a rank's step time without communication waits above `factor` x the
+//                    median across ranks (observe_ranks; quiet for `window` steps after firing)
 //
 // Not here: the plateau rule (evaluations, alert_rule.h), the hang watchdog (watchdog.h),
 // acting on an event (train/run_monitor.cc). Not thread-safe: the training thread owns them.
@@ -47,6 +49,8 @@ class StepCondition {
   explicit StepCondition(const AlertRule& rule);
   static bool is_step_condition(const std::string& condition);
   std::optional<AlertEvent> observe(const StepSample& s);
+  // straggler: every rank's busy seconds of step `step` (index = rank).
+  std::optional<AlertEvent> observe_ranks(int64_t step, const std::vector<double>& busy_s);
   void reset();
 
  private:

@@ -272,6 +272,11 @@ void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
   }
 }
 
+void RunMonitor::on_rank_times(int64_t step, const std::vector<double>& busy_s) {
+  for (auto& [i, rule] : step_rules_)
+    if (std::optional<monitor::AlertEvent> e = rule.observe_ranks(step, busy_s)) fire(cfg_.alerts[i], *e);
+}
+
 void RunMonitor::on_rollback() {
   for (auto& [i, rule] : step_rules_) rule.reset();
   registry_.counter("trident_rollbacks_total", "rollbacks to an earlier checkpoint (rollback_and_skip)").inc();

@@ -50,6 +50,8 @@ class RunMonitor {
   void on_step(const StepMetrics& m);
   void on_eval(int64_t step, double val_loss);
   void on_checkpoint(double seconds, int64_t bytes);
+  // Every rank's busy seconds of step `step` (Note [Straggler times] in trainer.cc), rank 0.
+  void on_rank_times(int64_t step, const std::vector<double>& busy_s);
   // After a rollback (Note [Rollback and skip]): the per-step rules forget the discarded steps.
   void on_rollback();
   // The run's state for GET /status: running, paused, stopping, finished.

@@ -292,8 +292,14 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
   monitor::RunControl* control = monitor_ ? monitor_->control() : nullptr;
   int64_t word = control ? control->take_requests(&out.control_reason) : 0;
   if (ranks > 1) {
-    // See Note [Control at step boundaries]: rank 0's word rides on the stop all-reduce.
-    Tensor t = from_vector<int64_t>({agreed, word}, {2});
+    // See Note [Control at step boundaries]: rank 0's word rides on the stop all-reduce, and
+    // with a straggler rule every rank's busy time (Note [Straggler times]).
+    const bool stragglers = has_straggler_rule();
+    std::vector<int64_t> v(stragglers ? 2 + ranks : 2, 0);
+    v[0] = agreed;
+    v[1] = word;
+    if (stragglers) v[2 + rank] = static_cast<int64_t>(std::llround(last_busy_s_ * 1e6));
+    Tensor t = from_vector<int64_t>(v, {static_cast<int64_t>(v.size())});
     if (idle) {
       std::unique_ptr<comm::Work> w = comm_->all_reduce_async(t, comm::ReduceOp::kMax);
       while (!w->test()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -302,6 +308,11 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
     }
     agreed = t.data_ptr<int64_t>()[0];
     word = t.data_ptr<int64_t>()[1];
+    if (stragglers && !idle && step_ > 0 && monitor_) {
+      std::vector<double> busy(static_cast<size_t>(ranks));
+      for (int64_t r = 0; r < ranks; ++r) busy[static_cast<size_t>(r)] = 1e-6 * static_cast<double>(t.data_ptr<int64_t>()[2 + r]);
+      monitor_->on_rank_times(step_, busy);
+    }
   }
   out.control = static_cast<uint32_t>(word);
   if (agreed == 0) return out;
@@ -310,6 +321,21 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
                                           : std::string(stop_signal_name(static_cast<int>(code))) + " received";
   out.stop_reason = ranks > 1 ? why + " on rank " + std::to_string(who) : why;
   return out;
+}
+
+// Note [Straggler times]
+// A straggler is a rank slower than its peers at its own work. Its step time says nothing
+// (in a synchronous step every rank waits for the slowest), so each rank reports its step
+// time minus its communication wait after backward (StepMetrics::comm_wait_s), in
+// microseconds, in its own slot of the boundary all-reduce (max: every rank learns every
+// rank's time; the tensor has 2 + ranks int64 only when a straggler rule exists, which every
+// rank's config says alike). Rank 0's rule compares them with their median; its actions go
+// out at the next boundary. Waits inside forward and backward (tensor and pipeline
+// parallelism's blocking collectives) still count as busy: the rule is for data parallelism.
+bool Trainer::has_straggler_rule() const {
+  for (const monitor::AlertRule& r : cfg_.alerts)
+    if (r.condition == "straggler") return true;
+  return false;
 }
 
 // Note [Control at step boundaries]
@@ -428,6 +454,7 @@ Status Trainer::run(int64_t until_step) {
     std::optional<profiler::ProfileSession> profile;  // train.profile_step (train/step_profile.h)
     if (step_ + 1 == cfg_.train.profile_step) profile.emplace();
     StepMetrics m = train_step();
+    last_busy_s_ = std::max(0.0, m.step_s - m.comm_wait_s);
     if (profile)
       report_step_profile(profile->stop(), cfg_.train.out_dir, step_, comm_ ? comm_->rank() : 0, world_size(),
                           print ? &progress : nullptr);

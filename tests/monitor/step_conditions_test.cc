@@ -106,6 +106,26 @@ TEST(StepConditions, ThroughputDropAgainstTheRunsMedian) {
   EXPECT_EQ(fired, std::vector<int64_t>{7});
 }
 
+TEST(StepConditions, StragglerIsTheRankAboveFactorTimesTheMedian) {
+  AlertRule r = rule("straggler", /*window=*/2);
+  r.factor = 3.0;
+  StepCondition c(r);
+  EXPECT_FALSE(c.observe({1, 3, 1, 1, false}));  // per-step samples say nothing about ranks
+  EXPECT_FALSE(c.observe_ranks(1, {0.10, 0.12, 0.11, 0.29}));  // 2.5 x the median: not yet
+  std::optional<AlertEvent> e = c.observe_ranks(2, {0.10, 0.12, 0.11, 0.50});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->step, 2);
+  EXPECT_DOUBLE_EQ(e->value, 0.50);
+  EXPECT_DOUBLE_EQ(e->best, 0.115);
+  EXPECT_NE(e->message().find("rank 3 took 0.5 s of step 2"), std::string::npos) << e->message();
+  EXPECT_FALSE(c.observe_ranks(3, {0.10, 0.9, 0.11, 0.1}));  // quiet for `window` steps
+  EXPECT_FALSE(c.observe_ranks(4, {0.10, 0.9, 0.11, 0.1}));
+  e = c.observe_ranks(5, {0.10, 0.9, 0.11, 0.1});
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message().find("rank 1 took"), std::string::npos) << e->message();
+  EXPECT_FALSE(c.observe_ranks(6, {0.5}));  // one rank has no peers
+}
+
 // validate()'s message for `r` (or "accepted").
 std::string refusal(const AlertRule& r) {
   try {

@@ -9,7 +9,10 @@ before the sleep would (the deadline below is generous: 4 minutes), with:
     and its flight record: rank 0's newest operation is an all_reduce still in flight, rank 1's
     record on that communicator stops one sequence number short (it never arrived);
   - one event in alerts.jsonl (rank 0's), condition hang, step 10;
-  - a run without the sleep, same rule, finishes normally (the rule is quiet while steps go on).
+  - a run without the sleep, same rule, finishes normally (the rule is quiet while steps go on);
+  - a straggler: in a 3-rank run rank 2 sleeps 3 s before the batch of step 11 (then goes on);
+    the rule straggler (factor 10, log) fires exactly once, at step 11, naming rank 2, and the
+    run finishes normally (Note [Straggler times] in src/train/trainer.cc).
 
     hang_test.py TRIDENT
 """
@@ -98,6 +101,21 @@ def main():
             ev = alerts(run)
             if len(ev) != 1 or ev[0]["condition"] != "hang" or ev[0]["step"] != 10:
                 failures.append(f"alerts.jsonl: {ev}, want one hang event at step 10")
+        # A straggler (slow, not hung) among 3 ranks.
+        slow = os.path.join(d, "straggler.toml")
+        with open(slow, "w") as f:
+            f.write('[[alerts]]\nname = "slow"\ncondition = "straggler"\nfactor = 10.0\nactions = "log"\n')
+        run = os.path.join(d, "slow")
+        cmd = [trident, "launch", "-n", "3", "--", "train", "--config", slow] + tiny_args(d, batch_size=6) + \
+              ["--train.steps=30", "--train.eval_interval=0", f"--train.out_dir={run}"]
+        r = subprocess.run(cmd, env=dict(env, TRIDENT_TEST_SLEEP_BATCH="10:3:2"), capture_output=True, text=True,
+                           timeout=DEADLINE)
+        if r.returncode != 0:
+            failures.append(f"straggler run: exit {r.returncode}\n{r.stderr[-2000:]}")
+        ev = alerts(run)
+        if len(ev) != 1 or ev[0]["condition"] != "straggler" or ev[0]["step"] != 11 or \
+                "rank 2 took" not in ev[0]["message"]:
+            failures.append(f"straggler: alerts.jsonl {ev}, want one event at step 11 naming rank 2")
     return report("hang", failures)
 
 
