@@ -18,9 +18,10 @@ const OptionTable<AlertRule>& AlertRule::table() {
                "not_finite: loss or gradient norm NaN/Inf; loss_spike, grad_norm_spike: z-score over the last "
                "`window` steps above `threshold`; throughput_drop: tokens/s below `fraction` x the run's median; "
                "hang: no step finished for `timeout` seconds (every rank watches itself); straggler: a rank's step "
-               "time without communication waits above `factor` x the median across ranks",
+               "time without communication waits above `factor` x the median across ranks; memory_high: a rank's host has "
+               "used more than `memory_fraction` of its memory",
                std::vector<std::string>{"plateau", "not_finite", "loss_spike", "grad_norm_spike", "throughput_drop",
-                                        "hang", "straggler"})
+                                        "hang", "straggler", "memory_high"})
           .add("metric", &AlertRule::metric, "the metric the plateau condition watches",
                std::vector<std::string>{"val_loss"})
           .add("patience", &AlertRule::patience, "evaluations in a row without improvement", Range::at_least(1))
@@ -38,6 +39,10 @@ const OptionTable<AlertRule>& AlertRule::table() {
                Range::between(0.0, 1.0))
           .add("factor", &AlertRule::factor, "straggler: fires above factor x the median step time across ranks",
                Range::at_least(1.0))
+          .add("memory_fraction", &AlertRule::memory_fraction,
+               "memory_high: fires when a rank's host has used more than this fraction of its memory (total - "
+               "available, /proc/meminfo; sampled every monitor.system_interval)",
+               Range::between(0.0, 1.0))
           .add("timeout", &AlertRule::timeout,
                "hang: seconds without a finished step (evaluations and checkpoints count as progress)",
                Range::positive())
@@ -79,7 +84,8 @@ void AlertRule::validate() const {
                 "' cannot act on a hang (a hung rank never reaches the step boundary where it would): allowed for "
                 "condition = \"hang\": log, notify, stop (dump this rank's state, exit 76)");
   TRI_CHECK(!has_action("rollback_and_skip") ||
-                (condition != "plateau" && condition != "hang" && condition != "straggler"), "[[alerts]] '", name,
+                (condition != "plateau" && condition != "hang" && condition != "straggler" &&
+                 condition != "memory_high"), "[[alerts]] '", name,
             "': rollback_and_skip needs a per-step condition (not_finite, loss_spike, grad_norm_spike, "
             "throughput_drop), not condition = \"", condition, "\"");
   TRI_CHECK(email_to.empty() || !smtp_url.empty(), "[[alerts]] '", name, "': email_to = \"", email_to,

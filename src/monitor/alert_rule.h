@@ -7,7 +7,8 @@
 // `window` steps above `threshold`), throughput_drop (below `fraction` x the run's median);
 // hang: no step finished for `timeout` seconds (monitor/watchdog.h, on every rank);
 // straggler: a rank's step time without communication waits above `factor` x the median
-// across ranks (Note [Straggler times] in train/trainer.cc).
+// across ranks (Note [Straggler times] in train/trainer.cc); memory_high: the used memory of
+// a rank's host (total - available, /proc/meminfo) above `memory_fraction` of its total.
 // Actions, a comma-separated list: log (a line on rank 0's stderr), notify (POST the event
 // as JSON to `webhook`, e-mail it to `email_to` through `smtp_url`, and/or run `command` with
 // the event's JSON on stdin), checkpoint,
@@ -40,6 +41,7 @@ struct AlertRule {
   double fraction = 0.5;     // throughput_drop: fires below fraction x the run's median
   double timeout = 600.0;    // hang: seconds without a finished step
   double factor = 3.0;       // straggler: fires above factor x the median across ranks
+  double memory_fraction = 0.9;  // memory_high: fires when a host's used memory is above this fraction
   std::string webhook = "";
   std::string smtp_url = "";
   std::string email_from = "trident@localhost";

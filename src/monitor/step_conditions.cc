@@ -12,7 +12,7 @@ namespace trident::monitor {
 
 bool StepCondition::is_step_condition(const std::string& c) {
   return c == "not_finite" || c == "loss_spike" || c == "grad_norm_spike" || c == "throughput_drop" ||
-         c == "straggler";
+         c == "straggler" || c == "memory_high";
 }
 
 StepCondition::StepCondition(const AlertRule& rule) : rule_(rule) {
@@ -49,18 +49,34 @@ std::optional<AlertEvent> StepCondition::observe(const StepSample& s) {
     os << "loss " << s.loss << ", gradient norm " << s.grad_norm;
     return event(s, loss_ok ? "grad_norm" : "loss", loss_ok ? s.grad_norm : s.loss, os.str());
   }
-  if (c == "straggler") return std::nullopt;  // observe_ranks
+  if (c == "straggler" || c == "memory_high") return std::nullopt;  // observe_ranks
   if (c == "loss_spike") return spike(s, s.loss, "loss");
   if (c == "grad_norm_spike") return spike(s, s.skipped ? std::nan("") : s.grad_norm, "grad_norm");
   return throughput(s);
 }
 
-std::optional<AlertEvent> StepCondition::observe_ranks(int64_t step, const std::vector<double>& busy_s) {
-  if (rule_.condition != "straggler" || busy_s.size() < 2) return std::nullopt;
+std::optional<AlertEvent> StepCondition::observe_ranks(int64_t step, const RankSample& ranks) {
   if (quiet_ > 0) {
     --quiet_;
     return std::nullopt;
   }
+  if (rule_.condition == "memory_high") {
+    const std::vector<double>& m = ranks.memory_ratio;
+    // The fullest host's lowest rank (NaN never compares greater).
+    size_t worst = m.size();
+    for (size_t r = 0; r < m.size(); ++r)
+      if (m[r] > rule_.memory_fraction && (worst == m.size() || m[r] > m[worst])) worst = r;
+    if (worst == m.size()) return std::nullopt;
+    std::ostringstream os;
+    os << "the host of rank " << worst << " has used " << m[worst] << " of its memory at step " << step
+       << " (memory_fraction " << rule_.memory_fraction << ")";
+    AlertEvent e = event({step, 0, 0, 0, false}, "host_memory_used_ratio", m[worst], os.str());
+    e.best = rule_.memory_fraction;
+    quiet_ = rule_.window;
+    return e;
+  }
+  const std::vector<double>& busy_s = ranks.busy_s;
+  if (rule_.condition != "straggler" || busy_s.size() < 2) return std::nullopt;
   std::vector<double> sorted = busy_s;
   std::sort(sorted.begin(), sorted.end());
   const size_t n = sorted.size();

@@ -10,6 +10,8 @@
 //                    (after `window` steps of history)
 //   straggler        a rank's step time without communication waits above `factor` x the
 //                    median across ranks (observe_ranks; quiet for `window` steps after firing)
+//   memory_high      a rank's host has used more than `memory_fraction` of its memory
+//                    (observe_ranks; quiet for `window` steps after firing)
 //
 // Not here: the plateau rule (evaluations, alert_rule.h), the hang watchdog (watchdog.h),
 // acting on an event (train/run_monitor.cc). Not thread-safe: the training thread owns them.
@@ -49,8 +51,12 @@ class StepCondition {
   explicit StepCondition(const AlertRule& rule);
   static bool is_step_condition(const std::string& condition);
   std::optional<AlertEvent> observe(const StepSample& s);
-  // straggler: every rank's busy seconds of step `step` (index = rank).
-  std::optional<AlertEvent> observe_ranks(int64_t step, const std::vector<double>& busy_s);
+  // What every rank reported at a step boundary (index = rank): straggler and memory_high.
+  struct RankSample {
+    std::vector<double> busy_s;        // the last step without communication waits
+    std::vector<double> memory_ratio;  // its host's used / total memory (NaN: not measured)
+  };
+  std::optional<AlertEvent> observe_ranks(int64_t step, const RankSample& ranks);
   void reset();
 
  private:

@@ -272,9 +272,9 @@ void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
   }
 }
 
-void RunMonitor::on_rank_times(int64_t step, const std::vector<double>& busy_s) {
+void RunMonitor::on_ranks(int64_t step, const monitor::StepCondition::RankSample& ranks) {
   for (auto& [i, rule] : step_rules_)
-    if (std::optional<monitor::AlertEvent> e = rule.observe_ranks(step, busy_s)) fire(cfg_.alerts[i], *e);
+    if (std::optional<monitor::AlertEvent> e = rule.observe_ranks(step, ranks)) fire(cfg_.alerts[i], *e);
 }
 
 void RunMonitor::on_rollback() {
@@ -361,6 +361,9 @@ void RunMonitor::publish_system(bool force) {
   }
   if (s.host_memory_total_bytes)
     registry_.gauge("trident_host_memory_total_bytes", "the host's memory").set(static_cast<double>(*s.host_memory_total_bytes));
+  if (s.host_memory_total_bytes && s.host_memory_available_bytes && *s.host_memory_total_bytes > 0)
+    host_memory_ratio_ = 1.0 - static_cast<double>(*s.host_memory_available_bytes) /
+                                   static_cast<double>(*s.host_memory_total_bytes);
   if (s.host_memory_available_bytes)
     registry_.gauge("trident_host_memory_available_bytes", "the host's available memory")
         .set(static_cast<double>(*s.host_memory_available_bytes));

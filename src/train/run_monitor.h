@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,8 +51,11 @@ class RunMonitor {
   void on_step(const StepMetrics& m);
   void on_eval(int64_t step, double val_loss);
   void on_checkpoint(double seconds, int64_t bytes);
-  // Every rank's busy seconds of step `step` (Note [Straggler times] in trainer.cc), rank 0.
-  void on_rank_times(int64_t step, const std::vector<double>& busy_s);
+  // What every rank reported at the boundary after step `step` (Note [Rank slots] in
+  // trainer.cc); rank 0's rules judge it.
+  void on_ranks(int64_t step, const monitor::StepCondition::RankSample& ranks);
+  // This rank's host memory used / total at the last /proc sample (NaN: not measured).
+  double host_memory_ratio() const { return host_memory_ratio_; }
   // After a rollback (Note [Rollback and skip]): the per-step rules forget the discarded steps.
   void on_rollback();
   // The run's state for GET /status: running, paused, stopping, finished.
@@ -105,6 +109,7 @@ class RunMonitor {
   void record_and_notify(const monitor::AlertRule& rule, const monitor::AlertEvent& event, bool log);
   void on_hang(const monitor::AlertRule& rule, double seconds);  // the watchdog's thread
   std::atomic<int64_t> last_step_{0};  // for the watchdog's thread
+  double host_memory_ratio_ = std::numeric_limits<double>::quiet_NaN();
   // Last: the watchdogs' threads use the members above, so they stop first.
   std::vector<std::unique_ptr<monitor::Watchdog>> watchdogs_;  // one per hang rule, every rank
 };

@@ -293,12 +293,17 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
   int64_t word = control ? control->take_requests(&out.control_reason) : 0;
   if (ranks > 1) {
     // See Note [Control at step boundaries]: rank 0's word rides on the stop all-reduce, and
-    // with a straggler rule every rank's busy time (Note [Straggler times]).
-    const bool stragglers = has_straggler_rule();
-    std::vector<int64_t> v(stragglers ? 2 + ranks : 2, 0);
+    // the per-rank values of Note [Rank slots].
+    const int64_t fields = rank_fields();
+    std::vector<int64_t> v(static_cast<size_t>(2 + fields * ranks), 0);
     v[0] = agreed;
     v[1] = word;
-    if (stragglers) v[2 + rank] = static_cast<int64_t>(std::llround(last_busy_s_ * 1e6));
+    if (fields > 0) {
+      v[static_cast<size_t>(2 + rank)] = static_cast<int64_t>(std::llround(last_busy_s_ * 1e6));
+      const double mem = monitor_ ? monitor_->host_memory_ratio() : std::nan("");
+      // ppm + 1, so that 0 (another rank's slot, or not measured) stays apart from 0%.
+      if (fields > 1 && std::isfinite(mem)) v[static_cast<size_t>(2 + ranks + rank)] = std::llround(mem * 1e6) + 1;
+    }
     Tensor t = from_vector<int64_t>(v, {static_cast<int64_t>(v.size())});
     if (idle) {
       std::unique_ptr<comm::Work> w = comm_->all_reduce_async(t, comm::ReduceOp::kMax);
@@ -308,12 +313,19 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
     }
     agreed = t.data_ptr<int64_t>()[0];
     word = t.data_ptr<int64_t>()[1];
-    if (stragglers && !idle && step_ > 0 && monitor_) {
-      std::vector<double> busy(static_cast<size_t>(ranks));
-      for (int64_t r = 0; r < ranks; ++r) busy[static_cast<size_t>(r)] = 1e-6 * static_cast<double>(t.data_ptr<int64_t>()[2 + r]);
-      monitor_->on_rank_times(step_, busy);
+    if (fields > 0 && !idle && step_ > 0 && monitor_) {
+      const int64_t* got = t.data_ptr<int64_t>();
+      monitor::StepCondition::RankSample sample;
+      for (int64_t r = 0; r < ranks; ++r) {
+        sample.busy_s.push_back(1e-6 * static_cast<double>(got[2 + r]));
+        const int64_t m = fields > 1 ? got[2 + ranks + r] : 0;
+        sample.memory_ratio.push_back(m > 0 ? 1e-6 * static_cast<double>(m - 1) : std::nan(""));
+      }
+      monitor_->on_ranks(step_, sample);
     }
   }
+  if (ranks == 1 && rank_fields() > 0 && !idle && step_ > 0 && monitor_)  // one process: its own values
+    monitor_->on_ranks(step_, {{last_busy_s_}, {monitor_->host_memory_ratio()}});
   out.control = static_cast<uint32_t>(word);
   if (agreed == 0) return out;
   const int64_t code = agreed / ranks, who = ranks - 1 - agreed % ranks;
@@ -323,6 +335,15 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
   return out;
 }
 
+// Note [Rank slots]
+// Some rules need a value from every rank: the straggler rule each rank's busy time, the
+// memory rule each rank's host memory. When such a rule exists (every rank's config says so
+// alike), the boundary all-reduce (max) grows from 2 int64 to 2 + fields x ranks, each rank
+// writing only its own slots, so every rank learns every rank's values in the message the
+// boundary already sends: busy microseconds, then host memory used in ppm + 1 (0: not
+// measured). Rank 0's rules judge them after step S; their actions go out at the boundary
+// after step S + 1, on every rank alike.
+//
 // Note [Straggler times]
 // A straggler is a rank slower than its peers at its own work. Its step time says nothing
 // (in a synchronous step every rank waits for the slowest), so each rank reports its step
@@ -332,10 +353,13 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
 // rank's config says alike). Rank 0's rule compares them with their median; its actions go
 // out at the next boundary. Waits inside forward and backward (tensor and pipeline
 // parallelism's blocking collectives) still count as busy: the rule is for data parallelism.
-bool Trainer::has_straggler_rule() const {
-  for (const monitor::AlertRule& r : cfg_.alerts)
-    if (r.condition == "straggler") return true;
-  return false;
+int Trainer::rank_fields() const {
+  bool any = false, memory = false;
+  for (const monitor::AlertRule& r : cfg_.alerts) {
+    any = any || r.condition == "straggler" || r.condition == "memory_high";
+    memory = memory || r.condition == "memory_high";
+  }
+  return memory ? 2 : any ? 1 : 0;
 }
 
 // Note [Control at step boundaries]

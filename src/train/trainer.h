@@ -176,7 +176,8 @@ class Trainer {
   TestHooks hooks_ = TestHooks::from_env();  // Note [Test hooks]
   bool prev_loss_finite_ = true;  // a second non-finite loss in a row ends the run
   double last_busy_s_ = 0.0;      // the last step without communication waits (Note [Straggler times])
-  bool has_straggler_rule() const;
+  // Values per rank in the boundary all-reduce (Note [Rank slots]): 0, 1 or 2.
+  int rank_fields() const;
   // Preemption (Note [Preemption]).
   int64_t steps_this_process_ = 0;
   double longest_iteration_s_ = 0.0;   // the slowest step (with its evaluation and checkpoint) so far

@@ -12,7 +12,8 @@ before the sleep would (the deadline below is generous: 4 minutes), with:
   - a run without the sleep, same rule, finishes normally (the rule is quiet while steps go on);
   - a straggler: in a 3-rank run rank 2 sleeps 3 s before the batch of step 11 (then goes on);
     the rule straggler (factor 10, log) fires exactly once, at step 11, naming rank 2, and the
-    run finishes normally (Note [Straggler times] in src/train/trainer.cc).
+    run finishes normally (Note [Straggler times] in src/train/trainer.cc); in the same run and
+    in one process, memory_high with memory_fraction 0.0001 fires once, at step 1.
 
     hang_test.py TRIDENT
 """
@@ -104,7 +105,9 @@ def main():
         # A straggler (slow, not hung) among 3 ranks.
         slow = os.path.join(d, "straggler.toml")
         with open(slow, "w") as f:
-            f.write('[[alerts]]\nname = "slow"\ncondition = "straggler"\nfactor = 10.0\nactions = "log"\n')
+            f.write('[[alerts]]\nname = "slow"\ncondition = "straggler"\nfactor = 10.0\nactions = "log"\n'
+                    '[[alerts]]\nname = "memory"\ncondition = "memory_high"\nmemory_fraction = 0.0001\n'
+                    'actions = "log"\n')
         run = os.path.join(d, "slow")
         cmd = [trident, "launch", "-n", "3", "--", "train", "--config", slow] + tiny_args(d, batch_size=6) + \
               ["--train.steps=30", "--train.eval_interval=0", f"--train.out_dir={run}"]
@@ -112,10 +115,22 @@ def main():
                            timeout=DEADLINE)
         if r.returncode != 0:
             failures.append(f"straggler run: exit {r.returncode}\n{r.stderr[-2000:]}")
-        ev = alerts(run)
+        ev = [e for e in alerts(run) if e["rule"] == "slow"]
         if len(ev) != 1 or ev[0]["condition"] != "straggler" or ev[0]["step"] != 11 or \
                 "rank 2 took" not in ev[0]["message"]:
-            failures.append(f"straggler: alerts.jsonl {ev}, want one event at step 11 naming rank 2")
+            failures.append(f"straggler: alerts.jsonl {alerts(run)}, want one event at step 11 naming rank 2")
+        # memory_high with a fraction every host exceeds: once (quiet for `window` = 50 steps
+        # after), at the first boundary that has a step (1), in 3 ranks and in one process.
+        ev = [e for e in alerts(run) if e["rule"] == "memory"]
+        if len(ev) != 1 or ev[0]["step"] != 1 or "the host of rank" not in ev[0]["message"]:
+            failures.append(f"memory_high, 3 ranks: {ev}, want one event at step 1")
+        one = os.path.join(d, "memory1")
+        r = subprocess.run([trident, "train", "--config", slow] + tiny_args(d) +
+                           ["--train.steps=10", "--train.eval_interval=0", f"--train.out_dir={one}"],
+                           env=env, capture_output=True, text=True, timeout=DEADLINE)
+        ev = [e for e in alerts(one) if e["rule"] == "memory"]
+        if r.returncode != 0 or len(ev) != 1 or "the host of rank 0" not in ev[0]["message"]:
+            failures.append(f"memory_high, one process: exit {r.returncode}, events {ev}\n{r.stderr[-1500:]}")
     return report("hang", failures)
 
 
