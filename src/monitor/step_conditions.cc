@@ -20,6 +20,8 @@ StepCondition::StepCondition(const AlertRule& rule) : rule_(rule) {
 }
 
 void StepCondition::reset() {
+  // The ranks' times and memory are not the discarded trajectory's: those rules go on.
+  if (rule_.condition == "straggler" || rule_.condition == "memory_high") return;
   last_finite_ = true;
   window_.clear();
   quiet_ = 0;

@@ -44,7 +44,7 @@ struct StepSample {
 // that lasts several steps (a bad stretch of data) is reported once; the values of those
 // steps do join the window. A window of equal values (std 0) fires on any larger value.
 // After a rollback (rollback_and_skip) the trainer calls reset(): the history is of the
-// discarded trajectory.
+// discarded trajectory (straggler and memory_high keep theirs: machines, not trajectories).
 class StepCondition {
  public:
   // The rule's condition must be one of the per-step ones (is_step_condition).

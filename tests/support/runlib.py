@@ -117,3 +117,13 @@ def report(name, failures):
         return 1
     print(f"{name}: ok")
     return 0
+
+
+def write_alerts(path, rules):
+    """Writes a config file of [[alerts]] tables, one per dict of keys (strings are quoted)."""
+    with open(path, "w") as f:
+        for rule in rules:
+            f.write("[[alerts]]\n")
+            for k, v in rule.items():
+                f.write(f'{k} = "{v}"\n' if isinstance(v, str) else f"{k} = {v}\n")
+    return path

@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runlib import alerts, prepare_corpus, report, tiny_args  # noqa: E402
+from runlib import alerts, prepare_corpus, report, tiny_args, write_alerts  # noqa: E402
 
 DEADLINE = 240
 HUNG = 76
@@ -36,9 +36,8 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as d:
         prepare_corpus(trident, d, env)
-        config = os.path.join(d, "hang.toml")
-        with open(config, "w") as f:
-            f.write('[[alerts]]\nname = "hang"\ncondition = "hang"\ntimeout = 3.0\nactions = "log,stop"\n')
+        config = write_alerts(os.path.join(d, "hang.toml"),
+                              [{"name": "hang", "condition": "hang", "timeout": 3.0, "actions": "log,stop"}])
 
         def launch(run, extra_env):
             cmd = [trident, "launch", "-n", "2", "--", "train", "--config", config] + tiny_args(d) + \
@@ -103,11 +102,9 @@ def main():
             if len(ev) != 1 or ev[0]["condition"] != "hang" or ev[0]["step"] != 10:
                 failures.append(f"alerts.jsonl: {ev}, want one hang event at step 10")
         # A straggler (slow, not hung) among 3 ranks.
-        slow = os.path.join(d, "straggler.toml")
-        with open(slow, "w") as f:
-            f.write('[[alerts]]\nname = "slow"\ncondition = "straggler"\nfactor = 10.0\nactions = "log"\n'
-                    '[[alerts]]\nname = "memory"\ncondition = "memory_high"\nmemory_fraction = 0.0001\n'
-                    'actions = "log"\n')
+        slow = write_alerts(os.path.join(d, "straggler.toml"), [
+            {"name": "slow", "condition": "straggler", "factor": 10.0, "actions": "log"},
+            {"name": "memory", "condition": "memory_high", "memory_fraction": 0.0001, "actions": "log"}])
         run = os.path.join(d, "slow")
         cmd = [trident, "launch", "-n", "3", "--", "train", "--config", slow] + tiny_args(d, batch_size=6) + \
               ["--train.steps=30", "--train.eval_interval=0", f"--train.out_dir={run}"]
