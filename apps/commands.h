@@ -119,4 +119,12 @@ struct CtlArgs {
 CLI::App* add_ctl(CLI::App& app, CtlArgs& args);
 Status run_ctl(const CtlArgs& args);
 
+// `trident report RUN_DIR [--out FILE]` (monitor/run_report.h).
+struct ReportArgs {
+  std::string run_dir;
+  std::string out;
+};
+CLI::App* add_report(CLI::App& app, ReportArgs& args);
+Status run_report(const ReportArgs& args);
+
 }  // namespace trident::cli

@@ -9,6 +9,7 @@
 //   trident launch   -n N [--hostfile F] [--mpirun PATH] [--dry-run] -- COMMAND...
 //   trident gemm-rates [--config FILE] [--section.key=value ...] [--dtype all|f32|bf16] [--json]
 //   trident ctl      URL status|pause|resume|checkpoint|stop [--token-file F] [--reason TEXT]
+//   trident report   RUN_DIR [--out FILE]
 //
 // Exit status: 0 done; 1 an error (its message on stderr); 75 a training run that stopped
 // early with a checkpoint (a signal, or train.max_runtime): the same command resumes it;
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   LaunchArgs launch;
   GemmRatesArgs gemm_rates;
   CtlArgs ctl;
+  ReportArgs report;
   CLI::App* cmd_prepare = add_prepare(app, prepare);
   CLI::App* cmd_train = add_train(app, train);
   CLI::App* cmd_sample = add_sample(app, sample);
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   CLI::App* cmd_launch = add_launch(app, launch);
   CLI::App* cmd_gemm_rates = add_gemm_rates(app, gemm_rates);
   CLI::App* cmd_ctl = add_ctl(app, ctl);
+  CLI::App* cmd_report = add_report(app, report);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
     else if (*cmd_launch) s = run_launch(launch, &exit_code);
     else if (*cmd_gemm_rates) s = run_gemm_rates(gemm_rates, cmd_gemm_rates->remaining());
     else if (*cmd_ctl) s = run_ctl(ctl);
+    else if (*cmd_report) s = run_report(report);
     if (!s.is_ok()) {
       std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), s.to_string().c_str());
       exit_after_error(1);

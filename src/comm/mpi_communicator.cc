@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/flight_recorder.h"
 #include "core/half.h"
 
 namespace trident::comm {
@@ -112,9 +113,13 @@ extern "C" void on_terminate(int sig) {
 
 class MpiWork final : public Work {
  public:
-  MpiWork(MPI_Request request, std::string what) : request_(request), what_(std::move(what)) {}
+  MpiWork(MPI_Request request, std::string what, int comm, int64_t seq)
+      : request_(request), what_(std::move(what)), comm_(comm), seq_(seq) {}
   ~MpiWork() override {
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave one in flight
+    if (request_ != MPI_REQUEST_NULL) {
+      MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave one in flight
+      flight_recorder().completed(comm_, seq_);
+    }
   }
   // Polls (MPI_Test) rather than blocking, to enforce the timeout.
   void wait() override {
@@ -129,14 +134,19 @@ class MpiWork final : public Work {
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > g_timeout_s) {
+        // The flight record says which collective (Note [Reading a flight record]).
+        const FlightRecorder& fr = flight_recorder();
+        const bool written = fr.write_dump();
         std::fprintf(stderr,
                      "trident (rank %d): %s did not complete within %.0f s (a rank stopped taking part?); "
-                     "ending the job\n",
-                     g_world_rank, what_.c_str(), g_timeout_s);
+                     "ending the job. Its last communication (flight record%s%s):\n%s",
+                     g_world_rank, what_.c_str(), g_timeout_s, written ? ", also in " : "",
+                     written ? fr.dump_path().c_str() : "", fr.text(16).c_str());
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 3);
       }
     }
+    flight_recorder().completed(comm_, seq_);
     note_op("computing, last communication:", what_);
   }
   bool test() override {
@@ -144,12 +154,15 @@ class MpiWork final : public Work {
     int done = 0;
     const int rc = MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
     TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what_, " failed: ", mpi_error(rc));
+    if (done != 0) flight_recorder().completed(comm_, seq_);
     return done != 0;
   }
 
  private:
   MPI_Request request_;
   std::string what_;
+  int comm_;
+  int64_t seq_;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -175,7 +188,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r;
     const int rc = MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), n, mpi_type(t.dtype()), mpi_op(t, op, "all_reduce"),
                                   comm_, &r);
-    return started(rc, r, "all_reduce");
+    return started(rc, r, "all_reduce", bytes_of(t));
   }
 
   std::unique_ptr<Work> reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) override {
@@ -187,7 +200,7 @@ class MpiCommunicator final : public Communicator {
     const void* send = output.raw_data() == input.raw_data() ? MPI_IN_PLACE : input.raw_data();
     const int rc = MPI_Ireduce_scatter_block(send, output.raw_data(), n, mpi_type(input.dtype()),
                                              mpi_op(input, op, "reduce_scatter"), comm_, &r);
-    return started(rc, r, "reduce_scatter");
+    return started(rc, r, "reduce_scatter", bytes_of(input));
   }
 
   std::unique_ptr<Work> all_gather_async(const Tensor& input, const Tensor& output) override {
@@ -203,7 +216,7 @@ class MpiCommunicator final : public Communicator {
                            : input.raw_data();
     const int rc = MPI_Iallgather(send, n, mpi_type(input.dtype()), output.raw_data(), n,
                                   mpi_type(output.dtype()), comm_, &r);
-    return started(rc, r, "all_gather");
+    return started(rc, r, "all_gather", bytes_of(output));
   }
 
   std::unique_ptr<Work> broadcast_async(const Tensor& t, int root) override {
@@ -212,7 +225,7 @@ class MpiCommunicator final : public Communicator {
     count(CommOp::kBroadcast, t);
     MPI_Request r;
     const int rc = MPI_Ibcast(t.raw_data(), n, mpi_type(t.dtype()), root, comm_, &r);
-    return started(rc, r, "broadcast");
+    return started(rc, r, "broadcast", bytes_of(t));
   }
 
   std::unique_ptr<Work> send_async(const Tensor& t, int dst, int tag) override {
@@ -221,7 +234,7 @@ class MpiCommunicator final : public Communicator {
     count(CommOp::kSend, t);
     MPI_Request r;
     const int rc = MPI_Isend(t.raw_data(), n, mpi_type(t.dtype()), dst, tag, comm_, &r);
-    return started(rc, r, "send to rank " + std::to_string(dst));
+    return started(rc, r, "send to rank " + std::to_string(dst), bytes_of(t));
   }
 
   std::unique_ptr<Work> recv_async(const Tensor& t, int src, int tag) override {
@@ -230,7 +243,7 @@ class MpiCommunicator final : public Communicator {
     count(CommOp::kRecv, t);
     MPI_Request r;
     const int rc = MPI_Irecv(t.raw_data(), n, mpi_type(t.dtype()), src, tag, comm_, &r);
-    return started(rc, r, "recv from rank " + std::to_string(src));
+    return started(rc, r, "recv from rank " + std::to_string(src), bytes_of(t));
   }
 
   std::unique_ptr<Work> all_to_all_async(const Tensor& input, const Tensor& output) override {
@@ -244,14 +257,14 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r;
     const int rc = MPI_Ialltoall(input.raw_data(), n, mpi_type(input.dtype()), output.raw_data(), n,
                                  mpi_type(output.dtype()), comm_, &r);
-    return started(rc, r, "all_to_all");
+    return started(rc, r, "all_to_all", bytes_of(input));
   }
 
   void barrier() override {
     ++stats_.of(CommOp::kBarrier).calls;
     MPI_Request r;
     const int rc = MPI_Ibarrier(comm_, &r);
-    started(rc, r, "barrier")->wait();  // with the timeout
+    started(rc, r, "barrier", 0)->wait();  // with the timeout
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -305,15 +318,18 @@ class MpiCommunicator final : public Communicator {
     return op == ReduceOp::kSum ? MPI_SUM : op == ReduceOp::kMax ? MPI_MAX : MPI_MIN;
   }
 
-  std::unique_ptr<Work> started(int rc, MPI_Request r, const std::string& op) {
+  std::unique_ptr<Work> started(int rc, MPI_Request r, const std::string& op, int64_t bytes) {
     const std::string what = where(op.c_str()) + " (communicator of " + std::to_string(size_) + " ranks)";
     TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what, " failed to start: ", mpi_error(rc));
     note_op("in", what);
-    return std::make_unique<MpiWork>(r, what);
+    const int64_t seq = flight_recorder().started(id_, size_, op, bytes);
+    return std::make_unique<MpiWork>(r, what, id_, seq);
   }
+  static int64_t bytes_of(const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); }
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1, world_rank_ = 0;
+  int id_ = flight_recorder().new_communicator();  // Note [Reading a flight record]
 };
 
 void finalize_at_exit() {

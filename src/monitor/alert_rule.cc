@@ -14,18 +14,44 @@ const OptionTable<AlertRule>& AlertRule::table() {
       OptionTable<AlertRule>("alerts", "Alert rules ([[alerts]] tables): a condition and what to do when it holds")
           .add("name", &AlertRule::name, "the rule's name, in logs and notifications")
           .add("condition", &AlertRule::condition,
-               "plateau: the metric has not improved by more than min_delta for `patience` evaluations",
-               std::vector<std::string>{"plateau"})
-          .add("metric", &AlertRule::metric, "the metric the condition watches", std::vector<std::string>{"val_loss"})
+               "plateau: the metric has not improved by more than min_delta for `patience` evaluations; "
+               "not_finite: loss or gradient norm NaN/Inf; loss_spike, grad_norm_spike: z-score over the last "
+               "`window` steps above `threshold`; throughput_drop: tokens/s below `fraction` x the run's median; "
+               "hang: no step finished for `timeout` seconds (every rank watches itself); straggler: a rank's step "
+               "time without communication waits above `factor` x the median across ranks; memory_high: a rank's host has "
+               "used more than `memory_fraction` of its memory",
+               std::vector<std::string>{"plateau", "not_finite", "loss_spike", "grad_norm_spike", "throughput_drop",
+                                        "hang", "straggler", "memory_high"})
+          .add("metric", &AlertRule::metric, "the metric the plateau condition watches",
+               std::vector<std::string>{"val_loss"})
           .add("patience", &AlertRule::patience, "evaluations in a row without improvement", Range::at_least(1))
           .add("min_delta", &AlertRule::min_delta, "an improvement smaller than this does not count",
                Range::non_negative())
           .add("actions", &AlertRule::actions,
-               "comma-separated: log, notify (webhook and/or e-mail), checkpoint, pause, stop (checkpoint, exit 75)")
+               "comma-separated: log, notify (webhook, e-mail and/or command), checkpoint, pause, stop (checkpoint, exit 75), "
+               "rollback_and_skip (restore the newest checkpoint before the step, skip the batches since)")
+          .add("window", &AlertRule::window,
+               "spikes: steps of history for the z-score; throughput_drop: steps before it may fire",
+               Range::at_least(2))
+          .add("threshold", &AlertRule::threshold, "spikes: the z-score above which a value is a spike",
+               Range::positive())
+          .add("fraction", &AlertRule::fraction, "throughput_drop: fires below fraction x the run's median tokens/s",
+               Range::between(0.0, 1.0))
+          .add("factor", &AlertRule::factor, "straggler: fires above factor x the median step time across ranks",
+               Range::at_least(1.0))
+          .add("memory_fraction", &AlertRule::memory_fraction,
+               "memory_high: fires when a rank's host has used more than this fraction of its memory (total - "
+               "available, /proc/meminfo; sampled every monitor.system_interval)",
+               Range::between(0.0, 1.0))
+          .add("timeout", &AlertRule::timeout,
+               "hang: seconds without a finished step (evaluations and checkpoints count as progress)",
+               Range::positive())
           .add("webhook", &AlertRule::webhook, "notify: URL that receives the event as a JSON POST")
           .add("smtp_url", &AlertRule::smtp_url, "notify: SMTP server for e-mail (smtp://host:port)")
           .add("email_from", &AlertRule::email_from, "notify: the e-mail's sender")
-          .add("email_to", &AlertRule::email_to, "notify: the e-mail's recipient (needs smtp_url)");
+          .add("email_to", &AlertRule::email_to, "notify: the e-mail's recipient (needs smtp_url)")
+          .add("command", &AlertRule::command,
+               "notify: a shell command run with the event's JSON on stdin (at most 30 s)");
   return t;
 }
 
@@ -40,11 +66,28 @@ std::vector<std::string> AlertRule::action_list() const {
   return out;
 }
 
+bool AlertRule::has_action(const std::string& action) const {
+  for (const std::string& a : action_list())
+    if (a == action) return true;
+  return false;
+}
+
 void AlertRule::validate() const {
   for (const std::string& a : action_list())
-    TRI_CHECK(a == "log" || a == "notify" || a == "checkpoint" || a == "pause" || a == "stop", "[[alerts]] '", name,
-              "': unknown action '", a, "' in actions = \"", actions,
-              "\": allowed: log, notify, checkpoint, pause, stop");
+    TRI_CHECK(a == "log" || a == "notify" || a == "checkpoint" || a == "pause" || a == "stop" ||
+                  a == "rollback_and_skip",
+              "[[alerts]] '", name, "': unknown action '", a, "' in actions = \"", actions,
+              "\": allowed: log, notify, checkpoint, pause, stop, rollback_and_skip");
+  if (condition == "hang")
+    for (const std::string& a : action_list())
+      TRI_CHECK(a == "log" || a == "notify" || a == "stop", "[[alerts]] '", name, "': action '", a,
+                "' cannot act on a hang (a hung rank never reaches the step boundary where it would): allowed for "
+                "condition = \"hang\": log, notify, stop (dump this rank's state, exit 76)");
+  TRI_CHECK(!has_action("rollback_and_skip") ||
+                (condition != "plateau" && condition != "hang" && condition != "straggler" &&
+                 condition != "memory_high"), "[[alerts]] '", name,
+            "': rollback_and_skip needs a per-step condition (not_finite, loss_spike, grad_norm_spike, "
+            "throughput_drop), not condition = \"", condition, "\"");
   TRI_CHECK(email_to.empty() || !smtp_url.empty(), "[[alerts]] '", name, "': email_to = \"", email_to,
             "\" needs smtp_url (smtp://host:port)");
   TRI_CHECK(smtp_url.empty() || smtp_url.starts_with("smtp://") || smtp_url.starts_with("smtps://"), "[[alerts]] '",
@@ -56,6 +99,10 @@ void AlertRule::validate() const {
 std::string AlertEvent::message() const {
   std::ostringstream os;
   os.precision(6);
+  if (!detail.empty()) {
+    os << "alert '" << rule << "' (" << condition << ") at step " << step << ": " << detail;
+    return os.str();
+  }
   os << "alert '" << rule << "' (" << condition << ") at step " << step << ": " << metric << " " << value
      << " has not improved on " << best << " (step " << best_step << ") for " << evaluations << " evaluations";
   return os.str();
@@ -64,8 +111,15 @@ std::string AlertEvent::message() const {
 std::string AlertEvent::json() const {
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::ordered_json j = {{"rule", rule}, {"condition", condition}, {"metric", metric}, {"step", step},
-                              {"value", number(value)}, {"best", number(best)}, {"best_step", best_step},
-                              {"evaluations", evaluations}, {"message", message()}};
+                              {"value", number(value)}};
+  if (condition == "plateau") {
+    j["best"] = number(best);
+    j["best_step"] = best_step;
+    j["evaluations"] = evaluations;
+  } else {
+    j["baseline"] = number(best);
+  }
+  j["message"] = message();
   return j.dump();
 }
 
@@ -79,7 +133,7 @@ std::optional<AlertEvent> PlateauState::observe(int64_t step, double value) {
   }
   if (++since_best_ < rule_.patience) return std::nullopt;
   since_best_ = 0;
-  return AlertEvent{rule_.name, rule_.condition, rule_.metric, step, value, *best_, best_step_, rule_.patience};
+  return AlertEvent{rule_.name, rule_.condition, rule_.metric, step, value, *best_, best_step_, rule_.patience, ""};
 }
 
 }  // namespace trident::monitor

@@ -1,12 +1,21 @@
 // Alert rules: `[[alerts]]` tables of the config, each a name, a condition and actions, and
 // the state that decides when a rule fires.
 //
-// Conditions (so far): "plateau": the metric (val_loss) has not improved on its best by more
-// than min_delta for `patience` evaluations in a row. See Note [Plateau counting].
+// Conditions: "plateau": the metric (val_loss) has not improved on its best by more than
+// min_delta for `patience` evaluations in a row (Note [Plateau counting]); the per-step ones
+// of monitor/step_conditions.h: not_finite, loss_spike, grad_norm_spike (z-score over
+// `window` steps above `threshold`), throughput_drop (below `fraction` x the run's median);
+// hang: no step finished for `timeout` seconds (monitor/watchdog.h, on every rank);
+// straggler: a rank's step time without communication waits above `factor` x the median
+// across ranks (Note [Straggler times] in train/trainer.cc); memory_high: the used memory of
+// a rank's host (total - available, /proc/meminfo) above `memory_fraction` of its total.
 // Actions, a comma-separated list: log (a line on rank 0's stderr), notify (POST the event
-// as JSON to `webhook`, and/or e-mail it to `email_to` through `smtp_url`), checkpoint,
-// pause, stop (checkpoint, then exit 75). checkpoint, pause and stop act at the next step
-// boundary on every rank (Note [Control at step boundaries] in train/trainer.cc).
+// as JSON to `webhook`, e-mail it to `email_to` through `smtp_url`, and/or run `command` with
+// the event's JSON on stdin), checkpoint,
+// pause, stop (checkpoint, then exit 75), rollback_and_skip (restore the newest checkpoint
+// before the step that fired and skip the batches since: Note [Rollback and skip] in
+// train/trainer_rollback.cc). All but log and notify act at the next step boundary on every
+// rank (Note [Control at step boundaries] in train/trainer.cc).
 //
 // Not here: sending (monitor/notify.h), acting (the trainer).
 #pragma once
@@ -27,14 +36,22 @@ struct AlertRule {
   int64_t patience = 3;
   double min_delta = 0.0;
   std::string actions = "log,notify,checkpoint,pause";
+  int64_t window = 50;       // spikes: steps of history; throughput_drop: steps before it may fire
+  double threshold = 6.0;    // spikes: the z-score above which a value is a spike
+  double fraction = 0.5;     // throughput_drop: fires below fraction x the run's median
+  double timeout = 600.0;    // hang: seconds without a finished step
+  double factor = 3.0;       // straggler: fires above factor x the median across ranks
+  double memory_fraction = 0.9;  // memory_high: fires when a host's used memory is above this fraction
   std::string webhook = "";
   std::string smtp_url = "";
   std::string email_from = "trident@localhost";
   std::string email_to = "";
+  std::string command = "";  // notify: a shell command run with the event's JSON on stdin
   static const OptionTable<AlertRule>& table();
   // Checks the action list and what notify needs; the error names the rule and the value.
   void validate() const;
   std::vector<std::string> action_list() const;
+  bool has_action(const std::string& action) const;
 };
 
 // What a rule saw when it fired.
@@ -42,9 +59,10 @@ struct AlertEvent {
   std::string rule, condition, metric;
   int64_t step = 0;
   double value = 0.0;          // the metric now
-  double best = 0.0;           // its best so far
+  double best = 0.0;           // plateau: its best so far; spikes and throughput: the baseline
   int64_t best_step = 0;
   int64_t evaluations = 0;     // in a row without improvement
+  std::string detail;          // per-step conditions: what was seen, in words
   std::string message() const; // one line for people
   std::string json() const;    // {"rule": ..., "step": ..., ...}
 };

@@ -22,6 +22,7 @@ enum ControlBits : uint32_t {
   kControlResume = 2,
   kControlCheckpoint = 4,
   kControlStop = 8,
+  kControlRollback = 16,  // rollback_and_skip (alerts only; no HTTP request sets it)
 };
 // The bit of "pause", "resume", "checkpoint" or "stop" (0 for anything else).
 uint32_t control_bit(const std::string& action);

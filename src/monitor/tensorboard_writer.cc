@@ -97,7 +97,11 @@ void TensorBoardWriter::write_scalars(int64_t step, double wall_time,
   std::string e = event(wall_time, step);
   put_bytes(e, 5, summary);
   write_record(e);
-  std::fflush(file_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_flush_ >= std::chrono::seconds(1)) {
+    std::fflush(file_);
+    last_flush_ = now;
+  }
 }
 
 }  // namespace trident::monitor

@@ -60,4 +60,11 @@ void MetricsWriter::write_eval(int64_t step, double val_loss) {
   std::fflush(file_);
 }
 
+void MetricsWriter::write_rollback(int64_t from_step, int64_t to_step) {
+  if (file_ == nullptr) return;
+  std::fprintf(file_, "{\"rollback\": {\"from_step\": %lld, \"to_step\": %lld}}\n", static_cast<long long>(from_step),
+               static_cast<long long>(to_step));
+  std::fflush(file_);
+}
+
 }  // namespace trident::train

@@ -45,6 +45,8 @@ class MetricsWriter {
 
   void write_step(const StepMetrics& m);
   void write_eval(int64_t step, double val_loss);
+  // A rollback (Note [Rollback and skip]): the steps after `to_step` logged so far were discarded.
+  void write_rollback(int64_t from_step, int64_t to_step);
 
  private:
   explicit MetricsWriter(std::FILE* file) : file_(file) {}

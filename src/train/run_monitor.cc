@@ -3,9 +3,14 @@
 #include <cmath>
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
+#include "comm/flight_recorder.h"
 #include "core/allocator.h"
 #include "monitor/monitor_options.h"
 #include "monitor/notify.h"
+#include "monitor/notify_command.h"
+#include "train/stop_request.h"
 
 namespace trident::train {
 namespace {
@@ -52,38 +57,86 @@ StatusOr<std::unique_ptr<RunMonitor>> RunMonitor::start(const TrainConfig& cfg, 
     m->tensorboard_.emplace(std::move(tb.value()));
   }
   if (rank == 0)
-    for (const monitor::AlertRule& rule : cfg.alerts) m->plateaus_.emplace_back(rule);
+    for (size_t i = 0; i < cfg.alerts.size(); ++i) {
+      const monitor::AlertRule& rule = cfg.alerts[i];
+      if (monitor::StepCondition::is_step_condition(rule.condition))
+        m->step_rules_.emplace_back(i, monitor::StepCondition(rule));
+      else if (rule.condition == "plateau")
+        m->plateau_rules_.emplace_back(i, monitor::PlateauState(rule));
+    }
+  for (size_t i = 0; i < cfg.alerts.size(); ++i)
+    if (cfg.alerts[i].condition == "hang") {
+      RunMonitor* self = m.get();
+      m->watchdogs_.push_back(std::make_unique<monitor::Watchdog>(
+          cfg.alerts[i].timeout, [self, i](double seconds) { self->on_hang(self->cfg_.alerts[i], seconds); }));
+    }
+  // A collective's timeout writes this rank's flight record here (comm/flight_recorder.h).
+  comm::flight_recorder().set_dump_path(cfg.train.out_dir + "/flight_rank" + std::to_string(rank) + ".json");
+  m->register_step_series();
   m->publish_memory();
   m->publish_system(/*force=*/true);
   m->set_state("running");
   return m;
 }
 
-void RunMonitor::on_step(const StepMetrics& m) {
+void RunMonitor::register_step_series() {
   monitor::Registry& r = registry_;
-  // Registering is a lookup under a lock; per step this is a few dozen of them, microseconds
-  // against a step of milliseconds (measured in the report of issue #23).
-  r.gauge("trident_step", "optimizer steps completed").set(static_cast<double>(m.step));
-  r.gauge("trident_loss", "training loss of the last step (mean over micro-batches and ranks)").set(m.loss);
-  r.gauge("trident_learning_rate", "learning rate of the last step").set(m.lr);
-  r.gauge("trident_grad_norm", "global gradient norm before clipping").set(m.grad_norm);
-  r.gauge("trident_tokens_per_second", "training tokens per second over the last step (all ranks)").set(m.tokens_per_s);
-  if (m.mfu) r.gauge("trident_mfu_ratio", "model FLOPs utilisation against the measured GEMM ceiling").set(*m.mfu);
-  if (m.loss_scale) {
-    r.gauge("trident_loss_scale", "fp16 dynamic loss scale of the last step").set(*m.loss_scale);
-    r.counter("trident_skipped_steps_total", "steps skipped for inf/NaN gradients (fp16)")
-        .set_total(static_cast<double>(m.skipped_steps));
-  }
+  StepSeries& s = series_;
+  s.step = &r.gauge("trident_step", "optimizer steps completed");
+  s.loss = &r.gauge("trident_loss", "training loss of the last step (mean over micro-batches and ranks)");
+  s.lr = &r.gauge("trident_learning_rate", "learning rate of the last step");
+  s.grad_norm = &r.gauge("trident_grad_norm", "global gradient norm before clipping");
+  s.tokens_per_s = &r.gauge("trident_tokens_per_second", "training tokens per second over the last step (all ranks)");
   const char* help = "seconds of the last step spent in each phase";
-  r.gauge("trident_step_phase_seconds", help, {{"phase", "data"}}).set(m.data_s);
-  r.gauge("trident_step_phase_seconds", help, {{"phase", "forward_backward"}}).set(m.forward_backward_s);
-  r.gauge("trident_step_phase_seconds", help, {{"phase", "comm_wait"}}).set(m.comm_wait_s);
-  r.gauge("trident_step_phase_seconds", help, {{"phase", "optimizer"}}).set(m.optimizer_s);
-  static const std::vector<double> kStepBuckets = monitor::exponential_buckets(1e-3, 2, 20);
-  r.histogram("trident_step_seconds", "wall time of a training step", kStepBuckets).observe(m.step_s);
+  s.data_s = &r.gauge("trident_step_phase_seconds", help, {{"phase", "data"}});
+  s.forward_backward_s = &r.gauge("trident_step_phase_seconds", help, {{"phase", "forward_backward"}});
+  s.comm_wait_s = &r.gauge("trident_step_phase_seconds", help, {{"phase", "comm_wait"}});
+  s.optimizer_s = &r.gauge("trident_step_phase_seconds", help, {{"phase", "optimizer"}});
+  s.step_seconds = &r.histogram("trident_step_seconds", "wall time of a training step",
+                                monitor::exponential_buckets(1e-3, 2, 20));
+  const std::string dev = device_.str();
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    s.memory_bytes[c] = &r.gauge("trident_memory_bytes", "bytes in use per allocator category",
+                                 {{"device", dev}, {"category", memory_category_name(static_cast<MemoryCategory>(c))}});
+  s.memory_peak = &r.gauge("trident_memory_peak_bytes", "peak bytes in use since start", {{"device", dev}});
+  s.memory_reserved = &r.gauge("trident_memory_reserved_bytes",
+                               "bytes the allocator holds from the system (live and cached)", {{"device", dev}});
+}
+
+void RunMonitor::on_step(const StepMetrics& m) {
+  last_step_.store(m.step);
+  for (auto& w : watchdogs_) w->step_done();
+  StepSeries& s = series_;
+  s.step->set(static_cast<double>(m.step));
+  s.loss->set(m.loss);
+  s.lr->set(m.lr);
+  s.grad_norm->set(m.grad_norm);
+  s.tokens_per_s->set(m.tokens_per_s);
+  // Registered at their first value: a run without them shows no NaN series.
+  if (m.mfu) {
+    if (s.mfu == nullptr)
+      s.mfu = &registry_.gauge("trident_mfu_ratio", "model FLOPs utilisation against the measured GEMM ceiling");
+    s.mfu->set(*m.mfu);
+  }
+  if (m.loss_scale) {
+    if (s.loss_scale == nullptr) {
+      s.loss_scale = &registry_.gauge("trident_loss_scale", "fp16 dynamic loss scale of the last step");
+      s.skipped_steps = &registry_.counter("trident_skipped_steps_total", "steps skipped for inf/NaN gradients (fp16)");
+    }
+    s.loss_scale->set(*m.loss_scale);
+    s.skipped_steps->set_total(static_cast<double>(m.skipped_steps));
+  }
+  s.data_s->set(m.data_s);
+  s.forward_backward_s->set(m.forward_backward_s);
+  s.comm_wait_s->set(m.comm_wait_s);
+  s.optimizer_s->set(m.optimizer_s);
+  s.step_seconds->observe(m.step_s);
   publish_memory();
   publish_comm();
   publish_system(/*force=*/false);
+  const monitor::StepSample sample{m.step, m.loss, m.grad_norm, m.tokens_per_s, m.skipped};
+  for (auto& [i, rule] : step_rules_)
+    if (std::optional<monitor::AlertEvent> e = rule.observe(sample)) fire(cfg_.alerts[i], *e);
   recent_step_s_ = recent_step_s_ == 0.0 ? m.step_s : 0.9 * recent_step_s_ + 0.1 * m.step_s;
   status_.step = m.step;
   status_.loss = m.loss;
@@ -107,33 +160,58 @@ void RunMonitor::on_step(const StepMetrics& m) {
 }
 
 void RunMonitor::on_eval(int64_t step, double val_loss) {
+  for (auto& w : watchdogs_) w->step_done();  // progress too
   registry_.gauge("trident_val_loss", "validation loss of the last evaluation").set(val_loss);
   registry_.gauge("trident_val_perplexity", "exp(validation loss) of the last evaluation").set(std::exp(val_loss));
   status_.val_loss = val_loss;
   update_status();
   if (tensorboard_)
     tensorboard_->write_scalars(step, wall_time_now(), {{"val/loss", val_loss}, {"val/perplexity", std::exp(val_loss)}});
-  for (size_t i = 0; i < plateaus_.size(); ++i)
-    if (std::optional<monitor::AlertEvent> e = plateaus_[i].observe(step, val_loss)) fire(cfg_.alerts[i], *e);
+  for (auto& [i, rule] : plateau_rules_)
+    if (std::optional<monitor::AlertEvent> e = rule.observe(step, val_loss)) fire(cfg_.alerts[i], *e);
 }
 
 // Rank 0 alone evaluates the rules (every rank sees the same val loss) and notifies at once;
 // checkpoint, pause and stop go through its RunControl, so every rank acts at the same
 // step boundary (Note [Control at step boundaries] in trainer.cc).
 void RunMonitor::fire(const monitor::AlertRule& rule, const monitor::AlertEvent& event) {
+  record_and_notify(rule, event, /*log=*/rule.has_action("log"));
+  uint32_t bits = 0;
+  for (const std::string& action : rule.action_list()) {
+    if (action == "checkpoint") {
+      bits |= monitor::kControlCheckpoint;
+    } else if (action == "pause") {
+      // Note [Pause without a server]: nobody could resume it; stop with a checkpoint instead
+      // (exit 75: the same command resumes), rather than hold the machines idle.
+      bits |= server_ ? monitor::kControlPause : monitor::kControlStop;
+    } else if (action == "stop") {
+      bits |= monitor::kControlStop;
+    } else if (action == "rollback_and_skip") {
+      bits |= monitor::kControlRollback;
+    }
+  }
+  if (bits != 0) control_.request(bits, event.message());
+}
+
+// Only rank 0 writes alerts.jsonl and notifies (a hang's event on other ranks is logged and
+// dumped only: one e-mail per hang, not one per rank).
+void RunMonitor::record_and_notify(const monitor::AlertRule& rule, const monitor::AlertEvent& event, bool log) {
   registry_.counter("trident_alerts_total", "alerts fired", {{"rule", rule.name}}).inc();
+  if (log) std::fprintf(stderr, "%s\n", event.message().c_str());
+  if (rank_ != 0) return;
   if (std::FILE* f = std::fopen((cfg_.train.out_dir + "/alerts.jsonl").c_str(), "a")) {
     std::fprintf(f, "%s\n", event.json().c_str());
     std::fclose(f);
   }
-  uint32_t bits = 0;
   for (const std::string& action : rule.action_list()) {
-    if (action == "log") {
-      std::fprintf(stderr, "%s\n", event.message().c_str());
-    } else if (action == "notify") {
-      if (rule.webhook.empty() && rule.email_to.empty())
-        std::fprintf(stderr, "alert '%s': notify has nowhere to go (set webhook or email_to in its [[alerts]] table)\n",
+    if (action == "notify") {
+      if (rule.webhook.empty() && rule.email_to.empty() && rule.command.empty())
+        std::fprintf(stderr,
+                     "alert '%s': notify has nowhere to go (set webhook, email_to or command in its [[alerts]] table)\n",
                      rule.name.c_str());
+      if (!rule.command.empty())
+        if (Status s = monitor::run_notify_command(rule.command, event.json() + "\n"); !s.is_ok())
+          std::fprintf(stderr, "alert '%s': %s\n", rule.name.c_str(), s.to_string().c_str());
       if (!rule.webhook.empty())
         if (Status s = monitor::post_webhook(rule.webhook, event.json()); !s.is_ok())
           std::fprintf(stderr, "alert '%s': %s\n", rule.name.c_str(), s.to_string().c_str());
@@ -142,20 +220,70 @@ void RunMonitor::fire(const monitor::AlertRule& rule, const monitor::AlertEvent&
                                            "[trident] " + event.message(), event.json());
             !s.is_ok())
           std::fprintf(stderr, "alert '%s': %s\n", rule.name.c_str(), s.to_string().c_str());
-    } else if (action == "checkpoint") {
-      bits |= monitor::kControlCheckpoint;
-    } else if (action == "pause") {
-      // Note [Pause without a server]: nobody could resume it; stop with a checkpoint instead
-      // (exit 75: the same command resumes), rather than hold the machines idle.
-      bits |= server_ ? monitor::kControlPause : monitor::kControlStop;
-    } else if (action == "stop") {
-      bits |= monitor::kControlStop;
     }
   }
-  if (bits != 0) control_.request(bits, event.message());
+}
+
+// Note [Hang actions]
+// A hung rank cannot reach the step boundary where rank 0's decisions travel, so the hang
+// rule is the one rule every rank evaluates for itself, on its watchdog's thread: `log`
+// prints a line naming the rank and its last finished step; every rank writes
+// out_dir/hang_rank<r>.json (the step, the seconds since, and its communication calls and
+// bytes per axis and op as of that step, and the flight record: the last communication
+// operations with their sequence numbers, Note [Reading a flight record] in
+// comm/flight_recorder.h); rank 0 alone appends to alerts.jsonl and notifies; `stop` ends the
+// process with kExitHung (76) without a checkpoint (the state mid-step is not one), and
+// `trident launch` then ends the other ranks. A run resumes from its last checkpoint.
+void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
+  monitor::AlertEvent e;
+  e.rule = rule.name;
+  e.condition = "hang";
+  e.metric = "seconds_since_step";
+  e.step = last_step_.load();
+  e.value = seconds;
+  char detail[256];
+  std::snprintf(detail, sizeof detail, "rank %d finished no step for %.1f s (timeout %g s) after step %lld", rank_,
+                seconds, rule.timeout, static_cast<long long>(e.step));
+  e.detail = detail;
+  nlohmann::ordered_json dump = {{"rank", rank_}, {"step", e.step}, {"seconds_since_step", seconds},
+                                 {"timeout", rule.timeout}, {"comm_as_of_step", nlohmann::json::array()}};
+  for (const monitor::Registry::Family& f : registry_.snapshot())
+    if (f.name == "trident_comm_calls_total" || f.name == "trident_comm_bytes_total")
+      for (const monitor::Registry::Series& series : f.series) {
+        nlohmann::ordered_json row = {{"metric", f.name}, {"value", series.value}};
+        for (const auto& [k, v] : series.labels) row[k] = v;
+        dump["comm_as_of_step"].push_back(row);
+      }
+  dump["flight_record"] = nlohmann::json::parse(comm::flight_recorder().json());
+  const std::string path = cfg_.train.out_dir + "/hang_rank" + std::to_string(rank_) + ".json";
+  if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+    std::fprintf(f, "%s\n", dump.dump(2).c_str());
+    std::fclose(f);
+  }
+  record_and_notify(rule, e, /*log=*/rule.has_action("log"));
+  if (rule.has_action("log"))
+    std::fprintf(stderr, "rank %d: last communication (flight record, Note [Reading a flight record]):\n%s", rank_,
+                 comm::flight_recorder().text(8).c_str());
+  if (rule.has_action("stop")) {
+    std::fprintf(stderr, "rank %d: hang (%s): state in %s; exiting with status %d\n", rank_, rule.name.c_str(),
+                 path.c_str(), kExitHung);
+    std::fflush(stderr);
+    std::_Exit(kExitHung);
+  }
+}
+
+void RunMonitor::on_ranks(int64_t step, const monitor::StepCondition::RankSample& ranks) {
+  for (auto& [i, rule] : step_rules_)
+    if (std::optional<monitor::AlertEvent> e = rule.observe_ranks(step, ranks)) fire(cfg_.alerts[i], *e);
+}
+
+void RunMonitor::on_rollback() {
+  for (auto& [i, rule] : step_rules_) rule.reset();
+  registry_.counter("trident_rollbacks_total", "rollbacks to an earlier checkpoint (rollback_and_skip)").inc();
 }
 
 void RunMonitor::on_checkpoint(double seconds, int64_t bytes) {
+  for (auto& w : watchdogs_) w->step_done();  // progress too
   registry_.gauge("trident_checkpoint_write_seconds", "seconds the last checkpoint took to write").set(seconds);
   registry_.gauge("trident_checkpoint_bytes", "bytes of the last checkpoint (rank 0's view of its directory)")
       .set(static_cast<double>(bytes));
@@ -163,6 +291,7 @@ void RunMonitor::on_checkpoint(double seconds, int64_t bytes) {
 }
 
 void RunMonitor::set_state(const std::string& state, const std::string& reason) {
+  for (auto& w : watchdogs_) w->set_armed(state == "running");  // a pause is no hang
   status_.state = state;
   status_.reason = reason;
   registry_.gauge("trident_paused", "1 while the run is paused at a step boundary").set(state == "paused" ? 1 : 0);
@@ -178,18 +307,10 @@ void RunMonitor::publish_memory() {
   Allocator* a = device_allocator(device_.type);
   if (a == nullptr) return;
   const MemoryStats s = a->stats();
-  const std::string dev = device_.str();
-  const char* help = "bytes in use per allocator category";
   for (int c = 0; c < kNumMemoryCategories; ++c)
-    registry_
-        .gauge("trident_memory_bytes", help,
-               {{"device", dev}, {"category", memory_category_name(static_cast<MemoryCategory>(c))}})
-        .set(static_cast<double>(s.by_category[c].current));
-  registry_.gauge("trident_memory_peak_bytes", "peak bytes in use since start", {{"device", dev}})
-      .set(static_cast<double>(s.in_use.peak));
-  registry_.gauge("trident_memory_reserved_bytes", "bytes the allocator holds from the system (live and cached)",
-                  {{"device", dev}})
-      .set(static_cast<double>(s.reserved));
+    series_.memory_bytes[c]->set(static_cast<double>(s.by_category[c].current));
+  series_.memory_peak->set(static_cast<double>(s.in_use.peak));
+  series_.memory_reserved->set(static_cast<double>(s.reserved));
 }
 
 void RunMonitor::publish_comm() {
@@ -198,16 +319,21 @@ void RunMonitor::publish_comm() {
   if (&mesh_->dp() != &mesh_->world()) axes.emplace_back("dp", &mesh_->dp());
   if (mesh_->tp_size() > 1) axes.emplace_back("tp", &mesh_->tp());
   if (mesh_->pp_size() > 1) axes.emplace_back("pp", &mesh_->pp());
-  for (const auto& [axis, c] : axes) {
+  for (size_t a = 0; a < axes.size(); ++a) {
+    const auto& [axis, c] = axes[a];
     const comm::CommStats& st = c->stats();
     for (int op = 0; op < comm::kNumCommOps; ++op) {
       const comm::CommStats::Counter& k = st.ops[op];
       if (k.calls == 0) continue;
-      const monitor::Labels labels = {{"axis", axis}, {"op", comm::comm_op_name(static_cast<comm::CommOp>(op))}};
-      registry_.counter("trident_comm_calls_total", "collective and point-to-point calls", labels)
-          .set_total(static_cast<double>(k.calls));
-      registry_.counter("trident_comm_bytes_total", "bytes this rank handed to communication calls", labels)
-          .set_total(static_cast<double>(k.bytes));
+      monitor::Counter*& calls = series_.comm_calls[a][op];
+      monitor::Counter*& bytes = series_.comm_bytes[a][op];
+      if (calls == nullptr) {  // first use of this op on this axis
+        const monitor::Labels labels = {{"axis", axis}, {"op", comm::comm_op_name(static_cast<comm::CommOp>(op))}};
+        calls = &registry_.counter("trident_comm_calls_total", "collective and point-to-point calls", labels);
+        bytes = &registry_.counter("trident_comm_bytes_total", "bytes this rank handed to communication calls", labels);
+      }
+      calls->set_total(static_cast<double>(k.calls));
+      bytes->set_total(static_cast<double>(k.bytes));
     }
   }
 }
@@ -235,6 +361,9 @@ void RunMonitor::publish_system(bool force) {
   }
   if (s.host_memory_total_bytes)
     registry_.gauge("trident_host_memory_total_bytes", "the host's memory").set(static_cast<double>(*s.host_memory_total_bytes));
+  if (s.host_memory_total_bytes && s.host_memory_available_bytes && *s.host_memory_total_bytes > 0)
+    host_memory_ratio_ = 1.0 - static_cast<double>(*s.host_memory_available_bytes) /
+                                   static_cast<double>(*s.host_memory_total_bytes);
   if (s.host_memory_available_bytes)
     registry_.gauge("trident_host_memory_available_bytes", "the host's available memory")
         .set(static_cast<double>(*s.host_memory_available_bytes));

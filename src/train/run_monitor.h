@@ -14,11 +14,15 @@
 // Not here: deciding what to do at a boundary (the trainer), metrics.jsonl (train/metrics.h).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "core/allocator.h"
 #include "core/device.h"
 #include "core/status.h"
 #include "monitor/alert_rule.h"
@@ -26,7 +30,9 @@
 #include "monitor/process_stats.h"
 #include "monitor/registry.h"
 #include "monitor/run_control.h"
+#include "monitor/step_conditions.h"
 #include "monitor/tensorboard_writer.h"
+#include "monitor/watchdog.h"
 #include "parallel/mesh.h"
 #include "train/metrics.h"
 #include "train/train_config.h"
@@ -45,6 +51,13 @@ class RunMonitor {
   void on_step(const StepMetrics& m);
   void on_eval(int64_t step, double val_loss);
   void on_checkpoint(double seconds, int64_t bytes);
+  // What every rank reported at the boundary after step `step` (Note [Rank slots] in
+  // trainer.cc); rank 0's rules judge it.
+  void on_ranks(int64_t step, const monitor::StepCondition::RankSample& ranks);
+  // This rank's host memory used / total at the last /proc sample (NaN: not measured).
+  double host_memory_ratio() const { return host_memory_ratio_; }
+  // After a rollback (Note [Rollback and skip]): the per-step rules forget the discarded steps.
+  void on_rollback();
   // The run's state for GET /status: running, paused, stopping, finished.
   void set_state(const std::string& state, const std::string& reason = "");
 
@@ -61,8 +74,23 @@ class RunMonitor {
   void publish_system(bool force);
   void update_status();
 
+  // Note [Series handles]: the series a step updates, registered once in start(); a step is
+  // then a few relaxed atomic stores, no registry lookup (lock, map search, label compare).
+  struct StepSeries {
+    monitor::Gauge *step, *loss, *lr, *grad_norm, *tokens_per_s, *mfu, *loss_scale;
+    monitor::Counter* skipped_steps;
+    monitor::Gauge *data_s, *forward_backward_s, *comm_wait_s, *optimizer_s;
+    monitor::Histogram* step_seconds;
+    std::array<monitor::Gauge*, kNumMemoryCategories> memory_bytes;
+    monitor::Gauge *memory_peak, *memory_reserved;
+    // Per mesh axis (world, dp, tp, pp) and op: registered when the op is first used.
+    std::array<std::array<monitor::Counter*, comm::kNumCommOps>, 4> comm_calls{}, comm_bytes{};
+  };
+  void register_step_series();
+
   TrainConfig cfg_;
   int rank_;
+  StepSeries series_{};
   const parallel::DeviceMesh* mesh_;
   Device device_;
   monitor::Registry registry_;
@@ -74,8 +102,16 @@ class RunMonitor {
   std::optional<double> last_cpu_seconds_;
   std::chrono::steady_clock::time_point last_cpu_time_{};
   double recent_step_s_ = 0.0;  // moving average of step time, for the ETA
-  std::vector<monitor::PlateauState> plateaus_;  // one per [[alerts]] rule (rank 0)
+  std::vector<std::pair<size_t, monitor::PlateauState>> plateau_rules_;  // (index in cfg.alerts, state), rank 0
+  std::vector<std::pair<size_t, monitor::StepCondition>> step_rules_;  // (index in cfg.alerts, state), rank 0
   void fire(const monitor::AlertRule& rule, const monitor::AlertEvent& event);
+  // alerts.jsonl, the counter, log and notify: what every action list starts with.
+  void record_and_notify(const monitor::AlertRule& rule, const monitor::AlertEvent& event, bool log);
+  void on_hang(const monitor::AlertRule& rule, double seconds);  // the watchdog's thread
+  std::atomic<int64_t> last_step_{0};  // for the watchdog's thread
+  double host_memory_ratio_ = std::numeric_limits<double>::quiet_NaN();
+  // Last: the watchdogs' threads use the members above, so they stop first.
+  std::vector<std::unique_ptr<monitor::Watchdog>> watchdogs_;  // one per hang rule, every rank
 };
 
 }  // namespace trident::train

@@ -17,6 +17,9 @@ namespace trident::train {
 // A run that stopped early with a checkpoint exits with this status (sysexits' EX_TEMPFAIL:
 // "try again later"): rerunning the same command resumes it.
 inline constexpr int kExitStoppedEarly = 75;
+// A rank whose hang rule fired with the action stop exits with this status, without a
+// checkpoint (Note [Hang actions] in train/run_monitor.cc).
+inline constexpr int kExitHung = 76;
 
 // Installs handlers for SIGTERM, SIGINT and SIGUSR1: the first asks for a stop; a SIGINT after
 // that ends the process at once with status 130 (Ctrl-C twice), other repeats are ignored

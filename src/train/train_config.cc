@@ -81,7 +81,12 @@ void TrainConfig::bind(config::ConfigTree& tree) {
 
 void TrainConfig::validate() const {
   model.validate();
-  for (const monitor::AlertRule& rule : alerts) rule.validate();
+  for (const monitor::AlertRule& rule : alerts) {
+    rule.validate();
+    TRI_CHECK(!rule.has_action("rollback_and_skip") || train.checkpoint_interval > 0, "[[alerts]] '", rule.name,
+              "': rollback_and_skip restores a checkpoint, but train.checkpoint_interval = ",
+              train.checkpoint_interval, " writes none during the run: set it > 0");
+  }
   kernels.validate(uses_bf16_gemms());
   TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
             ") must not exceed model.block_size (", model.block_size, ")");

@@ -192,17 +192,25 @@ StepMetrics Trainer::train_step() {
     return local_rows(train_sampler_->next());
   };
   // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
-  const double seed = scaler_->scale() / static_cast<double>(accum);
+  double seed = scaler_->scale() / static_cast<double>(accum);
   double forward_backward_s = 0.0;
+  bool poisoned = false;  // Note [Test hooks]
   {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     std::vector<parallel::MicroBatch> micro;
     for (int64_t i = 0; i < accum; ++i) {
+      const int64_t position = train_sampler_->position();  // Note [Test hooks]
+      poisoned = poisoned || (hooks_.nan_batch && *hooks_.nan_batch == position);
+      if (hooks_.sleep_batch && *hooks_.sleep_batch == position &&
+          (hooks_.sleep_rank < 0 || hooks_.sleep_rank == (comm_ ? comm_->rank() : 0)))
+        std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.sleep_s));
       const data::Batch batch = next_batch();
       micro.push_back({batch.inputs, batch.targets});
     }
+    if (poisoned) seed = std::numeric_limits<double>::quiet_NaN();
     const auto t = Clock::now();
     loss_sum = runner_->train(micro, seed, *update_);
+    if (poisoned) loss_sum = std::numeric_limits<double>::quiet_NaN();
     forward_backward_s = since(t);
   }
   const auto comm_start = Clock::now();
@@ -285,8 +293,19 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
   monitor::RunControl* control = monitor_ ? monitor_->control() : nullptr;
   int64_t word = control ? control->take_requests(&out.control_reason) : 0;
   if (ranks > 1) {
-    // See Note [Control at step boundaries]: rank 0's word rides on the stop all-reduce.
-    Tensor t = from_vector<int64_t>({agreed, word}, {2});
+    // See Note [Control at step boundaries]: rank 0's word rides on the stop all-reduce, and
+    // the per-rank values of Note [Rank slots].
+    const int64_t fields = rank_fields();
+    std::vector<int64_t> v(static_cast<size_t>(2 + fields * ranks), 0);
+    v[0] = agreed;
+    v[1] = word;
+    if (fields > 0) {
+      v[static_cast<size_t>(2 + rank)] = static_cast<int64_t>(std::llround(last_busy_s_ * 1e6));
+      const double mem = monitor_ ? monitor_->host_memory_ratio() : std::nan("");
+      // ppm + 1, so that 0 (another rank's slot, or not measured) stays apart from 0%.
+      if (fields > 1 && std::isfinite(mem)) v[static_cast<size_t>(2 + ranks + rank)] = std::llround(mem * 1e6) + 1;
+    }
+    Tensor t = from_vector<int64_t>(v, {static_cast<int64_t>(v.size())});
     if (idle) {
       std::unique_ptr<comm::Work> w = comm_->all_reduce_async(t, comm::ReduceOp::kMax);
       while (!w->test()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -295,7 +314,19 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
     }
     agreed = t.data_ptr<int64_t>()[0];
     word = t.data_ptr<int64_t>()[1];
+    if (fields > 0 && !idle && step_ > 0 && monitor_) {
+      const int64_t* got = t.data_ptr<int64_t>();
+      monitor::StepCondition::RankSample sample;
+      for (int64_t r = 0; r < ranks; ++r) {
+        sample.busy_s.push_back(1e-6 * static_cast<double>(got[2 + r]));
+        const int64_t m = fields > 1 ? got[2 + ranks + r] : 0;
+        sample.memory_ratio.push_back(m > 0 ? 1e-6 * static_cast<double>(m - 1) : std::nan(""));
+      }
+      monitor_->on_ranks(step_, sample);
+    }
   }
+  if (ranks == 1 && rank_fields() > 0 && !idle && step_ > 0 && monitor_)  // one process: its own values
+    monitor_->on_ranks(step_, {{last_busy_s_}, {monitor_->host_memory_ratio()}});
   out.control = static_cast<uint32_t>(word);
   if (agreed == 0) return out;
   const int64_t code = agreed / ranks, who = ranks - 1 - agreed % ranks;
@@ -303,6 +334,33 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
                                           : std::string(stop_signal_name(static_cast<int>(code))) + " received";
   out.stop_reason = ranks > 1 ? why + " on rank " + std::to_string(who) : why;
   return out;
+}
+
+// Note [Rank slots]
+// Some rules need a value from every rank: the straggler rule each rank's busy time, the
+// memory rule each rank's host memory. When such a rule exists (every rank's config says so
+// alike), the boundary all-reduce (max) grows from 2 int64 to 2 + fields x ranks, each rank
+// writing only its own slots, so every rank learns every rank's values in the message the
+// boundary already sends: busy microseconds, then host memory used in ppm + 1 (0: not
+// measured). Rank 0's rules judge them after step S; their actions go out at the boundary
+// after step S + 1, on every rank alike.
+//
+// Note [Straggler times]
+// A straggler is a rank slower than its peers at its own work. Its step time says nothing
+// (in a synchronous step every rank waits for the slowest), so each rank reports its step
+// time minus its communication wait after backward (StepMetrics::comm_wait_s), in
+// microseconds, in its own slot of the boundary all-reduce (max: every rank learns every
+// rank's time; the tensor has 2 + ranks int64 only when a straggler rule exists, which every
+// rank's config says alike). Rank 0's rule compares them with their median; its actions go
+// out at the next boundary. Waits inside forward and backward (tensor and pipeline
+// parallelism's blocking collectives) still count as busy: the rule is for data parallelism.
+int Trainer::rank_fields() const {
+  bool any = false, memory = false;
+  for (const monitor::AlertRule& r : cfg_.alerts) {
+    any = any || r.condition == "straggler" || r.condition == "memory_high";
+    memory = memory || r.condition == "memory_high";
+  }
+  return memory ? 2 : any ? 1 : 0;
 }
 
 // Note [Control at step boundaries]
@@ -383,6 +441,14 @@ Status Trainer::run(int64_t until_step) {
   const auto run_start = Clock::now();
   while (step_ < last) {
     Boundary b = agree_at_boundary(/*idle=*/false);
+    if (b.control & monitor::kControlRollback) {  // Note [Rollback and skip]
+      const int64_t bad = step_;
+      auto done = rollback_and_skip();
+      if (!done.is_ok()) return done.status();
+      prev_loss_finite_ = true;
+      metrics.value().write_rollback(bad, step_);
+      if (print) progress.message(done.value() + (is_rank0() ? ": " + b.control_reason : ""));
+    }
     if ((b.control & monitor::kControlCheckpoint) && step_ > last_checkpoint_step_) {
       if (print) progress.message("checkpoint after step " + std::to_string(step_) + ": " + b.control_reason);
       if (Status s = checkpoint(); !s.is_ok()) return s;
@@ -416,6 +482,7 @@ Status Trainer::run(int64_t until_step) {
     std::optional<profiler::ProfileSession> profile;  // train.profile_step (train/step_profile.h)
     if (step_ + 1 == cfg_.train.profile_step) profile.emplace();
     StepMetrics m = train_step();
+    last_busy_s_ = std::max(0.0, m.step_s - m.comm_wait_s);
     if (profile)
       report_step_profile(profile->stop(), cfg_.train.out_dir, step_, comm_ ? comm_->rank() : 0, world_size(),
                           print ? &progress : nullptr);
@@ -426,7 +493,10 @@ Status Trainer::run(int64_t until_step) {
     monitor_->on_step(m);
     if (print) progress.step(m);
     if (on_step) on_step(m);
-    if (!std::isfinite(m.loss))
+    // A non-finite loss ends the run, unless a rule will roll it back at the next boundary
+    // (every rank sees the same loss, so every rank decides alike).
+    const bool finite = std::isfinite(m.loss);
+    if (!finite && !(prev_loss_finite_ && tolerates_non_finite_loss()))
       return Status::error(ErrorKind::kValue, "training loss became " + std::to_string(m.loss) + " at step " +
                                                   std::to_string(m.step) + " (lr " + std::to_string(m.lr) + ")");
     const bool at_end = step_ == cfg_.train.steps;
@@ -447,9 +517,13 @@ Status Trainer::run(int64_t until_step) {
       Status s = checkpoint();
       if (!s.is_ok()) return s;
     }
+    prev_loss_finite_ = finite;
     longest_iteration_s_ =
         std::max(longest_iteration_s_, std::chrono::duration<double>(Clock::now() - iteration_start).count());
   }
+  if (!prev_loss_finite_)
+    return Status::error(ErrorKind::kValue, "training loss became non-finite at the last step, " +
+                                                std::to_string(step_) + ": nothing left to roll back for");
   if (print) progress.finish();
   if (step_ == cfg_.train.steps) monitor_->set_state("finished");
   return Status::ok();

@@ -44,6 +44,7 @@
 #include "train/metrics.h"
 #include "train/mfu.h"
 #include "train/run_monitor.h"
+#include "train/test_hooks.h"
 #include "train/train_config.h"
 
 namespace trident::train {
@@ -121,6 +122,11 @@ class Trainer {
   // Holds every rank at this boundary until a resume, stop request or signal; writes
   // checkpoints asked for meanwhile. Returns the boundary that ended the pause.
   StatusOr<Boundary> hold_paused(const std::string& why, const std::function<Status()>& checkpoint);
+  // Restores the newest checkpoint before this step and skips the batches since (collective;
+  // Note [Rollback and skip] in trainer_rollback.cc). Returns what it did, in words.
+  StatusOr<std::string> rollback_and_skip();
+  // Whether a [[alerts]] rule rolls back on a NaN/Inf loss (so the loss does not end the run).
+  bool tolerates_non_finite_loss() const;
   [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer_checkpoint.cc
   // The ZeRO optimizer whose partitions a sharded checkpoint writes (null: not ZeRO).
   parallel::ZeroOptimizer* zero_partitions() const;
@@ -167,6 +173,11 @@ class Trainer {
   std::unique_ptr<data::BatchSampler> train_sampler_;
   std::shared_ptr<const data::TokenFile> val_file_;
   int64_t step_ = 0;
+  TestHooks hooks_ = TestHooks::from_env();  // Note [Test hooks]
+  bool prev_loss_finite_ = true;  // a second non-finite loss in a row ends the run
+  double last_busy_s_ = 0.0;      // the last step without communication waits (Note [Straggler times])
+  // Values per rank in the boundary all-reduce (Note [Rank slots]): 0, 1 or 2.
+  int rank_fields() const;
   // Preemption (Note [Preemption]).
   int64_t steps_this_process_ = 0;
   double longest_iteration_s_ = 0.0;   // the slowest step (with its evaluation and checkpoint) so far

@@ -45,6 +45,14 @@ int main(int argc, char** argv) {
   cfg.train.steps = 50;
   cfg.train.eval_interval = 1000;
   cfg.train.out_dir = (dir / "run").string();
+  // The hang rule (log only): every rank, the sleeping one too, dumps its flight record to
+  // out_dir/hang_rank<r>.json before the communicator's timeout (5 s in the test) ends the job.
+  monitor::AlertRule hang_rule;
+  hang_rule.name = "hang";
+  hang_rule.condition = "hang";
+  hang_rule.timeout = 2.0;
+  hang_rule.actions = "log";
+  cfg.alerts = {hang_rule};
   auto t = train::Trainer::create(cfg, world);
   if (!t.is_ok()) comm::MpiRuntime::abort(2);
   t.value()->show_progress = false;

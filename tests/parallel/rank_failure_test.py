@@ -6,17 +6,46 @@ Runs `mpiexec -np 4 --oversubscribe rank_failure_probe DIR 2 MODE` twice:
   kill  rank 2 SIGKILLs itself during the third backward. The output must name rank 2 as the
         process that failed (mpirun's report), and the survivors the operation they were in.
   hang  rank 2 stops taking part without exiting; with TRIDENT_COMM_TIMEOUT_S=5 the others'
-        waits time out, name the operation and end the job.
+        waits time out, name the operation, print their flight records, write them to
+        run/flight_rank<r>.json and end the job. The hang rule (2 s, log) has every rank, the
+        sleeping one too, write run/hang_rank<r>.json with its flight record: the rank whose
+        sequence numbers on the world communicator stop short of the others' must be rank 2,
+        and the operations the others wait in must be collectives (Note [Reading a flight
+        record] in src/comm/flight_recorder.h).
 Either way the job exits non-zero within 60 s of the failure (hard limit 120 s per run).
 
     rank_failure_test.py MPIEXEC PROBE
 """
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+
+
+def flight_records(run):
+    """Failures of the hang scenario's dumps (empty when they name rank 2 and a collective)."""
+    failures, last = [], {}
+    for rank in range(4):
+        try:
+            with open(os.path.join(run, f"hang_rank{rank}.json")) as f:
+                record = json.load(f)["flight_record"]
+        except (OSError, KeyError, ValueError) as e:
+            failures.append(f"rank {rank}: no hang dump with a flight record ({e})")
+            continue
+        world = [r for r in record if r["comm"] == 0]
+        last[rank] = max((r["seq"] for r in world), default=0)
+        if rank != 2 and not any(r["state"] == "in flight" and r["op"] in ("all_reduce", "barrier") for r in world):
+            failures.append(f"rank {rank} waits in no collective: {record[-3:]}")
+    if len(last) == 4 and not all(last[2] < v for r, v in last.items() if r != 2):
+        failures.append(f"the last sequence numbers per rank {last} do not single out rank 2")
+    for rank in (0, 1, 3):  # the timeout path's own dumps
+        if not os.path.exists(os.path.join(run, f"flight_rank{rank}.json")):
+            failures.append(f"rank {rank} wrote no flight_rank{rank}.json on the timeout")
+    print(f"last sequence numbers on the world communicator per rank: {last}")
+    return failures
 
 
 def scenario(mpiexec, probe, mode):
@@ -38,8 +67,10 @@ def scenario(mpiexec, probe, mode):
                 sys.exit("FAIL: the job was still running after 120 s")
         rc = p.wait()
         end = time.time()
+        failures = flight_records(os.path.join(d, "run")) if mode == "hang" else []
     out = "".join(lines)
-    failures = []
+    if mode == "hang" and "flight record" not in out:
+        failures.append("no survivor printed its flight record")
     if killed_at is None:
         failures.append("rank 2 never reached the point where it kills itself")
     elif end - killed_at > 60:

@@ -9,7 +9,6 @@ continues it; and the whole run's losses equal an uninterrupted run's bit for bi
 
     alerts_test.py TRIDENT
 """
-import http.server
 import json
 import os
 import socket
@@ -18,23 +17,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 TIMEOUT = 240
 TOKEN = "alert-test-token"
-
-
-class Webhook(http.server.BaseHTTPRequestHandler):
-    events = []
-
-    def do_POST(self):
-        n = int(self.headers.get("Content-Length", 0))
-        Webhook.events.append((self.headers.get("Content-Type"), self.rfile.read(n).decode()))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runlib import free_port, metrics, prepare_corpus, report, start_webhook, status  # noqa: E402
 
 
 class Smtp:
@@ -89,41 +76,13 @@ class Smtp:
                 conn.sendall(b"250 ok\r\n")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def metrics(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r]
-
-
-def status(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as r:
-            return json.loads(r.read())
-    except OSError:
-        return None
-
-
 def main():
     trident = sys.argv[1]
     failures = []
     env = dict(os.environ, OMP_NUM_THREADS="1", TRIDENT_CONTROL_TOKEN=TOKEN)
     with tempfile.TemporaryDirectory() as d:
-        text = os.path.join(d, "text.txt")
-        with open(text, "w") as f:
-            for i in range(3000):
-                f.write(f"line {i % 37} says {'abc'[i % 3] * (1 + i % 5)} and {i % 11}.\n")
-        subprocess.run([trident, "prepare", "--out", os.path.join(d, "data"), "--tokenizer", "byte", text],
-                       check=True, env=env, stdout=subprocess.DEVNULL)
-        hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Webhook)
-        threading.Thread(target=hook.serve_forever, daemon=True).start()
+        prepare_corpus(trident, d, env)
+        hook = start_webhook()
         smtp = Smtp()
         config = os.path.join(d, "alerts.toml")
         with open(config, "w") as f:
@@ -135,7 +94,7 @@ metric = "val_loss"
 patience = 3
 min_delta = 0.01
 actions = "log,notify,checkpoint,pause"
-webhook = "http://127.0.0.1:{hook.server_address[1]}/hook"
+webhook = "{hook.url}"
 smtp_url = "smtp://127.0.0.1:{smtp.port}"
 email_from = "trident@localhost"
 email_to = "oncall@localhost"
@@ -174,10 +133,10 @@ email_to = "oncall@localhost"
             if not os.path.exists(os.path.join(run, "step_000020", "DONE")):
                 failures.append("no checkpoint step_000020 when the alert fired")
             time.sleep(1)  # nothing more arrives while paused
-            if len(Webhook.events) != 1:
-                failures.append(f"webhook got {len(Webhook.events)} events, not 1: {Webhook.events}")
+            if len(hook.events) != 1:
+                failures.append(f"webhook got {len(hook.events)} events, not 1: {hook.events}")
             else:
-                ctype, body = Webhook.events[0]
+                ctype, body = hook.events[0]
                 e = json.loads(body)
                 if ctype != "application/json" or e["rule"] != "plateau" or e["step"] != 20 or \
                         e["evaluations"] != 3 or e["best_step"] != 5 or not isinstance(e["value"], float):
@@ -201,8 +160,8 @@ email_to = "oncall@localhost"
             failures.append(f"alerted run: exit {proc.returncode}\n{err[-3000:]}")
         if "alert 'plateau' (plateau) at step 20" not in err:
             failures.append(f"no log line for the alert:\n{err[-2000:]}")
-        if len(Webhook.events) != 1 or len(smtp.messages) != 1:
-            failures.append(f"after the run: {len(Webhook.events)} webhook events, {len(smtp.messages)} e-mails (want 1, 1)")
+        if len(hook.events) != 1 or len(smtp.messages) != 1:
+            failures.append(f"after the run: {len(hook.events)} webhook events, {len(smtp.messages)} e-mails (want 1, 1)")
         if ref.returncode == 0 and proc.returncode == 0:
             got, want = metrics(run)[0], metrics(ref_dir)[0]
             if got != want:
@@ -211,12 +170,7 @@ email_to = "oncall@localhost"
                 failures.append(f"val losses {metrics(run)[1]} vs the reference's {metrics(ref_dir)[1]}")
         smtp.stop = True
         hook.shutdown()
-    for f in failures:
-        print("FAIL:", f, file=sys.stderr)
-    if failures:
-        return 1
-    print("alerts: ok")
-    return 0
+    return report("alerts", failures)
 
 
 if __name__ == "__main__":

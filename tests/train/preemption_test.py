@@ -14,7 +14,6 @@ per-step losses (and evaluations) are the uninterrupted run's bit for bit. Cases
 
     preemption_test.py TRIDENT
 """
-import json
 import os
 import signal
 import subprocess
@@ -25,16 +24,8 @@ import time
 
 STOPPED = 75
 TIMEOUT = 240
-
-
-def metrics(run_dir):
-    """(train losses, val losses) as the exact doubles the run wrote."""
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(path):
-        return [], []
-    with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runlib import metrics, prepare_corpus  # noqa: E402
 
 
 def last_step(run_dir):
@@ -98,12 +89,7 @@ class Test:
     def __init__(self, trident, d):
         self.trident, self.d, self.failures = trident, d, []
         self.env = dict(os.environ, OMP_NUM_THREADS="1")
-        text = os.path.join(d, "text.txt")
-        with open(text, "w") as f:
-            for i in range(3000):
-                f.write(f"line {i % 37} says {'abc'[i % 3] * (1 + i % 5)} and {i % 11}.\n")
-        subprocess.run([trident, "prepare", "--out", os.path.join(d, "data"), "--tokenizer", "byte", text],
-                       check=True, env=self.env, stdout=subprocess.DEVNULL)
+        prepare_corpus(trident, d, self.env)
         self.steps = 60
         self.args = ["--model.n_layer=2", "--model.n_head=2", "--model.n_embd=96", "--model.block_size=128",
                      "--model.vocab_size=256", "--data.tokenizer=byte", f"--data.train_file={d}/data/train.bin",

@@ -12,63 +12,18 @@
 
     run_control_test.py TRIDENT
 """
-import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 STOPPED = 75
 TIMEOUT = 240
 TOKEN = "test-token-123"
-
-
-def free_port(n=1):
-    """A port p with p .. p+n-1 free now (bound and released; another process may take them, rarely)."""
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p + n < 65536 and all(_free(p + i) for i in range(n)):
-            return p
-    raise RuntimeError("no free port")
-
-
-def _free(p):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def metrics(run_dir):
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(path):
-        return [], []
-    with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r]
-
-
-def get(url):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return r.read().decode()
-
-
-def status(port):
-    try:
-        return json.loads(get(f"http://127.0.0.1:{port}/status"))
-    except OSError:
-        return None
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runlib import free_port, get, metrics, prepare_corpus, report, status  # noqa: E402
 
 
 def cpu_seconds(pid):
@@ -81,12 +36,7 @@ class Test:
     def __init__(self, trident, d):
         self.trident, self.d, self.failures = trident, d, []
         self.env = dict(os.environ, OMP_NUM_THREADS="1", TRIDENT_CONTROL_TOKEN=TOKEN)
-        text = os.path.join(d, "text.txt")
-        with open(text, "w") as f:
-            for i in range(3000):
-                f.write(f"line {i % 37} says {'abc'[i % 3] * (1 + i % 5)} and {i % 11}.\n")
-        subprocess.run([trident, "prepare", "--out", os.path.join(d, "data"), "--tokenizer", "byte", text],
-                       check=True, env=self.env, stdout=subprocess.DEVNULL)
+        prepare_corpus(trident, d, self.env)
         self.steps = 120
         self.args = ["--model.n_layer=2", "--model.n_head=2", "--model.n_embd=64", "--model.block_size=64",
                      "--model.vocab_size=256", "--data.tokenizer=byte", f"--data.train_file={d}/data/train.bin",
@@ -229,12 +179,7 @@ def main():
         ref = t.reference()
         t.one_process(ref)
         t.two_ranks()
-        for f in t.failures:
-            print("FAIL:", f, file=sys.stderr)
-        if t.failures:
-            return 1
-        print("run control: ok")
-        return 0
+        return report("run control", t.failures)
 
 
 if __name__ == "__main__":

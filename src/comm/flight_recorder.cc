@@ -1,0 +1,109 @@
+#include "comm/flight_recorder.h"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+namespace trident::comm {
+namespace {
+
+const auto kStart = std::chrono::steady_clock::now();
+
+// Operation names are ASCII without quotes or backslashes; escape them anyway.
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+FlightRecorder& flight_recorder() {
+  static FlightRecorder r;
+  return r;
+}
+
+int FlightRecorder::new_communicator() {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_seq_.push_back(1);
+  return static_cast<int>(next_seq_.size()) - 1;
+}
+
+int64_t FlightRecorder::started(int comm, int comm_size, const std::string& op, int64_t bytes) {
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - kStart).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t seq = next_seq_.at(static_cast<size_t>(comm))++;
+  records_.push_back({comm, comm_size, seq, op, bytes, t, false});
+  if (records_.size() > static_cast<size_t>(kFlightRecords)) records_.pop_front();
+  return seq;
+}
+
+void FlightRecorder::completed(int comm, int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = records_.rbegin(); it != records_.rend(); ++it)
+    if (it->comm == comm && it->seq == seq) {
+      it->completed = true;
+      return;
+    }
+}
+
+std::deque<FlightRecord> FlightRecorder::records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_;
+}
+
+std::string FlightRecorder::json() const {
+  std::ostringstream os;
+  os << "[";
+  bool first = true;
+  for (const FlightRecord& r : records()) {
+    os << (first ? "\n" : ",\n") << "  {\"comm\": " << r.comm << ", \"comm_size\": " << r.comm_size
+       << ", \"seq\": " << r.seq << ", \"op\": " << quoted(r.op) << ", \"bytes\": " << r.bytes
+       << ", \"started_s\": " << r.started_s << ", \"state\": \"" << (r.completed ? "completed" : "in flight")
+       << "\"}";
+    first = false;
+  }
+  os << "\n]";
+  return os.str();
+}
+
+std::string FlightRecorder::text(int n) const {
+  const std::deque<FlightRecord> all = records();
+  std::ostringstream os;
+  const size_t from = all.size() > static_cast<size_t>(n) ? all.size() - static_cast<size_t>(n) : 0;
+  for (size_t i = from; i < all.size(); ++i) {
+    const FlightRecord& r = all[i];
+    char line[256];
+    std::snprintf(line, sizeof line, "  comm %d (%d ranks) #%lld %s %lld B at %.3f s: %s\n", r.comm, r.comm_size,
+                  static_cast<long long>(r.seq), r.op.c_str(), static_cast<long long>(r.bytes), r.started_s,
+                  r.completed ? "completed" : "in flight");
+    os << line;
+  }
+  if (all.empty()) os << "  (no communication recorded)\n";
+  return os.str();
+}
+
+void FlightRecorder::set_dump_path(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dump_path_ = path;
+}
+
+std::string FlightRecorder::dump_path() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dump_path_;
+}
+
+bool FlightRecorder::write_dump() const {
+  const std::string path = dump_path();
+  if (path.empty()) return false;
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  const std::string j = json();
+  const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size() && std::fputc('\n', f) != EOF;
+  return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace trident::comm

@@ -1,0 +1,161 @@
+#include "monitor/step_conditions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace trident::monitor {
+
+bool StepCondition::is_step_condition(const std::string& c) {
+  return c == "not_finite" || c == "loss_spike" || c == "grad_norm_spike" || c == "throughput_drop" ||
+         c == "straggler" || c == "memory_high";
+}
+
+StepCondition::StepCondition(const AlertRule& rule) : rule_(rule) {
+  TRI_ASSERT(is_step_condition(rule.condition), "StepCondition for condition '", rule.condition, "'");
+}
+
+void StepCondition::reset() {
+  // The ranks' times and memory are not the discarded trajectory's: those rules go on.
+  if (rule_.condition == "straggler" || rule_.condition == "memory_high") return;
+  last_finite_ = true;
+  window_.clear();
+  quiet_ = 0;
+  low_ = {};
+  high_ = {};
+}
+
+AlertEvent StepCondition::event(const StepSample& s, const char* metric, double value, std::string detail) const {
+  AlertEvent e;
+  e.rule = rule_.name;
+  e.condition = rule_.condition;
+  e.metric = metric;
+  e.step = s.step;
+  e.value = value;
+  e.detail = std::move(detail);
+  return e;
+}
+
+std::optional<AlertEvent> StepCondition::observe(const StepSample& s) {
+  const std::string& c = rule_.condition;
+  if (c == "not_finite") {
+    const bool loss_ok = std::isfinite(s.loss), grad_ok = std::isfinite(s.grad_norm) || s.skipped;
+    const bool fire = last_finite_ && !(loss_ok && grad_ok);
+    last_finite_ = loss_ok && grad_ok;
+    if (!fire) return std::nullopt;
+    std::ostringstream os;
+    os << "loss " << s.loss << ", gradient norm " << s.grad_norm;
+    return event(s, loss_ok ? "grad_norm" : "loss", loss_ok ? s.grad_norm : s.loss, os.str());
+  }
+  if (c == "straggler" || c == "memory_high") return std::nullopt;  // observe_ranks
+  if (c == "loss_spike") return spike(s, s.loss, "loss");
+  if (c == "grad_norm_spike") return spike(s, s.skipped ? std::nan("") : s.grad_norm, "grad_norm");
+  return throughput(s);
+}
+
+std::optional<AlertEvent> StepCondition::observe_ranks(int64_t step, const RankSample& ranks) {
+  if (quiet_ > 0) {
+    --quiet_;
+    return std::nullopt;
+  }
+  if (rule_.condition == "memory_high") {
+    const std::vector<double>& m = ranks.memory_ratio;
+    // The fullest host's lowest rank (NaN never compares greater).
+    size_t worst = m.size();
+    for (size_t r = 0; r < m.size(); ++r)
+      if (m[r] > rule_.memory_fraction && (worst == m.size() || m[r] > m[worst])) worst = r;
+    if (worst == m.size()) return std::nullopt;
+    std::ostringstream os;
+    os << "the host of rank " << worst << " has used " << m[worst] << " of its memory at step " << step
+       << " (memory_fraction " << rule_.memory_fraction << ")";
+    AlertEvent e = event({step, 0, 0, 0, false}, "host_memory_used_ratio", m[worst], os.str());
+    e.best = rule_.memory_fraction;
+    quiet_ = rule_.window;
+    return e;
+  }
+  const std::vector<double>& busy_s = ranks.busy_s;
+  if (rule_.condition != "straggler" || busy_s.size() < 2) return std::nullopt;
+  std::vector<double> sorted = busy_s;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  const auto slowest = std::max_element(busy_s.begin(), busy_s.end());
+  if (!(*slowest > rule_.factor * median)) return std::nullopt;
+  const int rank = static_cast<int>(slowest - busy_s.begin());
+  std::ostringstream os;
+  os << "rank " << rank << " took " << *slowest << " s of step " << step << " without communication waits, "
+     << *slowest / median << " x the median " << median << " s across " << n << " ranks (factor " << rule_.factor
+     << ")";
+  AlertEvent e = event({step, 0, 0, 0, false}, "step_busy_seconds", *slowest, os.str());
+  e.best = median;
+  quiet_ = rule_.window;
+  return e;
+}
+
+std::optional<AlertEvent> StepCondition::spike(const StepSample& s, double x, const char* metric) {
+  if (!std::isfinite(x)) return std::nullopt;  // not_finite's business
+  const size_t n = static_cast<size_t>(rule_.window);
+  std::optional<AlertEvent> out;
+  if (quiet_ > 0) {
+    --quiet_;
+  } else if (window_.size() == n) {
+    double mean = 0.0, var = 0.0;
+    for (double v : window_) mean += v;
+    mean /= static_cast<double>(n);
+    for (double v : window_) var += (v - mean) * (v - mean);
+    const double sd = std::sqrt(var / static_cast<double>(n));
+    const double z = sd > 0 ? (x - mean) / sd : (x > mean ? std::numeric_limits<double>::infinity() : 0.0);
+    if (z > rule_.threshold) {
+      std::ostringstream os;
+      os << metric << " " << x << " is " << z << " standard deviations above the mean " << mean << " of the last "
+         << n << " steps (threshold " << rule_.threshold << ")";
+      out = event(s, metric, x, os.str());
+      out->best = mean;  // the baseline it was compared with
+      quiet_ = rule_.window;
+      return out;
+    }
+  }
+  window_.push_back(x);
+  if (window_.size() > n) window_.pop_front();
+  return out;
+}
+
+std::optional<AlertEvent> StepCondition::throughput(const StepSample& s) {
+  const double x = s.tokens_per_s;
+  if (!std::isfinite(x)) return std::nullopt;
+  std::optional<AlertEvent> out;
+  const size_t seen = low_.size() + high_.size();
+  if (quiet_ > 0) {
+    --quiet_;
+  } else if (seen >= static_cast<size_t>(rule_.window)) {
+    const double median = low_.size() > high_.size() ? low_.top() : 0.5 * (low_.top() + high_.top());
+    if (x < rule_.fraction * median) {
+      std::ostringstream os;
+      os << "tokens/s " << x << " is below " << rule_.fraction << " x the run's median " << median << " (" << seen
+         << " steps)";
+      out = event(s, "tokens_per_second", x, os.str());
+      out->best = median;
+      quiet_ = rule_.window;
+    }
+  }
+  // Every step joins the median (a slow stretch is part of the run's history).
+  if (low_.empty() || x <= low_.top()) {
+    low_.push(x);
+  } else {
+    high_.push(x);
+  }
+  if (low_.size() > high_.size() + 1) {
+    high_.push(low_.top());
+    low_.pop();
+  } else if (high_.size() > low_.size()) {
+    low_.push(high_.top());
+    high_.pop();
+  }
+  return out;
+}
+
+}  // namespace trident::monitor

@@ -1,0 +1,129 @@
+"""Shared pieces of the end-to-end tests that drive the `trident` binary (run control,
+alerts, preemption, Prometheus): a small byte-level corpus, the tiny model's flags, free
+loopback ports, metrics.jsonl and /status readers.
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+    import runlib
+"""
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+
+
+def prepare_corpus(trident, d, env):
+    """Writes a repetitive text and `trident prepare`s it (byte tokenizer) into d/data."""
+    text = os.path.join(d, "text.txt")
+    with open(text, "w") as f:
+        for i in range(3000):
+            f.write(f"line {i % 37} says {'abc'[i % 3] * (1 + i % 5)} and {i % 11}.\n")
+    subprocess.run([trident, "prepare", "--out", os.path.join(d, "data"), "--tokenizer", "byte", text],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+def tiny_args(d, n_embd=64, seq_len=64, batch_size=4):
+    """Flags of a tiny byte-level GPT-2 on the corpus of prepare_corpus(d)."""
+    return [f"--model.n_layer=2", "--model.n_head=2", f"--model.n_embd={n_embd}", f"--model.block_size={seq_len}",
+            "--model.vocab_size=256", "--data.tokenizer=byte", f"--data.train_file={d}/data/train.bin",
+            f"--data.val_file={d}/data/val.bin", f"--data.batch_size={batch_size}", f"--data.seq_len={seq_len}",
+            "--train.threads=1"]
+
+
+def _free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_port(n=1):
+    """A port p with p .. p+n-1 free now (bound and released; another process may take them, rarely)."""
+    for _ in range(50):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p + n < 65536 and all(_free(p + i) for i in range(n)):
+            return p
+    raise RuntimeError("no free port")
+
+
+def metrics(run_dir):
+    """(train losses, val losses) as the exact doubles the run wrote to metrics.jsonl."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return [], []
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r]
+
+
+def alerts(run_dir):
+    """The events of run_dir/alerts.jsonl."""
+    path = os.path.join(run_dir, "alerts.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def status(port):
+    """GET /status of the run on `port` as a dict, None when nothing answers."""
+    try:
+        return json.loads(get(f"http://127.0.0.1:{port}/status"))
+    except (OSError, ValueError):
+        return None
+
+
+class _Webhook(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", 0))
+        self.server.events.append((self.headers.get("Content-Type"), self.rfile.read(n).decode()))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def start_webhook():
+    """A local webhook receiver on a free loopback port, serving on a daemon thread: .url, and
+    .events, the (Content-Type, body) of every POST; .shutdown() stops it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
+    server.events = []
+    server.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def report(name, failures):
+    """Prints the failures (or "NAME: ok") and returns the exit status."""
+    for f in failures:
+        print("FAIL:", f, file=sys.stderr)
+    if failures:
+        return 1
+    print(f"{name}: ok")
+    return 0
+
+
+def write_alerts(path, rules):
+    """Writes a config file of [[alerts]] tables, one per dict of keys (strings are quoted)."""
+    with open(path, "w") as f:
+        for rule in rules:
+            f.write("[[alerts]]\n")
+            for k, v in rule.items():
+                f.write(f'{k} = "{v}"\n' if isinstance(v, str) else f"{k} = {v}\n")
+    return path

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""`trident report` (issue #23 item 6; src/monitor/run_report.h): on a tiny run with an alert
+(memory_high with a fraction every host exceeds: one event at step 1) and a rollback
+(not_finite + rollback_and_skip on an injected NaN at step 25), the HTML file is
+self-contained (no script, no link, no URL but SVG's namespace), has the loss, lr, gradient
+norm, throughput and step-time charts, the train-loss line has one point per step (30, the
+rolled-back steps counted once) and the val-loss line one per evaluation (3), the alert and
+the rollback are marked at their steps, and the alert table names the rule. On a run still
+writing (a last line cut mid-write) it still works; a directory without metrics.jsonl is an
+error naming it.
+
+    report_test.py TRIDENT
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runlib import prepare_corpus, report, tiny_args, write_alerts  # noqa: E402
+
+
+def main():
+    trident = sys.argv[1]
+    failures = []
+    env = dict(os.environ, OMP_NUM_THREADS="1", TRIDENT_TEST_NAN_BATCH="24")
+    with tempfile.TemporaryDirectory() as d:
+        prepare_corpus(trident, d, env)
+        config = write_alerts(os.path.join(d, "alerts.toml"), [
+            {"name": "memory", "condition": "memory_high", "memory_fraction": 0.0001, "actions": "log"},
+            {"name": "nan", "condition": "not_finite", "actions": "log,rollback_and_skip"}])
+        run = os.path.join(d, "run")
+        r = subprocess.run([trident, "train", "--config", config] + tiny_args(d) +
+                           ["--train.steps=30", "--train.eval_interval=10", "--train.eval_batches=2",
+                            "--train.checkpoint_interval=10", f"--train.out_dir={run}"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            failures.append(f"training: exit {r.returncode}\n{r.stderr[-2000:]}")
+            return report("report", failures)
+        out = os.path.join(d, "report.html")
+        r = subprocess.run([trident, "report", run, "--out", out], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or not os.path.exists(out):
+            failures.append(f"report: exit {r.returncode}\n{r.stderr}")
+            return report("report", failures)
+        html = open(out).read()
+        urls = set(re.findall(r"https?://[^\"' <]+", html)) - {"http://www.w3.org/2000/svg"}
+        if "<script" in html or "<link" in html or urls:
+            failures.append(f"not self-contained: script {'<script' in html}, link {'<link' in html}, urls {urls}")
+        for title in ("Loss", "Learning rate", "Gradient norm", "Throughput", "Step time split"):
+            if f"<figcaption>{title}" not in html:
+                failures.append(f"no chart '{title}'")
+        points = dict(re.findall(r'data-name="([^"]+)" data-points="(\d+)"', html))
+        if points.get("train loss") != "30" or points.get("val loss") != "3":
+            failures.append(f"points per series {points}, want 30 train losses and 3 val losses")
+        if not re.search(r'class="alert" data-step="1"', html):
+            failures.append("no alert marker at step 1")
+        if not re.search(r'class="rollback" data-step="25"', html):
+            failures.append("no rollback marker at step 25")
+        if html.count('<td>memory_high</td>') != 1:  # quiet for `window` steps, a rollback or not
+            failures.append(f"memory_high listed {html.count('<td>memory_high</td>')} times, not once")
+        if not re.search(r'<tr class="alert-row"><td>1</td><td>memory</td><td>memory_high</td>', html) or \
+                not re.search(r'<tr class="alert-row"><td>25</td><td>nan</td><td>not_finite</td>', html):
+            failures.append("the alert table does not list both alerts")
+        # A run still writing: its last line cut mid-write.
+        live = os.path.join(d, "live")
+        shutil.copytree(run, live, ignore=shutil.ignore_patterns("step_*", "rolled_back"))
+        with open(os.path.join(live, "metrics.jsonl"), "a") as f:
+            f.write('{"step": 31, "loss": 1.2')
+        r = subprocess.run([trident, "report", live], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or not os.path.exists(os.path.join(live, "report.html")):
+            failures.append(f"report of a run still writing: exit {r.returncode}\n{r.stderr}")
+        # Not a run directory.
+        r = subprocess.run([trident, "report", os.path.join(d, "nowhere")], capture_output=True, text=True, timeout=60)
+        if r.returncode == 0 or "nowhere/metrics.jsonl" not in r.stderr:
+            failures.append(f"report of a missing directory: exit {r.returncode}, {r.stderr}")
+    return report("report", failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
