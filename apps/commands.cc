@@ -80,11 +80,9 @@ struct ModelSource {
 };
 
 StatusOr<ModelSource> resolve_model_source(const std::string& path) {
-  // A trident checkpoint carries a config.json too (Hugging Face's, for export), but its
-  // weights may be sharded (ZeRO, tensor/pipeline boxes): read it as the checkpoint it is.
-  std::error_code ec;
-  const bool checkpoint_dir = std::filesystem::is_regular_file(std::filesystem::path(path) / "trainer_state.json", ec);
-  if (!checkpoint_dir && train::is_hf_model_dir(path)) {
+  // A trident checkpoint carries a config.json too, but is_hf_model_dir knows it by its DONE
+  // marker: its weights may be sharded (ZeRO, tensor/pipeline boxes), so it is read as a checkpoint.
+  if (train::is_hf_model_dir(path)) {
     ModelSource src{path, true, {}};
     auto model = train::hf_model_config(path, src.cfg.model);
     if (!model.is_ok()) return model.status();
