@@ -130,7 +130,8 @@ std::string chart(const std::string& title, const std::vector<Series>& series, c
        << "\" stroke=\"" << s.color << "\" points=\"";
     for (const auto& [x, y] : s.points)
       if (std::isfinite(y) && (!log_y || y > 0)) os << px(x) << "," << py(log_y ? std::log10(y) : y) << " ";
-    os << "\"/>\n<text x=\"" << legend_x << "\" y=\"" << T - 8 << "\" fill=\"" << s.color << "\">" << escape(s.name)
+    // The legend's colour inline: the stylesheet's `svg text` fill would beat a fill attribute.
+    os << "\"/>\n<text x=\"" << legend_x << "\" y=\"" << T - 8 << "\" style=\"fill:" << s.color << "\">" << escape(s.name)
        << "</text>\n";
     legend_x += 14 + 7.0 * static_cast<double>(s.name.size());
   }
