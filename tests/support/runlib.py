@@ -109,6 +109,34 @@ def start_webhook():
     return server
 
 
+class Runs:
+    """Starts `trident train` runs (one process, or `launch -n RANKS`) with the flags in
+    self.args + self.layout, and collects failures; subclasses set args (and layout)."""
+    timeout = 240
+
+    def __init__(self, trident, d, env):
+        self.trident, self.d, self.env, self.failures = trident, d, env, []
+        self.args, self.layout = [], []
+
+    def command(self, ranks, run, extra=()):
+        cmd = ["train"] + self.args + self.layout + list(extra) + [f"--train.out_dir={run}"]
+        return [self.trident] + cmd if ranks == 0 else [self.trident, "launch", "-n", str(ranks), "--"] + cmd
+
+    def start(self, ranks, run, extra=()):
+        return subprocess.Popen(self.command(ranks, run, extra), env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, errors="replace")
+
+    def finish(self, proc, what):
+        """(exit status, stderr) of proc; a run that does not end within the timeout is killed and a failure."""
+        try:
+            _, err = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            self.failures.append(f"{what}: did not end within {self.timeout} s\n{err[-3000:]}")
+        return proc.returncode, err
+
+
 def report(name, failures):
     """Prints the failures (or "NAME: ok") and returns the exit status."""
     for f in failures:

@@ -19,15 +19,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runlib import metrics, prepare_corpus  # noqa: E402
+
 
 def run(cmd, cwd, env):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, errors="replace", timeout=300)
-
-
-def losses(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f]
-    return [r["loss"] for r in rows if "loss" in r]
 
 
 def main():
@@ -41,13 +38,8 @@ def main():
         print(("ok   " if ok else "FAIL ") + what)
 
     with tempfile.TemporaryDirectory(prefix="trident_cli_hf_dir_test_") as d:
-        text = os.path.join(d, "text.txt")
-        with open(text, "w") as f:
-            for i in range(3000):
-                f.write(f"line {i % 41} says {'xyz'[i % 3] * (1 + i % 4)} to {i % 13}.\n")
+        prepare_corpus(trident, d, env)
         data = os.path.join(d, "data")
-        p = run([trident, "prepare", "--out", data, "--tokenizer", "byte", text], d, env)
-        assert p.returncode == 0, p.stderr
         model = ["--model.arch=llama", "--model.n_layer=2", "--model.n_head=4", "--model.n_kv_heads=2",
                  "--model.n_embd=32", "--model.intermediate_size=64", "--model.block_size=32",
                  "--model.vocab_size=256", "--model.sliding_window=12", "--model.dropout=0"]
@@ -94,7 +86,7 @@ def main():
               f"train --train.init_from=DIR prints the directory's architecture ({p.stderr[-300:]})")
         p = run([trident, "train"] + model + args + [f"--train.out_dir={fresh}"], d, env)
         assert p.returncode == 0, p.stderr
-        lt, lf = losses(tuned), losses(fresh)
+        lt, lf = metrics(tuned)[0], metrics(fresh)[0]
         check(len(lt) == 6 and lt[0] < lf[0] - 0.5 and lt[-1] < lt[0],
               f"fine-tuning starts from the trained weights and trains on: {lt[0]:.3f} vs fresh {lf[0]:.3f}, "
               f"last {lt[-1]:.3f}")

@@ -25,7 +25,7 @@ import time
 STOPPED = 75
 TIMEOUT = 240
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runlib import metrics, prepare_corpus  # noqa: E402
+from runlib import Runs, metrics, prepare_corpus  # noqa: E402
 
 
 def last_step(run_dir):
@@ -85,10 +85,9 @@ def survivors(run_dir):
     return found
 
 
-class Test:
+class Test(Runs):
     def __init__(self, trident, d):
-        self.trident, self.d, self.failures = trident, d, []
-        self.env = dict(os.environ, OMP_NUM_THREADS="1")
+        super().__init__(trident, d, dict(os.environ, OMP_NUM_THREADS="1"))
         prepare_corpus(trident, d, self.env)
         self.steps = 60
         self.args = ["--model.n_layer=2", "--model.n_head=2", "--model.n_embd=96", "--model.block_size=128",
@@ -97,25 +96,6 @@ class Test:
                      "--model.dropout=0.1", f"--train.steps={self.steps}", "--train.eval_interval=20",
                      "--train.eval_batches=2", "--train.threads=1"]
         self.layout = []  # parallel.* overrides of the runs that follow
-
-    def command(self, ranks, run, extra=()):
-        cmd = ["train"] + self.args + self.layout + list(extra) + [f"--train.out_dir={run}"]
-        if ranks == 0:
-            return [self.trident] + cmd
-        return [self.trident, "launch", "-n", str(ranks), "--"] + cmd
-
-    def start(self, ranks, run, extra=()):
-        return subprocess.Popen(self.command(ranks, run, extra), env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, errors="replace")
-
-    def finish(self, proc, what):
-        try:
-            _, err = proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-            self.failures.append(f"{what}: did not end within {TIMEOUT} s\n{err[-3000:]}")
-        return proc.returncode, err
 
     def reference(self, ranks, name):
         run = os.path.join(self.d, name)

@@ -23,7 +23,7 @@ STOPPED = 75
 TIMEOUT = 240
 TOKEN = "test-token-123"
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runlib import free_port, get, metrics, prepare_corpus, report, status  # noqa: E402
+from runlib import Runs, free_port, get, metrics, prepare_corpus, report, status  # noqa: E402
 
 
 def cpu_seconds(pid):
@@ -32,10 +32,9 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Test:
+class Test(Runs):
     def __init__(self, trident, d):
-        self.trident, self.d, self.failures = trident, d, []
-        self.env = dict(os.environ, OMP_NUM_THREADS="1", TRIDENT_CONTROL_TOKEN=TOKEN)
+        super().__init__(trident, d, dict(os.environ, OMP_NUM_THREADS="1", TRIDENT_CONTROL_TOKEN=TOKEN))
         prepare_corpus(trident, d, self.env)
         self.steps = 120
         self.args = ["--model.n_layer=2", "--model.n_head=2", "--model.n_embd=64", "--model.block_size=64",
@@ -48,23 +47,6 @@ class Test:
         if not ok:
             self.failures.append(what)
         return ok
-
-    def command(self, ranks, run, extra=()):
-        cmd = ["train"] + self.args + list(extra) + [f"--train.out_dir={run}"]
-        return [self.trident] + cmd if ranks == 0 else [self.trident, "launch", "-n", str(ranks), "--"] + cmd
-
-    def start(self, ranks, run, extra=()):
-        return subprocess.Popen(self.command(ranks, run, extra), env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, errors="replace")
-
-    def finish(self, proc, what):
-        try:
-            _, err = proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-            self.failures.append(f"{what}: did not end within {TIMEOUT} s\n{err[-3000:]}")
-        return proc.returncode, err
 
     def ctl(self, port, action, env=None):
         r = subprocess.run([self.trident, "ctl", f"http://127.0.0.1:{port}", action], env=env or self.env,
