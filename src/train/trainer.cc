@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
-#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -182,12 +182,6 @@ StepMetrics Trainer::train_step() {
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   double data_s = 0.0;
   auto next_batch = [&] {
-    const auto t = Clock::now();
-    struct Add {  // after the batch is built and copied
-      double& to;
-      Clock::time_point t;
-      ~Add() { to += std::chrono::duration<double>(Clock::now() - t).count(); }
-    } add{data_s, t};
     profiler::ProfileScope scope("data.next_batch", profiler::Phase::kData);
     return local_rows(train_sampler_->next());
   };
@@ -204,7 +198,9 @@ StepMetrics Trainer::train_step() {
       if (hooks_.sleep_batch && *hooks_.sleep_batch == position &&
           (hooks_.sleep_rank < 0 || hooks_.sleep_rank == (comm_ ? comm_->rank() : 0)))
         std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.sleep_s));
-      const data::Batch batch = next_batch();
+      const auto t = Clock::now();
+      const data::Batch batch = next_batch();  // built and copied
+      data_s += since(t);
       micro.push_back({batch.inputs, batch.targets});
     }
     if (poisoned) seed = std::numeric_limits<double>::quiet_NaN();
@@ -349,10 +345,8 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
 // A straggler is a rank slower than its peers at its own work. Its step time says nothing
 // (in a synchronous step every rank waits for the slowest), so each rank reports its step
 // time minus its communication wait after backward (StepMetrics::comm_wait_s), in
-// microseconds, in its own slot of the boundary all-reduce (max: every rank learns every
-// rank's time; the tensor has 2 + ranks int64 only when a straggler rule exists, which every
-// rank's config says alike). Rank 0's rule compares them with their median; its actions go
-// out at the next boundary. Waits inside forward and backward (tensor and pipeline
+// microseconds, in its own slot of the boundary all-reduce (Note [Rank slots]). Rank 0's rule
+// compares them with their median; its actions go out at the next boundary. Waits inside forward and backward (tensor and pipeline
 // parallelism's blocking collectives) still count as busy: the rule is for data parallelism.
 int Trainer::rank_fields() const {
   bool any = false, memory = false;
