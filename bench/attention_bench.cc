@@ -10,13 +10,18 @@
 // (kernels::cpu::gemm_serial), which is the fastest way to run many T x T products on few
 // cores with trident's deterministic BLAS wrapper.
 //
-// Usage: attention_bench [--threads N] [--reps R] [--T T] [--window W]
+// Usage: attention_bench [--threads N] [--reps R] [--T T] [--window W] [--NH H] [--NKV G]
+//                        [--dtype f32|bf16|both] [--no-naive]
+// --NKV: grouped-query attention (LLaMA-125M: --NH 12 --NKV 4); the naive baseline runs only
+// when NKV = NH. Times are wall and process CPU time (the latter is what a loaded machine
+// does not distort; with one thread it is the kernel's own time).
 // --window: Mistral's sliding window on both sides (the naive one still computes all T^2 scores).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +42,7 @@ namespace {
 
 struct Problem {
   int64_t B, NH, T, HS;
+  int64_t NKV = 0;     // key/value heads (0: NH); the naive baseline runs only when NKV = NH
   int64_t window = 0;  // Mistral's sliding window (0: plain causal)
   // The keys query i sees: [first_key(i), i].
   int64_t first_key(int64_t i) const { return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0; }
@@ -121,36 +127,49 @@ class NaiveAttention {
 
 struct Timing {
   double forward_s, backward_s, total_s;
+  double forward_cpu_s, backward_cpu_s, total_cpu_s;  // process CPU time: what others' load does not distort
   int64_t peak_bytes;
 };
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // Median forward, backward and total over `reps` runs after one warm-up; peak allocator
 // bytes above what was live before a run. `reset` (untimed) frees the previous run's results
 // first, so they count in neither the baseline nor the peak.
 template <class Reset, class Fwd, class Bwd>
 Timing measure(int reps, const Reset& reset, const Fwd& forward, const Bwd& backward) {
-  std::vector<double> f, b, total;
+  std::vector<double> f, b, total, fc, bc, totalc;
   int64_t peak = 0;
   for (int r = -1; r < reps; ++r) {
     reset();
     host_allocator().reset_peak_stats();
     const int64_t live = host_allocator().stats().in_use.current;
+    const double c0 = process_cpu_seconds();
     const auto t0 = Clock::now();
     auto state = forward();
     const auto t1 = Clock::now();
+    const double c1 = process_cpu_seconds();
     backward(state);
     const auto t2 = Clock::now();
+    const double c2 = process_cpu_seconds();
     peak = std::max(peak, host_allocator().stats().in_use.peak - live);
     if (r < 0) continue;  // warm-up: allocator cache, page faults
     f.push_back(std::chrono::duration<double>(t1 - t0).count());
     b.push_back(std::chrono::duration<double>(t2 - t1).count());
     total.push_back(std::chrono::duration<double>(t2 - t0).count());
+    fc.push_back(c1 - c0);
+    bc.push_back(c2 - c1);
+    totalc.push_back(c2 - c0);
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  return {median(f), median(b), median(total), peak};
+  return {median(f), median(b), median(total), median(fc), median(bc), median(totalc), peak};
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -167,16 +186,19 @@ nlohmann::json report(const Timing& t, double forward_flops, double backward_flo
           {"forward_gflops", forward_flops / t.forward_s / 1e9},
           {"backward_gflops", backward_flops / t.backward_s / 1e9},
           {"total_gflops", (forward_flops + backward_flops) / t.total_s / 1e9},
+          {"forward_cpu_ms", t.forward_cpu_s * 1e3},
+          {"backward_cpu_ms", t.backward_cpu_s * 1e3},
+          {"total_gflops_per_cpu_second", (forward_flops + backward_flops) / t.total_cpu_s / 1e9},
           {"peak_mib", static_cast<double>(t.peak_bytes) / (1 << 20)}};
 }
 
 template <class T>
-nlohmann::json run(const Problem& p, int reps) {
+nlohmann::json run(const Problem& p, int reps, bool with_naive) {
   const DType dtype = dtype_of<T>();
   Generator gen(0);
-  const Shape shape{p.B, p.NH, p.T, p.HS};
-  const Tensor q = core::cast(randn(shape, gen), dtype), k = core::cast(randn(shape, gen), dtype);
-  const Tensor v = core::cast(randn(shape, gen), dtype), dout = core::cast(randn(shape, gen), dtype);
+  const Shape shape{p.B, p.NH, p.T, p.HS}, kv_shape{p.B, p.NKV, p.T, p.HS};
+  const Tensor q = core::cast(randn(shape, gen), dtype), k = core::cast(randn(kv_shape, gen), dtype);
+  const Tensor v = core::cast(randn(kv_shape, gen), dtype), dout = core::cast(randn(shape, gen), dtype);
 
   // trident, through the differentiable API (what a model calls).
   Tensor qg = detach(q), kg = detach(k), vg = detach(v);
@@ -199,12 +221,15 @@ nlohmann::json run(const Problem& p, int reps) {
   trident_reset();
   const Tensor out_t = trident_forward();
   trident_backward(out_t);
-  const Tensor out_n = naive_forward();
-  naive_backward(out_n);
-  const nlohmann::json diff = {{"out", max_abs_diff(out_t, out_n)},
-                               {"dq", max_abs_diff(*qg.grad(), naive_grads[0])},
-                               {"dk", max_abs_diff(*kg.grad(), naive_grads[1])},
-                               {"dv", max_abs_diff(*vg.grad(), naive_grads[2])}};
+  nlohmann::json diff;
+  if (with_naive) {
+    const Tensor out_n = naive_forward();
+    naive_backward(out_n);
+    diff = {{"out", max_abs_diff(out_t, out_n)},
+            {"dq", max_abs_diff(*qg.grad(), naive_grads[0])},
+            {"dk", max_abs_diff(*kg.grad(), naive_grads[1])},
+            {"dv", max_abs_diff(*vg.grad(), naive_grads[2])}};
+  }
 
   // Useful FLOPs (see the note in the JSON): 2 per multiply-add, visible pairs only.
   double visible = 0;  // (query, key) pairs per head
@@ -212,32 +237,53 @@ nlohmann::json run(const Problem& p, int reps) {
   const double pairs = static_cast<double>(p.B * p.NH) * visible;
   const double forward_flops = 2 * 2 * pairs * p.HS, backward_flops = 4 * 2 * pairs * p.HS;
   const Timing t = measure(reps, trident_reset, trident_forward, trident_backward);
+  nlohmann::json result = {{"dtype", dtype_name(dtype)}, {"trident", report(t, forward_flops, backward_flops)}};
+  if (!with_naive) return result;
   const Timing n = measure(reps, naive_reset, naive_forward, naive_backward);
-  return {{"dtype", dtype_name(dtype)},
-          {"trident", report(t, forward_flops, backward_flops)},
-          {"naive", report(n, forward_flops, backward_flops)},
+  result.update({{"naive", report(n, forward_flops, backward_flops)},
           {"speedup_total", n.total_s / t.total_s},
           {"speedup_forward", n.forward_s / t.forward_s},
           {"speedup_backward", n.backward_s / t.backward_s},
           {"memory_ratio", static_cast<double>(n.peak_bytes) / static_cast<double>(t.peak_bytes)},
-          {"max_abs_diff_trident_vs_naive", diff}};
+          {"max_abs_diff_trident_vs_naive", diff}});
+  return result;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 2, reps = 5;
+  bool naive = true;
+  std::string dtypes = "both";
   Problem p{4, 12, 1024, 64};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) p.T = std::stoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--window") && i + 1 < argc) p.window = std::stoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--NH") && i + 1 < argc) p.NH = std::stoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--NKV") && i + 1 < argc) p.NKV = std::stoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtypes = argv[++i];
+    else if (!std::strcmp(argv[i], "--no-naive")) naive = false;
+    else {
+      std::fprintf(stderr, "attention_bench: unknown argument '%s' (see the usage at the top of bench/attention_bench.cc)\n", argv[i]);
+      return 2;
+    }
   }
+  if (p.NKV == 0) p.NKV = p.NH;
+  if (p.NKV <= 0 || p.NH % p.NKV != 0) {
+    std::fprintf(stderr, "attention_bench: --NKV %lld must divide --NH %lld\n", static_cast<long long>(p.NKV), static_cast<long long>(p.NH));
+    return 2;
+  }
+  if (dtypes != "both" && dtypes != "f32" && dtypes != "bf16") {
+    std::fprintf(stderr, "attention_bench: --dtype '%s': expected f32, bf16 or both\n", dtypes.c_str());
+    return 2;
+  }
+  naive = naive && p.NKV == p.NH;
   set_num_threads(threads);
   nlohmann::json out;
   out["benchmark"] = "attention";
-  out["shape"] = {{"B", p.B}, {"NH", p.NH}, {"T", p.T}, {"HS", p.HS}, {"causal", true}, {"window", p.window}};
+  out["shape"] = {{"B", p.B}, {"NH", p.NH}, {"NKV", p.NKV}, {"T", p.T}, {"HS", p.HS}, {"causal", true}, {"window", p.window}};
   out["threads"] = threads;
   out["reps"] = reps;
   out["note"] =
@@ -248,8 +294,8 @@ int main(int argc, char** argv) {
       "and exp/softmax work is not counted. peak_mib: host allocator bytes in use above those "
       "live before the step (inputs excluded; output, cached values, gradients and scratch "
       "included).";
-  out["results"].push_back(run<float>(p, reps));
-  out["results"].push_back(run<bf16>(p, reps));
+  if (dtypes != "bf16") out["results"].push_back(run<float>(p, reps, naive));
+  if (dtypes != "f32") out["results"].push_back(run<bf16>(p, reps, naive));
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -21,11 +21,14 @@ constexpr std::array<KernelSwitchInfo, kNumKernelSwitches> kInfo = {{
      "the MLP's GELU in cuBLASLt's GEMM epilogue on a GPU (false: a separate kernel)"},
     {"attention_generic", "TRIDENT_ATTENTION_GENERIC", false,
      "the GPU's generic attention kernels everywhere, even where the tensor-core ones apply"},
+    {"cpu_bf16_attention", "TRIDENT_CPU_BF16_ATTENTION", true,
+     "bf16 attention multiplies bf16 tiles (vdpbf16ps) on CPUs with AVX512-BF16, as FlashAttention does on GPUs "
+     "(false: f32 tiles; other bits)"},
 }};
 
 // -1: not decided yet (the environment or the default on first read); 0 or 1 after.
-std::atomic<int> g_values[kNumKernelSwitches] = {-1, -1, -1, -1, -1};
-static_assert(kNumKernelSwitches == 5, "one -1 per switch above");
+std::atomic<int> g_values[kNumKernelSwitches] = {-1, -1, -1, -1, -1, -1};
+static_assert(kNumKernelSwitches == 6, "one -1 per switch above");
 
 }  // namespace
 

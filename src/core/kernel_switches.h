@@ -16,8 +16,9 @@ enum class KernelSwitch : int {
   kCudaCublasLt,      // GPU GEMMs through cuBLASLt with fused epilogues, else cublasGemmEx (TRIDENT_CUDA_CUBLASLT)
   kCudaGeluEpilogue,  // the MLP's GELU in cuBLASLt's GEMM epilogue (TRIDENT_CUDA_GELU_EPILOGUE)
   kAttentionGeneric,  // the GPU's generic (SIMT) attention kernels even where tensor cores apply (TRIDENT_ATTENTION_GENERIC)
+  kCpuBf16Attention,  // bf16 attention's tile products by vdpbf16ps on CPUs with AVX512-BF16 (TRIDENT_CPU_BF16_ATTENTION)
 };
-inline constexpr int kNumKernelSwitches = 5;
+inline constexpr int kNumKernelSwitches = 6;
 
 struct KernelSwitchInfo {
   const char* key;       // in [kernels]

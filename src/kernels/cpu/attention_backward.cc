@@ -3,42 +3,29 @@
 // accumulated tile by tile in acc_t<T> without ever holding a (T, T) matrix. Two schedules
 // share one tile routine and give the same bits (Note [Backward schedules]).
 #include <algorithm>
+#include <type_traits>
 
 #include "core/parallel.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_bf16_tile.h"
 #include "kernels/cpu/attention_tile.h"
 
 namespace trident::kernels::cpu {
 namespace {
 using namespace attention_tile;
 
-// The operands of one (query tile, key tile) pair, as Acc tiles.
+// Positions and sizes of one (query tile, key tile) pair, and the softmax statistics of its
+// query rows.
 template <class Acc>
 struct TilePair {
-  const Acc* q;      // (rows, HSp) queries
-  const Acc* dout;   // (rows, HSp) output gradient
   const Acc* lse;    // (rows) logsumexp of the score rows, from the forward
   const Acc* delta;  // (rows) rowsum(dout * out)
-  const Acc* k;      // (cols, HSp) keys (read only for dq)
-  const Acc* kt;     // (HS, kBc) keys, transposed
-  const Acc* vt;     // (HS, kBc) values, transposed
   int64_t q0, rows, k0, cols;  // first query / key position and sizes of the two tiles
 };
 
-// The gradient contributions of one tile pair (FlashAttention-2, Algorithm 2), with the
-// query tile already scaled (Note [Scale folded into q]):
-//   S = (scale Q) K^T,  P = e^(S - lse) (masked),  dV += P^T dO,  dP = dO V^T,
-//   dS = P * (dP - delta),  dK += dS^T (scale Q),  dQ += dS K.
-// dQ's factor `scale` is applied once when it is stored. dq (rows, HSp), dk
-// and dv (cols, HSp) accumulate (+=, Note [Blocked accumulation]) and may each be null when
-// not wanted; p and ds are (kBr, kBc) scratch, part (max(kBr, kBc), HSp). Out of line so that
-// both schedules run the same machine code on the same values: the bits of every
-// contribution cannot depend on which schedule asked.
+// p (rows, kBc) = S, already scaled, becomes P = e^(S - lse), zero where masked.
 template <class Acc>
-[[gnu::noinline]] void backward_tile(const TilePair<Acc>& t, const AttentionShape& s, int64_t HSp,
-                                     Acc* p, Acc* ds, Acc* part, Acc* dq, Acc* dk, Acc* dv) {
-  const int64_t HS = s.HS;
-  tile_matmul<false, false>(p, kBc, t.q, HSp, t.kt, kBc, t.rows, kBc, HS);
+void probabilities(Acc* p, const TilePair<Acc>& t, const AttentionShape& s) {
   for (int64_t r = 0; r < t.rows; ++r) {
     Acc* row = p + r * kBc;
     // Keys [visible, kBc) are masked (causal) or padding, keys [0, first) before the window.
@@ -51,28 +38,170 @@ template <class Acc>
     mask_outside(row, kBc, first, visible);
     exp_shifted(row, t.lse[r]);
   }
-  if (dv) {
-    tile_matmul<true, false>(part, HSp, p, kBc, t.dout, HSp, t.cols, HSp, t.rows);
-    add_tile(dv, part, t.cols * HSp);
-  }
-  tile_matmul<false, false>(ds, kBc, t.dout, HSp, t.vt, kBc, t.rows, kBc, HS);
+}
+
+// ds (rows, kBc) = dS = P * (dP - delta), dP given in ds.
+template <class Acc>
+void score_gradients(Acc* ds, const Acc* p, const TilePair<Acc>& t) {
   for (int64_t r = 0; r < t.rows; ++r) {
     const Acc delta = t.delta[r];
     for (int64_t c = 0; c < kBc; c += Simd<Acc>::kLanes)
       store(ds + r * kBc + c, load(p + r * kBc + c) * (load(ds + r * kBc + c) - delta));
   }
-  if (dk) {
-    tile_matmul<true, false>(part, HSp, ds, kBc, t.q, HSp, t.cols, HSp, t.rows);
-    add_tile(dk, part, t.cols * HSp);
-  }
-  if (dq) {
-    tile_matmul<false, false>(part, HSp, ds, kBc, t.k, HSp, t.rows, HSp, t.cols);
-    add_tile(dq, part, t.rows * HSp);
-  }
 }
 
-// Rows of the scratch tile holding one tile product of backward_tile.
+// Rows of the scratch tile holding one tile product.
 inline constexpr int64_t kPart = std::max(kBr, kBc);
+
+// Note [Backward tile policies]
+// The schedules (Note [Backward schedules]) are written once over a policy that says how the
+// query side (q, dout) and key side (k, v) of a tile pair are held and how one pair's
+// contributions are computed: F32Tiles (Acc tiles and FMA products, any T) or Bf16Tiles
+// (packed bf16 pairs and vdpbf16ps, Note [bf16 tile products]). A policy gives
+//   query_sizes(rows) / load_queries: the query-side arrays of `rows` rows from position t0;
+//   key_sizes() / load_keys: one key tile's arrays;
+//   pair_sizes(): the scratch of one pair;
+//   tile(...): the pair's contributions, dq, dk, dv (+=, each may be null);
+//   dq_scale, dk_scale: the factors dq and dk take when stored.
+
+// The f32-tile policy: Acc tiles, FMA products (attention_tile.h).
+template <class T>
+struct F32Tiles {
+  using Acc = acc_t<T>;
+  HeadsView<const T> q, dout, k, v;
+  int64_t HS, HSp;
+  Acc scale;
+
+  // q, scaled (Note [Scale folded into q]), and dout: (rows, HSp) each.
+  static constexpr size_t kQueryArrays = 2, kKeyArrays = 3, kPairArrays = 3;
+  std::array<int64_t, kQueryArrays> query_sizes(int64_t rows) const { return {rows * HSp, rows * HSp}; }
+  void load_queries(Acc* const* a, int64_t b, int64_t h, int64_t t0, int64_t rows) const {
+    load_rows(a[0], HSp, q.row(b, h, t0), q.time_stride, rows, HS, scale);
+    load_rows(a[1], HSp, dout.row(b, h, t0), dout.time_stride, rows, HS);
+  }
+  // k (kBc, HSp) when need_k (only dq reads it), k^T and v^T (HSp, kBc).
+  std::array<int64_t, kKeyArrays> key_sizes() const { return {kBc * HSp, HSp * kBc, HSp * kBc}; }
+  void load_keys(Acc* const* a, int64_t b, int64_t g, int64_t k0, int64_t cols, bool need_k) const {
+    if (need_k) load_rows(a[0], HSp, k.row(b, g, k0), k.time_stride, cols, HS);
+    load_rows_transposed(a[1], kBc, k.row(b, g, k0), k.time_stride, cols, HS);
+    load_rows_transposed(a[2], kBc, v.row(b, g, k0), v.time_stride, cols, HS);
+  }
+  // p, ds (kBr, kBc); one tile product (kPart, HSp).
+  std::array<int64_t, kPairArrays> pair_sizes() const { return {kBr * kBc, kBr * kBc, kPart * HSp}; }
+  Acc dq_scale() const { return scale; }
+  Acc dk_scale() const { return Acc(1); }  // q was scaled as it was loaded
+
+  // The gradient contributions of one tile pair (FlashAttention-2, Algorithm 2), with the
+  // query tile already scaled (Note [Scale folded into q]):
+  //   S = (scale Q) K^T,  P = e^(S - lse) (masked),  dV += P^T dO,  dP = dO V^T,
+  //   dS = P * (dP - delta),  dK += dS^T (scale Q),  dQ += dS K.
+  // `query_row` is the query tile's first row in the query arrays. Out of line so that every
+  // schedule runs the same machine code on the same values: the bits of every contribution
+  // cannot depend on which schedule asked.
+  [[gnu::noinline]] void tile(Acc* const* qa, int64_t query_row, Acc* const* ka, Acc* const* pa,
+                              const TilePair<Acc>& t, const AttentionShape& s, Acc* dq, Acc* dk,
+                              Acc* dv) const {
+    const Acc *tq = qa[0] + query_row * HSp, *tdout = qa[1] + query_row * HSp;
+    const Acc *tk = ka[0], *kt = ka[1], *vt = ka[2];
+    Acc *p = pa[0], *ds = pa[1], *part = pa[2];
+    tile_matmul<false, false>(p, kBc, tq, HSp, kt, kBc, t.rows, kBc, HS);
+    probabilities(p, t, s);
+    if (dv) {
+      tile_matmul<true, false>(part, HSp, p, kBc, tdout, HSp, t.cols, HSp, t.rows);
+      add_tile(dv, part, t.cols * HSp);
+    }
+    tile_matmul<false, false>(ds, kBc, tdout, HSp, vt, kBc, t.rows, kBc, HS);
+    score_gradients(ds, p, t);
+    if (dk) {
+      tile_matmul<true, false>(part, HSp, ds, kBc, tq, HSp, t.cols, HSp, t.rows);
+      add_tile(dk, part, t.cols * HSp);
+    }
+    if (dq) {
+      tile_matmul<false, false>(part, HSp, ds, kBc, tk, HSp, t.rows, HSp, t.cols);
+      add_tile(dq, part, t.rows * HSp);
+    }
+  }
+};
+
+#if TRIDENT_ATTENTION_BF16_DOT
+// The bf16 policy (Note [bf16 tile products]): every product by vdpbf16ps on packed pairs;
+// P and dS rounded to bf16 for theirs; scale applied to the f32 scores and to dq, dk on store.
+struct Bf16Tiles {
+  using Acc = float;
+  HeadsView<const bf16> q, dout, k, v;
+  int64_t HS, HSp;
+  float scale;
+
+  int64_t P() const { return pairs(HS); }
+  // q and dout as pair rows (rows, pairs(HS)) and in VNNI form (pairs(rows), HSp).
+  static constexpr size_t kQueryArrays = 4, kKeyArrays = 3, kPairArrays = 4;
+  std::array<int64_t, kQueryArrays> query_sizes(int64_t rows) const {
+    return {rows * P(), pairs(rows) * HSp, rows * P(), pairs(rows) * HSp};
+  }
+  static Pair* words(float* a) { return reinterpret_cast<Pair*>(a); }
+  void load_queries(float* const* a, int64_t b, int64_t h, int64_t t0, int64_t rows) const {
+    load_pair_rows(words(a[0]), P(), q.row(b, h, t0), q.time_stride, rows, HS);
+    load_vnni(words(a[1]), HSp, q.row(b, h, t0), q.time_stride, rows, HS);
+    load_pair_rows(words(a[2]), P(), dout.row(b, h, t0), dout.time_stride, rows, HS);
+    load_vnni(words(a[3]), HSp, dout.row(b, h, t0), dout.time_stride, rows, HS);
+  }
+  // k in VNNI form (kBc / 2, HSp) when need_k; k and v as pair columns (pairs(HS), kBc).
+  std::array<int64_t, kKeyArrays> key_sizes() const { return {kBc / 2 * HSp, P() * kBc, P() * kBc}; }
+  void load_keys(float* const* a, int64_t b, int64_t g, int64_t k0, int64_t cols, bool need_k) const {
+    if (need_k) load_vnni(words(a[0]), HSp, k.row(b, g, k0), k.time_stride, cols, HS);
+    load_pair_columns(words(a[1]), kBc, k.row(b, g, k0), k.time_stride, cols, HS);
+    load_pair_columns(words(a[2]), kBc, v.row(b, g, k0), v.time_stride, cols, HS);
+  }
+  // p, ds (kBr, kBc); one tile product (kPart, HSp); P or dS rounded to pairs (kBr / 2, kBc).
+  std::array<int64_t, kPairArrays> pair_sizes() const {
+    return {kBr * kBc, kBr * kBc, kPart * HSp, kBr / 2 * kBc};
+  }
+  float dq_scale() const { return scale; }
+  float dk_scale() const { return scale; }
+
+  // F32Tiles::tile's products, with the query rows unscaled: S = scale (Q K^T),
+  // dK += scale dS^T Q (the factor on store), dQ += scale dS K (likewise).
+  [[gnu::noinline]] void tile(float* const* qa, int64_t query_row, float* const* ka,
+                              float* const* pa, const TilePair<float>& t, const AttentionShape& s,
+                              float* dq, float* dk, float* dv) const {
+    const Pair *q_pairs = words(qa[0]) + query_row * P(), *q_vnni = words(qa[1]) + query_row / 2 * HSp;
+    const Pair *dout_pairs = words(qa[2]) + query_row * P(), *dout_vnni = words(qa[3]) + query_row / 2 * HSp;
+    const Pair *k_vnni = words(ka[0]), *kt = words(ka[1]), *vt = words(ka[2]);
+    float *p = pa[0], *ds = pa[1], *part = pa[2];
+    Pair* packed = words(pa[3]);
+    tile_dot<false>(p, kBc, q_pairs, P(), kt, kBc, t.rows, kBc, P());
+    for (int64_t i = 0; i < t.rows * kBc; i += 16)
+      _mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), _mm512_set1_ps(scale)));
+    probabilities(p, t, s);
+    if (dv) {
+      round_row_pairs(packed, kBc, p, kBc, t.rows, kBc);
+      tile_dot<true>(part, HSp, packed, kBc, dout_vnni, HSp, t.cols, HSp, pairs(t.rows));
+      add_tile(dv, part, t.cols * HSp);
+    }
+    tile_dot<false>(ds, kBc, dout_pairs, P(), vt, kBc, t.rows, kBc, P());
+    score_gradients(ds, p, t);
+    if (dk) {
+      round_row_pairs(packed, kBc, ds, kBc, t.rows, kBc);
+      tile_dot<true>(part, HSp, packed, kBc, q_vnni, HSp, t.cols, HSp, pairs(t.rows));
+      add_tile(dk, part, t.cols * HSp);
+    }
+    if (dq) {
+      round_rows(packed, kBc / 2, ds, kBc, t.rows, kBc);
+      tile_dot<false>(part, HSp, packed, kBc / 2, k_vnni, HSp, t.rows, HSp, pairs(t.cols));
+      add_tile(dq, part, t.rows * HSp);
+    }
+  }
+};
+#endif
+
+// a followed by b.
+template <size_t N, size_t M>
+std::array<int64_t, N + M> concat(const std::array<int64_t, N>& a, const std::array<int64_t, M>& b) {
+  std::array<int64_t, N + M> out{};
+  std::copy(a.begin(), a.end(), out.begin());
+  std::copy(b.begin(), b.end(), out.begin() + N);
+  return out;
+}
 
 // Note [Backward schedules]
 // Every gradient element must be written by one thread in a fixed order, without atomics.
@@ -87,25 +216,26 @@ inline constexpr int64_t kPart = std::max(kBr, kBc);
 //     dP, dQ). 7 products per pair, but tile-sized tasks that keep every thread busy.
 // Both accumulate each element of dk/dv over (query head, query tile) and each element of
 // dq over key tiles in the same increasing order, starting from zero, with the same
-// backward_tile on the same Acc values, and scale and round them with the same store_rows.
-// So they give identical bits, and we may pick by speed, which depends on the thread count:
-// fused takes ~5 * ceil(tasks / threads) tile-pair units of time, two-pass ~7 * tasks /
-// threads. With one thread (or inside a parallel region) fused always wins; with B * NKV =
-// 1 and 2 threads, two-pass does. The op suite checks 1 vs 2 threads bitwise, which
+// policy's tile routine on the same values, and scale and round them with the same
+// store_rows. So they give identical bits, and we may pick by speed, which depends on the
+// thread count: fused takes ~5 * ceil(tasks / threads) tile-pair units of time, two-pass
+// ~7 * tasks / threads. With one thread (or inside a parallel region) fused always wins; with
+// B * NKV = 1 and 2 threads, two-pass does. The op suite checks 1 vs 2 threads bitwise, which
 // compares the two schedules on its single-kv-head cases.
 bool prefer_fused(int64_t tasks, int64_t threads) {
   return 5 * ceil_div(tasks, threads) * threads <= 7 * tasks;
 }
 
-template <class T, class Acc = acc_t<T>>
+template <class T, class Tiles, class Acc = acc_t<T>>
 struct BackwardTasks {
   HeadsView<T> dq, dk, dv;
-  HeadsView<const T> dout, q, k, v;
+  const Tiles& tiles;
   const Acc* lse;    // (B, NH, T)
   const Acc* delta;  // (B, NH, T)
   const AttentionShape& s;
   int64_t HSp, group, query_tiles, key_tiles;
-  Acc scale;
+
+  static constexpr size_t kQ = Tiles::kQueryArrays, kK = Tiles::kKeyArrays, kP = Tiles::kPairArrays;
 
   // The query tiles [first_query_tile(j), query_tiles_end(j)) see key tile j; query tile i
   // sees key tiles [first_key_tile(i), key_tiles_seen(i)).
@@ -118,97 +248,92 @@ struct BackwardTasks {
     return s.causal ? (std::min(s.T, (i + 1) * kBr) - 1) / kBc + 1 : key_tiles;
   }
   int64_t row_index(int64_t b, int64_t h, int64_t t) const { return (b * s.NH + h) * s.T + t; }
-
-  // Loads key tile j of kv head g: k (cols, HSp) when k_tile is not null, k^T and v^T (HS, kBc).
-  int64_t load_key_tile(int64_t b, int64_t g, int64_t j, Acc* k_tile, Acc* kt, Acc* vt) const {
-    const int64_t k0 = j * kBc, cols = std::min(kBc, s.T - k0);
-    if (k_tile) load_rows(k_tile, HSp, k.row(b, g, k0), k.time_stride, cols, s.HS);
-    load_rows_transposed(kt, kBc, k.row(b, g, k0), k.time_stride, cols, s.HS);
-    load_rows_transposed(vt, kBc, v.row(b, g, k0), v.time_stride, cols, s.HS);
-    return cols;
+  TilePair<Acc> pair(int64_t b, int64_t h, int64_t q0, int64_t k0) const {
+    const int64_t rows0 = row_index(b, h, 0);
+    return {lse + rows0 + q0, delta + rows0 + q0, q0, std::min(kBr, s.T - q0), k0, std::min(kBc, s.T - k0)};
   }
 
-  // fused: q, dout of one query head (T, HSp); dq, dk, dv accumulators (T, HSp);
-  // k (kBc, HSp); k^T, v^T (HSp, kBc); p, ds (kBr, kBc); one tile's product (kPart, HSp).
-  std::array<int64_t, 11> fused_scratch() const {
+  // fused: the query side of one whole query head (T rows); dq, dk, dv accumulators (T, HSp);
+  // one key tile; one pair's scratch.
+  std::array<int64_t, kQ + 3 + kK + kP> fused_scratch() const {
     const int64_t head = s.T * HSp;
-    return {head,      head,      head,      head,      head,     kBc * HSp,
-            HSp * kBc, HSp * kBc, kBr * kBc, kBr * kBc, kPart * HSp};
+    return concat(concat(tiles.query_sizes(s.T), std::array<int64_t, 3>{head, head, head}),
+                  concat(tiles.key_sizes(), tiles.pair_sizes()));
   }
-  void fused(int64_t b, int64_t g, const TileBuffers<Acc, 11>& buf) const {
-    Acc *q_head = buf[0], *dout_head = buf[1], *dq_acc = buf[2], *dk_acc = buf[3], *dv_acc = buf[4];
-    Acc *k_tile = buf[5], *kt = buf[6], *vt = buf[7], *p = buf[8], *ds = buf[9], *part = buf[10];
+  template <class Buffers>
+  void fused(int64_t b, int64_t g, const Buffers& buf) const {
+    Acc* const* qa = buf.from(0);
+    Acc *dq_acc = buf[kQ], *dk_acc = buf[kQ + 1], *dv_acc = buf[kQ + 2];
+    Acc* const* ka = buf.from(kQ + 3);
+    Acc* const* pa = buf.from(kQ + 3 + kK);
     std::fill(dk_acc, dk_acc + s.T * HSp, Acc(0));
     std::fill(dv_acc, dv_acc + s.T * HSp, Acc(0));
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      load_rows(q_head, HSp, q.row(b, h, 0), q.time_stride, s.T, s.HS, scale);
-      load_rows(dout_head, HSp, dout.row(b, h, 0), dout.time_stride, s.T, s.HS);
+      tiles.load_queries(qa, b, h, 0, s.T);
       std::fill(dq_acc, dq_acc + s.T * HSp, Acc(0));
-      const int64_t rows0 = row_index(b, h, 0);
       for (int64_t j = 0; j < key_tiles; ++j) {
-        const int64_t k0 = j * kBc, cols = load_key_tile(b, g, j, k_tile, kt, vt);
+        const int64_t k0 = j * kBc;
+        tiles.load_keys(ka, b, g, k0, std::min(kBc, s.T - k0), /*need_k=*/true);
         for (int64_t i = first_query_tile(j); i < query_tiles_end(j); ++i) {
-          const int64_t q0 = i * kBr, rows = std::min(kBr, s.T - q0);
-          const TilePair<Acc> t{q_head + q0 * HSp, dout_head + q0 * HSp, lse + rows0 + q0,
-                                delta + rows0 + q0, k_tile, kt, vt, q0, rows, k0, cols};
-          backward_tile<Acc>(t, s, HSp, p, ds, part, dq_acc + q0 * HSp,
-                        dk_acc + k0 * HSp, dv_acc + k0 * HSp);
+          const int64_t q0 = i * kBr;
+          tiles.tile(qa, q0, ka, pa, pair(b, h, q0, k0), s, dq_acc + q0 * HSp, dk_acc + k0 * HSp,
+                     dv_acc + k0 * HSp);
         }
       }
-      store_rows(dq.row(b, h, 0), dq.time_stride, dq_acc, HSp, s.T, s.HS, scale);
+      store_rows(dq.row(b, h, 0), dq.time_stride, dq_acc, HSp, s.T, s.HS, tiles.dq_scale());
     }
-    store_rows(dk.row(b, g, 0), dk.time_stride, dk_acc, HSp, s.T, s.HS, Acc(1));
+    store_rows(dk.row(b, g, 0), dk.time_stride, dk_acc, HSp, s.T, s.HS, tiles.dk_scale());
     store_rows(dv.row(b, g, 0), dv.time_stride, dv_acc, HSp, s.T, s.HS, Acc(1));
   }
 
-  // two-pass, key side: k^T, v^T (HSp, kBc); q, dout (kBr, HSp); p, ds (kBr, kBc);
-  // dk, dv accumulators (kBc, HSp); one tile's product (kPart, HSp).
-  std::array<int64_t, 9> key_pass_scratch() const {
-    return {HSp * kBc, HSp * kBc, kBr * HSp, kBr * HSp,  kBr * kBc,
-            kBr * kBc, kBc * HSp, kBc * HSp, kPart * HSp};
+  // two-pass, key side: one key tile; the query side of one query tile; one pair's scratch;
+  // dk, dv accumulators (kBc, HSp).
+  std::array<int64_t, kK + kQ + kP + 2> key_pass_scratch() const {
+    return concat(concat(tiles.key_sizes(), tiles.query_sizes(kBr)),
+                  concat(tiles.pair_sizes(), std::array<int64_t, 2>{kBc * HSp, kBc * HSp}));
   }
-  void key_pass(int64_t b, int64_t g, int64_t j, const TileBuffers<Acc, 9>& buf) const {
-    Acc *kt = buf[0], *vt = buf[1], *q_tile = buf[2], *dout_tile = buf[3], *p = buf[4], *ds = buf[5];
-    Acc *dk_acc = buf[6], *dv_acc = buf[7], *part = buf[8];
-    const int64_t k0 = j * kBc, cols = load_key_tile(b, g, j, nullptr, kt, vt);
+  template <class Buffers>
+  void key_pass(int64_t b, int64_t g, int64_t j, const Buffers& buf) const {
+    Acc* const* ka = buf.from(0);
+    Acc* const* qa = buf.from(kK);
+    Acc* const* pa = buf.from(kK + kQ);
+    Acc *dk_acc = buf[kK + kQ + kP], *dv_acc = buf[kK + kQ + kP + 1];
+    const int64_t k0 = j * kBc, cols = std::min(kBc, s.T - k0);
+    tiles.load_keys(ka, b, g, k0, cols, /*need_k=*/false);
     std::fill(dk_acc, dk_acc + cols * HSp, Acc(0));
     std::fill(dv_acc, dv_acc + cols * HSp, Acc(0));
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      const int64_t rows0 = row_index(b, h, 0);
       for (int64_t i = first_query_tile(j); i < query_tiles_end(j); ++i) {
-        const int64_t q0 = i * kBr, rows = std::min(kBr, s.T - q0);
-        load_rows(q_tile, HSp, q.row(b, h, q0), q.time_stride, rows, s.HS, scale);
-        load_rows(dout_tile, HSp, dout.row(b, h, q0), dout.time_stride, rows, s.HS);
-        const TilePair<Acc> t{q_tile, dout_tile, lse + rows0 + q0, delta + rows0 + q0, nullptr,
-                              kt, vt, q0, rows, k0, cols};
-        backward_tile<Acc>(t, s, HSp, p, ds, part, nullptr, dk_acc, dv_acc);
+        const int64_t q0 = i * kBr;
+        tiles.load_queries(qa, b, h, q0, std::min(kBr, s.T - q0));
+        tiles.tile(qa, 0, ka, pa, pair(b, h, q0, k0), s, nullptr, dk_acc, dv_acc);
       }
     }
-    store_rows(dk.row(b, g, k0), dk.time_stride, dk_acc, HSp, cols, s.HS, Acc(1));
+    store_rows(dk.row(b, g, k0), dk.time_stride, dk_acc, HSp, cols, s.HS, tiles.dk_scale());
     store_rows(dv.row(b, g, k0), dv.time_stride, dv_acc, HSp, cols, s.HS, Acc(1));
   }
 
-  // two-pass, query side: q, dout (kBr, HSp); k (kBc, HSp); k^T, v^T (HSp, kBc);
-  // p, ds (kBr, kBc); dq accumulator (kBr, HSp); one tile's product (kPart, HSp).
-  std::array<int64_t, 9> query_pass_scratch() const {
-    return {kBr * HSp, kBr * HSp, kBc * HSp, HSp * kBc,  HSp * kBc,
-            kBr * kBc, kBr * kBc, kBr * HSp, kPart * HSp};
+  // two-pass, query side: the query side of one query tile; one key tile; one pair's
+  // scratch; dq accumulator (kBr, HSp).
+  std::array<int64_t, kQ + kK + kP + 1> query_pass_scratch() const {
+    return concat(concat(tiles.query_sizes(kBr), tiles.key_sizes()),
+                  concat(tiles.pair_sizes(), std::array<int64_t, 1>{kBr * HSp}));
   }
-  void query_pass(int64_t b, int64_t h, int64_t i, const TileBuffers<Acc, 9>& buf) const {
-    Acc *q_tile = buf[0], *dout_tile = buf[1], *k_tile = buf[2], *kt = buf[3], *vt = buf[4];
-    Acc *p = buf[5], *ds = buf[6], *dq_acc = buf[7], *part = buf[8];
+  template <class Buffers>
+  void query_pass(int64_t b, int64_t h, int64_t i, const Buffers& buf) const {
+    Acc* const* qa = buf.from(0);
+    Acc* const* ka = buf.from(kQ);
+    Acc* const* pa = buf.from(kQ + kK);
+    Acc* dq_acc = buf[kQ + kK + kP];
     const int64_t q0 = i * kBr, rows = std::min(kBr, s.T - q0), g = h / group;
-    const int64_t rows0 = row_index(b, h, 0);
-    load_rows(q_tile, HSp, q.row(b, h, q0), q.time_stride, rows, s.HS, scale);
-    load_rows(dout_tile, HSp, dout.row(b, h, q0), dout.time_stride, rows, s.HS);
+    tiles.load_queries(qa, b, h, q0, rows);
     std::fill(dq_acc, dq_acc + rows * HSp, Acc(0));
     for (int64_t j = first_key_tile(i); j < key_tiles_seen(i); ++j) {
-      const int64_t k0 = j * kBc, cols = load_key_tile(b, g, j, k_tile, kt, vt);
-      const TilePair<Acc> t{q_tile, dout_tile, lse + rows0 + q0, delta + rows0 + q0, k_tile,
-                            kt, vt, q0, rows, k0, cols};
-      backward_tile<Acc>(t, s, HSp, p, ds, part, dq_acc, nullptr, nullptr);
+      const int64_t k0 = j * kBc;
+      tiles.load_keys(ka, b, g, k0, std::min(kBc, s.T - k0), /*need_k=*/true);
+      tiles.tile(qa, 0, ka, pa, pair(b, h, q0, k0), s, dq_acc, nullptr, nullptr);
     }
-    store_rows(dq.row(b, h, q0), dq.time_stride, dq_acc, HSp, rows, s.HS, scale);
+    store_rows(dq.row(b, h, q0), dq.time_stride, dq_acc, HSp, rows, s.HS, tiles.dq_scale());
   }
 };
 
@@ -232,6 +357,41 @@ void row_dot(Acc* delta, HeadsView<const T> dout, HeadsView<const T> out, const 
   });
 }
 
+// Runs the backward's tile pairs with `tiles` on the schedule that is fastest here.
+template <class T, class Tiles, class Acc = acc_t<T>>
+void run_backward(HeadsView<T> dq, HeadsView<T> dk, HeadsView<T> dv, const Tiles& tiles,
+                  const Acc* lse, const Acc* delta, const AttentionShape& s) {
+  const BackwardTasks<T, Tiles> tasks{dq, dk, dv, tiles, lse, delta, s, round_up(s.HS, kColAlign),
+                                      s.NH / s.NKV, ceil_div(s.T, kBr), ceil_div(s.T, kBc)};
+  const int64_t threads = omp_in_parallel() ? 1 : num_threads();
+  if (prefer_fused(s.B * s.NKV, threads)) {
+    parallel_for(0, s.B * s.NKV, 1, [&](int64_t begin, int64_t end) {
+      const auto sizes = tasks.fused_scratch();
+      const TileBuffers<Acc, sizes.size()> buf(sizes);
+      for (int64_t t = begin; t < end; ++t) tasks.fused(t / s.NKV, t % s.NKV, buf);
+    });
+    return;
+  }
+  // Tiles in balanced order under the causal mask (Note [Balancing causal tiles]).
+  const int64_t nk = tasks.key_tiles, nq = tasks.query_tiles;
+  parallel_for(0, s.B * s.NKV * nk, 1, [&](int64_t begin, int64_t end) {
+    const auto sizes = tasks.key_pass_scratch();
+    const TileBuffers<Acc, sizes.size()> buf(sizes);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t bg = t / nk, j = s.causal ? balanced_tile(t % nk, nk) : t % nk;
+      tasks.key_pass(bg / s.NKV, bg % s.NKV, j, buf);
+    }
+  });
+  parallel_for(0, s.B * s.NH * nq, 1, [&](int64_t begin, int64_t end) {
+    const auto sizes = tasks.query_pass_scratch();
+    const TileBuffers<Acc, sizes.size()> buf(sizes);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t bh = t / nq, i = s.causal ? balanced_tile(t % nq, nq) : t % nq;
+      tasks.query_pass(bh / s.NH, bh % s.NH, i, buf);
+    }
+  });
+}
+
 }  // namespace
 
 template <class T>
@@ -245,34 +405,15 @@ void attention_backward(HeadsView<T> dq, HeadsView<T> dk, HeadsView<T> dv,
       static_cast<size_t>(s.B * s.NH * s.T) * sizeof(Acc), MemoryCategory::kActivation);
   Acc* delta = static_cast<Acc*>(delta_block.get());
   row_dot(delta, dout, out, s);
-
-  const BackwardTasks<T> tasks{dq, dk, dv, dout, q, k, v, lse, delta, s,
-                               round_up(s.HS, kColAlign), s.NH / s.NKV, ceil_div(s.T, kBr),
-                               ceil_div(s.T, kBc), static_cast<Acc>(s.scale)};
-  const int64_t threads = omp_in_parallel() ? 1 : num_threads();
-  if (prefer_fused(s.B * s.NKV, threads)) {
-    parallel_for(0, s.B * s.NKV, 1, [&](int64_t begin, int64_t end) {
-      const TileBuffers<Acc, 11> buf(tasks.fused_scratch());
-      for (int64_t t = begin; t < end; ++t) tasks.fused(t / s.NKV, t % s.NKV, buf);
-    });
-    return;
+  const int64_t HSp = round_up(s.HS, kColAlign);
+#if TRIDENT_ATTENTION_BF16_DOT
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (bf16_tile_products())
+      return run_backward(dq, dk, dv, Bf16Tiles{q, dout, k, v, s.HS, HSp, static_cast<float>(s.scale)}, lse,
+                          delta, s);
   }
-  // Tiles in balanced order under the causal mask (Note [Balancing causal tiles]).
-  const int64_t nk = tasks.key_tiles, nq = tasks.query_tiles;
-  parallel_for(0, s.B * s.NKV * nk, 1, [&](int64_t begin, int64_t end) {
-    const TileBuffers<Acc, 9> buf(tasks.key_pass_scratch());
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t bg = t / nk, j = s.causal ? balanced_tile(t % nk, nk) : t % nk;
-      tasks.key_pass(bg / s.NKV, bg % s.NKV, j, buf);
-    }
-  });
-  parallel_for(0, s.B * s.NH * nq, 1, [&](int64_t begin, int64_t end) {
-    const TileBuffers<Acc, 9> buf(tasks.query_pass_scratch());
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t bh = t / nq, i = s.causal ? balanced_tile(t % nq, nq) : t % nq;
-      tasks.query_pass(bh / s.NH, bh % s.NH, i, buf);
-    }
-  });
+#endif
+  run_backward(dq, dk, dv, F32Tiles<T>{q, dout, k, v, s.HS, HSp, static_cast<Acc>(s.scale)}, lse, delta, s);
 }
 
 #define TRI_INSTANTIATE(T)                                                                  \

@@ -266,6 +266,8 @@ class TileBuffers {
     for (size_t i = 0; i < N; ++i) arrays_[i] = static_cast<Acc*>(block_.get()) + offsets[i];
   }
   Acc* operator[](size_t i) const { return arrays_[i]; }
+  // The arrays from i on, for code that takes a run of them.
+  Acc* const* from(size_t i) const { return arrays_.data() + i; }
 
  private:
   DataPtr block_;

@@ -21,7 +21,9 @@ const OptionTable<KernelsOptions>& KernelsOptions::table() {
           .add("cuda_gelu_epilogue", &KernelsOptions::cuda_gelu_epilogue,
                kernel_switch_info(KernelSwitch::kCudaGeluEpilogue).doc)
           .add("attention_generic", &KernelsOptions::attention_generic,
-               kernel_switch_info(KernelSwitch::kAttentionGeneric).doc);
+               kernel_switch_info(KernelSwitch::kAttentionGeneric).doc)
+          .add("cpu_bf16_attention", &KernelsOptions::cpu_bf16_attention,
+               kernel_switch_info(KernelSwitch::kCpuBf16Attention).doc);
   return t;
 }
 
@@ -32,6 +34,7 @@ bool& KernelsOptions::value_of(KernelSwitch s) {
     case KernelSwitch::kCudaCublasLt: return cuda_cublaslt;
     case KernelSwitch::kCudaGeluEpilogue: return cuda_gelu_epilogue;
     case KernelSwitch::kAttentionGeneric: return attention_generic;
+    case KernelSwitch::kCpuBf16Attention: return cpu_bf16_attention;
   }
   TRI_CHECK(false, "KernelsOptions: unknown switch ", static_cast<int>(s));
 }

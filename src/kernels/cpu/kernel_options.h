@@ -28,6 +28,7 @@ struct KernelsOptions {
   bool cuda_cublaslt = true;
   bool cuda_gelu_epilogue = true;
   bool attention_generic = false;
+  bool cpu_bf16_attention = true;
   bool& value_of(KernelSwitch s);
   bool value_of(KernelSwitch s) const { return const_cast<KernelsOptions*>(this)->value_of(s); }
 
