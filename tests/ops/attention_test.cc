@@ -6,11 +6,14 @@
 #include <cmath>
 
 #include "core/allocator.h"
+#include "core/copy.h"
+#include "core/kernel_switches.h"
 #include "core/factory.h"
 #include "core/rng.h"
 #include "core/views.h"
 #include "ops/attention.h"
 #include "ops/expect_error.h"
+#include "kernels/cpu/attention_bf16_tile.h"
 
 namespace trident {
 namespace {
@@ -91,6 +94,54 @@ TEST(AttentionOps, NeverAllocatesTheScoreMatrix) {
   const ops::AttentionGrads g = ops::attention_backward(dout, q, k, v, f.out, f.lse, true);
   const int64_t backward_peak = alloc.stats().in_use.peak - before;
   EXPECT_LT(backward_peak, scores_bytes / 2) << "backward peak " << backward_peak << " bytes";
+}
+
+// kernels.cpu_bf16_attention picks how bf16 attention multiplies (Note [bf16 tile products]):
+// bf16 tiles by vdpbf16ps where the build has it, else f32 tiles. Both must match the f32
+// computation on the same (bf16-representable) values within the op suite's bf16 tolerance,
+// 8 u (|r| + sqrt(T) rms(r)), at a shape with a partial tile, padded head columns, GQA and a
+// window; and where the build has the instruction the two settings must be two paths (other
+// bits). The op suite checks the default path against float64 and finite differences.
+TEST(AttentionOps, Bf16TilesAndF32TilesBothMatchTheF32Result) {
+  struct RestoreSwitch {
+    ~RestoreSwitch() { set_kernel_switch(KernelSwitch::kCpuBf16Attention, true); }
+  } restore;
+  const int64_t T = 150, HS = 24;
+  Generator gen(11);
+  auto bf16_values = [&](Shape shape) { return core::cast(core::cast(randn(shape, gen), DType::kBF16), DType::kF32); };
+  const Tensor q = bf16_values({1, 4, T, HS}), k = bf16_values({1, 2, T, HS}), v = bf16_values({1, 2, T, HS});
+  const Tensor dout = bf16_values({1, 4, T, HS});
+  for (const int64_t window : {int64_t{0}, int64_t{40}}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    const ops::AttentionForward ref = ops::attention(q, k, v, true, std::nullopt, ops::AttentionOutputLayout::kHeadsFirst, window);
+    const ops::AttentionGrads ref_g = ops::attention_backward(dout, q, k, v, ref.out, ref.lse, true, std::nullopt, window);
+    std::vector<std::vector<float>> results[2];
+    for (const bool bf16_tiles : {false, true}) {
+      set_kernel_switch(KernelSwitch::kCpuBf16Attention, bf16_tiles);
+      auto b = [](const Tensor& t) { return core::cast(t, DType::kBF16); };
+      const ops::AttentionForward f = ops::attention(b(q), b(k), b(v), true, std::nullopt, ops::AttentionOutputLayout::kHeadsFirst, window);
+      const ops::AttentionGrads g = ops::attention_backward(b(dout), b(q), b(k), b(v), f.out, f.lse, true, std::nullopt, window);
+      const std::pair<Tensor, Tensor> pairs[] = {{f.out, ref.out}, {g.dq, ref_g.dq}, {g.dk, ref_g.dk}, {g.dv, ref_g.dv}};
+      const char* names[] = {"out", "dq", "dk", "dv"};
+      for (int i = 0; i < 4; ++i) {
+        const std::vector<float> got = to_vector<float>(core::cast(pairs[i].first, DType::kF32));
+        const std::vector<float> want = to_vector<float>(pairs[i].second);
+        double sum_sq = 0;
+        for (float w : want) sum_sq += double(w) * w;
+        const double rms = std::sqrt(sum_sq / double(want.size())), u = 0x1p-8;
+        int64_t bad = 0;
+        for (size_t j = 0; j < want.size(); ++j)
+          bad += std::fabs(got[j] - want[j]) > 8 * u * (std::fabs(want[j]) + std::sqrt(double(T)) * rms);
+        EXPECT_EQ(bad, 0) << names[i] << " with bf16 tiles " << bf16_tiles;
+        results[bf16_tiles].push_back(got);
+      }
+    }
+#if TRIDENT_ATTENTION_BF16_DOT
+    if (__builtin_cpu_supports("avx512bf16")) {
+      EXPECT_NE(results[0], results[1]) << "the switch changed nothing";
+    }
+#endif
+  }
 }
 
 }  // namespace
