@@ -11,6 +11,7 @@
 
 #include "autograd/functions.h"
 #include "comm/device_communicator.h"
+#include "comm/flight_recorder.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/views.h"
@@ -402,6 +403,9 @@ Status Trainer::run(int64_t until_step) {
     auto m = RunMonitor::start(cfg_, comm_ ? comm_->rank() : 0, mesh_.get(), device_);
     if (!m.is_ok()) return m.status();
     monitor_ = std::move(m.value());
+    const int rank = comm_ ? comm_->rank() : 0;  // Note [Test hooks]: the world is communicator 0
+    if (hooks_.sleep_collective && (hooks_.sleep_collective_rank < 0 || hooks_.sleep_collective_rank == rank))
+      comm::flight_recorder().sleep_inside(0, *hooks_.sleep_collective, hooks_.sleep_collective_s);
   }
   monitor_->set_state("running");
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
@@ -481,6 +485,7 @@ Status Trainer::run(int64_t until_step) {
       report_step_profile(profile->stop(), cfg_.train.out_dir, step_, comm_ ? comm_->rank() : 0, world_size(),
                           print ? &progress : nullptr);
     if (mfu_) m.mfu = mfu_->mfu(m.tokens_per_s);
+    m.memory = monitor_->memory();
     ++steps_this_process_;
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);
