@@ -56,6 +56,7 @@ void MetricsWriter::write_step(const StepMetrics& m) {
                    static_cast<long long>(mem.bytes[c]));
     std::fprintf(file_, "\"peak\": %lld, \"reserved\": %lld", static_cast<long long>(mem.peak),
                  static_cast<long long>(mem.reserved));
+    if (mem.limit > 0) std::fprintf(file_, ", \"limit\": %lld", static_cast<long long>(mem.limit));
     if (mem.rss.has_value()) std::fprintf(file_, ", \"rss\": %lld", static_cast<long long>(*mem.rss));
     std::fprintf(file_, "}, \"memory_peak_bytes\": {");
     for (int c = 0; c < kNumMemoryCategories; ++c)

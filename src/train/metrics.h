@@ -43,6 +43,7 @@ struct StepMetrics {
   struct Memory {
     std::array<int64_t, kNumMemoryCategories> bytes{}, peak_bytes{};
     int64_t peak = 0, reserved = 0;
+    int64_t limit = 0;  // the device's limit (MemoryStats::limit; 0: none known, as on the host)
     std::optional<int64_t> rss;
   };
   std::optional<Memory> memory;

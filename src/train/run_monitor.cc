@@ -423,13 +423,25 @@ StepMetrics::Memory RunMonitor::memory() const {
   }
   m.peak = s.in_use.peak;
   m.reserved = s.reserved;
+  m.limit = s.limit;
   return m;
+}
+
+double RunMonitor::device_memory_ratio() const {
+  Allocator* a = device_.type == DeviceType::kCPU ? nullptr : device_allocator(device_.type);
+  if (a == nullptr) return std::nan("");
+  const MemoryStats s = a->stats();
+  return s.limit > 0 ? static_cast<double>(s.reserved) / static_cast<double>(s.limit) : std::nan("");
 }
 
 void RunMonitor::publish_memory(const StepMetrics::Memory& m) {
   for (int c = 0; c < kNumMemoryCategories; ++c) series_.memory_bytes[c]->set(static_cast<double>(m.bytes[c]));
   series_.memory_peak->set(static_cast<double>(m.peak));
   series_.memory_reserved->set(static_cast<double>(m.reserved));
+  if (m.limit > 0)
+    registry_.gauge("trident_memory_limit_bytes", "the device's memory, or its cap, that memory_high compares with",
+                    {{"device", device_.str()}})
+        .set(static_cast<double>(m.limit));
 }
 
 void RunMonitor::publish_comm() {

@@ -59,6 +59,9 @@ class RunMonitor {
   StepMetrics::Memory memory() const;
   // This rank's host memory used / total at the last /proc sample (NaN: not measured).
   double host_memory_ratio() const { return host_memory_ratio_; }
+  // The device allocator's reserved bytes / the device's limit (MemoryStats::limit; NaN on
+  // the host or where no limit is known).
+  double device_memory_ratio() const;
   // After a rollback (Note [Rollback and skip]): the per-step rules forget the discarded steps.
   void on_rollback();
   // The run's state for GET /status: running, paused, stopping, finished.
