@@ -1,7 +1,8 @@
 // The flight recorder: the last kFlightRecords communication operations this process started,
 // each with its communicator, sequence number on that communicator, operation, bytes, start
-// time and whether it completed (PyTorch's NCCL flight recorder, in small). When a collective
-// times out (comm/mpi_communicator.cc) or the hang rule fires (train/run_monitor.cc), every
+// time and whether it completed (PyTorch's NCCL flight recorder, in small), for MPI's and
+// NCCL's communicators alike. When a collective times out (comm/mpi_communicator.cc,
+// comm/nccl_communicator.cc) or the hang rule fires (train/run_monitor.cc), every
 // rank prints its records and writes them to out_dir, so the faulty rank is the one whose
 // sequence numbers stop short of the others' (Note [Reading a flight record]).
 //
