@@ -90,9 +90,9 @@ nlohmann::ordered_json hang_summary(const std::string& out_dir, int world, doubl
     summary["behind"] = {{"comm", d.comm},           {"comm_size", d.comm_size},       {"ranks", d.behind},
                          {"last_seq", d.behind_seq}, {"last_op", d.behind_op},         {"last_state", d.behind_state},
                          {"ahead", d.ahead},         {"waited_seq", d.behind_seq + 1}, {"waited_op", d.waited_op}};
-  if (!summary["dumps_missing"].empty())
-    summary["text"] = d.text + " (no dump from ranks " + summary["dumps_missing"].dump() + " within " +
-                      std::to_string(static_cast<int>(grace_s)) + " s)";
+  if (!summary["dumps_missing"].empty())  // stuck too hard to dump, or another host's out_dir
+    summary["text"] = "no dump from ranks " + summary["dumps_missing"].dump() + " within " +
+                      std::to_string(static_cast<int>(grace_s)) + " s (look at them first); of the others: " + d.text;
   return summary;
 }
 
@@ -355,10 +355,11 @@ void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
                    path.c_str(), kExitHung);
     std::fflush(stderr);
   };
-  if (rank_ == 0) {  // Note [Hang dumps from every rank]
+  const int world = mesh_ != nullptr ? mesh_->world().size() : 1;
+  if (rank_ == 0 && world > 1) {  // Note [Hang dumps from every rank]
     write_or_say(path, dump.dump(2), rank_);
     const nlohmann::ordered_json summary =
-        hang_summary(out_dir, mesh_ != nullptr ? mesh_->world().size() : 1, hang_grace_s(rule), e.step);
+        hang_summary(out_dir, world, hang_grace_s(rule), e.step);
     e.detail += "; " + summary["text"].get<std::string>();
     record_and_notify(rule, e, log);
     write_or_say(hang_summary_path(out_dir), summary.dump(2), rank_);
@@ -371,7 +372,7 @@ void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
     record_and_notify(rule, e, log);
     say_last_words();
     write_or_say(path, dump.dump(2), rank_);
-    if (stop) {  // the summary is rank 0's last word
+    if (stop && world > 1) {  // the summary is rank 0's last word
       const auto deadline = Clock::now() + std::chrono::duration<double>(hang_grace_s(rule) + 5.0);
       while (!checkpoint::exists(checkpoint::default_env(), hang_summary_path(out_dir)) && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

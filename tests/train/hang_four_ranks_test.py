@@ -3,8 +3,8 @@
 src/train/run_monitor.cc): in a 4-rank `trident launch` run (oversubscribed), rank 2 is made to
 sleep for 10 minutes inside operation #SEQ of the world communicator, after MPI finished it
 (TRIDENT_TEST_SLEEP_COLLECTIVE, Note [Test hooks]); the other ranks go on to #SEQ+1 and wait
-there. A [[alerts]] rule `hang` (timeout 3 s; log, stop) must end the whole job, with:
-  - the job gone within LIMIT s of rank 2 falling asleep (timeout 3 s + the grace, 10 s, with
+there. A [[alerts]] rule `hang` (timeout 5 s; log, stop) must end the whole job, with:
+  - the job gone within LIMIT s of rank 2 falling asleep (timeout 5 s + the grace, 10 s, with
     room for a loaded 2-core machine; the sleep is 600 s), exit status 76;
   - hang_rank<r>.json from all 4 ranks (rank 0 waits for every dump before anyone exits, so
     this holds however far apart the watchdogs fire), whose flight records single out rank 2:
@@ -43,7 +43,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         prepare_corpus(trident, d, env)
         config = write_alerts(os.path.join(d, "hang.toml"),
-                              [{"name": "hang", "condition": "hang", "timeout": 3.0, "actions": "log,stop"}])
+                              [{"name": "hang", "condition": "hang", "timeout": 5.0, "actions": "log,stop"}])
         run = os.path.join(d, "run")
         cmd = [trident, "launch", "-n", "4", "--", "train", "--config", config] + tiny_args(d) + \
               ["--train.steps=200", "--train.eval_interval=0", f"--train.out_dir={run}"]
