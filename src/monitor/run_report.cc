@@ -1,6 +1,7 @@
 #include "monitor/run_report.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -212,13 +213,16 @@ Status write_run_report(const std::string& run_dir, const std::string& out_html)
           s.points.emplace_back(static_cast<double>(step), 1e-6 * r["memory_bytes"][key].get<double>());
       return s;
     };
-    static const char* const kColors[] = {"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"};
+    // (key in metrics.jsonl, legend, colour): a category keeps its colour from run to run.
+    const std::array<std::array<const char*, 3>, 6> kCategories = {{{"other", "other", "#7f7f7f"},
+                                                                    {"parameter", "parameter", "#1f77b4"},
+                                                                    {"gradient", "gradient", "#ff7f0e"},
+                                                                    {"optimizer_state", "optimizer", "#2ca02c"},
+                                                                    {"activation", "activation", "#d62728"},
+                                                                    {"gathered_parameter", "gathered", "#9467bd"}}};
     std::vector<Series> lines;
-    const std::pair<const char*, const char*> kCategories[] = {
-        {"other", "other"},         {"parameter", "parameter"},   {"gradient", "gradient"},
-        {"optimizer_state", "optimizer"}, {"activation", "activation"}, {"gathered_parameter", "gathered"}};
-    for (const auto& [key, name] : kCategories) {
-      Series s = memory(key, name, kColors[lines.size() % 6]);
+    for (const auto& [key, name, color] : kCategories) {
+      Series s = memory(key, name, color);
       if (std::any_of(s.points.begin(), s.points.end(), [](const auto& p) { return p.second > 0; }))
         lines.push_back(std::move(s));
     }
