@@ -10,7 +10,8 @@ namespace {
 std::string rank_list(const std::vector<int>& ranks) {
   std::ostringstream os;
   os << (ranks.size() == 1 ? "rank " : "ranks ");
-  for (size_t i = 0; i < ranks.size(); ++i) os << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << ranks[i];
+  for (size_t i = 0; i < ranks.size(); ++i)
+    os << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << ranks[i];
   return os.str();
 }
 
@@ -41,8 +42,8 @@ FlightDiagnosis diagnose_flight_records(const std::map<int, std::vector<FlightRe
           comm_size = r.comm_size;
         }
     if (last.size() < 2) continue;
-    const auto [lo, hi] = std::minmax_element(last.begin(), last.end(),
-                                              [](const auto& a, const auto& b) { return a.second < b.second; });
+    const auto [lo, hi] = std::minmax_element(
+        last.begin(), last.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     if (lo->second == hi->second) continue;
     d.found = true;
     d.comm = comm;
@@ -53,10 +54,12 @@ FlightDiagnosis diagnose_flight_records(const std::map<int, std::vector<FlightRe
       d.behind_op = r->op;
       d.behind_state = r->completed ? "completed" : "in flight";
     }
-    if (const FlightRecord* r = find(by_rank.at(d.ahead.front()), comm, d.behind_seq + 1)) d.waited_op = r->op;
+    if (const FlightRecord* r = find(by_rank.at(d.ahead.front()), comm, d.behind_seq + 1))
+      d.waited_op = r->op;
     std::ostringstream os;
-    os << rank_list(d.behind) << (d.behind.size() == 1 ? " is" : " are") << " behind on communicator " << comm << " ("
-       << comm_size << " ranks): " << (d.behind.size() == 1 ? "its" : "their") << " last operation there is #"
+    os << rank_list(d.behind) << (d.behind.size() == 1 ? " is" : " are")
+       << " behind on communicator " << comm << " (" << comm_size
+       << " ranks): " << (d.behind.size() == 1 ? "its" : "their") << " last operation there is #"
        << d.behind_seq;
     if (!d.behind_op.empty()) os << " " << d.behind_op << " (" << d.behind_state << ")";
     os << "; " << rank_list(d.ahead) << " went on to #" << d.behind_seq + 1;
@@ -65,9 +68,10 @@ FlightDiagnosis diagnose_flight_records(const std::map<int, std::vector<FlightRe
     d.text = os.str();
     return d;
   }
-  d.text = by_rank.size() < 2 ? "fewer than two ranks' flight records: nothing to compare"
-                              : "no rank is behind: every rank reached the same operation on every communicator "
-                                "(the hang is outside communication, or in an operation every rank entered)";
+  d.text = by_rank.size() < 2
+               ? "fewer than two ranks' flight records: nothing to compare"
+               : "no rank is behind: every rank reached the same operation on every communicator "
+                 "(the hang is outside communication, or in an operation every rank entered)";
   return d;
 }
 

@@ -1,8 +1,8 @@
 // Which rank a hung job waits for, read from every rank's flight record (Note [Reading a
 // flight record] in flight_recorder.h): on the first communicator where the ranks' last
-// sequence numbers differ (the world, 0, first), the ranks with the lowest one are behind, and operation
-// (lowest + 1) is what the others are in and the ranks behind never started. The hang rule
-// prints this and writes it to out_dir/hang_summary.json (train/run_monitor.cc), so that
+// sequence numbers differ (the world, 0, first), the ranks with the lowest one are behind, and
+// operation (lowest + 1) is what the others are in and the ranks behind never started. The hang
+// rule prints this and writes it to out_dir/hang_summary.json (train/run_monitor.cc), so that
 // nobody has to compare the dumps by eye.
 #pragma once
 
@@ -16,8 +16,8 @@
 namespace trident::comm {
 
 struct FlightDiagnosis {
-  bool found = false;        // some rank is behind on some communicator
-  int comm = -1;             // that communicator's number
+  bool found = false;  // some rank is behind on some communicator
+  int comm = -1;       // that communicator's number
   int comm_size = 0;
   std::vector<int> behind;   // ranks whose last number on `comm` is the lowest, ascending
   std::vector<int> ahead;    // the other ranks with records on `comm`, ascending

@@ -37,7 +37,8 @@ struct Nvml::Api {
 
   std::string error(const char* call, nvmlReturn_t rc) const {
     const char* what = error_string != nullptr ? error_string(rc) : nullptr;
-    return library + ": " + call + " failed: " + (what != nullptr ? what : "error " + std::to_string(rc));
+    return library + ": " + call +
+           " failed: " + (what != nullptr ? what : "error " + std::to_string(rc));
   }
 };
 
@@ -59,12 +60,14 @@ StatusOr<NvmlDeviceId> nvml_index_of(int cuda_index, const char* visible) {
     id.uuid = entry;
     return id;
   }
-  if (!entry.empty() && entry.find_first_not_of("0123456789") == std::string::npos && entry.size() < 9) {
+  if (!entry.empty() && entry.find_first_not_of("0123456789") == std::string::npos &&
+      entry.size() < 9) {
     id.index = static_cast<unsigned>(std::stoul(entry));
     return id;
   }
-  return Status::invalid("CUDA device " + std::to_string(cuda_index) + " has no NVML index: CUDA_VISIBLE_DEVICES = \"" +
-                         all + "\" gives entry \"" + entry + "\" (allowed: indices or GPU-... UUIDs)");
+  return Status::invalid("CUDA device " + std::to_string(cuda_index) +
+                         " has no NVML index: CUDA_VISIBLE_DEVICES = \"" + all +
+                         "\" gives entry \"" + entry + "\" (allowed: indices or GPU-... UUIDs)");
 }
 
 Nvml::Nvml(std::unique_ptr<Api> api) : api_(std::move(api)) {}
@@ -80,7 +83,8 @@ StatusOr<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
   api->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (api->handle == nullptr) {
     const char* why = dlerror();
-    return Status::error(ErrorKind::kNotImplemented, "NVML not loaded: " + std::string(why != nullptr ? why : library));
+    return Status::error(ErrorKind::kNotImplemented,
+                         "NVML not loaded: " + std::string(why != nullptr ? why : library));
   }
   std::string missing;
   auto bind = [&](auto& fn, const char* name) {
@@ -97,7 +101,8 @@ StatusOr<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
   bind(api->power, "nvmlDeviceGetPowerUsage");
   if (!missing.empty()) {
     dlclose(api->handle);
-    return Status::error(ErrorKind::kNotImplemented, "NVML not usable: " + library + " lacks " + missing);
+    return Status::error(ErrorKind::kNotImplemented,
+                         "NVML not usable: " + library + " lacks " + missing);
   }
   if (const nvmlReturn_t rc = api->init(); rc != 0) {
     const std::string why = api->error("nvmlInit_v2", rc);
@@ -112,8 +117,11 @@ StatusOr<GpuSample> Nvml::sample(const NvmlDeviceId& device) const {
   if (const nvmlReturn_t rc = device.uuid.empty() ? api_->by_index(device.index, &d)
                                                   : api_->by_uuid(device.uuid.c_str(), &d);
       rc != 0)
-    return Status::io_error(api_->error(device.uuid.empty() ? "nvmlDeviceGetHandleByIndex_v2" : "nvmlDeviceGetHandleByUUID", rc) +
-                               " for GPU " + (device.uuid.empty() ? std::to_string(device.index) : device.uuid));
+    return Status::io_error(api_->error(device.uuid.empty() ? "nvmlDeviceGetHandleByIndex_v2"
+                                                            : "nvmlDeviceGetHandleByUUID",
+                                        rc) +
+                            " for GPU " +
+                            (device.uuid.empty() ? std::to_string(device.index) : device.uuid));
   GpuSample s;
   nvmlUtilization_t u{};
   if (const nvmlReturn_t rc = api_->utilization(d, &u); rc != 0)
@@ -125,13 +133,16 @@ StatusOr<GpuSample> Nvml::sample(const NvmlDeviceId& device) const {
   s.memory_used_bytes = static_cast<int64_t>(m.used);
   s.memory_total_bytes = static_cast<int64_t>(m.total);
   unsigned int milliwatts = 0;
-  if (api_->power(d, &milliwatts) == 0) s.power_watts = milliwatts / 1000.0;  // NOT_SUPPORTED on some GPUs
+  if (api_->power(d, &milliwatts) == 0)
+    s.power_watts = milliwatts / 1000.0;  // NOT_SUPPORTED on some GPUs
   return s;
 }
 
 void publish_gpu_sample(Registry& registry, int cuda_index, const GpuSample& s) {
   const Labels gpu = {{"gpu", std::to_string(cuda_index)}};
-  registry.gauge("trident_gpu_utilization_ratio", "fraction of the last NVML sample period the GPU was busy", gpu)
+  registry
+      .gauge("trident_gpu_utilization_ratio",
+             "fraction of the last NVML sample period the GPU was busy", gpu)
       .set(s.utilization_ratio);
   registry.gauge("trident_gpu_memory_used_bytes", "GPU memory in use, all processes (NVML)", gpu)
       .set(static_cast<double>(s.memory_used_bytes));
@@ -143,7 +154,8 @@ void publish_gpu_sample(Registry& registry, int cuda_index, const GpuSample& s) 
 
 std::unique_ptr<GpuMetrics> GpuMetrics::open(int cuda_index, const std::string& who) {
   const char* override_library = std::getenv("TRIDENT_NVML_LIBRARY");
-  const std::string library = override_library != nullptr && *override_library != '\0' ? override_library : kNvmlLibrary;
+  const std::string library =
+      override_library != nullptr && *override_library != '\0' ? override_library : kNvmlLibrary;
   auto id = nvml_index_of(cuda_index, std::getenv("CUDA_VISIBLE_DEVICES"));
   if (!id.is_ok()) {
     std::fprintf(stderr, "%s: no GPU metrics: %s\n", who.c_str(), id.status().message().c_str());
@@ -154,14 +166,16 @@ std::unique_ptr<GpuMetrics> GpuMetrics::open(int cuda_index, const std::string& 
     std::fprintf(stderr, "%s: no GPU metrics: %s\n", who.c_str(), nvml.status().message().c_str());
     return nullptr;
   }
-  return std::unique_ptr<GpuMetrics>(new GpuMetrics(std::move(nvml.value()), id.value(), cuda_index, who));
+  return std::unique_ptr<GpuMetrics>(
+      new GpuMetrics(std::move(nvml.value()), id.value(), cuda_index, who));
 }
 
 void GpuMetrics::publish(Registry& registry) {
   if (nvml_ == nullptr) return;
   auto s = nvml_->sample(device_);
   if (!s.is_ok()) {
-    std::fprintf(stderr, "%s: no more GPU metrics: %s\n", who_.c_str(), s.status().message().c_str());
+    std::fprintf(stderr, "%s: no more GPU metrics: %s\n", who_.c_str(),
+                 s.status().message().c_str());
     nvml_.reset();
     return;
   }

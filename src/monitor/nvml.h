@@ -26,9 +26,9 @@ namespace trident::monitor {
 inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
 
 struct GpuSample {
-  double utilization_ratio = 0.0;         // of the last sample period the GPU was busy (0..1)
+  double utilization_ratio = 0.0;  // of the last sample period the GPU was busy (0..1)
   int64_t memory_used_bytes = 0, memory_total_bytes = 0;
-  std::optional<double> power_watts;      // not every GPU reports it
+  std::optional<double> power_watts;  // not every GPU reports it
 };
 
 // Which GPU: an NVML index, or a UUID ("GPU-...") when CUDA_VISIBLE_DEVICES names one.
@@ -75,7 +75,10 @@ class GpuMetrics {
 
  private:
   GpuMetrics(std::unique_ptr<Nvml> nvml, NvmlDeviceId device, int cuda_index, std::string who)
-      : nvml_(std::move(nvml)), device_(std::move(device)), cuda_index_(cuda_index), who_(std::move(who)) {}
+      : nvml_(std::move(nvml)),
+        device_(std::move(device)),
+        cuda_index_(cuda_index),
+        who_(std::move(who)) {}
   std::unique_ptr<Nvml> nvml_;
   NvmlDeviceId device_;
   int cuda_index_;

@@ -13,7 +13,8 @@ namespace {
 
 // `n` operations on `comm`, all completed except the last when `last_in_flight`; the last is
 // `last_op`, the others all_reduce.
-std::vector<FlightRecord> ops(int comm, int size, int64_t n, const std::string& last_op, bool last_in_flight) {
+std::vector<FlightRecord> ops(int comm, int size, int64_t n, const std::string& last_op,
+                              bool last_in_flight) {
   std::vector<FlightRecord> r;
   for (int64_t s = 1; s <= n; ++s)
     r.push_back({comm, size, s, s == n ? last_op : "all_reduce", 64, 0.1 * static_cast<double>(s),
@@ -21,7 +22,8 @@ std::vector<FlightRecord> ops(int comm, int size, int64_t n, const std::string& 
   return r;
 }
 
-std::vector<FlightRecord> operator+(std::vector<FlightRecord> a, const std::vector<FlightRecord>& b) {
+std::vector<FlightRecord> operator+(std::vector<FlightRecord> a,
+                                    const std::vector<FlightRecord>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
@@ -30,7 +32,8 @@ TEST(FlightDiagnosis, NamesTheRankBehindAndTheCollectiveTheOthersWaitIn) {
   // Rank 2 stays inside world #5; the others finished it and wait in #6, a barrier. A
   // sub-communicator where nobody is behind must not distract.
   std::map<int, std::vector<FlightRecord>> by_rank;
-  for (int r : {0, 1, 3}) by_rank[r] = ops(1, 2, 3, "all_gather", false) + ops(0, 4, 6, "barrier", true);
+  for (int r : {0, 1, 3})
+    by_rank[r] = ops(1, 2, 3, "all_gather", false) + ops(0, 4, 6, "barrier", true);
   by_rank[2] = ops(1, 2, 3, "all_gather", false) + ops(0, 4, 5, "all_reduce", true);
   const FlightDiagnosis d = diagnose_flight_records(by_rank);
   ASSERT_TRUE(d.found) << d.text;
@@ -43,7 +46,8 @@ TEST(FlightDiagnosis, NamesTheRankBehindAndTheCollectiveTheOthersWaitIn) {
   EXPECT_EQ(d.behind_state, "in flight");
   EXPECT_EQ(d.waited_op, "barrier");
   EXPECT_EQ(d.text,
-            "rank 2 is behind on communicator 0 (4 ranks): its last operation there is #5 all_reduce (in flight); "
+            "rank 2 is behind on communicator 0 (4 ranks): its last operation there is #5 "
+            "all_reduce (in flight); "
             "ranks 0, 1 and 3 went on to #6 barrier, which rank 2 never started");
 }
 
@@ -64,7 +68,8 @@ TEST(FlightDiagnosis, SeveralRanksBehindAndARankThatNeverCommunicated) {
   EXPECT_EQ(d.behind, std::vector<int>({1, 2}));
   EXPECT_EQ(d.behind_state, "completed");
   EXPECT_NE(d.text.find("ranks 1 and 2 are behind"), std::string::npos) << d.text;
-  EXPECT_NE(d.text.find("rank 0 went on to #2 broadcast, which ranks 1 and 2 never started"), std::string::npos)
+  EXPECT_NE(d.text.find("rank 0 went on to #2 broadcast, which ranks 1 and 2 never started"),
+            std::string::npos)
       << d.text;
 }
 

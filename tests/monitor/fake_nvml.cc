@@ -38,21 +38,27 @@ __attribute__((visibility("default"))) int nvmlShutdown() {
 
 __attribute__((visibility("default"))) const char* nvmlErrorString(int rc) {
   switch (rc) {
-    case 2: return "Invalid Argument";
-    case 3: return "Not Supported";
-    case 9: return "Driver Not Loaded";
-    default: return "Unknown Error";
+    case 2:
+      return "Invalid Argument";
+    case 3:
+      return "Not Supported";
+    case 9:
+      return "Driver Not Loaded";
+    default:
+      return "Unknown Error";
   }
 }
 
-__attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
+__attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigned int index,
+                                                                         void** device) {
   if (g_live <= 0) return 1;  // NVML_ERROR_UNINITIALIZED
   if (index >= 2) return 2;
   *device = &g_gpus[index];
   return 0;
 }
 
-__attribute__((visibility("default"))) int nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
+__attribute__((visibility("default"))) int nvmlDeviceGetHandleByUUID(const char* uuid,
+                                                                     void** device) {
   for (FakeGpu& g : g_gpus) {
     const char* names[] = {"GPU-fake-0", "GPU-fake-1"};
     if (std::strcmp(uuid, names[g.index]) == 0) {
@@ -63,7 +69,8 @@ __attribute__((visibility("default"))) int nvmlDeviceGetHandleByUUID(const char*
   return 2;
 }
 
-__attribute__((visibility("default"))) int nvmlDeviceGetUtilizationRates(void* device, nvmlUtilization_t* u) {
+__attribute__((visibility("default"))) int nvmlDeviceGetUtilizationRates(void* device,
+                                                                         nvmlUtilization_t* u) {
   const unsigned i = static_cast<FakeGpu*>(device)->index;
   u->gpu = 40 + i;
   u->memory = 7;
@@ -78,7 +85,8 @@ __attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(void* device,
   return 0;
 }
 
-__attribute__((visibility("default"))) int nvmlDeviceGetPowerUsage(void* device, unsigned int* milliwatts) {
+__attribute__((visibility("default"))) int nvmlDeviceGetPowerUsage(void* device,
+                                                                   unsigned int* milliwatts) {
   const unsigned i = static_cast<FakeGpu*>(device)->index;
   if (i == 1) return 3;
   *milliwatts = 250500 + 1000 * i;

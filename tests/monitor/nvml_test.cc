@@ -18,7 +18,9 @@
 namespace trident::monitor {
 namespace {
 
-const char* fake() { return TRIDENT_FAKE_NVML; }
+const char* fake() {
+  return TRIDENT_FAKE_NVML;
+}
 
 TEST(Nvml, SamplesTheFakeLibrary) {
   auto nvml = Nvml::open(fake());
@@ -36,8 +38,9 @@ TEST(Nvml, SamplesTheFakeLibrary) {
   EXPECT_FALSE(s.value().power_watts.has_value());
   s = nvml.value()->sample({7, ""});
   ASSERT_FALSE(s.is_ok());
-  EXPECT_NE(s.status().message().find("nvmlDeviceGetHandleByIndex_v2 failed: Invalid Argument for GPU 7"),
-            std::string::npos)
+  EXPECT_NE(
+      s.status().message().find("nvmlDeviceGetHandleByIndex_v2 failed: Invalid Argument for GPU 7"),
+      std::string::npos)
       << s.status().to_string();
 }
 
@@ -56,8 +59,9 @@ TEST(Nvml, CudaIndicesThroughCudaVisibleDevices) {
   EXPECT_EQ(id.value().uuid, "GPU-bb");
   id = nvml_index_of(0, "MIG-0123");
   ASSERT_FALSE(id.is_ok());
-  EXPECT_NE(id.status().message().find("CUDA_VISIBLE_DEVICES = \"MIG-0123\" gives entry \"MIG-0123\""),
-            std::string::npos)
+  EXPECT_NE(
+      id.status().message().find("CUDA_VISIBLE_DEVICES = \"MIG-0123\" gives entry \"MIG-0123\""),
+      std::string::npos)
       << id.status().to_string();
 }
 
@@ -72,18 +76,23 @@ TEST(Nvml, GaugesArriveInThePrometheusTextWithTheRanksLabels) {
   Registry r;
   gpu->publish(r);
   const std::string text = prometheus_text(r, {{"job", "t"}, {"rank", "3"}});
-  EXPECT_NE(text.find("trident_gpu_utilization_ratio{job=\"t\",rank=\"3\",gpu=\"0\"} 0.41\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("trident_gpu_memory_used_bytes{job=\"t\",rank=\"3\",gpu=\"0\"} 2147483648\n"), std::string::npos)
-      << text;
-  EXPECT_NE(text.find("trident_gpu_memory_total_bytes{job=\"t\",rank=\"3\",gpu=\"0\"} 85899345920\n"),
+  EXPECT_NE(text.find("trident_gpu_utilization_ratio{job=\"t\",rank=\"3\",gpu=\"0\"} 0.41\n"),
             std::string::npos)
+      << text;
+  EXPECT_NE(text.find("trident_gpu_memory_used_bytes{job=\"t\",rank=\"3\",gpu=\"0\"} 2147483648\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("trident_gpu_memory_total_bytes{job=\"t\",rank=\"3\",gpu=\"0\"} 85899345920\n"),
+      std::string::npos)
       << text;
   EXPECT_EQ(text.find("trident_gpu_power_watts"), std::string::npos) << text;  // GPU 1 reports none
   ScopedEnv first("CUDA_VISIBLE_DEVICES", nullptr);
   gpu = GpuMetrics::open(0, "rank 0");
   ASSERT_NE(gpu, nullptr);
   gpu->publish(r);
-  EXPECT_NE(prometheus_text(r).find("trident_gpu_power_watts{gpu=\"0\"} 250.5\n"), std::string::npos)
+  EXPECT_NE(prometheus_text(r).find("trident_gpu_power_watts{gpu=\"0\"} 250.5\n"),
+            std::string::npos)
       << prometheus_text(r);
 }
 
@@ -91,8 +100,10 @@ TEST(Nvml, GaugesArriveInThePrometheusTextWithTheRanksLabels) {
 // metrics and one line saying why.
 TEST(Nvml, AbsentOrBrokenLibraryGivesOneLineAndNoMetrics) {
   const std::pair<const char*, const char*> cases[] = {
-      {"/nonexistent/libnvidia-ml.so.1", "rank 2: no GPU metrics: NVML not loaded: /nonexistent/libnvidia-ml.so.1"},
-      {"libm.so.6", "rank 2: no GPU metrics: NVML not usable: libm.so.6 lacks nvmlInit_v2, nvmlShutdown"},
+      {"/nonexistent/libnvidia-ml.so.1",
+       "rank 2: no GPU metrics: NVML not loaded: /nonexistent/libnvidia-ml.so.1"},
+      {"libm.so.6",
+       "rank 2: no GPU metrics: NVML not usable: libm.so.6 lacks nvmlInit_v2, nvmlShutdown"},
   };
   for (const auto& [path, want] : cases) {
     ScopedEnv library("TRIDENT_NVML_LIBRARY", path);
@@ -107,7 +118,8 @@ TEST(Nvml, AbsentOrBrokenLibraryGivesOneLineAndNoMetrics) {
   testing::internal::CaptureStderr();
   EXPECT_EQ(GpuMetrics::open(0, "rank 2"), nullptr);
   EXPECT_EQ(testing::internal::GetCapturedStderr(),
-            std::string("rank 2: no GPU metrics: NVML not usable: ") + fake() + ": nvmlInit_v2 failed: Driver Not Loaded\n");
+            std::string("rank 2: no GPU metrics: NVML not usable: ") + fake() +
+                ": nvmlInit_v2 failed: Driver Not Loaded\n");
 }
 
 // A GPU that stops answering: one line, then silence (no line per sample).

@@ -65,8 +65,8 @@ class DeviceMemoryAlert : public ::testing::Test {
     *prometheus = monitor::prometheus_text(t.value()->monitor()->registry());
     return cfg.train.out_dir;
   }
-  std::filesystem::path dir_ =
-      std::filesystem::temp_directory_path() / ("trident_device_memory_" + std::to_string(::getpid()));
+  std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
+                               ("trident_device_memory_" + std::to_string(::getpid()));
 };
 
 TEST_F(DeviceMemoryAlert, FiresAboveTheDeviceLimitOnly) {
@@ -78,9 +78,12 @@ TEST_F(DeviceMemoryAlert, FiresAboveTheDeviceLimitOnly) {
   EXPECT_EQ(events[0]["step"], 1);
   EXPECT_EQ(events[0]["metric"], "device_memory_reserved_ratio");
   EXPECT_GT(events[0]["value"].get<double>(), 1.0);  // a tiny GPT-2 and AdamW hold more than 64 KiB
-  EXPECT_NE(events[0]["message"].get<std::string>().find("the device allocator of rank 0 holds"), std::string::npos)
+  EXPECT_NE(events[0]["message"].get<std::string>().find("the device allocator of rank 0 holds"),
+            std::string::npos)
       << events[0];
-  EXPECT_NE(text.find("trident_memory_limit_bytes{device=\"privateuse:0\"} 65536\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("trident_memory_limit_bytes{device=\"privateuse:0\"} 65536\n"),
+            std::string::npos)
+      << text;
   for (const nlohmann::json& m : lines(small / "metrics.jsonl"))
     if (m.contains("loss")) {
       EXPECT_EQ(m["memory_bytes"]["limit"], 65536) << m;
