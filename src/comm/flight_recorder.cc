@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <sstream>
+#include <thread>
 
 namespace trident::comm {
 namespace {
@@ -41,8 +42,25 @@ int64_t FlightRecorder::started(int comm, int comm_size, const std::string& op, 
   return seq;
 }
 
-void FlightRecorder::completed(int comm, int64_t seq) {
+void FlightRecorder::sleep_inside(int comm, int64_t seq, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
+  sleep_comm_ = comm;
+  sleep_seq_ = seq;
+  sleep_s_ = seconds;
+}
+
+void FlightRecorder::completed(int comm, int64_t seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (comm == sleep_comm_ && seq == sleep_seq_) {
+    const double seconds = sleep_s_;
+    sleep_comm_ = -1;
+    lock.unlock();
+    std::fprintf(stderr, "test hook: sleeping %g s inside operation #%lld of communicator %d\n", seconds,
+                 static_cast<long long>(seq), comm);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    lock.lock();
+  }
   for (auto it = records_.rbegin(); it != records_.rend(); ++it)
     if (it->comm == comm && it->seq == seq) {
       it->completed = true;

@@ -1,7 +1,8 @@
 // The flight recorder: the last kFlightRecords communication operations this process started,
 // each with its communicator, sequence number on that communicator, operation, bytes, start
-// time and whether it completed (PyTorch's NCCL flight recorder, in small). When a collective
-// times out (comm/mpi_communicator.cc) or the hang rule fires (train/run_monitor.cc), every
+// time and whether it completed (PyTorch's NCCL flight recorder, in small), for MPI's and
+// NCCL's communicators alike. When a collective times out (comm/mpi_communicator.cc,
+// comm/nccl_communicator.cc) or the hang rule fires (train/run_monitor.cc), every
 // rank prints its records and writes them to out_dir, so the faulty rank is the one whose
 // sequence numbers stop short of the others' (Note [Reading a flight record]).
 //
@@ -54,12 +55,20 @@ class FlightRecorder {
   std::string dump_path() const;
   // Writes json() to dump_path(); false when unset or unwritable.
   bool write_dump() const;
+  // Test hook (TRIDENT_TEST_SLEEP_COLLECTIVE, Note [Test hooks] in train/test_hooks.h):
+  // completed(comm, seq) first sleeps `seconds` (outside the lock, so dumps can still be
+  // read), as a rank stuck inside that operation would: it stays "in flight" here while the
+  // other ranks, whose part of it finished, go on.
+  void sleep_inside(int comm, int64_t seq, double seconds);
 
  private:
   mutable std::mutex mu_;
   std::deque<FlightRecord> records_;
   std::deque<int64_t> next_seq_;  // per communicator
   std::string dump_path_;
+  int sleep_comm_ = -1;
+  int64_t sleep_seq_ = 0;
+  double sleep_s_ = 0.0;
 };
 
 FlightRecorder& flight_recorder();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/flight_recorder.h"
 #include "comm/mpi_communicator.h"
 #include "core/factory.h"
 
@@ -56,8 +57,8 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // An operation queued on the communicator's stream; `done` is recorded after it.
 class NcclWork final : public Work {
  public:
-  NcclWork(ncclComm_t comm, cudaEvent_t done, int rank, std::string what)
-      : comm_(comm), done_(done), rank_(rank), what_(std::move(what)) {}
+  NcclWork(ncclComm_t comm, cudaEvent_t done, int rank, std::string what, int id, int64_t seq)
+      : comm_(comm), done_(done), rank_(rank), what_(std::move(what)), id_(id), seq_(seq) {}
   ~NcclWork() override {
     if (!waited_) {
       try {
@@ -87,21 +88,33 @@ class NcclWork final : public Work {
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > MpiRuntime::timeout()) {
         ncclCommAbort(comm_);
+        // The flight record says which collective (Note [Reading a flight record]).
+        const FlightRecorder& fr = flight_recorder();
+        const bool written = fr.write_dump();
         TRI_CHECK(false, "rank ", rank_, ": NCCL ", what_, " did not complete in ", MpiRuntime::timeout(),
-                  " s (a peer is not taking part); aborted the communicator");
+                  " s (a peer is not taking part); aborted the communicator. Its last communication (flight record",
+                  written ? ", also in " + fr.dump_path() : std::string(), "):\n", fr.text(16));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+    flight_recorder().completed(id_, seq_);
     // Later kernels on the compute stream read the result only after the operation.
     TRI_CUDA_COMM_CHECK(cudaStreamWaitEvent(nullptr, done_, 0), rank_, what_.c_str());
   }
-  bool test() override { return waited_ || cudaEventQuery(done_) == cudaSuccess; }
+  bool test() override {
+    if (waited_) return true;
+    if (cudaEventQuery(done_) != cudaSuccess) return false;
+    flight_recorder().completed(id_, seq_);  // again at wait(): the recorder keeps the first
+    return true;
+  }
 
  private:
   ncclComm_t comm_;
   cudaEvent_t done_;
   int rank_;
   std::string what_;
+  int id_;       // the communicator's number in the flight recorder
+  int64_t seq_;  // this operation's number there
   bool waited_ = false;
 };
 
@@ -123,7 +136,7 @@ class NcclCommunicatorImpl final : public Communicator {
   std::unique_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
     check(t, "all_reduce");
     count(CommOp::kAllReduce, t);
-    return launch("all_reduce", [&] {
+    return launch("all_reduce", bytes_of(t), [&] {
       return ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype(), rank_, "all_reduce"),
                            nccl_op(op), comm_, stream_);
     });
@@ -139,7 +152,7 @@ class NcclCommunicatorImpl final : public Communicator {
     const bool in_place = output.raw_data() == input.raw_data();
     const size_t bytes = static_cast<size_t>(output.numel()) * element_size(output.dtype());
     void* recv = in_place ? static_cast<char*>(input.raw_data()) + static_cast<size_t>(rank_) * bytes : output.raw_data();
-    return launch("reduce_scatter", [&] {
+    return launch("reduce_scatter", bytes_of(input), [&] {
       const ncclResult_t rc = ncclReduceScatter(input.raw_data(), recv, static_cast<size_t>(output.numel()),
                                                 nccl_type(input.dtype(), rank_, "reduce_scatter"), nccl_op(op), comm_,
                                                 stream_);
@@ -153,7 +166,7 @@ class NcclCommunicatorImpl final : public Communicator {
   std::unique_ptr<Work> all_gather_async(const Tensor& input, const Tensor& output) override {
     check_pair(input, output, "all_gather", /*input_is_whole=*/false);
     count(CommOp::kAllGather, output);
-    return launch("all_gather", [&] {
+    return launch("all_gather", bytes_of(input), [&] {
       return ncclAllGather(input.raw_data(), output.raw_data(), static_cast<size_t>(input.numel()),
                            nccl_type(input.dtype(), rank_, "all_gather"), comm_, stream_);
     });
@@ -163,7 +176,7 @@ class NcclCommunicatorImpl final : public Communicator {
     check(t, "broadcast");
     check_rank(root, "broadcast root");
     count(CommOp::kBroadcast, t);
-    return launch("broadcast", [&] {
+    return launch("broadcast", bytes_of(t), [&] {
       return ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
                            nccl_type(t.dtype(), rank_, "broadcast"), root, comm_, stream_);
     });
@@ -174,7 +187,7 @@ class NcclCommunicatorImpl final : public Communicator {
     check_rank(dst, "send destination");
     TRI_CHECK(tag >= 0, "rank ", rank_, ": NCCL send: tag must be >= 0, got ", tag);
     count(CommOp::kSend, t);
-    return launch("send", [&] {
+    return launch("send", bytes_of(t), [&] {
       return ncclSend(t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype(), rank_, "send"), dst, comm_, stream_);
     });
   }
@@ -184,21 +197,23 @@ class NcclCommunicatorImpl final : public Communicator {
     check_rank(src, "recv source");
     TRI_CHECK(tag >= 0, "rank ", rank_, ": NCCL recv: tag must be >= 0, got ", tag);
     count(CommOp::kRecv, t);
-    return launch("recv", [&] {
+    return launch("recv", bytes_of(t), [&] {
       return ncclRecv(t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype(), rank_, "recv"), src, comm_, stream_);
     });
   }
 
   std::unique_ptr<Work> send_recv_async(const std::vector<PeerOp>& ops) override {
     std::vector<ncclDataType_t> types;  // checked before the group opens: nothing throws inside it
+    int64_t sent = 0;
     for (const PeerOp& op : ops) {
       const bool send = op.kind == PeerOp::Kind::kSend;
       check(op.tensor, send ? "send" : "recv");
       check_rank(op.peer, send ? "send destination" : "recv source");
       types.push_back(nccl_type(op.tensor.dtype(), rank_, send ? "send" : "recv"));
       count(send ? CommOp::kSend : CommOp::kRecv, op.tensor);
+      if (send) sent += bytes_of(op.tensor);
     }
-    return launch("send_recv", [&] {
+    return launch("send_recv", sent, [&] {
       ncclResult_t rc = ncclGroupStart();
       for (size_t i = 0; i < ops.size() && rc == ncclSuccess; ++i) {
         const PeerOp& op = ops[i];
@@ -221,7 +236,7 @@ class NcclCommunicatorImpl final : public Communicator {
     const size_t block = static_cast<size_t>(input.numel() / size_);
     const size_t bytes = block * element_size(input.dtype());
     const ncclDataType_t type = nccl_type(input.dtype(), rank_, "all_to_all");
-    return launch("all_to_all", [&] {
+    return launch("all_to_all", bytes_of(input), [&] {
       ncclResult_t rc = ncclGroupStart();
       for (int r = 0; r < size_ && rc == ncclSuccess; ++r) {
         rc = ncclSend(static_cast<const char*>(input.raw_data()) + r * bytes, block, type, r, comm_, stream_);
@@ -236,7 +251,7 @@ class NcclCommunicatorImpl final : public Communicator {
   void barrier() override {
     if (!barrier_flag_) barrier_flag_ = empty({1}, DType::kF32, Device::cuda());
     count(CommOp::kBarrier, *barrier_flag_);
-    launch("barrier", [&] {
+    launch("barrier", 0, [&] {
       return ncclAllReduce(barrier_flag_->raw_data(), barrier_flag_->raw_data(), 1, ncclFloat32, ncclSum, comm_, stream_);
     })->wait();
   }
@@ -271,8 +286,9 @@ class NcclCommunicatorImpl final : public Communicator {
               input.str(), ", output ", output.str());
   }
   // Queues `call` on the communicator's stream behind the compute stream's work so far.
+  // Recorded in the flight recorder as `bytes` of this rank's input (Note [Reading a flight record]).
   template <class Call>
-  std::unique_ptr<Work> launch(const char* what, const Call& call) {
+  std::unique_ptr<Work> launch(const char* what, int64_t bytes, const Call& call) {
     cudaEvent_t ready = nullptr, done = nullptr;
     TRI_CUDA_COMM_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), rank_, what);
     TRI_CUDA_COMM_CHECK(cudaEventRecord(ready, nullptr), rank_, what);
@@ -281,11 +297,14 @@ class NcclCommunicatorImpl final : public Communicator {
     TRI_NCCL_CHECK(call(), rank_, what);
     TRI_CUDA_COMM_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), rank_, what);
     TRI_CUDA_COMM_CHECK(cudaEventRecord(done, stream_), rank_, what);
-    return std::make_unique<NcclWork>(comm_, done, rank_, what);
+    const int64_t seq = flight_recorder().started(id_, size_, what, bytes);
+    return std::make_unique<NcclWork>(comm_, done, rank_, what, id_, seq);
   }
+  static int64_t bytes_of(const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); }
 
   ncclComm_t comm_;
   int rank_, size_;
+  int id_ = flight_recorder().new_communicator();  // Note [Reading a flight record]
   cudaStream_t stream_ = nullptr;
   std::optional<Tensor> barrier_flag_;
 };

@@ -76,6 +76,7 @@ struct MemoryStats {
   std::array<Counter, kNumMemoryCategories> by_category;     // in_use split by category
   int64_t reserved = 0;        // bytes held from the system: live + cached blocks
   int64_t peak_reserved = 0;
+  int64_t limit = 0;           // bytes the memory source will hand out in all (0: not known)
   int64_t num_allocs = 0;      // calls to allocate()
   int64_t num_system_allocs = 0;  // allocations that missed the cache
   const Counter& category(MemoryCategory c) const { return by_category[static_cast<int>(c)]; }

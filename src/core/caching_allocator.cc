@@ -76,8 +76,13 @@ MemoryCategory CachingAllocator::category_of(const DataPtr& p) {
 }
 
 MemoryStats CachingAllocator::stats() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  MemoryStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+  }
+  s.limit = source_->limit();
+  return s;
 }
 
 void CachingAllocator::reset_peak_stats() {

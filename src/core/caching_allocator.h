@@ -31,6 +31,10 @@ class MemorySource {
   virtual void* allocate(size_t nbytes) = 0;
   virtual void free(void* ptr) = 0;
   virtual Device device() const = 0;
+  // The bytes this source will hand out in all, when it knows (a device's memory, or a cap
+  // such as TRIDENT_CUDA_MEMORY_LIMIT_MB); 0: no known limit (host memory: see /proc). The
+  // memory_high rule compares the allocator's reserved bytes with it.
+  virtual int64_t limit() const { return 0; }
 };
 
 // The stream this thread's allocations are for, while alive (nested guards restore).

@@ -19,7 +19,8 @@ const OptionTable<AlertRule>& AlertRule::table() {
                "`window` steps above `threshold`; throughput_drop: tokens/s below `fraction` x the run's median; "
                "hang: no step finished for `timeout` seconds (every rank watches itself); straggler: a rank's step "
                "time without communication waits above `factor` x the median across ranks; memory_high: a rank's host has "
-               "used more than `memory_fraction` of its memory",
+               "used more than `memory_fraction` of its memory, or its device allocator holds more than that fraction "
+               "of the device's limit",
                std::vector<std::string>{"plateau", "not_finite", "loss_spike", "grad_norm_spike", "throughput_drop",
                                         "hang", "straggler", "memory_high"})
           .add("metric", &AlertRule::metric, "the metric the plateau condition watches",
@@ -41,7 +42,8 @@ const OptionTable<AlertRule>& AlertRule::table() {
                Range::at_least(1.0))
           .add("memory_fraction", &AlertRule::memory_fraction,
                "memory_high: fires when a rank's host has used more than this fraction of its memory (total - "
-               "available, /proc/meminfo; sampled every monitor.system_interval)",
+               "available, /proc/meminfo; sampled every monitor.system_interval), or its device allocator's reserved "
+               "bytes exceed this fraction of the device's memory (or TRIDENT_CUDA_MEMORY_LIMIT_MB)",
                Range::between(0.0, 1.0))
           .add("timeout", &AlertRule::timeout,
                "hang: seconds without a finished step (evaluations and checkpoints count as progress)",

@@ -8,7 +8,8 @@
 // hang: no step finished for `timeout` seconds (monitor/watchdog.h, on every rank);
 // straggler: a rank's step time without communication waits above `factor` x the median
 // across ranks (Note [Straggler times] in train/trainer.cc); memory_high: the used memory of
-// a rank's host (total - available, /proc/meminfo) above `memory_fraction` of its total.
+// a rank's host (total - available, /proc/meminfo) above `memory_fraction` of its total, or
+// its device allocator's reserved bytes above that fraction of the device's limit.
 // Actions, a comma-separated list: log (a line on rank 0's stderr), notify (POST the event
 // as JSON to `webhook`, e-mail it to `email_to` through `smtp_url`, and/or run `command` with
 // the event's JSON on stdin), checkpoint,

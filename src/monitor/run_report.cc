@@ -1,6 +1,7 @@
 #include "monitor/run_report.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -202,6 +203,34 @@ Status write_run_report(const std::string& run_dir, const std::string& out_html)
   if (std::any_of(steps.begin(), steps.end(), [](const auto& p) { return p.second.contains("comm_bytes"); }))
     html << chart("Communication per step (MB)", {series(steps, "comm_bytes", "bytes", "#9467bd", 1e-6)}, markers,
                   x_max);
+  // Memory (rank 0's allocator and process, metrics.jsonl's memory_bytes): a line per category
+  // that ever held bytes, then the in-use peak, the reserved bytes and the resident memory.
+  if (std::any_of(steps.begin(), steps.end(), [](const auto& p) { return p.second.contains("memory_bytes"); })) {
+    auto memory = [&](const char* key, const char* name, const char* color) {
+      Series s{name, color, {}};
+      for (const auto& [step, r] : steps)
+        if (r.contains("memory_bytes") && r["memory_bytes"].contains(key) && r["memory_bytes"][key].is_number())
+          s.points.emplace_back(static_cast<double>(step), 1e-6 * r["memory_bytes"][key].get<double>());
+      return s;
+    };
+    // (key in metrics.jsonl, legend, colour): a category keeps its colour from run to run.
+    const std::array<std::array<const char*, 3>, 6> kCategories = {{{"other", "other", "#7f7f7f"},
+                                                                    {"parameter", "parameter", "#1f77b4"},
+                                                                    {"gradient", "gradient", "#ff7f0e"},
+                                                                    {"optimizer_state", "optimizer", "#2ca02c"},
+                                                                    {"activation", "activation", "#d62728"},
+                                                                    {"gathered_parameter", "gathered", "#9467bd"}}};
+    std::vector<Series> lines;
+    for (const auto& [key, name, color] : kCategories) {
+      Series s = memory(key, name, color);
+      if (std::any_of(s.points.begin(), s.points.end(), [](const auto& p) { return p.second > 0; }))
+        lines.push_back(std::move(s));
+    }
+    lines.push_back(memory("peak", "peak", "#8c564b"));
+    lines.push_back(memory("reserved", "reserved", "#e377c2"));
+    lines.push_back(memory("rss", "RSS", "#17becf"));
+    html << chart("Memory by category (MB, after each step)", lines, markers, x_max);
+  }
   html << "<h2>Alerts</h2>\n";
   if (alerts.value().empty()) {
     html << "<p>none</p>\n";

@@ -63,16 +63,29 @@ std::optional<AlertEvent> StepCondition::observe_ranks(int64_t step, const RankS
     return std::nullopt;
   }
   if (rule_.condition == "memory_high") {
-    const std::vector<double>& m = ranks.memory_ratio;
-    // The fullest host's lowest rank (NaN never compares greater).
-    size_t worst = m.size();
-    for (size_t r = 0; r < m.size(); ++r)
-      if (m[r] > rule_.memory_fraction && (worst == m.size() || m[r] > m[worst])) worst = r;
-    if (worst == m.size()) return std::nullopt;
+    // The fullest memory's lowest rank, a device's before a host's on a tie (NaN never
+    // compares greater).
+    const std::vector<double>* kinds[] = {&ranks.device_memory_ratio, &ranks.memory_ratio};
+    const std::vector<double>* worst_kind = nullptr;
+    size_t worst = 0;
+    for (const std::vector<double>* m : kinds)
+      for (size_t r = 0; r < m->size(); ++r)
+        if ((*m)[r] > rule_.memory_fraction && (worst_kind == nullptr || (*m)[r] > (*worst_kind)[worst])) {
+          worst_kind = m;
+          worst = r;
+        }
+    if (worst_kind == nullptr) return std::nullopt;
+    const bool device = worst_kind == &ranks.device_memory_ratio;
+    const double v = (*worst_kind)[worst];
     std::ostringstream os;
-    os << "the host of rank " << worst << " has used " << m[worst] << " of its memory at step " << step
-       << " (memory_fraction " << rule_.memory_fraction << ")";
-    AlertEvent e = event({step, 0, 0, 0, false}, "host_memory_used_ratio", m[worst], os.str());
+    if (device)
+      os << "the device allocator of rank " << worst << " holds " << v << " of the device's limit at step " << step
+         << " (memory_fraction " << rule_.memory_fraction << ")";
+    else
+      os << "the host of rank " << worst << " has used " << v << " of its memory at step " << step
+         << " (memory_fraction " << rule_.memory_fraction << ")";
+    AlertEvent e = event({step, 0, 0, 0, false}, device ? "device_memory_reserved_ratio" : "host_memory_used_ratio",
+                         v, os.str());
     e.best = rule_.memory_fraction;
     quiet_ = rule_.window;
     return e;

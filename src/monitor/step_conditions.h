@@ -10,8 +10,9 @@
 //                    (after `window` steps of history)
 //   straggler        a rank's step time without communication waits above `factor` x the
 //                    median across ranks (observe_ranks; quiet for `window` steps after firing)
-//   memory_high      a rank's host has used more than `memory_fraction` of its memory
-//                    (observe_ranks; quiet for `window` steps after firing)
+//   memory_high      a rank's host has used more than `memory_fraction` of its memory, or
+//                    its device allocator holds more than that fraction of the device's
+//                    limit (observe_ranks; quiet for `window` steps after firing)
 //
 // Not here: the plateau rule (evaluations, alert_rule.h), the hang watchdog (watchdog.h),
 // acting on an event (train/run_monitor.cc). Not thread-safe: the training thread owns them.
@@ -55,6 +56,9 @@ class StepCondition {
   struct RankSample {
     std::vector<double> busy_s;        // the last step without communication waits
     std::vector<double> memory_ratio;  // its host's used / total memory (NaN: not measured)
+    // Its device allocator's reserved bytes / the device's limit (NaN, or absent: no device
+    // memory with a known limit; MemoryStats::limit).
+    std::vector<double> device_memory_ratio;
   };
   std::optional<AlertEvent> observe_ranks(int64_t step, const RankSample& ranks);
   void reset();

@@ -47,6 +47,23 @@ void MetricsWriter::write_step(const StepMetrics& m) {
   put_number(file_, "forward_backward_s", m.forward_backward_s);
   put_number(file_, "comm_wait_s", m.comm_wait_s);
   put_number(file_, "optimizer_s", m.optimizer_s);
+  if (m.memory.has_value()) {
+    // {"parameter": ..., ..., "peak": ..., "reserved": ..., "rss": ...} and per category peaks.
+    const StepMetrics::Memory& mem = *m.memory;
+    std::fprintf(file_, "\"memory_bytes\": {");
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      std::fprintf(file_, "\"%s\": %lld, ", memory_category_name(static_cast<MemoryCategory>(c)),
+                   static_cast<long long>(mem.bytes[c]));
+    std::fprintf(file_, "\"peak\": %lld, \"reserved\": %lld", static_cast<long long>(mem.peak),
+                 static_cast<long long>(mem.reserved));
+    if (mem.limit > 0) std::fprintf(file_, ", \"limit\": %lld", static_cast<long long>(mem.limit));
+    if (mem.rss.has_value()) std::fprintf(file_, ", \"rss\": %lld", static_cast<long long>(*mem.rss));
+    std::fprintf(file_, "}, \"memory_peak_bytes\": {");
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      std::fprintf(file_, "%s\"%s\": %lld", c == 0 ? "" : ", ", memory_category_name(static_cast<MemoryCategory>(c)),
+                   static_cast<long long>(mem.peak_bytes[c]));
+    std::fprintf(file_, "}, ");
+  }
   put_number(file_, "elapsed_s", m.elapsed_s, true);
   std::fprintf(file_, "}\n");
   std::fflush(file_);

@@ -2,10 +2,12 @@
 // written so a crashed run keeps every completed step. Written by the training loop only.
 #pragma once
 
+#include <array>
 #include <cstdio>
 #include <optional>
 #include <string>
 
+#include "core/allocator.h"
 #include "core/status.h"
 
 namespace trident::train {
@@ -33,6 +35,18 @@ struct StepMetrics {
   // reductions' tail and the loss's all-reduce), the optimizer (clipping, update,
   // zeroing); step_s is the whole step.
   double data_s = 0.0, forward_backward_s = 0.0, comm_wait_s = 0.0, optimizer_s = 0.0, step_s = 0.0;
+  // The device allocator's bytes after the step: in use per category (core/allocator.h's
+  // names; activations are mostly freed by then) and each category's peak since the start,
+  // the whole in-use peak and the bytes reserved from the system (live and cached); and the
+  // process's resident memory as of the monitor's last /proc sample (at most
+  // monitor.system_interval old). Set by the trainer from its RunMonitor.
+  struct Memory {
+    std::array<int64_t, kNumMemoryCategories> bytes{}, peak_bytes{};
+    int64_t peak = 0, reserved = 0;
+    int64_t limit = 0;  // the device's limit (MemoryStats::limit; 0: none known, as on the host)
+    std::optional<int64_t> rss;
+  };
+  std::optional<Memory> memory;
 };
 
 class MetricsWriter {

@@ -1,15 +1,24 @@
 #include "train/run_monitor.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/env.h"
+#include "comm/flight_diagnosis.h"
 #include "comm/flight_recorder.h"
 #include "core/allocator.h"
 #include "monitor/monitor_options.h"
 #include "monitor/notify.h"
 #include "monitor/notify_command.h"
+#include "monitor/nvml.h"
 #include "train/stop_request.h"
 
 namespace trident::train {
@@ -26,6 +35,65 @@ int local_rank(int rank) {
 
 double wall_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double hang_grace_s(const monitor::AlertRule& rule) { return std::max(rule.timeout, 10.0); }
+
+std::string hang_dump_path(const std::string& out_dir, int rank) {
+  return out_dir + "/hang_rank" + std::to_string(rank) + ".json";
+}
+
+std::string hang_summary_path(const std::string& out_dir) { return out_dir + "/hang_summary.json"; }
+
+void write_or_say(const std::string& path, const std::string& text, int rank) {
+  auto w = checkpoint::write_file_atomically(checkpoint::default_env(), path, text + "\n");
+  if (!w.is_ok()) std::fprintf(stderr, "rank %d: could not write %s: %s\n", rank, path.c_str(), w.status().to_string().c_str());
+}
+
+// A rank's flight record from its hang dump, if the dump is there and complete.
+std::optional<std::vector<comm::FlightRecord>> read_hang_dump(const std::string& path) {
+  auto text = checkpoint::read_file(checkpoint::default_env(), path);
+  if (!text.is_ok()) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("flight_record") || !j["flight_record"].is_array()) return std::nullopt;
+  std::vector<comm::FlightRecord> records;
+  for (const nlohmann::json& r : j["flight_record"]) {
+    comm::FlightRecord f;
+    f.comm = r.value("comm", 0);
+    f.comm_size = r.value("comm_size", 0);
+    f.seq = r.value("seq", int64_t{0});
+    f.op = r.value("op", std::string());
+    f.bytes = r.value("bytes", int64_t{0});
+    f.started_s = r.value("started_s", 0.0);
+    f.completed = r.value("state", std::string()) == "completed";
+    records.push_back(f);
+  }
+  return records;
+}
+
+// Rank 0: waits (at most the grace) for every rank's dump, then says who is behind.
+nlohmann::ordered_json hang_summary(const std::string& out_dir, int world, double grace_s, int64_t step) {
+  std::map<int, std::vector<comm::FlightRecord>> records;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(grace_s);
+  for (;;) {
+    for (int r = 0; r < world; ++r)
+      if (records.count(r) == 0)
+        if (auto got = read_hang_dump(hang_dump_path(out_dir, r))) records[r] = std::move(*got);
+    if (static_cast<int>(records.size()) == world || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const comm::FlightDiagnosis d = comm::diagnose_flight_records(records);
+  nlohmann::ordered_json summary = {{"step", step}, {"ranks", world}, {"dumps_from", nlohmann::json::array()},
+                                    {"dumps_missing", nlohmann::json::array()}, {"text", d.text}};
+  for (int r = 0; r < world; ++r) summary[records.count(r) ? "dumps_from" : "dumps_missing"].push_back(r);
+  if (d.found)
+    summary["behind"] = {{"comm", d.comm},           {"comm_size", d.comm_size},       {"ranks", d.behind},
+                         {"last_seq", d.behind_seq}, {"last_op", d.behind_op},         {"last_state", d.behind_state},
+                         {"ahead", d.ahead},         {"waited_seq", d.behind_seq + 1}, {"waited_op", d.waited_op}};
+  if (!summary["dumps_missing"].empty())  // stuck too hard to dump, or another host's out_dir
+    summary["text"] = "no dump from ranks " + summary["dumps_missing"].dump() + " within " +
+                      std::to_string(static_cast<int>(grace_s)) + " s (look at them first); of the others: " + d.text;
+  return summary;
 }
 
 }  // namespace
@@ -70,10 +138,16 @@ StatusOr<std::unique_ptr<RunMonitor>> RunMonitor::start(const TrainConfig& cfg, 
       m->watchdogs_.push_back(std::make_unique<monitor::Watchdog>(
           cfg.alerts[i].timeout, [self, i](double seconds) { self->on_hang(self->cfg_.alerts[i], seconds); }));
     }
+  // Note [Hang dumps from every rank]: stale ones from an earlier run in this out_dir go.
+  std::remove(hang_dump_path(cfg.train.out_dir, rank).c_str());
+  if (rank == 0) std::remove(hang_summary_path(cfg.train.out_dir).c_str());
   // A collective's timeout writes this rank's flight record here (comm/flight_recorder.h).
   comm::flight_recorder().set_dump_path(cfg.train.out_dir + "/flight_rank" + std::to_string(rank) + ".json");
+  // On a GPU, NVML's utilisation, memory and power join the machine figures (one line and
+  // none of them where NVML cannot be loaded).
+  if (device.is_cuda()) m->gpu_ = monitor::GpuMetrics::open(device.index, "rank " + std::to_string(rank));
   m->register_step_series();
-  m->publish_memory();
+  m->publish_memory(m->memory());
   m->publish_system(/*force=*/true);
   m->set_state("running");
   return m;
@@ -131,7 +205,7 @@ void RunMonitor::on_step(const StepMetrics& m) {
   s.comm_wait_s->set(m.comm_wait_s);
   s.optimizer_s->set(m.optimizer_s);
   s.step_seconds->observe(m.step_s);
-  publish_memory();
+  publish_memory(m.memory ? *m.memory : memory());
   publish_comm();
   publish_system(/*force=*/false);
   const monitor::StepSample sample{m.step, m.loss, m.grad_norm, m.tokens_per_s, m.skipped};
@@ -231,9 +305,23 @@ void RunMonitor::record_and_notify(const monitor::AlertRule& rule, const monitor
 // out_dir/hang_rank<r>.json (the step, the seconds since, and its communication calls and
 // bytes per axis and op as of that step, and the flight record: the last communication
 // operations with their sequence numbers, Note [Reading a flight record] in
-// comm/flight_recorder.h); rank 0 alone appends to alerts.jsonl and notifies; `stop` ends the
-// process with kExitHung (76) without a checkpoint (the state mid-step is not one), and
-// `trident launch` then ends the other ranks. A run resumes from its last checkpoint.
+// comm/flight_recorder.h); rank 0 reads every rank's dump, names the rank that is behind and
+// the collective the others wait in (comm/flight_diagnosis.h), writes that to
+// out_dir/hang_summary.json, prints it, appends the event to alerts.jsonl and notifies; `stop`
+// ends the process with kExitHung (76) without a checkpoint (the state mid-step is not one),
+// and `trident launch` then ends the other ranks. A run resumes from its last checkpoint.
+//
+// Note [Hang dumps from every rank]
+// The first rank to exit ends the job (mpirun kills the rest), and the ranks' watchdogs fire
+// up to a step apart (more on a loaded machine), so exiting at once would lose the dumps of
+// the ranks whose watchdogs had not fired yet: the one rank that tells the others apart can
+// be among them. So with `stop`, rank 0 exits once every rank's dump is in and the summary is
+// written, and every other rank once the summary exists; each waits at most the grace
+// (max(timeout, 10 s)), so the job ends within timeout + grace of the last step even when a
+// rank cannot write (another host without a shared out_dir: the summary then says which
+// ranks' dumps are missing). Each file is written to a temporary name and renamed, so a
+// reader never sees half of one; a run removes its own stale ones when it starts.
+
 void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
   monitor::AlertEvent e;
   e.rule = rule.name;
@@ -255,21 +343,42 @@ void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
         dump["comm_as_of_step"].push_back(row);
       }
   dump["flight_record"] = nlohmann::json::parse(comm::flight_recorder().json());
-  const std::string path = cfg_.train.out_dir + "/hang_rank" + std::to_string(rank_) + ".json";
-  if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-    std::fprintf(f, "%s\n", dump.dump(2).c_str());
-    std::fclose(f);
-  }
-  record_and_notify(rule, e, /*log=*/rule.has_action("log"));
-  if (rule.has_action("log"))
-    std::fprintf(stderr, "rank %d: last communication (flight record, Note [Reading a flight record]):\n%s", rank_,
-                 comm::flight_recorder().text(8).c_str());
-  if (rule.has_action("stop")) {
-    std::fprintf(stderr, "rank %d: hang (%s): state in %s; exiting with status %d\n", rank_, rule.name.c_str(),
-                 path.c_str(), kExitHung);
+  const std::string& out_dir = cfg_.train.out_dir;
+  const std::string path = hang_dump_path(out_dir, rank_);
+  const bool log = rule.has_action("log"), stop = rule.has_action("stop");
+  auto say_last_words = [&] {
+    if (log)
+      std::fprintf(stderr, "rank %d: last communication (flight record, Note [Reading a flight record]):\n%s", rank_,
+                   comm::flight_recorder().text(8).c_str());
+    if (stop)
+      std::fprintf(stderr, "rank %d: hang (%s): state in %s; exiting with status %d\n", rank_, rule.name.c_str(),
+                   path.c_str(), kExitHung);
     std::fflush(stderr);
-    std::_Exit(kExitHung);
+  };
+  const int world = mesh_ != nullptr ? mesh_->world().size() : 1;
+  if (rank_ == 0 && world > 1) {  // Note [Hang dumps from every rank]
+    write_or_say(path, dump.dump(2), rank_);
+    const nlohmann::ordered_json summary =
+        hang_summary(out_dir, world, hang_grace_s(rule), e.step);
+    e.detail += "; " + summary["text"].get<std::string>();
+    record_and_notify(rule, e, log);
+    write_or_say(hang_summary_path(out_dir), summary.dump(2), rank_);
+    std::fprintf(stderr, "hang: %s (%s)\n", summary["text"].get<std::string>().c_str(),
+                 hang_summary_path(out_dir).c_str());
+    say_last_words();
+  } else {
+    // Its lines first, then the dump: once rank 0 has every dump (and may end the job),
+    // every rank has had its say.
+    record_and_notify(rule, e, log);
+    say_last_words();
+    write_or_say(path, dump.dump(2), rank_);
+    if (stop && world > 1) {  // the summary is rank 0's last word
+      const auto deadline = Clock::now() + std::chrono::duration<double>(hang_grace_s(rule) + 5.0);
+      while (!checkpoint::exists(checkpoint::default_env(), hang_summary_path(out_dir)) && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
+  if (stop) std::_Exit(kExitHung);
 }
 
 void RunMonitor::on_ranks(int64_t step, const monitor::StepCondition::RankSample& ranks) {
@@ -303,14 +412,37 @@ void RunMonitor::update_status() {
   if (rank_ == 0) control_.set_status(status_);
 }
 
-void RunMonitor::publish_memory() {
+StepMetrics::Memory RunMonitor::memory() const {
+  StepMetrics::Memory m;
+  m.rss = rss_bytes_;
   Allocator* a = device_allocator(device_.type);
-  if (a == nullptr) return;
+  if (a == nullptr) return m;
   const MemoryStats s = a->stats();
-  for (int c = 0; c < kNumMemoryCategories; ++c)
-    series_.memory_bytes[c]->set(static_cast<double>(s.by_category[c].current));
-  series_.memory_peak->set(static_cast<double>(s.in_use.peak));
-  series_.memory_reserved->set(static_cast<double>(s.reserved));
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    m.bytes[c] = s.by_category[c].current;
+    m.peak_bytes[c] = s.by_category[c].peak;
+  }
+  m.peak = s.in_use.peak;
+  m.reserved = s.reserved;
+  m.limit = s.limit;
+  return m;
+}
+
+double RunMonitor::device_memory_ratio() const {
+  Allocator* a = device_.type == DeviceType::kCPU ? nullptr : device_allocator(device_.type);
+  if (a == nullptr) return std::nan("");
+  const MemoryStats s = a->stats();
+  return s.limit > 0 ? static_cast<double>(s.reserved) / static_cast<double>(s.limit) : std::nan("");
+}
+
+void RunMonitor::publish_memory(const StepMetrics::Memory& m) {
+  for (int c = 0; c < kNumMemoryCategories; ++c) series_.memory_bytes[c]->set(static_cast<double>(m.bytes[c]));
+  series_.memory_peak->set(static_cast<double>(m.peak));
+  series_.memory_reserved->set(static_cast<double>(m.reserved));
+  if (m.limit > 0)
+    registry_.gauge("trident_memory_limit_bytes", "the device's memory, or its cap, that memory_high compares with",
+                    {{"device", device_.str()}})
+        .set(static_cast<double>(m.limit));
 }
 
 void RunMonitor::publish_comm() {
@@ -343,6 +475,7 @@ void RunMonitor::publish_system(bool force) {
   if (!force && std::chrono::duration<double>(now - last_system_sample_).count() < cfg_.monitor.system_interval) return;
   last_system_sample_ = now;
   const monitor::ProcessStats s = monitor::read_process_stats();
+  rss_bytes_ = s.rss_bytes;
   if (s.rss_bytes)
     registry_.gauge("trident_process_resident_memory_bytes", "resident memory of this rank's process")
         .set(static_cast<double>(*s.rss_bytes));
@@ -367,6 +500,7 @@ void RunMonitor::publish_system(bool force) {
   if (s.host_memory_available_bytes)
     registry_.gauge("trident_host_memory_available_bytes", "the host's available memory")
         .set(static_cast<double>(*s.host_memory_available_bytes));
+  if (gpu_) gpu_->publish(registry_);
   for (const monitor::ProcessStats::Interface& i : s.network) {
     registry_.counter("trident_network_receive_bytes_total", "bytes received per interface (/proc/net/dev)",
                       {{"device", i.name}})

@@ -27,6 +27,7 @@
 #include "core/status.h"
 #include "monitor/alert_rule.h"
 #include "monitor/http_server.h"
+#include "monitor/nvml.h"
 #include "monitor/process_stats.h"
 #include "monitor/registry.h"
 #include "monitor/run_control.h"
@@ -54,8 +55,13 @@ class RunMonitor {
   // What every rank reported at the boundary after step `step` (Note [Rank slots] in
   // trainer.cc); rank 0's rules judge it.
   void on_ranks(int64_t step, const monitor::StepCondition::RankSample& ranks);
+  // The device allocator's bytes now, and the resident memory of the last /proc sample.
+  StepMetrics::Memory memory() const;
   // This rank's host memory used / total at the last /proc sample (NaN: not measured).
   double host_memory_ratio() const { return host_memory_ratio_; }
+  // The device allocator's reserved bytes / the device's limit (MemoryStats::limit; NaN on
+  // the host or where no limit is known).
+  double device_memory_ratio() const;
   // After a rollback (Note [Rollback and skip]): the per-step rules forget the discarded steps.
   void on_rollback();
   // The run's state for GET /status: running, paused, stopping, finished.
@@ -69,7 +75,7 @@ class RunMonitor {
 
  private:
   RunMonitor(const TrainConfig& cfg, int rank, const parallel::DeviceMesh* mesh, Device device);
-  void publish_memory();
+  void publish_memory(const StepMetrics::Memory& m);
   void publish_comm();
   void publish_system(bool force);
   void update_status();
@@ -110,6 +116,8 @@ class RunMonitor {
   void on_hang(const monitor::AlertRule& rule, double seconds);  // the watchdog's thread
   std::atomic<int64_t> last_step_{0};  // for the watchdog's thread
   double host_memory_ratio_ = std::numeric_limits<double>::quiet_NaN();
+  std::optional<int64_t> rss_bytes_;  // the last /proc sample
+  std::unique_ptr<monitor::GpuMetrics> gpu_;  // NVML, on a GPU where it loads
   // Last: the watchdogs' threads use the members above, so they stop first.
   std::vector<std::unique_ptr<monitor::Watchdog>> watchdogs_;  // one per hang rule, every rank
 };

@@ -11,6 +11,7 @@
 
 #include "autograd/functions.h"
 #include "comm/device_communicator.h"
+#include "comm/flight_recorder.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/views.h"
@@ -297,9 +298,11 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
     v[1] = word;
     if (fields > 0) {
       v[static_cast<size_t>(2 + rank)] = static_cast<int64_t>(std::llround(last_busy_s_ * 1e6));
-      const double mem = monitor_ ? monitor_->host_memory_ratio() : std::nan("");
       // ppm + 1, so that 0 (another rank's slot, or not measured) stays apart from 0%.
-      if (fields > 1 && std::isfinite(mem)) v[static_cast<size_t>(2 + ranks + rank)] = std::llround(mem * 1e6) + 1;
+      const double mem[2] = {monitor_ ? monitor_->host_memory_ratio() : std::nan(""),
+                             monitor_ ? monitor_->device_memory_ratio() : std::nan("")};
+      for (int64_t f = 1; f < fields; ++f)
+        if (std::isfinite(mem[f - 1])) v[static_cast<size_t>(2 + f * ranks + rank)] = std::llround(mem[f - 1] * 1e6) + 1;
     }
     Tensor t = from_vector<int64_t>(v, {static_cast<int64_t>(v.size())});
     if (idle) {
@@ -315,14 +318,15 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
       monitor::StepCondition::RankSample sample;
       for (int64_t r = 0; r < ranks; ++r) {
         sample.busy_s.push_back(1e-6 * static_cast<double>(got[2 + r]));
-        const int64_t m = fields > 1 ? got[2 + ranks + r] : 0;
+        const int64_t m = fields > 1 ? got[2 + ranks + r] : 0, d = fields > 2 ? got[2 + 2 * ranks + r] : 0;
         sample.memory_ratio.push_back(m > 0 ? 1e-6 * static_cast<double>(m - 1) : std::nan(""));
+        sample.device_memory_ratio.push_back(d > 0 ? 1e-6 * static_cast<double>(d - 1) : std::nan(""));
       }
       monitor_->on_ranks(step_, sample);
     }
   }
   if (ranks == 1 && rank_fields() > 0 && !idle && step_ > 0 && monitor_)  // one process: its own values
-    monitor_->on_ranks(step_, {{last_busy_s_}, {monitor_->host_memory_ratio()}});
+    monitor_->on_ranks(step_, {{last_busy_s_}, {monitor_->host_memory_ratio()}, {monitor_->device_memory_ratio()}});
   out.control = static_cast<uint32_t>(word);
   if (agreed == 0) return out;
   const int64_t code = agreed / ranks, who = ranks - 1 - agreed % ranks;
@@ -334,11 +338,11 @@ Trainer::Boundary Trainer::agree_at_boundary(bool idle) {
 
 // Note [Rank slots]
 // Some rules need a value from every rank: the straggler rule each rank's busy time, the
-// memory rule each rank's host memory. When such a rule exists (every rank's config says so
-// alike), the boundary all-reduce (max) grows from 2 int64 to 2 + fields x ranks, each rank
-// writing only its own slots, so every rank learns every rank's values in the message the
-// boundary already sends: busy microseconds, then host memory used in ppm + 1 (0: not
-// measured). Rank 0's rules judge them after step S; their actions go out at the boundary
+// memory rule each rank's host memory and device memory. When such a rule exists (every rank's
+// config says so alike), the boundary all-reduce (max) grows from 2 int64 to 2 + fields x
+// ranks, each rank writing only its own slots, so every rank learns every rank's values in
+// the message the boundary already sends: busy microseconds, then host memory used and the
+// device allocator's share of its limit, each in ppm + 1 (0: not measured). Rank 0's rules judge them after step S; their actions go out at the boundary
 // after step S + 1, on every rank alike.
 //
 // Note [Straggler times]
@@ -354,7 +358,7 @@ int Trainer::rank_fields() const {
     any = any || r.condition == "straggler" || r.condition == "memory_high";
     memory = memory || r.condition == "memory_high";
   }
-  return memory ? 2 : any ? 1 : 0;
+  return memory ? 3 : any ? 1 : 0;
 }
 
 // Note [Control at step boundaries]
@@ -402,6 +406,9 @@ Status Trainer::run(int64_t until_step) {
     auto m = RunMonitor::start(cfg_, comm_ ? comm_->rank() : 0, mesh_.get(), device_);
     if (!m.is_ok()) return m.status();
     monitor_ = std::move(m.value());
+    const int rank = comm_ ? comm_->rank() : 0;  // Note [Test hooks]: the world is communicator 0
+    if (hooks_.sleep_collective && (hooks_.sleep_collective_rank < 0 || hooks_.sleep_collective_rank == rank))
+      comm::flight_recorder().sleep_inside(0, *hooks_.sleep_collective, hooks_.sleep_collective_s);
   }
   monitor_->set_state("running");
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
@@ -481,6 +488,7 @@ Status Trainer::run(int64_t until_step) {
       report_step_profile(profile->stop(), cfg_.train.out_dir, step_, comm_ ? comm_->rank() : 0, world_size(),
                           print ? &progress : nullptr);
     if (mfu_) m.mfu = mfu_->mfu(m.tokens_per_s);
+    m.memory = monitor_->memory();
     ++steps_this_process_;
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
     metrics.value().write_step(m);

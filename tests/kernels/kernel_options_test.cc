@@ -21,6 +21,7 @@
 #include "core/half.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/onednn_gemm.h"
+#include "support/scoped_env.h"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -30,23 +31,6 @@ class KernelsOptionsTest : public ::testing::Test {
  protected:
   void TearDown() override { set_gemm_engines(saved_); }
   GemmEngines saved_ = gemm_engines();
-};
-
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
 };
 
 // The switches (core/kernel_switches.h) are [kernels] keys with the same defaults; a set

@@ -111,32 +111,53 @@ TEST(StepConditions, StragglerIsTheRankAboveFactorTimesTheMedian) {
   r.factor = 3.0;
   StepCondition c(r);
   EXPECT_FALSE(c.observe({1, 3, 1, 1, false}));  // per-step samples say nothing about ranks
-  EXPECT_FALSE(c.observe_ranks(1, {{0.10, 0.12, 0.11, 0.29}, {}}));  // 2.5 x the median: not yet
-  std::optional<AlertEvent> e = c.observe_ranks(2, {{0.10, 0.12, 0.11, 0.50}, {}});
+  EXPECT_FALSE(c.observe_ranks(1, {{0.10, 0.12, 0.11, 0.29}, {}, {}}));  // 2.5 x the median: not yet
+  std::optional<AlertEvent> e = c.observe_ranks(2, {{0.10, 0.12, 0.11, 0.50}, {}, {}});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->step, 2);
   EXPECT_DOUBLE_EQ(e->value, 0.50);
   EXPECT_DOUBLE_EQ(e->best, 0.115);
   EXPECT_NE(e->message().find("rank 3 took 0.5 s of step 2"), std::string::npos) << e->message();
-  EXPECT_FALSE(c.observe_ranks(3, {{0.10, 0.9, 0.11, 0.1}, {}}));  // quiet for `window` steps
-  EXPECT_FALSE(c.observe_ranks(4, {{0.10, 0.9, 0.11, 0.1}, {}}));
-  e = c.observe_ranks(5, {{0.10, 0.9, 0.11, 0.1}, {}});
+  EXPECT_FALSE(c.observe_ranks(3, {{0.10, 0.9, 0.11, 0.1}, {}, {}}));  // quiet for `window` steps
+  EXPECT_FALSE(c.observe_ranks(4, {{0.10, 0.9, 0.11, 0.1}, {}, {}}));
+  e = c.observe_ranks(5, {{0.10, 0.9, 0.11, 0.1}, {}, {}});
   ASSERT_TRUE(e);
   EXPECT_NE(e->message().find("rank 1 took"), std::string::npos) << e->message();
-  EXPECT_FALSE(c.observe_ranks(6, {{0.5}, {}}));  // one rank has no peers
+  EXPECT_FALSE(c.observe_ranks(6, {{0.5}, {}, {}}));  // one rank has no peers
 }
 
 TEST(StepConditions, MemoryHighNamesTheFullestHost) {
   AlertRule r = rule("memory_high", /*window=*/1);
   r.memory_fraction = 0.9;
   StepCondition c(r);
-  EXPECT_FALSE(c.observe_ranks(1, {{}, {0.5, 0.89, std::nan("")}}));
-  std::optional<AlertEvent> e = c.observe_ranks(2, {{}, {0.5, 0.95, 0.97, 0.97}});
+  EXPECT_FALSE(c.observe_ranks(1, {{}, {0.5, 0.89, std::nan("")}, {}}));
+  std::optional<AlertEvent> e = c.observe_ranks(2, {{}, {0.5, 0.95, 0.97, 0.97}, {}});
   ASSERT_TRUE(e);
   EXPECT_NE(e->message().find("the host of rank 2 has used 0.97 of its memory at step 2"), std::string::npos)
       << e->message();
-  EXPECT_FALSE(c.observe_ranks(3, {{}, {0.99}}));  // quiet for `window` steps
-  EXPECT_TRUE(c.observe_ranks(4, {{}, {0.99}}));
+  EXPECT_FALSE(c.observe_ranks(3, {{}, {0.99}, {}}));  // quiet for `window` steps
+  EXPECT_TRUE(c.observe_ranks(4, {{}, {0.99}, {}}));
+}
+
+// The device allocator's share of the device's limit counts as well, and the fuller memory
+// of either kind is the one named; NaN (no device, no limit) never fires.
+TEST(StepConditions, MemoryHighWatchesTheDeviceLimit) {
+  AlertRule r = rule("memory_high", /*window=*/0);
+  r.memory_fraction = 0.9;
+  StepCondition c(r);
+  const double nan = std::nan("");
+  EXPECT_FALSE(c.observe_ranks(1, {{}, {0.5, 0.5}, {nan, 0.89}}));
+  std::optional<AlertEvent> e = c.observe_ranks(2, {{}, {0.5, 0.5}, {nan, 0.93}});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->metric, "device_memory_reserved_ratio");
+  EXPECT_DOUBLE_EQ(e->value, 0.93);
+  EXPECT_NE(e->message().find("the device allocator of rank 1 holds 0.93 of the device's limit at step 2"),
+            std::string::npos)
+      << e->message();
+  e = c.observe_ranks(3, {{}, {0.95, 0.5}, {nan, 0.93}});  // the host is fuller
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->metric, "host_memory_used_ratio");
+  EXPECT_NE(e->message().find("the host of rank 0 has used 0.95"), std::string::npos) << e->message();
 }
 
 // validate()'s message for `r` (or "accepted").

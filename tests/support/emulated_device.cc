@@ -1,6 +1,7 @@
 #include "support/emulated_device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -36,11 +37,14 @@ using kernels::DeviceHeads;
 
 constexpr Device kDevice{DeviceType::kPrivateUse, 0};
 
+std::atomic<int64_t> g_memory_limit{0};
+
 class EmulatedMemory final : public MemorySource {
  public:
   void* allocate(size_t nbytes) override { return std::aligned_alloc(64, (nbytes + 63) / 64 * 64); }
   void free(void* ptr) override { std::free(ptr); }
   Device device() const override { return kDevice; }
+  int64_t limit() const override { return g_memory_limit.load(); }
 };
 
 template <class Fn>
@@ -363,6 +367,8 @@ class EmulatedKernels final : public kernels::DeviceKernels {
 }  // namespace
 
 void set_emulated_logits_row_multiple(int64_t multiple) { logits_row_multiple_setting = multiple; }
+
+void set_emulated_memory_limit(int64_t bytes) { g_memory_limit.store(bytes); }
 
 Device emulated_device() {
   static const bool registered = [] {

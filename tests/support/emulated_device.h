@@ -15,6 +15,10 @@ namespace trident::testing {
 // Registers the emulated device (once; later calls do nothing) and returns it.
 Device emulated_device();
 
+// The limit its memory reports (MemorySource::limit; not enforced), as a GPU reports its
+// size or TRIDENT_CUDA_MEMORY_LIMIT_MB: 0 (none) by default.
+void set_emulated_memory_limit(int64_t bytes);
+
 // The logits row padding the emulated device asks for (DeviceKernels::logits_row_multiple).
 // 1 by default: the host's layout, since oneDNN picks bf16 GEMM kernels by stride and a padded
 // layout could change the bits. The op suite sets the GPU's 8 to cover the padded path.

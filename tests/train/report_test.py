@@ -5,12 +5,17 @@
 self-contained (no script, no link, no URL but SVG's namespace), has the loss, lr, gradient
 norm, throughput and step-time charts, the train-loss line has one point per step (30, the
 rolled-back steps counted once) and the val-loss line one per evaluation (3), the alert and
-the rollback are marked at their steps, and the alert table names the rule. On a run still
+the rollback are marked at their steps, and the alert table names the rule. metrics.jsonl
+carries the allocator's bytes per category after every step, read back here: parameters 4 x the
+model's parameter count, AdamW's state twice that, gradients (freed at the step's end) with a
+peak of the parameters' size, activations with a peak above 0, the in-use peak, reserved bytes
+and RSS; the report draws them (one point per step) in its memory panel. On a run still
 writing (a last line cut mid-write) it still works; a directory without metrics.jsonl is an
 error naming it.
 
     report_test.py TRIDENT
 """
+import json
 import os
 import re
 import shutil
@@ -20,6 +25,15 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from runlib import prepare_corpus, report, tiny_args, write_alerts  # noqa: E402
+
+
+def memory_ok(m, params):
+    """A step line's memory: fp32 parameters, AdamW's two moments, the freed gradients' peak."""
+    now, peak = m.get("memory_bytes", {}), m.get("memory_peak_bytes", {})
+    return now.get("parameter") == 4 * params and now.get("optimizer_state") == 8 * params and \
+        now.get("gradient") == 0 and peak.get("gradient") == 4 * params and peak.get("activation", 0) > 0 and \
+        now.get("peak", 0) >= 4 * params + peak["activation"] and now.get("reserved", 0) > 0 and \
+        now.get("rss", 0) > now["reserved"]
 
 
 def main():
@@ -39,6 +53,13 @@ def main():
         if r.returncode != 0:
             failures.append(f"training: exit {r.returncode}\n{r.stderr[-2000:]}")
             return report("report", failures)
+        params = re.search(r"model: (\d+) parameters", r.stderr + r.stdout)
+        with open(os.path.join(run, "metrics.jsonl")) as f:
+            rows = [m for m in map(json.loads, f) if "loss" in m]
+        bad = [m["step"] for m in rows if not memory_ok(m, int(params.group(1)) if params else 0)]
+        if not params or not rows or bad:
+            failures.append(f"memory in metrics.jsonl: parameters {params and params.group(1)}, "
+                            f"steps with wrong or missing memory_bytes {bad[:5]}: {rows[-1] if rows else None}")
         out = os.path.join(d, "report.html")
         r = subprocess.run([trident, "report", run, "--out", out], capture_output=True, text=True, timeout=120)
         if r.returncode != 0 or not os.path.exists(out):
@@ -54,6 +75,9 @@ def main():
         points = dict(re.findall(r'data-name="([^"]+)" data-points="(\d+)"', html))
         if points.get("train loss") != "30" or points.get("val loss") != "3":
             failures.append(f"points per series {points}, want 30 train losses and 3 val losses")
+        if "<figcaption>Memory by category" not in html or \
+                any(points.get(name) != "30" for name in ("parameter", "optimizer", "peak", "reserved", "RSS")):
+            failures.append(f"no memory panel with 30 points per line: {points}")
         if not re.search(r'class="alert" data-step="1"', html):
             failures.append("no alert marker at step 1")
         if not re.search(r'class="rollback" data-step="25"', html):

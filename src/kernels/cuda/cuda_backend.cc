@@ -62,11 +62,24 @@ class CudaMemory final : public MemorySource {
     cudaFree(ptr);  // at exit the driver may be gone: no throw
   }
   Device device() const override { return Device::cuda(0); }
+  // The cap, else the GPU's memory (asked once): what memory_high compares reserved bytes with.
+  int64_t limit() const override {
+    if (limit_ > 0) return static_cast<int64_t>(limit_);
+    if (!is_available()) return 0;
+    std::call_once(total_once_, [this] {
+      size_t free = 0, total = 0;
+      if (cudaMemGetInfo(&free, &total) == cudaSuccess) total_ = total;
+      else cudaGetLastError();  // no limit known; not an error for the run
+    });
+    return static_cast<int64_t>(total_);
+  }
 
  private:
   std::mutex mutex_;
   std::unordered_map<void*, size_t> sizes_;
   size_t held_ = 0, limit_ = 0;  // bytes from cudaMalloc now; the cap (0: none)
+  mutable std::once_flag total_once_;
+  mutable size_t total_ = 0;
 };
 
 // Page-locked host memory (cudaHostAlloc) for core's pinned_host_allocator(); plain aligned
