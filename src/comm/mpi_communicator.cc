@@ -209,13 +209,17 @@ class MpiWork final : public Work {
 // inside the host.
 class ScheduleWork final : public Work {
  public:
+  // `inflight`: the communicator's schedules not yet finished, this one joins them; waiting on
+  // one advances them all, so that the buckets of a step pipeline (one in its inter-host
+  // phase while the next is in its intra-host one) instead of queueing behind each other.
   ScheduleWork(MPI_Comm comm, int tag, RingSchedule schedule, char* buffer, DType dtype, ReduceOp op,
                std::function<void()> finish, std::string what, const HostLayout& layout, int my_rank, int flight_comm,
-               int64_t seq)
+               int64_t seq, std::vector<ScheduleWork*>& inflight)
       : comm_(comm), tag_(tag), schedule_(std::move(schedule)), buffer_(buffer), dtype_(dtype), op_(op),
         finish_(std::move(finish)), what_(std::move(what)), layout_(layout), rank_(my_rank),
         flight_comm_(flight_comm), seq_(seq),
-        scratch_(static_cast<size_t>(schedule_.max_reduce_count) * element_size(dtype)) {
+        scratch_(static_cast<size_t>(schedule_.max_reduce_count) * element_size(dtype)), inflight_(inflight) {
+    inflight_.push_back(this);
     poll();  // the first step starts now
   }
   ~ScheduleWork() override {
@@ -225,10 +229,19 @@ class ScheduleWork final : public Work {
       } catch (...) {  // a destructor must not throw; the failure was the caller's to wait for
       }
     }
+    const auto it = std::find(inflight_.begin(), inflight_.end(), this);
+    if (it != inflight_.end()) inflight_.erase(it);
   }
   void wait() override {
     if (finished_) return;
-    poll_until_done([this] { return poll(); }, what_, [this] { return stalled_on(); });
+    poll_until_done(
+        [this] {
+          const std::vector<ScheduleWork*> others = inflight_;  // polling may finish (and remove) some
+          for (ScheduleWork* w : others)
+            if (w != this) w->poll();
+          return poll();
+        },
+        what_, [this] { return stalled_on(); });
   }
   bool test() override { return poll(); }
 
@@ -239,6 +252,7 @@ class ScheduleWork final : public Work {
       if (step_ == schedule_.steps.size()) {
         if (finish_) finish_();
         finished_ = true;
+        inflight_.erase(std::find(inflight_.begin(), inflight_.end(), this));
         flight_recorder().completed(flight_comm_, seq_);
         break;
       }
@@ -302,6 +316,7 @@ class ScheduleWork final : public Work {
   size_t step_ = 0;
   bool posted_ = false, finished_ = false;
   MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  std::vector<ScheduleWork*>& inflight_;
 };
 
 // Where each world rank is (Note [Hierarchical collectives]): a host key (the lowest world
@@ -634,7 +649,7 @@ class MpiCommunicator final : public Communicator {
       finish = [inner, keep] { if (inner) inner(); };
     }
     return std::make_unique<ScheduleWork>(ring_comm_, tag, std::move(schedule), buffer, dtype, rop, std::move(finish),
-                                          what, layout_, rank_, id_, seq);
+                                          what, layout_, rank_, id_, seq, inflight_);
   }
 
   // Bandwidths (Gbit/s) between neighbours on a host and across hosts, every rank at once;
@@ -681,6 +696,7 @@ class MpiCommunicator final : public Communicator {
   double intra_gbps_ = 0, inter_gbps_ = 0;
   bool hierarchical_ = false;
   int64_t schedules_ = 0;
+  std::vector<ScheduleWork*> inflight_;  // its schedules not yet finished (ScheduleWork)
   int rank_ = 0, size_ = 1, world_rank_ = 0;
   int id_ = flight_recorder().new_communicator();  // Note [Reading a flight record]
 };

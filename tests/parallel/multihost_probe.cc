@@ -2,7 +2,7 @@
 // this rank sent inside its host and to other hosts (the communicators' counters, Note [Link
 // classes]) and its host's eth0 byte counters (the kernel's, as seen from the rank's network
 // namespace): run by multihost_test.py across the namespace "hosts" of tests/support/netns.py.
-// Each rank writes DIR/PREFIX_rank<r>.json.
+// Each rank writes DIR/PREFIX_rank<r>.json, with what the metrics registry published last.
 //
 // Usage: multihost_probe DIR PREFIX STEPS ZERO_STAGE auto|on|off N_EMBD
 #include <cstdio>
@@ -14,6 +14,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "support/tiny_run.h"
+#include "train/run_monitor.h"
 #include "train/trainer.h"
 
 using namespace trident;
@@ -80,6 +81,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "multihost_probe: %s\n", s.to_string().c_str());
     comm::MpiRuntime::abort(2);
   }
+  // What the metrics registry published (trident_comm_link_bytes_total, summed over axes).
+  double published[2] = {0, 0};
+  for (const monitor::Registry::Family& f : t.value()->monitor()->registry().snapshot())
+    if (f.name == "trident_comm_link_bytes_total")
+      for (const monitor::Registry::Series& series : f.series)
+        for (const auto& [k, v] : series.labels)
+          if (k == "link") published[v == "inter_host" ? 1 : 0] += series.value;
   const comm::HostLayout& hosts = world->hosts();
   const int r = world->rank();
   const std::string path = (dir / (std::string(argv[2]) + "_rank" + std::to_string(r) + ".json")).string();
@@ -87,7 +95,7 @@ int main(int argc, char** argv) {
   out << "{\"rank\": " << r << ", \"host\": \"" << hosts.names[static_cast<size_t>(hosts.host_of[static_cast<size_t>(r)])]
       << "\", \"hierarchical\": " << (t.value()->mesh()->dp().hierarchical() ? "true" : "false")
       << ", \"losses\": " << json_list(losses) << ", \"intra\": " << json_list(intra)
-      << ", \"inter\": " << json_list(inter) << ", \"tx\": " << json_list(tx) << ", \"rx\": " << json_list(rx) << "}\n";
+      << ", \"inter\": " << json_list(inter) << ", \"published\": " << json_list({published[0], published[1]}) << ", \"tx\": " << json_list(tx) << ", \"rx\": " << json_list(rx) << "}\n";
   out.close();
   std::filesystem::rename(path + ".tmp", path);
   return 0;

@@ -144,6 +144,11 @@ def check_hierarchical(hosts, probe_bin, d, env, failures):
             failures.append(f"{what}: hierarchical on/off not in effect ({hier[0]['hierarchical']}, {flat[0]['hierarchical']})")
         if not close(hier[0]["losses"], flat[0]["losses"]):
             failures.append(f"{what}: hierarchical losses {hier[0]['losses']} differ from flat {flat[0]['losses']}")
+        for r in flat + hier:  # the metrics registry publishes the counters (as of a step's end)
+            if not (r["inter"][-2] <= r["published"][1] <= r["inter"][-1] and
+                    r["intra"][-2] <= r["published"][0] <= r["intra"][-1]):
+                failures.append(f"{what}: rank {r['rank']} published {r['published']} (intra, inter) in the "
+                                f"metrics registry; its last steps' counters: {r['intra'][-2:]}, {r['inter'][-2:]}")
         f, h = per_step_across(flat), per_step_across(hier)
         for name, run in (("flat", f), ("hierarchical", h)):
             for host, (counted, veth) in run.items():
