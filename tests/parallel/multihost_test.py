@@ -11,7 +11,8 @@ place of ssh), 2 ranks on each:
    communicators' counters, match its eth0's own counter (within the TCP/IP headers) and are
    those of Note [Hierarchical collectives]: 2/3 of the flat ring's on 2 hosts x 2 ranks;
 3. a cut link (h1's eth0 down mid-run) ends every rank within the collective timeout, each
-   naming the operation, and the peer host where the rank's own peer is across the link.
+   naming the operation, and the peer host where the rank's own peer is across the link; and
+   mpirun ends, with a failure status, within a minute.
 
 Needs root and iproute2; exits 77 (skipped) with the reason otherwise.
 
@@ -203,6 +204,9 @@ def check_cut_link(trident, hosts, d, env, failures):
         except subprocess.TimeoutExpired:
             mpirun_note = "mpirun had not exited 60 s after the cut (killed)"
             mpirun.kill()
+            failures.append(f"cut link: {mpirun_note}")
+        if mpirun.returncode == 0:
+            failures.append("cut link: mpirun exited 0 (success) for a job whose link was cut")
     if len(ranks_before) != 4:
         failures.append(f"cut link: expected 4 rank processes before the cut, found {ranks_before}")
     if left or ended_after > TIMEOUT_S + 15:
