@@ -378,28 +378,32 @@ class MpiCommunicator final : public Communicator {
     inter_gbps_ = inter_gbps;
     hierarchical_ = false;
     const int per_host = layout_.ranks_per_host();
-    if (layout_.num_hosts() < 2 || mode == Hierarchy::kOff) return;
+    if (layout_.num_hosts() < 2) return;
     TRI_CHECK(mode != Hierarchy::kOn || per_host > 0, where("parallel.hierarchical = on"),
               ": hierarchical collectives need the same number of ranks on every host; this communicator has ",
               layout_.str());
-    if (mode == Hierarchy::kOn || per_host < 2) {
+    char why[160];
+    if (mode != Hierarchy::kAuto) {
       hierarchical_ = mode == Hierarchy::kOn;
-      return;
+      std::snprintf(why, sizeof why, "parallel.hierarchical = %s", hierarchical_ ? "on" : "off");
+    } else {
+      if (per_host < 2) return;  // one rank per host (or uneven hosts): the flat ring
+      // Note [Hierarchical collectives]: measure what was not configured.
+      const bool measured = intra_gbps <= 0 || inter_gbps <= 0;
+      if (measured) {
+        const auto [intra, inter_per_rank] = measure_gbps();
+        if (intra_gbps <= 0) intra_gbps = intra;
+        if (inter_gbps <= 0) inter_gbps = inter_per_rank * per_host;  // the L ranks shared the link
+      }
+      hierarchical_ = intra_gbps > layout_.num_hosts() * inter_gbps;
+      std::snprintf(why, sizeof why,
+                    "%.2f Gbit/s between ranks of a host, %.2f Gbit/s across hosts (%s; auto: on when inside > %d x "
+                    "across)",
+                    intra_gbps, inter_gbps, measured ? "measured" : "configured", layout_.num_hosts());
     }
-    // auto (Note [Hierarchical collectives]): measure what was not configured.
-    const bool measured = intra_gbps <= 0 || inter_gbps <= 0;
-    if (measured) {
-      const auto [intra, inter_per_rank] = measure_gbps();
-      if (intra_gbps <= 0) intra_gbps = intra;
-      if (inter_gbps <= 0) inter_gbps = inter_per_rank * per_host;  // the L ranks shared the link
-    }
-    hierarchical_ = intra_gbps > layout_.num_hosts() * inter_gbps;
-    if (rank_ == 0)
-      std::fprintf(stderr,
-                   "trident: hierarchical collectives %s on the communicator of %d ranks on %s: %.2f Gbit/s between "
-                   "ranks of a host, %.2f Gbit/s across hosts (%s; auto: on when inside > %d x across)\n",
-                   hierarchical_ ? "on" : "off", size_, layout_.str().c_str(), intra_gbps, inter_gbps,
-                   measured ? "measured" : "configured", layout_.num_hosts());
+    if (rank_ == 0 && per_host > 1)
+      std::fprintf(stderr, "trident: hierarchical collectives %s for the communicator of %d ranks on %s: %s\n",
+                   hierarchical_ ? "on" : "off", size_, layout_.str().c_str(), why);
   }
 
   int rank() const override { return rank_; }

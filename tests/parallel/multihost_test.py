@@ -3,7 +3,8 @@
 tests/support/netns.py; OpenMPI reaches the second through tests/support/netns_rsh.sh in
 place of ssh), 2 ranks on each:
 
-1. `mpirun --hostfile` (data parallel, ZeRO-2) and `trident launch --hostfile` (tp2 x dp2)
+1. `mpirun --hostfile` (data parallel, ZeRO-2, hierarchical collectives) and `trident launch
+   --hostfile` (tp2 x dp2, hierarchical = auto)
    log the one-process run's per-step losses (within 1e-5 relative), write their checkpoint
    into a directory both hosts see, and it loads in one process;
 2. hierarchical collectives (parallel.hierarchical = on) give the flat ring's losses within
@@ -70,8 +71,9 @@ def check_layouts(trident, hosts, d, env, failures):
     hostfile = hosts.hostfile(slots=2)
     menv = hosts.mpi_env(env)
     runs = {
-        "mpirun --hostfile, ZeRO-2": ["mpirun", "--hostfile", hostfile, "-np", "4", "--bind-to", "none", "-x",
-                                      "OMP_NUM_THREADS", trident, "train"] + args + ["--parallel.zero_stage=2"],
+        "mpirun --hostfile, ZeRO-2, hierarchical": ["mpirun", "--hostfile", hostfile, "-np", "4", "--bind-to", "none",
+                                                    "-x", "OMP_NUM_THREADS", trident, "train"] + args
+        + ["--parallel.zero_stage=2", "--parallel.hierarchical=on"],
         "trident launch --hostfile, tp2 x dp2": [trident, "launch", "-n", "4", "--hostfile", hostfile, "--", "train"]
         + args + ["--parallel.tp=2"],
     }
@@ -83,8 +85,8 @@ def check_layouts(trident, hosts, d, env, failures):
         if p.returncode != 0:
             failures.append(f"{what}: exit {p.returncode}\n{p.stderr[-3000:]}")
             continue
-        # Both hosts took part: the communicator's host layout is in the auto line.
-        if "h0 (ranks 0-1), h1 (ranks 2-3)" not in p.stderr:
+        # Both hosts took part: the world's host layout is in its hierarchical-collectives line.
+        if "for the communicator of 4 ranks on h0 (ranks 0-1), h1 (ranks 2-3)" not in p.stderr:
             failures.append(f"{what}: the run does not report ranks on h0 and h1:\n{p.stderr[-2000:]}")
         tr, va = runlib.metrics(run)
         for kind, a, b in (("train", tr, ref_train), ("val", va, ref_val)):
