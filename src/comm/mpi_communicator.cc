@@ -17,18 +17,18 @@
 #include <vector>
 
 #include "comm/flight_recorder.h"
+#include "comm/mpi_schedule_work.h"
+#include "comm/mpi_support.h"
 #include "comm/ring_schedule.h"
 #include "core/half.h"
 
 namespace trident::comm {
 namespace {
 
-std::string mpi_error(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  return std::string(text, static_cast<size_t>(len));
-}
+using mpi_support::mpi_error;
+using mpi_support::mpi_type;
+using mpi_support::poll_until_done;
+
 
 // MPI reductions of bf16/f16: each pairwise combination widens to float and rounds back.
 template <class T, class Combine>
@@ -58,19 +58,6 @@ struct HalfOps {
     MPI_Op_create(&half_reduce<f16, Min>, 1, &for_f16[2]);
   }
 };
-
-MPI_Datatype mpi_type(DType d) {
-  switch (d) {
-    case DType::kF32: return MPI_FLOAT;
-    case DType::kF64: return MPI_DOUBLE;
-    case DType::kI32: return MPI_INT32_T;
-    case DType::kI64: return MPI_INT64_T;
-    case DType::kU16:
-    case DType::kBF16:
-    case DType::kF16: return MPI_UINT16_T;
-  }
-  return MPI_DATATYPE_NULL;
-}
 
 // Note [Distributed failures]
 // A rank that dies (killed, crashed) is noticed by mpirun, which names it ("process rank 2
@@ -114,6 +101,30 @@ extern "C" void on_terminate(int sig) {
   std::_Exit(128 + sig);
 }
 
+}  // namespace
+
+namespace mpi_support {
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+MPI_Datatype mpi_type(DType d) {
+  switch (d) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI32: return MPI_INT32_T;
+    case DType::kI64: return MPI_INT64_T;
+    case DType::kU16:
+    case DType::kBF16:
+    case DType::kF16: return MPI_UINT16_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
 // Calls test() until it says done; past the timeout, names `what` (and what `stalled_on`
 // says it waits for), prints the flight record and ends the job (Note [Distributed failures]).
 void poll_until_done(const std::function<bool()>& test, const std::string& what,
@@ -141,6 +152,10 @@ void poll_until_done(const std::function<bool()>& test, const std::string& what,
   }
   note_op("computing, last communication:", what);
 }
+
+}  // namespace mpi_support
+
+namespace {
 
 class MpiWork final : public Work {
  public:
@@ -207,118 +222,6 @@ class MpiWork final : public Work {
 // (2(p-1)/p of the data for all-reduce, (p-1)/p for reduce-scatter, all-gather and
 // all-to-all, the whole tensor for a broadcast from every rank but the chain's last), all
 // inside the host.
-class ScheduleWork final : public Work {
- public:
-  // `inflight`: the communicator's schedules not yet finished, this one joins them; waiting on
-  // one advances them all, so that the buckets of a step pipeline (one in its inter-host
-  // phase while the next is in its intra-host one) instead of queueing behind each other.
-  ScheduleWork(MPI_Comm comm, int tag, RingSchedule schedule, char* buffer, DType dtype, ReduceOp op,
-               std::function<void()> finish, std::string what, const HostLayout& layout, int my_rank, int flight_comm,
-               int64_t seq, std::vector<ScheduleWork*>& inflight)
-      : comm_(comm), tag_(tag), schedule_(std::move(schedule)), buffer_(buffer), dtype_(dtype), op_(op),
-        finish_(std::move(finish)), what_(std::move(what)), layout_(layout), rank_(my_rank),
-        flight_comm_(flight_comm), seq_(seq),
-        scratch_(static_cast<size_t>(schedule_.max_reduce_count) * element_size(dtype)), inflight_(inflight) {
-    inflight_.push_back(this);
-    poll();  // the first step starts now
-  }
-  ~ScheduleWork() override {
-    if (!finished_) {
-      try {
-        wait();
-      } catch (...) {  // a destructor must not throw; the failure was the caller's to wait for
-      }
-    }
-    const auto it = std::find(inflight_.begin(), inflight_.end(), this);
-    if (it != inflight_.end()) inflight_.erase(it);
-  }
-  void wait() override {
-    if (finished_) return;
-    poll_until_done(
-        [this] {
-          const std::vector<ScheduleWork*> others = inflight_;  // polling may finish (and remove) some
-          for (ScheduleWork* w : others)
-            if (w != this) w->poll();
-          return poll();
-        },
-        what_, [this] { return stalled_on(); });
-  }
-  bool test() override { return poll(); }
-
- private:
-  bool poll() {
-    const size_t es = element_size(dtype_);
-    while (!finished_) {
-      if (step_ == schedule_.steps.size()) {
-        if (finish_) finish_();
-        finished_ = true;
-        inflight_.erase(std::find(inflight_.begin(), inflight_.end(), this));
-        flight_recorder().completed(flight_comm_, seq_);
-        break;
-      }
-      const RingStep& st = schedule_.steps[step_];
-      if (!posted_) {
-        requests_[0] = requests_[1] = MPI_REQUEST_NULL;
-        if (st.recv_from >= 0) {
-          char* to = st.reduce ? scratch_.data() : buffer_ + static_cast<size_t>(st.recv.offset) * es;
-          check(MPI_Irecv(to, count(st.recv), mpi_type(dtype_), st.recv_from, tag_, comm_, &requests_[0]), "receive");
-        }
-        if (st.send_to >= 0)
-          check(MPI_Isend(buffer_ + static_cast<size_t>(st.send.offset) * es, count(st.send), mpi_type(dtype_),
-                          st.send_to, tag_, comm_, &requests_[1]),
-                "send");
-        posted_ = true;
-      }
-      int done = 0;
-      check(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE), "step");
-      if (!done) return false;
-      if (st.reduce && st.recv_from >= 0)
-        reduce_into(buffer_ + static_cast<size_t>(st.recv.offset) * es, scratch_.data(), st.recv.count, dtype_, op_);
-      ++step_;
-      posted_ = false;
-    }
-    return true;
-  }
-
-  std::string stalled_on() const {
-    if (step_ >= schedule_.steps.size()) return "";
-    const RingStep& st = schedule_.steps[step_];
-    int flag = 0;
-    const bool receiving = st.recv_from >= 0 && requests_[0] != MPI_REQUEST_NULL &&
-                           MPI_Request_get_status(requests_[0], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag;
-    const int peer = receiving || st.send_to < 0 ? st.recv_from : st.send_to;
-    const auto host = [&](int r) { return layout_.names[static_cast<size_t>(layout_.host_of[static_cast<size_t>(r)])]; };
-    return "step " + std::to_string(step_ + 1) + " of " + std::to_string(schedule_.steps.size()) + " (" + st.phase +
-           ") waits to " + (receiving || st.send_to < 0 ? "receive from" : "send to") + " rank " +
-           std::to_string(peer) + " on host " + host(peer) + (host(peer) == host(rank_) ? " (this host)" : "") +
-           "; this rank is on " + host(rank_) + "; the communicator spans " + layout_.str();
-  }
-
-  int count(const Span& s) const { return static_cast<int>(s.count); }
-  void check(int rc, const char* what) const {
-    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what_, ": ", what, " of step ", step_ + 1, " failed: ",
-                   mpi_error(rc));
-  }
-
-  MPI_Comm comm_;
-  int tag_;
-  RingSchedule schedule_;
-  char* buffer_;
-  DType dtype_;
-  ReduceOp op_;
-  std::function<void()> finish_;
-  std::string what_;
-  const HostLayout& layout_;
-  int rank_;
-  int flight_comm_;
-  int64_t seq_;
-  std::vector<char> scratch_;
-  size_t step_ = 0;
-  bool posted_ = false, finished_ = false;
-  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  std::vector<ScheduleWork*>& inflight_;
-};
-
 // Where each world rank is (Note [Hierarchical collectives]): a host key (the lowest world
 // rank on the host: MPI_Comm_split_type's shared-memory group) and the host's name. Computed
 // once, collectively, by the first communicator; pretend_ranks_per_host() replaces the keys
