@@ -97,6 +97,13 @@ Status run_launch(const LaunchArgs& a, int* exit_code) {
     argv.push_back("--oversubscribe");  // one host: more ranks than cores is allowed (tests, small runs)
   } else {
     argv.insert(argv.end(), {"--hostfile", a.hostfile});
+    // Other hosts start with their own environment (ssh's): pass on what configures trident
+    // (TRIDENT_COMM_TIMEOUT_S, ...) and its threads, as mpirun does for OMPI_* itself.
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string var(*e);
+      const std::string name = var.substr(0, var.find('='));
+      if (name.rfind("TRIDENT_", 0) == 0 || name == "OMP_NUM_THREADS") argv.insert(argv.end(), {"-x", name});
+    }
   }
   if (::geteuid() == 0) {
     // OpenMPI refuses to run as root unless told twice; pass it on to remote hosts too.

@@ -31,6 +31,7 @@ TEST_PACKAGES=(
   python3-torch python3-numpy  # independent reference for parity tests and benchmarks
   libtcmalloc-minimal4 libjemalloc2  # PyTorch's allocators in bench/train_speed_compare.py (LD_PRELOAD)
   prometheus                   # promtool and the server for the monitoring tests (deploy/prometheus)
+  iproute2                     # ip netns, veth, tc: the multihost tests' hosts (tests/support/netns.py)
 )
 
 case "${1:-}" in

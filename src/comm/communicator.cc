@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/check.h"
+
 namespace trident::comm {
 
 const char* comm_op_name(CommOp op) {
@@ -32,8 +34,62 @@ std::string CommStats::str() const {
     os << comm_op_name(static_cast<CommOp>(i)) << ": " << c.calls << " calls, " << c.elements << " elements, "
        << c.bytes << " bytes\n";
   }
+  if (intra_host_bytes + inter_host_bytes > 0)
+    os << "sent: " << intra_host_bytes << " bytes inside the host, " << inter_host_bytes << " bytes to other hosts\n";
   return os.str();
 }
+
+std::vector<int> HostLayout::ranks_on(int host) const {
+  std::vector<int> ranks;
+  for (size_t r = 0; r < host_of.size(); ++r)
+    if (host_of[r] == host) ranks.push_back(static_cast<int>(r));
+  return ranks;
+}
+
+int HostLayout::ranks_per_host() const {
+  const int hosts = num_hosts();
+  if (hosts == 0 || host_of.size() % static_cast<size_t>(hosts) != 0) return 0;
+  const int per = static_cast<int>(host_of.size()) / hosts;
+  for (int h = 0; h < hosts; ++h)
+    if (static_cast<int>(ranks_on(h).size()) != per) return 0;
+  return per;
+}
+
+std::string HostLayout::str() const {
+  std::ostringstream os;
+  for (int h = 0; h < num_hosts(); ++h) {
+    const std::vector<int> ranks = ranks_on(h);
+    os << (h > 0 ? ", " : "") << names[static_cast<size_t>(h)] << " (rank" << (ranks.size() > 1 ? "s " : " ");
+    // Runs of consecutive ranks as a-b.
+    for (size_t i = 0; i < ranks.size();) {
+      size_t j = i;
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      os << (i > 0 ? "," : "") << ranks[i];
+      if (j > i) os << "-" << ranks[j];
+      i = j + 1;
+    }
+    os << ")";
+  }
+  return os.str();
+}
+
+HostLayout HostLayout::single(int size, const std::string& name) {
+  return HostLayout{std::vector<int>(static_cast<size_t>(size), 0), {name}};
+}
+
+Hierarchy parse_hierarchy(const std::string& s) {
+  if (s == "auto") return Hierarchy::kAuto;
+  if (s == "on") return Hierarchy::kOn;
+  TRI_CHECK(s == "off", "hierarchical collectives: '", s, "' is not one of auto, on, off");
+  return Hierarchy::kOff;
+}
+
+const HostLayout& Communicator::hosts() const {
+  if (default_hosts_.host_of.empty()) default_hosts_ = HostLayout::single(size());
+  return default_hosts_;
+}
+
+void Communicator::set_hierarchy(Hierarchy, double, double) {}
 
 namespace {
 

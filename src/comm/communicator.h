@@ -11,7 +11,13 @@
 //
 // Every communicator counts, per operation kind, the calls made and the elements and bytes
 // this rank handed to them (stats()): the ZeRO and tensor-parallel tests check their
-// communication volume with these counters, and the trainer reports them in metrics.
+// communication volume with these counters, and the trainer reports them in metrics. It also
+// counts the bytes this rank sent by link class, to ranks on its own host and to other hosts
+// (Note [Link classes] in comm/mpi_communicator.cc).
+//
+// A communicator knows which of its ranks share a host (hosts()); over several hosts, all-
+// reduce, reduce-scatter and all-gather can run hierarchically (set_hierarchy(): inside each
+// host first, so that fewer bytes cross hosts; Note [Hierarchical collectives]).
 #pragma once
 
 #include <array>
@@ -48,6 +54,9 @@ struct CommStats {
   std::array<Counter, kNumCommOps> ops{};
   const Counter& of(CommOp op) const { return ops[static_cast<int>(op)]; }
   Counter& of(CommOp op) { return ops[static_cast<int>(op)]; }
+  // Bytes this rank sent to ranks on its own host and on other hosts (all operations).
+  int64_t intra_host_bytes = 0;
+  int64_t inter_host_bytes = 0;
   int64_t total_bytes() const;
   std::string str() const;  // one line per operation kind that was used
 };
@@ -61,6 +70,25 @@ class Work {
   // Whether it has completed (then wait() returns at once).
   virtual bool test() = 0;
 };
+
+// Which ranks of a communicator share a host (MPI_Comm_split_type shared memory).
+struct HostLayout {
+  std::vector<int> host_of;         // per rank: its host's index, hosts numbered by their lowest rank
+  std::vector<std::string> names;   // per host: its name (the processor name)
+  int num_hosts() const { return static_cast<int>(names.size()); }
+  std::vector<int> ranks_on(int host) const;
+  // The same number of ranks on every host (hierarchical schedules need it); 0 when not.
+  int ranks_per_host() const;
+  // "h0 (ranks 0-1), h1 (ranks 2-3)".
+  std::string str() const;
+  // Every rank on one host (all names "localhost" when nothing else is known).
+  static HostLayout single(int size, const std::string& name = "localhost");
+};
+
+// How all-reduce, reduce-scatter and all-gather run over several hosts (parallel.hierarchical).
+enum class Hierarchy { kAuto, kOn, kOff };
+// "auto", "on" or "off"; throws naming the value otherwise.
+Hierarchy parse_hierarchy(const std::string& s);
 
 // One send or receive of a batch (Communicator::send_recv_async).
 struct PeerOp {
@@ -118,12 +146,25 @@ class Communicator {
   // here), as MPI_Comm_split: the mesh's data-, tensor- and pipeline-parallel groups.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
+  // Which ranks share a host (every rank on one host unless the backend knows better).
+  virtual const HostLayout& hosts() const;
+  // Hierarchical collectives (Note [Hierarchical collectives]): on, off, or auto (on where
+  // the layout allows it and the hosts' link is slow enough for it to pay; link bandwidths in
+  // Gbit/s, 0 = measure them). Collective (every rank of the communicator calls it with the
+  // same arguments). Backends without hierarchical schedules ignore it.
+  virtual void set_hierarchy(Hierarchy mode, double intra_host_gbps = 0, double inter_host_gbps = 0);
+  // Whether collectives run hierarchically now.
+  virtual bool hierarchical() const { return false; }
+
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
  protected:
   void count(CommOp op, const Tensor& t);
   CommStats stats_;
+
+ private:
+  mutable HostLayout default_hosts_;
 };
 
 }  // namespace trident::comm

@@ -150,6 +150,12 @@ class StagingCommunicator final : public Communicator {
     engine_->barrier();
   }
 
+  const HostLayout& hosts() const override { return engine_->hosts(); }
+  void set_hierarchy(Hierarchy mode, double intra_gbps, double inter_gbps) override {
+    engine_->set_hierarchy(mode, intra_gbps, inter_gbps);
+  }
+  bool hierarchical() const override { return engine_->hierarchical(); }
+
   std::unique_ptr<Communicator> split(int color, int key) override {
     return with_staging(std::shared_ptr<Communicator>(engine_->split(color, key)), native_);
   }

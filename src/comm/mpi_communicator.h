@@ -33,6 +33,9 @@ class MpiRuntime {
   // <the operation this rank was last in>" to stderr, so that a rank the launcher ends
   // leaves last words (Note [Distributed failures]). Writes nothing outside an MPI job.
   static void write_last_words(const char* what);
+  // For tests on one machine: communicators created from now on take world ranks
+  // [k x ranks, (k + 1) x ranks) to share host k, whatever MPI says (0: MPI's layout again).
+  static void pretend_ranks_per_host(int ranks);
   // Ends every process of the job (MPI_Abort): a rank that fails must not leave the others
   // waiting in a collective.
   [[noreturn]] static void abort(int code);

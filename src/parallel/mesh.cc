@@ -23,4 +23,14 @@ int64_t DeviceMesh::total_bytes() const {
   return bytes;
 }
 
+std::pair<int64_t, int64_t> DeviceMesh::link_bytes() const {
+  std::pair<int64_t, int64_t> sum{0, 0};
+  for (const comm::Communicator* c : {world_.get(), tp_.get(), pp_.get(), dp_ != world_ ? dp_.get() : nullptr})
+    if (c != nullptr) {
+      sum.first += c->stats().intra_host_bytes;
+      sum.second += c->stats().inter_host_bytes;
+    }
+  return sum;
+}
+
 }  // namespace trident::parallel

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "comm/communicator.h"
 
@@ -36,6 +37,8 @@ class DeviceMesh {
   }
   // Bytes this rank handed to collectives on all of the mesh's communicators.
   int64_t total_bytes() const;
+  // Bytes this rank sent on all of them to ranks on its own host and on other hosts.
+  std::pair<int64_t, int64_t> link_bytes() const;
 
  private:
   std::shared_ptr<comm::Communicator> world_, dp_, tp_, pp_;

@@ -29,7 +29,17 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
           .add("bucket_mb", &ParallelOptions::bucket_mb, "gradient all-reduce bucket size (MiB)", Range::positive())
           .add("offload_optimizer", &ParallelOptions::offload_optimizer,
                "ZeRO-Offload: keep fp32 master weights and AdamW state in host memory and step them on the CPU "
-               "(with train.device = cuda: a model whose optimizer state does not fit on the GPU)");
+               "(with train.device = cuda: a model whose optimizer state does not fit on the GPU)")
+          .add("hierarchical", &ParallelOptions::hierarchical,
+               "collectives over several hosts: reduce inside each host first, so that fewer bytes cross hosts "
+               "(on), one ring through every rank (off), or on where the hosts' link is the bottleneck (auto)",
+               {"auto", "on", "off"})
+          .add("intra_host_gbps", &ParallelOptions::intra_host_gbps,
+               "bandwidth between two ranks of a host (Gbit/s) for hierarchical = auto; 0: measured at start",
+               Range::at_least(0))
+          .add("inter_host_gbps", &ParallelOptions::inter_host_gbps,
+               "bandwidth of a host's link to the others (Gbit/s) for hierarchical = auto; 0: measured at start",
+               Range::at_least(0));
   return t;
 }
 

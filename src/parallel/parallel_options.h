@@ -19,6 +19,9 @@ struct ParallelOptions {
   int64_t zero_stage = 0;    // 0: data parallel (replicated optimizer state)
   double bucket_mb = 25.0;   // gradient bucket size for the all-reduces (MiB)
   bool offload_optimizer = false;  // ZeRO-Offload: fp32 masters and AdamW state in host memory
+  std::string hierarchical = "auto";  // collectives over several hosts (comm/communicator.h)
+  double intra_host_gbps = 0;         // link bandwidths for hierarchical = auto; 0: measured
+  double inter_host_gbps = 0;
   static const OptionTable<ParallelOptions>& table();
 };
 

@@ -34,6 +34,9 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
   if (comm) {
     std::shared_ptr<comm::Communicator> collectives = comm;
     if (!device.is_cpu()) collectives = comm::communicator_for(comm, device);
+    // Before the mesh splits it: every axis's communicator inherits the choice.
+    collectives->set_hierarchy(comm::parse_hierarchy(options.hierarchical), options.intra_host_gbps,
+                               options.inter_host_gbps);
     out.mesh = std::make_unique<DeviceMesh>(collectives, options.tp, options.pp);
     if (out.mesh->tp_size() > 1)
       out.tp_plan = TensorParallelPlan::apply(model, out.mesh->tp(), options.sequence_parallel);

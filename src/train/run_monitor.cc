@@ -467,6 +467,15 @@ void RunMonitor::publish_comm() {
       calls->set_total(static_cast<double>(k.calls));
       bytes->set_total(static_cast<double>(k.bytes));
     }
+    const int64_t link[2] = {st.intra_host_bytes, st.inter_host_bytes};
+    for (int l = 0; l < 2; ++l) {
+      if (link[l] == 0) continue;
+      monitor::Counter*& c = series_.comm_link_bytes[a][static_cast<size_t>(l)];
+      if (c == nullptr)
+        c = &registry_.counter("trident_comm_link_bytes_total", "bytes this rank sent, by where the receiver is",
+                               {{"axis", axis}, {"link", l == 0 ? "intra_host" : "inter_host"}});
+      c->set_total(static_cast<double>(link[l]));
+    }
   }
 }
 

@@ -91,6 +91,8 @@ class RunMonitor {
     monitor::Gauge *memory_peak, *memory_reserved;
     // Per mesh axis (world, dp, tp, pp) and op: registered when the op is first used.
     std::array<std::array<monitor::Counter*, comm::kNumCommOps>, 4> comm_calls{}, comm_bytes{};
+    // Per mesh axis: bytes sent inside the host and to other hosts (Note [Link classes]).
+    std::array<std::array<monitor::Counter*, 2>, 4> comm_link_bytes{};
   };
   void register_step_series();
 

@@ -1,0 +1,24 @@
+// Pieces of the MPI backend shared by its files (comm/mpi_communicator.cc,
+// comm/mpi_schedule_work.cc); not for use outside src/comm.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace trident::comm::mpi_support {
+
+// MPI's message for an error code.
+std::string mpi_error(int code);
+// The MPI datatype of a dtype (bf16 and f16 travel as 16-bit words).
+MPI_Datatype mpi_type(DType d);
+// Calls test() until it says done; past the communication timeout, names `what` (and what
+// `stalled_on` says it waits for), prints the flight record and ends the job (Note
+// [Distributed failures] in comm/mpi_communicator.cc).
+void poll_until_done(const std::function<bool()>& test, const std::string& what,
+                     const std::function<std::string()>& stalled_on);
+
+}  // namespace trident::comm::mpi_support
