@@ -19,6 +19,12 @@ struct ParallelOptions {
   int64_t zero_stage = 0;    // 0: data parallel (replicated optimizer state)
   double bucket_mb = 25.0;   // gradient bucket size for the all-reduces (MiB)
   bool offload_optimizer = false;  // ZeRO-Offload: fp32 masters and AdamW state in host memory
+  // Compressed gradient synchronization (parallel/grad_compression.h): none, bf16, powersgd,
+  // onebit_adam; with the settings of PowerSGD and 1-bit Adam.
+  std::string grad_compression = "none";
+  int64_t powersgd_rank = 4;
+  int64_t powersgd_start_step = 100;
+  int64_t onebit_warmup_steps = 100;
   static const OptionTable<ParallelOptions>& table();
 };
 
