@@ -28,6 +28,41 @@ from train_speed_compare import cpu_info  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def add_data_args(ap):
+    ap.add_argument("--trident")
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--threads", type=int, default=1, help="threads per rank")
+    ap.add_argument("--text", default=os.path.join(REPO, "..", "shared", "data", "shakespeare.txt"))
+    ap.add_argument("--vocab", default=os.path.join(REPO, "..", "shared", "data", "gpt2"))
+
+
+def prepare(args):
+    """(trident, env for mpirun, train.bin, val.bin), or None (with a message) without shared/data."""
+    if not os.path.isfile(args.text) or not os.path.isfile(os.path.join(args.vocab, "vocab.json")):
+        print(f"skipping: needs {args.text} and {args.vocab}/vocab.json + merges.txt (shared/data)")
+        return None
+    trident = find_trident(args.trident)
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    os.makedirs(args.work, exist_ok=True)
+    data = os.path.join(args.work, "data")
+    train_bin, val_bin = os.path.join(data, "train.bin"), os.path.join(data, "val.bin")
+    if not (os.path.exists(train_bin) and os.path.exists(val_bin)):
+        run([trident, "prepare", args.text, "--out", data, "--tokenizer", "gpt2", "--vocab", args.vocab,
+             "--val-fraction", "0.1"], env)
+    return trident, env, train_bin, val_bin
+
+
+def write_json(path, results):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    print(f"wrote {path}")
+
+
 def read_metrics(path):
     steps, val = [], {}
     with open(path) as f:
@@ -42,8 +77,7 @@ def read_metrics(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trident")
-    ap.add_argument("--mpirun", default="mpirun")
+    add_data_args(ap)
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=100, help="PowerSGD's start step and 1-bit Adam's warm-up")
@@ -51,26 +85,14 @@ def main():
     ap.add_argument("--eval-interval", type=int, default=100)
     ap.add_argument("--eval-batches", type=int, default=20)
     ap.add_argument("--kinds", default="none,bf16,powersgd,onebit_adam")
-    ap.add_argument("--threads", type=int, default=1, help="threads per rank")
-    ap.add_argument("--text", default=os.path.join(REPO, "..", "shared", "data", "shakespeare.txt"))
-    ap.add_argument("--vocab", default=os.path.join(REPO, "..", "shared", "data", "gpt2"))
     ap.add_argument("--work", default=os.path.join(REPO, "build", "bench_compression"))
     ap.add_argument("--out", help="JSON results (default: <work>/summary.json)")
     args = ap.parse_args()
 
-    if not os.path.isfile(args.text) or not os.path.isfile(os.path.join(args.vocab, "vocab.json")):
-        print(f"skipping: needs {args.text} and {args.vocab}/vocab.json + merges.txt (shared/data)")
+    prepared = prepare(args)
+    if prepared is None:
         return 0
-    trident = find_trident(args.trident)
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads),
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    os.makedirs(args.work, exist_ok=True)
-    data = os.path.join(args.work, "data")
-    train_bin, val_bin = os.path.join(data, "train.bin"), os.path.join(data, "val.bin")
-    if not (os.path.exists(train_bin) and os.path.exists(val_bin)):
-        run([trident, "prepare", args.text, "--out", data, "--tokenizer", "gpt2", "--vocab", args.vocab,
-             "--val-fraction", "0.1"], env)
-
+    trident, env, train_bin, val_bin = prepared
     results = {"benchmark": "compression_compare", "cpu": cpu_info(), "ranks": args.ranks, "steps": args.steps,
                "warmup": args.warmup, "powersgd_rank": args.powersgd_rank, "threads_per_rank": args.threads,
                "config": "configs/shakespeare.toml (tiny: L=4, NH=4, C=256, T=256, B=8 global)", "runs": {}}
@@ -109,14 +131,7 @@ def main():
                 r["bytes_vs_none"] = r["comm_bytes_per_step_after"] / base["comm_bytes_per_step_after"]
         print(f"| {kind} | {r['final_val_loss']:.4f} | {100 * r.get('val_loss_vs_none', 0):+.2f}% | "
               f"{r['comm_bytes_per_step_after']} | {r.get('bytes_vs_none', 1):.4f} |")
-    out = args.out or os.path.join(args.work, "summary.json")
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(results, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out)
-    print(f"wrote {out}")
+    write_json(args.out or os.path.join(args.work, "summary.json"), results)
     return 0
 
 

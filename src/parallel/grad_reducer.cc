@@ -17,7 +17,10 @@ class ThenWork final : public comm::Work {
     finish();
   }
   bool test() override {
-    if (!done_ && inner_->test()) finish();
+    if (!done_ && inner_->test()) {
+      inner_->wait();  // returns at once; a staged Work copies its result back only here
+      finish();
+    }
     return done_;
   }
 

@@ -72,6 +72,9 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
     }
   }
   if (!out.pipeline) out.sequential = std::make_unique<SequentialRunner>(model);
+  TRI_CHECK(device.is_cpu() || options.grad_compression == "none" || options.grad_compression == "bf16",
+            "parallel.grad_compression = ", options.grad_compression, " runs on host tensors; train.device is ", device,
+            " (bf16 compression runs anywhere)");
   // 4: what this rank kept moves to the device.
   if (!device.is_cpu()) model.to(device);
   // 5-6: precision and the update. ZeRO-Offload: the fp32 masters, their gradients and AdamW's

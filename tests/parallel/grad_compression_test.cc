@@ -359,6 +359,31 @@ TEST_F(GradCompressionTest, ResumeMidRunGivesTheUninterruptedLosses) {
     }
 }
 
+// bf16 compression runs where the gradients are (the emulated device: collectives staged
+// through host memory, results copied back when a reduction completes) with the host's
+// losses bit for bit; PowerSGD and 1-bit Adam run on host tensors and say so.
+TEST_F(GradCompressionTest, OnADeviceBf16GivesTheHostLossesAndTheOthersAreRefused) {
+  train::TrainConfig cfg = testing::tiny_run_config(dir);
+  cfg.train.steps = 4;
+  cfg.train.eval_interval = 2;
+  cfg.train.out_dir = (dir / "device_bf16").string();
+  cfg.parallel.grad_compression = "bf16";
+  cfg.parallel.bucket_mb = 0.01;  // several buckets: the hooks find earlier ones complete
+  expect_device_run_equals_host(cfg, "grad_compression = bf16");
+  for (const std::string kind : {"powersgd", "onebit_adam"}) {
+    cfg.parallel.grad_compression = kind;
+    cfg.train.out_dir = (dir / ("device_" + kind)).string();
+    try {
+      auto t = train::Trainer::create(cfg, world, testing::emulated_device());
+      ADD_FAILURE() << kind << " on a device was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("parallel.grad_compression = " + kind + " runs on host tensors"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST_F(GradCompressionTest, LayoutsCompressionDoesNotComposeWithAreRefusedByName) {
   ParallelOptions o;
   o.grad_compression = "powersgd";
