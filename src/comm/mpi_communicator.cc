@@ -343,12 +343,12 @@ class MpiCommunicator final : public Communicator {
 // 100 us until MPI_Finalize, so collectives progress while the backward computes. It costs a
 // little CPU and MPI's locking, hence opt-in.
 std::atomic<bool> g_progress_stop{false};
-std::thread* g_progress_thread = nullptr;
+std::thread g_progress_thread;  // joined by finalize_at_exit, before its destructor runs
 MPI_Comm g_progress_comm = MPI_COMM_NULL;
 
 void start_progress_thread() {
   MPI_Comm_dup(MPI_COMM_WORLD, &g_progress_comm);
-  g_progress_thread = new std::thread([] {
+  g_progress_thread = std::thread([] {
     while (!g_progress_stop.load(std::memory_order_relaxed)) {
       int flag = 0;
       MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_progress_comm, &flag, MPI_STATUS_IGNORE);
@@ -358,11 +358,9 @@ void start_progress_thread() {
 }
 
 void finalize_at_exit() {
-  if (g_progress_thread != nullptr) {
+  if (g_progress_thread.joinable()) {
     g_progress_stop = true;
-    g_progress_thread->join();
-    delete g_progress_thread;
-    g_progress_thread = nullptr;
+    g_progress_thread.join();
   }
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -133,6 +133,12 @@ class Trainer {
   // Compressed gradients' error feedback: Note [Per-rank checkpoint state] in trainer_checkpoint.cc.
   [[nodiscard]] Status save_checkpoint_with_rank_state();
   static std::string rank_state_name(int rank, const std::string& name);
+
+ public:
+  // Whether checkpoint tensor `name` is a rank's own state ("rank<R>.<name>"), not a weight.
+  static bool is_rank_state(const std::string& name);
+
+ private:
   // The ZeRO optimizer whose partitions a sharded checkpoint writes (null: not ZeRO).
   parallel::ZeroOptimizer* zero_partitions() const;
   // Adds the trainer state and configs, commits, and prunes old checkpoints.

@@ -5,6 +5,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -180,6 +181,13 @@ Status Trainer::save_checkpoint_with_rank_state() {
 
 std::string Trainer::rank_state_name(int rank, const std::string& name) {
   return "rank" + std::to_string(rank) + "." + name;
+}
+
+bool Trainer::is_rank_state(const std::string& name) {
+  size_t i = 4;
+  if (!name.starts_with("rank")) return false;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  return i > 4 && i < name.size() && name[i] == '.';
 }
 
 bool Trainer::all_ranks(bool ok) const {

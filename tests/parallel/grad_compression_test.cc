@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "models/registry.h"
@@ -356,6 +357,18 @@ TEST_F(GradCompressionTest, ResumeMidRunGivesTheUninterruptedLosses) {
       joined.insert(joined.end(), b.losses.begin(), b.losses.end());
       ASSERT_EQ(straight.losses.size(), 10u) << what;
       EXPECT_EQ(joined, straight.losses) << what << " on " << world->size() << " ranks";
+      if (world->rank() == 0 && kind != "bf16") {  // every rank's error feedback, apart from the weights
+        auto r = checkpoint::CheckpointReader::open(checkpoint::default_env(),
+                                                    (dir / ("resumed_" + kind + std::to_string(stage)) / "step_000006").string());
+        ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+        const std::string error = kind == "powersgd" ? ".powersgd.bucket0.error" : ".onebit.worker_error";
+        for (int rank = 0; rank < world->size(); ++rank)
+          EXPECT_TRUE(r.value().has_tensor("rank" + std::to_string(rank) + error)) << what << ", rank " << rank;
+        int rank_state = 0;
+        for (const auto& [name, t] : r.value().manifest().tensors) rank_state += train::Trainer::is_rank_state(name);
+        EXPECT_EQ(rank_state, 2 * world->size()) << what << ": error and Q (or worker and server error) per rank";
+        EXPECT_FALSE(train::Trainer::is_rank_state("h.0.attn.c_attn.weight"));
+      }
     }
 }
 
