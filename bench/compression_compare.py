@@ -80,7 +80,10 @@ def main():
     add_data_args(ap)
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--warmup", type=int, default=100, help="PowerSGD's start step and 1-bit Adam's warm-up")
+    ap.add_argument("--warmup", type=int, default=100, help="PowerSGD's start step (and 1-bit Adam's warm-up)")
+    ap.add_argument("--onebit-warmup", type=int, help="1-bit Adam's warm-up, if not --warmup (DeepSpeed: 15-25%% "
+                    "of the run, after the lr warm-up)")
+    ap.add_argument("--reuse", action="store_true", help="keep the runs already complete in --work")
     ap.add_argument("--powersgd-rank", type=int, default=4)
     ap.add_argument("--eval-interval", type=int, default=100)
     ap.add_argument("--eval-batches", type=int, default=20)
@@ -96,9 +99,13 @@ def main():
     results = {"benchmark": "compression_compare", "cpu": cpu_info(), "ranks": args.ranks, "steps": args.steps,
                "warmup": args.warmup, "powersgd_rank": args.powersgd_rank, "threads_per_rank": args.threads,
                "config": "configs/shakespeare.toml (tiny: L=4, NH=4, C=256, T=256, B=8 global)", "runs": {}}
+    onebit_warmup = args.onebit_warmup or args.warmup
+    results["onebit_warmup"] = onebit_warmup
     for kind in args.kinds.split(","):
         out_dir = os.path.join(args.work, kind)
-        shutil.rmtree(out_dir, ignore_errors=True)  # metrics.jsonl appends; start clean
+        metrics = os.path.join(out_dir, "metrics.jsonl")
+        warmup = onebit_warmup if kind == "onebit_adam" else args.warmup
+        done = args.reuse and os.path.exists(metrics) and any(m["step"] == args.steps for m in read_metrics(metrics)[0])
         overrides = {
             "data.train_file": train_bin, "data.val_file": val_bin, "data.sampler": "sequential",
             "lr_schedule.decay_steps": args.steps, "train.steps": args.steps,
@@ -106,19 +113,22 @@ def main():
             "train.checkpoint_interval": 0, "train.out_dir": out_dir, "train.resume": "false",
             "train.threads": args.threads, "parallel.grad_compression": kind,
             "parallel.powersgd_rank": args.powersgd_rank, "parallel.powersgd_start_step": args.warmup,
-            "parallel.onebit_warmup_steps": args.warmup,
+            "parallel.onebit_warmup_steps": onebit_warmup,
         }
         cmd = [args.mpirun, "-np", str(args.ranks), "--oversubscribe", trident, "train", "--config",
                os.path.join(REPO, "configs", "shakespeare.toml")] + [f"--{k}={v}" for k, v in overrides.items()]
-        wall = run(cmd, env, os.path.join(args.work, kind + ".log"))
-        steps, val = read_metrics(os.path.join(out_dir, "metrics.jsonl"))
-        before = [m["comm_bytes"] for m in steps if m["step"] <= args.warmup]
-        after = [m["comm_bytes"] for m in steps if m["step"] > args.warmup]
+        if not done:
+            shutil.rmtree(out_dir, ignore_errors=True)  # metrics.jsonl appends; start clean
+        wall = None if done else run(cmd, env, os.path.join(args.work, kind + ".log"))
+        steps, val = read_metrics(metrics)
+        before = [m["comm_bytes"] for m in steps if m["step"] <= warmup]
+        after = [m["comm_bytes"] for m in steps if m["step"] > warmup]
         results["runs"][kind] = {
             "final_val_loss": val[max(val)], "val_loss": val, "final_train_loss": steps[-1]["loss"],
             "comm_bytes_per_step_warmup": before[-1] if before else None,
             "comm_bytes_per_step_after": after[-1] if after else None,
             "step_s_median": sorted(m["step_s"] for m in steps)[len(steps) // 2], "wall_s": wall,
+            "compression_from_step": warmup if kind != "none" else None,
         }
     base = results["runs"].get("none")
     print(f"\n{args.ranks} ranks, {args.steps} steps, warm-up {args.warmup}, cpu {results['cpu']['model_name']}\n")
