@@ -105,38 +105,23 @@ void onebit_allreduce(comm::Communicator& comm, const Tensor& x, const Tensor& w
 
 namespace {
 
-int64_t numel_of(const std::vector<nn::NamedTensor>& params) {
-  int64_t n = 0;
-  for (const auto& [name, p] : params) {
-    TRI_CHECK(p.dtype() == DType::kF32 && p.is_contiguous() && p.device().is_cpu(),
-              "parallel.grad_compression = onebit_adam steps contiguous f32 host tensors; '", name, "' is ", p.dtype(),
-              " on ", p.device());
-    n += p.numel();
-  }
-  return n;
-}
-
-Tensor state_buffer(int64_t n) {
-  MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
-  return zeros({n}, DType::kF32);
-}
-
 int64_t padded(int64_t n, int ranks) { return (n + onebit_padding(ranks) - 1) / onebit_padding(ranks) * onebit_padding(ranks); }
 
 }  // namespace
 
 OnebitAdam::OnebitAdam(std::vector<nn::NamedTensor> params, optim::AdamW& adam, comm::Communicator& comm,
                        int64_t warmup_steps)
-    : params_(std::move(params)),
-      adam_(adam),
-      comm_(comm),
-      warmup_(warmup_steps),
-      numel_(numel_of(params_)),
-      flat_(state_buffer(padded(numel_, comm.size()))),
-      worker_error_(state_buffer(padded(numel_, comm.size()))),
-      server_error_(state_buffer(padded(numel_, comm.size()) / comm.size())) {
+    : params_(std::move(params)), adam_(adam), comm_(comm), warmup_(warmup_steps) {
   TRI_CHECK(warmup_steps >= 1, "parallel.onebit_warmup_steps must be at least 1 (the variance freezes after it), got ",
             warmup_steps);
+  MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
+  for (const auto& [name, p] : params_) {
+    TRI_CHECK(p.dtype() == DType::kF32 && p.is_contiguous() && p.device().is_cpu(),
+              "parallel.grad_compression = onebit_adam steps contiguous f32 host tensors; '", name, "' is ", p.dtype(),
+              " on ", p.device());
+    const int64_t n = padded(p.numel(), comm.size());
+    buffers_.push_back({zeros({n}, DType::kF32), zeros({n}, DType::kF32), zeros({n / comm.size()}, DType::kF32)});
+  }
 }
 
 void OnebitAdam::step(double lr) {
@@ -147,54 +132,56 @@ void OnebitAdam::step(double lr) {
             params_.size(), " parameters after the warm-up");
   const optim::AdamWOptions& o = adam_.options();
   const float b1 = static_cast<float>(o.beta1), one_minus_b1 = static_cast<float>(1.0 - o.beta1);
-  float* flat = flat_.data_ptr<float>();
-  int64_t at = 0;
-  for (size_t k = 0; k < params_.size(); ++k) {
-    const Tensor& p = params_[k].second;
-    TRI_CHECK(state[2 * k].first == params_[k].first + ".exp_avg", "1-bit Adam: AdamW state out of order at '",
-              state[2 * k].first, "'");
-    float* m = state[2 * k].second.data_ptr<float>();
-    const std::optional<Tensor> g = p.grad();
-    const Tensor grad = g ? core::contiguous(*g) : zeros(p.shape(), DType::kF32);
-    const float* gp = grad.data_ptr<float>();
-    for (int64_t i = 0; i < p.numel(); ++i) flat[at + i] = m[i] * b1 + gp[i] * one_minus_b1;
-    at += p.numel();
-  }
-  std::fill(flat + numel_, flat + flat_.numel(), 0.0f);
-  onebit_allreduce(comm_, flat_, worker_error_, server_error_);
   ++step_;
   const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step_));
   const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(warmup_));  // frozen with v
   const float step_size = static_cast<float>(lr / bc1), sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
   const float eps = static_cast<float>(o.eps);
-  at = 0;
+  // Each parameter's momentum is compressed on its own, with its own scales, as DeepSpeed's
+  // OnebitAdam does per parameter: one scale over tensors of different magnitudes would
+  // round the small ones' momentum up to the large ones'.
   for (size_t k = 0; k < params_.size(); ++k) {
     const Tensor& p = params_[k].second;
-    float* w = p.data_ptr<float>();
+    TRI_CHECK(state[2 * k].first == params_[k].first + ".exp_avg", "1-bit Adam: AdamW state out of order at '",
+              state[2 * k].first, "'");
     float* m = state[2 * k].second.data_ptr<float>();
     const float* v = state[2 * k + 1].second.data_ptr<float>();
+    const std::optional<Tensor> g = p.grad();
+    const Tensor grad = g ? core::contiguous(*g) : zeros(p.shape(), DType::kF32);
+    const float* gp = grad.data_ptr<float>();
+    Buffers& b = buffers_[k];
+    float* flat = b.flat.data_ptr<float>();
+    const int64_t n = p.numel();
+    for (int64_t i = 0; i < n; ++i) flat[i] = m[i] * b1 + gp[i] * one_minus_b1;
+    std::fill(flat + n, flat + b.flat.numel(), 0.0f);
+    onebit_allreduce(comm_, b.flat, b.worker_error, b.server_error);
+    float* w = p.data_ptr<float>();
     const float decay = p.dim() >= 2 ? static_cast<float>(1.0 - lr * o.weight_decay) : 1.0f;
-    for (int64_t i = 0; i < p.numel(); ++i) {
-      m[i] = flat[at + i];
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = flat[i];
       w[i] = w[i] * decay - step_size * (m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps));
     }
     state[2 * k].second.bump_version();
     p.bump_version();
-    at += p.numel();
   }
 }
 
 std::vector<nn::NamedTensor> OnebitAdam::state() const {
-  return {{"onebit.worker_error", worker_error_}, {"onebit.server_error", server_error_}};
+  std::vector<nn::NamedTensor> out;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    out.emplace_back("onebit." + params_[k].first + ".worker_error", buffers_[k].worker_error);
+    out.emplace_back("onebit." + params_[k].first + ".server_error", buffers_[k].server_error);
+  }
+  return out;
 }
 
 void OnebitAdam::load_state(const std::function<Tensor(const std::string&)>& read, int64_t step) {
-  for (auto [name, dst] : {std::pair<const char*, const Tensor*>{"onebit.worker_error", &worker_error_},
-                           {"onebit.server_error", &server_error_}}) {
+  const std::vector<nn::NamedTensor> mine = state();
+  for (const auto& [name, dst] : mine) {
     const Tensor t = read(name);
-    TRI_CHECK(t.numel() == dst->numel(), "1-bit Adam state '", name, "' has ", t.numel(), " elements; this run needs ",
-              dst->numel(), " (saved with another rank count or model?)");
-    core::copy_(*dst, views::view(core::contiguous(t), dst->shape().span()));
+    TRI_CHECK(t.numel() == dst.numel(), "1-bit Adam state '", name, "' has ", t.numel(), " elements; this run needs ",
+              dst.numel(), " (saved with another rank count?)");
+    core::copy_(dst, views::view(core::contiguous(t), dst.shape().span()));
   }
   step_ = step;
 }

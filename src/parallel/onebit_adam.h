@@ -7,7 +7,8 @@
 //     m = onebit_allreduce(m)              (the ranks' mean, compressed to signs)
 //     p -= lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^W)) + eps), plus AdamW's decay.
 //
-// onebit_allreduce is DeepSpeed's compressed_allreduce: as a worker each rank adds its worker
+// onebit_allreduce is DeepSpeed's compressed_allreduce, run per parameter as its OnebitAdam
+// does (each tensor's momentum with its own scales): as a worker each rank adds its worker
 // error to its buffer, sends the signs of each rank's chunk (0 counts as +) with one scale,
 // ||x|| / sqrt(n), and keeps what the signs missed as its new worker error; as the server of its
 // own chunk it averages the ranks' scaled signs, adds its server error, and sends the signs of
@@ -52,7 +53,7 @@ class OnebitAdam {
   // A compressed step with learning rate lr, from this rank's gradients.
   void step(double lr);
   int64_t step_count() const { return step_; }
-  // This rank's error feedback: "onebit.worker_error", "onebit.server_error".
+  // This rank's error feedback: "onebit.<param>.worker_error", "onebit.<param>.server_error".
   std::vector<nn::NamedTensor> state() const;
   void load_state(const std::function<Tensor(const std::string&)>& read, int64_t step);
 
@@ -62,8 +63,10 @@ class OnebitAdam {
   comm::Communicator& comm_;
   const int64_t warmup_;
   int64_t step_ = 0;
-  int64_t numel_ = 0;  // of the parameters, unpadded
-  Tensor flat_, worker_error_, server_error_;
+  struct Buffers {
+    Tensor flat, worker_error, server_error;  // per parameter, padded to onebit_padding
+  };
+  std::vector<Buffers> buffers_;
 };
 
 }  // namespace trident::parallel

@@ -290,9 +290,12 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
       cfg.parallel.powersgd_rank = 4;
       cfg.parallel.powersgd_start_step = start;
       cfg.parallel.onebit_warmup_steps = start;
-      int64_t P = 0, powersgd = 0;
+      const int64_t pad = onebit_padding(N);
+      int64_t P = 0, powersgd = 0, onebit = 0, tensors = 0;
       for (const auto& [name, p] : models::build_model(cfg.model)->named_parameters()) {
         P += p.numel();
+        ++tensors;
+        onebit += 2 * ((p.numel() + pad - 1) / pad * pad / 8 + 4 * N);  // each tensor on its own
         const int64_t rows = p.size(0), cols = p.numel() / rows, r = std::min({rows, cols, int64_t{4}});
         powersgd += (rows + cols) * r * 2 < rows * cols ? 4 * (rows + cols) * r : 4 * p.numel();
       }
@@ -304,16 +307,15 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
       ASSERT_TRUE(t.value()->run().is_ok());
       ASSERT_EQ(bytes.size(), static_cast<size_t>(steps));
       if (stage == 1 && kind == "none") zero1_none = bytes;
-      const int64_t pad = onebit_padding(N), padded = (P + pad - 1) / pad * pad;
       const int64_t bucket = (P + N - 1) / N * N;  // ZeRO's one bucket, padded to the ranks
       for (int64_t s = 0; s < steps; ++s) {
         int64_t expect = 4 * P + loss;
         if (kind == "bf16") expect = 2 * P + loss;
         if (kind == "powersgd" && s >= start) expect = powersgd + loss;
         if (kind == "onebit_adam" && s >= start) {
-          expect = 2 * (padded / 8 + 4 * N) + loss;
-          // 1/16 of fp32's, but for the padding to 32 N elements and the 2 N scales.
-          EXPECT_LE(bytes[s] - loss, (4 * P + 4 * pad) / 16 + 8 * N) << kind;
+          expect = onebit + loss;
+          // 1/16 of fp32's, but for each tensor's padding to 32 N elements and its 2 N scales.
+          EXPECT_LE(bytes[s] - loss, (4 * P + 4 * pad * tensors) / 16 + 8 * N * tensors) << kind;
         }
         if (stage == 1) {
           expect = zero1_none[s];
@@ -361,12 +363,14 @@ TEST_F(GradCompressionTest, ResumeMidRunGivesTheUninterruptedLosses) {
         auto r = checkpoint::CheckpointReader::open(checkpoint::default_env(),
                                                     (dir / ("resumed_" + kind + std::to_string(stage)) / "step_000006").string());
         ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-        const std::string error = kind == "powersgd" ? ".powersgd.bucket0.error" : ".onebit.worker_error";
+        const std::string error = kind == "powersgd" ? ".powersgd.bucket0.error" : ".onebit.wte.weight.worker_error";
         for (int rank = 0; rank < world->size(); ++rank)
           EXPECT_TRUE(r.value().has_tensor("rank" + std::to_string(rank) + error)) << what << ", rank " << rank;
         int rank_state = 0;
         for (const auto& [name, t] : r.value().manifest().tensors) rank_state += train::Trainer::is_rank_state(name);
-        EXPECT_EQ(rank_state, 2 * world->size()) << what << ": error and Q (or worker and server error) per rank";
+        const int64_t per_rank = kind == "powersgd" ? 2 : 2 * static_cast<int64_t>(
+                                                                  models::build_model(cfg.model)->named_parameters().size());
+        EXPECT_EQ(rank_state, per_rank * world->size()) << what << ": error and Q (or each tensor's worker and server error)";
         EXPECT_FALSE(train::Trainer::is_rank_state("h.0.attn.c_attn.weight"));
       }
     }
