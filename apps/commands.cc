@@ -377,11 +377,13 @@ Status run_export(const ExportArgs& a) {
   auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir.value());
   if (!reader.is_ok()) return reader.status();
   const checkpoint::CheckpointReader& r = reader.value();
-  // Every model tensor of the index (not the AdamW state), from however many shards it is
+  // Every model tensor of the index (not the AdamW state, nor a rank's compression state: Note
+  // [Per-rank checkpoint state] in src/train/trainer_checkpoint.cc), from however many shards it is
   // in, one tensor at a time: the file is streamed, never held whole.
   std::vector<checkpoint::TensorSpec> specs;
   for (const auto& [name, t] : r.manifest().tensors)
-    if (!name.ends_with(".exp_avg") && !name.ends_with(".exp_avg_sq")) specs.push_back({name, t.dtype, t.shape});
+    if (!name.ends_with(".exp_avg") && !name.ends_with(".exp_avg_sq") && !train::Trainer::is_rank_state(name))
+      specs.push_back({name, t.dtype, t.shape});
   if (specs.empty()) return Status::invalid("checkpoint " + dir.value() + " has no model tensors");
   if (!a.out.ends_with(".safetensors")) {  // a Hugging Face model directory
     auto cfg = checkpoint_config(dir.value());

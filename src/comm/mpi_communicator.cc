@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -608,10 +609,41 @@ class MpiCommunicator final : public Communicator {
   int id_ = flight_recorder().new_communicator();  // Note [Reading a flight record]
 };
 
+// Note [The progress thread]
+// MPI's non-blocking collectives (libnbc's schedules over shared memory or TCP) advance only
+// while some thread is inside MPI: data parallelism polls them from its gradient hooks, but a
+// long GEMM between two hooks leaves them idle, and the rest waits at the end of the backward
+// (StepMetrics::comm_wait_s, the exposed communication). With TRIDENT_COMM_PROGRESS_THREAD=1
+// the job runs MPI_THREAD_MULTIPLE and each rank starts a thread that enters MPI's progress
+// engine (MPI_Iprobe on a communicator of its own, which no message ever matches) every
+// 100 us until MPI_Finalize, so collectives progress while the backward computes. It costs a
+// little CPU and MPI's locking, hence opt-in.
+std::atomic<bool> g_progress_stop{false};
+std::thread g_progress_thread;  // joined by finalize_at_exit, before its destructor runs
+MPI_Comm g_progress_comm = MPI_COMM_NULL;
+
+void start_progress_thread() {
+  MPI_Comm_dup(MPI_COMM_WORLD, &g_progress_comm);
+  g_progress_thread = std::thread([] {
+    while (!g_progress_stop.load(std::memory_order_relaxed)) {
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_progress_comm, &flag, MPI_STATUS_IGNORE);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+}
+
 void finalize_at_exit() {
+  if (g_progress_thread.joinable()) {
+    g_progress_stop = true;
+    g_progress_thread.join();
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (!finalized) {
+    if (g_progress_comm != MPI_COMM_NULL) MPI_Comm_free(&g_progress_comm);
+    MPI_Finalize();
+  }
 }
 
 }  // namespace
@@ -619,9 +651,14 @@ void finalize_at_exit() {
 void MpiRuntime::init(int* argc, char*** argv) {
   if (initialized()) return;
   int provided = 0;
-  const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  const char* progress = std::getenv("TRIDENT_COMM_PROGRESS_THREAD");
+  const bool progress_thread = progress != nullptr && std::string(progress) == "1";
+  const int rc = MPI_Init_thread(argc, argv, progress_thread ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &provided);
   TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, "MPI_Init_thread failed: ", mpi_error(rc));
+  TRI_CHECK_KIND(ErrorKind::kDistributed, !progress_thread || provided == MPI_THREAD_MULTIPLE,
+                 "TRIDENT_COMM_PROGRESS_THREAD=1 needs MPI_THREAD_MULTIPLE; this MPI provides thread level ", provided);
   std::atexit(finalize_at_exit);
+  if (progress_thread) start_progress_thread();  // Note [The progress thread]
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
   if (const char* t = std::getenv("TRIDENT_COMM_TIMEOUT_S")) set_timeout(std::atof(t));
   // Note [Distributed failures]: last words when the launcher ends this rank, unless the

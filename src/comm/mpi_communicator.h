@@ -14,7 +14,8 @@ namespace trident::comm {
 class MpiRuntime {
  public:
   // MPI_Init_thread (MPI_THREAD_FUNNELED: only the main thread calls MPI) if not done yet;
-  // MPI_Finalize runs at exit. Safe to call more than once.
+  // MPI_Finalize runs at exit. Safe to call more than once. TRIDENT_COMM_PROGRESS_THREAD=1:
+  // MPI_THREAD_MULTIPLE and a thread driving MPI's progress (Note [The progress thread]).
   static void init(int* argc = nullptr, char*** argv = nullptr);
   static bool initialized();
   // The communicator of every process of the job (MPI_COMM_WORLD).

@@ -5,14 +5,14 @@
 #include "core/factory.h"
 #include "core/profiler.h"
 #include "core/views.h"
-#include "ops/optim.h"
 #include "parallel/buckets.h"
 
 namespace trident::parallel {
 
 DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm,
-                           int64_t bucket_bytes, bool overlap)
-    : comm_(comm), overlap_(overlap), alive_(std::make_shared<bool>(true)) {
+                           int64_t bucket_bytes, bool overlap, std::unique_ptr<GradReducer> reducer)
+    : comm_(comm), reducer_(reducer ? std::move(reducer) : mean_reducer(comm)), overlap_(overlap),
+      alive_(std::make_shared<bool>(true)) {
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32 && p.is_contiguous(), "data parallel: parameter '", name,
               "' must be a contiguous f32 tensor, got ", p.dtype(), " ", p.shape());
@@ -44,6 +44,17 @@ DataParallel::DataParallel(const std::vector<nn::NamedTensor>& params, comm::Com
     b.pending = static_cast<int>(group.size());
     buckets_.push_back(std::move(b));
   }
+  std::vector<BucketLayout> layouts;
+  for (const Bucket& b : buckets_) {
+    BucketLayout layout;
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      layout.shapes.push_back(params_[b.params[i]].shape());
+      layout.offsets.push_back(b.offsets[i]);
+    }
+    layout.numel = b.buffer->numel();
+    layouts.push_back(std::move(layout));
+  }
+  reducer_->prepare(layouts);
   if (!overlap_) return;
   std::weak_ptr<bool> alive = alive_;
   for (size_t k = 0; k < params_.size(); ++k)
@@ -71,7 +82,7 @@ void DataParallel::on_grad_ready(size_t k) {
 }
 
 void DataParallel::launch(Bucket& b) {
-  b.work = comm_.all_reduce_async(*b.buffer, comm::ReduceOp::kSum);
+  b.work = reducer_->start(static_cast<size_t>(&b - buckets_.data()), *b.buffer);
 }
 
 void DataParallel::finish() {
@@ -92,11 +103,9 @@ void DataParallel::finish() {
     }
     launch(b);
   }
-  const double inv = 1.0 / static_cast<double>(comm_.size());
   for (Bucket& b : buckets_) {
-    b.work->wait();
+    b.work->wait();  // the reducer leaves the ranks' mean in the bucket
     b.work.reset();
-    ops::scale_(*b.buffer, inv);
     // The averaged gradients stay in the bucket: .grad becomes a view of it (PyTorch DDP's
     // gradient_as_bucket_view), so a gradient is never held twice.
     for (size_t i = 0; i < b.params.size(); ++i) {

@@ -8,6 +8,9 @@
 // every bucket and makes each .grad a view of its averaged slice. With gradient
 // accumulation, only the last micro-batch's backward communicates (set_sync).
 //
+// How a full bucket becomes the ranks' mean is its GradReducer's (grad_reducer.h): the fp32
+// all-reduce by default, bf16 or PowerSGD under parallel.grad_compression.
+//
 // Every rank launches the buckets in the same order (the backward's order is the same on all
 // ranks; buckets whose parameters got no gradient are launched by finish() in bucket order,
 // with zeros), so the collectives match.
@@ -22,6 +25,7 @@
 #include "comm/communicator.h"
 #include "core/options.h"
 #include "nn/module.h"
+#include "parallel/grad_reducer.h"
 
 namespace trident::parallel {
 
@@ -30,9 +34,10 @@ class DataParallel {
   // `params`: the model's parameters (f32), identical on every rank after the broadcast this
   // constructor does from rank 0. With `overlap` false no grad-ready hooks are registered and
   // finish() copies every .grad into the buckets itself: for tensors whose gradients autograd
-  // does not accumulate (mixed precision's fp32 masters, filled by MasterWeights).
+  // does not accumulate (mixed precision's fp32 masters, filled by MasterWeights). `reducer`
+  // averages each bucket (null: the fp32 all-reduce).
   DataParallel(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int64_t bucket_bytes,
-               bool overlap = true);
+               bool overlap = true, std::unique_ptr<GradReducer> reducer = nullptr);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -43,6 +48,7 @@ class DataParallel {
   void finish();
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  GradReducer& reducer() { return *reducer_; }
 
  private:
   struct Bucket {
@@ -56,6 +62,7 @@ class DataParallel {
   void launch(Bucket& b);
 
   comm::Communicator& comm_;
+  std::unique_ptr<GradReducer> reducer_;
   std::vector<Tensor> params_;
   std::vector<size_t> bucket_of_;   // param -> bucket
   std::vector<int64_t> offset_of_;  // param -> offset in its bucket

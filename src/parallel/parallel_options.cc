@@ -39,7 +39,21 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                Range::at_least(0))
           .add("inter_host_gbps", &ParallelOptions::inter_host_gbps,
                "bandwidth of a host's link to the others (Gbit/s) for hierarchical = auto; 0: measured at start",
-               Range::at_least(0));
+               Range::at_least(0))
+          .add("grad_compression", &ParallelOptions::grad_compression,
+               "how data parallelism exchanges gradients: none (fp32 all-reduce), bf16 (all-reduce in bf16), "
+               "powersgd (PyTorch's PowerSGD hook: rank-r factors with error feedback), onebit_adam (DeepSpeed's "
+               "1-bit Adam: Adam for a warm-up, then frozen variance and momentum exchanged as signs)",
+               {"none", "bf16", "powersgd", "onebit_adam"})
+          .add("powersgd_rank", &ParallelOptions::powersgd_rank,
+               "PowerSGD: rank of each gradient matrix's approximation (matrix_approximation_rank)", Range::at_least(1))
+          .add("powersgd_start_step", &ParallelOptions::powersgd_start_step,
+               "PowerSGD: optimizer steps of uncompressed all-reduce before compression starts (start_powerSGD_iter)",
+               Range::at_least(0))
+          .add("onebit_warmup_steps", &ParallelOptions::onebit_warmup_steps,
+               "1-bit Adam: steps of full AdamW (all-reduced gradients) before the variance freezes and momentum "
+               "is exchanged as signs (DeepSpeed's freeze_step)",
+               Range::at_least(1));
   return t;
 }
 

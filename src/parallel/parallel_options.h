@@ -22,6 +22,12 @@ struct ParallelOptions {
   std::string hierarchical = "auto";  // collectives over several hosts (comm/communicator.h)
   double intra_host_gbps = 0;         // link bandwidths for hierarchical = auto; 0: measured
   double inter_host_gbps = 0;
+  // Compressed gradient synchronization (parallel/grad_compression.h): none, bf16, powersgd,
+  // onebit_adam; with the settings of PowerSGD and 1-bit Adam.
+  std::string grad_compression = "none";
+  int64_t powersgd_rank = 4;
+  int64_t powersgd_start_step = 100;
+  int64_t onebit_warmup_steps = 100;
   static const OptionTable<ParallelOptions>& table();
 };
 

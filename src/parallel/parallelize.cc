@@ -24,6 +24,22 @@ void check_layout(const ParallelOptions& options, int world_size) {
             "parallel.offload_optimizer with several ranks needs ZeRO (parallel.zero_stage 1-3, as DeepSpeed's "
             "ZeRO-Offload): ",
             world_size, " ranks, tp ", options.tp, ", pp ", options.pp, ", zero_stage 0 requested");
+  // Note [Compressed gradients' compositions]: a compressor replaces the averaging of whole
+  // replicated gradients: data parallelism's buckets, and ZeRO-1's (averaged whole, then this
+  // rank's shard taken). ZeRO-2/3 reduce-scatter every micro-batch into gradient shards, and
+  // 1-bit Adam's optimizer steps the whole replicated momentum; tensor and pipeline
+  // parallelism would need their norms and shards threaded through the compressors.
+  const std::string& gc = options.grad_compression;
+  if (gc != "none") {
+    const int64_t max_stage = gc == "onebit_adam" ? 0 : 1;
+    TRI_CHECK(options.zero_stage <= max_stage, "parallel.grad_compression = ", gc, " with parallel.zero_stage = ",
+              options.zero_stage, " is not supported; ", gc, " composes with data parallelism",
+              max_stage == 1 ? " and ZeRO-1 (zero_stage 0-1)" : " (zero_stage 0)");
+    TRI_CHECK(options.tp == 1 && options.pp == 1, "parallel.grad_compression = ", gc, " with parallel.tp = ", options.tp,
+              " and parallel.pp = ", options.pp, " is not supported; compressed gradients need tp = pp = 1");
+    TRI_CHECK(!options.offload_optimizer, "parallel.grad_compression = ", gc,
+              " with parallel.offload_optimizer is not supported");
+  }
 }
 
 StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm::Communicator> comm, Device device,
@@ -59,6 +75,9 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
     }
   }
   if (!out.pipeline) out.sequential = std::make_unique<SequentialRunner>(model);
+  TRI_CHECK(device.is_cpu() || options.grad_compression == "none" || options.grad_compression == "bf16",
+            "parallel.grad_compression = ", options.grad_compression, " runs on host tensors; train.device is ", device,
+            " (bf16 compression runs anywhere)");
   // 4: what this rank kept moves to the device.
   if (!device.is_cpu()) model.to(device);
   // 5-6: precision and the update. ZeRO-Offload: the fp32 masters, their gradients and AdamW's
@@ -80,7 +99,7 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
       }
     auto zero = std::make_unique<ZeroOptimizer>(params, out.mesh->dp(), static_cast<int>(options.zero_stage),
                                                 bucket_bytes, adamw, parts, precision.compute_dtype(),
-                                                options.offload_optimizer);
+                                                options.offload_optimizer, reducer_for(options, out.mesh->dp()));
     if (options.zero_stage == 3) model.set_part_hooks(zero.get());
     if (out.tp_plan || out.pipeline) {
       std::vector<bool> split;
@@ -91,6 +110,8 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
     out.update = std::make_unique<ZeroUpdate>(params, std::move(zero));
   } else {
     std::unique_ptr<optim::MasterWeights> master;
+    TRI_CHECK(options.grad_compression != "onebit_adam" || !precision.mixed(),
+              "parallel.grad_compression = onebit_adam steps fp32 parameters; precision.dtype must be fp32");
     if (precision.mixed() || options.offload_optimizer)
       master = std::make_unique<optim::MasterWeights>(
           params, precision.compute_dtype(),
@@ -99,7 +120,7 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
     // the same code path as with many.
     out.update = std::make_unique<ReplicatedUpdate>(
         params, std::move(master), out.mesh ? &out.mesh->dp() : nullptr, bucket_bytes, adamw, out.tp_plan.get(),
-        out.tp_plan ? &out.mesh->tp() : nullptr, out.pipeline ? &out.mesh->pp() : nullptr);
+        out.tp_plan ? &out.mesh->tp() : nullptr, out.pipeline ? &out.mesh->pp() : nullptr, options);
   }
   // 7: the parameters are in the compute dtype now (MasterWeights or ZeRO switched them).
   if (out.pipeline && precision.mixed()) {

@@ -8,18 +8,25 @@ namespace trident::parallel {
 
 ReplicatedUpdate::ReplicatedUpdate(std::vector<nn::NamedTensor> params, std::unique_ptr<optim::MasterWeights> master,
                                    comm::Communicator* dp, int64_t bucket_bytes, const optim::AdamWOptions& options,
-                                   const TensorParallelPlan* plan, comm::Communicator* tp, comm::Communicator* pp)
+                                   const TensorParallelPlan* plan, comm::Communicator* tp, comm::Communicator* pp,
+                                   const ParallelOptions& compression)
     : params_(std::move(params)), master_(std::move(master)), plan_(plan), tp_(tp), pp_(pp) {
   // With masters the buckets average the masters' fp32 gradients, which MasterWeights fills
   // after each backward (not autograd): no overlap hooks; the model's compute-dtype copies
   // then follow rank 0's masters.
-  if (dp != nullptr) dp_ = std::make_unique<DataParallel>(weights(), *dp, bucket_bytes, master_ == nullptr);
+  const std::string& kind = compression.grad_compression;
+  if (dp != nullptr)
+    dp_ = std::make_unique<DataParallel>(weights(), *dp, bucket_bytes, master_ == nullptr, reducer_for(compression, *dp));
   if (dp_ && master_) master_->copy_to_model();
   optimizer_ = std::make_unique<optim::AdamW>(weights(), options);
+  if (dp != nullptr && kind == "onebit_adam")
+    onebit_ = std::make_unique<OnebitAdam>(weights(), *optimizer_, *dp, compression.onebit_warmup_steps);
 }
 
 void ReplicatedUpdate::begin_backward(bool last) {
-  if (dp_) dp_->set_sync(last);  // only the step's last micro-batch communicates
+  if (!dp_) return;
+  dp_->reducer().set_step(step_count());
+  dp_->set_sync(last && !local_gradients());  // only the step's last micro-batch communicates
 }
 
 void ReplicatedUpdate::end_backward() {
@@ -27,7 +34,7 @@ void ReplicatedUpdate::end_backward() {
 }
 
 void ReplicatedUpdate::finish_backward() {
-  if (dp_) dp_->finish();
+  if (dp_ && !local_gradients()) dp_->finish();
 }
 
 void ReplicatedUpdate::add_grad(const std::string& name, const Tensor& grad) {
@@ -58,8 +65,14 @@ StepOutcome ReplicatedUpdate::step(const StepContext& ctx) {
     for (const auto& [name, t] : w) tensors.push_back(t);
     out.grad_norm = optim::clip_grad_norm_(tensors, ctx.max_norm);
   }
+  if (local_gradients()) {
+    TRI_CHECK(master_ == nullptr, "parallel.grad_compression = onebit_adam steps fp32 parameters (precision.dtype = fp32)");
+    onebit_->step(ctx.lr);
+    return out;
+  }
   if (master_) master_->step(*optimizer_, ctx.lr);
   else optimizer_->step(ctx.lr);
+  if (onebit_) onebit_->count_warmup_step();
   return out;
 }
 
@@ -80,6 +93,18 @@ void ReplicatedUpdate::load_state(const CheckpointSource& source, bool with_stat
     for (const auto& [name, p] : weights())
       for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) state.emplace_back(name + suffix, source.whole(name + suffix, name));
   optimizer_->load_state(state, step);
+  if (!dp_) return;
+  // Error feedback is this rank's own (Note [Per-rank checkpoint state] in trainer_checkpoint.cc).
+  if (onebit_) onebit_->load_state(source.of_rank, step);
+  dp_->reducer().load_state(source.of_rank, step);
+}
+
+std::vector<nn::NamedTensor> ReplicatedUpdate::rank_state() const {
+  std::vector<nn::NamedTensor> out;
+  if (!dp_) return out;
+  if (onebit_) out = onebit_->state();
+  for (auto& t : dp_->reducer().state()) out.push_back(std::move(t));
+  return out;
 }
 
 }  // namespace trident::parallel

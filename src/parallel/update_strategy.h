@@ -49,6 +49,8 @@ struct CheckpointSource {
   std::function<Tensor(const std::string& name, const std::string& param)> whole;
   std::function<void(const std::string& name, const Tensor& dst)> assign;
   std::function<Tensor(const std::string& name, int64_t begin, int64_t end)> range;
+  // Tensor `name` of this rank's own state (rank_state()), as this rank saved it.
+  std::function<Tensor(const std::string& name)> of_rank;
 };
 
 class UpdateStrategy {
@@ -87,6 +89,10 @@ class UpdateStrategy {
   // ZeRO its partition of the weights too.
   virtual void load_weights(const CheckpointSource& source) = 0;
   virtual void load_state(const CheckpointSource& source, bool with_state, int64_t step) = 0;
+  // State that differs between the data-parallel ranks (compressed gradients' error feedback),
+  // saved by every rank; the same names and shapes on every rank. load_state() reads it back
+  // through source.of_rank.
+  virtual std::vector<nn::NamedTensor> rank_state() const { return {}; }
 };
 
 }  // namespace trident::parallel

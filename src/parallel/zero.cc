@@ -24,14 +24,17 @@ Tensor flat_slice(const Tensor& flat, int64_t begin, int64_t length) { return vi
 
 ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                              int64_t bucket_bytes, const optim::AdamWOptions& options,
-                             const std::vector<std::vector<size_t>>& parts, DType compute, bool offload)
+                             const std::vector<std::vector<size_t>>& parts, DType compute, bool offload,
+                             std::unique_ptr<GradReducer> reducer)
     : comm_(comm),
       stage_(stage),
       options_(options),
       compute_(compute),
       offload_(offload),
-      alive_(std::make_shared<bool>(true)) {
+      alive_(std::make_shared<bool>(true)),
+      reducer_(std::move(reducer)) {
   TRI_CHECK(stage >= 1 && stage <= 3, "ZeroOptimizer: stage must be 1, 2 or 3, got ", stage);
+  TRI_CHECK(!reducer_ || stage == 1, "ZeRO-", stage, ": compressed gradients compose with stage 1 only");
   TRI_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
             "ZeroOptimizer: the compute dtype must be f32, bf16 or f16, got ", compute);
   TRI_CHECK(stage != 3 || !parts.empty(), "ZeRO-3 needs the model's parts (its parameter groups)");
@@ -75,6 +78,19 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     b.length = (filled + N - 1) / N * N;
     total += b.length;
     buckets_.push_back(std::move(b));
+  }
+  if (reducer_) {
+    std::vector<BucketLayout> layouts;
+    for (const Bucket& b : buckets_) {
+      BucketLayout layout;
+      for (size_t k : b.params) {
+        layout.shapes.push_back(params_[k].shape());
+        layout.offsets.push_back(flat_offset_[k] - b.begin);
+      }
+      layout.numel = b.length;
+      layouts.push_back(std::move(layout));
+    }
+    reducer_->prepare(layouts);
   }
 
   // Host state for a device model is pinned, so its copies to and from the device run at full speed.
@@ -290,7 +306,8 @@ void ZeroOptimizer::launch(Bucket& b) {
   b.final = stage_ == 1 || last_micro_batch_;
   if (stage_ == 1) {
     const Tensor bucket = flat_slice(*flat_grads_, b.begin, b.length);
-    b.work = comm_.reduce_scatter_async(bucket, flat_slice(bucket, 0, n), comm::ReduceOp::kSum);
+    if (reducer_) b.work = reducer_->start(static_cast<size_t>(&b - buckets_.data()), bucket);
+    else b.work = comm_.reduce_scatter_async(bucket, flat_slice(bucket, 0, n), comm::ReduceOp::kSum);
   } else {
     b.work = comm_.reduce_scatter_async(*b.staging, flat_slice(*b.staging, 0, n), comm::ReduceOp::kSum);
   }
@@ -312,6 +329,11 @@ void ZeroOptimizer::finish_reduce(Bucket& b) {
       ops::add_(dst, part);
     }
     b.staging.reset();  // the full bucket exists only while it is being reduced
+  } else if (reducer_) {
+    // The reducer left the whole bucket's mean: this rank's shard goes where the
+    // reduce-scatter would have put it, the bucket's start.
+    const int64_t n = shard_len(b), rank = comm_.rank();
+    if (rank > 0) core::copy_(flat_slice(*flat_grads_, b.begin, n), flat_slice(*flat_grads_, b.begin + rank * n, n));
   } else {
     ops::scale_(flat_slice(*flat_grads_, b.begin, shard_len(b)), inv);
   }

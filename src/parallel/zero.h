@@ -48,6 +48,7 @@
 #include "nn/module.h"
 #include "nn/part_hooks.h"
 #include "optim/adamw.h"
+#include "parallel/grad_reducer.h"
 
 namespace trident::parallel {
 
@@ -63,10 +64,13 @@ class ZeroOptimizer : public nn::PartHooks {
   // host as soon as its reduce-scatter is folded in (overlapping the rest of the backward),
   // AdamW steps on the host (the multi-threaded CPU AdamW) bucket by bucket, and each bucket's
   // updated shard goes back to the parameters' device while the host steps the next.
+  // `reducer` (stage 1, parallel.grad_compression): averages each whole bucket instead of the
+  // reduce-scatter, and this rank keeps its shard of the mean (Note [Compressed gradients'
+  // compositions] in parallelize.cc).
   ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                 int64_t bucket_bytes, const optim::AdamWOptions& options,
                 const std::vector<std::vector<size_t>>& parts = {}, DType compute = DType::kF32,
-                bool offload = false);
+                bool offload = false, std::unique_ptr<GradReducer> reducer = nullptr);
   ~ZeroOptimizer();
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
@@ -105,6 +109,7 @@ class ZeroOptimizer : public nn::PartHooks {
   // from fresh gradients.
   void skip_step();
   int64_t step_count() const { return step_; }
+  GradReducer* reducer() const { return reducer_.get(); }
 
   // Stage 3, as the model's part hooks: gathers part `part`'s parameters around its forward.
   Tensor run(size_t part, const nn::PartForward& forward, const Tensor& x) override;
@@ -215,6 +220,7 @@ class ZeroOptimizer : public nn::PartHooks {
   comm::Communicator* pp_ = nullptr;
   std::vector<bool> split_;
   std::shared_ptr<bool> alive_;
+  std::unique_ptr<GradReducer> reducer_;
 };
 
 }  // namespace trident::parallel

@@ -25,6 +25,7 @@ StepOutcome ZeroUpdate::step(const StepContext& ctx) {
 void ZeroUpdate::load_state(const CheckpointSource& source, bool with_state, int64_t step) {
   // This rank's partition of each tensor, read from whichever pieces the writer left.
   zero_->load(source.range, with_state, step);
+  if (zero_->reducer()) zero_->reducer()->load_state(source.of_rank, step);
 }
 
 }  // namespace trident::parallel

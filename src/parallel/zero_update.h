@@ -16,7 +16,10 @@ class ZeroUpdate final : public UpdateStrategy {
   ZeroUpdate(std::vector<nn::NamedTensor> params, std::unique_ptr<ZeroOptimizer> zero)
       : params_(std::move(params)), zero_(std::move(zero)) {}
 
-  void begin_backward(bool last) override { zero_->begin_backward(last); }
+  void begin_backward(bool last) override {
+    if (zero_->reducer()) zero_->reducer()->set_step(zero_->step_count());
+    zero_->begin_backward(last);
+  }
   void end_backward() override { zero_->end_backward(); }
   void finish_backward() override {}
   void add_grad(const std::string& name, const Tensor& grad) override { zero_->add_grad(name, grad); }
@@ -30,6 +33,9 @@ class ZeroUpdate final : public UpdateStrategy {
   std::vector<nn::NamedTensor> gather_state() override { return zero_->gather_state(); }
   void load_weights(const CheckpointSource&) override {}  // its partition comes with the state
   void load_state(const CheckpointSource& source, bool with_state, int64_t step) override;
+  std::vector<nn::NamedTensor> rank_state() const override {
+    return zero_->reducer() ? zero_->reducer()->state() : std::vector<nn::NamedTensor>{};
+  }
 
   // The partitioned checkpoint (Note [Sharded checkpoints] in train/trainer_checkpoint.cc)
   // writes each rank's pieces.

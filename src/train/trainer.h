@@ -16,6 +16,8 @@
 //     (under ZeRO, instead: zero.rank<R>.safetensors, each rank's partition of both, written
 //     by every rank at once; the manifest says where each piece is; see Note [Sharded
 //     checkpoints] in trainer_checkpoint.cc. `trident export` writes the weights as one file.)
+//   rank_state.rank<R>.safetensors  parallel.grad_compression's error feedback, each rank's own
+//     (Note [Per-rank checkpoint state] in trainer_checkpoint.cc)
 //   trainer_state.json     step, optimizer step, sampler state, dropout RNG state, loss scaler
 //   config.toml            the resolved training config
 //   config.json            Hugging Face's config for the model (so transformers loads it)
@@ -128,6 +130,15 @@ class Trainer {
   // Whether a [[alerts]] rule rolls back on a NaN/Inf loss (so the loss does not end the run).
   bool tolerates_non_finite_loss() const;
   [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer_checkpoint.cc
+  // Compressed gradients' error feedback: Note [Per-rank checkpoint state] in trainer_checkpoint.cc.
+  [[nodiscard]] Status save_checkpoint_with_rank_state();
+  static std::string rank_state_name(int rank, const std::string& name);
+
+ public:
+  // Whether checkpoint tensor `name` is a rank's own state ("rank<R>.<name>"), not a weight.
+  static bool is_rank_state(const std::string& name);
+
+ private:
   // The ZeRO optimizer whose partitions a sharded checkpoint writes (null: not ZeRO).
   parallel::ZeroOptimizer* zero_partitions() const;
   // Adds the trainer state and configs, commits, and prunes old checkpoints.

@@ -5,6 +5,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -112,6 +113,7 @@ Status load_hf_weights(models::CausalLM& model, const std::string& path) {
 Status Trainer::save_checkpoint() {
   if (tp_plan_ || pipeline_) return save_model_parallel_checkpoint();
   if (zero_partitions()) return save_sharded_checkpoint();
+  if (!update_->rank_state().empty()) return save_checkpoint_with_rank_state();
   // One process, or data parallel: every rank holds the same state; rank 0 writes it, the
   // others wait.
   if (!is_rank0()) {
@@ -132,6 +134,60 @@ Status Trainer::save_checkpoint() {
   }();
   if (comm_ && world_size() > 1) comm_->barrier();
   return saved;
+}
+
+// Note [Per-rank checkpoint state]
+// Compressed gradients keep state that differs between data-parallel ranks: each rank's error
+// feedback (PowerSGD's, 1-bit Adam's worker and server errors). Every rank writes its own,
+// "rank<R>.<name>", into rank_state.rank<R>.safetensors in the staging directory (as ZeRO's
+// shards, Note [Sharded checkpoints]); rank 0 writes the replicated weights and AdamW state as
+// without compression, lists every rank's file and tensors (the same names and shapes on every
+// rank) and commits. A resume reads its own rank's tensors back, so it needs as many ranks.
+Status Trainer::save_checkpoint_with_rank_state() {
+  const std::string name = checkpoint::step_checkpoint_name(step_);
+  auto writer = begin_shared_checkpoint(name);
+  if (!writer.is_ok()) return writer.status();
+  auto file_of = [](int r) {
+    char file[64];
+    std::snprintf(file, sizeof file, "rank_state.rank%05d.safetensors", r);
+    return std::string(file);
+  };
+  const std::vector<nn::NamedTensor> own = update_->rank_state();
+  std::vector<checkpoint::NamedTensor> mine;
+  for (const auto& [n, t] : own) mine.push_back({rank_state_name(comm_->rank(), n), t});
+  auto files = write_shard_files(name, file_of(comm_->rank()), mine, /*write=*/true);
+  if (!files.is_ok()) return files.status();
+  Status s = Status::ok();
+  if (is_rank0()) {
+    s = [&]() -> Status {
+      checkpoint::CheckpointWriter& w = *writer.value();
+      Status ws = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()), {{"format", "pt"}});
+      if (!ws.is_ok()) return ws;
+      if (!(ws = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(update_->gather_state()))).is_ok())
+        return ws;
+      for (int r = 0; r < world_size(); ++r) {
+        checkpoint::ManifestFile f = files.value()[static_cast<size_t>(r)];
+        f.name = file_of(r);
+        w.add_file(f);
+        for (const auto& [n, t] : own)
+          w.add_tensor_shard(rank_state_name(r, n), DType::kF32, t.shape(),
+                             checkpoint::TensorShard::whole(file_of(r), rank_state_name(r, n), t.shape()));
+      }
+      return commit_checkpoint(w, update_->step_count());
+    }();
+  }
+  return agree_on(s, name);
+}
+
+std::string Trainer::rank_state_name(int rank, const std::string& name) {
+  return "rank" + std::to_string(rank) + "." + name;
+}
+
+bool Trainer::is_rank_state(const std::string& name) {
+  size_t i = 4;
+  if (!name.starts_with("rank")) return false;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  return i > 4 && i < name.size() && name[i] == '.';
 }
 
 bool Trainer::all_ranks(bool ok) const {
@@ -159,6 +215,8 @@ Status Trainer::save_sharded_checkpoint() {
   parallel::ZeroOptimizer& zero = *zero_partitions();
   std::vector<checkpoint::NamedTensor> tensors;
   for (const auto& p : zero.pieces()) tensors.push_back({p.name, *p.values});
+  const std::vector<nn::NamedTensor> own = update_->rank_state();  // Note [Per-rank checkpoint state]
+  for (const auto& [n, t] : own) tensors.push_back({rank_state_name(comm_->rank(), n), t});
   auto files = write_shard_files(name, zero_shard_file(comm_->rank()), tensors, /*write=*/true);
   if (!files.is_ok()) return files.status();
   Status s = Status::ok();
@@ -171,6 +229,9 @@ Status Trainer::save_sharded_checkpoint() {
       for (const auto& p : zero.pieces_of(r))
         w.add_tensor_shard(p.name, DType::kF32, p.shape,
                            checkpoint::TensorShard::flat(zero_shard_file(r), p.name, p.begin, p.end));
+      for (const auto& [n, t] : own)
+        w.add_tensor_shard(rank_state_name(r, n), DType::kF32, t.shape(),
+                           checkpoint::TensorShard::whole(zero_shard_file(r), rank_state_name(r, n), t.shape()));
     }
     s = commit_checkpoint(w, zero.step_count());
   }
@@ -422,6 +483,17 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     }
     auto t = r.load_flat_range(name, begin, end);
     TRI_CHECK(t.is_ok(), t.status().to_string());
+    return t.value();
+  };
+  source.of_rank = [&](const std::string& name) {
+    const std::string key = rank_state_name(comm_ ? comm_->rank() : 0, name);
+    if (!r.has_tensor(key))
+      throw StatusError{Status::invalid("checkpoint " + dir + " has no '" + key + "': parallel.grad_compression = \"" +
+                                        cfg_.parallel.grad_compression +
+                                        "\" resumes the error feedback of a run with the same compression and as many "
+                                        "ranks (" + std::to_string(world_size()) + ")")};
+    auto t = r.load_tensor(key);
+    if (!t.is_ok()) throw StatusError{t.status()};
     return t.value();
   };
   try {

@@ -27,6 +27,8 @@ TEST(TrainConfigKeys, AreFrozen) {
       "parallel.pipeline_schedule", "parallel.pipeline_layers", "parallel.zero_stage", "parallel.bucket_mb",
       "parallel.offload_optimizer",
       "parallel.hierarchical", "parallel.intra_host_gbps", "parallel.inter_host_gbps",
+      "parallel.grad_compression", "parallel.powersgd_rank", "parallel.powersgd_start_step",
+      "parallel.onebit_warmup_steps",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
       "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads", "train.device",
       "train.flush_denormals", "train.max_runtime", "train.profile_step",
