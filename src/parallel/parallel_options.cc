@@ -29,7 +29,14 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
           .add("bucket_mb", &ParallelOptions::bucket_mb, "gradient all-reduce bucket size (MiB)", Range::positive())
           .add("offload_optimizer", &ParallelOptions::offload_optimizer,
                "ZeRO-Offload: keep fp32 master weights and AdamW state in host memory and step them on the CPU "
-               "(with train.device = cuda: a model whose optimizer state does not fit on the GPU)");
+               "(with train.device = cuda: a model whose optimizer state does not fit on the GPU)")
+          .add("auto", &ParallelOptions::auto_layout,
+               "trident train replaces tp, pp, virtual_stages, zero_stage, sequence_parallel, offload, "
+               "model.activation_checkpointing and the micro-batching (data.batch_size x grad_accum_steps kept) "
+               "by the planner's fastest layout that fits the ranks it was started with, and prints why")
+          .add("auto_cluster", &ParallelOptions::auto_cluster,
+               "with auto: the cluster file to plan with (trident calibrate writes one for this machine); "
+               "\"\": this machine's uncalibrated defaults");
   return t;
 }
 

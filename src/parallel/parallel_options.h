@@ -19,6 +19,8 @@ struct ParallelOptions {
   int64_t zero_stage = 0;    // 0: data parallel (replicated optimizer state)
   double bucket_mb = 25.0;   // gradient bucket size for the all-reduces (MiB)
   bool offload_optimizer = false;  // ZeRO-Offload: fp32 masters and AdamW state in host memory
+  bool auto_layout = false;        // "auto": `trident train` runs the planner's best layout (apps/plan.cc)
+  std::string auto_cluster;        // the cluster file the planner plans it with ("": this machine)
   static const OptionTable<ParallelOptions>& table();
 };
 

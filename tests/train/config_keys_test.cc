@@ -25,7 +25,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "precision.backoff_factor", "precision.hysteresis", "precision.min_loss_scale",
       "parallel.tp", "parallel.sequence_parallel", "parallel.pp", "parallel.virtual_stages",
       "parallel.pipeline_schedule", "parallel.pipeline_layers", "parallel.zero_stage", "parallel.bucket_mb",
-      "parallel.offload_optimizer",
+      "parallel.offload_optimizer", "parallel.auto", "parallel.auto_cluster",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
       "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads", "train.device",
       "train.flush_denormals", "train.max_runtime", "train.profile_step",
