@@ -138,7 +138,7 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
           l.tp = tp;
           l.pp = pp;
           l.dp = ranks / (tp * pp);
-          l.virtual_stages = 1;
+          l.virtual_stages = pick(2) == 0 ? 1 : virt[pick(virt.size())];
           if (l.pp > 1 && l.zero_stage > 1) l.zero_stage = 1;
           if (l.dp == 1) l.zero_stage = 0;
           if (l.tp == 1) l.sequence_parallel = false;
@@ -183,6 +183,40 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
     const double a = eval(current), b = eval(*next);
     const double loss = a > 0 ? (a - b) / a : (b > 0 ? -1.0 : 0.0);
     if (loss <= 0 || std::uniform_real_distribution<double>(0, 1)(rng) < std::exp(-loss / temp)) current = *next;
+  }
+  // Polish: from the best, every single-knob neighbour (a new dp x tp x pp with any micro-batch,
+  // virtual stages and sequence parallelism), while one is better (a local optimum
+  // the random moves may have stepped around).
+  for (bool improved = r.best.has_value(); improved;) {
+    improved = false;
+    const Layout at = *r.best;
+    const double here = r.best_score;
+    std::vector<Layout> around;
+    for (const std::string& c : ckpts) around.push_back(at), around.back().checkpointing = c;
+    for (int64_t z = 0; z <= 3; ++z) around.push_back(at), around.back().zero_stage = z;
+    for (int64_t b : micro) around.push_back(at), around.back().micro_batch = b;
+    for (int64_t v : virt) around.push_back(at), around.back().virtual_stages = v;
+    around.push_back(at), around.back().sequence_parallel = !at.sequence_parallel;
+    around.push_back(at), around.back().offload = !at.offload;
+    for (const auto& [tp, pp] : shapes)
+      for (int64_t b : micro)
+        for (int64_t v : virt)
+          for (bool sp : {false, true}) {
+            Layout l = at;
+            l.tp = tp;
+            l.pp = pp;
+            l.dp = ranks / (tp * pp);
+            l.micro_batch = b;
+            l.virtual_stages = v;
+            l.sequence_parallel = sp;
+            around.push_back(l);
+          }
+    for (Layout& l : around) {
+      if (l.dp <= 0 || l.micro_batch <= 0 || G % (l.dp * l.micro_batch) != 0) continue;
+      l.accum = G / (l.dp * l.micro_batch);
+      const auto it = index.find(key_of(l));
+      if (it != index.end() && eval(it->second) > here) improved = true;
+    }
   }
   return r;
 }

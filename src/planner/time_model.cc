@@ -9,6 +9,12 @@
 namespace trident::planner {
 namespace {
 
+// ZeRO-Offload's host side: a CPU's memory-bound AdamW and a PCIe 4 x16 link (per device).
+constexpr double kOffloadHostGBs = 20.0;
+constexpr double kOffloadLinkGBs = 25.0;
+// Ranks of this machine's CPU: their "offload" moves state between buffers of the same memory.
+bool cluster_is_host(const Cluster& c) { return c.device.peak_tflops_bf16 < 10.0; }
+
 double saved_bytes_per_token(const std::vector<models::SavedActivation>& list, int64_t E, int64_t tp) {
   double b = 0.0;
   for (const auto& a : list)
@@ -85,7 +91,12 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   TimeEstimate out;
   const double P = static_cast<double>(stage_params_max);
   const double dp = static_cast<double>(l.dp);
-  const double optimizer = 36.0 * (l.zero_stage > 0 ? P / dp : P) / mem_rate;
+  const double stepped = l.zero_stage > 0 ? P / dp : P;
+  double optimizer = 36.0 * stepped / mem_rate;
+  // ZeRO-Offload: AdamW on the host (kOffloadHostGBs), the fp32 gradients down and the
+  // compute-dtype parameters up over PCIe (kOffloadLinkGBs), not overlapped here.
+  if (l.offload && !cluster_is_host(cluster))
+    optimizer = 36.0 * stepped / (kOffloadHostGBs * 1e9) + (4.0 + static_cast<double>(E)) * stepped / (kOffloadLinkGBs * 1e9);
   out.compute_s = m * stage_s + optimizer;
   out.recompute_s = m * stage_re;
   out.bubble_s = static_cast<double>(l.pp - 1) / static_cast<double>(l.virtual_stages) * stage_s;
