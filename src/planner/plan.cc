@@ -49,7 +49,8 @@ Plan make_plan(const RunSpec& run, const Cluster& cluster, const SearchSpace& sp
   });
   std::stable_sort(seen.begin(), seen.end(), [](const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;
-    if (a.fits) return a.tokens_per_s > b.tokens_per_s;
+    if (a.fits && a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+    if (a.fits) return a.memory.total() < b.memory.total();  // as fast: the one that leaves more room
     return a.memory.total() < b.memory.total();
   });
   plan.ranked = std::move(seen);
