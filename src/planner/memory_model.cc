@@ -186,14 +186,16 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       // Note [The fused head's peak]
       const double seq_split = l.sequence_parallel ? static_cast<double>(l.tp) : 1.0;
       double head = saved_bytes_per_token(shapes.head, "none", l, E) + static_cast<double>(C * E) / seq_split;  // + dx
+      // The end of the backward: a tied head's dw, its scaled copy and the embedding's dense
+      // gradient (this rank's vocabulary rows); untied or on a pipeline's last stage, two.
+      const double vc = 4.0 * static_cast<double>(head_rows * C);
+      const double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc;
       if (l.tp > 1) {
         head += 2.0 * 4.0 * static_cast<double>(head_rows);  // vocabulary-parallel logits and their gradient
-        act += static_cast<double>(tokens) * head;
+        act = std::max(act + static_cast<double>(tokens) * head, backward_end);
       } else {
         const double rows = static_cast<double>(std::min(ops::linear_cross_entropy_chunk_rows(V, run.on_device), tokens));
-        const double vc = 4.0 * static_cast<double>(V * C);
         const double forward = act + static_cast<double>(tokens) * head + vc + rows * static_cast<double>(V * E);
-        const double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc;
         act = std::max(forward, backward_end);
       }
     }

@@ -26,8 +26,11 @@
 // there, with every saved activation, its (V, C) fp32 dw, one chunk of logits (min(rows, R) x V
 // in the compute dtype, R from Note [Head chunks]) and dx; or at the end of the backward, when
 // a tied head's dw, its scaled copy and the embedding's dense gradient are all alive (3 (V, C)
-// fp32; untied, 2), whichever is larger. A vocabulary-parallel loss (tp > 1) instead keeps its
-// logits and their gradient, 2 (tokens, V / tp) fp32.
+// fp32; untied, or on a pipeline's last stage without the embedding, 2), whichever is larger.
+// A vocabulary-parallel loss (tp > 1) keeps its logits and their gradient, 2 (tokens, V / tp)
+// fp32, instead of the forward's dw and chunk; its backward's end holds the same buffers for
+// this rank's V / tp rows.
+//
 // The rank's total is the sum of the categories' peaks: an upper bound (the gradients peak after
 // the activations' peak has gone), so a layout that fits by it fits.
 #pragma once
