@@ -149,6 +149,10 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       raise(MemoryCategory::kGradient, g + copy_grad);
     } else if (l.zero_stage == 1) {
       raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + static_cast<double>(E * p_max) + copy_grad);
+    } else if (l.zero_stage == 2) {
+      // Every bucket may be staged at once: a bucket's staging is freed when its reduce-scatter
+      // is seen complete, which MPI decides (Note [The memory model]); the upper bound.
+      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp + flat) + static_cast<double>(E * p_max) + copy_grad);
     } else {
       // The embedding's bucket (its gradient arrives last) and the largest other one in flight.
       const int64_t last_bucket = l.zero_stage == 3 ? bucket_sizes.front() : bucket_sizes.back();

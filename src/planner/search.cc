@@ -40,6 +40,7 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
       for (int64_t b : divisors(G / dp)) {
         if (space.max_micro_batch > 0 && b > space.max_micro_batch) continue;
         const int64_t m = G / (dp * b);
+        if (pp > 1 && m < pp) continue;  // fewer micro-batches than stages: never all stages busy
         for (int64_t v = 1; v <= (pp > 1 && space.interleaved ? L / pp : 1); ++v) {
           if (v > 1 && (m % pp != 0 || L % (pp * v) != 0)) continue;
           for (int64_t zero = 0; zero <= 3; ++zero) {

@@ -4,14 +4,17 @@
 // The space: every dp x tp x pp = ranks (tp dividing the heads, pp at most the layers), virtual
 // stages (interleaved 1F1B: m divisible by pp), ZeRO 0-3 (1-3 need dp > 1; 2-3 no pipeline),
 // activation checkpointing, micro-batch b dividing the global batch's share of a data-parallel
-// rank (m = G / (dp b)), sequence parallelism with tp > 1, and offload where asked. Small
-// spaces are enumerated and every layout evaluated; large ones (thousands of devices, every
-// knob) are searched by simulated annealing over the same space: a move changes one knob (or
-// swaps a factor of the rank count between dp, tp and pp), a worse layout is accepted with
-// probability exp(-relative loss / temperature) as the temperature cools, and the best layout
-// seen is kept; restarts from the best so far. Evaluations are cached, so annealing never costs
-// more than the space. tests/planner checks that it finds the exhaustive optimum on every space
-// small enough to enumerate.
+// rank (m = G / (dp b); a pipeline needs m >= pp: with fewer micro-batches than stages some
+// stage is always idle, so the planner does not list it), sequence parallelism with tp > 1,
+// and offload where asked. Small spaces are enumerated and every layout evaluated; large ones
+// (thousands of devices, every knob) are searched by simulated annealing over the same space:
+// a move changes one knob (or moves to another dp x tp x pp with the nearest micro-batch), a
+// worse layout is accepted with probability exp(-relative loss / temperature) as the
+// temperature cools, and the best layout seen is kept, with restarts from it; then a polish
+// tries every single-knob neighbour of the best (a new dp x tp x pp with any micro-batch,
+// virtual stages and sequence parallelism) while one is better. Evaluations are cached.
+// tests/planner/search_test checks that it finds the exhaustive optimum on every space small
+// enough to enumerate there.
 #pragma once
 
 #include <cstdint>

@@ -108,8 +108,14 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   double dp_s = 0.0;
   if (l.dp > 1) {
     const double grad_bytes = 4.0 * P;
-    dp_s = all_reduce_seconds(grad_bytes, l.dp, dp_link);
-    if (l.zero_stage == 3) dp_s += 2.0 * m * reduce_scatter_seconds(static_cast<double>(E) * P, l.dp, dp_link);
+    if (l.zero_stage < 3) {
+      dp_s = all_reduce_seconds(grad_bytes, l.dp, dp_link);  // ZeRO 1-2: reduce-scatter + all-gather, the same
+    } else {
+      // ZeRO-3: the gradients' reduce-scatter, and every part gathered in each micro-batch's
+      // forward and backward (nothing gathered after the step).
+      dp_s = reduce_scatter_seconds(grad_bytes, l.dp, dp_link) +
+             2.0 * m * reduce_scatter_seconds(static_cast<double>(E) * P, l.dp, dp_link);
+    }
   }
   double tp_s = 0.0;
   if (l.tp > 1) {

@@ -17,7 +17,8 @@
 // steps, masters and moments included; ZeRO steps 1/dp of them), and
 //  data parallel  a ring all-reduce of the fp32 gradients (2 (n-1)/n bytes / bw + 2 (n-1)
 //                 latency); ZeRO 1-2 a reduce-scatter plus an all-gather of the parameters (the
-//                 same volume); ZeRO-3 also all-gathers every part in the forward and the backward.
+//                 same volume); ZeRO-3 a reduce-scatter of the gradients and an all-gather of
+//                 every part in each micro-batch's forward and backward.
 //                 The overlap fraction comm_overlap of the backward hides it (0 on CPU ranks,
 //                 whose MPI progresses only inside calls).
 //  tensor parallel  4 all-reduces of a micro-batch's (tokens, C) per block (two forward, two
