@@ -7,6 +7,8 @@ category and step time (the fastest measured step's wall and CPU time), with the
 
 Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/plan_accuracy.json
          [--runs small:1,small:2,tiny:4,124M:1] [--steps 2] [--only SUBSTRING]
+       bench/plan_accuracy.py --build build --out TABLE.json --repredict small:1=calib1.toml,small:2=calib2.toml
+         (the measured rows of TABLE.json predicted again by this build's planner: a markdown table)
 Times: 1 thread per rank; on a shared machine compare the CPU times (Note [Measured step time]).
 """
 import argparse
@@ -30,6 +32,38 @@ def mpi(ranks):
     return ["mpirun", "-np", str(ranks), "--oversubscribe"]
 
 
+def repredict(args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    rows = json.loads(pathlib.Path(args.out).read_text())["rows"]
+    calib = dict(item.split("=") for item in args.repredict.split(","))
+    print("| config | ranks | layout | worst memory error | predicted step (s) | measured CPU (s) | error |")
+    print("|---|---|---|---|---|---|---|")
+    for key, file in calib.items():
+        config, ranks = key.split(":")
+        plan = json.loads(subprocess.run(
+            [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--cluster", file, "--ranks", ranks, "--json",
+             "--top", "100000"] + CONFIG_FLAGS[config].split() + ["--train.threads=1"],
+            check=True, env=env, capture_output=True, text=True).stdout)
+        by_name = {c["name"]: c for c in plan["ranked"]}
+        measured = [r for r in rows if r["config"] == config and r["ranks"] == int(ranks) and r["layout"] in by_name]
+        best_pred = min(measured, key=lambda r: by_name[r["layout"]]["time_s"]["step"], default=None)
+        best_meas = min(measured, key=lambda r: r["step_s"]["measured_cpu"], default=None)
+        for r in measured:
+            c = by_name[r["layout"]]
+            worst = 0.0
+            for cat, v in r["memory"].items():
+                p, m = c["memory_bytes"][cat], v["measured"]
+                worst = max(worst, abs(p - m) / m if m > 0 else (1.0 if p > 0 else 0.0))
+            t, m = c["time_s"]["step"], r["step_s"]["measured_cpu"]
+            print(f"| {config} | {ranks} | {r['layout']} | {worst:.3f} | {t:.2f} | {m:.2f} | {t / m - 1:+.3f} |")
+        if best_pred:
+            print(f"\n{config} on {ranks}: predicted best {best_pred['layout']} measured "
+                  f"{best_pred['step_s']['measured_cpu']:.2f} s; measured best {best_meas['layout']} "
+                  f"{best_meas['step_s']['measured_cpu']:.2f} s "
+                  f"({best_meas['step_s']['measured_cpu'] / best_pred['step_s']['measured_cpu'] - 1:+.3f} tokens/s)\n")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -37,7 +71,10 @@ def main():
     ap.add_argument("--runs", default="tiny:1,tiny:2,tiny:4,small:1,small:2,small:4,124M:1,124M:2,124M:4")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--only", default="")
+    ap.add_argument("--repredict", default="")
     args = ap.parse_args()
+    if args.repredict:
+        return repredict(args)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     build = pathlib.Path(args.build)
     out_path = pathlib.Path(args.out)

@@ -79,16 +79,31 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   Cluster c = local_cluster(ranks);
   c.shape.name = "this machine, calibrated (" + std::to_string(ranks) + " rank(s), " + std::to_string(num_threads()) +
                  " thread(s) each)";
-  // GEMMs at the model's shapes on the engine this run resolves to, per dtype.
+  // GEMMs at the model's shapes on the engine this run resolves to, per dtype, at two
+  // micro-batch sizes (one sequence, and the batch's share of a rank): 1/rate = (1 + h/n)/peak.
   const int64_t B = std::max<int64_t>(1, cfg.data.batch_size / ranks), T = cfg.data.seq_len;
-  const auto shapes = models::model_family(cfg.model.arch).gemm_shapes(cfg.model, B, T);
-  double f32 = 0.0, bf16 = 0.0;
-  for (const bool is_bf16 : {false, true}) {
+  const models::ModelFamily& family = models::model_family(cfg.model.arch);
+  auto rate = [&](bool is_bf16, int64_t rows_b) {
     cfg.kernels.resolved(is_bf16).apply(is_bf16);
-    (is_bf16 ? bf16 : f32) = is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0)
-                                     : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0);
+    const auto shapes = family.gemm_shapes(cfg.model, rows_b, T);
+    return is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0)
+                   : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0);
+  };
+  double f32 = rate(false, B), bf16 = rate(true, B);
+  double half_rows = 0.0;
+  if (B > 1) {
+    const bool is_bf16 = cfg.uses_bf16_gemms();
+    const double small = rate(is_bf16, 1), large = is_bf16 ? bf16 : f32;
+    const double n1 = static_cast<double>(T), n2 = static_cast<double>(B * T);
+    // 1/r = a + b/n through (n1, small) and (n2, large): peak = 1/a, half_rows = b/a.
+    const double b = (1.0 / small - 1.0 / large) / (1.0 / n1 - 1.0 / n2), a = 1.0 / large - b / n2;
+    if (a > 0 && b > 0) {
+      half_rows = b / a;
+      (is_bf16 ? bf16 : f32) = 1.0 / a;
+    }
   }
   cfg.kernels.resolved(cfg.uses_bf16_gemms()).apply(cfg.uses_bf16_gemms());
+  c.device.gemm_half_rows = half_rows;
   c.device.peak_tflops_fp32 = f32 / 1e3;
   c.device.peak_tflops_bf16 = bf16 / 1e3;
   c.device.peak_tflops_fp16 = f32 / 1e3;  // fp16 GEMMs widen to f32 on the host

@@ -18,6 +18,8 @@ const OptionTable<ClusterShape>& ClusterShape::table() {
 const OptionTable<DeviceSpec>& DeviceSpec::table() {
   static const auto t =
       OptionTable<DeviceSpec>("device", "One device: memory and compute rates")
+          .add("kind", &DeviceSpec::kind, "what the ranks run on (the fused head's chunks and offload differ)",
+               {"cpu", "gpu"})
           .add("memory_gib", &DeviceSpec::memory_gib, "memory per device (GiB)", Range::positive())
           .add("peak_tflops_fp32", &DeviceSpec::peak_tflops_fp32, "peak fp32 matrix TFLOP/s", Range::positive())
           .add("peak_tflops_bf16", &DeviceSpec::peak_tflops_bf16, "peak bf16 matrix TFLOP/s", Range::positive())
@@ -31,7 +33,10 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
                "the attention kernel's FLOP rate as a fraction of the GEMM rate", Range::between(0.01, 2.0))
           .add("comm_overlap", &DeviceSpec::comm_overlap,
                "fraction of the backward that data-parallel communication hides behind (0: none)",
-               Range::between(0.0, 1.0));
+               Range::between(0.0, 1.0))
+          .add("gemm_half_rows", &DeviceSpec::gemm_half_rows,
+               "rows (tokens per micro-batch) at which the GEMM rate is half its peak (0: no fall-off)",
+               Range::non_negative());
   return t;
 }
 
@@ -58,11 +63,11 @@ const OptionTable<InterNodeLink>& InterNodeLink::table() {
 
 int64_t Cluster::memory_bytes() const { return static_cast<int64_t>(device.memory_gib * 1024.0 * 1024.0 * 1024.0); }
 
-double Cluster::gemm_flops(DType dtype) const {
+double Cluster::gemm_flops(DType dtype, double rows) const {
   const double peak = dtype == DType::kBF16 ? device.peak_tflops_bf16
                       : dtype == DType::kF16 ? device.peak_tflops_fp16
                                              : device.peak_tflops_fp32;
-  return peak * 1e12 * device.gemm_efficiency;
+  return peak * 1e12 * device.gemm_efficiency * rows / (rows + device.gemm_half_rows);
 }
 
 const LinkSpec& Cluster::link_for(int64_t group) const {

@@ -6,12 +6,14 @@
 // (config/config_tree.h).
 //
 //   [cluster]     name, nodes, devices_per_node
-//   [device]      memory_gib; peak_tflops_fp32 / _bf16 / _fp16; gemm_efficiency (the
+//   [device]      kind ("cpu" ranks of a host, or "gpu"); memory_gib; peak_tflops_fp32 / _bf16 / _fp16; gemm_efficiency (the
 //                 fraction of peak the model's large GEMMs reach); memory_bandwidth_gbs (the
 //                 memory-bound ops' rate); attention_efficiency (the attention kernel's
 //                 fraction of the GEMM rate); comm_overlap (the fraction of the backward
 //                 that data-parallel communication hides behind: GPUs with NCCL on its own
-//                 stream near 1, CPU ranks 0, their MPI progressing only inside calls)
+//                 stream near 1, CPU ranks 0, their MPI progressing only inside calls);
+//                 gemm_half_rows (the GEMMs' rate falls with a micro-batch's rows n as
+//                 peak x n / (n + gemm_half_rows); calibrate fits it from two micro-batch sizes)
 //   [intra_node]  bandwidth_gbs (per device, one direction: NVLink, or shared memory for CPU
 //                 ranks), latency_us
 //   [inter_node]  bandwidth_gbs (per device: its share of the node's NICs), latency_us
@@ -34,6 +36,7 @@ struct ClusterShape {
 };
 
 struct DeviceSpec {
+  std::string kind = "cpu";  // "cpu" (ranks of a host: this machine) or "gpu"
   double memory_gib = 16.0;
   double peak_tflops_fp32 = 1.0;
   double peak_tflops_bf16 = 1.0;
@@ -42,6 +45,7 @@ struct DeviceSpec {
   double memory_bandwidth_gbs = 50.0;
   double attention_efficiency = 0.5;
   double comm_overlap = 0.0;
+  double gemm_half_rows = 0.0;
   static const OptionTable<DeviceSpec>& table();
 };
 
@@ -64,8 +68,10 @@ struct Cluster {
 
   int64_t devices() const { return shape.nodes * shape.devices_per_node; }
   int64_t memory_bytes() const;
-  // The GEMM rate the time model uses for `dtype` (FLOP/s): peak x gemm_efficiency.
-  double gemm_flops(DType dtype) const;
+  bool gpu() const { return device.kind == "gpu"; }
+  // The GEMM rate the time model uses for `dtype` (FLOP/s) at `rows` rows (tokens of a
+  // micro-batch): peak x gemm_efficiency x rows / (rows + gemm_half_rows).
+  double gemm_flops(DType dtype, double rows) const;
   // A link between `group` consecutive ranks: NVLink while the group fits in a node, else the
   // slower network.
   const LinkSpec& link_for(int64_t group) const;

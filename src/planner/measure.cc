@@ -91,6 +91,11 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
     out.peak_bytes[static_cast<size_t>(c)] = static_cast<int64_t>(peaks.data_ptr<double>()[c]);
   out.step_s = best;
   out.step_cpu_s = best_cpu;
+  if (comm && comm->size() > 1) {  // the busiest rank's: a pipeline's first stage idles through its bubble
+    Tensor cpu = full({1}, best_cpu, DType::kF64);
+    comm->all_reduce(cpu, comm::ReduceOp::kMax);
+    out.step_cpu_s = cpu.item();
+  }
   return out;
 }
 

@@ -21,7 +21,7 @@ struct Measurement {
   // the warm-up ones: the optimizer's state exists by then), the largest over the ranks.
   std::array<int64_t, kNumMemoryCategories> peak_bytes{};
   double step_s = 0.0;      // the fastest measured step's wall time (Note [Measured step time])
-  double step_cpu_s = 0.0;  // that step's process CPU time on rank 0
+  double step_cpu_s = 0.0;  // that step's process CPU time, the largest over the ranks
 };
 
 // Runs `cfg` over `comm` (null: one process without a communicator) on a random token file

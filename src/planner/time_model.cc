@@ -12,8 +12,8 @@ namespace {
 // ZeRO-Offload's host side: a CPU's memory-bound AdamW and a PCIe 4 x16 link (per device).
 constexpr double kOffloadHostGBs = 20.0;
 constexpr double kOffloadLinkGBs = 25.0;
-// Ranks of this machine's CPU: their "offload" moves state between buffers of the same memory.
-bool cluster_is_host(const Cluster& c) { return c.device.peak_tflops_bf16 < 10.0; }
+// Ranks of a CPU: their "offload" moves state between buffers of the same memory.
+bool cluster_is_host(const Cluster& c) { return !c.gpu(); }
 
 double saved_bytes_per_token(const std::vector<models::SavedActivation>& list, int64_t E, int64_t tp) {
   double b = 0.0;
@@ -42,8 +42,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double T = static_cast<double>(run.seq_len), C = static_cast<double>(run.model.n_embd);
   const double tokens = static_cast<double>(l.micro_batch) * T;  // per micro-batch and data-parallel rank
   const double tp = static_cast<double>(l.tp);
-  const double gemm = cluster.gemm_flops(run.compute);
-  const double attn_rate = gemm * cluster.device.attention_efficiency;
+  const double gemm = cluster.gemm_flops(run.compute, tokens);
+  const double attn_rate = cluster.gemm_flops(run.compute, 1e18) * cluster.device.attention_efficiency;  // of the peak
   const double mem_rate = cluster.device.memory_bandwidth_gbs * 1e9;
 
   // One block, one token: forward matmul FLOPs, attention forward FLOPs, memory-bound bytes.
