@@ -28,10 +28,7 @@
 #include "train/trainer.h"
 
 namespace trident::cli {
-namespace {
 
-// Fills the config bound to `tree` from a TOML file (if given) and "--section.key=value"
-// overrides, in that order.
 Status load_config(config::ConfigTree& tree, const std::string& file, const std::vector<std::string>& overrides) {
   if (!file.empty()) {
     Status s = tree.load_toml_file(file);
@@ -45,6 +42,8 @@ Status load_config(config::ConfigTree& tree, const std::string& file, const std:
   }
   return tree.apply_overrides(assignments, "command line");  // model.arch before the keys it chooses
 }
+
+namespace {
 
 // A run directory (train.out_dir: its latest checkpoint) or one checkpoint directory.
 StatusOr<std::string> resolve_checkpoint(const std::string& path) {
@@ -175,6 +174,10 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
   // A Hugging Face directory in train.init_from gives the architecture: printed as it will run.
   if (Status s = train::resolve_init_from(cfg); !s.is_ok()) return s;
   cfg.validate();
+  if (cfg.parallel.auto_layout) {  // the planner's best layout for the ranks this job has (apps/plan.cc)
+    const int ranks = comm::MpiRuntime::launched_by_mpirun() ? comm::MpiRuntime::world()->size() : 1;
+    if (Status s = apply_auto_layout(cfg, ranks, comm::MpiRuntime::launcher_rank() == 0); !s.is_ok()) return s;
+  }
   cfg.kernels = cfg.kernels.resolved(cfg.uses_bf16_gemms());  // the printed config names the engines (Note [GEMM engines])
   const bool rank0 = comm::MpiRuntime::launcher_rank() == 0;
   if (rank0) std::printf("# resolved config\n%s", tree.to_toml().c_str());

@@ -7,9 +7,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include "config/config_tree.h"
 #include "core/status.h"
+#include "train/train_config.h"
 
 namespace trident::cli {
+
+// Fills the config bound to `tree` from a TOML file (if given) and "--section.key=value"
+// overrides, in that order.
+Status load_config(config::ConfigTree& tree, const std::string& file, const std::vector<std::string>& overrides);
 
 struct PrepareArgs {
   std::vector<std::string> inputs;
@@ -126,5 +132,33 @@ struct ReportArgs {
 };
 CLI::App* add_report(CLI::App& app, ReportArgs& args);
 Status run_report(const ReportArgs& args);
+
+// `trident plan [--config FILE] [--ranks N | --cluster FILE] [--json] [--top K] [--section.key=value ...]`:
+// every layout of the run on the ranks, predicted memory and step time, ranked (planner/plan.h).
+struct PlanArgs {
+  std::string config_file;
+  int64_t ranks = 0;         // 0: the cluster file's devices, or 1
+  std::string cluster_file;  // a cluster file (configs/clusters/), or `trident calibrate`'s
+  bool json = false;
+  int64_t top = 10;
+  bool offload = false;      // also ZeRO-Offload layouts
+  double tokens = 0;         // with price: time and cost to train on this many tokens
+  double price_per_device_hour = 0;
+};
+CLI::App* add_plan(CLI::App& app, PlanArgs& args);
+Status run_plan(const PlanArgs& args, const std::vector<std::string>& overrides);
+
+// `trident calibrate [--config FILE] [--out FILE] [--section.key=value ...]` (under mpirun for
+// the collectives): measures this machine and writes a cluster file (planner/calibrate.h).
+struct CalibrateArgs {
+  std::string config_file;
+  std::string out = "calibration.toml";
+};
+CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& args);
+Status run_calibrate(const CalibrateArgs& args, const std::vector<std::string>& overrides);
+
+// parallel.auto: replaces cfg's layout by the planner's best for `ranks` (parallel.auto_cluster's
+// file, or this machine's defaults), printing why on rank 0 (`print`).
+Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print);
 
 }  // namespace trident::cli

@@ -10,6 +10,8 @@
 //   trident gemm-rates [--config FILE] [--section.key=value ...] [--dtype all|f32|bf16] [--json]
 //   trident ctl      URL status|pause|resume|checkpoint|stop [--token-file F] [--reason TEXT]
 //   trident report   RUN_DIR [--out FILE]
+//   trident plan     [--config FILE] [--ranks N] [--cluster FILE] [--json] [--top K] [--section.key=value ...]
+//   trident calibrate [--config FILE] [--out FILE] [--section.key=value ...]
 //
 // Exit status: 0 done; 1 an error (its message on stderr); 75 a training run that stopped
 // early with a checkpoint (a signal, or train.max_runtime): the same command resumes it;
@@ -43,6 +45,8 @@ int main(int argc, char** argv) {
   GemmRatesArgs gemm_rates;
   CtlArgs ctl;
   ReportArgs report;
+  PlanArgs plan;
+  CalibrateArgs calibrate;
   CLI::App* cmd_prepare = add_prepare(app, prepare);
   CLI::App* cmd_train = add_train(app, train);
   CLI::App* cmd_sample = add_sample(app, sample);
@@ -53,6 +57,8 @@ int main(int argc, char** argv) {
   CLI::App* cmd_gemm_rates = add_gemm_rates(app, gemm_rates);
   CLI::App* cmd_ctl = add_ctl(app, ctl);
   CLI::App* cmd_report = add_report(app, report);
+  CLI::App* cmd_plan = add_plan(app, plan);
+  CLI::App* cmd_calibrate = add_calibrate(app, calibrate);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -71,6 +77,8 @@ int main(int argc, char** argv) {
     else if (*cmd_gemm_rates) s = run_gemm_rates(gemm_rates, cmd_gemm_rates->remaining());
     else if (*cmd_ctl) s = run_ctl(ctl);
     else if (*cmd_report) s = run_report(report);
+    else if (*cmd_plan) s = run_plan(plan, cmd_plan->remaining());
+    else if (*cmd_calibrate) s = run_calibrate(calibrate, cmd_calibrate->remaining());
     if (!s.is_ok()) {
       std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), s.to_string().c_str());
       exit_after_error(1);

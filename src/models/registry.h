@@ -13,6 +13,7 @@
 #include "kernels/cpu/gemm_rates.h"
 #include "models/causal_lm.h"
 #include "models/model_config.h"
+#include "models/model_shapes.h"
 
 namespace trident::models {
 
@@ -27,6 +28,8 @@ struct ModelFamily {
   // The GEMMs of one training step on B sequences of T tokens (for the GEMM-rate ceiling and
   // the MFU, kernels/cpu/gemm_rates.h).
   std::function<std::vector<kernels::cpu::GemmShape>(const ModelConfig&, int64_t B, int64_t T)> gemm_shapes;
+  // Its parameters and saved activations, without building it (models/model_shapes.h; the planner).
+  std::function<ModelShapes(const ModelConfig&)> shapes;
 
   // Hugging Face, without building the model (models/hf_config.h uses these):
   // the config.json model_types this family reads ("llama", "mistral", "qwen2");

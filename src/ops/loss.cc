@@ -215,6 +215,14 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
   return dlogits;
 }
 
+int64_t linear_cross_entropy_chunk_rows(int64_t V, bool device) {
+  const int64_t budget = device ? int64_t{1} << 27 : int64_t{1} << 26;  // Note [Head chunks]
+  int64_t R = std::max<int64_t>(64, budget / V);
+  const int64_t pair = 2 * kernels::cpu::kGemmBlock;
+  if (!device && R >= pair) R = R / pair * pair;
+  return R;
+}
+
 LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets,
                                               int64_t ignore_index, Reduction reduction, bool want_dx,
                                               bool want_dw, int64_t chunk_rows) {
@@ -248,10 +256,7 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   // chunks (16M logits) gave 3 blocks to 2 threads. Rounded to a multiple of two blocks,
   // GPT-2 124M's chunks are 1024 rows and its head took 1.16 s instead of 1.44 s in bf16 on
   // Zen 5 (2 threads), 2048 rows no less; peak memory did not grow.
-  const int64_t budget = on_device(x) ? int64_t{1} << 27 : int64_t{1} << 26;
-  int64_t R = chunk_rows > 0 ? chunk_rows : std::max<int64_t>(64, budget / V);
-  const int64_t pair = 2 * kernels::cpu::kGemmBlock;
-  if (chunk_rows == 0 && !on_device(x) && R >= pair) R = R / pair * pair;
+  const int64_t R = chunk_rows > 0 ? chunk_rows : linear_cross_entropy_chunk_rows(V, on_device(x));
   const DType acc = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
 
   LinearCrossEntropyOutput out{empty(Shape{}, acc, x.device()), std::nullopt, std::nullopt, 0.0};

@@ -62,6 +62,9 @@ struct LinearCrossEntropyOutput {
   std::optional<Tensor> dw;  // w's shape, acc dtype, if asked: dloss/dw = grad_scale * dw
   double grad_scale;         // 1/count for a mean (0 with no counted rows), 1 for a sum
 };
+// The rows of one automatic chunk for a V-class head on the host or a device (Note [Head
+// chunks]); the planner's memory model reads it too.
+int64_t linear_cross_entropy_chunk_rows(int64_t V, bool on_device);
 LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets,
                                               int64_t ignore_index, Reduction reduction, bool want_dx,
                                               bool want_dw, int64_t chunk_rows = 0);

@@ -10,11 +10,12 @@
 
 namespace trident::parallel {
 
-inline std::vector<std::vector<size_t>> group_in_buckets(const std::vector<Tensor>& params, int64_t limit) {
+// By element counts (the planner groups parameters it has not built the same way).
+inline std::vector<std::vector<size_t>> group_in_buckets(const std::vector<int64_t>& numels, int64_t limit) {
   std::vector<std::vector<size_t>> groups;
   int64_t filled = 0;
-  for (size_t k = params.size(); k-- > 0;) {
-    const int64_t n = params[k].numel();
+  for (size_t k = numels.size(); k-- > 0;) {
+    const int64_t n = numels[k];
     if (groups.empty() || (filled > 0 && filled + n > limit)) {
       groups.emplace_back();
       filled = 0;
@@ -23,6 +24,12 @@ inline std::vector<std::vector<size_t>> group_in_buckets(const std::vector<Tenso
     filled += n;
   }
   return groups;
+}
+
+inline std::vector<std::vector<size_t>> group_in_buckets(const std::vector<Tensor>& params, int64_t limit) {
+  std::vector<int64_t> numels;
+  for (const Tensor& p : params) numels.push_back(p.numel());
+  return group_in_buckets(numels, limit);
 }
 
 }  // namespace trident::parallel

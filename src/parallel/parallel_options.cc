@@ -53,7 +53,14 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
           .add("onebit_warmup_steps", &ParallelOptions::onebit_warmup_steps,
                "1-bit Adam: steps of full AdamW (all-reduced gradients) before the variance freezes and momentum "
                "is exchanged as signs (DeepSpeed's freeze_step)",
-               Range::at_least(1));
+               Range::at_least(1))
+          .add("auto", &ParallelOptions::auto_layout,
+               "trident train replaces tp, pp, virtual_stages, zero_stage, sequence_parallel, offload, "
+               "model.activation_checkpointing and the micro-batching (data.batch_size x grad_accum_steps kept) "
+               "by the planner's fastest layout that fits the ranks it was started with, and prints why")
+          .add("auto_cluster", &ParallelOptions::auto_cluster,
+               "with auto: the cluster file to plan with (trident calibrate writes one for this machine); "
+               "\"\": this machine's uncalibrated defaults");
   return t;
 }
 

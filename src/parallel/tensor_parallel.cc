@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/functions.h"
+#include "core/allocator.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/profiler.h"
@@ -204,7 +205,9 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
   }
 
   // Every rank built the same full model (same seed or weights); keep this rank's shards.
+  // The shards are parameters (the allocator's category; the planner's memory model counts them so).
   autograd::NoGradGuard no_grad;
+  MemoryCategoryGuard params(MemoryCategory::kParameter);
   for (auto& [name, p] : model.named_parameters())
     if (plan->is_split(name)) p.set_data(plan->local_from_full(name, p));
   return plan;

@@ -5,6 +5,7 @@
 #include "models/gpt2/gemm_shapes.h"
 #include "models/gpt2/hf_names.h"
 #include "models/gpt2/model.h"
+#include "models/gpt2/shapes.h"
 
 namespace trident::models::gpt2 {
 namespace {
@@ -50,6 +51,7 @@ ModelFamily family() {
   f.gemm_shapes = [](const ModelConfig& cfg, int64_t B, int64_t T) {
     return gemm_shapes(GPT2Config::from(cfg), B, T);
   };
+  f.shapes = [](const ModelConfig& cfg) { return model_shapes(GPT2Config::from(cfg)); };
   return f;
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/llama/model.h"
+#include "models/llama/shapes.h"
 
 namespace trident::models::llama {
 namespace {
@@ -135,6 +136,7 @@ ModelFamily family() {
       kernels::cpu::append_linear_gemm_shapes(shapes, name, in, out, count, B * T, /*in_out=*/false);
     return shapes;
   };
+  f.shapes = [](const ModelConfig& cfg) { return model_shapes(LlamaConfig::from(cfg)); };
   return f;
 }
 

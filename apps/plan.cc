@@ -1,0 +1,169 @@
+// `trident plan`, `trident calibrate` and `trident train --parallel.auto=true`: the planner
+// (planner/plan.h) from the command line.
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/env.h"
+#include "commands.h"
+#include "comm/mpi_communicator.h"
+#include "planner/calibrate.h"
+#include "planner/plan.h"
+
+namespace trident::cli {
+namespace {
+
+// The cluster a plan is for: the file's, or `ranks` ranks of this machine; `ranks` 0 means
+// the file's devices (or 1).
+StatusOr<planner::Cluster> plan_cluster(const std::string& file, int64_t& ranks) {
+  if (file.empty()) {
+    if (ranks == 0) ranks = 1;
+    return planner::local_cluster(ranks);
+  }
+  auto c = planner::load_cluster(file);
+  if (!c.is_ok()) return c.status();
+  if (ranks == 0) ranks = c.value().devices();
+  if (ranks > c.value().devices())
+    return Status::invalid("--ranks " + std::to_string(ranks) + " is more than the " +
+                           std::to_string(c.value().devices()) + " devices of --cluster " + file + " (" +
+                           std::to_string(c.value().shape.nodes) + " nodes x " +
+                           std::to_string(c.value().shape.devices_per_node) + ")");
+  return c;
+}
+
+// The run's config from a file and overrides, checked (as trident train reads it).
+StatusOr<train::TrainConfig> read_config(const std::string& file, const std::vector<std::string>& overrides) {
+  train::TrainConfig cfg;
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  if (Status s = load_config(tree, file, overrides); !s.is_ok()) return s;
+  cfg.validate();
+  return cfg;
+}
+
+planner::SearchSpace space_for(int64_t ranks, const planner::Cluster& cluster, bool offload) {
+  planner::SearchSpace space;
+  space.ranks = ranks;
+  space.offload = offload;
+  space.max_tp = cluster.shape.devices_per_node;  // tensor parallelism within a node (Megatron's rule)
+  return space;
+}
+
+}  // namespace
+
+CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "plan", "Predict memory and step time of every parallel layout of a run, ranked by tokens/s among those that fit");
+  c->add_option("--config", a.config_file, "TOML training config (as trident train's)")->check(CLI::ExistingFile);
+  c->add_option("--ranks", a.ranks, "ranks (devices) to plan for (default: the cluster's devices, or 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  c->add_option("--cluster", a.cluster_file,
+                "cluster file (configs/clusters/*.toml, or trident calibrate's); default: this machine, uncalibrated")
+      ->check(CLI::ExistingFile);
+  c->add_flag("--json", a.json, "print JSON instead of a table");
+  c->add_option("--top", a.top, "layouts to print")->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  c->add_flag("--offload", a.offload, "also consider ZeRO-Offload (optimizer state in host memory)");
+  c->add_option("--tokens", a.tokens, "with --price-per-device-hour: time and cost to train this many tokens")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--price-per-device-hour", a.price_per_device_hour, "price of one device for an hour")
+      ->check(CLI::PositiveNumber);
+  c->allow_extras();
+  c->footer("Takes the training config's --section.key=value overrides; prints the overrides that run each layout.");
+  return c;
+}
+
+Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
+  auto read = read_config(a.config_file, overrides);
+  if (!read.is_ok()) return read.status();
+  const train::TrainConfig& cfg = read.value();
+  int64_t ranks = a.ranks;
+  auto cluster = plan_cluster(a.cluster_file, ranks);
+  if (!cluster.is_ok()) return cluster.status();
+  planner::RunSpec run = planner::run_spec(cfg);
+  run.on_device = run.on_device || cluster.value().gpu();
+  const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(ranks, cluster.value(), a.offload),
+                                                ranks > 1);
+  const bool cost = a.tokens > 0 && a.price_per_device_hour > 0;
+  if (a.json) {
+    nlohmann::ordered_json j = planner::plan_json(plan, a.top);
+    if (cost)
+      for (auto& c : j["ranked"]) {
+        const double hours = a.tokens / c["tokens_per_s"].get<double>() / 3600.0;
+        c["train_hours"] = hours;
+        c["train_cost"] = hours * static_cast<double>(ranks) * a.price_per_device_hour;
+      }
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::ok();
+  }
+  std::printf("%s", planner::plan_table(plan, a.top).c_str());
+  if (a.cluster_file.empty())
+    std::printf("(times use this machine's uncalibrated defaults: `trident calibrate` writes a file for --cluster)\n");
+  if (cost) {
+    std::printf("\nto train %.3g tokens at %.2f per device-hour on %lld devices:\n", a.tokens, a.price_per_device_hour,
+                static_cast<long long>(ranks));
+    int64_t shown = 0;
+    for (const planner::Candidate& c : plan.ranked) {
+      if (!c.fits || shown++ >= std::min<int64_t>(a.top, 5)) break;
+      const double hours = a.tokens / c.tokens_per_s / 3600.0;
+      std::printf("  %-44s %10.1f hours %14.2f\n", c.layout.str().c_str(), hours,
+                  hours * static_cast<double>(ranks) * a.price_per_device_hour);
+    }
+  }
+  return Status::ok();
+}
+
+CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "calibrate", "Measure this machine's GEMM, attention, memory and MPI rates for the planner (a cluster file)");
+  c->add_option("--config", a.config_file, "TOML training config (the model's shapes, train.threads)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--out", a.out, "the cluster file to write");
+  c->allow_extras();
+  c->footer("Run under mpirun -np N (trident launch -n N) to measure the collectives between N ranks.");
+  return c;
+}
+
+Status run_calibrate(const CalibrateArgs& a, const std::vector<std::string>& overrides) {
+  auto read = read_config(a.config_file, overrides);
+  if (!read.is_ok()) return read.status();
+  const train::TrainConfig& cfg = read.value();
+  std::shared_ptr<comm::Communicator> world;
+  if (comm::MpiRuntime::launched_by_mpirun()) world = comm::MpiRuntime::world();
+  const planner::Cluster c = planner::calibrate(cfg, world);
+  if (world && world->rank() != 0) return Status::ok();
+  const std::string text = "# trident calibrate: " + c.shape.name + "\n" + c.to_toml();
+  auto written = checkpoint::write_file_atomically(checkpoint::default_env(), a.out, text);
+  if (!written.is_ok()) return written.status();
+  std::printf("%swrote %s\n", text.c_str(), a.out.c_str());
+  return Status::ok();
+}
+
+Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
+  int64_t n = ranks;
+  auto cluster = plan_cluster(cfg.parallel.auto_cluster, n);
+  if (!cluster.is_ok()) return cluster.status();
+  planner::RunSpec run = planner::run_spec(cfg);
+  run.on_device = run.on_device || cluster.value().gpu();
+  const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), false), ranks > 1);
+  if (plan.ranked.empty() || !plan.ranked.front().fits)
+    return Status::invalid("parallel.auto: no layout of this run fits " + std::to_string(cluster.value().device.memory_gib) +
+                           " GiB per rank on " + std::to_string(ranks) + " rank(s) (trident plan lists them)");
+  const planner::Candidate& best = plan.ranked.front();
+  best.layout.apply(cfg);
+  if (print) {
+    std::fprintf(stderr, "parallel.auto: %s on %d rank(s), the fastest of %lld layouts that fit (%s):\n",
+                 best.layout.str().c_str(), ranks, static_cast<long long>(plan.layouts), cluster.value().shape.name.c_str());
+    std::fprintf(stderr, "  predicted %.0f tokens/s: step %.3f s = compute %.3f + exposed communication %.3f + bubble %.3f; "
+                 "%.1f MiB per rank\n",
+                 best.tokens_per_s, best.time.step_s(), best.time.compute_s, best.time.exposed_comm_s, best.time.bubble_s,
+                 static_cast<double>(best.memory.total()) / (1024.0 * 1024.0));
+    for (size_t i = 1; i < std::min<size_t>(plan.ranked.size(), 3); ++i)
+      std::fprintf(stderr, "  next: %s, %.0f tokens/s\n", plan.ranked[i].layout.str().c_str(), plan.ranked[i].tokens_per_s);
+    std::string o;
+    for (const std::string& s : best.layout.overrides()) o += " " + s;
+    std::fprintf(stderr, "  the same as:%s\n", o.c_str());
+  }
+  return Status::ok();
+}
+
+}  // namespace trident::cli

@@ -1,0 +1,108 @@
+// The planner against the trainer: for every layout the planner lists for a config on the
+// ranks this job was started with (mpirun -np N; alone: one process), the predicted peak
+// bytes per allocator category and step time (planner/plan.h) beside the measured ones
+// (planner/measure.h), as JSON lines on rank 0, one per layout.
+//
+// Usage: plan_accuracy_bench [--config tiny|small|124M] [--cluster FILE (calibrated: trident calibrate)]
+//          [--steps N] [--only SUBSTRING] [--limit N] [--section.key=value ...]
+// Step times are each layout's fastest measured step (Note [Measured step time]).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/mpi_communicator.h"
+#include "config/config_tree.h"
+#include "planner/measure.h"
+#include "planner/named_configs.h"
+#include "planner/plan.h"
+
+using namespace trident;
+
+int main(int argc, char** argv) {
+  std::string config = "tiny", cluster_file, only;
+  int64_t steps = 2, limit = 0;
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "plan_accuracy_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--config") config = next();
+    else if (a == "--cluster") cluster_file = next();
+    else if (a == "--steps") steps = std::stoll(next());
+    else if (a == "--only") only = next();
+    else if (a == "--limit") limit = std::stoll(next());
+    else if (a.starts_with("--") && a.find('=') != std::string::npos) overrides.push_back(a.substr(2));
+    else {
+      std::fprintf(stderr, "plan_accuracy_bench: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  std::shared_ptr<comm::Communicator> world;
+  if (comm::MpiRuntime::launched_by_mpirun()) world = comm::MpiRuntime::world();
+  const int ranks = world ? world->size() : 1, rank = world ? world->rank() : 0;
+  try {
+    train::TrainConfig cfg;
+    config::ConfigTree tree;
+    cfg.bind(tree);
+    std::vector<std::string> all = planner::named_config_overrides(config);
+    for (auto& o : all) o = o.substr(2);
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    if (Status s = tree.apply_overrides(all, "plan_accuracy_bench"); !s.is_ok()) throw std::runtime_error(s.to_string());
+    cfg.train.threads = cfg.train.threads > 0 ? cfg.train.threads : 1;
+    planner::Cluster cluster = planner::local_cluster(ranks);
+    if (!cluster_file.empty()) {
+      auto c = planner::load_cluster(cluster_file);
+      if (!c.is_ok()) throw std::runtime_error(c.status().to_string());
+      cluster = c.value();
+    }
+    const planner::RunSpec run = planner::run_spec(cfg);
+    planner::SearchSpace space;
+    space.ranks = ranks;
+    int64_t done = 0;
+    for (const planner::Layout& layout : planner::enumerate_layouts(run, space)) {
+      if (!only.empty() && layout.str().find(only) == std::string::npos) continue;
+      if (limit > 0 && done >= limit) break;
+      ++done;
+      const planner::Candidate predicted = planner::evaluate(run, layout, cluster, world != nullptr);
+      train::TrainConfig c = cfg;
+      layout.apply(c);
+      auto measured = planner::measure_layout(c, world, "/tmp/plan_accuracy_bench", 1, steps);
+      if (!measured.is_ok()) throw std::runtime_error(layout.str() + ": " + measured.status().to_string());
+      if (rank != 0) continue;
+      nlohmann::ordered_json j;
+      j["config"] = config;
+      j["ranks"] = ranks;
+      j["layout"] = layout.str();
+      nlohmann::ordered_json cats;
+      double worst = 0.0;
+      for (int k = 0; k < kNumMemoryCategories; ++k) {
+        const auto cat = static_cast<MemoryCategory>(k);
+        if (cat == MemoryCategory::kOther) continue;
+        const double p = static_cast<double>(predicted.memory.category(cat));
+        const double m = static_cast<double>(measured.value().peak_bytes[static_cast<size_t>(k)]);
+        const double err = m > 0 ? (p - m) / m : (p > 0 ? 1.0 : 0.0);
+        cats[memory_category_name(cat)] = {{"predicted", p}, {"measured", m}, {"error", err}};
+        worst = std::max(worst, std::abs(err));
+      }
+      j["memory"] = cats;
+      j["memory_worst_error"] = worst;
+      j["step_s"] = {{"predicted", predicted.time.step_s()}, {"measured", measured.value().step_s},
+                     {"measured_cpu", measured.value().step_cpu_s},
+                     {"error", predicted.time.step_s() / measured.value().step_s - 1.0}};
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "plan_accuracy_bench (rank %d): %s\n", rank, e.what());
+    if (world) comm::MpiRuntime::abort(1);
+    return 1;
+  }
+  return 0;
+}

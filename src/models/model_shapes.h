@@ -1,0 +1,63 @@
+// What a model is made of, stated by its family without building it (models/registry.h,
+// ModelFamily::shapes): every parameter's shape and where it is used, how tensor parallelism
+// splits it, and what each part of the forward keeps for the backward, per token. The planner
+// (planner/memory_model.h, planner/time_model.h) reads only this; tests/models/model_shapes_test
+// checks it against the built model's parameters, and the planner's memory tests against the
+// allocator's measurements of training steps, so the family states its shapes once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trident::models {
+
+struct ParameterShape {
+  std::string name;            // as named_parameters() names it
+  std::vector<int64_t> shape;  // on one device
+  int64_t block;               // CausalLM::block_of: a block index, kEmbedding or kHead
+  // The dimension tensor-parallel ranks split it along (the family's parallel_plan); -1: every
+  // tp rank holds it whole (norms, biases of row-wise layers, position embeddings).
+  int split_dim = -1;
+  int64_t numel() const;
+};
+
+// A tensor the forward keeps for the backward, in elements per token of the micro-batch, and
+// which activation-checkpointing modes keep it (Note [Activation checkpointing] in
+// models/gpt2/model.cc): "none" what the backward reads, "selective" the block's input and its
+// matrix products' outputs, "full" only the input (a block's first entry).
+struct SavedActivation {
+  std::string what;         // "qkv", "ln_1 statistics"
+  int64_t per_token;        // elements per token
+  bool f32 = false;         // fp32 whatever the compute dtype (norm statistics, softmax log-sum-exp)
+  bool tp_split = false;    // in the tensor-parallel region: each of tp ranks keeps 1/tp of it
+  bool kept_none = true;    // kept without checkpointing
+  bool kept_selective = false;
+};
+
+struct ModelShapes {
+  std::vector<ParameterShape> parameters;  // in named_parameters() order
+  std::optional<std::string> tied_head_weight;
+  // Kept by one block (its input first: under "full" checkpointing only the input stays).
+  std::vector<SavedActivation> block;
+  // Kept by the final norm and the fused LM head + loss, after the last block's output.
+  std::vector<SavedActivation> head;
+  // The matrix products of one block's forward per token, as (in, out) features; the head's
+  // (C, V) apart. The time model's FLOPs: 2 x in x out per token and product, three times
+  // that for forward + backward.
+  std::vector<std::pair<int64_t, int64_t>> block_matmuls;
+  std::pair<int64_t, int64_t> head_matmul{0, 0};
+  int64_t attention_heads = 0;  // query heads per block
+  int64_t head_size = 0;
+
+  int64_t num_parameters() const;
+  // Elements the parameters of blocks [begin, end) (and, by the flags, the embedding and the
+  // head) hold on one of `tp` tensor-parallel ranks.
+  int64_t parameters_on_rank(int64_t tp, int64_t begin, int64_t end, bool embedding, bool head) const;
+};
+
+// 2 x in x out x count: the FLOPs per token of a list of matrix products.
+int64_t matmul_flops_per_token(const std::vector<std::pair<int64_t, int64_t>>& matmuls);
+
+}  // namespace trident::models

@@ -1,0 +1,171 @@
+#include "planner/calibrate.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include "autograd/functions.h"
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "kernels/cpu/gemm_engine.h"
+#include "core/half.h"
+#include "kernels/cpu/gemm_rates.h"
+#include "kernels/cpu/matmul.h"
+#include "models/registry.h"
+#include "ops/elementwise.h"
+
+namespace trident::planner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// CPU seconds of this process per thread: on a machine shared with other work a rank's CPU
+// time is what its compute costs, where its wall time also counts the others' (the planner's
+// accuracy bench compares step CPU times alike).
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return (static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6) /
+         static_cast<double>(num_threads());
+}
+
+// The fastest call of `f` over about `seconds` (at least three calls, after one warm-up), in
+// CPU seconds per thread.
+double fastest_seconds(const std::function<void()>& f, double seconds) {
+  f();
+  double best = 1e300;
+  const auto start = Clock::now();
+  for (int i = 0; i < 3 || std::chrono::duration<double>(Clock::now() - start).count() < seconds; ++i) {
+    const double t0 = cpu_seconds();
+    f();
+    best = std::min(best, std::max(cpu_seconds() - t0, 1e-7));
+    if (i > 1000) break;
+  }
+  return best;
+}
+
+// GFLOP/s of the process's GEMM engine for T over the model's GEMM shapes (weighted by their
+// FLOPs: a step's GEMM FLOPs over its GEMM time).
+template <class T>
+double gemm_gflops(const std::vector<kernels::cpu::GemmShape>& shapes, double seconds_per_shape) {
+  double flops = 0.0, time = 0.0;
+  for (const kernels::cpu::GemmShape& g : shapes) {
+    std::vector<T> a(static_cast<size_t>(g.M * g.K), T(0.25f)), b(static_cast<size_t>(g.K * g.N), T(0.5f)),
+        c(static_cast<size_t>(g.M * g.N), T(0.0f));
+    const int64_t lda = g.trans_a ? g.M : g.K, ldb = g.trans_b ? g.K : g.N;
+    const double s = fastest_seconds(
+        [&] {
+          kernels::cpu::gemm<T>(g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+                                g.N);
+        },
+        seconds_per_shape);
+    flops += g.flops() * static_cast<double>(g.count);
+    time += s * static_cast<double>(g.count);
+  }
+  return flops / time / 1e9;
+}
+
+}  // namespace
+
+Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::Communicator>& comm,
+                  const CalibrationOptions& options) {
+  train::TrainConfig cfg = config;
+  if (cfg.train.threads > 0) set_num_threads(static_cast<int>(cfg.train.threads));
+  const int64_t ranks = comm ? comm->size() : 1;
+  Cluster c = local_cluster(ranks);
+  c.shape.name = "this machine, calibrated (" + std::to_string(ranks) + " rank(s), " + std::to_string(num_threads()) +
+                 " thread(s) each)";
+  // GEMMs at the model's shapes on the engine this run resolves to, per dtype, at two
+  // micro-batch sizes (one sequence, and the batch's share of a rank): 1/rate = (1 + h/n)/peak.
+  const int64_t B = std::max<int64_t>(1, cfg.data.batch_size / ranks), T = cfg.data.seq_len;
+  const models::ModelFamily& family = models::model_family(cfg.model.arch);
+  auto rate = [&](bool is_bf16, int64_t rows_b) {
+    cfg.kernels.resolved(is_bf16).apply(is_bf16);
+    const auto shapes = family.gemm_shapes(cfg.model, rows_b, T);
+    return is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0)
+                   : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0);
+  };
+  double f32 = rate(false, B), bf16 = rate(true, B);
+  double half_rows = 0.0;
+  if (B > 1) {
+    const bool is_bf16 = cfg.uses_bf16_gemms();
+    const double small = rate(is_bf16, 1), large = is_bf16 ? bf16 : f32;
+    const double n1 = static_cast<double>(T), n2 = static_cast<double>(B * T);
+    // 1/r = a + b/n through (n1, small) and (n2, large): peak = 1/a, half_rows = b/a.
+    const double b = (1.0 / small - 1.0 / large) / (1.0 / n1 - 1.0 / n2), a = 1.0 / large - b / n2;
+    if (a > 0 && b > 0) {
+      half_rows = b / a;
+      (is_bf16 ? bf16 : f32) = 1.0 / a;
+    }
+  }
+  cfg.kernels.resolved(cfg.uses_bf16_gemms()).apply(cfg.uses_bf16_gemms());
+  c.device.gemm_half_rows = half_rows;
+  c.device.peak_tflops_fp32 = f32 / 1e3;
+  c.device.peak_tflops_bf16 = bf16 / 1e3;
+  c.device.peak_tflops_fp16 = f32 / 1e3;  // fp16 GEMMs widen to f32 on the host
+  c.device.gemm_efficiency = 1.0;
+  const DType dtype = cfg.precision.compute_dtype();
+  const double gemm = dtype == DType::kBF16 ? bf16 * 1e9 : f32 * 1e9;
+
+  // Attention forward + backward at the model's heads: 2 T C forward FLOPs per token (causal), 3.5x with backward.
+  {
+    const int64_t NH = cfg.model.n_head, HS = cfg.model.n_embd / cfg.model.n_head;
+    Generator gen(7);
+    Tensor q = randn({B, NH, T, HS}, gen, dtype), kk = randn({B, NH, T, HS}, gen, dtype),
+           v = randn({B, NH, T, HS}, gen, dtype);
+    q.set_requires_grad(true);
+    kk.set_requires_grad(true);
+    v.set_requires_grad(true);
+    const double s = fastest_seconds(
+        [&] {
+          autograd::backward(sum(attention(q, kk, v, true)));
+          q.zero_grad();
+          kk.zero_grad();
+          v.zero_grad();
+        },
+        options.seconds_per_measure);
+    const double flops = 3.5 * 2.0 * static_cast<double>(B * T * T * NH * HS);
+    c.device.attention_efficiency = std::clamp(flops / s / gemm, 0.01, 2.0);
+  }
+  // Memory-bound ops: an in-place add over a buffer far larger than the caches (reads 2, writes 1).
+  {
+    const int64_t n = int64_t{1} << 24;
+    Tensor a = full({n}, 1.0, DType::kF32), b = full({n}, 2.0, DType::kF32);
+    const double s = fastest_seconds([&] { ops::add_(a, b); }, options.seconds_per_measure);
+    c.device.memory_bandwidth_gbs = 3.0 * 4.0 * static_cast<double>(n) / s / 1e9;
+  }
+  // The all-reduce's alpha-beta over the ranks: small and large messages.
+  if (comm && ranks > 1) {
+    auto time_all_reduce = [&](int64_t elems) {
+      Tensor t = full({elems}, 1.0, DType::kF32);
+      double best = 1e300;
+      for (int i = 0; i < 5; ++i) {
+        comm->barrier();
+        const auto t0 = Clock::now();
+        comm->all_reduce(t);
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      Tensor worst = full({1}, best, DType::kF64);
+      comm->all_reduce(worst, comm::ReduceOp::kMax);
+      return worst.item();
+    };
+    const int64_t small = 256, large = int64_t{1} << 22;
+    const double ts = time_all_reduce(small), tl = time_all_reduce(large);
+    const double k = static_cast<double>(ranks - 1), n = static_cast<double>(ranks);
+    // t = 2 k alpha + 2 k / n x bytes / bw
+    const double per_byte = std::max((tl - ts) / (4.0 * static_cast<double>(large - small)), 1e-13);
+    c.intra.bandwidth_gbs = 2.0 * k / n / per_byte / 1e9;
+    c.intra.latency_us = std::max(0.0, (ts - 2.0 * k / n * 4.0 * static_cast<double>(small) * per_byte) / (2.0 * k)) * 1e6;
+    c.inter = {};
+    c.inter.bandwidth_gbs = c.intra.bandwidth_gbs;
+    c.inter.latency_us = c.intra.latency_us;
+  }
+  c.device.comm_overlap = 0.0;  // MPI on CPU ranks progresses only inside its calls
+  return c;
+}
+
+}  // namespace trident::planner

@@ -1,0 +1,120 @@
+#include "planner/cluster.h"
+
+#include <unistd.h>
+
+#include "config/config_tree.h"
+
+namespace trident::planner {
+
+const OptionTable<ClusterShape>& ClusterShape::table() {
+  static const auto t = OptionTable<ClusterShape>("cluster", "The machines: nodes of identical devices")
+                            .add("name", &ClusterShape::name, "what it is (printed with the plan)")
+                            .add("nodes", &ClusterShape::nodes, "nodes", Range::at_least(1))
+                            .add("devices_per_node", &ClusterShape::devices_per_node,
+                                 "devices (GPUs, or CPU ranks) per node", Range::at_least(1));
+  return t;
+}
+
+const OptionTable<DeviceSpec>& DeviceSpec::table() {
+  static const auto t =
+      OptionTable<DeviceSpec>("device", "One device: memory and compute rates")
+          .add("kind", &DeviceSpec::kind, "what the ranks run on (the fused head's chunks and offload differ)",
+               {"cpu", "gpu"})
+          .add("memory_gib", &DeviceSpec::memory_gib, "memory per device (GiB)", Range::positive())
+          .add("peak_tflops_fp32", &DeviceSpec::peak_tflops_fp32, "peak fp32 matrix TFLOP/s", Range::positive())
+          .add("peak_tflops_bf16", &DeviceSpec::peak_tflops_bf16, "peak bf16 matrix TFLOP/s", Range::positive())
+          .add("peak_tflops_fp16", &DeviceSpec::peak_tflops_fp16, "peak fp16 matrix TFLOP/s", Range::positive())
+          .add("gemm_efficiency", &DeviceSpec::gemm_efficiency,
+               "fraction of the peak the model's GEMMs reach (calibrate: measured at the model's shapes)",
+               Range::between(0.01, 1.0))
+          .add("memory_bandwidth_gbs", &DeviceSpec::memory_bandwidth_gbs,
+               "rate of memory-bound ops (norms, activations, the optimizer), GB/s", Range::positive())
+          .add("attention_efficiency", &DeviceSpec::attention_efficiency,
+               "the attention kernel's FLOP rate as a fraction of the GEMM rate", Range::between(0.01, 2.0))
+          .add("comm_overlap", &DeviceSpec::comm_overlap,
+               "fraction of the backward that data-parallel communication hides behind (0: none)",
+               Range::between(0.0, 1.0))
+          .add("gemm_half_rows", &DeviceSpec::gemm_half_rows,
+               "rows (tokens per micro-batch) at which the GEMM rate is half its peak (0: no fall-off)",
+               Range::non_negative());
+  return t;
+}
+
+namespace {
+
+template <class T>
+OptionTable<T> link_table(const char* section, const char* doc) {
+  return OptionTable<T>(section, doc)
+      .add("bandwidth_gbs", &T::bandwidth_gbs, "per device and direction, GB/s", Range::positive())
+      .add("latency_us", &T::latency_us, "one message's latency, microseconds", Range::non_negative());
+}
+
+}  // namespace
+
+const OptionTable<IntraNodeLink>& IntraNodeLink::table() {
+  static const auto t = link_table<IntraNodeLink>("intra_node", "Between devices of one node (NVLink, shared memory)");
+  return t;
+}
+
+const OptionTable<InterNodeLink>& InterNodeLink::table() {
+  static const auto t = link_table<InterNodeLink>("inter_node", "Between nodes (InfiniBand, Ethernet)");
+  return t;
+}
+
+int64_t Cluster::memory_bytes() const { return static_cast<int64_t>(device.memory_gib * 1024.0 * 1024.0 * 1024.0); }
+
+double Cluster::gemm_flops(DType dtype, double rows) const {
+  const double peak = dtype == DType::kBF16 ? device.peak_tflops_bf16
+                      : dtype == DType::kF16 ? device.peak_tflops_fp16
+                                             : device.peak_tflops_fp32;
+  return peak * 1e12 * device.gemm_efficiency * rows / (rows + device.gemm_half_rows);
+}
+
+const LinkSpec& Cluster::link_for(int64_t group) const {
+  return group <= shape.devices_per_node ? static_cast<const LinkSpec&>(intra) : static_cast<const LinkSpec&>(inter);
+}
+
+namespace {
+
+void bind(config::ConfigTree& tree, Cluster& c) {
+  tree.bind(c.shape);
+  tree.bind(c.device);
+  tree.bind(c.intra);
+  tree.bind(c.inter);
+}
+
+}  // namespace
+
+std::string Cluster::to_toml() const {
+  Cluster copy = *this;
+  config::ConfigTree tree;
+  bind(tree, copy);
+  return tree.to_toml();
+}
+
+StatusOr<Cluster> parse_cluster(const std::string& text, const std::string& source_name) {
+  Cluster c;
+  config::ConfigTree tree;
+  bind(tree, c);
+  if (Status s = tree.load_toml_string(text, source_name); !s.is_ok()) return s;
+  return c;
+}
+
+StatusOr<Cluster> load_cluster(const std::string& path) {
+  Cluster c;
+  config::ConfigTree tree;
+  bind(tree, c);
+  if (Status s = tree.load_toml_file(path); !s.is_ok()) return s;
+  return c;
+}
+
+Cluster local_cluster(int64_t ranks) {
+  Cluster c;
+  c.shape.devices_per_node = ranks;
+  // The ranks share the host's memory.
+  const double bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (bytes > 0) c.device.memory_gib = bytes / (1024.0 * 1024.0 * 1024.0) / static_cast<double>(ranks);
+  return c;
+}
+
+}  // namespace trident::planner

@@ -1,0 +1,89 @@
+// The machines a run is planned for: how many devices, how fast they compute and how fast
+// they talk. Read from a cluster file (TOML, sections below; examples in configs/clusters/),
+// or written by `trident calibrate` for this machine (planner/calibrate.h), which measures
+// the same fields. Every key is typed and checked: a file with an unknown key, a wrong type
+// or a value out of range is an error naming the file, the key and what is allowed
+// (config/config_tree.h).
+//
+//   [cluster]     name, nodes, devices_per_node
+//   [device]      kind ("cpu" ranks of a host, or "gpu"); memory_gib; peak_tflops_fp32 / _bf16 / _fp16; gemm_efficiency (the
+//                 fraction of peak the model's large GEMMs reach); memory_bandwidth_gbs (the
+//                 memory-bound ops' rate); attention_efficiency (the attention kernel's
+//                 fraction of the GEMM rate); comm_overlap (the fraction of the backward
+//                 that data-parallel communication hides behind: GPUs with NCCL on its own
+//                 stream near 1, CPU ranks 0, their MPI progressing only inside calls);
+//                 gemm_half_rows (the GEMMs' rate falls with a micro-batch's rows n as
+//                 peak x n / (n + gemm_half_rows); calibrate fits it from two micro-batch sizes)
+//   [intra_node]  bandwidth_gbs (per device, one direction: NVLink, or shared memory for CPU
+//                 ranks), latency_us
+//   [inter_node]  bandwidth_gbs (per device: its share of the node's NICs), latency_us
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/options.h"
+#include "core/status.h"
+
+namespace trident::planner {
+
+struct ClusterShape {
+  std::string name = "this machine";
+  int64_t nodes = 1;
+  int64_t devices_per_node = 1;
+  static const OptionTable<ClusterShape>& table();
+};
+
+struct DeviceSpec {
+  std::string kind = "cpu";  // "cpu" (ranks of a host: this machine) or "gpu"
+  double memory_gib = 16.0;
+  double peak_tflops_fp32 = 1.0;
+  double peak_tflops_bf16 = 1.0;
+  double peak_tflops_fp16 = 1.0;
+  double gemm_efficiency = 1.0;
+  double memory_bandwidth_gbs = 50.0;
+  double attention_efficiency = 0.5;
+  double comm_overlap = 0.0;
+  double gemm_half_rows = 0.0;
+  static const OptionTable<DeviceSpec>& table();
+};
+
+struct LinkSpec {
+  double bandwidth_gbs = 10.0;
+  double latency_us = 5.0;
+};
+struct IntraNodeLink : LinkSpec {
+  static const OptionTable<IntraNodeLink>& table();
+};
+struct InterNodeLink : LinkSpec {
+  static const OptionTable<InterNodeLink>& table();
+};
+
+struct Cluster {
+  ClusterShape shape;
+  DeviceSpec device;
+  IntraNodeLink intra;
+  InterNodeLink inter;
+
+  int64_t devices() const { return shape.nodes * shape.devices_per_node; }
+  int64_t memory_bytes() const;
+  bool gpu() const { return device.kind == "gpu"; }
+  // The GEMM rate the time model uses for `dtype` (FLOP/s) at `rows` rows (tokens of a
+  // micro-batch): peak x gemm_efficiency x rows / (rows + gemm_half_rows).
+  double gemm_flops(DType dtype, double rows) const;
+  // A link between `group` consecutive ranks: NVLink while the group fits in a node, else the
+  // slower network.
+  const LinkSpec& link_for(int64_t group) const;
+
+  // The file's text as TOML (what calibrate writes).
+  std::string to_toml() const;
+};
+
+// Reads and checks a cluster file; errors name the file and the key.
+StatusOr<Cluster> load_cluster(const std::string& path);
+StatusOr<Cluster> parse_cluster(const std::string& text, const std::string& source_name);
+// `ranks` devices of this machine, one node, before calibration: the defaults above (CPU-like).
+Cluster local_cluster(int64_t ranks);
+
+}  // namespace trident::planner

@@ -1,0 +1,63 @@
+#include "planner/layout.h"
+
+#include <sstream>
+
+namespace trident::planner {
+
+std::string Layout::pipeline_schedule() const { return virtual_stages > 1 ? "interleaved" : "1f1b"; }
+
+std::vector<std::string> Layout::overrides() const {
+  std::vector<std::string> o = {
+      "--parallel.tp=" + std::to_string(tp),
+      "--parallel.pp=" + std::to_string(pp),
+      "--parallel.virtual_stages=" + std::to_string(virtual_stages),
+      "--parallel.pipeline_schedule=" + pipeline_schedule(),
+      "--parallel.zero_stage=" + std::to_string(zero_stage),
+      std::string("--parallel.offload_optimizer=") + (offload ? "true" : "false"),
+      std::string("--parallel.sequence_parallel=") + (sequence_parallel ? "true" : "false"),
+      "--model.activation_checkpointing=" + checkpointing,
+      "--data.batch_size=" + std::to_string(micro_batch * dp),
+      "--data.grad_accum_steps=" + std::to_string(accum),
+  };
+  return o;
+}
+
+void Layout::apply(train::TrainConfig& cfg) const {
+  cfg.parallel.tp = tp;
+  cfg.parallel.pp = pp;
+  cfg.parallel.virtual_stages = virtual_stages;
+  cfg.parallel.pipeline_schedule = pipeline_schedule();
+  cfg.parallel.pipeline_layers = "";
+  cfg.parallel.zero_stage = zero_stage;
+  cfg.parallel.offload_optimizer = offload;
+  cfg.parallel.sequence_parallel = sequence_parallel;
+  cfg.model.activation_checkpointing = checkpointing;
+  cfg.data.batch_size = micro_batch * dp;
+  cfg.data.grad_accum_steps = accum;
+}
+
+std::string Layout::str() const {
+  std::ostringstream s;
+  s << "dp" << dp << " tp" << tp << (sequence_parallel ? "+sp" : "") << " pp" << pp;
+  if (virtual_stages > 1) s << "x" << virtual_stages;
+  s << " zero" << zero_stage << (offload ? "+offload" : "") << " ckpt=" << checkpointing << " b" << micro_batch
+    << " m" << accum;
+  return s.str();
+}
+
+Layout layout_of(const train::TrainConfig& cfg, int64_t ranks) {
+  Layout l;
+  l.tp = cfg.parallel.tp;
+  l.pp = cfg.parallel.pp;
+  l.dp = std::max<int64_t>(1, ranks / (l.tp * l.pp));
+  l.virtual_stages = cfg.parallel.virtual_stages;
+  l.zero_stage = cfg.parallel.zero_stage;
+  l.offload = cfg.parallel.offload_optimizer;
+  l.sequence_parallel = cfg.parallel.sequence_parallel;
+  l.checkpointing = cfg.model.activation_checkpointing;
+  l.micro_batch = std::max<int64_t>(1, cfg.data.batch_size / l.dp);
+  l.accum = cfg.data.grad_accum_steps;
+  return l;
+}
+
+}  // namespace trident::planner

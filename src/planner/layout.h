@@ -1,0 +1,41 @@
+// One way to run a training step on a number of ranks: the parallel degrees, ZeRO stage,
+// activation checkpointing and the micro-batching of the step's global batch, as the planner
+// enumerates them (planner/search.h) and as config overrides that run it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/train_config.h"
+
+namespace trident::planner {
+
+struct Layout {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int64_t virtual_stages = 1;  // > 1: the interleaved schedule
+  int64_t zero_stage = 0;
+  std::string checkpointing = "none";  // model.activation_checkpointing
+  int64_t micro_batch = 1;  // sequences per micro-batch on one data-parallel rank (b)
+  int64_t accum = 1;        // micro-batches per step (m): data.grad_accum_steps, the pipeline's micro-batches
+  bool offload = false;     // ZeRO-Offload: masters and AdamW state in host memory
+  bool sequence_parallel = false;
+
+  int64_t ranks() const { return dp * tp * pp; }
+  // Sequences per optimizer step over all ranks.
+  int64_t global_batch() const { return micro_batch * dp * accum; }
+  std::string pipeline_schedule() const;
+  // The --section.key=value overrides that run it (every [parallel] key the planner chooses,
+  // data.batch_size, data.grad_accum_steps, model.activation_checkpointing).
+  std::vector<std::string> overrides() const;
+  // Applies it to a config (what the overrides do).
+  void apply(train::TrainConfig& cfg) const;
+  // "dp2 tp1 pp1 zero1 ckpt=none b4 m1"
+  std::string str() const;
+  bool operator==(const Layout&) const = default;
+};
+
+// The layout a config asks for on `ranks` ranks (dp = ranks / (tp x pp)).
+Layout layout_of(const train::TrainConfig& cfg, int64_t ranks);
+
+}  // namespace trident::planner

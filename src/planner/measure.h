@@ -1,0 +1,34 @@
+// Measuring a layout: the trainer runs a config on random tokens for a few steps and reports
+// the allocator's peak bytes per category (core/allocator.h) and the step time, the
+// quantities the planner predicts (planner/memory_model.h, planner/time_model.h). The tests
+// and bench/plan_accuracy_bench compare the two; calibration uses the times.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "core/allocator.h"
+#include "core/status.h"
+#include "train/train_config.h"
+
+namespace trident::planner {
+
+struct Measurement {
+  // The allocator's peak bytes in use per MemoryCategory during the measured steps (after
+  // the warm-up ones: the optimizer's state exists by then), the largest over the ranks.
+  std::array<int64_t, kNumMemoryCategories> peak_bytes{};
+  double step_s = 0.0;      // the fastest measured step's wall time (Note [Measured step time])
+  double step_cpu_s = 0.0;  // that step's process CPU time, the largest over the ranks
+};
+
+// Runs `cfg` over `comm` (null: one process without a communicator) on a random token file
+// it writes under `scratch_dir`: `warmup` steps, then `steps` measured ones. The config's
+// data files, evaluation and checkpoints are replaced (nothing is written but the tokens and
+// the run's metrics). Collective when `comm` is given.
+StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<comm::Communicator> comm,
+                                     const std::string& scratch_dir, int64_t warmup = 1, int64_t steps = 1);
+
+}  // namespace trident::planner

@@ -1,0 +1,223 @@
+#include "planner/memory_model.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "parallel/buckets.h"
+#include "models/registry.h"
+#include "ops/loss.h"
+#include "parallel/pipeline.h"
+
+namespace trident::planner {
+namespace {
+
+using models::CausalLM;
+using models::ModelShapes;
+using models::ParameterShape;
+using models::SavedActivation;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One parameter's elements on one of `tp` ranks (the largest share).
+int64_t local_numel(const ParameterShape& p, int64_t tp) {
+  if (p.split_dim < 0 || tp == 1) return p.numel();
+  const int64_t dim = p.shape[static_cast<size_t>(p.split_dim)];
+  return p.numel() / dim * ceil_div(dim, tp);
+}
+
+// What one pipeline stage holds.
+struct Stage {
+  std::vector<int64_t> numels;  // its parameters' local elements, in model order
+  int64_t blocks = 0;           // blocks over all its chunks
+  int64_t chunk_blocks = 0;     // blocks of its largest chunk
+  bool first = false, last = false;
+};
+
+Stage stage_of(const ModelShapes& shapes, const Layout& l, int64_t layers, int stage) {
+  const parallel::PipelineLayout pl = parallel::PipelineLayout::make(layers, static_cast<int>(l.pp),
+                                                                     static_cast<int>(l.virtual_stages));
+  Stage s;
+  s.first = stage == 0;
+  s.last = stage == l.pp - 1;
+  std::vector<bool> mine(static_cast<size_t>(layers), false);
+  for (int c = 0; c < pl.num_chunks(); ++c) {
+    if (pl.rank_of_chunk(c) != stage) continue;
+    const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
+    s.blocks += e - b;
+    s.chunk_blocks = std::max(s.chunk_blocks, e - b);
+    for (int64_t i = b; i < e; ++i) mine[static_cast<size_t>(i)] = true;
+  }
+  for (const ParameterShape& p : shapes.parameters) {
+    const bool here = (p.block >= 0 && mine[static_cast<size_t>(p.block)]) ||
+                      (p.block == CausalLM::kEmbedding && s.first) || (p.block == CausalLM::kHead && s.last);
+    if (here) s.numels.push_back(local_numel(p, l.tp));
+  }
+  return s;
+}
+
+int64_t sum(const std::vector<int64_t>& v) {
+  int64_t n = 0;
+  for (int64_t x : v) n += x;
+  return n;
+}
+
+// Bytes per token of a list of saved activations under `mode` ("full": the first entry only).
+double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std::string& mode, const Layout& l,
+                             int64_t E) {
+  double bytes = 0.0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const SavedActivation& a = list[i];
+    const bool kept = mode == "full" ? i == 0 : mode == "selective" ? a.kept_selective : a.kept_none;
+    if (!kept) continue;
+    const double split = a.tp_split || l.sequence_parallel ? static_cast<double>(l.tp) : 1.0;
+    bytes += static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split;
+  }
+  return bytes;
+}
+
+// Micro-batches (of one chunk) stage r keeps at once: 1F1B's warm-up forwards plus the one
+// running; interleaved 1F1B's (Megatron's count: 2 (p - r - 1) + (v - 1) p warm-up chunks).
+int64_t in_flight(const Layout& l, int64_t r) {
+  if (l.pp == 1) return 1;
+  if (l.virtual_stages == 1) return std::min(l.pp - r, l.accum);
+  return std::min(l.accum * l.virtual_stages, 2 * (l.pp - r - 1) + (l.virtual_stages - 1) * l.pp + 1);
+}
+
+}  // namespace
+
+int64_t MemoryEstimate::total() const {
+  int64_t t = 0;
+  for (int64_t b : peak_bytes) t += b;
+  return t;
+}
+
+MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communicator) {
+  const ModelShapes& shapes = run.shapes;
+  const int64_t E = static_cast<int64_t>(element_size(run.compute));
+  const int64_t V = run.model.vocab_size, C = run.model.n_embd, T = run.seq_len;
+  const int64_t tokens = l.micro_batch * T;  // one micro-batch on one data-parallel rank
+  const bool tied = shapes.tied_head_weight.has_value();
+  const int64_t head_rows = ceil_div(V, l.tp);  // the head's (and a tied embedding's) rows here
+  const bool comm = communicator || l.ranks() > 1;
+  MemoryEstimate out;
+  auto raise = [&](MemoryCategory c, double bytes) {
+    int64_t& slot = out.peak_bytes[static_cast<size_t>(c)];
+    slot = std::max(slot, static_cast<int64_t>(bytes));
+  };
+  for (int64_t r = 0; r < l.pp; ++r) {
+    const Stage s = stage_of(shapes, l, run.model.n_layer, static_cast<int>(r));
+    const int64_t P = sum(s.numels);
+    const int64_t p_max = s.numels.empty() ? 0 : *std::max_element(s.numels.begin(), s.numels.end());
+    const int64_t tied_copy = (l.pp > 1 && tied && s.last) ? head_rows * C : 0;
+    // ZeRO's flat buffer: buckets (ZeRO-3: the model's parts) each padded to a multiple of dp.
+    std::vector<int64_t> bucket_sizes;
+    if (l.zero_stage == 3) {
+      int64_t root = 0;
+      std::vector<int64_t> blocks(static_cast<size_t>(run.model.n_layer), 0);
+      for (const ParameterShape& p : shapes.parameters) {
+        if (p.block >= 0) blocks[static_cast<size_t>(p.block)] += local_numel(p, l.tp);
+        else root += local_numel(p, l.tp);
+      }
+      bucket_sizes.push_back(root);
+      for (int64_t b : blocks) bucket_sizes.push_back(b);
+    } else {
+      const int64_t limit = std::max<int64_t>(1, run.bucket_bytes / 4);
+      for (const auto& group : parallel::group_in_buckets(s.numels, limit)) {
+        int64_t n = 0;
+        for (size_t k : group) n += s.numels[k];
+        bucket_sizes.push_back(n);
+      }
+    }
+    int64_t flat = 0;
+    for (int64_t& b : bucket_sizes) {
+      b = ceil_div(b, l.dp) * l.dp;
+      flat += b;
+    }
+
+    // Parameters.
+    if (l.zero_stage == 0) raise(MemoryCategory::kParameter, static_cast<double>(E * (P + tied_copy)));
+    else if (l.zero_stage < 3) raise(MemoryCategory::kParameter, static_cast<double>(E * (flat + tied_copy)));
+    else raise(MemoryCategory::kParameter, static_cast<double>(E * flat / l.dp));
+
+    // Gradients (the last stage's tied copy accumulates its fp32 gradient for rank 0).
+    const double copy_grad = 4.0 * static_cast<double>(tied_copy);
+    if (l.zero_stage == 0) {
+      double g = 4.0 * static_cast<double>(P);
+      if (comm) g += 4.0 * static_cast<double>(P);
+      if (run.mixed()) g += static_cast<double>(E * p_max);
+      raise(MemoryCategory::kGradient, g + copy_grad);
+    } else if (l.zero_stage == 1) {
+      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + static_cast<double>(E * p_max) + copy_grad);
+    } else if (l.zero_stage == 2) {
+      // Every bucket may be staged at once: a bucket's staging is freed when its reduce-scatter
+      // is seen complete, which MPI decides (Note [The memory model]); the upper bound.
+      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp + flat) + static_cast<double>(E * p_max) + copy_grad);
+    } else {
+      // The embedding's bucket (its gradient arrives last) and the largest other one in flight.
+      const int64_t last_bucket = l.zero_stage == 3 ? bucket_sizes.front() : bucket_sizes.back();
+      int64_t other = 0;
+      for (size_t i = 0; i < bucket_sizes.size(); ++i) {
+        const bool is_last = l.zero_stage == 3 ? i == 0 : i + 1 == bucket_sizes.size();
+        if (!is_last) other = std::max(other, bucket_sizes[i]);
+      }
+      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp + last_bucket + other) +
+                                           static_cast<double>(E * p_max) + copy_grad);
+    }
+
+    // Optimizer state: AdamW's moments, and fp32 masters beside a bf16/fp16 model.
+    const int64_t state_elems = l.zero_stage == 0 ? P : flat / l.dp;
+    const double masters = run.mixed() || l.offload ? 4.0 : 0.0;
+    raise(MemoryCategory::kOptimizerState, (8.0 + masters) * static_cast<double>(state_elems));
+
+    // ZeRO-3's gathered parts: the root through the whole forward, and two blocks.
+    if (l.zero_stage == 3) {
+      int64_t two = 0;
+      for (size_t i = 1; i + 1 < bucket_sizes.size(); ++i) two = std::max(two, bucket_sizes[i] + bucket_sizes[i + 1]);
+      if (bucket_sizes.size() == 2) two = bucket_sizes[1];
+      raise(MemoryCategory::kGatheredParameter, static_cast<double>(E * (bucket_sizes.front() + two)));
+    }
+
+    // Activations.
+    const std::string& mode = l.checkpointing;
+    const double block = saved_bytes_per_token(shapes.block, mode, l, E);
+    const int64_t units = in_flight(l, r);
+    const int64_t blocks_per_unit = l.virtual_stages > 1 ? s.chunk_blocks : s.blocks;
+    double act = static_cast<double>(units) * static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
+    act += 16.0 * static_cast<double>(l.micro_batch * T * l.accum);  // every micro-batch's ids and targets (int64)
+    if (!s.first) act += static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);  // receive buffer
+    if (s.last) {
+      // Note [The fused head's peak]
+      const double seq_split = l.sequence_parallel ? static_cast<double>(l.tp) : 1.0;
+      double head = saved_bytes_per_token(shapes.head, "none", l, E) + static_cast<double>(C * E) / seq_split;  // + dx
+      // The end of the backward: a tied head's dw, its scaled copy and the embedding's dense
+      // gradient (this rank's vocabulary rows); untied or on a pipeline's last stage, two.
+      const double vc = 4.0 * static_cast<double>(head_rows * C);
+      const double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc;
+      if (l.tp > 1) {
+        head += 2.0 * 4.0 * static_cast<double>(head_rows);  // vocabulary-parallel logits and their gradient
+        act = std::max(act + static_cast<double>(tokens) * head, backward_end);
+      } else {
+        const double rows = static_cast<double>(std::min(ops::linear_cross_entropy_chunk_rows(V, run.on_device), tokens));
+        const double forward = act + static_cast<double>(tokens) * head + vc + rows * static_cast<double>(V * E);
+        act = std::max(forward, backward_end);
+      }
+    }
+    raise(MemoryCategory::kActivation, act);
+  }
+  return out;
+}
+
+RunSpec run_spec(const train::TrainConfig& cfg) {
+  RunSpec r;
+  r.model = cfg.model;
+  r.shapes = models::model_family(cfg.model.arch).shapes(cfg.model);
+  r.seq_len = cfg.data.seq_len;
+  r.global_batch = cfg.data.batch_size * cfg.data.grad_accum_steps;
+  r.compute = cfg.precision.compute_dtype();
+  r.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1024 * 1024);
+  r.on_device = cfg.train.device == "cuda";
+  return r;
+}
+
+}  // namespace trident::planner

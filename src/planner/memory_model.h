@@ -1,0 +1,62 @@
+// Predicted peak bytes per rank, per allocator category (core/allocator.h), of a layout's
+// training step: the same arithmetic the caching allocator's categories measure, so that
+// planner/measure.h's measurements check it category by category (tests/planner).
+//
+// Note [The memory model]
+// Per pipeline stage (the largest stage's value is the rank's), with P this rank's parameters
+// (after tensor and pipeline parallelism), E the compute dtype's bytes and dp ranks to shard over:
+//  parameter       E P; ZeRO 1-2 the flat buffer (buckets padded to dp); ZeRO-3 its 1/dp shard;
+//                  the last stage's copy of a tied head.
+//  gradient        one process: 4 P (autograd's gradients, fp32 masters' under mixed
+//                  precision). Data parallel: + 4 P for the buckets (the gradients exist twice
+//                  until the all-reduce makes them views). ZeRO-1: the flat fp32 buffer plus the
+//                  largest parameter's own gradient, folded in and freed one at a time; ZeRO
+//                  2-3: the 1/dp shard plus the buckets in flight at the end of the backward.
+//                  How many are in flight depends on when MPI completes each reduce-scatter
+//                  (polled as gradients arrive): ZeRO-2 is predicted at the bound, every
+//                  bucket (measured on small, 2 ranks: 0 to 14% below it, by run); ZeRO-3's
+//                  parts are released as they go, leaving the root's (the embedding's
+//                  gradient comes last) and one more.
+//  optimizer_state AdamW's two moments, 8 P (ZeRO: 8 P / dp), + fp32 masters 4 P under mixed precision.
+//  gathered        ZeRO-3: the root part (embeddings, final norm, head: gathered through the whole
+//                  forward) and two blocks (the one running and the one prefetched).
+//  activation      what the in-flight micro-batches keep (the family's SavedActivation lists per
+//                  checkpointing mode; 1F1B keeps min(p - r, m) on stage r), the token ids of
+//                  the step's micro-batches, a pipeline stage's receive buffer, and the head's
+//                  peak (Note [The fused head's peak]).
+//
+// Note [The fused head's peak]
+// The fused LM head + loss (ops/loss.h) computes its gradients in the forward: the peak is
+// there, with every saved activation, its (V, C) fp32 dw, one chunk of logits (min(rows, R) x V
+// in the compute dtype, R from Note [Head chunks]) and dx; or at the end of the backward, when
+// a tied head's dw, its scaled copy and the embedding's dense gradient are all alive (3 (V, C)
+// fp32; untied, or on a pipeline's last stage without the embedding, 2), whichever is larger.
+// A vocabulary-parallel loss (tp > 1) keeps its logits and their gradient, 2 (tokens, V / tp)
+// fp32, instead of the forward's dw and chunk; its backward's end holds the same buffers for
+// this rank's V / tp rows.
+//
+// The rank's total is the sum of the categories' peaks: an upper bound (the gradients peak after
+// the activations' peak has gone), so a layout that fits by it fits.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/allocator.h"
+#include "planner/layout.h"
+#include "planner/run_spec.h"
+
+namespace trident::planner {
+
+struct MemoryEstimate {
+  std::array<int64_t, kNumMemoryCategories> peak_bytes{};  // by MemoryCategory
+  int64_t total() const;
+  int64_t category(MemoryCategory c) const { return peak_bytes[static_cast<size_t>(c)]; }
+};
+
+// `communicator`: the ranks run under mpirun (data parallelism exists even with one rank);
+// false only for one process started alone.
+MemoryEstimate predict_memory(const RunSpec& run, const Layout& layout, bool communicator);
+
+}  // namespace trident::planner

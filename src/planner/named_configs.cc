@@ -1,0 +1,21 @@
+#include "planner/named_configs.h"
+
+#include "core/check.h"
+
+namespace trident::planner {
+
+std::vector<std::string> named_config_overrides(const std::string& name) {
+  auto make = [](int L, int C, int NH, int T, int B) {
+    return std::vector<std::string>{
+        "--model.arch=gpt2", "--model.n_layer=" + std::to_string(L), "--model.n_embd=" + std::to_string(C),
+        "--model.n_head=" + std::to_string(NH), "--model.block_size=" + std::to_string(T),
+        "--data.seq_len=" + std::to_string(T), "--data.batch_size=" + std::to_string(B)};
+  };
+  if (name == "tiny") return make(4, 256, 4, 256, 8);
+  if (name == "small") return make(6, 512, 8, 512, 4);
+  if (name == "124M") return make(12, 768, 12, 1024, 4);
+  TRI_CHECK(false, "unknown config name '", name, "': tiny, small or 124M");
+  return {};
+}
+
+}  // namespace trident::planner

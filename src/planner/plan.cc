@@ -1,0 +1,148 @@
+#include "planner/plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace trident::planner {
+namespace {
+
+std::string bytes_str(int64_t b) {
+  char buf[32];
+  const double v = static_cast<double>(b);
+  if (v >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2fG", v / (1024.0 * 1024 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.1fM", v / (1024.0 * 1024));
+  return buf;
+}
+
+constexpr MemoryCategory kShown[] = {MemoryCategory::kParameter, MemoryCategory::kGradient,
+                                     MemoryCategory::kOptimizerState, MemoryCategory::kActivation,
+                                     MemoryCategory::kGatheredParameter};
+
+}  // namespace
+
+Candidate evaluate(const RunSpec& run, const Layout& layout, const Cluster& cluster, bool communicator) {
+  Candidate c;
+  c.layout = layout;
+  c.memory = predict_memory(run, layout, communicator);
+  c.time = predict_time(run, layout, cluster);
+  c.tokens_per_s = static_cast<double>(run.tokens_per_step()) / c.time.step_s();
+  c.fits = c.memory.total() <= cluster.memory_bytes();
+  return c;
+}
+
+Plan make_plan(const RunSpec& run, const Cluster& cluster, const SearchSpace& space, bool communicator) {
+  const auto start = std::chrono::steady_clock::now();
+  Plan plan;
+  plan.run = run;
+  plan.cluster = cluster;
+  plan.ranks = space.ranks;
+  const std::vector<Layout> layouts = enumerate_layouts(run, space);
+  plan.layouts = static_cast<int64_t>(layouts.size());
+  std::vector<Candidate> seen;
+  plan.search = search(layouts, [&](const Layout& l) -> std::optional<double> {
+    seen.push_back(evaluate(run, l, cluster, communicator));
+    if (!seen.back().fits) return std::nullopt;
+    return seen.back().tokens_per_s;
+  });
+  std::stable_sort(seen.begin(), seen.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.fits && a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+    if (a.fits) return a.memory.total() < b.memory.total();  // as fast: the one that leaves more room
+    return a.memory.total() < b.memory.total();
+  });
+  plan.ranked = std::move(seen);
+  plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+std::string plan_table(const Plan& plan, int64_t top) {
+  std::ostringstream s;
+  const RunSpec& r = plan.run;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "plan: %s L=%lld C=%lld V=%lld (%.1fM parameters), T=%lld, %lld sequences per step, %s, on %lld rank(s) "
+                "of %s (%.0f GiB each)\n",
+                r.model.arch.c_str(), static_cast<long long>(r.model.n_layer), static_cast<long long>(r.model.n_embd),
+                static_cast<long long>(r.model.vocab_size), static_cast<double>(r.shapes.num_parameters()) / 1e6,
+                static_cast<long long>(r.seq_len), static_cast<long long>(r.global_batch), dtype_name(r.compute),
+                static_cast<long long>(plan.ranks), plan.cluster.shape.name.c_str(), plan.cluster.device.memory_gib);
+  s << line;
+  int64_t fitting = 0;
+  for (const Candidate& c : plan.ranked) fitting += c.fits ? 1 : 0;
+  std::snprintf(line, sizeof line, "%lld layouts, %lld evaluated (%s) in %.2f s, %lld fit\n\n",
+                static_cast<long long>(plan.layouts), static_cast<long long>(plan.search.evaluated),
+                plan.search.exhaustive ? "exhaustive" : "simulated annealing", plan.seconds,
+                static_cast<long long>(fitting));
+  s << line;
+  std::snprintf(line, sizeof line, "%-4s %-44s %8s %8s %8s %8s %8s %9s | %9s %9s %9s %9s | %11s\n", "#", "layout",
+                "param", "grad", "optim", "activ", "gather", "total", "compute", "comm", "bubble", "step", "tokens/s");
+  s << line;
+  int64_t shown = 0;
+  for (const Candidate& c : plan.ranked) {
+    if (shown >= top) break;
+    ++shown;
+    std::snprintf(line, sizeof line, "%-4lld %-44s", static_cast<long long>(shown), c.layout.str().c_str());
+    s << line;
+    for (MemoryCategory cat : kShown) {
+      std::snprintf(line, sizeof line, " %8s", bytes_str(c.memory.category(cat)).c_str());
+      s << line;
+    }
+    std::snprintf(line, sizeof line, " %9s | %8.3fs %8.3fs %8.3fs %8.3fs | %11.0f%s\n", bytes_str(c.memory.total()).c_str(),
+                  c.time.compute_s, c.time.exposed_comm_s, c.time.bubble_s, c.time.step_s(), c.tokens_per_s,
+                  c.fits ? "" : "  (does not fit)");
+    s << line;
+  }
+  if (!plan.ranked.empty() && plan.ranked.front().fits) {
+    s << "\nbest: " << plan.ranked.front().layout.str() << "\nrun it with:";
+    for (const std::string& o : plan.ranked.front().layout.overrides()) s << " " << o;
+    s << "\n";
+  } else {
+    s << "\nno layout fits " << plan.cluster.device.memory_gib << " GiB per device on " << plan.ranks
+      << " rank(s): more ranks, or a smaller batch or model\n";
+  }
+  return s.str();
+}
+
+nlohmann::ordered_json candidate_json(const Candidate& c) {
+  nlohmann::ordered_json j;
+  const Layout& l = c.layout;
+  j["layout"] = {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"virtual_stages", l.virtual_stages},
+                 {"zero_stage", l.zero_stage}, {"activation_checkpointing", l.checkpointing},
+                 {"micro_batch", l.micro_batch}, {"grad_accum_steps", l.accum}, {"offload", l.offload},
+                 {"sequence_parallel", l.sequence_parallel}};
+  j["name"] = l.str();
+  for (MemoryCategory cat : kShown) j["memory_bytes"][memory_category_name(cat)] = c.memory.category(cat);
+  j["memory_bytes"]["total"] = c.memory.total();
+  j["fits"] = c.fits;
+  j["time_s"] = {{"compute", c.time.compute_s}, {"exposed_comm", c.time.exposed_comm_s}, {"bubble", c.time.bubble_s},
+                 {"step", c.time.step_s()}, {"recompute", c.time.recompute_s}, {"comm_total", c.time.comm_total_s}};
+  j["tokens_per_s"] = c.tokens_per_s;
+  j["overrides"] = l.overrides();
+  return j;
+}
+
+nlohmann::ordered_json plan_json(const Plan& plan, int64_t top) {
+  nlohmann::ordered_json j;
+  j["model"] = {{"arch", plan.run.model.arch}, {"n_layer", plan.run.model.n_layer}, {"n_embd", plan.run.model.n_embd},
+                {"n_head", plan.run.model.n_head}, {"vocab_size", plan.run.model.vocab_size},
+                {"parameters", plan.run.shapes.num_parameters()}};
+  j["seq_len"] = plan.run.seq_len;
+  j["global_batch"] = plan.run.global_batch;
+  j["dtype"] = dtype_name(plan.run.compute);
+  j["ranks"] = plan.ranks;
+  j["cluster"] = plan.cluster.shape.name;
+  j["layouts"] = plan.layouts;
+  j["evaluated"] = plan.search.evaluated;
+  j["search"] = plan.search.exhaustive ? "exhaustive" : "annealing";
+  j["seconds"] = plan.seconds;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (int64_t i = 0; i < std::min<int64_t>(top, static_cast<int64_t>(plan.ranked.size())); ++i)
+    list.push_back(candidate_json(plan.ranked[static_cast<size_t>(i)]));
+  j["ranked"] = list;
+  return j;
+}
+
+}  // namespace trident::planner

@@ -1,0 +1,49 @@
+// The plan: every layout of a run on a cluster (planner/search.h), each with its predicted
+// memory per category (planner/memory_model.h) and step time (planner/time_model.h), ranked
+// by tokens/s among those that fit the device's memory; what `trident plan` prints and what
+// `trident train --parallel.auto=true` runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/cluster.h"
+#include "planner/memory_model.h"
+#include "planner/search.h"
+#include "planner/time_model.h"
+
+namespace trident::planner {
+
+struct Candidate {
+  Layout layout;
+  MemoryEstimate memory;
+  TimeEstimate time;
+  double tokens_per_s = 0.0;
+  bool fits = false;
+};
+
+Candidate evaluate(const RunSpec& run, const Layout& layout, const Cluster& cluster, bool communicator);
+
+struct Plan {
+  RunSpec run;
+  Cluster cluster;
+  int64_t ranks = 1;
+  int64_t layouts = 0;            // in the space
+  SearchResult search;
+  std::vector<Candidate> ranked;  // the evaluated layouts: those that fit by tokens/s, then the rest by memory
+  double seconds = 0.0;           // the search's wall time
+};
+
+// `communicator`: whether the ranks run under mpirun (false: one process started alone).
+Plan make_plan(const RunSpec& run, const Cluster& cluster, const SearchSpace& space, bool communicator);
+
+// The top `top` layouts as a table: memory per category (GiB or MiB), step time split,
+// tokens/s, and the overrides of the best.
+std::string plan_table(const Plan& plan, int64_t top);
+nlohmann::ordered_json plan_json(const Plan& plan, int64_t top);
+nlohmann::ordered_json candidate_json(const Candidate& c);
+
+}  // namespace trident::planner

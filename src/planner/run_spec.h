@@ -1,0 +1,31 @@
+// What the planner plans: a run's config without its layout. The model (its shapes through
+// its family, models/model_shapes.h; never built), the sequence length, the step's global
+// batch of sequences, the compute dtype and the gradient buckets; the layout (planner/layout.h)
+// is what the planner chooses.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "models/model_config.h"
+#include "models/model_shapes.h"
+#include "train/train_config.h"
+
+namespace trident::planner {
+
+struct RunSpec {
+  models::ModelConfig model;
+  models::ModelShapes shapes;
+  int64_t seq_len = 0;       // T
+  int64_t global_batch = 0;  // sequences per optimizer step, all ranks together
+  DType compute = DType::kF32;
+  int64_t bucket_bytes = 0;  // parallel.bucket_mb
+  bool on_device = false;    // GPUs (train.device = "cuda", or a cluster file's): the fused head's chunks differ
+  bool mixed() const { return compute != DType::kF32; }
+  int64_t tokens_per_step() const { return global_batch * seq_len; }
+};
+
+// The run `cfg` describes (its global batch: data.batch_size x data.grad_accum_steps).
+RunSpec run_spec(const train::TrainConfig& cfg);
+
+}  // namespace trident::planner

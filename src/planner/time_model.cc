@@ -1,0 +1,149 @@
+#include "planner/time_model.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "parallel/pipeline.h"
+
+namespace trident::planner {
+namespace {
+
+// ZeRO-Offload's host side: a CPU's memory-bound AdamW and a PCIe 4 x16 link (per device).
+constexpr double kOffloadHostGBs = 20.0;
+constexpr double kOffloadLinkGBs = 25.0;
+// Ranks of a CPU: their "offload" moves state between buffers of the same memory.
+bool cluster_is_host(const Cluster& c) { return !c.gpu(); }
+
+double saved_bytes_per_token(const std::vector<models::SavedActivation>& list, int64_t E, int64_t tp) {
+  double b = 0.0;
+  for (const auto& a : list)
+    if (a.kept_none) b += static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / (a.tp_split ? static_cast<double>(tp) : 1.0);
+  return b;
+}
+
+}  // namespace
+
+double all_reduce_seconds(double bytes, int64_t n, const LinkSpec& link) {
+  if (n <= 1) return 0.0;
+  const double k = static_cast<double>(n - 1);
+  return 2.0 * k / static_cast<double>(n) * bytes / (link.bandwidth_gbs * 1e9) + 2.0 * k * link.latency_us * 1e-6;
+}
+
+double reduce_scatter_seconds(double bytes, int64_t n, const LinkSpec& link) {
+  if (n <= 1) return 0.0;
+  const double k = static_cast<double>(n - 1);
+  return k / static_cast<double>(n) * bytes / (link.bandwidth_gbs * 1e9) + k * link.latency_us * 1e-6;
+}
+
+TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cluster) {
+  const models::ModelShapes& s = run.shapes;
+  const int64_t E = static_cast<int64_t>(element_size(run.compute));
+  const double T = static_cast<double>(run.seq_len), C = static_cast<double>(run.model.n_embd);
+  const double tokens = static_cast<double>(l.micro_batch) * T;  // per micro-batch and data-parallel rank
+  const double tp = static_cast<double>(l.tp);
+  const double gemm = cluster.gemm_flops(run.compute, tokens);
+  const double attn_rate = cluster.gemm_flops(run.compute, 1e18) * cluster.device.attention_efficiency;  // of the peak
+  const double mem_rate = cluster.device.memory_bandwidth_gbs * 1e9;
+
+  // One block, one token: forward matmul FLOPs, attention forward FLOPs, memory-bound bytes.
+  const double block_mm = static_cast<double>(models::matmul_flops_per_token(s.block_matmuls)) / tp;
+  const double attn_q = static_cast<double>(s.attention_heads * s.head_size);  // query width
+  const double block_attn = 2.0 * T * attn_q / tp;
+  const double block_mem = 3.0 * saved_bytes_per_token(s.block, E, l.tp) / (l.sequence_parallel ? 1.0 : 1.0);
+  const double head_mm = 2.0 * static_cast<double>(s.head_matmul.first * s.head_matmul.second) / tp;
+
+  auto block_seconds = [&](double blocks) {
+    const double fwd = block_mm / gemm + block_attn / attn_rate + block_mem / 3.0 / mem_rate;
+    double t = 3.0 * block_mm / gemm + 3.5 * block_attn / attn_rate + block_mem / mem_rate;
+    double re = 0.0;
+    if (l.checkpointing == "full") re = fwd;
+    else if (l.checkpointing == "selective") re = block_attn / attn_rate + block_mem / 3.0 / mem_rate;
+    return std::make_pair(blocks * tokens * (t + re), blocks * tokens * re);
+  };
+  // The slowest stage per micro-batch: its blocks, and the head on the last.
+  const parallel::PipelineLayout pl = parallel::PipelineLayout::make(run.model.n_layer, static_cast<int>(l.pp),
+                                                                     static_cast<int>(l.virtual_stages));
+  double stage_s = 0.0, stage_re = 0.0;
+  int64_t stage_params_max = 0;
+  for (int r = 0; r < l.pp; ++r) {
+    int64_t blocks = 0;
+    for (int c = 0; c < pl.num_chunks(); ++c)
+      if (pl.rank_of_chunk(c) == r) blocks += pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first;
+    auto [t, re] = block_seconds(static_cast<double>(blocks));
+    if (r == l.pp - 1) t += tokens * 3.0 * head_mm / gemm;
+    if (t > stage_s) {
+      stage_s = t;
+      stage_re = re;
+    }
+    int64_t begin = 0, end = 0;
+    (void)begin;
+    (void)end;
+    int64_t params = 0;
+    for (int c = 0; c < pl.num_chunks(); ++c)
+      if (pl.rank_of_chunk(c) == r)
+        params += s.parameters_on_rank(l.tp, pl.chunks[static_cast<size_t>(c)].first, pl.chunks[static_cast<size_t>(c)].second,
+                                       false, false);
+    params += s.parameters_on_rank(l.tp, 0, 0, r == 0, r == l.pp - 1);
+    stage_params_max = std::max(stage_params_max, params);
+  }
+  const double m = static_cast<double>(l.accum);
+  TimeEstimate out;
+  const double P = static_cast<double>(stage_params_max);
+  const double dp = static_cast<double>(l.dp);
+  const double stepped = l.zero_stage > 0 ? P / dp : P;
+  double optimizer = 36.0 * stepped / mem_rate;
+  // ZeRO-Offload: AdamW on the host (kOffloadHostGBs), the fp32 gradients down and the
+  // compute-dtype parameters up over PCIe (kOffloadLinkGBs), not overlapped here.
+  if (l.offload && !cluster_is_host(cluster))
+    optimizer = 36.0 * stepped / (kOffloadHostGBs * 1e9) + (4.0 + static_cast<double>(E)) * stepped / (kOffloadLinkGBs * 1e9);
+  out.compute_s = m * stage_s + optimizer;
+  out.recompute_s = m * stage_re;
+  out.bubble_s = static_cast<double>(l.pp - 1) / static_cast<double>(l.virtual_stages) * stage_s;
+
+  // Communication.
+  const LinkSpec& tp_link = cluster.link_for(l.tp);
+  const LinkSpec& dp_link = cluster.link_for(l.tp * l.dp);
+  const LinkSpec& pp_link = cluster.link_for(l.tp * l.dp * l.pp);
+  double dp_s = 0.0;
+  if (l.dp > 1) {
+    const double grad_bytes = 4.0 * P;
+    if (l.zero_stage < 3) {
+      dp_s = all_reduce_seconds(grad_bytes, l.dp, dp_link);  // ZeRO 1-2: reduce-scatter + all-gather, the same
+    } else {
+      // ZeRO-3: the gradients' reduce-scatter, and every part gathered in each micro-batch's
+      // forward and backward (nothing gathered after the step).
+      dp_s = reduce_scatter_seconds(grad_bytes, l.dp, dp_link) +
+             2.0 * m * reduce_scatter_seconds(static_cast<double>(E) * P, l.dp, dp_link);
+    }
+  }
+  double tp_s = 0.0;
+  if (l.tp > 1) {
+    double blocks = 0.0;
+    for (int c = 0; c < pl.num_chunks(); ++c)
+      if (pl.rank_of_chunk(c) == 0) blocks += static_cast<double>(pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first);
+    tp_s = m * blocks * 4.0 * all_reduce_seconds(tokens * C * static_cast<double>(E), l.tp, tp_link) +
+           m * 2.0 * all_reduce_seconds(tokens * C * static_cast<double>(E), l.tp, tp_link);  // embedding and head
+  }
+  double pp_s = 0.0;
+  if (l.pp > 1) {
+    const double msg = tokens * C * static_cast<double>(E) / (l.sequence_parallel ? tp : 1.0);
+    pp_s = 2.0 * m * static_cast<double>(l.virtual_stages) *
+           (msg / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6);
+  }
+  const double backward = out.compute_s * 2.0 / 3.0;
+  const double dp_exposed = std::max(dp_s - cluster.device.comm_overlap * backward, 0.0);
+  out.comm_total_s = dp_s + tp_s + pp_s;
+  out.exposed_comm_s = dp_exposed + tp_s + pp_s;
+  const double L = static_cast<double>(run.model.n_layer);
+  const double tokens_step = static_cast<double>(run.tokens_per_step());
+  out.model_flops = tokens_step * (3.0 * (L * models::matmul_flops_per_token(s.block_matmuls) +
+                                          2.0 * static_cast<double>(s.head_matmul.first * s.head_matmul.second)) +
+                                   3.0 * L * 2.0 * T * attn_q);
+  out.hardware_flops = out.model_flops;
+  if (l.checkpointing == "full")
+    out.hardware_flops += tokens_step * L * (static_cast<double>(models::matmul_flops_per_token(s.block_matmuls)) + 2.0 * T * attn_q);
+  return out;
+}
+
+}  // namespace trident::planner

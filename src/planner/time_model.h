@@ -1,0 +1,58 @@
+// Predicted step time of a layout on a cluster (planner/cluster.h): compute from per-op FLOPs
+// and bytes at the cluster's rates, communication by the alpha-beta model of each collective,
+// the part of it each strategy cannot hide, and the pipeline's bubble.
+//
+// Note [The time model]
+// Per micro-batch on the slowest pipeline stage:
+//  matmuls    3 x 2 x in x out FLOPs per token (forward, and the backward's two products), at
+//             the GEMM rate of the compute dtype at the micro-batch's rows (gemm_half_rows);
+//             the head's (C, V) on the last stage.
+//  attention  causal: 2 T C FLOPs per token forward (QK^T and PV, half of them masked), 2.5x
+//             that backward, at attention_efficiency x the GEMM rate.
+//  memory     the bytes the norms, activations, residuals and softmax move: 3x (written
+//             forward, read and written backward) the block's saved activations, at
+//             memory_bandwidth_gbs.
+//  recompute  "full": the blocks' forward again; "selective": the attention and the memory-bound
+//             ops again (Note [Activation checkpointing]).
+// Per step: m micro-batches, the optimizer (AdamW reads and writes 36 bytes per parameter it
+// steps, masters and moments included; ZeRO steps 1/dp of them), and
+//  data parallel  a ring all-reduce of the fp32 gradients (2 (n-1)/n bytes / bw + 2 (n-1)
+//                 latency); ZeRO 1-2 a reduce-scatter plus an all-gather of the parameters (the
+//                 same volume); ZeRO-3 a reduce-scatter of the gradients and an all-gather of
+//                 every part in each micro-batch's forward and backward.
+//                 The overlap fraction comm_overlap of the backward hides it (0 on CPU ranks,
+//                 whose MPI progresses only inside calls).
+//  tensor parallel  4 all-reduces of a micro-batch's (tokens, C) per block (two forward, two
+//                 backward; sequence parallelism's reduce-scatter + all-gather cost the same),
+//                 all exposed.
+//  pipeline   a send and a receive of (tokens, C) per micro-batch and stage boundary, each way;
+//             the bubble (p - 1) / v micro-batch times (1F1B: (p - 1) / (m + p - 1) of the step,
+//             interleaved: (p - 1) / (v m + p - 1)).
+#pragma once
+
+#include <string>
+
+#include "planner/cluster.h"
+#include "planner/layout.h"
+#include "planner/run_spec.h"
+
+namespace trident::planner {
+
+struct TimeEstimate {
+  double compute_s = 0.0;         // the slowest stage's forward, backward, recompute and optimizer
+  double exposed_comm_s = 0.0;    // collectives not hidden behind compute
+  double bubble_s = 0.0;          // pipeline idle time
+  double step_s() const { return compute_s + exposed_comm_s + bubble_s; }
+  double recompute_s = 0.0;       // of compute_s: what checkpointing adds
+  double comm_total_s = 0.0;      // every collective, hidden or not
+  double model_flops = 0.0;       // the step's model FLOPs on all ranks (6 N T + attention, no recompute)
+  double hardware_flops = 0.0;    // with recomputation
+};
+
+// Time of a ring collective over `n` ranks moving `bytes` (the buffer's size) on `link`.
+double all_reduce_seconds(double bytes, int64_t n, const LinkSpec& link);
+double reduce_scatter_seconds(double bytes, int64_t n, const LinkSpec& link);  // also all-gather
+
+TimeEstimate predict_time(const RunSpec& run, const Layout& layout, const Cluster& cluster);
+
+}  // namespace trident::planner

@@ -1,0 +1,100 @@
+// ModelFamily::shapes (models/model_shapes.h) against the built model, for every family and
+// its variants: the same parameters in the same order, with the same shapes and blocks, the
+// same tied head, and the tensor-parallel split dimensions the family's plan gives each
+// (tensor_parallel.h's rules: Conv1D (in, out), Linear (out, in), Embedding rows).
+#include <gtest/gtest.h>
+
+#include "models/causal_lm.h"
+#include "models/registry.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/parallel_plan.h"
+
+namespace trident::models {
+namespace {
+
+ModelConfig gpt2_config() {
+  ModelConfig c;
+  c.n_layer = 3;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 8;
+  c.vocab_size = 40;
+  return c;
+}
+
+ModelConfig llama_config(bool tied, bool qkv_bias) {
+  ModelConfig c = gpt2_config();
+  c.arch = "llama";
+  c.n_head = 4;
+  c.family_values = {{"n_kv_heads", int64_t{2}}, {"intermediate_size", int64_t{24}},
+                     {"tie_word_embeddings", tied}, {"qkv_bias", qkv_bias}};
+  return c;
+}
+
+// The dimension tensor parallelism splits `param` ("weight"/"bias") of `module` along under
+// `style`, or -1.
+int expected_split(nn::ParallelStyle style, const nn::Module* module, const std::string& param) {
+  const bool conv = dynamic_cast<const nn::Conv1D*>(module) != nullptr;
+  const bool bias = param == "bias";
+  switch (style) {
+    case nn::ParallelStyle::kColumnwise: return bias ? 0 : (conv ? 1 : 0);
+    case nn::ParallelStyle::kRowwise: return bias ? -1 : (conv ? 0 : 1);
+    case nn::ParallelStyle::kVocabParallelHead:
+    case nn::ParallelStyle::kVocabParallelEmbedding: return 0;
+    default: return -1;
+  }
+}
+
+void check_family(const ModelConfig& cfg) {
+  SCOPED_TRACE(cfg.arch);
+  const ModelShapes shapes = model_family(cfg.arch).shapes(cfg);
+  const std::unique_ptr<CausalLM> model = build_model(cfg);
+  const std::vector<nn::NamedTensor> params = model->named_parameters();
+  ASSERT_EQ(shapes.parameters.size(), params.size());
+  std::map<std::string, int> split;  // from the plan
+  for (const auto& [path, module] : model->named_modules())
+    for (const nn::ParallelPlanEntry& e : model->parallel_plan(2))
+      if (nn::plan_pattern_matches(e.pattern, path))
+        for (const char* p : {"weight", "bias"}) split[path + "." + p] = expected_split(e.style, module, p);
+  int64_t total = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParameterShape& s = shapes.parameters[i];
+    EXPECT_EQ(s.name, params[i].first);
+    EXPECT_EQ(s.shape, params[i].second.shape().vec()) << s.name;
+    EXPECT_EQ(s.block, model->block_of(s.name)) << s.name;
+    EXPECT_EQ(s.split_dim, split.contains(s.name) ? split[s.name] : -1) << s.name;
+    total += params[i].second.numel();
+  }
+  EXPECT_EQ(shapes.tied_head_weight, model->tied_head_weight());
+  EXPECT_EQ(shapes.num_parameters(), total);
+  EXPECT_EQ(shapes.parameters_on_rank(1, 0, cfg.n_layer, true, true), total);
+  // Blocks split evenly: two stages of a pipeline hold the whole model between them.
+  EXPECT_EQ(shapes.parameters_on_rank(1, 0, 1, true, false) + shapes.parameters_on_rank(1, 1, cfg.n_layer, false, true),
+            total);
+  EXPECT_LT(shapes.parameters_on_rank(2, 0, cfg.n_layer, true, true), total);
+}
+
+TEST(ModelShapes, MatchTheBuiltModelOfEveryFamily) {
+  for (const ModelFamily& f : model_families()) {
+    ASSERT_TRUE(f.shapes) << f.arch << " states no shapes";
+  }
+  check_family(gpt2_config());
+  check_family(llama_config(false, false));
+  check_family(llama_config(true, true));
+}
+
+TEST(ModelShapes, MatmulFlopsAreTheGemmShapes) {
+  // The planner's FLOPs per token and the MFU's GEMM list count the same products.
+  for (const ModelConfig& cfg : {gpt2_config(), llama_config(false, false)}) {
+    const ModelShapes s = model_family(cfg.arch).shapes(cfg);
+    const int64_t per_token = cfg.n_layer * matmul_flops_per_token(s.block_matmuls) +
+                              matmul_flops_per_token({s.head_matmul});
+    double gemm = 0;
+    for (const auto& g : model_family(cfg.arch).gemm_shapes(cfg, 2, 4)) gemm += g.flops() * static_cast<double>(g.count);
+    EXPECT_NEAR(3.0 * static_cast<double>(per_token) * 8, gemm, 1e-6 * gemm) << cfg.arch;
+  }
+}
+
+}  // namespace
+}  // namespace trident::models

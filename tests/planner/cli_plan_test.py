@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""`trident plan` and `trident train --parallel.auto=true` (issue #24):
+
+  - `plan --json` ranks the layouts that fit by tokens/s, each with its memory per category,
+    its step time split and the overrides that run it; a model too big for one rank's memory
+    (a 1.3B GPT on one 16 GiB device) fits nowhere there and is planned onto a cluster file;
+  - bad input is an error naming it: an unknown cluster key, more ranks than the cluster has;
+  - `train --parallel.auto=true` under mpirun -np 2 prints why it chose its layout, runs the
+    plan's best layout (its printed config says so) and trains.
+
+    cli_plan_test.py TRIDENT MPIEXEC SOURCE_DIR
+"""
+import array
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+TINY = ["--model.n_layer=2", "--model.n_embd=64", "--model.n_head=4", "--model.block_size=32", "--model.vocab_size=256",
+        "--data.seq_len=32", "--data.batch_size=4", "--data.tokenizer=byte", "--train.threads=1"]
+
+
+def run(cmd, env):
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def main():
+    trident, mpiexec, source = sys.argv[1], sys.argv[2], sys.argv[3]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    failures = []
+    a100 = os.path.join(source, "configs/clusters/dgx-a100-80gb.toml")
+
+    r = run([trident, "plan", "--ranks", "2", "--json", "--top", "100"] + TINY, env)
+    if r.returncode != 0:
+        failures.append(f"plan --json failed: {r.stderr}")
+    else:
+        plan = json.loads(r.stdout)
+        ranked = plan["ranked"]
+        fits = [c for c in ranked if c["fits"]]
+        if not fits or [c["tokens_per_s"] for c in fits] != sorted([c["tokens_per_s"] for c in fits], reverse=True):
+            failures.append("plan --json: the fitting layouts are not ranked by tokens/s")
+        for c in ranked:
+            mem = c["memory_bytes"]
+            if mem["total"] != sum(v for k, v in mem.items() if k != "total"):
+                failures.append(f"{c['name']}: total is not the sum of the categories")
+            t = c["time_s"]
+            if abs(t["step"] - (t["compute"] + t["exposed_comm"] + t["bubble"])) > 1e-9 * t["step"]:
+                failures.append(f"{c['name']}: step time is not compute + exposed comm + bubble")
+            if not any(o.startswith("--parallel.tp=") for o in c["overrides"]):
+                failures.append(f"{c['name']}: no overrides")
+
+    # 1.3B parameters: 16 bytes each of model state alone is 21 GB.
+    big = ["--model.n_layer=24", "--model.n_embd=2048", "--model.n_head=16", "--model.block_size=2048",
+           "--data.seq_len=2048", "--data.batch_size=8", "--precision.dtype=bf16"]
+    small_device = os.path.join(tempfile.gettempdir(), "trident_cli_plan_small_device.toml")
+    with open(small_device, "w") as f:
+        f.write("[cluster]\nname = \"one 16 GiB device\"\n[device]\nmemory_gib = 16.0\n")
+    r = run([trident, "plan", "--cluster", small_device, "--json"] + big, env)
+    if r.returncode != 0 or any(c["fits"] for c in json.loads(r.stdout)["ranked"]):
+        failures.append(f"a 1.3B model should fit no layout of one 16 GiB device: {r.stdout[:300]} {r.stderr}")
+    r = run([trident, "plan", "--cluster", a100, "--ranks", "16", "--json"] + big, env)
+    if r.returncode != 0 or not json.loads(r.stdout)["ranked"][0]["fits"]:
+        failures.append(f"a 1.3B model should fit 16 A100s: {r.stderr}")
+
+    bad = os.path.join(tempfile.gettempdir(), "trident_cli_plan_bad.toml")
+    with open(bad, "w") as f:
+        f.write("[device]\nmemory_gb = 80\n")
+    r = run([trident, "plan", "--cluster", bad] + TINY, env)
+    if r.returncode == 0 or "memory_gb" not in r.stderr or "memory_gib" not in r.stderr:
+        failures.append(f"a bad cluster key should be named with its correction: {r.stderr}")
+    r = run([trident, "plan", "--cluster", a100, "--ranks", "4096"] + TINY, env)
+    if r.returncode == 0 or "4096" not in r.stderr or "3072" not in r.stderr:
+        failures.append(f"more ranks than the cluster's devices should be an error naming both: {r.stderr}")
+
+    with tempfile.TemporaryDirectory(prefix="trident_cli_plan_test_") as d:
+        tokens = array.array("H", [random.Random(1).randrange(256) for _ in range(4096)])
+        train_bin = os.path.join(d, "train.bin")
+        with open(train_bin, "wb") as f:
+            tokens.tofile(f)
+        common = TINY + [f"--data.train_file={train_bin}", "--data.val_file=", f"--train.out_dir={d}/run",
+                         "--train.steps=2", "--train.checkpoint_interval=0"]
+        expected = json.loads(run([trident, "plan", "--ranks", "2", "--json", "--top", "1"] + TINY, env).stdout)
+        best = expected["ranked"][0]["layout"]
+        r = run([mpiexec, "-np", "2", "--oversubscribe", trident, "train", "--parallel.auto=true"] + common, env)
+        if r.returncode != 0:
+            failures.append(f"train --parallel.auto failed: {r.stderr[-2000:]}")
+        else:
+            if "parallel.auto: " not in r.stderr or "predicted" not in r.stderr:
+                failures.append(f"train --parallel.auto should print why: {r.stderr[-1000:]}")
+            printed = r.stdout
+            for key, value in [("tp", best["tp"]), ("pp", best["pp"]), ("zero_stage", best["zero_stage"])]:
+                if f"\n{key} = {value}" not in printed:
+                    failures.append(f"the run's config should have parallel.{key} = {value} (the plan's best)")
+            if f'activation_checkpointing = "{best["activation_checkpointing"]}"' not in printed:
+                failures.append("the run's config should have the plan's activation checkpointing")
+            if not os.path.exists(os.path.join(d, "run", "metrics.jsonl")):
+                failures.append("train --parallel.auto wrote no metrics")
+    for f in failures:
+        print("FAIL:", f)
+    print("ok" if not failures else f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

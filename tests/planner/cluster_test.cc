@@ -1,0 +1,60 @@
+// Cluster files (planner/cluster.h): the committed examples load; a wrong key, type or value
+// is an error naming the file, the key and what is allowed; what calibrate writes reads back.
+#include <gtest/gtest.h>
+
+#include "planner/cluster.h"
+#include "planner/time_model.h"
+
+namespace trident::planner {
+namespace {
+
+std::string error_of(const std::string& text) {
+  auto c = parse_cluster(text, "bad.toml");
+  return c.is_ok() ? "" : c.status().to_string();
+}
+
+TEST(Cluster, ExampleFilesLoad) {
+  for (const char* f : {"dgx-a100-80gb.toml", "dgx-h100-80gb.toml"}) {
+    auto c = load_cluster(std::string(TRIDENT_SOURCE_DIR "/configs/clusters/") + f);
+    ASSERT_TRUE(c.is_ok()) << f << ": " << c.status().to_string();
+    EXPECT_EQ(c.value().shape.devices_per_node, 8);
+    EXPECT_GT(c.value().intra.bandwidth_gbs, c.value().inter.bandwidth_gbs) << f;
+    // Tensor parallelism inside a node talks over NVLink; data parallelism across nodes over IB.
+    EXPECT_EQ(&c.value().link_for(8), static_cast<const LinkSpec*>(&c.value().intra));
+    EXPECT_EQ(&c.value().link_for(16), static_cast<const LinkSpec*>(&c.value().inter));
+  }
+}
+
+TEST(Cluster, BadFilesNameTheKeyAndWhatIsAllowed) {
+  EXPECT_NE(error_of("[device]\nmemory_gb = 80\n").find("memory_gib"), std::string::npos);
+  EXPECT_NE(error_of("[cluster]\nnodes = 0\n").find("nodes"), std::string::npos);
+  EXPECT_NE(error_of("[device]\ngemm_efficiency = 1.5\n").find("gemm_efficiency"), std::string::npos);
+  EXPECT_NE(error_of("[intra_node]\nbandwidth_gbs = \"fast\"\n").find("bandwidth_gbs"), std::string::npos);
+  EXPECT_NE(error_of("[gpu]\nmemory_gib = 80\n").find("gpu"), std::string::npos);
+  EXPECT_NE(error_of("[device\n").find("bad.toml"), std::string::npos);
+  EXPECT_EQ(error_of("[cluster]\nnodes = 2\n"), "");
+}
+
+TEST(Cluster, WrittenFilesReadBack) {
+  Cluster c = local_cluster(2);
+  c.device.peak_tflops_fp32 = 0.123;
+  c.intra.latency_us = 17.5;
+  auto back = parse_cluster(c.to_toml(), "written");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_DOUBLE_EQ(back.value().device.peak_tflops_fp32, 0.123);
+  EXPECT_DOUBLE_EQ(back.value().intra.latency_us, 17.5);
+  EXPECT_EQ(back.value().shape.devices_per_node, 2);
+}
+
+TEST(Cluster, AlphaBetaCollectives) {
+  LinkSpec link;
+  link.bandwidth_gbs = 10.0;
+  link.latency_us = 5.0;
+  EXPECT_EQ(all_reduce_seconds(1e9, 1, link), 0.0);
+  // Ring all-reduce: 2 (n-1)/n of the bytes over the link, 2 (n-1) latencies.
+  EXPECT_NEAR(all_reduce_seconds(1e9, 4, link), 2.0 * 3.0 / 4.0 * 0.1 + 6 * 5e-6, 1e-12);
+  EXPECT_NEAR(reduce_scatter_seconds(1e9, 4, link), 3.0 / 4.0 * 0.1 + 3 * 5e-6, 1e-12);
+}
+
+}  // namespace
+}  // namespace trident::planner

@@ -1,0 +1,73 @@
+// The memory model against the allocator (issue #24): a representative subset of the layouts
+// the planner lists for the tiny config on this job's ranks (mpirun -np 1 and 2), each run by
+// the trainer for a warm-up step and a measured one (planner/measure.h); the predicted peak
+// bytes of every category (planner/memory_model.h) must be within 5% of the measured peak,
+// the largest over the ranks. bench/plan_accuracy_bench runs every listed layout of tiny, small
+// and GPT-2 124M on 1, 2 and 4 ranks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "comm/mpi_communicator.h"
+#include "config/config_tree.h"
+#include "planner/measure.h"
+#include "planner/named_configs.h"
+#include "planner/plan.h"
+
+namespace trident::planner {
+namespace {
+
+train::TrainConfig tiny() {
+  train::TrainConfig cfg;
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  std::vector<std::string> o = named_config_overrides("tiny");
+  for (std::string& s : o) s = s.substr(2);
+  o.push_back("train.threads=1");
+  EXPECT_TRUE(tree.apply_overrides(o, "test").is_ok());
+  return cfg;
+}
+
+// The layouts checked on `ranks` ranks, by name (Layout::str()).
+std::vector<std::string> subset(int ranks) {
+  if (ranks == 1)
+    return {"dp1 tp1 pp1 zero0 ckpt=none b8 m1", "dp1 tp1 pp1 zero0 ckpt=selective b2 m4",
+            "dp1 tp1 pp1 zero0 ckpt=full b1 m8"};
+  return {"dp2 tp1 pp1 zero1 ckpt=selective b2 m2", "dp2 tp1 pp1 zero3 ckpt=none b4 m1",
+          "dp1 tp2+sp pp1 zero0 ckpt=full b4 m2", "dp1 tp1 pp2 zero0 ckpt=none b2 m4",
+          "dp1 tp1 pp2x2 zero0 ckpt=selective b1 m8"};
+}
+
+TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) {
+  std::shared_ptr<comm::Communicator> world(comm::MpiRuntime::world());
+  const train::TrainConfig cfg = tiny();
+  const RunSpec run = run_spec(cfg);
+  SearchSpace space;
+  space.ranks = world->size();
+  const std::vector<Layout> listed = enumerate_layouts(run, space);
+  const std::vector<std::string> names = subset(world->size());
+  int checked = 0;
+  for (const Layout& layout : listed) {
+    if (std::find(names.begin(), names.end(), layout.str()) == names.end()) continue;
+    ++checked;
+    SCOPED_TRACE(layout.str());
+    train::TrainConfig c = cfg;
+    layout.apply(c);
+    auto measured = measure_layout(c, world, ::testing::TempDir() + "/memory_accuracy", 1, 1);
+    ASSERT_TRUE(measured.is_ok()) << measured.status().to_string();
+    const MemoryEstimate predicted = predict_memory(run, layout, true);
+    for (const MemoryCategory cat : {MemoryCategory::kParameter, MemoryCategory::kGradient, MemoryCategory::kOptimizerState,
+                                     MemoryCategory::kActivation, MemoryCategory::kGatheredParameter}) {
+      const double p = static_cast<double>(predicted.category(cat));
+      const double m = static_cast<double>(measured.value().peak_bytes[static_cast<size_t>(cat)]);
+      if (world->rank() == 0)
+        std::printf("%-44s %-16s predicted %12.0f measured %12.0f (%+.2f%%)\n", layout.str().c_str(),
+                    memory_category_name(cat), p, m, m > 0 ? 100.0 * (p / m - 1.0) : 0.0);
+      EXPECT_LE(std::abs(p - m), 0.05 * m + 4096.0) << memory_category_name(cat);
+    }
+  }
+  EXPECT_EQ(checked, static_cast<int>(names.size())) << "a layout of the subset is no longer listed";
+}
+
+}  // namespace
+}  // namespace trident::planner
