@@ -185,7 +185,8 @@ def torch_worker(args):
                                          intermediate_size=c["I"], block_size=c["T"], vocab_size=V, rope_theta=10000.0,
                                          rms_norm_eps=1e-6, tie_word_embeddings=False, qkv_bias=False,
                                          rope_scaling_factor=0.0, rope_low_freq_factor=1.0,
-                                         rope_high_freq_factor=4.0, rope_original_max_position=8192))
+                                         rope_high_freq_factor=4.0, rope_original_max_position=8192,
+                                         sliding_window=0))
     else:
         model = GPT2(c["L"], c["NH"], c["C"], c["T"], V)
     with torch.no_grad():
