@@ -10,7 +10,8 @@
 //   trident gemm-rates [--config FILE] [--section.key=value ...] [--dtype all|f32|bf16] [--json]
 //   trident ctl      URL status|pause|resume|checkpoint|stop [--token-file F] [--reason TEXT]
 //   trident report   RUN_DIR [--out FILE]
-//   trident plan     [--config FILE] [--ranks N] [--cluster FILE] [--json] [--top K] [--section.key=value ...]
+//   trident plan     [--config FILE] [--ranks N] [--cluster FILE] [--json] [--top K] [--offload]
+//                    [--tokens N --price-per-device-hour P] [--section.key=value ...]
 //   trident calibrate [--config FILE] [--out FILE] [--section.key=value ...]
 //
 // Exit status: 0 done; 1 an error (its message on stderr); 75 a training run that stopped

@@ -8,12 +8,13 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <thread>
 #include <cstdlib>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ namespace {
 using mpi_support::mpi_error;
 using mpi_support::mpi_type;
 using mpi_support::poll_until_done;
+using mpi_support::progress_thread_from_env;
+using mpi_support::timeout_from_env;
 
 
 // MPI reductions of bf16/f16: each pairwise combination widens to float and rounds back.
@@ -105,6 +108,21 @@ extern "C" void on_terminate(int sig) {
 }  // namespace
 
 namespace mpi_support {
+
+double timeout_from_env(const char* value) {
+  char* end = nullptr;
+  const double seconds = std::strtod(value, &end);
+  TRI_CHECK(end != value && *end == '\0' && std::isfinite(seconds) && seconds > 0, "TRIDENT_COMM_TIMEOUT_S=\"",
+            value, "\" is not allowed: a number of seconds > 0 (the collectives' timeout)");
+  return seconds;
+}
+
+bool progress_thread_from_env(const char* value) {
+  if (value == nullptr || *value == '\0') return false;
+  TRI_CHECK(std::strcmp(value, "0") == 0 || std::strcmp(value, "1") == 0, "TRIDENT_COMM_PROGRESS_THREAD=\"", value,
+            "\" is not allowed: 0 or 1");
+  return value[0] == '1';
+}
 
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -651,8 +669,7 @@ void finalize_at_exit() {
 void MpiRuntime::init(int* argc, char*** argv) {
   if (initialized()) return;
   int provided = 0;
-  const char* progress = std::getenv("TRIDENT_COMM_PROGRESS_THREAD");
-  const bool progress_thread = progress != nullptr && std::string(progress) == "1";
+  const bool progress_thread = progress_thread_from_env(std::getenv("TRIDENT_COMM_PROGRESS_THREAD"));
   const int rc = MPI_Init_thread(argc, argv, progress_thread ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &provided);
   TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, "MPI_Init_thread failed: ", mpi_error(rc));
   TRI_CHECK_KIND(ErrorKind::kDistributed, !progress_thread || provided == MPI_THREAD_MULTIPLE,
@@ -660,7 +677,7 @@ void MpiRuntime::init(int* argc, char*** argv) {
   std::atexit(finalize_at_exit);
   if (progress_thread) start_progress_thread();  // Note [The progress thread]
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
-  if (const char* t = std::getenv("TRIDENT_COMM_TIMEOUT_S")) set_timeout(std::atof(t));
+  if (const char* t = std::getenv("TRIDENT_COMM_TIMEOUT_S")) set_timeout(timeout_from_env(t));
   // Note [Distributed failures]: last words when the launcher ends this rank, unless the
   // program handles these signals itself (`trident train` stops at a step boundary on them,
   // and writes the same last words).

@@ -18,6 +18,11 @@ MPI_Datatype mpi_type(DType d);
 // Calls test() until it says done; past the communication timeout, names `what` (and what
 // `stalled_on` says it waits for), prints the flight record and ends the job (Note
 // [Distributed failures] in comm/mpi_communicator.cc).
+// TRIDENT_COMM_TIMEOUT_S's value: seconds > 0; anything else (empty, "5s", "0", "abc") throws
+// naming the variable and the value.
+double timeout_from_env(const char* value);
+// TRIDENT_COMM_PROGRESS_THREAD's value (null: unset): "0" or "1", else throws naming it.
+bool progress_thread_from_env(const char* value);
 void poll_until_done(const std::function<bool()>& test, const std::string& what,
                      const std::function<std::string()>& stalled_on);
 

@@ -9,6 +9,7 @@
 
 #include "comm/device_communicator.h"
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_support.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/views.h"
@@ -33,6 +34,36 @@ Tensor iota(int64_t n, double base, DType dtype = DType::kF32) {
 }
 
 std::vector<double> values(const Tensor& t) { return to_vector<double>(core::cast(t, DType::kF64)); }
+
+// The environment's communication settings: a value that would silently mean something else
+// (atof("abc") = 0 s, "yes" = off) is an error naming the variable and the value.
+TEST(CommEnvironment, TimeoutAndProgressThreadValuesAreCheckedStrictly) {
+  using mpi_support::progress_thread_from_env;
+  using mpi_support::timeout_from_env;
+  EXPECT_EQ(timeout_from_env("5"), 5.0);
+  EXPECT_EQ(timeout_from_env("0.5"), 0.5);
+  for (const char* bad : {"", "abc", "5s", "0", "-3", "inf", "nan"}) {
+    try {
+      timeout_from_env(bad);
+      ADD_FAILURE() << "TRIDENT_COMM_TIMEOUT_S=\"" << bad << "\" was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("TRIDENT_COMM_TIMEOUT_S=\"") + bad + "\""), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_FALSE(progress_thread_from_env(nullptr));
+  EXPECT_FALSE(progress_thread_from_env(""));
+  EXPECT_FALSE(progress_thread_from_env("0"));
+  EXPECT_TRUE(progress_thread_from_env("1"));
+  for (const char* bad : {"yes", "true", "2"}) {
+    try {
+      progress_thread_from_env(bad);
+      ADD_FAILURE() << "TRIDENT_COMM_PROGRESS_THREAD=\"" << bad << "\" was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("0 or 1"), std::string::npos) << e.what();
+    }
+  }
+}
 
 TEST_F(CommTest, AllReduceSumMaxMinInEveryDtype) {
   const int n = size();
