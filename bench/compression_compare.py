@@ -83,6 +83,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=100, help="PowerSGD's start step (and 1-bit Adam's warm-up)")
     ap.add_argument("--onebit-warmup", type=int, help="1-bit Adam's warm-up, if not --warmup (DeepSpeed: 15-25%% "
                     "of the run, after the lr warm-up)")
+    ap.add_argument("--onebit-block", type=int, default=0, help="1-bit Adam's elements per scale "
+                    "(parallel.onebit_block; 0: one per buffer and chunk, as DeepSpeed)")
     ap.add_argument("--reuse", action="store_true", help="keep the runs already complete in --work")
     ap.add_argument("--powersgd-rank", type=int, default=4)
     ap.add_argument("--eval-interval", type=int, default=100)
@@ -101,6 +103,7 @@ def main():
                "config": "configs/shakespeare.toml (tiny: L=4, NH=4, C=256, T=256, B=8 global)", "runs": {}}
     onebit_warmup = args.onebit_warmup or args.warmup
     results["onebit_warmup"] = onebit_warmup
+    results["onebit_block"] = args.onebit_block
     for kind in args.kinds.split(","):
         out_dir = os.path.join(args.work, kind)
         metrics = os.path.join(out_dir, "metrics.jsonl")
@@ -113,7 +116,7 @@ def main():
             "train.checkpoint_interval": 0, "train.out_dir": out_dir, "train.resume": "false",
             "train.threads": args.threads, "parallel.grad_compression": kind,
             "parallel.powersgd_rank": args.powersgd_rank, "parallel.powersgd_start_step": args.warmup,
-            "parallel.onebit_warmup_steps": onebit_warmup,
+            "parallel.onebit_warmup_steps": onebit_warmup, "parallel.onebit_block": args.onebit_block,
         }
         cmd = [args.mpirun, "-np", str(args.ranks), "--oversubscribe", trident, "train", "--config",
                os.path.join(REPO, "configs", "shakespeare.toml")] + [f"--{k}={v}" for k, v in overrides.items()]

@@ -517,8 +517,9 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Work> started(int rc, MPI_Request r, const std::string& op, int64_t bytes) {
-    const std::string what = where(op.c_str()) + " (communicator of " + std::to_string(size_) + " ranks)";
-    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, what, " failed to start: ", mpi_error(rc));
+    // No "rank N: " here: every line that prints `what` starts with "trident (rank N)".
+    const std::string what = op + " (communicator of " + std::to_string(size_) + " ranks)";
+    TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where(op.c_str()), " failed to start: ", mpi_error(rc));
     note_op("in", what);
     const int64_t seq = flight_recorder().started(id_, size_, op, bytes);
     return std::make_unique<MpiWork>(r, what, id_, seq);

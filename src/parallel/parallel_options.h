@@ -28,6 +28,8 @@ struct ParallelOptions {
   int64_t powersgd_rank = 4;
   int64_t powersgd_start_step = 100;
   int64_t onebit_warmup_steps = 100;
+  int64_t onebit_block = 0;
+  bool onebit_bound_update = false;
   bool auto_layout = false;        // "auto": `trident train` runs the planner's best layout (apps/plan.cc)
   std::string auto_cluster;        // the cluster file the planner plans it with ("": this machine)
   static const OptionTable<ParallelOptions>& table();

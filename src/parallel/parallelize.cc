@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "comm/device_communicator.h"
+#include "parallel/onebit_adam.h"
 #include "parallel/replicated_update.h"
 #include "parallel/zero_update.h"
 
@@ -40,6 +41,7 @@ void check_layout(const ParallelOptions& options, int world_size) {
     TRI_CHECK(!options.offload_optimizer, "parallel.grad_compression = ", gc,
               " with parallel.offload_optimizer is not supported");
   }
+  if (gc == "onebit_adam") check_onebit_block(options.onebit_block);
 }
 
 StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm::Communicator> comm, Device device,

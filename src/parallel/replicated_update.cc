@@ -20,7 +20,8 @@ ReplicatedUpdate::ReplicatedUpdate(std::vector<nn::NamedTensor> params, std::uni
   if (dp_ && master_) master_->copy_to_model();
   optimizer_ = std::make_unique<optim::AdamW>(weights(), options);
   if (dp != nullptr && kind == "onebit_adam")
-    onebit_ = std::make_unique<OnebitAdam>(weights(), *optimizer_, *dp, compression.onebit_warmup_steps);
+    onebit_ = std::make_unique<OnebitAdam>(weights(), *optimizer_, *dp, compression.onebit_warmup_steps,
+                                           compression.onebit_block, compression.onebit_bound_update);
 }
 
 void ReplicatedUpdate::begin_backward(bool last) {

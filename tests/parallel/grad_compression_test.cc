@@ -8,8 +8,10 @@
 // layouts compression refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_dir.h"
@@ -153,31 +155,37 @@ TEST_F(GradCompressionTest, PowerSgdMatchesADenseComputationOfEveryRank) {
   }
 }
 
-// DeepSpeed's compressed_allreduce, written out for every worker and server at once.
+// DeepSpeed's compressed_allreduce, written out for every worker and server at once; with
+// `block` > 0, one scale per block of that many elements instead of one per buffer and chunk.
 struct OnebitSimulation {
   int N;
-  int64_t n;
+  int64_t n, block;
   std::vector<std::vector<float>> worker_error, server_error;
-  OnebitSimulation(int ranks, int64_t numel)
-      : N(ranks), n(numel), worker_error(ranks, std::vector<float>(numel, 0.0f)),
+  OnebitSimulation(int ranks, int64_t numel, int64_t block_elements)
+      : N(ranks), n(numel), block(block_elements), worker_error(ranks, std::vector<float>(numel, 0.0f)),
         server_error(ranks, std::vector<float>(numel / ranks, 0.0f)) {}
   static float sgn(float v) { return v < 0.0f ? -1.0f : 1.0f; }
-  static float scale_of(const std::vector<float>& v) {
-    double sq = 0.0;
-    for (float f : v) sq += static_cast<double>(f) * f;
-    return static_cast<float>(std::sqrt(sq) / std::sqrt(static_cast<double>(v.size())));
+  // Each element's scale: the RMS of its block of `b` elements.
+  static std::vector<float> scales_of(const std::vector<float>& v, int64_t b) {
+    std::vector<float> out(v.size());
+    for (size_t b0 = 0; b0 < v.size(); b0 += static_cast<size_t>(b)) {
+      double sq = 0.0;
+      for (size_t i = b0; i < b0 + static_cast<size_t>(b); ++i) sq += static_cast<double>(v[i]) * v[i];
+      const float s = static_cast<float>(std::sqrt(sq) / std::sqrt(static_cast<double>(b)));
+      for (size_t i = b0; i < b0 + static_cast<size_t>(b); ++i) out[i] = s;
+    }
+    return out;
   }
   std::vector<float> run(const std::vector<std::vector<float>>& x) {
     const int64_t chunk = n / N;
-    std::vector<std::vector<float>> sent(N);  // each worker's scaled signs
-    std::vector<float> scales(N);
+    std::vector<std::vector<float>> sent(N), scales(N);  // each worker's scaled signs
     for (int j = 0; j < N; ++j) {
       std::vector<float> c(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) c[i] = x[j][i] + worker_error[j][i];
-      const float s = scales[j] = scale_of(c);
+      scales[j] = scales_of(c, block > 0 ? block : n);
       sent[j].resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
-        sent[j][i] = sgn(c[i]) * s;
+        sent[j][i] = sgn(c[i]) * scales[j][i];
         worker_error[j][i] = c[i] - sent[j][i];
       }
     }
@@ -186,11 +194,11 @@ struct OnebitSimulation {
       std::vector<float> mean(static_cast<size_t>(chunk), 0.0f);
       for (int j = 0; j < N; ++j)
         for (int64_t i = 0; i < chunk; ++i)
-          mean[i] += sgn(sent[j][r * chunk + i]) * (scales[j] * (1.0f / static_cast<float>(N)));
+          mean[i] += sgn(sent[j][r * chunk + i]) * (scales[j][r * chunk + i] * (1.0f / static_cast<float>(N)));
       for (int64_t i = 0; i < chunk; ++i) mean[i] += server_error[r][i];
-      const float s = scale_of(mean);
+      const std::vector<float> s = scales_of(mean, block > 0 ? block : chunk);
       for (int64_t i = 0; i < chunk; ++i) {
-        out[r * chunk + i] = sgn(mean[i]) * s;
+        out[r * chunk + i] = sgn(mean[i]) * s[i];
         server_error[r][i] = mean[i] - out[r * chunk + i];
       }
     }
@@ -200,24 +208,29 @@ struct OnebitSimulation {
 
 TEST_F(GradCompressionTest, OnebitAllreduceMatchesASimulationOfEveryWorkerAndServer) {
   const int N = world->size(), me = world->rank();
-  const int64_t n = onebit_padding(N) * 3;
-  Tensor we = zeros({n}), se = zeros({n / N});
-  OnebitSimulation sim(N, n);
-  for (int t = 0; t < 4; ++t) {
-    std::vector<std::vector<float>> x(N);
-    for (int j = 0; j < N; ++j)
-      for (int64_t i = 0; i < n; ++i) x[j].push_back(input(j, t, i));
-    const std::vector<float> expect = sim.run(x);
-    const Tensor mine = inputs_of(me, t, n);
-    const int64_t before = world->stats().total_bytes();
-    onebit_allreduce(*world, mine, we, se);
-    // Two exchanges of n / 32 sign words plus a scale per rank.
-    EXPECT_EQ(world->stats().total_bytes() - before, 2 * (n / 8 + 4 * N));
-    const float* got = mine.data_ptr<float>();
-    for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(got[i], expect[i]) << "step " << t << ", element " << i;
-    for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(we.data_ptr<float>()[i], sim.worker_error[me][i]) << "worker error " << i;
-    for (int64_t i = 0; i < n / N; ++i)
-      ASSERT_FLOAT_EQ(se.data_ptr<float>()[i], sim.server_error[me][i]) << "server error " << i;
+  for (const int64_t block : {int64_t{0}, int64_t{64}}) {
+    SCOPED_TRACE("onebit_block " + std::to_string(block));
+    const int64_t n = onebit_padding(N, block) * 3;
+    Tensor we = zeros({n}), se = zeros({n / N});
+    OnebitSimulation sim(N, n, block);
+    for (int t = 0; t < 4; ++t) {
+      std::vector<std::vector<float>> x(N);
+      for (int j = 0; j < N; ++j)
+        for (int64_t i = 0; i < n; ++i) x[j].push_back(input(j, t, i));
+      const std::vector<float> expect = sim.run(x);
+      const Tensor mine = inputs_of(me, t, n);
+      const int64_t before = world->stats().total_bytes();
+      onebit_allreduce(*world, mine, we, se, block);
+      // Two exchanges of n / 32 sign words plus the scales: one per rank, or one per block.
+      const int64_t scales = block > 0 ? n / block : N;
+      EXPECT_EQ(world->stats().total_bytes() - before, 2 * (n / 8 + 4 * scales));
+      const float* got = mine.data_ptr<float>();
+      for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(got[i], expect[i]) << "step " << t << ", element " << i;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_FLOAT_EQ(we.data_ptr<float>()[i], sim.worker_error[me][i]) << "worker error " << i;
+      for (int64_t i = 0; i < n / N; ++i)
+        ASSERT_FLOAT_EQ(se.data_ptr<float>()[i], sim.server_error[me][i]) << "server error " << i;
+    }
   }
 }
 
@@ -225,14 +238,14 @@ TEST_F(GradCompressionTest, OnebitAllreduceMatchesASimulationOfEveryWorkerAndSer
 // of the ranks' means less the errors still held (the workers' mean and the servers').
 TEST_F(GradCompressionTest, OnebitErrorFeedbackKeepsTheSumOfWhatWasSent) {
   const int N = world->size(), me = world->rank();
-  const int64_t n = onebit_padding(N) * 4, chunk = n / N;
+  const int64_t n = onebit_padding(N, 0) * 4, chunk = n / N;
   Tensor we = zeros({n}), se = zeros({chunk});
   std::vector<double> sent(static_cast<size_t>(n), 0.0), meant(static_cast<size_t>(n), 0.0);
   for (int t = 0; t < 6; ++t) {
     const Tensor x = inputs_of(me, t, n);
     for (int j = 0; j < N; ++j)
       for (int64_t i = 0; i < n; ++i) meant[i] += static_cast<double>(input(j, t, i)) / N;
-    onebit_allreduce(*world, x, we, se);
+    onebit_allreduce(*world, x, we, se, 0);
     for (int64_t i = 0; i < n; ++i) sent[i] += x.data_ptr<float>()[i];
   }
   Tensor worker_mean = core::clone(we);
@@ -247,6 +260,47 @@ TEST_F(GradCompressionTest, OnebitErrorFeedbackKeepsTheSumOfWhatWasSent) {
   }
   EXPECT_LT(worst, 1e-5 * largest * 6) << "sum of results vs sum of means less the errors held";
   (void)chunk;
+}
+
+// An element whose variance froze near zero (an embedding row no batch of the warm-up held)
+// and that then gets a gradient: unbounded, 1-bit Adam steps it by lr x m / sqrt(v), orders of
+// magnitude past lr; with parallel.onebit_bound_update no element moves more than lr, and
+// elements with a settled variance step as without the bound.
+TEST_F(GradCompressionTest, OnebitBoundedUpdateStepsNoElementPastTheLearningRate) {
+  const int N = world->size();
+  const int64_t n = 2 * onebit_padding(N, 64);
+  const double lr = 1e-3;
+  auto run = [&](bool bound) {
+    Tensor p = zeros({n});
+    p.set_requires_grad(true);
+    optim::AdamWOptions o;
+    o.weight_decay = 0.0;
+    optim::AdamW adam({{"p", p}}, o);
+    OnebitAdam onebit({{"p", p}}, adam, *world, 1, 64, bound);
+    // Warm-up: the first half has had almost no gradient, the second half a settled one.
+    std::vector<float> g(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) g[static_cast<size_t>(i)] = i < n / 2 ? 1e-9f : (i % 2 ? 1.0f : -1.0f);
+    p.mutable_grad() = from_vector(g, {n});
+    adam.step(lr);
+    onebit.count_warmup_step();
+    const std::vector<float> before(p.data_ptr<float>(), p.data_ptr<float>() + n);
+    // Compressed: every element gets a gradient of the settled size.
+    for (int64_t i = 0; i < n; ++i) g[static_cast<size_t>(i)] = i % 2 ? 1.0f : -1.0f;
+    p.mutable_grad() = from_vector(g, {n});
+    onebit.step(lr);
+    double fresh = 0.0, settled = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double moved = std::abs(p.data_ptr<float>()[i] - before[static_cast<size_t>(i)]);
+      (i < n / 2 ? fresh : settled) = std::max(i < n / 2 ? fresh : settled, moved);
+    }
+    return std::make_pair(fresh, settled);
+  };
+  const auto [fresh_unbounded, settled_unbounded] = run(false);
+  const auto [fresh_bounded, settled_bounded] = run(true);
+  EXPECT_GT(fresh_unbounded, 100 * lr) << "the frozen near-zero variance should blow the step up without the bound";
+  EXPECT_LE(fresh_bounded, lr * (1 + 1e-5));
+  EXPECT_GT(fresh_bounded, 0.5 * lr);
+  EXPECT_NEAR(settled_bounded, settled_unbounded, 1e-6 * lr) << "a settled element steps as without the bound";
 }
 
 TEST_F(GradCompressionTest, Bf16AllReduceIsTheMeanWithinBf16AtHalfTheBytes) {
@@ -290,7 +344,7 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
       cfg.parallel.powersgd_rank = 4;
       cfg.parallel.powersgd_start_step = start;
       cfg.parallel.onebit_warmup_steps = start;
-      const int64_t pad = onebit_padding(N);
+      const int64_t pad = onebit_padding(N, 0);
       int64_t P = 0, powersgd = 0, onebit = 0, tensors = 0;
       for (const auto& [name, p] : models::build_model(cfg.model)->named_parameters()) {
         P += p.numel();
@@ -337,8 +391,9 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
 // parallelism and with ZeRO-1.
 TEST_F(GradCompressionTest, ResumeMidRunGivesTheUninterruptedLosses) {
   for (const int64_t stage : {0, 1})
-    for (const std::string kind : {"bf16", "powersgd", "onebit_adam"}) {
-      if (stage == 1 && kind == "onebit_adam") continue;
+    for (const std::string kind : {"bf16", "powersgd", "onebit_adam", "onebit_adam_blocks"}) {
+      const bool onebit = kind.rfind("onebit_adam", 0) == 0;
+      if (stage == 1 && onebit) continue;
       const std::string what = kind + ", ZeRO-" + std::to_string(stage);
       train::TrainConfig cfg = testing::tiny_run_config(dir);
       cfg.data.sampler = "sequential";
@@ -346,7 +401,11 @@ TEST_F(GradCompressionTest, ResumeMidRunGivesTheUninterruptedLosses) {
       cfg.train.eval_interval = 1000;
       cfg.train.checkpoint_interval = 1000;
       cfg.parallel.zero_stage = stage;
-      cfg.parallel.grad_compression = kind;
+      cfg.parallel.grad_compression = onebit ? "onebit_adam" : kind;
+      if (kind == "onebit_adam_blocks") {  // block scales and the bounded update
+        cfg.parallel.onebit_block = 64;
+        cfg.parallel.onebit_bound_update = true;
+      }
       cfg.parallel.powersgd_start_step = 3;
       cfg.parallel.onebit_warmup_steps = 3;
       cfg.train.out_dir = (dir / ("straight_" + kind + std::to_string(stage))).string();
@@ -421,6 +480,16 @@ TEST_F(GradCompressionTest, LayoutsCompressionDoesNotComposeWithAreRefusedByName
   o.tp = 2;
   EXPECT_THROW(check_layout(o, 4), Error);
   o.tp = 1;
+  EXPECT_NO_THROW(check_layout(o, 4));
+  o.onebit_block = 100;  // not a multiple of 32
+  try {
+    check_layout(o, 4);
+    FAIL() << "parallel.onebit_block = 100 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.onebit_block must be 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("got 100"), std::string::npos) << e.what();
+  }
+  o.onebit_block = 256;
   EXPECT_NO_THROW(check_layout(o, 4));
 }
 

@@ -28,7 +28,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "parallel.offload_optimizer",
       "parallel.hierarchical", "parallel.intra_host_gbps", "parallel.inter_host_gbps",
       "parallel.grad_compression", "parallel.powersgd_rank", "parallel.powersgd_start_step",
-      "parallel.onebit_warmup_steps", "parallel.auto", "parallel.auto_cluster",
+      "parallel.onebit_warmup_steps", "parallel.onebit_block", "parallel.onebit_bound_update", "parallel.auto", "parallel.auto_cluster",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
       "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads", "train.device",
       "train.flush_denormals", "train.max_runtime", "train.profile_step",
