@@ -11,12 +11,8 @@
 //                  precision). Data parallel: + 4 P for the buckets (the gradients exist twice
 //                  until the all-reduce makes them views). ZeRO-1: the flat fp32 buffer plus the
 //                  largest parameter's own gradient, folded in and freed one at a time; ZeRO
-//                  2-3: the 1/dp shard plus the buckets in flight at the end of the backward.
-//                  How many are in flight depends on when MPI completes each reduce-scatter
-//                  (polled as gradients arrive): ZeRO-2 is predicted at the bound, every
-//                  bucket (measured on small, 2 ranks: 0 to 14% below it, by run); ZeRO-3's
-//                  parts are released as they go, leaving the root's (the embedding's
-//                  gradient comes last) and one more.
+//                  2-3: the 1/dp shard plus the staged buckets at their peak (Note [Staged
+//                  buckets]: two adjacent ones, ZeRO-3's root part, the gradient being folded).
 //  optimizer_state AdamW's two moments, 8 P (ZeRO: 8 P / dp), + fp32 masters 4 P under mixed precision.
 //  gathered        ZeRO-3: the root part (embeddings, final norm, head: gathered through the whole
 //                  forward) and two blocks (the one running and the one prefetched).

@@ -24,6 +24,8 @@ train::TrainConfig tiny() {
   std::vector<std::string> o = named_config_overrides("tiny");
   for (std::string& s : o) s = s.substr(2);
   o.push_back("train.threads=1");
+  // Buckets of 2 MiB: ZeRO-2's gradients in several buckets (Note [Staged buckets]).
+  o.push_back("parallel.bucket_mb=2");
   EXPECT_TRUE(tree.apply_overrides(o, "test").is_ok());
   return cfg;
 }
@@ -33,7 +35,7 @@ std::vector<std::string> subset(int ranks) {
   if (ranks == 1)
     return {"dp1 tp1 pp1 zero0 ckpt=none b8 m1", "dp1 tp1 pp1 zero0 ckpt=selective b2 m4",
             "dp1 tp1 pp1 zero0 ckpt=full b1 m8"};
-  return {"dp2 tp1 pp1 zero1 ckpt=selective b2 m2", "dp2 tp1 pp1 zero3 ckpt=none b4 m1",
+  return {"dp2 tp1 pp1 zero1 ckpt=selective b2 m2", "dp2 tp1 pp1 zero2 ckpt=full b2 m2", "dp2 tp1 pp1 zero3 ckpt=none b4 m1",
           "dp1 tp2+sp pp1 zero0 ckpt=full b4 m2", "dp1 tp1 pp2 zero0 ckpt=none b2 m4",
           "dp1 tp1 pp2x2 zero0 ckpt=selective b1 m8"};
 }
@@ -64,6 +66,11 @@ TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) {
         std::printf("%-44s %-16s predicted %12.0f measured %12.0f (%+.2f%%)\n", layout.str().c_str(),
                     memory_category_name(cat), p, m, m > 0 ? 100.0 * (p / m - 1.0) : 0.0);
       EXPECT_LE(std::abs(p - m), 0.05 * m + 4096.0) << memory_category_name(cat);
+      // ZeRO 2-3 fold a bucket in at a fixed point (Note [Staged buckets]): their staged
+      // gradients peak at a defined number, whatever MPI's timing.
+      if (cat == MemoryCategory::kGradient && layout.zero_stage >= 2) {
+        EXPECT_LE(std::abs(p - m), 4096.0) << "ZeRO-" << layout.zero_stage << "'s staged gradients";
+      }
     }
   }
   EXPECT_EQ(checked, static_cast<int>(names.size())) << "a layout of the subset is no longer listed";
