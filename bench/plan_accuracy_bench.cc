@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
       j["memory"] = cats;
       j["memory_worst_error"] = worst;
       j["step_s"] = {{"predicted", predicted.time.step_s()}, {"measured", measured.value().step_s},
-                     {"measured_cpu", measured.value().step_cpu_s},
+                     {"measured_cpu", measured.value().step_cpu_s}, {"measured_comm_wait", measured.value().comm_wait_s},
+                     {"predicted_split", {{"compute", predicted.time.compute_s}, {"exposed_comm", predicted.time.exposed_comm_s},
+                                          {"bubble", predicted.time.bubble_s}}},
                      {"error", predicted.time.step_s() / measured.value().step_s - 1.0}};
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
