@@ -6,7 +6,7 @@ writes one JSON table: per layout, the predicted and measured peak bytes per all
 category and step time (the fastest measured step's wall and CPU time), with the errors.
 
 Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/plan_accuracy.json
-         [--runs small:1,small:2,tiny:4,124M:1] [--steps 3] [--only SUBSTRING] [--no-calibrate]
+         [--runs small:1,small:2,tiny:4,124M:1] [--steps 3] [--only SUBSTRING] [--stride K] [--no-calibrate]
          [--set section.key=value ...]
        bench/plan_accuracy.py --build build --out TABLE.json --repredict small:1=calib1.toml,small:2=calib2.toml
          (the measured rows of TABLE.json predicted again by this build's planner: a markdown table)
@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="section.key=value for every run (e.g. precision.dtype=bf16)")
     ap.add_argument("--tag", default="", help="a label stored in each row (e.g. bf16)")
     ap.add_argument("--only", default="")
+    ap.add_argument("--stride", type=int, default=1, help="every K-th listed layout (a sample)")
     ap.add_argument("--repredict", default="")
     args = ap.parse_args()
     if args.repredict:
@@ -100,6 +101,8 @@ def main():
                 cmd += ["--cluster", str(calib)]
             if args.only:
                 cmd += ["--only", args.only]
+            if args.stride > 1:
+                cmd += ["--stride", str(args.stride)]
             print(" ".join(cmd), file=sys.stderr, flush=True)
             with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
                 for line in p.stdout:

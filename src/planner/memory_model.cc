@@ -65,6 +65,12 @@ int64_t sum(const std::vector<int64_t>& v) {
   return n;
 }
 
+// The ranks sharing a saved activation: tensor parallelism's split ones, and under sequence
+// parallelism every one but those kept gathered.
+double split_of(const SavedActivation& a, const Layout& l) {
+  return a.tp_split || (l.sequence_parallel && !a.sp_gathered) ? static_cast<double>(l.tp) : 1.0;
+}
+
 // Bytes per token of a list of saved activations under `mode` ("full": the first entry only).
 double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std::string& mode, const Layout& l,
                              int64_t E) {
@@ -73,8 +79,7 @@ double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std
     const SavedActivation& a = list[i];
     const bool kept = mode == "full" ? i == 0 : mode == "selective" ? a.kept_selective : a.kept_none;
     if (!kept) continue;
-    const double split = a.tp_split || l.sequence_parallel ? static_cast<double>(l.tp) : 1.0;
-    bytes += static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split;
+    bytes += static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
   }
   return bytes;
 }
@@ -94,8 +99,7 @@ double recompute_working_set(const ModelShapes& shapes, const std::string& mode,
   double per_token = 0.0, largest = 0.0;
   for (size_t i = 0; i < shapes.block.size(); ++i) {
     const SavedActivation& a = shapes.block[i];
-    const double split = a.tp_split || l.sequence_parallel ? tp : 1.0;
-    const double bytes = static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split;
+    const double bytes = static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
     const bool kept = mode == "full" ? i == 0 : a.kept_selective;
     if (a.kept_none && !kept) per_token += bytes;  // rerun
     if (a.kept_none) largest = std::max(largest, bytes);
@@ -246,8 +250,8 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
                                        (tied && l.pp == 1 ? vc : 0.0);
     if (s.last) {
       // Note [The fused head's peak]
-      const double seq_split = l.sequence_parallel ? static_cast<double>(l.tp) : 1.0;
-      double head = saved_bytes_per_token(shapes.head, "none", l, E) + static_cast<double>(C * E) / seq_split;  // + dx
+      // + dx, of the head's input: gathered under sequence parallelism, like the input.
+      double head = saved_bytes_per_token(shapes.head, "none", l, E) + static_cast<double>(C * E);
       // The end of the backward: a tied head's dw, its scaled copy and the embedding's dense
       // gradient (this rank's vocabulary rows); untied or on a pipeline's last stage, two.
       double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc;
