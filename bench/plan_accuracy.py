@@ -10,6 +10,8 @@ Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/pla
          [--set section.key=value ...]
        bench/plan_accuracy.py --build build --out TABLE.json --repredict small:1=calib1.toml,small:2=calib2.toml
          (the measured rows of TABLE.json predicted again by this build's planner: a markdown table)
+       bench/plan_accuracy.py --build build --out TABLE.json --repredict-memory small:2 [--set ... --tag ...]
+         (the rows' predicted memory again, in place)
 Times: 1 thread per rank, wall clock (Note [Measured step time] in src/planner/measure.cc): time
 only on a quiet machine. Memory (peak allocator bytes) does not depend on load: --steps 1
 --no-calibrate measures it anywhere.
@@ -67,6 +69,34 @@ def repredict(args):
     return 0
 
 
+def repredict_memory(args):
+    """The rows' predicted memory again, from this build's `trident plan --json` (measured kept)."""
+    out_path = pathlib.Path(args.out)
+    rows = json.loads(out_path.read_text())["rows"]
+    for run in args.repredict_memory.split(","):
+        config, ranks = run.split(":")
+        label = f"{config}/{args.tag}" if args.tag else config
+        plan = json.loads(subprocess.run(
+            [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--ranks", ranks, "--json", "--top", "100000"] +
+            CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set],
+            check=True, capture_output=True, text=True).stdout)
+        by_name = {c["name"]: c for c in plan["ranked"]}
+        for r in rows:
+            if r["config"] != label or r["ranks"] != int(ranks) or r["layout"] not in by_name:
+                continue
+            worst = 0.0
+            for cat, v in r["memory"].items():
+                v["predicted"] = float(by_name[r["layout"]]["memory_bytes"][cat])
+                m = v["measured"]
+                v["error"] = (v["predicted"] - m) / m if m > 0 else (1.0 if v["predicted"] > 0 else 0.0)
+                worst = max(worst, abs(v["error"]))
+            r["memory_worst_error"] = worst
+    tmp_out = out_path.with_suffix(".tmp")
+    tmp_out.write_text(json.dumps({"rows": rows}, indent=1))
+    os.replace(tmp_out, out_path)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -79,9 +109,13 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--stride", type=int, default=1, help="every K-th listed layout (a sample)")
     ap.add_argument("--repredict", default="")
+    ap.add_argument("--repredict-memory", default="",
+                    help="config:ranks,...: the rows' predicted memory again from this build (with --set/--tag)")
     args = ap.parse_args()
     if args.repredict:
         return repredict(args)
+    if args.repredict_memory:
+        return repredict_memory(args)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     build = pathlib.Path(args.build)
     out_path = pathlib.Path(args.out)
