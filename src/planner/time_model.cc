@@ -73,10 +73,21 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     auto [t, re] = block_seconds(static_cast<double>(blocks));
     if (r == l.pp - 1) {
       t += tokens * 3.0 * head_mm / gemm;
-      // A vocabulary-parallel loss materializes its (tokens, V / tp) f32 logits: written by the
-      // head's product, read for the maxima, read for the sums, read and written for their
-      // gradient, read by the backward's products (the fused loss of tp = 1 keeps its chunks in cache).
-      if (l.tp > 1) t += tokens * 6.0 * 4.0 * static_cast<double>(s.head_matmul.second) / tp / mem_rate;
+      // Note [The vocabulary-parallel loss's time]
+      // A vocabulary-parallel loss (parallel/tp_collectives.cc) materializes its (tokens, V / tp)
+      // f32 logits and passes over them apart from the products: the maxima, the sums of exp
+      // and the gradient (exp again), in double precision on the CPU. On small tp=2 runs
+      // that was most of what TP cost beyond the model (CPU time 3.71 s against data
+      // parallelism's 3.35 s for the same batch), so calibrate times those passes per logit;
+      // uncalibrated (a GPU's cluster file), four passes over memory (read for the maxima and
+      // the sums, read and written for the gradient). The fused loss of tp = 1 keeps its
+      // chunks in cache (in the head's GEMM time).
+      if (l.tp > 1) {
+        const double logits = tokens * static_cast<double>(s.head_matmul.second) / tp;
+        const double per_logit = cluster.device.vocab_loss_ns_per_logit > 0.0 ? cluster.device.vocab_loss_ns_per_logit * 1e-9
+                                                                               : 4.0 * 4.0 / mem_rate;
+        t += logits * per_logit;
+      }
     }
     if (t > stage_s) {
       stage_s = t;
