@@ -208,7 +208,9 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     if (l.zero_stage == 0) {
       double g = 4.0 * static_cast<double>(P);
       if (comm) g += 4.0 * static_cast<double>(P);
-      if (run.mixed()) g += static_cast<double>(E * p_max);
+      // Mixed precision: the compute-dtype gradient being added to the f32 one, and with
+      // accumulation the f32 sum made beside the old one (AccumulateGrad adds out of place).
+      if (run.mixed()) g += static_cast<double>(E * p_max) + (l.accum > 1 ? 4.0 * static_cast<double>(p_max) : 0.0);
       // A checkpointed block's rerun takes its input as a leaf, whose gradient (and the one the
       // next block's rerun hands back) is a gradient: two beside the first micro-batch's.
       if (l.checkpointing != "none" && l.accum > 1)
@@ -243,18 +245,20 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     act += 16.0 * static_cast<double>(l.micro_batch * T * l.accum);  // every micro-batch's ids and targets (int64)
     if (!s.first) act += static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);  // receive buffer
     const double vc = 4.0 * static_cast<double>(head_rows * C);
+    // The head's dw as the backward hands it on: f32, or cast to the compute dtype.
+    const double vc_e = static_cast<double>(head_rows * C * E);
     // Note [The recompute peak]: a checkpointed block's backward, after what the forward kept.
     const double recompute = mode == "none" || s.blocks == 0
                                  ? 0.0
                                  : act + recompute_working_set(shapes, mode, l, E, tokens) +
-                                       (tied && l.pp == 1 ? vc : 0.0);
+                                       (tied && l.pp == 1 ? vc_e : 0.0);
     if (s.last) {
       // Note [The fused head's peak]
       // + dx, of the head's input: gathered under sequence parallelism, like the input.
       double head = saved_bytes_per_token(shapes.head, "none", l, E) + static_cast<double>(C * E);
       // The end of the backward: a tied head's dw, its scaled copy and the embedding's dense
       // gradient (this rank's vocabulary rows); untied or on a pipeline's last stage, two.
-      double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc;
+      double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc_e;
       // With the embedding here, its other tables' gradients reduced over the batch (GPT-2's
       // positions: (T, C) f32) join them.
       if (s.first)
@@ -267,7 +271,11 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       } else {
         const double rows = static_cast<double>(std::min(ops::linear_cross_entropy_chunk_rows(V, run.on_device), tokens));
         const double forward = act + static_cast<double>(tokens) * head + vc + rows * static_cast<double>(V * E);
-        act = std::max(forward, backward_end);
+        // The backward's start, everything the forward kept still alive: the forward's dw, its
+        // scaled copy and, under mixed precision, that cast to the compute dtype.
+        const double backward_start =
+            act + static_cast<double>(tokens) * head + 2.0 * vc + (run.mixed() ? vc_e : 0.0);
+        act = std::max({forward, backward_start, backward_end});
       }
     }
     raise(MemoryCategory::kActivation, std::max(act, recompute));

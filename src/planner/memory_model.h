@@ -24,9 +24,12 @@
 // Note [The fused head's peak]
 // The fused LM head + loss (ops/loss.h) computes its gradients in the forward: the peak is
 // there, with every saved activation, its (V, C) fp32 dw, one chunk of logits (min(rows, R) x V
-// in the compute dtype, R from Note [Head chunks]) and dx; or at the end of the backward, when
-// a tied head's dw, its scaled copy and the embedding's dense gradient are all alive (3 (V, C)
-// fp32; untied, or on a pipeline's last stage without the embedding, 2), whichever is larger.
+// in the compute dtype, R from Note [Head chunks]) and dx; or at the backward's start, where
+// everything the forward kept meets the dw's scaled copy (and under mixed precision that copy
+// cast to the compute dtype); or at the end of the backward, when a tied head's dw, its scaled
+// copy and the embedding's dense gradient are all alive (3 (V, C) in the compute dtype, with
+// GPT-2's (T, C) position gradient; untied, or on a pipeline's last stage without the
+// embedding, 2), whichever is largest.
 // A vocabulary-parallel loss (tp > 1) keeps its logits and their gradient, 2 (tokens, V / tp)
 // fp32, instead of the forward's dw and chunk; its backward's end holds the same buffers for
 // this rank's V / tp rows.

@@ -17,7 +17,8 @@
 namespace trident::planner {
 namespace {
 
-train::TrainConfig tiny() {
+// The tiny config with `extra` overrides.
+train::TrainConfig tiny(const std::vector<std::string>& extra = {}) {
   train::TrainConfig cfg;
   config::ConfigTree tree;
   cfg.bind(tree);
@@ -26,6 +27,7 @@ train::TrainConfig tiny() {
   o.push_back("train.threads=1");
   // Buckets of 2 MiB: ZeRO-2's gradients in several buckets (Note [Staged buckets]).
   o.push_back("parallel.bucket_mb=2");
+  o.insert(o.end(), extra.begin(), extra.end());
   EXPECT_TRUE(tree.apply_overrides(o, "test").is_ok());
   return cfg;
 }
@@ -40,14 +42,13 @@ std::vector<std::string> subset(int ranks) {
           "dp1 tp1 pp2x2 zero0 ckpt=selective b1 m8"};
 }
 
-TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) {
+// Measures the layouts of `cfg` named in `names` and compares every category.
+void check(const train::TrainConfig& cfg, const std::vector<std::string>& names) {
   std::shared_ptr<comm::Communicator> world(comm::MpiRuntime::world());
-  const train::TrainConfig cfg = tiny();
   const RunSpec run = run_spec(cfg);
   SearchSpace space;
   space.ranks = world->size();
   const std::vector<Layout> listed = enumerate_layouts(run, space);
-  const std::vector<std::string> names = subset(world->size());
   int checked = 0;
   for (const Layout& layout : listed) {
     if (std::find(names.begin(), names.end(), layout.str()) == names.end()) continue;
@@ -74,6 +75,18 @@ TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) {
     }
   }
   EXPECT_EQ(checked, static_cast<int>(names.size())) << "a layout of the subset is no longer listed";
+}
+
+TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) { check(tiny(), subset(comm::MpiRuntime::world()->size())); }
+
+// bf16 (f32 masters, bf16 parameters, gradients cast and accumulated out of place) and LLaMA
+// with an untied head, one layout each per job.
+TEST(MemoryModel, MixedPrecisionAndAnUntiedHead) {
+  const bool one = comm::MpiRuntime::world()->size() == 1;
+  check(tiny({"precision.dtype=bf16"}),
+        {one ? "dp1 tp1 pp1 zero0 ckpt=none b1 m8" : "dp2 tp1 pp1 zero0 ckpt=none b1 m4"});
+  check(tiny({"model.arch=llama", "model.tie_word_embeddings=false"}),
+        {one ? "dp1 tp1 pp1 zero0 ckpt=full b2 m4" : "dp1 tp2 pp1 zero0 ckpt=full b2 m4"});
 }
 
 }  // namespace
