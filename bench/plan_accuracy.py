@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The planner's predictions against the trainer's measurements (issue #24): runs
 bench/plan_accuracy_bench on every listed layout of each config on 1, 2 and 4 ranks
-(mpirun --oversubscribe past 1), with `trident calibrate`'s file for that rank count, and
+(mpirun --oversubscribe past 1), with `trident calibrate`'s file for that rank count (kept beside --out as
+calib_CONFIG_RANKS.toml), and
 writes one JSON table: per layout, the predicted and measured peak bytes per allocator
 category and step time (the fastest measured step's wall and CPU time), with the errors.
 
@@ -22,7 +23,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
 
 CONFIG_FLAGS = {
     "tiny": "--model.n_layer=4 --model.n_embd=256 --model.n_head=4 --model.block_size=256 --data.seq_len=256 --data.batch_size=8",
@@ -121,40 +121,40 @@ def main():
     out_path = pathlib.Path(args.out)
     rows = json.loads(out_path.read_text())["rows"] if out_path.exists() else []
     done = {(r["config"], r["ranks"], r["layout"]) for r in rows}
-    with tempfile.TemporaryDirectory() as tmp:
-        for run in args.runs.split(","):
-            config, ranks = run.split(":")
-            ranks = int(ranks)
-            flags = CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set]
-            cmd = mpi(ranks) + [str(build / "bench/plan_accuracy_bench"), "--config", config,
-                                "--steps", str(args.steps), "--train.threads=1"] + ["--" + kv for kv in args.set]
-            if not args.no_calibrate:
-                calib = pathlib.Path(tmp) / f"calib_{config}_{ranks}.toml"
-                subprocess.run(mpi(ranks) + [str(build / "apps/trident"), "calibrate", "--out", str(calib)] + flags,
-                               check=True, env=env, stdout=subprocess.DEVNULL)
-                cmd += ["--cluster", str(calib)]
-            if args.only:
-                cmd += ["--only", args.only]
-            if args.stride > 1:
-                cmd += ["--stride", str(args.stride)]
-            print(" ".join(cmd), file=sys.stderr, flush=True)
-            with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
-                for line in p.stdout:
-                    row = json.loads(line)
-                    if args.tag:
-                        row["config"] = f"{config}/{args.tag}"
-                    if (row["config"], row["ranks"], row["layout"]) in done:
-                        continue
-                    rows.append(row)
-                    s = row["step_s"]
-                    print(f"{config:5} np{ranks} {row['layout']:44} memory worst {row['memory_worst_error']:+.3f} "
-                          f"step predicted {s['predicted']:.2f}s measured {s['measured']:.2f}s "
-                          f"(cpu {s['measured_cpu']:.2f}s, comm wait {s['measured_comm_wait']:.2f}s)",
-                          file=sys.stderr, flush=True)
-                    out_path.parent.mkdir(parents=True, exist_ok=True)
-                    tmp_out = out_path.with_suffix(".tmp")
-                    tmp_out.write_text(json.dumps({"rows": rows}, indent=1))
-                    os.replace(tmp_out, out_path)
+    for run in args.runs.split(","):
+        config, ranks = run.split(":")
+        ranks = int(ranks)
+        flags = CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set]
+        cmd = mpi(ranks) + [str(build / "bench/plan_accuracy_bench"), "--config", config,
+                            "--steps", str(args.steps), "--train.threads=1"] + ["--" + kv for kv in args.set]
+        if not args.no_calibrate:
+            calib = out_path.parent / f"calib_{config}_{ranks}.toml"  # kept for --repredict
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(mpi(ranks) + [str(build / "apps/trident"), "calibrate", "--out", str(calib)] + flags,
+                           check=True, env=env, stdout=subprocess.DEVNULL)
+            cmd += ["--cluster", str(calib)]
+        if args.only:
+            cmd += ["--only", args.only]
+        if args.stride > 1:
+            cmd += ["--stride", str(args.stride)]
+        print(" ".join(cmd), file=sys.stderr, flush=True)
+        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
+            for line in p.stdout:
+                row = json.loads(line)
+                if args.tag:
+                    row["config"] = f"{config}/{args.tag}"
+                if (row["config"], row["ranks"], row["layout"]) in done:
+                    continue
+                rows.append(row)
+                s = row["step_s"]
+                print(f"{config:5} np{ranks} {row['layout']:44} memory worst {row['memory_worst_error']:+.3f} "
+                      f"step predicted {s['predicted']:.2f}s measured {s['measured']:.2f}s "
+                      f"(cpu {s['measured_cpu']:.2f}s, comm wait {s['measured_comm_wait']:.2f}s)",
+                      file=sys.stderr, flush=True)
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                tmp_out = out_path.with_suffix(".tmp")
+                tmp_out.write_text(json.dumps({"rows": rows}, indent=1))
+                os.replace(tmp_out, out_path)
     return 0
 
 
