@@ -266,7 +266,9 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
           if (p.block == CausalLM::kEmbedding && p.shape.size() == 2 && p.shape[0] != V)
             backward_end += 4.0 * static_cast<double>(std::min(T, p.shape[0]) * p.shape[1]);
       if (l.tp > 1) {
-        head += 2.0 * 4.0 * static_cast<double>(head_rows);  // vocabulary-parallel logits and their gradient
+        // Vocabulary-parallel logits and their gradient, f32, and under mixed precision the
+        // product's logits in the compute dtype beside them.
+        head += (2.0 * 4.0 + (run.mixed() ? static_cast<double>(E) : 0.0)) * static_cast<double>(head_rows);
         act = std::max(act + static_cast<double>(tokens) * head, backward_end);
       } else {
         const double rows = static_cast<double>(std::min(ops::linear_cross_entropy_chunk_rows(V, run.on_device), tokens));

@@ -43,13 +43,13 @@ ModelShapes model_shapes(const GPT2Config& cfg) {
       {"qkv", 3 * C, false, true, true, true},
       {"attention output (c_proj's input)", C, false, true},
       {"attention log-sum-exp", NH, true, true},
-      {"attn.c_proj output", C, false, false, false, true},
+      {"attn.c_proj output", C, false, false, false, true, true},
       {"residual (ln_2's input)", C},
       {"ln_2 statistics", 2, true},
       {"ln_2 output (c_fc's input)", C, false, false, true, false, true},
       {"c_fc output (GELU's input)", 4 * C, false, true, true, true},
       {"GELU output (c_proj's input)", 4 * C, false, true},
-      {"mlp.c_proj output", C, false, false, false, true},
+      {"mlp.c_proj output", C, false, false, false, true, true},
   };
   s.head = {
       {"final input (ln_f's)", C},

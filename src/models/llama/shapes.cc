@@ -50,14 +50,14 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
       {"v", KV, false, true, true, true},
       {"attention output (o_proj's input)", Q, false, true},
       {"attention log-sum-exp", NH, true, true},
-      {"o_proj output", C, false, false, false, true},
+      {"o_proj output", C, false, false, false, true, true},
       {"residual (post_attention_layernorm's input)", C},
       {"post_attention_layernorm statistics", 1, true},
       {"post_attention_layernorm output (the MLP's input)", C, false, false, true, false, true},
       {"gate", I, false, true, true, true},
       {"up", I, false, true, true, true},
       {"SwiGLU output (down_proj's input)", I, false, true},
-      {"down_proj output", C, false, false, false, true},
+      {"down_proj output", C, false, false, false, true, true},
   };
   s.head = {
       {"final input (norm's)", C},
