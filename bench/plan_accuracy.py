@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """The planner's predictions against the trainer's measurements (issue #24): runs
 bench/plan_accuracy_bench on every listed layout of each config on 1, 2 and 4 ranks
-(mpirun --oversubscribe past 1), with `trident calibrate`'s file for that rank count, and
+(mpirun --oversubscribe past 1), with `trident calibrate`'s file for that rank count (kept beside --out as
+calib_CONFIG_RANKS.toml), and
 writes one JSON table: per layout, the predicted and measured peak bytes per allocator
 category and step time (the fastest measured step's wall and CPU time), with the errors.
 
 Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/plan_accuracy.json
-         [--runs small:1,small:2,tiny:4,124M:1] [--steps 2] [--only SUBSTRING]
+         [--runs small:1,small:2,tiny:4,124M:1] [--steps 3] [--only SUBSTRING] [--stride K] [--no-calibrate]
+         [--set section.key=value ...]
        bench/plan_accuracy.py --build build --out TABLE.json --repredict small:1=calib1.toml,small:2=calib2.toml
          (the measured rows of TABLE.json predicted again by this build's planner: a markdown table)
-Times: 1 thread per rank; on a shared machine compare the CPU times (Note [Measured step time]).
+       bench/plan_accuracy.py --build build --out TABLE.json --repredict-memory small:2 [--set ... --tag ...]
+         (the rows' predicted memory again, in place)
+Times: 1 thread per rank, wall clock (Note [Measured step time] in src/planner/measure.cc): time
+only on a quiet machine. Memory (peak allocator bytes) does not depend on load: --steps 1
+--no-calibrate measures it anywhere.
 """
 import argparse
 import json
@@ -17,7 +23,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
 
 CONFIG_FLAGS = {
     "tiny": "--model.n_layer=4 --model.n_embd=256 --model.n_head=4 --model.block_size=256 --data.seq_len=256 --data.batch_size=8",
@@ -36,7 +41,7 @@ def repredict(args):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     rows = json.loads(pathlib.Path(args.out).read_text())["rows"]
     calib = dict(item.split("=") for item in args.repredict.split(","))
-    print("| config | ranks | layout | worst memory error | predicted step (s) | measured CPU (s) | error |")
+    print("| config | ranks | layout | worst memory error | predicted step (s) | measured step (s) | error |")
     print("|---|---|---|---|---|---|---|")
     for key, file in calib.items():
         config, ranks = key.split(":")
@@ -47,20 +52,48 @@ def repredict(args):
         by_name = {c["name"]: c for c in plan["ranked"]}
         measured = [r for r in rows if r["config"] == config and r["ranks"] == int(ranks) and r["layout"] in by_name]
         best_pred = min(measured, key=lambda r: by_name[r["layout"]]["time_s"]["step"], default=None)
-        best_meas = min(measured, key=lambda r: r["step_s"]["measured_cpu"], default=None)
+        best_meas = min(measured, key=lambda r: r["step_s"]["measured"], default=None)
         for r in measured:
             c = by_name[r["layout"]]
             worst = 0.0
             for cat, v in r["memory"].items():
                 p, m = c["memory_bytes"][cat], v["measured"]
                 worst = max(worst, abs(p - m) / m if m > 0 else (1.0 if p > 0 else 0.0))
-            t, m = c["time_s"]["step"], r["step_s"]["measured_cpu"]
+            t, m = c["time_s"]["step"], r["step_s"]["measured"]
             print(f"| {config} | {ranks} | {r['layout']} | {worst:.3f} | {t:.2f} | {m:.2f} | {t / m - 1:+.3f} |")
         if best_pred:
             print(f"\n{config} on {ranks}: predicted best {best_pred['layout']} measured "
-                  f"{best_pred['step_s']['measured_cpu']:.2f} s; measured best {best_meas['layout']} "
-                  f"{best_meas['step_s']['measured_cpu']:.2f} s "
-                  f"({best_meas['step_s']['measured_cpu'] / best_pred['step_s']['measured_cpu'] - 1:+.3f} tokens/s)\n")
+                  f"{best_pred['step_s']['measured']:.2f} s; measured best {best_meas['layout']} "
+                  f"{best_meas['step_s']['measured']:.2f} s (the predicted best's tokens/s "
+                  f"{best_meas['step_s']['measured'] / best_pred['step_s']['measured'] - 1:+.3f} from the best's)\n")
+    return 0
+
+
+def repredict_memory(args):
+    """The rows' predicted memory again, from this build's `trident plan --json` (measured kept)."""
+    out_path = pathlib.Path(args.out)
+    rows = json.loads(out_path.read_text())["rows"]
+    for run in args.repredict_memory.split(","):
+        config, ranks = run.split(":")
+        label = f"{config}/{args.tag}" if args.tag else config
+        plan = json.loads(subprocess.run(
+            [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--ranks", ranks, "--json", "--top", "100000"] +
+            CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set],
+            check=True, capture_output=True, text=True).stdout)
+        by_name = {c["name"]: c for c in plan["ranked"]}
+        for r in rows:
+            if r["config"] != label or r["ranks"] != int(ranks) or r["layout"] not in by_name:
+                continue
+            worst = 0.0
+            for cat, v in r["memory"].items():
+                v["predicted"] = float(by_name[r["layout"]]["memory_bytes"][cat])
+                m = v["measured"]
+                v["error"] = (v["predicted"] - m) / m if m > 0 else (1.0 if v["predicted"] > 0 else 0.0)
+                worst = max(worst, abs(v["error"]))
+            r["memory_worst_error"] = worst
+    tmp_out = out_path.with_suffix(".tmp")
+    tmp_out.write_text(json.dumps({"rows": rows}, indent=1))
+    os.replace(tmp_out, out_path)
     return 0
 
 
@@ -69,44 +102,59 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", default="tiny:1,tiny:2,tiny:4,small:1,small:2,small:4,124M:1,124M:2,124M:4")
-    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--no-calibrate", action="store_true", help="memory only: predict with the local cluster's defaults")
+    ap.add_argument("--set", action="append", default=[], help="section.key=value for every run (e.g. precision.dtype=bf16)")
+    ap.add_argument("--tag", default="", help="a label stored in each row (e.g. bf16)")
     ap.add_argument("--only", default="")
+    ap.add_argument("--stride", type=int, default=1, help="every K-th listed layout (a sample)")
     ap.add_argument("--repredict", default="")
+    ap.add_argument("--repredict-memory", default="",
+                    help="config:ranks,...: the rows' predicted memory again from this build (with --set/--tag)")
     args = ap.parse_args()
     if args.repredict:
         return repredict(args)
+    if args.repredict_memory:
+        return repredict_memory(args)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     build = pathlib.Path(args.build)
     out_path = pathlib.Path(args.out)
     rows = json.loads(out_path.read_text())["rows"] if out_path.exists() else []
     done = {(r["config"], r["ranks"], r["layout"]) for r in rows}
-    with tempfile.TemporaryDirectory() as tmp:
-        for run in args.runs.split(","):
-            config, ranks = run.split(":")
-            ranks = int(ranks)
-            flags = CONFIG_FLAGS[config].split() + ["--train.threads=1"]
-            calib = pathlib.Path(tmp) / f"calib_{config}_{ranks}.toml"
+    for run in args.runs.split(","):
+        config, ranks = run.split(":")
+        ranks = int(ranks)
+        flags = CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set]
+        cmd = mpi(ranks) + [str(build / "bench/plan_accuracy_bench"), "--config", config,
+                            "--steps", str(args.steps), "--train.threads=1"] + ["--" + kv for kv in args.set]
+        if not args.no_calibrate:
+            calib = out_path.parent / f"calib_{config}_{ranks}.toml"  # kept for --repredict
+            out_path.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(mpi(ranks) + [str(build / "apps/trident"), "calibrate", "--out", str(calib)] + flags,
                            check=True, env=env, stdout=subprocess.DEVNULL)
-            cmd = mpi(ranks) + [str(build / "bench/plan_accuracy_bench"), "--config", config, "--cluster", str(calib),
-                                "--steps", str(args.steps), "--train.threads=1"]
-            if args.only:
-                cmd += ["--only", args.only]
-            print(" ".join(cmd), file=sys.stderr, flush=True)
-            with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
-                for line in p.stdout:
-                    row = json.loads(line)
-                    if (row["config"], row["ranks"], row["layout"]) in done:
-                        continue
-                    rows.append(row)
-                    s = row["step_s"]
-                    print(f"{config:5} np{ranks} {row['layout']:44} memory worst {row['memory_worst_error']:+.3f} "
-                          f"step predicted {s['predicted']:.2f}s cpu {s['measured_cpu']:.2f}s wall {s['measured']:.2f}s",
-                          file=sys.stderr, flush=True)
-                    out_path.parent.mkdir(parents=True, exist_ok=True)
-                    tmp_out = out_path.with_suffix(".tmp")
-                    tmp_out.write_text(json.dumps({"rows": rows}, indent=1))
-                    os.replace(tmp_out, out_path)
+            cmd += ["--cluster", str(calib)]
+        if args.only:
+            cmd += ["--only", args.only]
+        if args.stride > 1:
+            cmd += ["--stride", str(args.stride)]
+        print(" ".join(cmd), file=sys.stderr, flush=True)
+        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
+            for line in p.stdout:
+                row = json.loads(line)
+                if args.tag:
+                    row["config"] = f"{config}/{args.tag}"
+                if (row["config"], row["ranks"], row["layout"]) in done:
+                    continue
+                rows.append(row)
+                s = row["step_s"]
+                print(f"{config:5} np{ranks} {row['layout']:44} memory worst {row['memory_worst_error']:+.3f} "
+                      f"step predicted {s['predicted']:.2f}s measured {s['measured']:.2f}s "
+                      f"(cpu {s['measured_cpu']:.2f}s, comm wait {s['measured_comm_wait']:.2f}s)",
+                      file=sys.stderr, flush=True)
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                tmp_out = out_path.with_suffix(".tmp")
+                tmp_out.write_text(json.dumps({"rows": rows}, indent=1))
+                os.replace(tmp_out, out_path)
     return 0
 
 

@@ -4,7 +4,8 @@
 // (planner/measure.h), as JSON lines on rank 0, one per layout.
 //
 // Usage: plan_accuracy_bench [--config tiny|small|124M] [--cluster FILE (calibrated: trident calibrate)]
-//          [--steps N] [--only SUBSTRING] [--limit N] [--section.key=value ...]
+//          [--steps N] [--only SUBSTRING] [--limit N] [--stride K] [--section.key=value ...]
+// --stride K measures every K-th listed layout (a sample, where running them all takes too long).
 // Step times are each layout's fastest measured step (Note [Measured step time]).
 #include <cstdio>
 #include <string>
@@ -22,7 +23,7 @@ using namespace trident;
 
 int main(int argc, char** argv) {
   std::string config = "tiny", cluster_file, only;
-  int64_t steps = 2, limit = 0;
+  int64_t steps = 2, limit = 0, stride = 1;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::stoll(next());
     else if (a == "--only") only = next();
     else if (a == "--limit") limit = std::stoll(next());
+    else if (a == "--stride") stride = std::max<int64_t>(1, std::stoll(next()));
     else if (a.starts_with("--") && a.find('=') != std::string::npos) overrides.push_back(a.substr(2));
     else {
       std::fprintf(stderr, "plan_accuracy_bench: unknown argument %s\n", a.c_str());
@@ -65,9 +67,10 @@ int main(int argc, char** argv) {
     const planner::RunSpec run = planner::run_spec(cfg);
     planner::SearchSpace space;
     space.ranks = ranks;
-    int64_t done = 0;
+    int64_t done = 0, matched = 0;
     for (const planner::Layout& layout : planner::enumerate_layouts(run, space)) {
       if (!only.empty() && layout.str().find(only) == std::string::npos) continue;
+      if (matched++ % stride != 0) continue;
       if (limit > 0 && done >= limit) break;
       ++done;
       const planner::Candidate predicted = planner::evaluate(run, layout, cluster, world != nullptr);
@@ -94,7 +97,9 @@ int main(int argc, char** argv) {
       j["memory"] = cats;
       j["memory_worst_error"] = worst;
       j["step_s"] = {{"predicted", predicted.time.step_s()}, {"measured", measured.value().step_s},
-                     {"measured_cpu", measured.value().step_cpu_s},
+                     {"measured_cpu", measured.value().step_cpu_s}, {"measured_comm_wait", measured.value().comm_wait_s},
+                     {"predicted_split", {{"compute", predicted.time.compute_s}, {"exposed_comm", predicted.time.exposed_comm_s},
+                                          {"bubble", predicted.time.bubble_s}}},
                      {"error", predicted.time.step_s() / measured.value().step_s - 1.0}};
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);

@@ -34,6 +34,10 @@ struct SavedActivation {
   bool tp_split = false;    // in the tensor-parallel region: each of tp ranks keeps 1/tp of it
   bool kept_none = true;    // kept without checkpointing
   bool kept_selective = false;
+  // Under sequence parallelism the rank keeps it whole along the sequence: a column-parallel
+  // product's input (the norm's output after the all-gather) or a row-parallel product's
+  // output (kept by "selective" before its reduce-scatter).
+  bool sp_gathered = false;
 };
 
 struct ModelShapes {

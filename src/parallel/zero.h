@@ -199,6 +199,9 @@ class ZeroOptimizer : public nn::PartHooks {
   std::vector<int64_t> flat_offset_;  // param -> offset in the flat buffer
   std::vector<size_t> bucket_of_;
   std::vector<bool> arrived_;         // got a gradient since the step began
+  // Stages 2-3: the bucket whose reduce-scatter was posted last and is not folded in yet
+  // (Note [Staged buckets]).
+  std::optional<size_t> posted_;
   std::vector<Bucket> buckets_;
   std::optional<Tensor> flat_params_;  // stages 1-2
   std::optional<Tensor> param_shard_;  // stage 3: concatenated shards, bucket b's at begin/N

@@ -16,6 +16,7 @@
 #include "kernels/cpu/matmul.h"
 #include "models/registry.h"
 #include "ops/elementwise.h"
+#include "ops/vocab_parallel.h"
 
 namespace trident::planner {
 namespace {
@@ -137,6 +138,22 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     Tensor a = full({n}, 1.0, DType::kF32), b = full({n}, 2.0, DType::kF32);
     const double s = fastest_seconds([&] { ops::add_(a, b); }, options.seconds_per_measure);
     c.device.memory_bandwidth_gbs = 3.0 * 4.0 * static_cast<double>(n) / s / 1e9;
+  }
+  // The vocabulary-parallel loss's local passes (Note [The vocabulary-parallel loss's time]):
+  // maxima, sums and gradient over (rows, V / 2) f32 logits, per logit.
+  {
+    const int64_t N = 256, V = std::max<int64_t>(1, cfg.model.vocab_size / 2);
+    Generator gen(11);
+    const Tensor logits = randn({N, V}, gen, DType::kF32);
+    const Tensor targets = zeros({N}, DType::kI64);
+    const double s = fastest_seconds(
+        [&] {
+          const Tensor row_max = ops::vocab_parallel_row_max(logits);
+          const Tensor sums = ops::vocab_parallel_sums(logits, row_max, targets, 0);
+          (void)ops::vocab_parallel_backward(logits, row_max, sums, targets, 0, -1, 1.0);
+        },
+        options.seconds_per_measure);
+    c.device.vocab_loss_ns_per_logit = s / static_cast<double>(N * V) * 1e9;
   }
   // The all-reduce's alpha-beta over the ranks: small and large messages.
   if (comm && ranks > 1) {

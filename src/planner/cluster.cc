@@ -36,6 +36,10 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
                Range::between(0.0, 1.0))
           .add("gemm_half_rows", &DeviceSpec::gemm_half_rows,
                "rows (tokens per micro-batch) at which the GEMM rate is half its peak (0: no fall-off)",
+               Range::non_negative())
+          .add("vocab_loss_ns_per_logit", &DeviceSpec::vocab_loss_ns_per_logit,
+               "a vocabulary-parallel loss's local passes (maxima, sums, gradient) per logit, ns (calibrate: "
+               "measured; 0: four passes over the f32 logits at memory_bandwidth_gbs)",
                Range::non_negative());
   return t;
 }

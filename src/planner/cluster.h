@@ -46,6 +46,7 @@ struct DeviceSpec {
   double attention_efficiency = 0.5;
   double comm_overlap = 0.0;
   double gemm_half_rows = 0.0;
+  double vocab_loss_ns_per_logit = 0.0;  // 0: the vocabulary-parallel loss's passes at memory_bandwidth_gbs
   static const OptionTable<DeviceSpec>& table();
 };
 

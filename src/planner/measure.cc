@@ -25,9 +25,11 @@ double process_cpu_seconds() {
 }  // namespace
 
 // Note [Measured step time]
-// A step's wall time on a machine shared with other work only grows: the fastest of the
-// measured steps is the closest to what the layout costs, so that is the one reported (and
-// compared with the prediction), with its CPU time beside it.
+// A step's time is its wall time on the slowest rank (a pipeline's first stage idles through
+// its bubble, so neither its CPU time nor any one rank's clock is the step's), and a step on a
+// machine shared with other work only grows: the fastest of the measured steps is the closest
+// to what the layout costs, so that is the one reported (and compared with the prediction),
+// with the CPU time of the busiest rank beside it.
 StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<comm::Communicator> comm,
                                      const std::string& scratch_dir, int64_t warmup, int64_t steps) {
   const int rank = comm ? comm->rank() : 0;
@@ -67,15 +69,16 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
   train::Trainer& trainer = *created.value();
   trainer.show_progress = false;
   Measurement out;
-  double best = 1e300, best_cpu = 0.0, cpu_before = 0.0;
+  // Each measured step's wall, CPU and communication-wait time on this rank, [wall..., cpu..., comm...].
+  std::vector<double> times(static_cast<size_t>(3 * steps), 0.0);
+  double cpu_before = 0.0;
   trainer.on_step = [&](const train::StepMetrics& m) {
     if (m.step == warmup) host_allocator().reset_peak_stats();
-    if (m.step > warmup) {
-      const double cpu = process_cpu_seconds();
-      if (m.step_s < best) {
-        best = m.step_s;
-        best_cpu = cpu - cpu_before;
-      }
+    if (m.step > warmup && m.step <= warmup + steps) {
+      const size_t i = static_cast<size_t>(m.step - warmup - 1);
+      times[i] = m.step_s;
+      times[i + static_cast<size_t>(steps)] = process_cpu_seconds() - cpu_before;
+      times[i + static_cast<size_t>(2 * steps)] = m.comm_wait_s;
     }
     cpu_before = process_cpu_seconds();
   };
@@ -89,12 +92,17 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
   if (comm && comm->size() > 1) comm->all_reduce(peaks, comm::ReduceOp::kMax);
   for (int c = 0; c < kNumMemoryCategories; ++c)
     out.peak_bytes[static_cast<size_t>(c)] = static_cast<int64_t>(peaks.data_ptr<double>()[c]);
-  out.step_s = best;
-  out.step_cpu_s = best_cpu;
-  if (comm && comm->size() > 1) {  // the busiest rank's: a pipeline's first stage idles through its bubble
-    Tensor cpu = full({1}, best_cpu, DType::kF64);
-    comm->all_reduce(cpu, comm::ReduceOp::kMax);
-    out.step_cpu_s = cpu.item();
+  // Note [Measured step time]: each step's slowest rank, then the fastest step.
+  Tensor t = from_vector(times, Shape{3 * steps});
+  if (comm && comm->size() > 1) comm->all_reduce(t, comm::ReduceOp::kMax);
+  const std::vector<double> slowest = to_vector<double>(t);
+  out.step_s = 1e300;
+  for (int64_t i = 0; i < steps; ++i) {
+    if (slowest[static_cast<size_t>(i)] < out.step_s) {
+      out.step_s = slowest[static_cast<size_t>(i)];
+      out.step_cpu_s = slowest[static_cast<size_t>(i + steps)];
+      out.comm_wait_s = slowest[static_cast<size_t>(i + 2 * steps)];
+    }
   }
   return out;
 }

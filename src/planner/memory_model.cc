@@ -29,6 +29,7 @@ int64_t local_numel(const ParameterShape& p, int64_t tp) {
 // What one pipeline stage holds.
 struct Stage {
   std::vector<int64_t> numels;  // its parameters' local elements, in model order
+  std::vector<int64_t> where;   // their CausalLM::block_of
   int64_t blocks = 0;           // blocks over all its chunks
   int64_t chunk_blocks = 0;     // blocks of its largest chunk
   bool first = false, last = false;
@@ -51,7 +52,9 @@ Stage stage_of(const ModelShapes& shapes, const Layout& l, int64_t layers, int s
   for (const ParameterShape& p : shapes.parameters) {
     const bool here = (p.block >= 0 && mine[static_cast<size_t>(p.block)]) ||
                       (p.block == CausalLM::kEmbedding && s.first) || (p.block == CausalLM::kHead && s.last);
-    if (here) s.numels.push_back(local_numel(p, l.tp));
+    if (!here) continue;
+    s.numels.push_back(local_numel(p, l.tp));
+    s.where.push_back(p.block);
   }
   return s;
 }
@@ -62,6 +65,12 @@ int64_t sum(const std::vector<int64_t>& v) {
   return n;
 }
 
+// The ranks sharing a saved activation: tensor parallelism's split ones, and under sequence
+// parallelism every one but those kept gathered.
+double split_of(const SavedActivation& a, const Layout& l) {
+  return a.tp_split || (l.sequence_parallel && !a.sp_gathered) ? static_cast<double>(l.tp) : 1.0;
+}
+
 // Bytes per token of a list of saved activations under `mode` ("full": the first entry only).
 double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std::string& mode, const Layout& l,
                              int64_t E) {
@@ -70,10 +79,36 @@ double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std
     const SavedActivation& a = list[i];
     const bool kept = mode == "full" ? i == 0 : mode == "selective" ? a.kept_selective : a.kept_none;
     if (!kept) continue;
-    const double split = a.tp_split || l.sequence_parallel ? static_cast<double>(l.tp) : 1.0;
-    bytes += static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split;
+    bytes += static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
   }
   return bytes;
+}
+
+// Note [The recompute peak]
+// Under activation checkpointing a block's backward first reruns its forward (autograd/
+// derivatives/activation_checkpoint.cc): what "none" keeps and the mode did not comes back,
+// beside everything the forward kept. The peak is in the backward of the block's first matrix
+// product pair (GPT-2's MLP, measured on 124M): besides those, the incoming gradient, the rerun's
+// output, the gradient of the largest kept tensor, the gradient of the block's input width
+// and the largest weight's f32 gradient (made in the activation category, then handed to the
+// parameter); a tied head's scaled dw waits for the embedding's through the whole backward.
+// Sequence parallelism splits the block-width tensors, tensor parallelism the split ones.
+double recompute_working_set(const ModelShapes& shapes, const std::string& mode, const Layout& l, int64_t E,
+                             int64_t tokens) {
+  const double tp = static_cast<double>(l.tp);
+  double per_token = 0.0, largest = 0.0;
+  for (size_t i = 0; i < shapes.block.size(); ++i) {
+    const SavedActivation& a = shapes.block[i];
+    const double bytes = static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
+    const bool kept = mode == "full" ? i == 0 : a.kept_selective;
+    if (a.kept_none && !kept) per_token += bytes;  // rerun
+    if (a.kept_none) largest = std::max(largest, bytes);
+  }
+  const double width = static_cast<double>(shapes.block.front().per_token * E) / (l.sequence_parallel ? tp : 1.0);
+  per_token += 3.0 * width + largest;  // incoming gradient, rerun output, input-width gradient
+  double weight = 0.0;
+  for (const auto& [k, n] : shapes.block_matmuls) weight = std::max(weight, 4.0 * static_cast<double>(k * n) / tp);
+  return static_cast<double>(tokens) * per_token + weight;
 }
 
 // Micro-batches (of one chunk) stage r keeps at once: 1F1B's warm-up forwards plus the one
@@ -82,6 +117,40 @@ int64_t in_flight(const Layout& l, int64_t r) {
   if (l.pp == 1) return 1;
   if (l.virtual_stages == 1) return std::min(l.pp - r, l.accum);
   return std::min(l.accum * l.virtual_stages, 2 * (l.pp - r - 1) + (l.virtual_stages - 1) * l.pp + 1);
+}
+
+// Note [Staged buckets] (parallel/zero.cc): ZeRO 2-3's staging buffers at their peak, by
+// following the backward's gradients as they arrive: the blocks' parameters in reverse model
+// order (the backward runs the blocks backwards), then the embedding's in model order (the sum
+// of the lookups hands its gradient to them in argument order). A bucket is staged (f32, its
+// padded length) from its first gradient; at its last it is posted and the one posted before
+// is folded in. At each arrival: the open buckets, the posted one and the autograd gradient
+// being copied in (the compute dtype). ZeRO-3's buckets are the model's parts, so the root
+// part (embedding, final norm, head) stays open from the first gradient to the last.
+double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& groups, const std::vector<int64_t>& padded,
+                   int64_t E) {
+  std::vector<size_t> order, bucket(s.numels.size());
+  for (size_t k = s.numels.size(); k-- > 0;)
+    if (s.where[k] != CausalLM::kEmbedding) order.push_back(k);
+  for (size_t k = 0; k < s.numels.size(); ++k)
+    if (s.where[k] == CausalLM::kEmbedding) order.push_back(k);
+  std::vector<size_t> pending(groups.size());
+  for (size_t j = 0; j < groups.size(); ++j) {
+    pending[j] = groups[j].size();
+    for (size_t k : groups[j]) bucket[k] = j;
+  }
+  double peak = 0.0;
+  int64_t open = 0, posted = 0;  // staged elements: buckets still filling; the one posted last
+  for (size_t k : order) {
+    const size_t j = bucket[k];
+    if (pending[j] == groups[j].size()) open += padded[j];
+    peak = std::max(peak, 4.0 * static_cast<double>(open + posted) + static_cast<double>(E * s.numels[k]));
+    if (--pending[j] == 0) {
+      open -= padded[j];
+      posted = padded[j];
+    }
+  }
+  return peak;
 }
 
 }  // namespace
@@ -110,29 +179,23 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const int64_t P = sum(s.numels);
     const int64_t p_max = s.numels.empty() ? 0 : *std::max_element(s.numels.begin(), s.numels.end());
     const int64_t tied_copy = (l.pp > 1 && tied && s.last) ? head_rows * C : 0;
-    // ZeRO's flat buffer: buckets (ZeRO-3: the model's parts) each padded to a multiple of dp.
-    std::vector<int64_t> bucket_sizes;
+    // ZeRO's flat buffer: buckets (ZeRO-3: the model's parts, the root first) each padded to a
+    // multiple of dp; each bucket's parameters (indices into s.numels).
+    std::vector<std::vector<size_t>> groups;
     if (l.zero_stage == 3) {
-      int64_t root = 0;
-      std::vector<int64_t> blocks(static_cast<size_t>(run.model.n_layer), 0);
-      for (const ParameterShape& p : shapes.parameters) {
-        if (p.block >= 0) blocks[static_cast<size_t>(p.block)] += local_numel(p, l.tp);
-        else root += local_numel(p, l.tp);
-      }
-      bucket_sizes.push_back(root);
-      for (int64_t b : blocks) bucket_sizes.push_back(b);
+      groups.assign(static_cast<size_t>(run.model.n_layer) + 1, {});
+      for (size_t k = 0; k < s.numels.size(); ++k)
+        groups[s.where[k] >= 0 ? static_cast<size_t>(s.where[k]) + 1 : 0].push_back(k);
     } else {
-      const int64_t limit = std::max<int64_t>(1, run.bucket_bytes / 4);
-      for (const auto& group : parallel::group_in_buckets(s.numels, limit)) {
-        int64_t n = 0;
-        for (size_t k : group) n += s.numels[k];
-        bucket_sizes.push_back(n);
-      }
+      groups = parallel::group_in_buckets(s.numels, std::max<int64_t>(1, run.bucket_bytes / 4));
     }
+    std::vector<int64_t> bucket_sizes;
     int64_t flat = 0;
-    for (int64_t& b : bucket_sizes) {
-      b = ceil_div(b, l.dp) * l.dp;
-      flat += b;
+    for (const auto& g : groups) {
+      int64_t n = 0;
+      for (size_t k : g) n += s.numels[k];
+      bucket_sizes.push_back(ceil_div(n, l.dp) * l.dp);
+      flat += bucket_sizes.back();
     }
 
     // Parameters.
@@ -145,24 +208,19 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     if (l.zero_stage == 0) {
       double g = 4.0 * static_cast<double>(P);
       if (comm) g += 4.0 * static_cast<double>(P);
-      if (run.mixed()) g += static_cast<double>(E * p_max);
+      // Mixed precision: the compute-dtype gradient being added to the f32 one, and with
+      // accumulation the f32 sum made beside the old one (AccumulateGrad adds out of place).
+      if (run.mixed()) g += static_cast<double>(E * p_max) + (l.accum > 1 ? 4.0 * static_cast<double>(p_max) : 0.0);
+      // A checkpointed block's rerun takes its input as a leaf, whose gradient (and the one the
+      // next block's rerun hands back) is a gradient: two beside the first micro-batch's.
+      if (l.checkpointing != "none" && l.accum > 1)
+        g += 2.0 * static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
       raise(MemoryCategory::kGradient, g + copy_grad);
     } else if (l.zero_stage == 1) {
       raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + static_cast<double>(E * p_max) + copy_grad);
-    } else if (l.zero_stage == 2) {
-      // Every bucket may be staged at once: a bucket's staging is freed when its reduce-scatter
-      // is seen complete, which MPI decides (Note [The memory model]); the upper bound.
-      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp + flat) + static_cast<double>(E * p_max) + copy_grad);
     } else {
-      // The embedding's bucket (its gradient arrives last) and the largest other one in flight.
-      const int64_t last_bucket = l.zero_stage == 3 ? bucket_sizes.front() : bucket_sizes.back();
-      int64_t other = 0;
-      for (size_t i = 0; i < bucket_sizes.size(); ++i) {
-        const bool is_last = l.zero_stage == 3 ? i == 0 : i + 1 == bucket_sizes.size();
-        if (!is_last) other = std::max(other, bucket_sizes[i]);
-      }
-      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp + last_bucket + other) +
-                                           static_cast<double>(E * p_max) + copy_grad);
+      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp) +
+                                           staged_peak(s, groups, bucket_sizes, E) + copy_grad);
     }
 
     // Optimizer state: AdamW's moments, and fp32 masters beside a bf16/fp16 model.
@@ -186,24 +244,43 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     double act = static_cast<double>(units) * static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
     act += 16.0 * static_cast<double>(l.micro_batch * T * l.accum);  // every micro-batch's ids and targets (int64)
     if (!s.first) act += static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);  // receive buffer
+    const double vc = 4.0 * static_cast<double>(head_rows * C);
+    // The head's dw as the backward hands it on: f32, or cast to the compute dtype.
+    const double vc_e = static_cast<double>(head_rows * C * E);
+    // Note [The recompute peak]: a checkpointed block's backward, after what the forward kept.
+    const double recompute = mode == "none" || s.blocks == 0
+                                 ? 0.0
+                                 : act + recompute_working_set(shapes, mode, l, E, tokens) +
+                                       (tied && l.pp == 1 ? vc_e : 0.0);
     if (s.last) {
       // Note [The fused head's peak]
-      const double seq_split = l.sequence_parallel ? static_cast<double>(l.tp) : 1.0;
-      double head = saved_bytes_per_token(shapes.head, "none", l, E) + static_cast<double>(C * E) / seq_split;  // + dx
+      // + dx, of the head's input: gathered under sequence parallelism, like the input.
+      double head = saved_bytes_per_token(shapes.head, "none", l, E) + static_cast<double>(C * E);
       // The end of the backward: a tied head's dw, its scaled copy and the embedding's dense
       // gradient (this rank's vocabulary rows); untied or on a pipeline's last stage, two.
-      const double vc = 4.0 * static_cast<double>(head_rows * C);
-      const double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc;
+      double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc_e;
+      // With the embedding here, its other tables' gradients reduced over the batch (GPT-2's
+      // positions: (T, C) f32) join them.
+      if (s.first)
+        for (const ParameterShape& p : shapes.parameters)
+          if (p.block == CausalLM::kEmbedding && p.shape.size() == 2 && p.shape[0] != V)
+            backward_end += 4.0 * static_cast<double>(std::min(T, p.shape[0]) * p.shape[1]);
       if (l.tp > 1) {
-        head += 2.0 * 4.0 * static_cast<double>(head_rows);  // vocabulary-parallel logits and their gradient
+        // Vocabulary-parallel logits and their gradient, f32, and under mixed precision the
+        // product's logits in the compute dtype beside them.
+        head += (2.0 * 4.0 + (run.mixed() ? static_cast<double>(E) : 0.0)) * static_cast<double>(head_rows);
         act = std::max(act + static_cast<double>(tokens) * head, backward_end);
       } else {
         const double rows = static_cast<double>(std::min(ops::linear_cross_entropy_chunk_rows(V, run.on_device), tokens));
         const double forward = act + static_cast<double>(tokens) * head + vc + rows * static_cast<double>(V * E);
-        act = std::max(forward, backward_end);
+        // The backward's start, everything the forward kept still alive: the forward's dw, its
+        // scaled copy and, under mixed precision, that cast to the compute dtype.
+        const double backward_start =
+            act + static_cast<double>(tokens) * head + 2.0 * vc + (run.mixed() ? vc_e : 0.0);
+        act = std::max({forward, backward_start, backward_end});
       }
     }
-    raise(MemoryCategory::kActivation, act);
+    raise(MemoryCategory::kActivation, std::max(act, recompute));
   }
   return out;
 }

@@ -11,12 +11,8 @@
 //                  precision). Data parallel: + 4 P for the buckets (the gradients exist twice
 //                  until the all-reduce makes them views). ZeRO-1: the flat fp32 buffer plus the
 //                  largest parameter's own gradient, folded in and freed one at a time; ZeRO
-//                  2-3: the 1/dp shard plus the buckets in flight at the end of the backward.
-//                  How many are in flight depends on when MPI completes each reduce-scatter
-//                  (polled as gradients arrive): ZeRO-2 is predicted at the bound, every
-//                  bucket (measured on small, 2 ranks: 0 to 14% below it, by run); ZeRO-3's
-//                  parts are released as they go, leaving the root's (the embedding's
-//                  gradient comes last) and one more.
+//                  2-3: the 1/dp shard plus the staged buckets at their peak (Note [Staged
+//                  buckets]: two adjacent ones, ZeRO-3's root part, the gradient being folded).
 //  optimizer_state AdamW's two moments, 8 P (ZeRO: 8 P / dp), + fp32 masters 4 P under mixed precision.
 //  gathered        ZeRO-3: the root part (embeddings, final norm, head: gathered through the whole
 //                  forward) and two blocks (the one running and the one prefetched).
@@ -28,9 +24,12 @@
 // Note [The fused head's peak]
 // The fused LM head + loss (ops/loss.h) computes its gradients in the forward: the peak is
 // there, with every saved activation, its (V, C) fp32 dw, one chunk of logits (min(rows, R) x V
-// in the compute dtype, R from Note [Head chunks]) and dx; or at the end of the backward, when
-// a tied head's dw, its scaled copy and the embedding's dense gradient are all alive (3 (V, C)
-// fp32; untied, or on a pipeline's last stage without the embedding, 2), whichever is larger.
+// in the compute dtype, R from Note [Head chunks]) and dx; or at the backward's start, where
+// everything the forward kept meets the dw's scaled copy (and under mixed precision that copy
+// cast to the compute dtype); or at the end of the backward, when a tied head's dw, its scaled
+// copy and the embedding's dense gradient are all alive (3 (V, C) in the compute dtype, with
+// GPT-2's (T, C) position gradient; untied, or on a pipeline's last stage without the
+// embedding, 2), whichever is largest.
 // A vocabulary-parallel loss (tp > 1) keeps its logits and their gradient, 2 (tokens, V / tp)
 // fp32, instead of the forward's dw and chunk; its backward's end holds the same buffers for
 // this rank's V / tp rows.

@@ -71,7 +71,24 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     for (int c = 0; c < pl.num_chunks(); ++c)
       if (pl.rank_of_chunk(c) == r) blocks += pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first;
     auto [t, re] = block_seconds(static_cast<double>(blocks));
-    if (r == l.pp - 1) t += tokens * 3.0 * head_mm / gemm;
+    if (r == l.pp - 1) {
+      t += tokens * 3.0 * head_mm / gemm;
+      // Note [The vocabulary-parallel loss's time]
+      // A vocabulary-parallel loss (parallel/tp_collectives.cc) materializes its (tokens, V / tp)
+      // f32 logits and passes over them apart from the products: the maxima, the sums of exp
+      // and the gradient (exp again), in double precision on the CPU. On small tp=2 runs
+      // that was most of what TP cost beyond the model (CPU time 3.71 s against data
+      // parallelism's 3.35 s for the same batch), so calibrate times those passes per logit;
+      // uncalibrated (a GPU's cluster file), four passes over memory (read for the maxima and
+      // the sums, read and written for the gradient). The fused loss of tp = 1 keeps its
+      // chunks in cache (in the head's GEMM time).
+      if (l.tp > 1) {
+        const double logits = tokens * static_cast<double>(s.head_matmul.second) / tp;
+        const double per_logit = cluster.device.vocab_loss_ns_per_logit > 0.0 ? cluster.device.vocab_loss_ns_per_logit * 1e-9
+                                                                               : 4.0 * 4.0 / mem_rate;
+        t += logits * per_logit;
+      }
+    }
     if (t > stage_s) {
       stage_s = t;
       stage_re = re;
@@ -122,8 +139,14 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     double blocks = 0.0;
     for (int c = 0; c < pl.num_chunks(); ++c)
       if (pl.rank_of_chunk(c) == 0) blocks += static_cast<double>(pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first);
-    tp_s = m * blocks * 4.0 * all_reduce_seconds(tokens * C * static_cast<double>(E), l.tp, tp_link) +
-           m * 2.0 * all_reduce_seconds(tokens * C * static_cast<double>(E), l.tp, tp_link);  // embedding and head
+    // Checkpointing's rerun repeats a block's two forward collectives (they are not matrix
+    // products, so "selective" keeps nothing of them).
+    const double per_block = l.checkpointing == "none" ? 4.0 : 6.0;
+    const double block_ar = all_reduce_seconds(tokens * C * static_cast<double>(E), l.tp, tp_link);
+    tp_s = m * blocks * per_block * block_ar + m * 2.0 * block_ar;  // and the embedding's and the head's input's
+    // The vocabulary-parallel loss (parallel/tp_collectives.cc): all-reduces of the rows' maxima
+    // (tokens) and of their sums and target logits (2 tokens), f32.
+    tp_s += m * (all_reduce_seconds(4.0 * tokens, l.tp, tp_link) + all_reduce_seconds(8.0 * tokens, l.tp, tp_link));
   }
   double pp_s = 0.0;
   if (l.pp > 1) {

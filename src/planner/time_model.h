@@ -24,7 +24,10 @@
 //                 whose MPI progresses only inside calls).
 //  tensor parallel  4 all-reduces of a micro-batch's (tokens, C) per block (two forward, two
 //                 backward; sequence parallelism's reduce-scatter + all-gather cost the same),
-//                 all exposed.
+//                 6 under checkpointing (the rerun repeats the forward's), the embedding's and
+//                 the head input's, the vocabulary-parallel loss's two small ones, all exposed;
+//                 that loss's local passes over its (tokens, V / tp) f32 logits cost
+//                 vocab_loss_ns_per_logit (calibrated; Note [The vocabulary-parallel loss's time]).
 //  pipeline   a send and a receive of (tokens, C) per micro-batch and stage boundary, each way;
 //             the bubble (p - 1) / v micro-batch times (1F1B: (p - 1) / (m + p - 1) of the step,
 //             interleaved: (p - 1) / (v m + p - 1)).

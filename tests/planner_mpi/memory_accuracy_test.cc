@@ -17,13 +17,17 @@
 namespace trident::planner {
 namespace {
 
-train::TrainConfig tiny() {
+// The tiny config with `extra` overrides.
+train::TrainConfig tiny(const std::vector<std::string>& extra = {}) {
   train::TrainConfig cfg;
   config::ConfigTree tree;
   cfg.bind(tree);
   std::vector<std::string> o = named_config_overrides("tiny");
   for (std::string& s : o) s = s.substr(2);
   o.push_back("train.threads=1");
+  // Buckets of 2 MiB: ZeRO-2's gradients in several buckets (Note [Staged buckets]).
+  o.push_back("parallel.bucket_mb=2");
+  o.insert(o.end(), extra.begin(), extra.end());
   EXPECT_TRUE(tree.apply_overrides(o, "test").is_ok());
   return cfg;
 }
@@ -33,19 +37,18 @@ std::vector<std::string> subset(int ranks) {
   if (ranks == 1)
     return {"dp1 tp1 pp1 zero0 ckpt=none b8 m1", "dp1 tp1 pp1 zero0 ckpt=selective b2 m4",
             "dp1 tp1 pp1 zero0 ckpt=full b1 m8"};
-  return {"dp2 tp1 pp1 zero1 ckpt=selective b2 m2", "dp2 tp1 pp1 zero3 ckpt=none b4 m1",
+  return {"dp2 tp1 pp1 zero1 ckpt=selective b2 m2", "dp2 tp1 pp1 zero2 ckpt=full b2 m2", "dp2 tp1 pp1 zero3 ckpt=none b4 m1",
           "dp1 tp2+sp pp1 zero0 ckpt=full b4 m2", "dp1 tp1 pp2 zero0 ckpt=none b2 m4",
           "dp1 tp1 pp2x2 zero0 ckpt=selective b1 m8"};
 }
 
-TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) {
+// Measures the layouts of `cfg` named in `names` and compares every category.
+void check(const train::TrainConfig& cfg, const std::vector<std::string>& names) {
   std::shared_ptr<comm::Communicator> world(comm::MpiRuntime::world());
-  const train::TrainConfig cfg = tiny();
   const RunSpec run = run_spec(cfg);
   SearchSpace space;
   space.ranks = world->size();
   const std::vector<Layout> listed = enumerate_layouts(run, space);
-  const std::vector<std::string> names = subset(world->size());
   int checked = 0;
   for (const Layout& layout : listed) {
     if (std::find(names.begin(), names.end(), layout.str()) == names.end()) continue;
@@ -64,9 +67,26 @@ TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) {
         std::printf("%-44s %-16s predicted %12.0f measured %12.0f (%+.2f%%)\n", layout.str().c_str(),
                     memory_category_name(cat), p, m, m > 0 ? 100.0 * (p / m - 1.0) : 0.0);
       EXPECT_LE(std::abs(p - m), 0.05 * m + 4096.0) << memory_category_name(cat);
+      // ZeRO 2-3 fold a bucket in at a fixed point (Note [Staged buckets]): their staged
+      // gradients peak at a defined number, whatever MPI's timing.
+      if (cat == MemoryCategory::kGradient && layout.zero_stage >= 2) {
+        EXPECT_LE(std::abs(p - m), 4096.0) << "ZeRO-" << layout.zero_stage << "'s staged gradients";
+      }
     }
   }
   EXPECT_EQ(checked, static_cast<int>(names.size())) << "a layout of the subset is no longer listed";
+}
+
+TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) { check(tiny(), subset(comm::MpiRuntime::world()->size())); }
+
+// bf16 (f32 masters, bf16 parameters, gradients cast and accumulated out of place) and LLaMA
+// with an untied head, one layout each per job.
+TEST(MemoryModel, MixedPrecisionAndAnUntiedHead) {
+  const bool one = comm::MpiRuntime::world()->size() == 1;
+  check(tiny({"precision.dtype=bf16"}),
+        {one ? "dp1 tp1 pp1 zero0 ckpt=none b1 m8" : "dp2 tp1 pp1 zero0 ckpt=none b1 m4"});
+  check(tiny({"model.arch=llama", "model.tie_word_embeddings=false"}),
+        {one ? "dp1 tp1 pp1 zero0 ckpt=full b2 m4" : "dp1 tp2 pp1 zero0 ckpt=full b2 m4"});
 }
 
 }  // namespace

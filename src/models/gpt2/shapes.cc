@@ -35,26 +35,26 @@ ModelShapes model_shapes(const GPT2Config& cfg) {
   add("ln_f.bias", {C}, CausalLM::kHead);
   s.tied_head_weight = "wte.weight";
   // Block::forward (Note [Activation checkpointing] in model.cc). Dropout masks are not listed:
-  // the planner's configs train without dropout. {what, per token, f32, tp split, none, selective}
+  // the planner's configs train without dropout. {what, per token, f32, tp split, none, selective, gathered under sequence parallelism}
   s.block = {
       {"input (ln_1's)", C, false, false, true, true},
       {"ln_1 statistics", 2, true},
-      {"ln_1 output (c_attn's input)", C},
+      {"ln_1 output (c_attn's input)", C, false, false, true, false, true},
       {"qkv", 3 * C, false, true, true, true},
       {"attention output (c_proj's input)", C, false, true},
       {"attention log-sum-exp", NH, true, true},
-      {"attn.c_proj output", C, false, false, false, true},
+      {"attn.c_proj output", C, false, false, false, true, true},
       {"residual (ln_2's input)", C},
       {"ln_2 statistics", 2, true},
-      {"ln_2 output (c_fc's input)", C},
+      {"ln_2 output (c_fc's input)", C, false, false, true, false, true},
       {"c_fc output (GELU's input)", 4 * C, false, true, true, true},
       {"GELU output (c_proj's input)", 4 * C, false, true},
-      {"mlp.c_proj output", C, false, false, false, true},
+      {"mlp.c_proj output", C, false, false, false, true, true},
   };
   s.head = {
       {"final input (ln_f's)", C},
       {"ln_f statistics", 2, true},
-      {"ln_f output (the head's input)", C},
+      {"ln_f output (the head's input)", C, false, false, true, false, true},
       {"loss log-sum-exp", 1, true},
   };
   s.block_matmuls = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};

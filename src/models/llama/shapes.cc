@@ -37,11 +37,12 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
   else add("lm_head.weight", {V, C}, CausalLM::kHead, 0);
   // Block::forward: RoPE needs only its tables, so q and k stay as their rotated copies;
   // SwiGLU keeps its two inputs (Note [SwiGLU saves its inputs]).
-  // {what, per token, f32, tp split, kept without checkpointing, kept by "selective"}
+  // {what, per token, f32, tp split, kept without checkpointing, kept by "selective", gathered
+  // under sequence parallelism}
   s.block = {
       {"input (input_layernorm's)", C, false, false, true, true},
       {"input_layernorm statistics", 1, true},
-      {"input_layernorm output (q, k, v's input)", C},
+      {"input_layernorm output (q, k, v's input)", C, false, false, true, false, true},
       {"q_proj output", Q, false, true, false, true},
       {"k_proj output", KV, false, true, false, true},
       {"rotated q", Q, false, true},
@@ -49,19 +50,19 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
       {"v", KV, false, true, true, true},
       {"attention output (o_proj's input)", Q, false, true},
       {"attention log-sum-exp", NH, true, true},
-      {"o_proj output", C, false, false, false, true},
+      {"o_proj output", C, false, false, false, true, true},
       {"residual (post_attention_layernorm's input)", C},
       {"post_attention_layernorm statistics", 1, true},
-      {"post_attention_layernorm output (the MLP's input)", C},
+      {"post_attention_layernorm output (the MLP's input)", C, false, false, true, false, true},
       {"gate", I, false, true, true, true},
       {"up", I, false, true, true, true},
       {"SwiGLU output (down_proj's input)", I, false, true},
-      {"down_proj output", C, false, false, false, true},
+      {"down_proj output", C, false, false, false, true, true},
   };
   s.head = {
       {"final input (norm's)", C},
       {"norm statistics", 1, true},
-      {"norm output (the head's input)", C},
+      {"norm output (the head's input)", C, false, false, true, false, true},
       {"loss log-sum-exp", 1, true},
   };
   s.block_matmuls = {{C, Q}, {C, KV}, {C, KV}, {Q, C}, {C, I}, {C, I}, {I, C}};
