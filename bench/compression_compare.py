@@ -85,6 +85,7 @@ def main():
                     "of the run, after the lr warm-up)")
     ap.add_argument("--onebit-block", type=int, default=0, help="1-bit Adam's elements per scale "
                     "(parallel.onebit_block; 0: one per buffer and chunk, as DeepSpeed)")
+    ap.add_argument("--onebit-bound", action="store_true", help="parallel.onebit_bound_update = true")
     ap.add_argument("--reuse", action="store_true", help="keep the runs already complete in --work")
     ap.add_argument("--powersgd-rank", type=int, default=4)
     ap.add_argument("--eval-interval", type=int, default=100)
@@ -104,6 +105,7 @@ def main():
     onebit_warmup = args.onebit_warmup or args.warmup
     results["onebit_warmup"] = onebit_warmup
     results["onebit_block"] = args.onebit_block
+    results["onebit_bound_update"] = args.onebit_bound
     for kind in args.kinds.split(","):
         out_dir = os.path.join(args.work, kind)
         metrics = os.path.join(out_dir, "metrics.jsonl")
@@ -117,6 +119,7 @@ def main():
             "train.threads": args.threads, "parallel.grad_compression": kind,
             "parallel.powersgd_rank": args.powersgd_rank, "parallel.powersgd_start_step": args.warmup,
             "parallel.onebit_warmup_steps": onebit_warmup, "parallel.onebit_block": args.onebit_block,
+            "parallel.onebit_bound_update": str(args.onebit_bound).lower(),
         }
         cmd = [args.mpirun, "-np", str(args.ranks), "--oversubscribe", trident, "train", "--config",
                os.path.join(REPO, "configs", "shakespeare.toml")] + [f"--{k}={v}" for k, v in overrides.items()]
