@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
   t.value()->on_step = [&](const train::StepMetrics& m) {
     losses.push_back(m.loss);
     const auto [a, b] = t.value()->mesh()->link_bytes();
+    // Every rank ends the step before a host's link counter is read: the other rank on
+    // this host may still be sending the step's last chunks (the barrier's own bytes are a
+    // few hundred against the step's ~600 KB).
+    world->barrier();
     intra.push_back(static_cast<double>(a));
     inter.push_back(static_cast<double>(b));
     tx.push_back(static_cast<double>(read_counter("tx_bytes")));
