@@ -129,24 +129,31 @@ def main():
         steps, val = read_metrics(metrics)
         before = [m["comm_bytes"] for m in steps if m["step"] <= warmup]
         after = [m["comm_bytes"] for m in steps if m["step"] > warmup]
+        # What rank 0 put on the wire (Note [Link classes]; builds before it: absent).
+        sent = [m["comm_sent_bytes"] for m in steps if m["step"] > warmup and "comm_sent_bytes" in m]
         results["runs"][kind] = {
             "final_val_loss": val[max(val)], "val_loss": val, "final_train_loss": steps[-1]["loss"],
             "comm_bytes_per_step_warmup": before[-1] if before else None,
             "comm_bytes_per_step_after": after[-1] if after else None,
+            "comm_sent_bytes_per_step_after": sent[-1] if sent else None,
             "step_s_median": sorted(m["step_s"] for m in steps)[len(steps) // 2], "wall_s": wall,
             "compression_from_step": warmup if kind != "none" else None,
         }
     base = results["runs"].get("none")
     print(f"\n{args.ranks} ranks, {args.steps} steps, warm-up {args.warmup}, cpu {results['cpu']['model_name']}\n")
-    print("| grad_compression | final val loss | vs none | bytes/step after warm-up | vs none |")
-    print("|---|---|---|---|---|")
+    print("| grad_compression | final val loss | vs none | bytes/step after warm-up | vs none | sent/step | vs none |")
+    print("|---|---|---|---|---|---|---|")
     for kind, r in results["runs"].items():
         if base:
             r["val_loss_vs_none"] = r["final_val_loss"] / base["final_val_loss"] - 1.0
             if r["comm_bytes_per_step_after"] and base["comm_bytes_per_step_after"]:
                 r["bytes_vs_none"] = r["comm_bytes_per_step_after"] / base["comm_bytes_per_step_after"]
+            if r["comm_sent_bytes_per_step_after"] and base["comm_sent_bytes_per_step_after"]:
+                r["sent_vs_none"] = r["comm_sent_bytes_per_step_after"] / base["comm_sent_bytes_per_step_after"]
+        sent = r["comm_sent_bytes_per_step_after"]
+        sent_ratio = f"{r['sent_vs_none']:.4f}" if "sent_vs_none" in r else "-"
         print(f"| {kind} | {r['final_val_loss']:.4f} | {100 * r.get('val_loss_vs_none', 0):+.2f}% | "
-              f"{r['comm_bytes_per_step_after']} | {r.get('bytes_vs_none', 1):.4f} |")
+              f"{r['comm_bytes_per_step_after']} | {r.get('bytes_vs_none', 1):.4f} | {sent or '-'} | {sent_ratio} |")
     write_json(args.out or os.path.join(args.work, "summary.json"), results)
     return 0
 

@@ -1,6 +1,7 @@
 #include "parallel/grad_reducer.h"
 
 #include "core/copy.h"
+#include "core/views.h"
 #include "ops/optim.h"
 #include "parallel/powersgd.h"
 
@@ -51,6 +52,17 @@ class MeanReducer final : public GradReducer {
 class Bf16Reducer final : public GradReducer {
  public:
   explicit Bf16Reducer(comm::Communicator& comm) : comm_(comm) {}
+  // A bf16 reduce-scatter: (N - 1) / N of the bucket's bf16 bytes on the wire, where the
+  // all-reduce and a copy would send twice that, as much as fp32's reduce-scatter.
+  std::unique_ptr<comm::Work> start_shard(size_t, const Tensor& buffer, const Tensor& shard, int) override {
+    const Tensor half = core::cast(buffer, DType::kBF16);
+    const Tensor mine = views::narrow(views::view(half, {half.numel()}), 0, 0, shard.numel());
+    const double inv = 1.0 / static_cast<double>(comm_.size());
+    return then(comm_.reduce_scatter_async(half, mine, comm::ReduceOp::kSum), [shard, half, mine, inv] {
+      core::copy_(shard, mine);
+      ops::scale_(shard, inv);
+    });
+  }
   std::unique_ptr<comm::Work> start(size_t, const Tensor& buffer) override {
     const Tensor half = core::cast(buffer, DType::kBF16);
     const double inv = 1.0 / static_cast<double>(comm_.size());
@@ -65,6 +77,14 @@ class Bf16Reducer final : public GradReducer {
 };
 
 }  // namespace
+
+std::unique_ptr<comm::Work> GradReducer::start_shard(size_t index, const Tensor& buffer, const Tensor& shard, int rank) {
+  const int64_t n = shard.numel();
+  return then(start(index, buffer), [buffer, shard, rank, n] {
+    const Tensor block = views::narrow(views::view(buffer, {buffer.numel()}), 0, rank * n, n);
+    if (block.raw_data() != shard.raw_data()) core::copy_(shard, block);
+  });
+}
 
 std::unique_ptr<comm::Work> then(std::unique_ptr<comm::Work> inner, std::function<void()> then) {
   return std::make_unique<ThenWork>(std::move(inner), std::move(then));

@@ -39,6 +39,11 @@ class GradReducer {
   // Starts averaging bucket `index`'s flat f32 `buffer` over the ranks, in place; the Work
   // completes it. Every rank starts the buckets in the same order.
   virtual std::unique_ptr<comm::Work> start(size_t index, const Tensor& buffer) = 0;
+  // ZeRO-1's form: the ranks' mean of block `rank` of `buffer` (shard.numel() elements a
+  // block) into `shard`, which may be the buffer's first block (as a reduce-scatter in place);
+  // the rest of the buffer is left undefined. By default start() and a copy of the block;
+  // reducers whose collective has a reduce-scatter form override it to send only that.
+  virtual std::unique_ptr<comm::Work> start_shard(size_t index, const Tensor& buffer, const Tensor& shard, int rank);
   // State that differs between ranks and must survive a checkpoint (error feedback), under
   // names unique to the reducer; restored by load_state() before the step `step` resumes at.
   virtual std::vector<nn::NamedTensor> state() const { return {}; }

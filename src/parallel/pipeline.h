@@ -135,8 +135,14 @@ class Pipeline final : public MicroBatchRunner {
   // by a grad-ready hook on the copy (shared with it).
   std::shared_ptr<std::optional<Tensor>> head_grad_;
   std::function<void(const Tensor&)> head_sink_;
-  std::vector<Tensor> sent_;  // what the sends in flight read
-  std::vector<std::unique_ptr<comm::Work>> sends_;
+  // Sends posted without receives, with the tensors they read (Note [Releasing sent tensors]).
+  struct InFlightSend {
+    std::unique_ptr<comm::Work> work;
+    std::vector<Tensor> reads;
+  };
+  std::vector<InFlightSend> sends_;
+  // Drops the sends that have completed, and with them the tensors they read.
+  void release_completed_sends();
   double wait_s_ = 0.0, step_s_ = 0.0;
 };
 

@@ -321,7 +321,9 @@ void ZeroOptimizer::launch(Bucket& b) {
   b.final = stage_ == 1 || last_micro_batch_;
   if (stage_ == 1) {
     const Tensor bucket = flat_slice(*flat_grads_, b.begin, b.length);
-    if (reducer_) b.work = reducer_->start(static_cast<size_t>(&b - buckets_.data()), bucket);
+    if (reducer_)
+      b.work = reducer_->start_shard(static_cast<size_t>(&b - buckets_.data()), bucket, flat_slice(bucket, 0, n),
+                                     comm_.rank());
     else b.work = comm_.reduce_scatter_async(bucket, flat_slice(bucket, 0, n), comm::ReduceOp::kSum);
   } else {
     b.work = comm_.reduce_scatter_async(*b.staging, flat_slice(*b.staging, 0, n), comm::ReduceOp::kSum);
@@ -345,10 +347,7 @@ void ZeroOptimizer::finish_reduce(Bucket& b) {
     }
     b.staging.reset();  // the full bucket exists only while it is being reduced
   } else if (reducer_) {
-    // The reducer left the whole bucket's mean: this rank's shard goes where the
-    // reduce-scatter would have put it, the bucket's start.
-    const int64_t n = shard_len(b), rank = comm_.rank();
-    if (rank > 0) core::copy_(flat_slice(*flat_grads_, b.begin, n), flat_slice(*flat_grads_, b.begin + rank * n, n));
+    // The reducer left this rank's mean where the reduce-scatter would have, the bucket's start.
   } else {
     ops::scale_(flat_slice(*flat_grads_, b.begin, shard_len(b)), inv);
   }

@@ -37,6 +37,8 @@ void MetricsWriter::write_step(const StepMetrics& m) {
   put_number(file_, "tokens_per_s", m.tokens_per_s);
   if (m.mfu.has_value()) put_number(file_, "mfu", *m.mfu);
   if (m.comm_bytes.has_value()) std::fprintf(file_, "\"comm_bytes\": %lld, ", static_cast<long long>(*m.comm_bytes));
+  if (m.comm_sent_bytes.has_value())
+    std::fprintf(file_, "\"comm_sent_bytes\": %lld, ", static_cast<long long>(*m.comm_sent_bytes));
   if (m.loss_scale.has_value()) {
     put_number(file_, "loss_scale", *m.loss_scale);
     std::fprintf(file_, "\"skipped\": %s, \"skipped_steps\": %lld, ", m.skipped ? "true" : "false",

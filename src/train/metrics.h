@@ -27,6 +27,9 @@ struct StepMetrics {
   // More than one process: bytes this rank handed to collectives during the step (all
   // operation kinds; comm::CommStats), e.g. ~4P for data parallel's all-reduce of P floats.
   std::optional<int64_t> comm_bytes;
+  // ... and the bytes it sent to other ranks for them (Note [Link classes]): a ring all-reduce
+  // of P floats sends 2 (p - 1) / p * 4P, a compressed exchange what its algorithm sends.
+  std::optional<int64_t> comm_sent_bytes;
   // train.mfu: model FLOPs per second (PaLM's count) over the measured GEMM ceiling of the
   // run's dtype (train/mfu.h), a fraction.
   std::optional<double> mfu;

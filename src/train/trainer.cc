@@ -176,6 +176,7 @@ double Trainer::mean_over_ranks(double v) const {
 StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
   const int64_t comm_bytes_before = mesh_ ? mesh_->total_bytes() : 0;
+  const std::pair<int64_t, int64_t> sent_before = mesh_ ? mesh_->link_bytes() : std::pair<int64_t, int64_t>{0, 0};
   const double lr = schedule_->lr_at(step_);
   const int64_t accum = cfg_.data.grad_accum_steps;
   double loss_sum = 0.0;
@@ -235,7 +236,11 @@ StepMetrics Trainer::train_step() {
   const double seconds = since(start);
   m.step_s = seconds;
   m.tokens_per_s = static_cast<double>(cfg_.tokens_per_step()) / seconds;
-  if (mesh_) m.comm_bytes = mesh_->total_bytes() - comm_bytes_before;
+  if (mesh_) {
+    m.comm_bytes = mesh_->total_bytes() - comm_bytes_before;
+    const std::pair<int64_t, int64_t> sent = mesh_->link_bytes();
+    m.comm_sent_bytes = (sent.first - sent_before.first) + (sent.second - sent_before.second);
+  }
   return m;
 }
 

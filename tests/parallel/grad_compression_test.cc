@@ -331,7 +331,7 @@ TEST_F(GradCompressionTest, Bf16AllReduceIsTheMeanWithinBf16AtHalfTheBytes) {
 TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
   const int N = world->size();
   const int64_t loss = N > 1 ? 8 : 0, steps = 5, start = 2;
-  std::vector<int64_t> zero1_none;
+  std::vector<int64_t> zero1_none, zero1_none_sent;
   for (const int64_t stage : {0, 1})
     for (const std::string kind : {"none", "bf16", "powersgd", "onebit_adam"}) {
       if (stage == 1 && kind == "onebit_adam") continue;
@@ -355,12 +355,18 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
       }
       auto t = train::Trainer::create(cfg, world);
       ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-      std::vector<int64_t> bytes;
+      std::vector<int64_t> bytes, sent;
       t.value()->show_progress = false;
-      t.value()->on_step = [&](const train::StepMetrics& m) { bytes.push_back(m.comm_bytes.value_or(-1)); };
+      t.value()->on_step = [&](const train::StepMetrics& m) {
+        bytes.push_back(m.comm_bytes.value_or(-1));
+        sent.push_back(m.comm_sent_bytes.value_or(-1));
+      };
       ASSERT_TRUE(t.value()->run().is_ok());
       ASSERT_EQ(bytes.size(), static_cast<size_t>(steps));
-      if (stage == 1 && kind == "none") zero1_none = bytes;
+      if (stage == 1 && kind == "none") {
+        zero1_none = bytes;
+        zero1_none_sent = sent;
+      }
       const int64_t bucket = (P + N - 1) / N * N;  // ZeRO's one bucket, padded to the ranks
       for (int64_t s = 0; s < steps; ++s) {
         int64_t expect = 4 * P + loss;
@@ -378,10 +384,30 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
         }
         EXPECT_EQ(bytes[s], expect) << kind << ", ZeRO-" << stage << ", step " << s + 1 << " of " << N
                                     << " ranks, P = " << P;
+        if (N == 1) continue;
+        if (stage == 1) {  // bf16 reduce-scatters the bucket: half of fp32's bytes sent for it
+          if (kind == "bf16") {
+            EXPECT_EQ(sent[s], zero1_none_sent[s] - 2 * bucket * (N - 1) / N) << "step " << s + 1;
+          }
+          continue;
+        }
+        // What the rank sent (Note [Link classes]): a ring all-reduce sends 2 (N - 1) / N of
+        // its tensor; 1-bit Adam's all-to-all and all-gather (N - 1) / N of theirs, so its
+        // traffic is 1/32 of fp32's, but for padding and scales.
+        const int64_t loss_sent = 2 * loss * (N - 1) / N;
+        if (kind == "none") {
+          EXPECT_EQ(sent[s], 2 * 4 * P * (N - 1) / N + loss_sent) << "step " << s + 1;
+        }
+        if (kind == "onebit_adam" && s >= start) {
+          EXPECT_NEAR(static_cast<double>(sent[s] - loss_sent), static_cast<double>(onebit * (N - 1) / N),
+                      static_cast<double>(2 * tensors)) << "step " << s + 1;
+          EXPECT_LE(sent[s] - loss_sent, (8 * P + 8 * pad * tensors) * (N - 1) / N / 32 + 8 * N * tensors);
+        }
       }
       if (world->rank() == 0)
-        std::printf("zero_stage %lld, %s: %lld bytes per step after step %lld (P = %lld)\n",
+        std::printf("zero_stage %lld, %s: %lld bytes per step (sent %lld) after step %lld (P = %lld)\n",
                     static_cast<long long>(stage), kind.c_str(), static_cast<long long>(bytes.back()),
+                    static_cast<long long>(sent.back()),
                     static_cast<long long>(start), static_cast<long long>(P));
     }
 }
