@@ -87,15 +87,16 @@ int Pipeline::owner(const std::string& name) const {
   TRI_CHECK(false, "pipeline: parameter '", name, "' is in no chunk");
 }
 
-std::vector<Pipeline::Op> Pipeline::schedule(int m) const {
-  const int P = layout_.stages, v = layout_.virtual_stages, r = pp_.rank();
+std::vector<PipelineOp> pipeline_schedule(const std::string& schedule, const PipelineLayout& layout, int r, int m) {
+  using Op = PipelineOp;
+  const int P = layout.stages, v = layout.virtual_stages;
   std::vector<Op> ops;
-  if (schedule_ == "gpipe") {
+  if (schedule == "gpipe") {
     for (int i = 0; i < m; ++i) ops.push_back({0, i, true});
     for (int i = 0; i < m; ++i) ops.push_back({0, i, false});
     return ops;
   }
-  if (schedule_ == "1f1b") {
+  if (schedule == "1f1b") {
     const int warmup = std::min(P - r - 1, m);
     for (int i = 0; i < warmup; ++i) ops.push_back({0, i, true});
     for (int i = 0; i < m - warmup; ++i) {

@@ -60,6 +60,22 @@ struct PipelineLayout {
   int num_chunks() const { return static_cast<int>(chunks.size()); }
 };
 
+// One forward or backward of a schedule: of this rank's local chunk (0..v-1; chunk
+// local_chunk * P + rank of the model) and one micro-batch.
+struct PipelineOp {
+  int local_chunk;
+  int micro;
+  bool forward;
+  // An interleaved steady-state forward that runs with the backward after it as one unit:
+  // their receives are posted together before it, their sends together after the backward
+  // (Note [Batched point-to-point] in pipeline.cc).
+  bool with_next = false;
+};
+
+// Rank `rank`'s ops for one step of m micro-batches under `schedule` ("gpipe", "1f1b",
+// "interleaved"): what Pipeline runs, and what the planner's time model simulates.
+std::vector<PipelineOp> pipeline_schedule(const std::string& schedule, const PipelineLayout& layout, int rank, int m);
+
 // One step's micro-batch, this rank's rows: token ids and next-token targets (B, T).
 class Pipeline final : public MicroBatchRunner {
  public:
@@ -105,16 +121,8 @@ class Pipeline final : public MicroBatchRunner {
   double last_step_seconds() const { return step_s_; }
 
  private:
-  struct Op {
-    int local_chunk;  // 0..v-1
-    int micro;
-    bool forward;
-    // An interleaved steady-state forward that runs with the backward after it as one unit:
-    // their receives are posted together before it, their sends together after the backward
-    // (Note [Batched point-to-point]).
-    bool with_next = false;
-  };
-  std::vector<Op> schedule(int m) const;
+  using Op = PipelineOp;
+  std::vector<Op> schedule(int m) const { return pipeline_schedule(schedule_, layout_, pp_.rank(), m); }
   int chunk_of(int local_chunk) const { return local_chunk * layout_.stages + pp_.rank(); }
   Tensor recv(const Shape& shape, DType dtype, int src, int tag);
   // The tied embedding and head weight, if the model has one (on every rank: the first and

@@ -5,6 +5,7 @@
 
 #include "models/causal_lm.h"
 #include "parallel/pipeline.h"
+#include "planner/pipeline_sim.h"
 
 namespace trident::planner {
 namespace {
@@ -53,14 +54,17 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double block_mem = 3.0 * saved_bytes_per_token(s.block, E, l.tp) / (l.sequence_parallel ? 1.0 : 1.0);
   const double head_mm = 2.0 * static_cast<double>(s.head_matmul.first * s.head_matmul.second) / tp;
 
-  auto block_seconds = [&](double blocks) {
-    const double fwd = block_mm / gemm + block_attn / attn_rate + block_mem / 3.0 / mem_rate;
-    double t = 3.0 * block_mm / gemm + 3.5 * block_attn / attn_rate + block_mem / mem_rate;
-    double re = 0.0;
-    if (l.checkpointing == "full") re = fwd;
-    else if (l.checkpointing == "selective") re = block_attn / attn_rate + block_mem / 3.0 / mem_rate;
-    return std::make_pair(blocks * tokens * (t + re), blocks * tokens * re);
-  };
+  // Per block and micro-batch: the forward, the backward (with the rerun) and the rerun alone.
+  const double block_fwd = tokens * (block_mm / gemm + block_attn / attn_rate + block_mem / 3.0 / mem_rate);
+  double block_re = 0.0;
+  if (l.checkpointing == "full") block_re = block_fwd;
+  else if (l.checkpointing == "selective") block_re = tokens * (block_attn / attn_rate + block_mem / 3.0 / mem_rate);
+  const double block_bwd =
+      tokens * (3.0 * block_mm / gemm + 3.5 * block_attn / attn_rate + block_mem / mem_rate) - block_fwd + block_re;
+  auto block_seconds = [&](double blocks) { return std::make_pair(blocks * (block_fwd + block_bwd), blocks * block_re); };
+  // The head's product forward and its two backward, and the vocabulary-parallel loss's
+  // passes (half forward, half backward) on the last chunk.
+  double head_fwd = tokens * head_mm / gemm, head_bwd = 2.0 * head_fwd;
   // The slowest stage per micro-batch: its blocks, and the head on the last.
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(run.model.n_layer, static_cast<int>(l.pp),
                                                                      static_cast<int>(l.virtual_stages));
@@ -72,7 +76,6 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
       if (pl.rank_of_chunk(c) == r) blocks += pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first;
     auto [t, re] = block_seconds(static_cast<double>(blocks));
     if (r == l.pp - 1) {
-      t += tokens * 3.0 * head_mm / gemm;
       // Note [The vocabulary-parallel loss's time]
       // A vocabulary-parallel loss (parallel/tp_collectives.cc) materializes its (tokens, V / tp)
       // f32 logits and passes over them apart from the products: the maxima, the sums of exp
@@ -86,16 +89,15 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
         const double logits = tokens * static_cast<double>(s.head_matmul.second) / tp;
         const double per_logit = cluster.device.vocab_loss_ns_per_logit > 0.0 ? cluster.device.vocab_loss_ns_per_logit * 1e-9
                                                                                : 4.0 * 4.0 / mem_rate;
-        t += logits * per_logit;
+        head_fwd += 0.5 * logits * per_logit;
+        head_bwd += 0.5 * logits * per_logit;
       }
+      t += head_fwd + head_bwd;
     }
     if (t > stage_s) {
       stage_s = t;
       stage_re = re;
     }
-    int64_t begin = 0, end = 0;
-    (void)begin;
-    (void)end;
     int64_t params = 0;
     for (int c = 0; c < pl.num_chunks(); ++c)
       if (pl.rank_of_chunk(c) == r)
@@ -116,12 +118,36 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     optimizer = 36.0 * stepped / (kOffloadHostGBs * 1e9) + (4.0 + static_cast<double>(E)) * stepped / (kOffloadLinkGBs * 1e9);
   out.compute_s = m * stage_s + optimizer;
   out.recompute_s = m * stage_re;
-  out.bubble_s = static_cast<double>(l.pp - 1) / static_cast<double>(l.virtual_stages) * stage_s;
+  // The pipeline as its schedule runs (Note [Simulated pipeline]): the bubble without the
+  // messages, and what the messages add to it exposed.
+  const LinkSpec& pp_link = cluster.link_for(l.tp * l.dp * l.pp);
+  double pp_exposed = 0.0;
+  if (l.pp > 1) {
+    PipelineCosts costs;
+    for (int c = 0; c < pl.num_chunks(); ++c) {
+      const double blocks = static_cast<double>(pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first);
+      const bool last = c == pl.num_chunks() - 1;
+      costs.forward.push_back(blocks * block_fwd + (last ? head_fwd : 0.0));
+      costs.backward.push_back(blocks * block_bwd + (last ? head_bwd : 0.0));
+    }
+    const std::string schedule = l.pipeline_schedule();
+    const double ideal = simulate_pipeline(pl, schedule, static_cast<int>(l.accum), costs);
+    const double link = pp_link.bandwidth_gbs * 1e9, alpha = pp_link.latency_us * 1e-6;
+    costs.message_s = tokens * C * static_cast<double>(E) / (l.sequence_parallel ? tp : 1.0) / link + alpha;
+    if (s.tied_head_weight) {
+      const double rows = static_cast<double>((run.model.vocab_size + l.tp - 1) / l.tp);
+      costs.tied = true;
+      costs.weight_s = rows * C * static_cast<double>(E) / link + alpha;
+      costs.head_grad_s = rows * C * 4.0 / link + alpha;
+    }
+    const double with_messages = simulate_pipeline(pl, schedule, static_cast<int>(l.accum), costs);
+    out.bubble_s = std::max(0.0, ideal - m * stage_s);
+    pp_exposed = std::max(0.0, with_messages - ideal);
+  }
 
   // Communication.
   const LinkSpec& tp_link = cluster.link_for(l.tp);
   const LinkSpec& dp_link = cluster.link_for(l.tp * l.dp);
-  const LinkSpec& pp_link = cluster.link_for(l.tp * l.dp * l.pp);
   double dp_s = 0.0;
   if (l.dp > 1) {
     const double grad_bytes = 4.0 * P;
@@ -157,7 +183,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double backward = out.compute_s * 2.0 / 3.0;
   const double dp_exposed = std::max(dp_s - cluster.device.comm_overlap * backward, 0.0);
   out.comm_total_s = dp_s + tp_s + pp_s;
-  out.exposed_comm_s = dp_exposed + tp_s + pp_s;
+  out.exposed_comm_s = dp_exposed + tp_s + pp_exposed;
   const double L = static_cast<double>(run.model.n_layer);
   const double tokens_step = static_cast<double>(run.tokens_per_step());
   out.model_flops = tokens_step * (3.0 * (L * models::matmul_flops_per_token(s.block_matmuls) +

@@ -28,9 +28,12 @@
 //                 the head input's, the vocabulary-parallel loss's two small ones, all exposed;
 //                 that loss's local passes over its (tokens, V / tp) f32 logits cost
 //                 vocab_loss_ns_per_logit (calibrated; Note [The vocabulary-parallel loss's time]).
-//  pipeline   a send and a receive of (tokens, C) per micro-batch and stage boundary, each way;
-//             the bubble (p - 1) / v micro-batch times (1F1B: (p - 1) / (m + p - 1) of the step,
-//             interleaved: (p - 1) / (v m + p - 1)).
+//  pipeline   the schedule run op by op (Note [Simulated pipeline], pipeline_sim.h) with each
+//             chunk's forward and backward: the bubble is its step less m x the slowest
+//             stage's micro-batch (with equal stages 1F1B's (p - 1) / (m + p - 1) of the step,
+//             interleaved's (p - 1) / (v m + p - 1)); the exposed messages what a send and a
+//             receive of (tokens, C) per micro-batch and chunk boundary, each way, and a tied
+//             head's weight and gradient, add to it.
 #pragma once
 
 #include <string>
