@@ -244,6 +244,11 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     double act = static_cast<double>(units) * static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
     act += 16.0 * static_cast<double>(l.micro_batch * T * l.accum);  // every micro-batch's ids and targets (int64)
     if (!s.first) act += static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);  // receive buffer
+    // A chunk's output waits for its backward (the next chunk's gradient comes back for it);
+    // no block of this rank keeps it. Every unit in flight but the last chunk's (which runs
+    // its backward at once, on the last rank).
+    const int64_t outputs = l.pp == 1 ? 0 : s.last ? (l.virtual_stages > 1 ? units - 1 : 0) : units;
+    act += static_cast<double>(outputs * tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
     const double vc = 4.0 * static_cast<double>(head_rows * C);
     // The head's dw as the backward hands it on: f32, or cast to the compute dtype.
     const double vc_e = static_cast<double>(head_rows * C * E);
