@@ -56,11 +56,11 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                Range::at_least(1))
           .add("onebit_block", &ParallelOptions::onebit_block,
                "1-bit Adam: elements per scale of the compressed momentum (a multiple of 32); 0: one scale per "
-               "rank's buffer and per chunk, as DeepSpeed",
+               "rank's buffer and per chunk, as DeepSpeed (which diverged on GPT-2's tied embedding)",
                Range::at_least(0))
           .add("onebit_bound_update", &ParallelOptions::onebit_bound_update,
                "1-bit Adam: bound each element's step by the learning rate (|m| <= sqrt(v) in the update), so an "
-               "element whose variance froze near zero cannot take a huge step")
+               "element whose variance froze near zero cannot take a huge step; false: DeepSpeed's update")
           .add("auto", &ParallelOptions::auto_layout,
                "trident train replaces tp, pp, virtual_stages, zero_stage, sequence_parallel, offload, "
                "model.activation_checkpointing and the micro-batching (data.batch_size x grad_accum_steps kept) "

@@ -28,8 +28,10 @@ struct ParallelOptions {
   int64_t powersgd_rank = 4;
   int64_t powersgd_start_step = 100;
   int64_t onebit_warmup_steps = 100;
-  int64_t onebit_block = 0;
-  bool onebit_bound_update = false;
+  // Not DeepSpeed's (0, false), which diverged on GPT-2's tied embedding (Notes [1-bit Adam's
+  // block scales] and [1-bit Adam's bounded update] in onebit_adam.h).
+  int64_t onebit_block = 256;
+  bool onebit_bound_update = true;
   bool auto_layout = false;        // "auto": `trident train` runs the planner's best layout (apps/plan.cc)
   std::string auto_cluster;        // the cluster file the planner plans it with ("": this machine)
   static const OptionTable<ParallelOptions>& table();

@@ -333,23 +333,27 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
   const int64_t loss = N > 1 ? 8 : 0, steps = 5, start = 2;
   std::vector<int64_t> zero1_none, zero1_none_sent;
   for (const int64_t stage : {0, 1})
-    for (const std::string kind : {"none", "bf16", "powersgd", "onebit_adam"}) {
-      if (stage == 1 && kind == "onebit_adam") continue;
+    for (const std::string kind : {"none", "bf16", "powersgd", "onebit_adam", "onebit_adam_deepspeed"}) {
+      // 1-bit Adam by default (a scale per 256 elements), and as DeepSpeed (one per chunk).
+      const bool is_onebit = kind.rfind("onebit_adam", 0) == 0, deepspeed = kind == "onebit_adam_deepspeed";
+      if (stage == 1 && is_onebit) continue;
       train::TrainConfig cfg = testing::tiny_run_config(dir);
       cfg.train.out_dir = (dir / ("bytes_" + kind + std::to_string(stage))).string();
       cfg.train.steps = steps;
       cfg.train.eval_interval = 1000;
       cfg.parallel.zero_stage = stage;
-      cfg.parallel.grad_compression = kind;
+      cfg.parallel.grad_compression = is_onebit ? "onebit_adam" : kind;
       cfg.parallel.powersgd_rank = 4;
       cfg.parallel.powersgd_start_step = start;
       cfg.parallel.onebit_warmup_steps = start;
-      const int64_t pad = onebit_padding(N, 0);
+      if (deepspeed) cfg.parallel.onebit_block = 0;
+      const int64_t block = cfg.parallel.onebit_block, pad = onebit_padding(N, block);
       int64_t P = 0, powersgd = 0, onebit = 0, tensors = 0;
       for (const auto& [name, p] : models::build_model(cfg.model)->named_parameters()) {
         P += p.numel();
         ++tensors;
-        onebit += 2 * ((p.numel() + pad - 1) / pad * pad / 8 + 4 * N);  // each tensor on its own
+        const int64_t padded = (p.numel() + pad - 1) / pad * pad;  // each tensor on its own
+        onebit += 2 * (padded / 8 + 4 * (block > 0 ? padded / block : N));
         const int64_t rows = p.size(0), cols = p.numel() / rows, r = std::min({rows, cols, int64_t{4}});
         powersgd += (rows + cols) * r * 2 < rows * cols ? 4 * (rows + cols) * r : 4 * p.numel();
       }
@@ -372,10 +376,12 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
         int64_t expect = 4 * P + loss;
         if (kind == "bf16") expect = 2 * P + loss;
         if (kind == "powersgd" && s >= start) expect = powersgd + loss;
-        if (kind == "onebit_adam" && s >= start) {
+        if (is_onebit && s >= start) {
           expect = onebit + loss;
           // 1/16 of fp32's, but for each tensor's padding to 32 N elements and its 2 N scales.
-          EXPECT_LE(bytes[s] - loss, (4 * P + 4 * pad * tensors) / 16 + 8 * N * tensors) << kind;
+          if (deepspeed) {
+            EXPECT_LE(bytes[s] - loss, (4 * P + 4 * pad * tensors) / 16 + 8 * N * tensors) << kind;
+          }
         }
         if (stage == 1) {
           expect = zero1_none[s];
@@ -398,10 +404,12 @@ TEST_F(GradCompressionTest, BytesPerStepMatchTheFormulas) {
         if (kind == "none") {
           EXPECT_EQ(sent[s], 2 * 4 * P * (N - 1) / N + loss_sent) << "step " << s + 1;
         }
-        if (kind == "onebit_adam" && s >= start) {
+        if (is_onebit && s >= start) {
           EXPECT_NEAR(static_cast<double>(sent[s] - loss_sent), static_cast<double>(onebit * (N - 1) / N),
-                      static_cast<double>(2 * tensors)) << "step " << s + 1;
-          EXPECT_LE(sent[s] - loss_sent, (8 * P + 8 * pad * tensors) * (N - 1) / N / 32 + 8 * N * tensors);
+                      static_cast<double>(2 * tensors)) << kind << ", step " << s + 1;
+          if (deepspeed) {
+            EXPECT_LE(sent[s] - loss_sent, (8 * P + 8 * pad * tensors) * (N - 1) / N / 32 + 8 * N * tensors);
+          }
         }
       }
       if (world->rank() == 0)
@@ -428,10 +436,9 @@ TEST_F(GradCompressionTest, ResumeMidRunGivesTheUninterruptedLosses) {
       cfg.train.checkpoint_interval = 1000;
       cfg.parallel.zero_stage = stage;
       cfg.parallel.grad_compression = onebit ? "onebit_adam" : kind;
-      if (kind == "onebit_adam_blocks") {  // block scales and the bounded update
-        cfg.parallel.onebit_block = 64;
-        cfg.parallel.onebit_bound_update = true;
-      }
+      // DeepSpeed's form (one scale per chunk, no bound), and block scales with the bound.
+      cfg.parallel.onebit_block = kind == "onebit_adam_blocks" ? 64 : 0;
+      cfg.parallel.onebit_bound_update = kind == "onebit_adam_blocks";
       cfg.parallel.powersgd_start_step = 3;
       cfg.parallel.onebit_warmup_steps = 3;
       cfg.train.out_dir = (dir / ("straight_" + kind + std::to_string(stage))).string();
