@@ -121,6 +121,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // The pipeline as its schedule runs (Note [Simulated pipeline]): the bubble without the
   // messages, and what the messages add to it exposed.
   const LinkSpec& pp_link = cluster.link_for(l.tp * l.dp * l.pp);
+  // One activation (or its gradient) between stages: split along the sequence under SP.
+  const double pp_message_bytes = tokens * C * static_cast<double>(E) / (l.sequence_parallel ? tp : 1.0);
   double pp_exposed = 0.0;
   if (l.pp > 1) {
     PipelineCosts costs;
@@ -133,7 +135,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     const std::string schedule = l.pipeline_schedule();
     const double ideal = simulate_pipeline(pl, schedule, static_cast<int>(l.accum), costs);
     const double link = pp_link.bandwidth_gbs * 1e9, alpha = pp_link.latency_us * 1e-6;
-    costs.message_s = tokens * C * static_cast<double>(E) / (l.sequence_parallel ? tp : 1.0) / link + alpha;
+    costs.message_s = pp_message_bytes / link + alpha;
     if (s.tied_head_weight) {
       const double rows = static_cast<double>((run.model.vocab_size + l.tp - 1) / l.tp);
       costs.tied = true;
@@ -176,9 +178,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   }
   double pp_s = 0.0;
   if (l.pp > 1) {
-    const double msg = tokens * C * static_cast<double>(E) / (l.sequence_parallel ? tp : 1.0);
     pp_s = 2.0 * m * static_cast<double>(l.virtual_stages) *
-           (msg / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6);
+           (pp_message_bytes / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6);
   }
   const double backward = out.compute_s * 2.0 / 3.0;
   const double dp_exposed = std::max(dp_s - cluster.device.comm_overlap * backward, 0.0);
