@@ -14,27 +14,13 @@
 #include "models/gpt2/model.h"
 #include "models/registry.h"
 #include "nn/parallel_plan.h"
+#include "support/tiny_model_configs.h"
 
 namespace trident::models {
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig c;
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 8;
-  c.vocab_size = 40;
-  return c;
-}
-
-ModelConfig tiny_llama(bool tied) {
-  ModelConfig c = tiny();
-  c.arch = "llama";
-  c.n_head = 4;
-  c.family_values = {{"n_kv_heads", int64_t{2}}, {"intermediate_size", int64_t{24}}, {"tie_word_embeddings", tied}};
-  return c;
-}
+using testing::tiny_llama;
+using testing::tiny_gpt2;
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -46,9 +32,9 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(ModelRegistry, BuildsGpt2ByNameWithTheFamilysOwnInit) {
-  const std::unique_ptr<CausalLM> model = build_model(tiny());
+  const std::unique_ptr<CausalLM> model = build_model(tiny_gpt2());
   EXPECT_EQ(model->model_config().arch, "gpt2");
-  const gpt2::GPT2 direct(gpt2::GPT2Config::from(tiny()));
+  const gpt2::GPT2 direct(gpt2::GPT2Config::from(tiny_gpt2()));
   const auto a = model->named_parameters(), b = direct.named_parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -58,14 +44,14 @@ TEST(ModelRegistry, BuildsGpt2ByNameWithTheFamilysOwnInit) {
 }
 
 TEST(ModelRegistry, AnUnknownArchNamesTheFamilies) {
-  ModelConfig c = tiny();
+  ModelConfig c = tiny_gpt2();
   c.arch = "gpt9";
   const std::string e = error_of([&] { build_model(c); });
   EXPECT_NE(e.find("model.arch = \"gpt9\" is not a model family; the families are: gpt2, llama"), std::string::npos) << e;
 }
 
 TEST(ModelConfig, FamilyKeysHaveDefaultsAndBelongToTheirFamily) {
-  ModelConfig c = tiny();
+  ModelConfig c = tiny_gpt2();
   EXPECT_EQ(c.family_float("layer_norm_eps"), 1e-5);
   c.family_values["layer_norm_eps"] = 1e-6;
   EXPECT_EQ(gpt2::GPT2Config::from(c).layer_norm_eps, 1e-6);
@@ -73,7 +59,7 @@ TEST(ModelConfig, FamilyKeysHaveDefaultsAndBelongToTheirFamily) {
             std::string::npos);
   c.family_values["rope_theta"] = 1e4;  // set behind the config's back: validate() names it
   EXPECT_NE(error_of([&] { c.validate(); }).find("has no key 'rope_theta'"), std::string::npos);
-  ModelConfig odd = tiny();
+  ModelConfig odd = tiny_gpt2();
   odd.n_embd = 15;
   EXPECT_NE(error_of([&] { odd.validate(); }).find("n_embd (15) must be divisible by n_head (2)"), std::string::npos);
 }
@@ -97,7 +83,7 @@ TEST(ModelConfig, FilesAndOverridesSetTheSelectorFirst) {
 }
 
 TEST(CausalLM, PartsBlocksAndPipelinePlacesAgree) {
-  for (const ModelConfig& cfg : {tiny(), tiny_llama(false), tiny_llama(true)}) {
+  for (const ModelConfig& cfg : {tiny_gpt2(), tiny_llama(false), tiny_llama(true)}) {
     const std::unique_ptr<CausalLM> model = build_model(cfg);
     std::set<std::string> seen;
     const auto parts = model->parts();
@@ -109,7 +95,7 @@ TEST(CausalLM, PartsBlocksAndPipelinePlacesAgree) {
       }
     EXPECT_EQ(seen.size(), model->named_parameters().size()) << cfg.arch;
   }
-  const std::unique_ptr<CausalLM> model = build_model(tiny());
+  const std::unique_ptr<CausalLM> model = build_model(tiny_gpt2());
   std::set<std::string> seen;
   const auto parts = model->parts();
   ASSERT_EQ(parts.size(), static_cast<size_t>(model->num_blocks()) + 1);
@@ -128,7 +114,7 @@ TEST(CausalLM, PartsBlocksAndPipelinePlacesAgree) {
 }
 
 TEST(CausalLM, EveryPlanEntryNamesLayersOfTheModel) {
-  const std::unique_ptr<CausalLM> model = build_model(tiny());
+  const std::unique_ptr<CausalLM> model = build_model(tiny_gpt2());
   const auto layers = model->named_modules();
   for (const nn::ParallelPlanEntry& e : model->parallel_plan(2)) {
     int matched = 0;
@@ -205,7 +191,7 @@ TEST(ParallelPlan, PatternsMatchWholeComponents) {
 }
 
 TEST(CausalLM, GenerationWorksThroughTheContract) {
-  for (const ModelConfig& cfg : {tiny(), tiny_llama(false)}) {
+  for (const ModelConfig& cfg : {tiny_gpt2(), tiny_llama(false)}) {
     const std::unique_ptr<CausalLM> model = build_model(cfg);
     model->eval();
     const std::vector<int64_t> greedy = generate(*model, {1, 2, 3}, SampleOptions{12, 0.0, 0, 1});

@@ -9,28 +9,13 @@
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/parallel_plan.h"
+#include "support/tiny_model_configs.h"
 
 namespace trident::models {
 namespace {
 
-ModelConfig gpt2_config() {
-  ModelConfig c;
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 8;
-  c.vocab_size = 40;
-  return c;
-}
-
-ModelConfig llama_config(bool tied, bool qkv_bias) {
-  ModelConfig c = gpt2_config();
-  c.arch = "llama";
-  c.n_head = 4;
-  c.family_values = {{"n_kv_heads", int64_t{2}}, {"intermediate_size", int64_t{24}},
-                     {"tie_word_embeddings", tied}, {"qkv_bias", qkv_bias}};
-  return c;
-}
+using testing::tiny_gpt2;
+using testing::tiny_llama;
 
 // The dimension tensor parallelism splits `param` ("weight"/"bias") of `module` along under
 // `style`, or -1.
@@ -79,14 +64,14 @@ TEST(ModelShapes, MatchTheBuiltModelOfEveryFamily) {
   for (const ModelFamily& f : model_families()) {
     ASSERT_TRUE(f.shapes) << f.arch << " states no shapes";
   }
-  check_family(gpt2_config());
-  check_family(llama_config(false, false));
-  check_family(llama_config(true, true));
+  check_family(tiny_gpt2());
+  check_family(tiny_llama(false, false));
+  check_family(tiny_llama(true, true));
 }
 
 TEST(ModelShapes, MatmulFlopsAreTheGemmShapes) {
   // The planner's FLOPs per token and the MFU's GEMM list count the same products.
-  for (const ModelConfig& cfg : {gpt2_config(), llama_config(false, false)}) {
+  for (const ModelConfig& cfg : {tiny_gpt2(), tiny_llama(false, false)}) {
     const ModelShapes s = model_family(cfg.arch).shapes(cfg);
     const int64_t per_token = cfg.n_layer * matmul_flops_per_token(s.block_matmuls) +
                               matmul_flops_per_token({s.head_matmul});

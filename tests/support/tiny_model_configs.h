@@ -1,0 +1,31 @@
+// The smallest model configs of each family that still exercise every code path (several
+// blocks and heads, grouped kv heads for LLaMA), shared by the model tests.
+#pragma once
+
+#include "models/model_config.h"
+
+namespace trident::models::testing {
+
+inline ModelConfig tiny_gpt2() {
+  ModelConfig c;
+  c.n_layer = 3;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 8;
+  c.vocab_size = 40;
+  return c;
+}
+
+// 4 heads sharing 2 kv heads; tied or untied head, with or without Qwen2's q/k/v biases.
+inline ModelConfig tiny_llama(bool tied, bool qkv_bias = false) {
+  ModelConfig c = tiny_gpt2();
+  c.arch = "llama";
+  c.n_head = 4;
+  c.family_values = {{"n_kv_heads", int64_t{2}},
+                     {"intermediate_size", int64_t{24}},
+                     {"tie_word_embeddings", tied},
+                     {"qkv_bias", qkv_bias}};
+  return c;
+}
+
+}  // namespace trident::models::testing
