@@ -36,7 +36,9 @@ TEST(CudaVocabParallel, PassesMatchTheHost) {
     const std::vector<double> sh = to_vector<double>(sums_host);
     const std::vector<double> sg =
         to_vector<double>(ops::vocab_parallel_sums(l_gpu, core::to_device(max_host, gpu), t_gpu, begin));
-    for (size_t i = 0; i < sh.size(); ++i) ASSERT_NEAR(sg[i], sh[i], 1e-12 * std::max(1.0, std::abs(sh[i]))) << i;
+    // Float exponentials (the device's expf within 2 ulp, the host's math::exp within 1) summed in
+    // double: a few ulp of float apart at most.
+    for (size_t i = 0; i < sh.size(); ++i) ASSERT_NEAR(sg[i], sh[i], 5e-7 * std::max(1.0, std::abs(sh[i]))) << i;
     const std::vector<float> gh = to_vector<float>(ops::vocab_parallel_backward(logits, max_host, sums_host, targets,
                                                                                 begin, -1, 0.25));
     const std::vector<float> gg = to_vector<float>(ops::vocab_parallel_backward(

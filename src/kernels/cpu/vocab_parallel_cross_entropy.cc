@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "core/parallel.h"
+#include "kernels/cpu/fast_math.h"
+#include "kernels/cpu/row_reduce.h"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -30,11 +32,10 @@ void vocab_parallel_sums(double* sums, const float* logits, const float* row_max
   parallel_for(0, N, row_grain(V), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float* row = logits + i * V;
-      double s = 0.0;
-      for (int64_t j = 0; j < V; ++j) s += std::exp(static_cast<double>(row[j] - row_max[i]));
-      sums[i] = s;
+      const float m = row_max[i];
+      sums[i] = lane_sum<double>(V, [row, m](int64_t j) { return static_cast<double>(math::exp(row[j] - m)); });
       const int64_t t = targets[i] - begin;
-      sums[N + i] = t >= 0 && t < V ? static_cast<double>(row[t] - row_max[i]) : 0.0;
+      sums[N + i] = t >= 0 && t < V ? static_cast<double>(row[t] - m) : 0.0;
     }
   });
 }
@@ -51,10 +52,12 @@ void vocab_parallel_backward(float* grad, const float* logits, const float* row_
       }
       const float* row = logits + i * V;
       const int64_t t = targets[i] - begin;
-      for (int64_t j = 0; j < V; ++j) {
-        const double p = std::exp(static_cast<double>(row[j] - row_max[i])) / sums[i];
-        g[j] = static_cast<float>((j == t ? p - 1.0 : p) * scale);
-      }
+      // e^(l - max) / sum = e^(l - lse), the local cross_entropy_backward's form: one exp per logit.
+      const float lse = row_max[i] + static_cast<float>(std::log(sums[i]));
+      const float sc = static_cast<float>(scale);
+      for (int64_t j = 0; j < V; ++j) g[j] = math::exp(row[j] - lse) * sc;
+      // The target's entry, recomputed rather than corrected so it is rounded only once.
+      if (t >= 0 && t < V) g[t] = (math::exp(row[t] - lse) - 1.0f) * sc;
     }
   });
 }

@@ -1,7 +1,8 @@
 // Vocabulary-parallel cross-entropy's local passes (vocab_parallel_cross_entropy.cuh): one
 // block per row (rows grid-strided), each thread walking the row with a block-wide stride;
-// the block combines the threads' max or double sums (block_max, block_sum). A row's
-// exponentials are in double, as on the host, so the two agree to rounding of the sum's order.
+// the block combines the threads' max or double sums (block_max, block_sum). As on the host,
+// exponentials are in float and summed in double, and the backward is e^(l - lse) * scale, so the
+// two agree to the exponentials' last bits and the sum's order.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -34,7 +35,7 @@ __global__ void sums_kernel(double* sums, const float* logits, const float* row_
     const float* row = logits + r * V;
     const float m = row_max[r];
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += exp(static_cast<double>(row[j] - m));
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += static_cast<double>(expf(row[j] - m));
     s = block_sum(s, scratch);
     if (threadIdx.x == 0) {
       sums[r] = s;
@@ -54,12 +55,12 @@ __global__ void backward_kernel(float* grad, const float* logits, const float* r
       continue;
     }
     const float* row = logits + r * V;
-    const float m = row_max[r];
-    const double inv = 1.0 / sums[r];
+    const float lse = row_max[r] + static_cast<float>(log(sums[r]));
+    const float sc = static_cast<float>(scale);
     const int64_t t = targets[r] - begin;
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-      const double p = exp(static_cast<double>(row[j] - m)) * inv;
-      g[j] = static_cast<float>((j == t ? p - 1.0 : p) * scale);
+      const float p = expf(row[j] - lse);
+      g[j] = (j == t ? p - 1.0f : p) * sc;
     }
   }
 }
