@@ -7,6 +7,7 @@ writes one JSON table: per layout, the predicted and measured peak bytes per all
 category and step time (the fastest measured step's wall and CPU time), with the errors.
 
 Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/plan_accuracy.json
+         (resumes: rows already in --out are kept and their layouts not measured again)
          [--runs small:1,small:2,tiny:4,124M:1] [--steps 3] [--only SUBSTRING] [--stride K] [--no-calibrate]
          [--set section.key=value ...]
        bench/plan_accuracy.py --build build --out TABLE.json --repredict small:1=calib1.toml,small:2=calib2.toml
@@ -23,6 +24,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 CONFIG_FLAGS = {
     "tiny": "--model.n_layer=4 --model.n_embd=256 --model.n_head=4 --model.block_size=256 --data.seq_len=256 --data.batch_size=8",
@@ -137,6 +139,12 @@ def main():
             cmd += ["--only", args.only]
         if args.stride > 1:
             cmd += ["--stride", str(args.stride)]
+        measured = sorted(layout for (c, n, layout) in done if c == (f"{config}/{args.tag}" if args.tag else config)
+                          and n == ranks)
+        if measured:  # resuming: the rows already in --out are not measured again
+            skip_file = pathlib.Path(tempfile.gettempdir()) / f"plan_accuracy_skip_{os.getpid()}_{config}_{ranks}.txt"
+            skip_file.write_text("".join(name + "\n" for name in measured))
+            cmd += ["--skip-file", str(skip_file)]
         print(" ".join(cmd), file=sys.stderr, flush=True)
         with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
             for line in p.stdout:

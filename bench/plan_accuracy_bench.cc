@@ -4,10 +4,16 @@
 // (planner/measure.h), as JSON lines on rank 0, one per layout.
 //
 // Usage: plan_accuracy_bench [--config tiny|small|124M] [--cluster FILE (calibrated: trident calibrate)]
-//          [--steps N] [--only SUBSTRING] [--limit N] [--stride K] [--section.key=value ...]
-// --stride K measures every K-th listed layout (a sample, where running them all takes too long).
+//          [--steps N] [--only SUBSTRING] [--limit N] [--stride K] [--skip-file FILE] [--section.key=value ...]
+// --stride K measures every K-th listed layout (a sample, where running them all takes too long);
+// --skip-file names layouts already measured, one per line (bench/plan_accuracy.py resuming).
+// Each process works in /tmp/plan_accuracy_bench/PID, so several jobs can share the machine.
 // Step times are each layout's fastest measured step (Note [Measured step time]).
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,7 +28,7 @@
 using namespace trident;
 
 int main(int argc, char** argv) {
-  std::string config = "tiny", cluster_file, only;
+  std::string config = "tiny", cluster_file, only, skip_file;
   int64_t steps = 2, limit = 0, stride = 1;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
@@ -40,6 +46,7 @@ int main(int argc, char** argv) {
     else if (a == "--only") only = next();
     else if (a == "--limit") limit = std::stoll(next());
     else if (a == "--stride") stride = std::max<int64_t>(1, std::stoll(next()));
+    else if (a == "--skip-file") skip_file = next();
     else if (a.starts_with("--") && a.find('=') != std::string::npos) overrides.push_back(a.substr(2));
     else {
       std::fprintf(stderr, "plan_accuracy_bench: unknown argument %s\n", a.c_str());
@@ -64,19 +71,28 @@ int main(int argc, char** argv) {
       if (!c.is_ok()) throw std::runtime_error(c.status().to_string());
       cluster = c.value();
     }
+    std::set<std::string> skip;
+    if (!skip_file.empty()) {
+      std::ifstream in(skip_file);
+      if (!in) throw std::runtime_error("--skip-file: cannot read '" + skip_file + "'");
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty()) skip.insert(line);
+    }
+    const std::string scratch = "/tmp/plan_accuracy_bench/" + std::to_string(::getpid());
     const planner::RunSpec run = planner::run_spec(cfg);
     planner::SearchSpace space;
     space.ranks = ranks;
     int64_t done = 0, matched = 0;
     for (const planner::Layout& layout : planner::enumerate_layouts(run, space)) {
       if (!only.empty() && layout.str().find(only) == std::string::npos) continue;
+      if (skip.count(layout.str())) continue;
       if (matched++ % stride != 0) continue;
       if (limit > 0 && done >= limit) break;
       ++done;
       const planner::Candidate predicted = planner::evaluate(run, layout, cluster, world != nullptr);
       train::TrainConfig c = cfg;
       layout.apply(c);
-      auto measured = planner::measure_layout(c, world, "/tmp/plan_accuracy_bench", 1, steps);
+      auto measured = planner::measure_layout(c, world, scratch, 1, steps);
       if (!measured.is_ok()) throw std::runtime_error(layout.str() + ": " + measured.status().to_string());
       if (rank != 0) continue;
       nlohmann::ordered_json j;
