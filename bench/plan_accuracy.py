@@ -105,6 +105,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", default="tiny:1,tiny:2,tiny:4,small:1,small:2,small:4,124M:1,124M:2,124M:4")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="steps before the measured ones (0: peaks from the first step on; memory only)")
     ap.add_argument("--no-calibrate", action="store_true", help="memory only: predict with the local cluster's defaults")
     ap.add_argument("--set", action="append", default=[], help="section.key=value for every run (e.g. precision.dtype=bf16)")
     ap.add_argument("--tag", default="", help="a label stored in each row (e.g. bf16)")
@@ -129,7 +131,7 @@ def main():
         ranks = int(ranks)
         flags = CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set]
         cmd = mpi(ranks) + [str(build / "bench/plan_accuracy_bench"), "--config", config,
-                            "--steps", str(args.steps), "--train.threads=1"] + ["--" + kv for kv in args.set]
+                            "--steps", str(args.steps), "--warmup", str(args.warmup), "--train.threads=1"] + ["--" + kv for kv in args.set]
         if not args.no_calibrate:
             calib = out_path.parent / f"calib_{config}_{ranks}.toml"  # kept for --repredict
             out_path.parent.mkdir(parents=True, exist_ok=True)

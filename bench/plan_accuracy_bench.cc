@@ -4,7 +4,7 @@
 // (planner/measure.h), as JSON lines on rank 0, one per layout.
 //
 // Usage: plan_accuracy_bench [--config tiny|small|124M] [--cluster FILE (calibrated: trident calibrate)]
-//          [--steps N] [--only SUBSTRING] [--limit N] [--stride K] [--skip-file FILE] [--section.key=value ...]
+//          [--steps N] [--warmup N] [--only SUBSTRING] [--limit N] [--stride K] [--skip-file FILE] [--section.key=value ...]
 // --stride K measures every K-th listed layout (a sample, where running them all takes too long);
 // --skip-file names layouts already measured, one per line (bench/plan_accuracy.py resuming).
 // Each process works in /tmp/plan_accuracy_bench/PID, so several jobs can share the machine.
@@ -29,7 +29,7 @@ using namespace trident;
 
 int main(int argc, char** argv) {
   std::string config = "tiny", cluster_file, only, skip_file;
-  int64_t steps = 2, limit = 0, stride = 1;
+  int64_t steps = 2, warmup = 1, limit = 0, stride = 1;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     if (a == "--config") config = next();
     else if (a == "--cluster") cluster_file = next();
     else if (a == "--steps") steps = std::stoll(next());
+    else if (a == "--warmup") warmup = std::stoll(next());
     else if (a == "--only") only = next();
     else if (a == "--limit") limit = std::stoll(next());
     else if (a == "--stride") stride = std::max<int64_t>(1, std::stoll(next()));
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
       const planner::Candidate predicted = planner::evaluate(run, layout, cluster, world != nullptr);
       train::TrainConfig c = cfg;
       layout.apply(c);
-      auto measured = planner::measure_layout(c, world, scratch, 1, steps);
+      auto measured = planner::measure_layout(c, world, scratch, warmup, steps);
       if (!measured.is_ok()) throw std::runtime_error(layout.str() + ": " + measured.status().to_string());
       if (rank != 0) continue;
       nlohmann::ordered_json j;
