@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_time.h"
 #include "autograd/functions.h"
 #include "core/allocator.h"
 #include "core/factory.h"
@@ -130,12 +131,6 @@ struct Timing {
   double forward_cpu_s, backward_cpu_s, total_cpu_s;  // process CPU time: what others' load does not distort
   int64_t peak_bytes;
 };
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 // Median forward, backward and total over `reps` runs after one warm-up; peak allocator
 // bytes above what was live before a run. `reset` (untimed) frees the previous run's results

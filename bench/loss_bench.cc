@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_time.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -25,12 +26,6 @@
 using namespace trident;
 
 namespace {
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 struct Timing {
   double cpu_s = 1e30, wall_s = 1e30;

@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_time.h"
 #include "autograd/functions.h"
 #include "core/allocator.h"
 #include "core/device_ops.h"
@@ -77,13 +78,6 @@ double gemm_gflops(int64_t n) {
 // User + system CPU seconds of every thread of the process so far. Per step, next to the wall
 // time: on a machine shared with other work a step's CPU time moves much less than its wall
 // time (it misses idle threads waiting on a slower one: OMP_WAIT_POLICY=PASSIVE sleeps).
-double process_cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();

@@ -1,28 +1,17 @@
 #include "planner/measure.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <random>
 #include <vector>
 
+#include "core/cpu_time.h"
 #include "core/factory.h"
 #include "data/token_file.h"
 #include "train/trainer.h"
 
 namespace trident::planner {
-namespace {
-
-double process_cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-}  // namespace
 
 // Note [Measured step time]
 // A step's time is its wall time on the slowest rank (a pipeline's first stage idles through
