@@ -1,4 +1,5 @@
 #include "commands.h"
+#include "cli_checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -276,8 +277,8 @@ CLI::App* add_sample(CLI::App& app, SampleArgs& a) {
   c->add_option("--prompt", a.prompt, "text to continue");
   c->add_option("--tokens", a.tokens, "number of tokens to generate")->check(CLI::Range(1, 100000));
   c->add_option("--temperature", a.temperature, "sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
-  c->add_option("--top-k", a.top_k, "sample from the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber);
-  c->add_option("--seed", a.seed, "sampling seed")->check(CLI::NonNegativeNumber);
+  c->add_option("--top-k", a.top_k, "sample from the k most likely tokens (0: all)")->check(kNonNegative);
+  c->add_option("--seed", a.seed, "sampling seed")->check(kNonNegative);
   c->add_option("--tokenizer", a.tokenizer,
                 std::string(train::kTokenizerHelp) +
                 " (default: the checkpoint config's data.tokenizer; a model directory's own tokenizer files)");
@@ -321,13 +322,13 @@ CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
                 "checkpoint directory, a run directory (its latest), or a Hugging Face model directory")
       ->required();
   c->add_option("--batches", a.batches, "validation batches (default: the config's train.eval_batches)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   c->add_option("--val-file", a.val_file,
                 "token file to evaluate (default: the checkpoint config's data.val_file; required for a model directory)");
   c->add_option("--batch-size", a.batch_size, "sequences per batch (default: the checkpoint config's data.batch_size)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   c->add_option("--seq-len", a.seq_len, "tokens per sequence, at most model.block_size (default: data.seq_len)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   return c;
 }
 
@@ -370,7 +371,7 @@ CLI::App* add_export(CLI::App& app, ExportArgs& a) {
                 "a directory: config.json and the weights under Hugging Face names, sharded above --max-shard-mb "
                 "(from_pretrained loads it); a path ending in .safetensors: the weights alone, in one file")
       ->required();
-  c->add_option("--max-shard-mb", a.max_shard_mb, "largest weight file of a directory (MB)")->check(CLI::PositiveNumber);
+  c->add_option("--max-shard-mb", a.max_shard_mb, "largest weight file of a directory (MB)")->check(kPositive);
   return c;
 }
 

@@ -5,6 +5,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/env.h"
+#include "cli_checks.h"
 #include "commands.h"
 #include "comm/mpi_communicator.h"
 #include "planner/calibrate.h"
@@ -64,9 +65,9 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
   c->add_option("--top", a.top, "layouts to print")->check(CLI::Range(int64_t{1}, int64_t{100000}));
   c->add_flag("--offload", a.offload, "also consider ZeRO-Offload (optimizer state in host memory)");
   c->add_option("--tokens", a.tokens, "with --price-per-device-hour: time and cost to train this many tokens")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   c->add_option("--price-per-device-hour", a.price_per_device_hour, "price of one device for an hour")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   c->allow_extras();
   c->footer("Takes the training config's --section.key=value overrides; prints the overrides that run each layout.");
   return c;

@@ -4,7 +4,8 @@
   - `plan --json` ranks the layouts that fit by tokens/s, each with its memory per category,
     its step time split and the overrides that run it; a model too big for one rank's memory
     (a 1.3B GPT on one 16 GiB device) fits nowhere there and is planned onto a cluster file;
-  - bad input is an error naming it: an unknown cluster key, more ranks than the cluster has;
+  - bad input is an error naming it: an unknown cluster key, more ranks than the cluster has,
+    a negative --tokens;
   - `train --parallel.auto=true` under mpirun -np 2 prints why it chose its layout, runs the
     plan's best layout (its printed config says so) and trains.
 
@@ -73,6 +74,11 @@ def main():
     r = run([trident, "plan", "--cluster", a100, "--ranks", "4096"] + TINY, env)
     if r.returncode == 0 or "4096" not in r.stderr or "3072" not in r.stderr:
         failures.append(f"more ranks than the cluster's devices should be an error naming both: {r.stderr}")
+    # A negative count names the flag, the value and what is allowed (not CLI11's range up to
+    # the largest double, printed in 300 digits).
+    r = run([trident, "plan", "--tokens", "-5", "--price-per-device-hour", "2"] + TINY, env)
+    if r.returncode == 0 or "--tokens: Value -5 is not allowed: must be > 0" not in r.stderr or len(r.stderr) > 300:
+        failures.append(f"--tokens -5 should be an error saying what is allowed: {r.stderr[:500]}")
 
     with tempfile.TemporaryDirectory(prefix="trident_cli_plan_test_") as d:
         tokens = array.array("H", [random.Random(1).randrange(256) for _ in range(4096)])

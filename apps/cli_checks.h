@@ -1,0 +1,26 @@
+#pragma once
+// Option checks whose messages say what is allowed. CLI11's PositiveNumber and NonNegativeNumber
+// are ranges up to the largest double, which their message prints in full (over 300 digits).
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <string>
+
+namespace trident::cli {
+
+inline CLI::Validator number_above(double lowest, bool or_equal, const std::string& name) {
+  return CLI::Validator(
+      [lowest, or_equal](std::string& text) -> std::string {
+        double v = 0.0;
+        if (!CLI::detail::lexical_cast(text, v) || std::isnan(v)) return "Value " + text + " is not a number";
+        if (or_equal ? v >= lowest : v > lowest) return "";
+        return "Value " + text + " is not allowed: must be " + (or_equal ? ">= " : "> ") +
+               CLI::detail::to_string(lowest);
+      },
+      name);
+}
+
+inline const CLI::Validator kPositive = number_above(0.0, false, "POSITIVE");
+inline const CLI::Validator kNonNegative = number_above(0.0, true, "NONNEGATIVE");
+
+}  // namespace trident::cli
