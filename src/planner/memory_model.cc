@@ -93,19 +93,23 @@ double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std
 // and the largest weight's f32 gradient (made in the activation category, then handed to the
 // parameter); a tied head's scaled dw waits for the embedding's through the whole backward.
 // Sequence parallelism splits the block-width tensors, tensor parallelism the split ones.
-double recompute_working_set(const ModelShapes& shapes, const std::string& mode, const Layout& l, int64_t E,
+// Without checkpointing the same backward has nothing to rerun and no rerun output; it is the
+// peak of a pipeline's first stages, which keep several micro-batches and no head (GPT-2 124M
+// pp4 b1 m4 and pp2 b2 m2: 28 and 47 MB above the kept activations, measured).
+double backward_working_set(const ModelShapes& shapes, const std::string& mode, const Layout& l, int64_t E,
                              int64_t tokens) {
   const double tp = static_cast<double>(l.tp);
   double per_token = 0.0, largest = 0.0;
   for (size_t i = 0; i < shapes.block.size(); ++i) {
     const SavedActivation& a = shapes.block[i];
     const double bytes = static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
-    const bool kept = mode == "full" ? i == 0 : a.kept_selective;
+    const bool kept = mode == "full" ? i == 0 : mode == "selective" ? a.kept_selective : a.kept_none;
     if (a.kept_none && !kept) per_token += bytes;  // rerun
     if (a.kept_none) largest = std::max(largest, bytes);
   }
   const double width = static_cast<double>(shapes.block.front().per_token * E) / (l.sequence_parallel ? tp : 1.0);
-  per_token += 3.0 * width + largest;  // incoming gradient, rerun output, input-width gradient
+  // The incoming gradient, the input-width gradient and, when a rerun made one, its output.
+  per_token += (mode == "none" ? 2.0 : 3.0) * width + largest;
   double weight = 0.0;
   for (const auto& [k, n] : shapes.block_matmuls) weight = std::max(weight, 4.0 * static_cast<double>(k * n) / tp);
   return static_cast<double>(tokens) * per_token + weight;
@@ -252,11 +256,10 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const double vc = 4.0 * static_cast<double>(head_rows * C);
     // The head's dw as the backward hands it on: f32, or cast to the compute dtype.
     const double vc_e = static_cast<double>(head_rows * C * E);
-    // Note [The recompute peak]: a checkpointed block's backward, after what the forward kept.
-    const double recompute = mode == "none" || s.blocks == 0
-                                 ? 0.0
-                                 : act + recompute_working_set(shapes, mode, l, E, tokens) +
-                                       (tied && l.pp == 1 ? vc_e : 0.0);
+    // Note [The recompute peak]: a block's backward, after what the forward kept.
+    const double blocks_backward = s.blocks == 0 ? 0.0
+                                                 : act + backward_working_set(shapes, mode, l, E, tokens) +
+                                                       (tied && l.pp == 1 ? vc_e : 0.0);
     if (s.last) {
       // Note [The fused head's peak]
       // + dx, of the head's input: gathered under sequence parallelism, like the input.
@@ -285,7 +288,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         act = std::max({forward, backward_start, backward_end});
       }
     }
-    raise(MemoryCategory::kActivation, std::max(act, recompute));
+    raise(MemoryCategory::kActivation, std::max(act, blocks_backward));
   }
   return out;
 }
