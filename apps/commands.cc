@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@
 #include "checkpoint/env.h"
 #include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
+#include "core/options.h"
 #include "core/parallel.h"
 #include "data/prepare.h"
 #include "kernels/cpu/gemm_engine.h"
@@ -440,6 +442,25 @@ Status run_tokenize(const TokenizeArgs& a) {
   std::string out = "[";
   for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
   std::printf("%s]\n", out.c_str());
+  return Status::ok();
+}
+
+Status check_command_names(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> names;
+  for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(c->get_name());
+  auto check = [&](const std::string& word, const std::string& where) {
+    if (word.empty() || word[0] == '-' || std::find(names.begin(), names.end(), word) != names.end()) return Status::ok();
+    std::string msg = where + "unknown command '" + word + "'";
+    if (auto m = closest_match(word, names)) msg += " (did you mean '" + *m + "'?)";
+    std::string all;
+    for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+    return Status::invalid(msg + "; commands: " + all);
+  };
+  if (argc < 2) return Status::ok();
+  Status s = check(argv[1], "");
+  if (!s.is_ok() || std::string_view(argv[1]) != "launch") return s;
+  for (int i = 2; i + 1 < argc; ++i)
+    if (std::string_view(argv[i]) == "--") return check(argv[i + 1], "launch: ");
   return Status::ok();
 }
 

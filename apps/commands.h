@@ -50,6 +50,9 @@ struct GemmRatesArgs {
 CLI::App* add_gemm_rates(CLI::App& app, GemmRatesArgs& args);
 Status run_gemm_rates(const GemmRatesArgs& args, const std::vector<std::string>& overrides);
 
+// The first word of the command line that should name one of `app`'s commands and names none
+// (trident's own, and launch's after --): an error naming it, the closest command and all.
+Status check_command_names(CLI::App& app, int argc, char** argv);
 // "error: " or, in a job started by mpirun, "error (rank R): ".
 std::string error_prefix();
 // Exits with `code`; in an MPI job, ends every rank (no rank is left waiting on this one).

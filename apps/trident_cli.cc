@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
   CLI::App* cmd_report = add_report(app, report);
   CLI::App* cmd_plan = add_plan(app, plan);
   CLI::App* cmd_calibrate = add_calibrate(app, calibrate);
+  if (trident::Status s = check_command_names(app, argc, argv); !s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -140,6 +140,12 @@ def main():
         p = run([trident, "prepare", "--out", data, "--tokenizer", "byte", "--val-fraction", "0.95", text], d, env)
         if p.returncode == 0 or "--val-fraction" not in p.stderr:
             failures.append(f"prepare --val-fraction 0.95 is out of range: exit {p.returncode}\n{p.stderr}")
+        # A mistyped command, trident's own or launch's, is named with the closest one.
+        for cmd, where in ((["trian", "--x"], ""), (["launch", "-n", "2", "--", "smaple"], "launch: ")):
+            p = run([trident] + cmd, d, env)
+            if p.returncode != 1 or f"{where}unknown command '{cmd[-1] if where else cmd[0]}'" not in p.stderr or \
+                    ("did you mean 'train'?" if not where else "did you mean 'sample'?") not in p.stderr:
+                failures.append(f"{cmd}: a mistyped command should be named: exit {p.returncode}\n{p.stderr}")
     if failures:
         sys.exit("FAIL:\n" + "\n".join(failures))
     print("PASS")
