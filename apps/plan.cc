@@ -147,8 +147,7 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
   run.on_device = run.on_device || cluster.value().gpu();
   const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), false), ranks > 1);
   if (plan.ranked.empty() || !plan.ranked.front().fits)
-    return Status::invalid("parallel.auto: no layout of this run fits " + std::to_string(cluster.value().device.memory_gib) +
-                           " GiB per rank on " + std::to_string(ranks) + " rank(s) (trident plan lists them)");
+    return Status::invalid("parallel.auto: " + planner::no_layout_reason(plan) + " (trident plan lists them)");
   const planner::Candidate& best = plan.ranked.front();
   best.layout.apply(cfg);
   if (print) {

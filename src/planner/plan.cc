@@ -58,6 +58,21 @@ Plan make_plan(const RunSpec& run, const Cluster& cluster, const SearchSpace& sp
   return plan;
 }
 
+std::string no_layout_reason(const Plan& plan) {
+  const RunSpec& r = plan.run;
+  std::ostringstream s;
+  // Nothing to rank: say which rule of enumerate_layouts left no layout, not that none fits.
+  if (plan.ranked.empty())
+    s << "no layout of " << plan.ranks << " rank(s) exists for this run: dp x tp x pp must be " << plan.ranks
+      << ", with dp dividing the " << r.global_batch << " sequences of a step (data.batch_size x grad_accum_steps), tp the "
+      << r.model.n_head << " heads, pp at most the " << r.model.n_layer
+      << " layers and no more than the micro-batches: fewer ranks, or a larger batch";
+  else
+    s << "no layout fits " << plan.cluster.device.memory_gib << " GiB per device on " << plan.ranks
+      << " rank(s): more ranks, or a smaller batch or model";
+  return s.str();
+}
+
 std::string plan_table(const Plan& plan, int64_t top) {
   std::ostringstream s;
   const RunSpec& r = plan.run;
@@ -100,8 +115,7 @@ std::string plan_table(const Plan& plan, int64_t top) {
     for (const std::string& o : plan.ranked.front().layout.overrides()) s << " " << o;
     s << "\n";
   } else {
-    s << "\nno layout fits " << plan.cluster.device.memory_gib << " GiB per device on " << plan.ranks
-      << " rank(s): more ranks, or a smaller batch or model\n";
+    s << "\n" << no_layout_reason(plan) << "\n";
   }
   return s.str();
 }

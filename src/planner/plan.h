@@ -40,6 +40,8 @@ struct Plan {
 // `communicator`: whether the ranks run under mpirun (false: one process started alone).
 Plan make_plan(const RunSpec& run, const Cluster& cluster, const SearchSpace& space, bool communicator);
 
+// Why a plan has no best layout: none exists for the ranks and batch, or none fits.
+std::string no_layout_reason(const Plan& plan);
 // The top `top` layouts as a table: memory per category (GiB or MiB), step time split,
 // tokens/s, and the overrides of the best.
 std::string plan_table(const Plan& plan, int64_t top);

@@ -5,7 +5,7 @@
     its step time split and the overrides that run it; a model too big for one rank's memory
     (a 1.3B GPT on one 16 GiB device) fits nowhere there and is planned onto a cluster file;
   - bad input is an error naming it: an unknown cluster key, more ranks than the cluster has,
-    a negative --tokens;
+    a negative --tokens; ranks no layout can use (which rule), a model that fits nowhere;
   - `train --parallel.auto=true` under mpirun -np 2 prints why it chose its layout, runs the
     plan's best layout (its printed config says so) and trains.
 
@@ -61,6 +61,14 @@ def main():
     r = run([trident, "plan", "--cluster", small_device, "--json"] + big, env)
     if r.returncode != 0 or any(c["fits"] for c in json.loads(r.stdout)["ranked"]):
         failures.append(f"a 1.3B model should fit no layout of one 16 GiB device: {r.stdout[:300]} {r.stderr}")
+    r = run([trident, "plan", "--cluster", small_device] + big, env)
+    if r.returncode != 0 or "no layout fits 16 GiB per device on 1 rank(s)" not in r.stdout:
+        failures.append(f"the table should say no layout fits one 16 GiB device: {r.stdout[-400:]} {r.stderr}")
+    # 7 ranks and 4 sequences, 4 heads, 2 layers: no layout exists at all; say why, not "none fits".
+    r = run([trident, "plan", "--ranks", "7"] + TINY, env)
+    if r.returncode != 0 or "no layout of 7 rank(s) exists for this run" not in r.stdout or \
+            "dividing the 4 sequences" not in r.stdout:
+        failures.append(f"7 ranks: the table should say no layout exists and why: {r.stdout[-400:]} {r.stderr}")
     r = run([trident, "plan", "--cluster", a100, "--ranks", "16", "--json"] + big, env)
     if r.returncode != 0 or not json.loads(r.stdout)["ranked"][0]["fits"]:
         failures.append(f"a 1.3B model should fit 16 A100s: {r.stderr}")
