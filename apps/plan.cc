@@ -1,5 +1,6 @@
 // `trident plan`, `trident calibrate` and `trident train --parallel.auto=true`: the planner
 // (planner/plan.h) from the command line.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -151,8 +152,10 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
   const planner::Candidate& best = plan.ranked.front();
   best.layout.apply(cfg);
   if (print) {
-    std::fprintf(stderr, "parallel.auto: %s on %d rank(s), the fastest of %lld layouts that fit (%s):\n",
-                 best.layout.str().c_str(), ranks, static_cast<long long>(plan.layouts), cluster.value().shape.name.c_str());
+    const auto fitting = std::count_if(plan.ranked.begin(), plan.ranked.end(), [](const auto& c) { return c.fits; });
+    std::fprintf(stderr, "parallel.auto: %s on %d rank(s), the fastest of the %lld layouts that fit, of %lld evaluated (%s):\n",
+                 best.layout.str().c_str(), ranks, static_cast<long long>(fitting),
+                 static_cast<long long>(plan.search.evaluated), cluster.value().shape.name.c_str());
     std::fprintf(stderr, "  predicted %.0f tokens/s: step %.3f s = compute %.3f + exposed communication %.3f + bubble %.3f; "
                  "%.1f MiB per rank\n",
                  best.tokens_per_s, best.time.step_s(), best.time.compute_s, best.time.exposed_comm_s, best.time.bubble_s,

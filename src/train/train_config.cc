@@ -39,7 +39,9 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
                "save a checkpoint every N steps (0: at the end only)", Range::non_negative())
           .add("checkpoint_keep", &TrainOptions::checkpoint_keep, "complete checkpoints to keep", Range::at_least(1))
           .add("out_dir", &TrainOptions::out_dir, "directory for checkpoints and metrics.jsonl")
-          .add("init_from", &TrainOptions::init_from, "safetensors weights to start from (the Hugging Face names of model.arch)")
+          .add("init_from", &TrainOptions::init_from,
+               "weights to start from: a safetensors file (the Hugging Face names of model.arch) or a Hugging Face "
+               "model directory (its config.json gives the model)")
           .add("resume", &TrainOptions::resume, "continue from the latest checkpoint in out_dir, if one exists")
           .add("threads", &TrainOptions::threads, "CPU threads (0: all cores)", Range::non_negative())
           .add("device", &TrainOptions::device, "where the model trains (cuda: one GPU per rank, the collectives on NCCL)", {"cpu", "cuda"})
