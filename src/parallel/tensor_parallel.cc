@@ -129,6 +129,7 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
     return std::make_pair(plan->range(V, tp.rank()).first, widths);
   };
   const std::vector<std::pair<std::string, nn::Module*>> layers = model.named_modules();
+  const auto tp_entry = std::make_shared<const TpEntry>(tp, sp);  // Note [One entry per input]
   for (const nn::ParallelPlanEntry& entry : entries) {
     const char* style = nn::parallel_style_name(entry.style);
     int matched = 0;
@@ -155,10 +156,10 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
         case nn::ParallelStyle::kColumnwise:
           if (conv) {  // (in, out): the output features are dim 1
             split(path, "weight", {1, entry.fused});
-            conv->set_style(conv1d_columnwise(tp, sp));
+            conv->set_style(conv1d_columnwise(tp_entry));
           } else {  // (out, in)
             split(path, "weight", {0, entry.fused});
-            linear->set_style(linear_columnwise(tp, sp));
+            linear->set_style(linear_columnwise(tp_entry));
           }
           split(path, "bias", {0, entry.fused});
           break;
@@ -177,7 +178,7 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
                     " heads, which must divide parallel.tp (", n, ") and the layer's ", linear->weight().size(0),
                     " outputs");
           const int64_t width = linear->weight().size(0) / entry.heads, head = tp.rank() / (n / entry.heads);
-          linear->set_style(linear_columnwise_replicated(tp, sp, head * width, width));
+          linear->set_style(linear_columnwise_replicated(tp_entry, head * width, width));
           break;
         }
         case nn::ParallelStyle::kVocabParallelHead: {

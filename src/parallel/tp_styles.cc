@@ -1,6 +1,7 @@
 #include "parallel/tp_styles.h"
 
 #include "autograd/functions.h"
+#include "autograd/record.h"
 #include "core/copy.h"
 #include "core/views.h"
 #include "ops/vocab_parallel.h"
@@ -17,17 +18,16 @@ namespace {
 
 class Conv1DColumnwise final : public nn::Conv1DStyle {
  public:
-  Conv1DColumnwise(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
+  explicit Conv1DColumnwise(std::shared_ptr<const TpEntry> entry) : entry_(std::move(entry)) {}
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, nn::Activation act) const override {
-    const Tensor in = sp_ ? gather_sequence(x, tp_) : copy_to_tp(x, tp_);
+    const Tensor in = entry_->enter(x);
     // Each rank's output columns are whole features: the activation applies to them locally.
     const Tensor w = trident::transpose(weight, 0, 1);
     return act == nn::Activation::kGeluTanh ? trident::linear_gelu_tanh(in, w, bias) : trident::linear(in, w, bias);
   }
 
  private:
-  comm::Communicator& tp_;
-  bool sp_;
+  std::shared_ptr<const TpEntry> entry_;
 };
 
 class Conv1DRowwise final : public nn::Conv1DStyle {
@@ -102,17 +102,16 @@ class VocabParallelHead final : public nn::LinearStyle {
 // Linear (weight (out, in)), Megatron's column- and row-parallel layers.
 class LinearColumnwise final : public nn::LinearStyle {
  public:
-  LinearColumnwise(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
+  explicit LinearColumnwise(std::shared_ptr<const TpEntry> entry) : entry_(std::move(entry)) {}
   Tensor forward(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) const override {
-    return trident::linear(sp_ ? gather_sequence(x, tp_) : copy_to_tp(x, tp_), weight, bias);
+    return trident::linear(entry_->enter(x), weight, bias);
   }
   Tensor loss(const Tensor&, const Tensor&, const Tensor&) const override {
     TRI_CHECK(false, "tensor parallelism: a column-parallel layer is not an LM head (use the vocab-parallel head)");
   }
 
  private:
-  comm::Communicator& tp_;
-  bool sp_;
+  std::shared_ptr<const TpEntry> entry_;
 };
 
 class LinearRowwise final : public nn::LinearStyle {
@@ -136,15 +135,16 @@ class LinearRowwise final : public nn::LinearStyle {
 
 class LinearColumnwiseReplicated final : public nn::LinearStyle {
  public:
-  LinearColumnwiseReplicated(comm::Communicator& tp, bool sp, int64_t begin, int64_t width)
-      : tp_(tp), sp_(sp), begin_(begin), width_(width) {}
+  LinearColumnwiseReplicated(std::shared_ptr<const TpEntry> entry, int64_t begin, int64_t width)
+      : entry_(std::move(entry)), begin_(begin), width_(width) {}
   Tensor forward(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) const override {
-    // This rank's rows of the whole weight; copy_to_tp sums their gradient (and the input's)
-    // over the ranks, each of which used its own heads.
-    const Tensor in = sp_ ? gather_sequence(x, tp_) : copy_to_tp(x, tp_);
-    const Tensor w = trident::contiguous(trident::narrow(copy_to_tp(weight, tp_), 0, begin_, width_));
+    // This rank's rows of the whole weight; copy_to_tp sums their gradient (and the entry the
+    // input's) over the ranks, each of which used its own heads.
+    const Tensor in = entry_->enter(x);
+    comm::Communicator& tp = entry_->tp();
+    const Tensor w = trident::contiguous(trident::narrow(copy_to_tp(weight, tp), 0, begin_, width_));
     std::optional<Tensor> b;
-    if (bias) b = trident::contiguous(trident::narrow(copy_to_tp(*bias, tp_), 0, begin_, width_));
+    if (bias) b = trident::contiguous(trident::narrow(copy_to_tp(*bias, tp), 0, begin_, width_));
     return trident::linear(in, w, b);
   }
   Tensor loss(const Tensor&, const Tensor&, const Tensor&) const override {
@@ -152,8 +152,7 @@ class LinearColumnwiseReplicated final : public nn::LinearStyle {
   }
 
  private:
-  comm::Communicator& tp_;
-  bool sp_;
+  std::shared_ptr<const TpEntry> entry_;
   int64_t begin_, width_;
 };
 
@@ -201,21 +200,33 @@ class SequenceSplitLayerNorm final : public nn::LayerNormStyle {
 
 }  // namespace
 
-std::shared_ptr<const nn::Conv1DStyle> conv1d_columnwise(comm::Communicator& tp, bool sp) {
-  return std::make_shared<Conv1DColumnwise>(tp, sp);
+Tensor TpEntry::enter(const Tensor& x) const {
+  const bool record = autograd::needs_grad({x});
+  if (last_in_.lock() == x.impl_ptr() && last_version_ == x.version() && last_recorded_ == record)
+    if (std::shared_ptr<TensorImpl> out = last_out_.lock()) return Tensor(std::move(out));
+  Tensor out = sp_ ? gather_sequence(x, tp_) : copy_to_tp(x, tp_);
+  last_in_ = x.impl_ptr();
+  last_out_ = out.impl_ptr();
+  last_version_ = x.version();
+  last_recorded_ = record;
+  return out;
+}
+
+std::shared_ptr<const nn::Conv1DStyle> conv1d_columnwise(std::shared_ptr<const TpEntry> entry) {
+  return std::make_shared<Conv1DColumnwise>(std::move(entry));
 }
 std::shared_ptr<const nn::Conv1DStyle> conv1d_rowwise(comm::Communicator& tp, bool sp) {
   return std::make_shared<Conv1DRowwise>(tp, sp);
 }
-std::shared_ptr<const nn::LinearStyle> linear_columnwise(comm::Communicator& tp, bool sp) {
-  return std::make_shared<LinearColumnwise>(tp, sp);
+std::shared_ptr<const nn::LinearStyle> linear_columnwise(std::shared_ptr<const TpEntry> entry) {
+  return std::make_shared<LinearColumnwise>(std::move(entry));
 }
 std::shared_ptr<const nn::LinearStyle> linear_rowwise(comm::Communicator& tp, bool sp) {
   return std::make_shared<LinearRowwise>(tp, sp);
 }
-std::shared_ptr<const nn::LinearStyle> linear_columnwise_replicated(comm::Communicator& tp, bool sp, int64_t begin,
-                                                                    int64_t width) {
-  return std::make_shared<LinearColumnwiseReplicated>(tp, sp, begin, width);
+std::shared_ptr<const nn::LinearStyle> linear_columnwise_replicated(std::shared_ptr<const TpEntry> entry,
+                                                                    int64_t begin, int64_t width) {
+  return std::make_shared<LinearColumnwiseReplicated>(std::move(entry), begin, width);
 }
 std::shared_ptr<const nn::EmbeddingStyle> vocab_parallel_embedding(comm::Communicator& tp, bool sp, int64_t begin,
                                                                    std::vector<int64_t> widths) {

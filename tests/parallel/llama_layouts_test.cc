@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "support/mpi_training_test.h"
 
@@ -105,6 +106,47 @@ TEST_F(LlamaLayoutsTest, TensorParallelLayoutsGiveTheSingleProcessLosses) {
     const Run got = train(cfg, world);
     expect_close(got.losses, ref.losses, std::string("llama ") + l.name);
     expect_close(got.val, ref.val, std::string("llama ") + l.name + " validation");
+  }
+}
+
+// Note [One entry per input] (parallel/tp_styles.h): q, k and v read one input, gate and up
+// another, and each group enters the tensor-parallel region once, as Megatron's fused layers.
+// One more layer adds per micro-batch what one more GPT-2 layer adds: 4 all-reduces, or under
+// sequence parallelism 4 all-gathers and 4 reduce-scatters (one per entry and one per
+// row-parallel output, each forward and backward); replicated kv heads add their weights'
+// gradients' all-reduces. Entering per layer gave 7 of each (5 entries).
+// Split kv heads (tp 2) and, on 4 ranks, replicated ones (tp 4 over 2 kv heads).
+TEST_F(LlamaLayoutsTest, EachInputEntersTheTensorParallelRegionOnce) {
+  if (world->size() < 2) GTEST_SKIP() << "one rank has no tensor parallelism";
+  for (int64_t tp : {int64_t{2}, int64_t{4}}) {
+    if (world->size() % tp != 0) continue;
+    for (bool sp : {false, true}) {
+      std::vector<comm::CommStats> stats;
+      for (int64_t layers : {2, 3}) {
+        TrainConfig cfg = config("entries_tp" + std::to_string(tp) + (sp ? "_sp" : "") + std::to_string(layers), false);
+        cfg.model.n_layer = layers;
+        cfg.parallel.tp = tp;
+        cfg.parallel.sequence_parallel = sp;
+        cfg.data.grad_accum_steps = 1;
+        cfg.train.eval_interval = 1000;
+        auto t = Trainer::create(cfg, world);
+        ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+        t.value()->show_progress = false;
+        comm::Communicator& group = t.value()->mesh()->tp();
+        group.reset_stats();
+        ASSERT_TRUE(t.value()->run(1).is_ok());
+        stats.push_back(group.stats());
+      }
+      auto added = [&](comm::CommOp op) { return stats[1].of(op).calls - stats[0].of(op).calls; };
+      const std::string what = "tp " + std::to_string(tp) + (sp ? " with sequence parallelism" : "");
+      if (sp) {
+        EXPECT_EQ(added(comm::CommOp::kAllGather), 4) << what;
+        EXPECT_EQ(added(comm::CommOp::kReduceScatter), 4) << what;
+      } else {
+        // Replicated kv heads (tp 4 over 2) add their k and v weights' gradients, summed over the ranks.
+        EXPECT_EQ(added(comm::CommOp::kAllReduce), tp == 4 ? 6 : 4) << what;
+      }
+    }
   }
 }
 
