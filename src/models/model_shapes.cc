@@ -10,6 +10,12 @@ int64_t ParameterShape::numel() const {
   return n;
 }
 
+int64_t ParameterShape::numel_on_rank(int64_t tp) const {
+  if (split_dim < 0 || tp == 1 || (split_heads > 0 && tp > split_heads)) return numel();
+  const int64_t dim = shape[static_cast<size_t>(split_dim)];
+  return numel() / dim * ((dim + tp - 1) / tp);
+}
+
 int64_t ModelShapes::num_parameters() const {
   int64_t n = 0;
   for (const ParameterShape& p : parameters) n += p.numel();
@@ -22,14 +28,7 @@ int64_t ModelShapes::parameters_on_rank(int64_t tp, int64_t begin, int64_t end, 
     const bool here = (p.block >= begin && p.block < end) || (p.block == CausalLM::kEmbedding && embedding) ||
                       (p.block == CausalLM::kHead && head);
     if (!here) continue;
-    if (p.split_dim < 0 || tp == 1) {
-      n += p.numel();
-      continue;
-    }
-    // The largest rank's share: a split that does not divide evenly (a vocabulary) gives the
-    // first ranks one row more (parallel/tensor_parallel.h).
-    const int64_t dim = p.shape[static_cast<size_t>(p.split_dim)];
-    n += p.numel() / dim * ((dim + tp - 1) / tp);
+    n += p.numel_on_rank(tp);
   }
   return n;
 }

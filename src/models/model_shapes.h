@@ -20,7 +20,14 @@ struct ParameterShape {
   // The dimension tensor-parallel ranks split it along (the family's parallel_plan); -1: every
   // tp rank holds it whole (norms, biases of row-wise layers, position embeddings).
   int split_dim = -1;
+  // Split only while tp divides into this many heads (0: no limit): past it every rank holds
+  // the tensor whole and uses its head's rows (LLaMA's k and v with fewer kv heads than ranks,
+  // kColumnwiseReplicated).
+  int64_t split_heads = 0;
   int64_t numel() const;
+  // Elements on one of `tp` ranks (the largest share: a split that does not divide evenly, a
+  // vocabulary, gives the first ranks one row more; parallel/tensor_parallel.h).
+  int64_t numel_on_rank(int64_t tp) const;
 };
 
 // A tensor the forward keeps for the backward, in elements per token of the micro-batch, and
@@ -38,6 +45,9 @@ struct SavedActivation {
   // product's input (the norm's output after the all-gather) or a row-parallel product's
   // output (kept by "selective" before its reduce-scatter).
   bool sp_gathered = false;
+  // A tp-split tensor of so many heads (0: no limit): past that many ranks each rank computes
+  // one head's share (a replicated k or v projection's output).
+  int64_t split_heads = 0;
 };
 
 struct ModelShapes {

@@ -19,13 +19,6 @@ using models::SavedActivation;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// One parameter's elements on one of `tp` ranks (the largest share).
-int64_t local_numel(const ParameterShape& p, int64_t tp) {
-  if (p.split_dim < 0 || tp == 1) return p.numel();
-  const int64_t dim = p.shape[static_cast<size_t>(p.split_dim)];
-  return p.numel() / dim * ceil_div(dim, tp);
-}
-
 // What one pipeline stage holds.
 struct Stage {
   std::vector<int64_t> numels;  // its parameters' local elements, in model order
@@ -53,7 +46,7 @@ Stage stage_of(const ModelShapes& shapes, const Layout& l, int64_t layers, int s
     const bool here = (p.block >= 0 && mine[static_cast<size_t>(p.block)]) ||
                       (p.block == CausalLM::kEmbedding && s.first) || (p.block == CausalLM::kHead && s.last);
     if (!here) continue;
-    s.numels.push_back(local_numel(p, l.tp));
+    s.numels.push_back(p.numel_on_rank(l.tp));
     s.where.push_back(p.block);
   }
   return s;
@@ -68,6 +61,7 @@ int64_t sum(const std::vector<int64_t>& v) {
 // The ranks sharing a saved activation: tensor parallelism's split ones, and under sequence
 // parallelism every one but those kept gathered.
 double split_of(const SavedActivation& a, const Layout& l) {
+  if (a.tp_split && a.split_heads > 0) return static_cast<double>(std::min(l.tp, a.split_heads));
   return a.tp_split || (l.sequence_parallel && !a.sp_gathered) ? static_cast<double>(l.tp) : 1.0;
 }
 

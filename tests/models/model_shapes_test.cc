@@ -58,6 +58,21 @@ void check_family(const ModelConfig& cfg) {
   EXPECT_EQ(shapes.parameters_on_rank(1, 0, 1, true, false) + shapes.parameters_on_rank(1, 1, cfg.n_layer, false, true),
             total);
   EXPECT_LT(shapes.parameters_on_rank(2, 0, cfg.n_layer, true, true), total);
+  // A split parameter is smaller on each rank, but one the plan replicates (k and v with more
+  // ranks than kv heads) is whole on every rank.
+  for (int64_t tp : {int64_t{2}, int64_t{4}}) {
+    if (cfg.n_head % tp != 0) continue;
+    std::map<std::string, bool> replicated;
+    for (const auto& [path, module] : model->named_modules())
+      for (const nn::ParallelPlanEntry& e : model->parallel_plan(tp))
+        if (nn::plan_pattern_matches(e.pattern, path) && e.style == nn::ParallelStyle::kColumnwiseReplicated)
+          for (const char* p : {"weight", "bias"}) replicated[path + "." + p] = true;
+    for (const ParameterShape& s : shapes.parameters) {
+      if (replicated.contains(s.name)) EXPECT_EQ(s.numel_on_rank(tp), s.numel()) << s.name << " at tp " << tp;
+      else if (s.split_dim >= 0) EXPECT_LT(s.numel_on_rank(tp), s.numel()) << s.name << " at tp " << tp;
+      else EXPECT_EQ(s.numel_on_rank(tp), s.numel()) << s.name << " at tp " << tp;
+    }
+  }
 }
 
 TEST(ModelShapes, MatchTheBuiltModelOfEveryFamily) {

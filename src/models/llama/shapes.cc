@@ -10,22 +10,24 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
   const int64_t C = cfg.n_embd, V = cfg.vocab_size, NH = cfg.n_head, HS = cfg.head_size();
   const int64_t Q = NH * HS, KV = cfg.n_kv_heads * HS, I = cfg.intermediate_size;
   ModelShapes s;
-  auto add = [&](std::string name, std::vector<int64_t> shape, int64_t block, int split_dim = -1) {
-    s.parameters.push_back({std::move(name), std::move(shape), block, split_dim});
+  const int64_t KVH = cfg.n_kv_heads;
+  auto add = [&](std::string name, std::vector<int64_t> shape, int64_t block, int split_dim = -1,
+                 int64_t split_heads = 0) {
+    s.parameters.push_back({std::move(name), std::move(shape), block, split_dim, split_heads});
   };
   // Linear weights are (out, in): column-wise splits dim 0, row-wise dim 1 (Llama::parallel_plan).
-  // k and v are listed as split; with more tp ranks than kv heads they are replicated instead
-  // (kColumnwiseReplicated), which this count does not follow.
+  // k and v split by kv heads; with more tp ranks than kv heads they are replicated
+  // (kColumnwiseReplicated): whole on every rank, each computing its one head.
   add("embed_tokens.weight", {V, C}, CausalLM::kEmbedding, 0);
   for (int64_t i = 0; i < cfg.n_layer; ++i) {
     const std::string l = "layers." + std::to_string(i) + ".";
     add(l + "input_layernorm.weight", {C}, i);
     add(l + "self_attn.q_proj.weight", {Q, C}, i, 0);
     if (cfg.qkv_bias) add(l + "self_attn.q_proj.bias", {Q}, i, 0);
-    add(l + "self_attn.k_proj.weight", {KV, C}, i, 0);
-    if (cfg.qkv_bias) add(l + "self_attn.k_proj.bias", {KV}, i, 0);
-    add(l + "self_attn.v_proj.weight", {KV, C}, i, 0);
-    if (cfg.qkv_bias) add(l + "self_attn.v_proj.bias", {KV}, i, 0);
+    add(l + "self_attn.k_proj.weight", {KV, C}, i, 0, KVH);
+    if (cfg.qkv_bias) add(l + "self_attn.k_proj.bias", {KV}, i, 0, KVH);
+    add(l + "self_attn.v_proj.weight", {KV, C}, i, 0, KVH);
+    if (cfg.qkv_bias) add(l + "self_attn.v_proj.bias", {KV}, i, 0, KVH);
     add(l + "self_attn.o_proj.weight", {C, Q}, i, 1);
     add(l + "post_attention_layernorm.weight", {C}, i);
     add(l + "mlp.gate_proj.weight", {I, C}, i, 0);
@@ -38,16 +40,16 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
   // Block::forward: RoPE needs only its tables, so q and k stay as their rotated copies;
   // SwiGLU keeps its two inputs (Note [SwiGLU saves its inputs]).
   // {what, per token, f32, tp split, kept without checkpointing, kept by "selective", gathered
-  // under sequence parallelism}
+  // under sequence parallelism, heads it splits into (k and v: at most the kv heads)}
   s.block = {
       {"input (input_layernorm's)", C, false, false, true, true},
       {"input_layernorm statistics", 1, true},
       {"input_layernorm output (q, k, v's input)", C, false, false, true, false, true},
       {"q_proj output", Q, false, true, false, true},
-      {"k_proj output", KV, false, true, false, true},
+      {"k_proj output", KV, false, true, false, true, false, KVH},
       {"rotated q", Q, false, true},
-      {"rotated k", KV, false, true},
-      {"v", KV, false, true, true, true},
+      {"rotated k", KV, false, true, true, false, false, KVH},
+      {"v", KV, false, true, true, true, false, KVH},
       {"attention output (o_proj's input)", Q, false, true},
       {"attention log-sum-exp", NH, true, true},
       {"o_proj output", C, false, false, false, true, true},
