@@ -1,6 +1,5 @@
 // `trident plan`, `trident calibrate` and `trident train --parallel.auto=true`: the planner
 // (planner/plan.h) from the command line.
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -152,9 +151,8 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
   const planner::Candidate& best = plan.ranked.front();
   best.layout.apply(cfg);
   if (print) {
-    const auto fitting = std::count_if(plan.ranked.begin(), plan.ranked.end(), [](const auto& c) { return c.fits; });
     std::fprintf(stderr, "parallel.auto: %s on %d rank(s), the fastest of the %lld layouts that fit, of %lld evaluated (%s):\n",
-                 best.layout.str().c_str(), ranks, static_cast<long long>(fitting),
+                 best.layout.str().c_str(), ranks, static_cast<long long>(plan.fitting()),
                  static_cast<long long>(plan.search.evaluated), cluster.value().shape.name.c_str());
     std::fprintf(stderr, "  predicted %.0f tokens/s: step %.3f s = compute %.3f + exposed communication %.3f + bubble %.3f; "
                  "%.1f MiB per rank\n",

@@ -28,9 +28,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/cpu_time.h"
 #include "autograd/functions.h"
 #include "core/allocator.h"
+#include "core/cpu_time.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"

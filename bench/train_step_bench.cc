@@ -37,9 +37,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/cpu_time.h"
 #include "autograd/functions.h"
 #include "core/allocator.h"
+#include "core/cpu_time.h"
 #include "core/device_ops.h"
 #include "core/factory.h"
 #include "core/parallel.h"

@@ -30,7 +30,6 @@ class TpEntry {
   TpEntry(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
   Tensor enter(const Tensor& x) const;
   comm::Communicator& tp() const { return tp_; }
-  bool sp() const { return sp_; }
 
  private:
   comm::Communicator& tp_;

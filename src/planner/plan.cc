@@ -58,6 +58,10 @@ Plan make_plan(const RunSpec& run, const Cluster& cluster, const SearchSpace& sp
   return plan;
 }
 
+int64_t Plan::fitting() const {
+  return std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.fits; });
+}
+
 std::string no_layout_reason(const Plan& plan) {
   const RunSpec& r = plan.run;
   std::ostringstream s;
@@ -85,12 +89,10 @@ std::string plan_table(const Plan& plan, int64_t top) {
                 static_cast<long long>(r.seq_len), static_cast<long long>(r.global_batch), dtype_name(r.compute),
                 static_cast<long long>(plan.ranks), plan.cluster.shape.name.c_str(), plan.cluster.device.memory_gib);
   s << line;
-  int64_t fitting = 0;
-  for (const Candidate& c : plan.ranked) fitting += c.fits ? 1 : 0;
   std::snprintf(line, sizeof line, "%lld layouts, %lld evaluated (%s) in %.2f s, %lld fit\n\n",
                 static_cast<long long>(plan.layouts), static_cast<long long>(plan.search.evaluated),
                 plan.search.exhaustive ? "exhaustive" : "simulated annealing", plan.seconds,
-                static_cast<long long>(fitting));
+                static_cast<long long>(plan.fitting()));
   s << line;
   std::snprintf(line, sizeof line, "%-4s %-44s %8s %8s %8s %8s %8s %9s | %9s %9s %9s %9s | %11s\n", "#", "layout",
                 "param", "grad", "optim", "activ", "gather", "total", "compute", "comm", "bubble", "step", "tokens/s");

@@ -35,6 +35,7 @@ struct Plan {
   SearchResult search;
   std::vector<Candidate> ranked;  // the evaluated layouts: those that fit by tokens/s, then the rest by memory
   double seconds = 0.0;           // the search's wall time
+  int64_t fitting() const;        // the ranked layouts that fit
 };
 
 // `communicator`: whether the ranks run under mpirun (false: one process started alone).
