@@ -90,6 +90,11 @@ TRI_OP_CASES(attention_cases) {
   // tolerance at scale 1.7, HS = 8, over 20 seeds; this kernel likewise). 0.5 is 1.4x the
   // default 1/sqrt(8): the override is exercised and the problem stays well-conditioned.
   attention_case("scale override non-causal", {1, 2, 1, 67, 8}, false, 0.5);
+  // The op takes any finite scale. bf16 tiles fold a positive one into the softmax's exponent
+  // after the causal mask's -inf (Note [bf16 forward]); a negative or zero one must be applied
+  // before it (-inf * 0 is NaN), so both are cases.
+  attention_case("negative scale", {1, 2, 2, 70, 16}, true, -0.3);
+  attention_case("zero scale (uniform over visible keys)", {1, 2, 2, 70, 16}, true, 0.0);
 
   // Sliding windows. A window of one key is T = 1's case at every position: only dv is checked.
   attention_case("window 1 (each query sees itself)", {2, 2, 2, 70, 8}, true, std::nullopt, false, 1);

@@ -124,6 +124,51 @@ struct F32Tiles {
 };
 
 #if TRIDENT_ATTENTION_BF16_DOT
+// p (rows, kBc) = S, unscaled, becomes P = e^(scale S - lse), zero where masked (scale in the
+// exponent: Note [bf16 forward]); then P's query rows 2i, 2i+1 go interleaved into
+// p_pairs (pairs(rows), kBc), the A operand of dV = P^T dO.
+void probabilities_to_pairs(float* p, Pair* p_pairs, const TilePair<float>& t, const AttentionShape& s,
+                            float scale) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float* row = p + r * kBc;
+    const int64_t visible = std::min(t.cols, s.last_key(t.q0 + r) - t.k0 + 1);
+    const int64_t first = std::max<int64_t>(0, s.first_key(t.q0 + r) - t.k0);
+    if (visible <= first) {
+      std::fill(row, row + kBc, 0.0f);
+      continue;
+    }
+    mask_outside(row, kBc, first, visible);
+    const __m512 minus_lse = _mm512_set1_ps(-t.lse[r]);
+    for (int64_t c = 0; c < kBc; c += 16)
+      _mm512_storeu_ps(row + c, exp_bf16_probabilities(_mm512_fmadd_ps(_mm512_loadu_ps(row + c), vscale, minus_lse)));
+  }
+  round_row_pairs(p_pairs, kBc, p, kBc, t.rows, kBc);
+}
+
+// dS = P * (dP - delta) (rows, kBc), rounded straight into the two forms its products read:
+// query-row pairs ds_pairs (pairs(rows), kBc) for dK = dS^T Q, and row pairs ds_rows (rows,
+// kBc / 2) for dQ = dS K. The row past an odd `rows` is zero in ds_pairs.
+void score_gradients_to_pairs(Pair* ds_pairs, Pair* ds_rows, const float* p, const float* dp,
+                              const TilePair<float>& t) {
+  for (int64_t r = 0; r < t.rows; r += 2) {
+    const bool has_odd = r + 1 < t.rows;
+    const __m512 delta0 = _mm512_set1_ps(t.delta[r]), delta1 = _mm512_set1_ps(has_odd ? t.delta[r + 1] : 0.0f);
+    auto ds = [&](int64_t row, int64_t c, __m512 delta) {
+      return _mm512_mul_ps(_mm512_loadu_ps(p + row * kBc + c), _mm512_sub_ps(_mm512_loadu_ps(dp + row * kBc + c), delta));
+    };
+    for (int64_t c = 0; c < kBc; c += 32) {
+      const __m512 d0 = ds(r, c, delta0), d0_hi = ds(r, c + 16, delta0);
+      const __m512 d1 = has_odd ? ds(r + 1, c, delta1) : _mm512_setzero_ps();
+      const __m512 d1_hi = has_odd ? ds(r + 1, c + 16, delta1) : _mm512_setzero_ps();
+      _mm512_storeu_si512(ds_pairs + r / 2 * kBc + c, interleave_pairs(d0, d1));
+      _mm512_storeu_si512(ds_pairs + r / 2 * kBc + c + 16, interleave_pairs(d0_hi, d1_hi));
+      _mm512_storeu_si512(ds_rows + r * (kBc / 2) + c / 2, in_order_pairs(d0, d0_hi));
+      if (has_odd) _mm512_storeu_si512(ds_rows + (r + 1) * (kBc / 2) + c / 2, in_order_pairs(d1, d1_hi));
+    }
+  }
+}
+
 // The bf16 policy (Note [bf16 tile products]): every product by vdpbf16ps on packed pairs;
 // P and dS rounded to bf16 for theirs; scale applied to the f32 scores and to dq, dk on store.
 struct Bf16Tiles {
@@ -134,7 +179,7 @@ struct Bf16Tiles {
 
   int64_t P() const { return pairs(HS); }
   // q and dout as pair rows (rows, pairs(HS)) and in VNNI form (pairs(rows), HSp).
-  static constexpr size_t kQueryArrays = 4, kKeyArrays = 3, kPairArrays = 4;
+  static constexpr size_t kQueryArrays = 4, kKeyArrays = 3, kPairArrays = 5;
   std::array<int64_t, kQueryArrays> query_sizes(int64_t rows) const {
     return {rows * P(), pairs(rows) * HSp, rows * P(), pairs(rows) * HSp};
   }
@@ -152,44 +197,34 @@ struct Bf16Tiles {
     load_pair_columns(words(a[1]), kBc, k.row(b, g, k0), k.time_stride, cols, HS);
     load_pair_columns(words(a[2]), kBc, v.row(b, g, k0), v.time_stride, cols, HS);
   }
-  // p, ds (kBr, kBc); one tile product (kPart, HSp); P or dS rounded to pairs (kBr / 2, kBc).
+  // p, dp (kBr, kBc) f32; P's and dS's query-row pairs (kBr / 2, kBc) and dS's row pairs
+  // (kBr, kBc / 2), all in floats.
   std::array<int64_t, kPairArrays> pair_sizes() const {
-    return {kBr * kBc, kBr * kBc, kPart * HSp, kBr / 2 * kBc};
+    return {kBr * kBc, kBr * kBc, kBr / 2 * kBc, kBr / 2 * kBc, kBr * kBc / 2};
   }
   float dq_scale() const { return scale; }
   float dk_scale() const { return scale; }
 
   // F32Tiles::tile's products, with the query rows unscaled: S = scale (Q K^T),
-  // dK += scale dS^T Q (the factor on store), dQ += scale dS K (likewise).
+  // dK += scale dS^T Q (the factor on store), dQ += scale dS K (likewise). As in the forward
+  // (Note [bf16 forward]), the scale goes into the exponent, P and dS are rounded to pairs
+  // as they are made, and dV, dK, dQ sum straight into their accumulators (Into::kAdd).
   [[gnu::noinline]] void tile(float* const* qa, int64_t query_row, float* const* ka,
                               float* const* pa, const TilePair<float>& t, const AttentionShape& s,
                               float* dq, float* dk, float* dv) const {
     const Pair *q_pairs = words(qa[0]) + query_row * P(), *q_vnni = words(qa[1]) + query_row / 2 * HSp;
     const Pair *dout_pairs = words(qa[2]) + query_row * P(), *dout_vnni = words(qa[3]) + query_row / 2 * HSp;
     const Pair *k_vnni = words(ka[0]), *kt = words(ka[1]), *vt = words(ka[2]);
-    float *p = pa[0], *ds = pa[1], *part = pa[2];
-    Pair* packed = words(pa[3]);
+    float *p = pa[0], *dp = pa[1];
+    Pair *p_pairs = words(pa[2]), *ds_pairs = words(pa[3]), *ds_rows = words(pa[4]);
     tile_dot<false>(p, kBc, q_pairs, P(), kt, kBc, t.rows, kBc, P());
-    for (int64_t i = 0; i < t.rows * kBc; i += 16)
-      _mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), _mm512_set1_ps(scale)));
-    probabilities(p, t, s);
-    if (dv) {
-      round_row_pairs(packed, kBc, p, kBc, t.rows, kBc);
-      tile_dot<true>(part, HSp, packed, kBc, dout_vnni, HSp, t.cols, HSp, pairs(t.rows));
-      add_tile(dv, part, t.cols * HSp);
-    }
-    tile_dot<false>(ds, kBc, dout_pairs, P(), vt, kBc, t.rows, kBc, P());
-    score_gradients(ds, p, t);
-    if (dk) {
-      round_row_pairs(packed, kBc, ds, kBc, t.rows, kBc);
-      tile_dot<true>(part, HSp, packed, kBc, q_vnni, HSp, t.cols, HSp, pairs(t.rows));
-      add_tile(dk, part, t.cols * HSp);
-    }
-    if (dq) {
-      round_rows(packed, kBc / 2, ds, kBc, t.rows, kBc);
-      tile_dot<false>(part, HSp, packed, kBc / 2, k_vnni, HSp, t.rows, HSp, pairs(t.cols));
-      add_tile(dq, part, t.rows * HSp);
-    }
+    if (!(scale > 0)) scale_scores(p, t.rows * kBc, scale);
+    probabilities_to_pairs(p, p_pairs, t, s, scale > 0 ? scale : 1.0f);
+    if (dv) tile_dot<true, Into::kAdd>(dv, HSp, p_pairs, kBc, dout_vnni, HSp, t.cols, HSp, pairs(t.rows));
+    tile_dot<false>(dp, kBc, dout_pairs, P(), vt, kBc, t.rows, kBc, P());
+    score_gradients_to_pairs(ds_pairs, ds_rows, p, dp, t);
+    if (dk) tile_dot<true, Into::kAdd>(dk, HSp, ds_pairs, kBc, q_vnni, HSp, t.cols, HSp, pairs(t.rows));
+    if (dq) tile_dot<false, Into::kAdd>(dq, HSp, ds_rows, kBc / 2, k_vnni, HSp, t.rows, HSp, pairs(t.cols));
   }
 };
 #endif
