@@ -109,6 +109,30 @@ double backward_working_set(const ModelShapes& shapes, const std::string& mode, 
   return static_cast<double>(tokens) * per_token + weight;
 }
 
+// Note [Leaf gradients]
+// Activation-sized gradients that autograd gives to leaves, and so counts as gradients
+// (AccumulateGrad retags what it keeps), beside the parameters' once every micro-batch has
+// run its first backward: a checkpointed block's rerun takes its input as a leaf, and a
+// pipeline chunk after the first takes what it receives as a leaf (its gradient is what goes
+// back). In units of one micro-batch's (tokens, C) in the compute dtype, measured per rank on
+// a tiny LLaMA (per-rank allocator peaks, pp 2 and 4, interleaved pp2x2, 1 and 2 blocks per
+// chunk):
+//  * without checkpointing, 2 on a rank whose chunks all come after the first (the one being
+//    made and the one before it, still going out), 1 on an interleaved first rank with more
+//    micro-batches than stages (GPT-2 pp2x2 and pp4x3 with as many as stages: 0), 0 on the
+//    first rank otherwise;
+//  * with checkpointing (and more than one micro-batch), one per block rerun beside another,
+//    min(blocks per chunk, 2), plus one for the received input on a rank whose chunks all
+//    come after the first.
+// (GPT-2's pipelines had these too; its first stage, with the embeddings, hid them.)
+double leaf_gradients(const Stage& s, const Layout& l) {
+  const bool later_only = !s.first, interleaved_first = s.first && l.virtual_stages > 1;
+  if (l.checkpointing == "none") return later_only ? 2.0 : interleaved_first && l.accum > l.pp ? 1.0 : 0.0;
+  if (l.accum == 1) return 0.0;
+  const int64_t per_chunk = l.virtual_stages > 1 ? s.chunk_blocks : s.blocks;
+  return static_cast<double>(std::min<int64_t>(per_chunk, 2)) + (later_only ? 1.0 : 0.0);
+}
+
 // Micro-batches (of one chunk) stage r keeps at once: 1F1B's warm-up forwards plus the one
 // running; interleaved 1F1B's (Megatron's count: 2 (p - r - 1) + (v - 1) p warm-up chunks).
 int64_t in_flight(const Layout& l, int64_t r) {
@@ -209,10 +233,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       // Mixed precision: the compute-dtype gradient being added to the f32 one, and with
       // accumulation the f32 sum made beside the old one (AccumulateGrad adds out of place).
       if (run.mixed()) g += static_cast<double>(E * p_max) + (l.accum > 1 ? 4.0 * static_cast<double>(p_max) : 0.0);
-      // A checkpointed block's rerun takes its input as a leaf, whose gradient (and the one the
-      // next block's rerun hands back) is a gradient: two beside the first micro-batch's.
-      if (l.checkpointing != "none" && l.accum > 1)
-        g += 2.0 * static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
+      g += leaf_gradients(s, l) * static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
       raise(MemoryCategory::kGradient, g + copy_grad);
     } else if (l.zero_stage == 1) {
       raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + static_cast<double>(E * p_max) + copy_grad);
