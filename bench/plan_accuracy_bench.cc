@@ -113,6 +113,30 @@ int main(int argc, char** argv) {
       }
       j["memory"] = cats;
       j["memory_worst_error"] = worst;
+      // Every rank against its own stage's prediction (rank = (stage * dp + dp rank) * tp + tp
+      // rank): the largest per-rank error of any category, and where.
+      double rank_worst = 0.0, rank_worst_p = 0.0, rank_worst_m = 0.0;
+      std::string rank_worst_at;
+      const auto& stages = predicted.memory.stage_peak_bytes;
+      const auto& per_rank = measured.value().rank_peak_bytes;
+      for (size_t q = 0; q < per_rank.size(); ++q) {
+        const size_t stage = q / static_cast<size_t>(layout.dp * layout.tp);
+        for (int k = 0; k < kNumMemoryCategories; ++k) {
+          const auto cat = static_cast<MemoryCategory>(k);
+          if (cat == MemoryCategory::kOther || stage >= stages.size()) continue;
+          const double p = static_cast<double>(stages[stage][static_cast<size_t>(k)]);
+          const double m = static_cast<double>(per_rank[q][static_cast<size_t>(k)]);
+          const double err = m > 0 ? (p - m) / m : (p > 0 ? 1.0 : 0.0);
+          if (std::abs(err) > rank_worst) {
+            rank_worst = std::abs(err);
+            rank_worst_p = p;
+            rank_worst_m = m;
+            rank_worst_at = "rank " + std::to_string(q) + " " + memory_category_name(cat);
+          }
+        }
+      }
+      j["memory_worst_rank_error"] = {
+          {"error", rank_worst}, {"at", rank_worst_at}, {"predicted", rank_worst_p}, {"measured", rank_worst_m}};
       j["step_s"] = {{"predicted", predicted.time.step_s()}, {"measured", measured.value().step_s},
                      {"measured_cpu", measured.value().step_cpu_s}, {"measured_comm_wait", measured.value().comm_wait_s},
                      {"predicted_split", {{"compute", predicted.time.compute_s}, {"exposed_comm", predicted.time.exposed_comm_s},

@@ -80,12 +80,20 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
   cpu_before = process_cpu_seconds();
   if (Status s = trainer.run(warmup + steps); !s.is_ok()) return s;
   const MemoryStats stats = host_allocator().stats();
-  Tensor peaks = empty({kNumMemoryCategories}, DType::kF64);
+  // Every rank's peaks: each fills its row, the sum gathers them.
+  const int ranks = comm ? comm->size() : 1;
+  Tensor peaks = zeros({ranks, kNumMemoryCategories}, DType::kF64);
   for (int c = 0; c < kNumMemoryCategories; ++c)
-    peaks.data_ptr<double>()[c] = static_cast<double>(stats.by_category[static_cast<size_t>(c)].peak);
-  if (comm && comm->size() > 1) comm->all_reduce(peaks, comm::ReduceOp::kMax);
-  for (int c = 0; c < kNumMemoryCategories; ++c)
-    out.peak_bytes[static_cast<size_t>(c)] = static_cast<int64_t>(peaks.data_ptr<double>()[c]);
+    peaks.data_ptr<double>()[rank * kNumMemoryCategories + c] =
+        static_cast<double>(stats.by_category[static_cast<size_t>(c)].peak);
+  if (ranks > 1) comm->all_reduce(peaks, comm::ReduceOp::kSum);
+  out.rank_peak_bytes.assign(static_cast<size_t>(ranks), {});
+  for (int q = 0; q < ranks; ++q)
+    for (int c = 0; c < kNumMemoryCategories; ++c) {
+      const auto bytes = static_cast<int64_t>(peaks.data_ptr<double>()[q * kNumMemoryCategories + c]);
+      out.rank_peak_bytes[static_cast<size_t>(q)][static_cast<size_t>(c)] = bytes;
+      out.peak_bytes[static_cast<size_t>(c)] = std::max(out.peak_bytes[static_cast<size_t>(c)], bytes);
+    }
   // Note [Measured step time]: each step's slowest rank, then the fastest step.
   Tensor t = from_vector(times, Shape{3 * steps});
   if (comm && comm->size() > 1) comm->all_reduce(t, comm::ReduceOp::kMax);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/allocator.h"
@@ -20,6 +21,8 @@ struct Measurement {
   // The allocator's peak bytes in use per MemoryCategory during the measured steps (after
   // the warm-up ones: the optimizer's state exists by then), the largest over the ranks.
   std::array<int64_t, kNumMemoryCategories> peak_bytes{};
+  // Each rank's, by world rank (one entry without a communicator).
+  std::vector<std::array<int64_t, kNumMemoryCategories>> rank_peak_bytes;
   double step_s = 0.0;      // the fastest measured step's wall time on its slowest rank (Note [Measured step time])
   double step_cpu_s = 0.0;  // that step's process CPU time, the largest over the ranks
   double comm_wait_s = 0.0; // that step's time waiting for communication (train::StepMetrics), the largest over the ranks

@@ -141,6 +141,21 @@ int64_t in_flight(const Layout& l, int64_t r) {
   return std::min(l.accum * l.virtual_stages, 2 * (l.pp - r - 1) + (l.virtual_stages - 1) * l.pp + 1);
 }
 
+// Micro-batch chunks the first stage has in flight when it starts its first backward of
+// chunk 0 (that one included), on the schedule the Pipeline runs (parallel::pipeline_schedule):
+// all of in_flight's under 1F1B, fewer under the interleaved schedule when the micro-batches
+// are as few as the stages (it runs every forward first).
+int64_t in_flight_at_first_backward(const Layout& l, int64_t layers) {
+  const parallel::PipelineLayout pl = parallel::PipelineLayout::make(layers, static_cast<int>(l.pp),
+                                                                     static_cast<int>(l.virtual_stages));
+  int64_t live = 0;
+  for (const parallel::PipelineOp& op : parallel::pipeline_schedule(l.pipeline_schedule(), pl, 0, static_cast<int>(l.accum))) {
+    if (!op.forward && op.local_chunk == 0) return live;
+    live += op.forward ? 1 : -1;
+  }
+  return live;
+}
+
 // Note [Staged buckets] (parallel/zero.cc): ZeRO 2-3's staging buffers at their peak, by
 // following the backward's gradients as they arrive: the blocks' parameters in reverse model
 // order (the backward runs the blocks backwards), then the embedding's in model order (the sum
@@ -192,11 +207,14 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
   const int64_t head_rows = ceil_div(V, l.tp);  // the head's (and a tied embedding's) rows here
   const bool comm = communicator || l.ranks() > 1;
   MemoryEstimate out;
+  out.stage_peak_bytes.assign(static_cast<size_t>(l.pp), {});
+  int64_t r = 0;  // the stage being predicted
   auto raise = [&](MemoryCategory c, double bytes) {
-    int64_t& slot = out.peak_bytes[static_cast<size_t>(c)];
-    slot = std::max(slot, static_cast<int64_t>(bytes));
+    for (int64_t* slot : {&out.peak_bytes[static_cast<size_t>(c)],
+                          &out.stage_peak_bytes[static_cast<size_t>(r)][static_cast<size_t>(c)]})
+      *slot = std::max(*slot, static_cast<int64_t>(bytes));
   };
-  for (int64_t r = 0; r < l.pp; ++r) {
+  for (; r < l.pp; ++r) {
     const Stage s = stage_of(shapes, l, run.model.n_layer, static_cast<int>(r));
     const int64_t P = sum(s.numels);
     const int64_t p_max = s.numels.empty() ? 0 : *std::max_element(s.numels.begin(), s.numels.end());
@@ -272,9 +290,42 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // The head's dw as the backward hands it on: f32, or cast to the compute dtype.
     const double vc_e = static_cast<double>(head_rows * C * E);
     // Note [The recompute peak]: a block's backward, after what the forward kept.
-    const double blocks_backward = s.blocks == 0 ? 0.0
-                                                 : act + backward_working_set(shapes, mode, l, E, tokens) +
-                                                       (tied && l.pp == 1 ? vc_e : 0.0);
+    double blocks_backward = s.blocks == 0 ? 0.0
+                                           : act + backward_working_set(shapes, mode, l, E, tokens) +
+                                                 (tied && l.pp == 1 ? vc_e : 0.0);
+    // Note [The embedding's backward in a pipeline]
+    // On a pipeline's first stage the backward of chunk 0 ends in the embedding's, which makes
+    // a dense gradient of each table (the vocabulary's rows here, in the parameters' dtype)
+    // before autograd hands it to the parameter: the first time while the other micro-batches
+    // of the warm-up are still in flight (the current one's blocks are freed by then; its
+    // output and the gradient received for it are not). With GPT-2 tiny's 50257 x 256 table
+    // (51 MB) that was this rank's activation peak in every pipeline layout measured, up to
+    // 45 MB above the in-flight peak (per-rank allocator peaks). Also counted: a tied head's
+    // gradient, received (f32) before the last micro-batch's backward, when only that
+    // micro-batch is in flight. Without a pipeline, the head's stage counts these
+    // (Note [The fused head's peak]).
+    if (s.first && l.pp > 1) {
+      const double unit_blocks = static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
+      const double unit_io = static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
+      double tables = 0.0;
+      for (const ParameterShape& p : shapes.parameters)
+        if (p.block == CausalLM::kEmbedding && p.shape.size() == 2)
+          tables += static_cast<double>(E) * static_cast<double>(p.shape[0] == V ? head_rows * p.shape[1]
+                                                                                : std::min(T, p.shape[0]) * p.shape[1]);
+      const double at_first = act - static_cast<double>(units - in_flight_at_first_backward(l, run.model.n_layer)) *
+                                        (unit_blocks + unit_io);
+      blocks_backward = std::max(blocks_backward, at_first - unit_blocks + unit_io + tables);
+      if (tied) {
+        // Under ZeRO in fp32 the tied weight's own gradient was folded into ZeRO's buffers and
+        // cleared, so the received one becomes it and stays through that backward, beside the
+        // tables' (measured: dp2 pp2 zero1, 43 MB above the count without it); under mixed
+        // precision it goes into the f32 gradients at once.
+        const double last_only = act - static_cast<double>(units - 1) * (unit_blocks + unit_io);
+        const bool kept = l.zero_stage >= 1 && !run.mixed();
+        blocks_backward = std::max(blocks_backward, last_only + vc);
+        if (kept) blocks_backward = std::max(blocks_backward, last_only - unit_blocks + unit_io + vc + tables);
+      }
+    }
     if (s.last) {
       // Note [The fused head's peak]
       // + dx, of the head's input: gathered under sequence parallelism, like the input.

@@ -41,6 +41,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "planner/layout.h"
@@ -49,7 +50,10 @@
 namespace trident::planner {
 
 struct MemoryEstimate {
-  std::array<int64_t, kNumMemoryCategories> peak_bytes{};  // by MemoryCategory
+  std::array<int64_t, kNumMemoryCategories> peak_bytes{};  // by MemoryCategory, the largest over the stages
+  // Each pipeline stage's (every rank of a stage has the same: rank = (stage * dp + dp rank) * tp
+  // + tp rank, parallel/mesh.h).
+  std::vector<std::array<int64_t, kNumMemoryCategories>> stage_peak_bytes;
   int64_t total() const;
   int64_t category(MemoryCategory c) const { return peak_bytes[static_cast<size_t>(c)]; }
 };
