@@ -84,6 +84,20 @@ class MpiTrainingTest : public ::testing::Test {
     return steps;
   }
 
+  // The tensor-parallel group's collectives during one step of `cfg` (eval_interval set past it).
+  static comm::CommStats tp_stats_of_one_step(train::TrainConfig cfg, std::shared_ptr<comm::Communicator> comm) {
+    cfg.train.eval_interval = 1000;
+    auto t = train::Trainer::create(cfg, std::move(comm));
+    EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+    if (!t.is_ok()) return {};
+    t.value()->show_progress = false;
+    comm::Communicator& group = t.value()->mesh()->tp();
+    group.reset_stats();
+    const Status s = t.value()->run(1);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    return group.stats();
+  }
+
   // fp16 with a loss scale far too large (2^40): the first steps overflow and are skipped
   // while the scale backs off (hysteresis 1, by 1/64), then the run trains. AdamW is blind to a
   // gradient's scale but for eps: a large eps makes an update that forgot to divide out the

@@ -23,9 +23,10 @@ struct TilePair {
   int64_t q0, rows, k0, cols;  // first query / key position and sizes of the two tiles
 };
 
-// p (rows, kBc) = S, already scaled, becomes P = e^(S - lse), zero where masked.
-template <class Acc>
-void probabilities(Acc* p, const TilePair<Acc>& t, const AttentionShape& s) {
+// p (rows, kBc) = S becomes P, zero where masked: each row's visible keys go through
+// exp_row(row, lse of the row); by default e^(S - lse), S already scaled.
+template <class Acc, class ExpRow>
+void probabilities(Acc* p, const TilePair<Acc>& t, const AttentionShape& s, ExpRow exp_row) {
   for (int64_t r = 0; r < t.rows; ++r) {
     Acc* row = p + r * kBc;
     // Keys [visible, kBc) are masked (causal) or padding, keys [0, first) before the window.
@@ -36,8 +37,12 @@ void probabilities(Acc* p, const TilePair<Acc>& t, const AttentionShape& s) {
       continue;
     }
     mask_outside(row, kBc, first, visible);
-    exp_shifted(row, t.lse[r]);
+    exp_row(row, t.lse[r]);
   }
+}
+template <class Acc>
+void probabilities(Acc* p, const TilePair<Acc>& t, const AttentionShape& s) {
+  probabilities(p, t, s, [](Acc* row, Acc lse) { exp_shifted(row, lse); });
 }
 
 // ds (rows, kBc) = dS = P * (dP - delta), dP given in ds.
@@ -130,19 +135,11 @@ struct F32Tiles {
 void probabilities_to_pairs(float* p, Pair* p_pairs, const TilePair<float>& t, const AttentionShape& s,
                             float scale) {
   const __m512 vscale = _mm512_set1_ps(scale);
-  for (int64_t r = 0; r < t.rows; ++r) {
-    float* row = p + r * kBc;
-    const int64_t visible = std::min(t.cols, s.last_key(t.q0 + r) - t.k0 + 1);
-    const int64_t first = std::max<int64_t>(0, s.first_key(t.q0 + r) - t.k0);
-    if (visible <= first) {
-      std::fill(row, row + kBc, 0.0f);
-      continue;
-    }
-    mask_outside(row, kBc, first, visible);
-    const __m512 minus_lse = _mm512_set1_ps(-t.lse[r]);
+  probabilities(p, t, s, [vscale](float* row, float lse) {
+    const __m512 minus_lse = _mm512_set1_ps(-lse);
     for (int64_t c = 0; c < kBc; c += 16)
       _mm512_storeu_ps(row + c, exp_bf16_probabilities(_mm512_fmadd_ps(_mm512_loadu_ps(row + c), vscale, minus_lse)));
-  }
+  });
   round_row_pairs(p_pairs, kBc, p, kBc, t.rows, kBc);
 }
 
