@@ -13,8 +13,16 @@ mkdir -p "$stage/bin" "$stage/lib"
 cp "$build"/tests/cuda_test "$build"/tests/op_suite_test "$build"/tests/ops_test "$build"/tests/kernels_test \
    "$build"/tests/attention_kernel_test \
    "$build"/bench/train_step_bench "$build"/apps/trident "$stage/bin/"
-strip "$stage"/bin/*
-for lib in $(ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u); do
+# TRIDENT_GPU_BASELINE=DIR: that folder's attention_kernel_test and train_step_bench (an earlier
+# commit's build) go along as bin/baseline/, so run.sh's `baseline` stage times before and after
+# on the same GPU in the same call.
+if [ -n "${TRIDENT_GPU_BASELINE:-}" ]; then
+  mkdir -p "$stage/bin/baseline"
+  cp "$TRIDENT_GPU_BASELINE"/attention_kernel_test "$TRIDENT_GPU_BASELINE"/train_step_bench "$stage/bin/baseline/"
+  strip "$stage"/bin/baseline/*
+fi
+strip "$stage"/bin/* 2>/dev/null || true
+for lib in $(ldd "$stage"/bin/* 2>/dev/null | awk '/=>/ {print $3}' | sort -u); do
   case "$lib" in
     /usr/local/cuda*|*/libc.so*|*/libm.so*|*/libdl.so*|*/libpthread.so*|*/librt.so*|*/ld-linux*|*/libstdc++*|*/libgcc_s*) ;;
     *) cp -L "$lib" "$stage/lib/" ;;

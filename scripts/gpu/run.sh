@@ -9,7 +9,7 @@
 # deadline (TRIDENT_GPU_DEADLINE seconds, default 540): a stage that would start past it is
 # skipped and says so. Logs and JSON go to one directory, packed as $OUT/gpu-results.tar.gz
 # (the device tool brings back few files). Usage:
-#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests sanitize parity train profile bench llama offload cpu,
+#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests gate sanitize parity train profile baseline variants bench llama offload cpu,
 #   run in the order given (all: tests parity profile bench llama offload train sanitize).
 set -uo pipefail
 stages=${*:-all}
@@ -67,7 +67,7 @@ group_parity() {
 group_train() {
   [ -d .gpu/data ] || { echo "== train: no .gpu/data (scripts/gpu/pack.sh prepares it)"; return; }
   # `trident train` on the GPU: GPT-2 124M on Tiny Shakespeare (T=1024, B=8), 200 steps, bf16 and fp32.
-  for p in bf16 fp32; do
+  for p in ${TRAIN_PRECISIONS:-bf16 fp32}; do
     TAIL=4 stage train_$p 120 $bin/trident train --config configs/shakespeare.toml --train.device=cuda \
       --precision.dtype=$p --model.n_layer=12 --model.n_head=12 --model.n_embd=768 --model.block_size=1024 \
       --data.seq_len=1024 --data.batch_size=8 --data.train_file=.gpu/data/train.bin --data.val_file=.gpu/data/val.bin \
@@ -90,6 +90,50 @@ group_bench() {
     --sizes ${BENCH_SIZES:-124M,350M} --batches ${BENCH_BATCHES:-16,32} --reps 1 --steps 10 --warmup 3 --timeout 150 \
     --commit "$(git rev-parse HEAD 2>/dev/null)"
   TAIL=6 stage attention_bench 60 $bin/attention_kernel_test bench
+}
+group_baseline() {
+  # The same attention timings and bf16 step profile from the baseline binaries packed beside
+  # these (pack.sh's TRIDENT_GPU_BASELINE): before and after on one GPU.
+  [ -d $bin/baseline ] || { echo "== baseline: none packed"; return; }
+  TAIL=6 stage attention_bench_baseline 60 $bin/baseline/attention_kernel_test bench
+  TAIL=45 stage profile_124m_bf16_baseline 90 $bin/baseline/train_step_bench $gpt2_124m --B 16 --steps 3 \
+    --warmup 2 --device cuda --precision bf16 --peak-tflops 989 --profile
+  TAIL=2 stage step_124m_bf16_baseline 90 $bin/baseline/train_step_bench $gpt2_124m --B 16 --steps 10 \
+    --warmup 3 --device cuda --precision bf16 --peak-tflops 989
+  TAIL=2 stage step_124m_bf16 90 $bin/train_step_bench $gpt2_124m --B 16 --steps 10 \
+    --warmup 3 --device cuda --precision bf16 --peak-tflops 989
+}
+group_gate() {
+  # Stops the run (the later stages are skipped) unless the attention kernels and the op
+  # suite's device cases passed: measuring wrong kernels wastes the device's time.
+  if grep -q "^0 failures" "$res/attention_kernel_test.log" 2>/dev/null &&
+     grep -q "== op_suite_gpu: exit 0" "$res/status.txt" 2>/dev/null; then
+    echo "== gate: passed"
+  else
+    echo "== gate: a GPU test failed; the remaining stages are skipped" | tee -a "$res/status.txt"
+    grep -E "FAIL|Failure" "$res"/attention_kernel_test.log "$res"/op_suite_gpu.log 2>/dev/null | head -30
+    touch "$res/stop"
+  fi
+}
+group_variants() {
+  # Binaries built with other compile-time tunings (e.g. the attention kernels' warp tiles,
+  # Note [Warp tiles]), packed by hand into .gpu/variants.tar.xz as attn_NAME
+  # (attention_kernel_test) and tsb_NAME (train_step_bench): each attention build's quick
+  # check and timings, each step benchmark's GPT-2 124M bf16 step.
+  [ -f .gpu/variants.tar.xz ] || { echo "== variants: none"; return; }
+  local dir=/tmp/trident-variants
+  rm -rf $dir && mkdir -p $dir && tar -C $dir -xJf .gpu/variants.tar.xz || return
+  for f in $dir/attn_*; do
+    [ -e "$f" ] || continue
+    n=$(basename "$f")
+    TAIL=1 stage ${n}_quick 60 "$f" quick
+    TAIL=5 stage ${n}_bench 60 "$f" bench
+  done
+  for f in $dir/tsb_*; do
+    [ -e "$f" ] || continue
+    TAIL=2 stage $(basename "$f")_step 90 "$f" $gpt2_124m --B 16 --steps 10 --warmup 3 --device cuda \
+      --precision bf16 --peak-tflops 989
+  done
 }
 group_llama() {
   # The LLaMA family on the GPU (not yet run on one): the CPU benchmark's 125M shape (GQA 12/4,
@@ -120,9 +164,10 @@ group_cpu() {
       --warmup 1 --threads 2 --precision $p --sgemm
   done
 }
-[[ $stages == all ]] && stages="tests parity profile bench llama offload train sanitize"
+[[ $stages == all ]] && stages="tests gate parity profile bench llama offload train sanitize"
 for g in $stages; do
   declare -F "group_$g" >/dev/null || { echo "run.sh: unknown stage $g" >&2; continue; }
+  [ -e "$res/stop" ] && { echo "== $g: skipped (gate)"; continue; }
   "group_$g"
 done
 echo "== done in $((SECONDS - start))s"

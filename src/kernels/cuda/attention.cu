@@ -6,11 +6,12 @@
 //
 // Two implementations of the same math:
 //  * tensor cores (bf16/f16, HS a multiple of 16 up to 128, 16-byte aligned rows, sm_80+):
-//    WMMA 16x16x16 products with f32 accumulators, tiles staged in shared memory with
-//    cp.async (the next key or query tile loads while the current one is multiplied), HS
+//    mma.sync m16n8k16 products with f32 accumulators (Note [mma.sync fragments] in
+//    attention_tensor_core.cu), operands read from shared memory by ldmatrix, tiles staged
+//    with cp.async (the next key or query tile loads while the current one is multiplied), HS
 //    padded with zeros to D = 32, 64 or 128 (fewer instantiations; 64 and 128 are exact).
 //    Blocks of 4 warps; every warp owns 16 rows of each product, so warps never share an
-//    accumulator.
+//    accumulator, and scores, probabilities and their gradients never leave registers.
 //  * generic SIMT (every dtype and head size; f64 math for f64): lanes own keys for the
 //    q.k dot products (no shuffles per score) and head dims for the P V style sums; rows
 //    are register-blocked (several query rows per key load). Selected for everything else,
@@ -18,12 +19,10 @@
 //
 // Forward: one block per (batch, query head, query tile). Under the causal mask the grid
 // runs the longest tiles (last ones) first, so the short ones fill the tail.
-//   Tensor cores: 64 queries x 64-key tiles. S = Q K^T goes through shared memory, where two
-//   lanes per row take the max and the sum (the WMMA accumulator layout is unspecified, so
-//   row statistics cannot be taken in registers); P is rounded to T there, as in FA2, and
-//   O += P V stays in registers. Rescaling O by alpha needs each accumulator element's row:
-//   we read the layout once per warp by loading a matrix of indices into an accumulator
-//   fragment (Note [Accumulator layout probe]), with documented WMMA operations only.
+//   Tensor cores: 64 queries x 64-key tiles. A lane holds two rows' scores of every 8-key
+//   block of the tile, so row maxima and sums take two shuffles within its group of four
+//   lanes; P is rounded to T in registers, as in FA2, and is the A operand of O += P V as it
+//   stands. O is rescaled by alpha in registers.
 // Backward: delta = rowsum(dout * out) first (double sums, as on the CPU), into a
 // scratch (scratch_malloc), then two passes with no atomics, so results are deterministic:
 //   dk/dv pass: one block per (batch, kv head, key tile) looping over the group's query heads

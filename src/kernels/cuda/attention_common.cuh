@@ -72,7 +72,7 @@ void allow_smem(Kernel kernel, size_t bytes) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
-// One declaration for every kernel's dynamic shared memory (128-byte aligned for WMMA and
+// One declaration for every kernel's dynamic shared memory (128-byte aligned for ldmatrix and
 // cp.async, 8-byte for the generic kernels' doubles).
 __device__ __forceinline__ unsigned char* dynamic_smem() {
   extern __shared__ __align__(128) unsigned char smem_bytes[];

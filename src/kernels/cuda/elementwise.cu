@@ -36,16 +36,33 @@ int64_t numel(const int64_t* shape, int ndim) {
   return n;
 }
 
-// Element offsets of flat index i in each of `Operands` views.
-template <int Operands>
-__device__ __forceinline__ void offsets(const Geometry& g, int64_t i, int64_t* off) {
+// Element offsets of flat index i in each of `Operands` views. I is uint32_t where every
+// flat index fits: a 64-bit division is a long subroutine on the GPU, a 32-bit one a few
+// instructions.
+template <int Operands, class I>
+__device__ __forceinline__ void offsets(const Geometry& g, I i, int64_t* off) {
   for (int k = 0; k < Operands; ++k) off[k] = 0;
   for (int d = g.ndim - 1; d >= 0; --d) {
-    const int64_t idx = i % g.shape[d];
-    i /= g.shape[d];
+    const I size = static_cast<I>(g.shape[d]);
+    const int64_t idx = static_cast<int64_t>(i % size);
+    i /= size;
     for (int k = 0; k < Operands; ++k) off[k] += idx * g.stride[k][d];
   }
 }
+// Runs body(i) for every flat index below n, with 32-bit index math where n allows.
+template <class Body>
+__device__ __forceinline__ void for_each_index(int64_t n, Body body) {
+  if (n <= static_cast<int64_t>(UINT32_MAX)) {
+    for (int64_t i = global_thread(); i < n; i += grid_threads()) body(static_cast<uint32_t>(i));
+  } else {
+    for (int64_t i = global_thread(); i < n; i += grid_threads()) body(i);
+  }
+}
+
+// 16 bytes per thread where every operand is contiguous and 16-byte aligned.
+template <class T>
+inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <class D, class S>
 __device__ __forceinline__ D convert(S s) {
@@ -66,16 +83,36 @@ __device__ __forceinline__ D convert(S s) {
 
 template <class D, class S>
 __global__ void copy_strided_kernel(D* dst, const S* src, Geometry g, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+  for_each_index(n, [&](auto i) {
     int64_t off[2];
     offsets<2>(g, i, off);
     dst[off[0]] = convert<D>(src[off[1]]);
-  }
+  });
 }
 
 template <class D, class S>
 __global__ void copy_contiguous_kernel(D* dst, const S* src, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = convert<D>(src[i]);
+}
+
+// Four consecutive elements, as one access of 4 sizeof(T) bytes.
+template <class T>
+struct alignas(4 * sizeof(T)) Four {
+  T v[4];
+};
+// A contiguous conversion (master weights and gradients: f32 <-> bf16), four elements per
+// thread and access; dst and src aligned to their four-element size.
+template <class D, class S>
+__global__ void convert_contiguous_kernel(D* dst, const S* src, int64_t n) {
+  const int64_t n4 = n / 4;
+  for (int64_t i = global_thread(); i < n4; i += grid_threads()) {
+    const Four<S> x = reinterpret_cast<const Four<S>*>(src)[i];
+    Four<D> y;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) y.v[j] = convert<D>(x.v[j]);
+    reinterpret_cast<Four<D>*>(dst)[i] = y;
+  }
+  for (int64_t i = n4 * 4 + global_thread(); i < n; i += grid_threads()) dst[i] = convert<D>(src[i]);
 }
 
 template <class A>
@@ -90,11 +127,30 @@ __device__ __forceinline__ A apply_binary(int op, A a, A b) {
 
 template <class T>
 __global__ void binary_kernel(int op, T* out, const T* a, const T* b, Geometry g, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+  for_each_index(n, [&](auto i) {
     int64_t off[3];
     offsets<3>(g, i, off);
     out[off[0]] = from_acc<T>(apply_binary(op, to_acc(a[off[1]]), to_acc(b[off[2]])));
+  });
+}
+
+// Contiguous, 16-byte aligned operands: kVec<T> elements per thread and access.
+template <class T>
+__global__ void binary_vector_kernel(int op, T* out, const T* a, const T* b, int64_t n) {
+  constexpr int V = kVec<T>;
+  const int64_t nv = n / V;
+  for (int64_t i = global_thread(); i < nv; i += grid_threads()) {
+    const uint4 x = reinterpret_cast<const uint4*>(a)[i], y = reinterpret_cast<const uint4*>(b)[i];
+    uint4 z;
+    const T* xs = reinterpret_cast<const T*>(&x);
+    const T* ys = reinterpret_cast<const T*>(&y);
+    T* zs = reinterpret_cast<T*>(&z);
+#pragma unroll
+    for (int j = 0; j < V; ++j) zs[j] = from_acc<T>(apply_binary(op, to_acc(xs[j]), to_acc(ys[j])));
+    reinterpret_cast<uint4*>(out)[i] = z;
   }
+  for (int64_t i = nv * V + global_thread(); i < n; i += grid_threads())
+    out[i] = from_acc<T>(apply_binary(op, to_acc(a[i]), to_acc(b[i])));
 }
 
 template <class T>
@@ -214,6 +270,51 @@ __global__ void dropout_kernel(T* out, const T* x, int64_t n, uint32_t threshold
 
 constexpr int kThreads = 256;
 
+int dtype_bytes(int dtype) {
+  switch (dtype) {
+    case kF64:
+    case kI64: return 8;
+    case kF32:
+    case kI32: return 4;
+    case kBF16:
+    case kF16:
+    case kU16: return 2;
+    default: return 0;
+  }
+}
+
+// A same-dtype copy whose rows (the last dim) are contiguous on both sides and whose every
+// row starts 16-byte aligned, as a copy of 16-byte vectors: the split backward's concatenation
+// of q, k and v gradients, the head's slices. False (nothing launched) for any other.
+bool copy_as_vectors(void* dst, const int64_t* dst_strides, const void* src, const int64_t* src_strides,
+                     const int64_t* shape, int ndim, int elem_bytes) {
+  if (elem_bytes <= 0 || 16 % elem_bytes != 0) return false;
+  const int64_t v = 16 / elem_bytes;
+  const int last = ndim - 1;
+  if ((shape[last] > 1 && (dst_strides[last] != 1 || src_strides[last] != 1)) || shape[last] % v != 0 ||
+      !aligned16(dst) || !aligned16(src))
+    return false;
+  int64_t vshape[kMaxDims], vdst[kMaxDims], vsrc[kMaxDims];
+  for (int d = 0; d < ndim; ++d) {
+    if (d != last && (dst_strides[d] % v != 0 || src_strides[d] % v != 0)) return false;
+    vshape[d] = shape[d];
+    vdst[d] = d == last ? 1 : dst_strides[d] / v;
+    vsrc[d] = d == last ? 1 : src_strides[d] / v;
+  }
+  vshape[last] = shape[last] / v;
+  const int64_t n = numel(vshape, ndim);
+  if (n == 0) return true;
+  auto* d16 = static_cast<uint4*>(dst);
+  const auto* s16 = static_cast<const uint4*>(src);
+  if (ndim == 1) {
+    copy_contiguous_kernel<uint4, uint4><<<grid_for(n, kThreads), kThreads>>>(d16, s16, n);
+  } else {
+    const Geometry g = make_geometry(vshape, ndim, vdst, vsrc, nullptr);
+    copy_strided_kernel<uint4, uint4><<<grid_for(n, kThreads), kThreads>>>(d16, s16, g, n);
+  }
+  return true;
+}
+
 }  // namespace
 
 void launch_copy_strided(void* dst, int dst_dtype, const int64_t* dst_strides, const void* src, int src_dtype,
@@ -225,11 +326,19 @@ void launch_copy_strided(void* dst, int dst_dtype, const int64_t* dst_strides, c
     std::abort();
   }
   const bool contiguous = ndim == 0 || (ndim == 1 && dst_strides[0] == 1 && src_strides[0] == 1);
+  if (dst_dtype == src_dtype && ndim >= 1 && copy_as_vectors(dst, dst_strides, src, src_strides, shape, ndim,
+                                                              dtype_bytes(dst_dtype)))
+    return;
   dispatch_all(dst_dtype, "copy", [&](auto dtag) {
     using D = typename decltype(dtag)::type;
     dispatch_all(src_dtype, "copy", [&](auto stag) {
       using S = typename decltype(stag)::type;
-      if (contiguous) {
+      const bool four = reinterpret_cast<uintptr_t>(dst) % (4 * sizeof(D)) == 0 &&
+                        reinterpret_cast<uintptr_t>(src) % (4 * sizeof(S)) == 0;
+      if (contiguous && four && 4 * sizeof(D) <= 16 && 4 * sizeof(S) <= 16) {
+        convert_contiguous_kernel<D, S><<<grid_for(n / 4 + 1, kThreads), kThreads>>>(
+            static_cast<D*>(dst), static_cast<const S*>(src), n);
+      } else if (contiguous) {
         copy_contiguous_kernel<D, S><<<grid_for(n, kThreads), kThreads>>>(static_cast<D*>(dst),
                                                                           static_cast<const S*>(src), n);
       } else {
@@ -248,6 +357,16 @@ void launch_binary(int op, int dtype, void* out, const int64_t* out_strides, con
   if (ndim > kMaxDims) {
     std::fprintf(stderr, "trident: CUDA binary: %d dims (at most %d)\n", ndim, kMaxDims);
     std::abort();
+  }
+  const bool contiguous =
+      ndim == 0 || (ndim == 1 && out_strides[0] == 1 && a_strides[0] == 1 && b_strides[0] == 1);
+  if (contiguous && aligned16(out) && aligned16(a) && aligned16(b)) {
+    dispatch_floating(dtype, "binary", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      binary_vector_kernel<T><<<grid_for(n / kVec<T> + 1, kThreads), kThreads>>>(
+          op, static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n);
+    });
+    return;
   }
   const Geometry g = make_geometry(shape, ndim, out_strides, a_strides, b_strides);
   dispatch_floating(dtype, "binary", [&](auto tag) {

@@ -18,6 +18,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/norm.cuh"
@@ -143,6 +145,135 @@ __global__ void norm_dx_kernel(T* dx, const T* dout, const T* x, const T* weight
   }
 }
 
+// Note [Norm rows in registers]
+// Rows of C = 32 * kVec<T> * VPL elements (bf16/f16: 256, 512, ... 2048; f32 half those) with
+// 16-byte aligned operands: a warp owns a row, each lane holds VPL 16-byte vectors of it in
+// registers (loaded once, 512 bytes per warp access), so the statistics' passes and the output
+// read the row from memory once. The math is the scalar kernels', summed in another order.
+template <class T>
+inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+
+// v[i * V + j] = row[(32 i + lane) V + j]: the column of register element e is col_of(e).
+template <class T, int VPL>
+__device__ __forceinline__ void load_row(float (&v)[VPL * kVec<T>], const T* row) {
+  constexpr int V = kVec<T>;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < VPL; ++i) {
+    const uint4 raw = reinterpret_cast<const uint4*>(row)[i * 32 + lane];
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[i * V + j] = to_acc(e[j]);
+  }
+}
+template <class T, int VPL>
+__device__ __forceinline__ void store_row(T* row, const float (&v)[VPL * kVec<T>]) {
+  constexpr int V = kVec<T>;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < VPL; ++i) {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < V; ++j) e[j] = from_acc<T>(v[i * V + j]);
+    reinterpret_cast<uint4*>(row)[i * 32 + lane] = raw;
+  }
+}
+
+// LayerNorm (kLayer) or RMSNorm forward of register rows.
+template <bool kLayer, class T, int VPL>
+__global__ void norm_forward_vec_kernel(T* out, float* mean, float* rstd, const T* x, const T* weight,
+                                        const T* bias, int64_t N, float eps) {
+  constexpr int E = VPL * kVec<T>;
+  constexpr int64_t C = 32 * E;
+  float w[E], b[E];
+  if (weight) load_row<T, VPL>(w, weight);
+  if (bias) load_row<T, VPL>(b, bias);
+  for (int64_t r = RowGroup<true>::first_row(); r < N; r += RowGroup<true>::row_stride()) {
+    float v[E];
+    load_row<T, VPL>(v, x + r * C);
+    float m = 0.f;
+    if constexpr (kLayer) {
+      float s = 0.f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) s += v[e];
+      m = warp_sum(s) / static_cast<float>(C);
+    }
+    float q = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float d = v[e] - m;
+      q += d * d;
+    }
+    const float rs = 1.f / sqrtf(warp_sum(q) / static_cast<float>(C) + eps);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      float y = (v[e] - m) * rs;
+      if (weight) y *= w[e];
+      if (bias) y += b[e];
+      v[e] = y;
+    }
+    store_row<T, VPL>(out + r * C, v);
+    if ((threadIdx.x & 31) == 0) {
+      if (kLayer && mean) mean[r] = m;
+      if (rstd) rstd[r] = rs;
+    }
+  }
+}
+
+// dx of register rows (the formulas of norm_dx_kernel).
+template <bool kLayer, class T, int VPL>
+__global__ void norm_dx_vec_kernel(T* dx, const T* dout, const T* x, const T* weight, const float* mean,
+                                   const float* rstd, int64_t N) {
+  constexpr int E = VPL * kVec<T>;
+  constexpr int64_t C = 32 * E;
+  float w[E];
+  if (weight) load_row<T, VPL>(w, weight);
+  for (int64_t r = RowGroup<true>::first_row(); r < N; r += RowGroup<true>::row_stride()) {
+    float xv[E], g[E];
+    load_row<T, VPL>(xv, x + r * C);
+    load_row<T, VPL>(g, dout + r * C);
+    const float m = kLayer ? mean[r] : 0.f, s = rstd[r];
+    float dsum = 0.f, dnsum = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if (weight) g[e] *= w[e];
+      xv[e] = (xv[e] - m) * s;  // the normalized row
+      dsum += g[e];
+      dnsum += g[e] * xv[e];
+    }
+    const float dnorm_mean = kLayer ? warp_sum(dsum) / static_cast<float>(C) : 0.f;
+    const float dnorm_norm_mean = warp_sum(dnsum) / static_cast<float>(C);
+#pragma unroll
+    for (int e = 0; e < E; ++e) g[e] = s * (g[e] - dnorm_mean - xv[e] * dnorm_norm_mean);
+    store_row<T, VPL>(dx + r * C, g);
+  }
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Calls fn(integral_constant<VPL>) when rows of C elements of T qualify for the register
+// kernels and every pointer given is 16-byte aligned (null ones are not used); else false.
+template <class T, class Fn>
+bool dispatch_register_rows(int64_t C, std::initializer_list<const void*> pointers, Fn&& fn) {
+  if constexpr (std::is_same<acc_t<T>, float>::value) {
+    if (C <= 0 || C % (32 * kVec<T>) != 0) return false;
+    for (const void* p : pointers)
+      if (p && !aligned16(p)) return false;
+    switch (C / (32 * kVec<T>)) {
+      case 1: fn(std::integral_constant<int, 1>{}); return true;
+      case 2: fn(std::integral_constant<int, 2>{}); return true;
+      case 3: fn(std::integral_constant<int, 3>{}); return true;
+      case 4: fn(std::integral_constant<int, 4>{}); return true;
+      case 6: fn(std::integral_constant<int, 6>{}); return true;
+      case 8: fn(std::integral_constant<int, 8>{}); return true;
+      default: return false;
+    }
+  } else {
+    return false;
+  }
+}
+
 // Pass 1 of the parameter gradients: thread (column j, chunk blockIdx.y) adds the chunk's rows
 // in order: pw += dout * norm (product in acc_t, as on the CPU), pb += dout. Either may be null.
 template <bool kLayer, class T>
@@ -168,14 +299,19 @@ __global__ void norm_param_partials_kernel(double* pw, double* pb, const T* dout
   if (pb) pb[chunk * C + j] = ab;
 }
 
-// Pass 2: grad[j] = the chunks' partials of column j added in chunk order, rounded once.
-// chunks == 0 (no rows) writes zeros: an empty sum.
+// Pass 2: grad[j] = the chunks' partials of column j, rounded once. A warp per column: lane l
+// adds chunks l, l + 32, ... in order, then the lanes' sums meet in warp_sum's fixed tree, so
+// the bits depend on the chunking alone. (A thread per column left C threads, a few dozen
+// warps, each waiting on hundreds of dependent loads.) chunks == 0 (no rows) writes zeros.
 template <class T>
 __global__ void sum_chunks_kernel(T* grad, const double* partial, int64_t chunks, int64_t C) {
-  for (int64_t j = global_thread(); j < C; j += grid_threads()) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = grid_threads() >> 5;
+  for (int64_t j = global_thread() >> 5; j < C; j += warps) {
     double s = 0.0;
-    for (int64_t p = 0; p < chunks; ++p) s += partial[p * C + j];
-    grad[j] = from_double<T>(s);
+    for (int64_t p = lane; p < chunks; p += 32) s += partial[p * C + j];
+    s = warp_sum(s);
+    if (lane == 0) grad[j] = from_double<T>(s);
   }
 }
 
@@ -205,8 +341,8 @@ void launch_param_grads(T* dweight, T* dbias, const T* dout, const T* x, const a
     const dim3 grid(static_cast<unsigned>((C + kColumnThreads - 1) / kColumnThreads), static_cast<unsigned>(chunks));
     norm_param_partials_kernel<kLayer, T><<<grid, kColumnThreads>>>(pw, pb, dout, x, mean, rstd, N, C, chunk_rows);
   }
-  if (dweight) sum_chunks_kernel<T><<<grid_for(C, kColumnThreads), kColumnThreads>>>(dweight, pw, chunks, C);
-  if (dbias) sum_chunks_kernel<T><<<grid_for(C, kColumnThreads), kColumnThreads>>>(dbias, pb, chunks, C);
+  if (dweight) sum_chunks_kernel<T><<<grid_for(C * 32, kColumnThreads), kColumnThreads>>>(dweight, pw, chunks, C);
+  if (dbias) sum_chunks_kernel<T><<<grid_for(C * 32, kColumnThreads), kColumnThreads>>>(dbias, pb, chunks, C);
   if (scratch) scratch_free(scratch);
 }
 
@@ -214,6 +350,11 @@ template <bool kLayer, class T>
 void launch_dx(T* dx, const T* dout, const T* x, const T* weight, const acc_t<T>* mean, const acc_t<T>* rstd,
                int64_t N, int64_t C) {
   if (!dx || N == 0 || C == 0) return;
+  const bool vec = dispatch_register_rows<T>(C, {dx, dout, x, weight}, [&](auto vpl) {
+    norm_dx_vec_kernel<kLayer, T, decltype(vpl)::value>
+        <<<grid_for(N, kWarpRowThreads / 32), kWarpRowThreads>>>(dx, dout, x, weight, mean, rstd, N);
+  });
+  if (vec) return;
   if (C <= kMaxWarpRowC)
     norm_dx_kernel<true, kLayer, T>
         <<<grid_for(N, kWarpRowThreads / 32), kWarpRowThreads>>>(dx, dout, x, weight, mean, rstd, N, C);
@@ -238,6 +379,11 @@ void launch_layernorm_forward(int dtype, void* out, void* mean, void* rstd, cons
     const T* w = static_cast<const T*>(weight);
     const T* b = static_cast<const T*>(bias);
     const A e = static_cast<A>(eps);
+    const bool vec = dispatch_register_rows<T>(C, {o, xp, w, b}, [&](auto vpl) {
+      norm_forward_vec_kernel<true, T, decltype(vpl)::value>
+          <<<grid_for(N, kWarpRowThreads / 32), kWarpRowThreads>>>(o, m, s, xp, w, b, N, e);
+    });
+    if (vec) return;
     if (C <= kMaxWarpRowC)
       layernorm_forward_kernel<true, T><<<grid_for(N, kWarpRowThreads / 32), kWarpRowThreads>>>(o, m, s, xp, w, b, N, C, e);
     else
@@ -271,6 +417,11 @@ void launch_rmsnorm_forward(int dtype, void* out, void* rstd, const void* x, con
     const T* xp = static_cast<const T*>(x);
     const T* w = static_cast<const T*>(weight);
     const A e = static_cast<A>(eps);
+    const bool vec = dispatch_register_rows<T>(C, {o, xp, w}, [&](auto vpl) {
+      norm_forward_vec_kernel<false, T, decltype(vpl)::value>
+          <<<grid_for(N, kWarpRowThreads / 32), kWarpRowThreads>>>(o, nullptr, s, xp, w, nullptr, N, e);
+    });
+    if (vec) return;
     if (C <= kMaxWarpRowC)
       rmsnorm_forward_kernel<true, T><<<grid_for(N, kWarpRowThreads / 32), kWarpRowThreads>>>(o, s, xp, w, N, C, e);
     else
