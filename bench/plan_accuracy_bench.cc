@@ -135,6 +135,15 @@ int main(int argc, char** argv) {
           }
         }
       }
+      // Each rank's activation bytes, predicted (its stage's) and measured: the category whose
+      // model depends on the stage the most.
+      nlohmann::json by_rank = nlohmann::json::array();
+      for (size_t q = 0; q < per_rank.size(); ++q) {
+        const size_t stage = q / static_cast<size_t>(layout.dp * layout.tp);
+        const size_t a = static_cast<size_t>(MemoryCategory::kActivation);
+        by_rank.push_back({stage < stages.size() ? stages[stage][a] : 0, per_rank[q][a]});
+      }
+      j["activation_by_rank"] = by_rank;
       j["memory_worst_rank_error"] = {
           {"error", rank_worst}, {"at", rank_worst_at}, {"predicted", rank_worst_p}, {"measured", rank_worst_m}};
       j["step_s"] = {{"predicted", predicted.time.step_s()}, {"measured", measured.value().step_s},

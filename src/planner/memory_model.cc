@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/gemm_engine.h"
 #include "models/causal_lm.h"
 #include "parallel/buckets.h"
 #include "models/registry.h"
@@ -156,6 +157,21 @@ int64_t in_flight_at_first_backward(const Layout& l, int64_t layers) {
   return live;
 }
 
+// Micro-batches whose chunk 0 has run its forward and not its backward, at most, on the first
+// stage (on the schedule the Pipeline runs): how many of the embedding's saved tensors live.
+int64_t chunk0_in_flight(const Layout& l, int64_t layers) {
+  if (l.pp == 1) return 1;
+  const parallel::PipelineLayout pl = parallel::PipelineLayout::make(layers, static_cast<int>(l.pp),
+                                                                     static_cast<int>(l.virtual_stages));
+  int64_t live = 0, most = 0;
+  for (const parallel::PipelineOp& op : parallel::pipeline_schedule(l.pipeline_schedule(), pl, 0, static_cast<int>(l.accum))) {
+    if (op.local_chunk != 0) continue;
+    live += op.forward ? 1 : -1;
+    most = std::max(most, live);
+  }
+  return most;
+}
+
 // Note [Staged buckets] (parallel/zero.cc): ZeRO 2-3's staging buffers at their peak, by
 // following the backward's gradients as they arrive: the blocks' parameters in reverse model
 // order (the backward runs the blocks backwards), then the embedding's in model order (the sum
@@ -280,6 +296,18 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const int64_t blocks_per_unit = l.virtual_stages > 1 ? s.chunk_blocks : s.blocks;
     double act = static_cast<double>(units) * static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
     act += 16.0 * static_cast<double>(l.micro_batch * T * l.accum);  // every micro-batch's ids and targets (int64)
+    // Note [The vocabulary-parallel embedding's saved tensors]
+    // Under tensor parallelism the embedding looks up local ids (int64) and masks the rows of
+    // other ranks' ids (parallel/tp_styles.cc): the product keeps the looked-up rows (C in the
+    // compute dtype) and the mask (one element), the lookup the local ids, per token of every
+    // micro-batch whose chunk 0 has yet to run its backward. Per-rank allocator peaks of tiny
+    // GPT-2 tp2 pp2 put the first stage under by exactly that (2 micro-batches x tokens x 1036
+    // bytes, fp32, C = 256). Without a pipeline it had been hidden: the vocabulary-parallel
+    // head's peak was counted with its input's gradient, which comes later, and the two
+    // (tokens, C) terms cancelled (Note [The fused head's peak]).
+    if (s.first && l.tp > 1)
+      act += static_cast<double>(chunk0_in_flight(l, run.model.n_layer) * tokens) *
+             static_cast<double>(C * E + E + 8);
     if (!s.first) act += static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);  // receive buffer
     // A chunk's output waits for its backward (the next chunk's gradient comes back for it);
     // no block of this rank keeps it. Every unit in flight but the last chunk's (which runs
@@ -328,8 +356,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     }
     if (s.last) {
       // Note [The fused head's peak]
-      // + dx, of the head's input: gathered under sequence parallelism, like the input.
-      double head = saved_bytes_per_token(shapes.head, "none", l, E) + static_cast<double>(C * E);
+      double head = saved_bytes_per_token(shapes.head, "none", l, E);
       // The end of the backward: a tied head's dw, its scaled copy and the embedding's dense
       // gradient (this rank's vocabulary rows); untied or on a pipeline's last stage, two.
       double backward_end = (tied && l.pp == 1 ? 3.0 : 2.0) * vc_e;
@@ -341,16 +368,24 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
             backward_end += 4.0 * static_cast<double>(std::min(T, p.shape[0]) * p.shape[1]);
       if (l.tp > 1) {
         // Vocabulary-parallel logits and their gradient, f32, and under mixed precision the
-        // product's logits in the compute dtype beside them.
+        // product's logits in the compute dtype beside them. The head input's gradient comes
+        // after the logits' are gone (measured per rank: counting it put a tp2 pipeline's last
+        // stage (tokens, C) over).
         head += (2.0 * 4.0 + (run.mixed() ? static_cast<double>(E) : 0.0)) * static_cast<double>(head_rows);
         act = std::max(act + static_cast<double>(tokens) * head, backward_end);
       } else {
+        head += static_cast<double>(C * E);  // dx, of the head's input, beside the chunk's logits
         const double rows = static_cast<double>(std::min(ops::linear_cross_entropy_chunk_rows(V, run.on_device), tokens));
-        const double forward = act + static_cast<double>(tokens) * head + vc + rows * static_cast<double>(V * E);
+        // A widened bf16 GEMM's f32 scratch (matmul.cc's gemm_widened): operands and product
+        // of the head's GEMMs, (V, C) and a chunk's (rows, C) at once, on top of either moment
+        // (measured on a Zen 3, GPT-2 tiny bf16 b1 m8: 51.7 MB above the count without them).
+        const double widened = run.widened_bf16 ? 4.0 * static_cast<double>(V * C) + 4.0 * rows * static_cast<double>(C) : 0.0;
+        const double forward =
+            act + static_cast<double>(tokens) * head + vc + rows * static_cast<double>(V * E) + widened;
         // The backward's start, everything the forward kept still alive: the forward's dw, its
         // scaled copy and, under mixed precision, that cast to the compute dtype.
         const double backward_start =
-            act + static_cast<double>(tokens) * head + 2.0 * vc + (run.mixed() ? vc_e : 0.0);
+            act + static_cast<double>(tokens) * head + 2.0 * vc + (run.mixed() ? vc_e : 0.0) + widened;
         act = std::max({forward, backward_start, backward_end});
       }
     }
@@ -368,6 +403,9 @@ RunSpec run_spec(const train::TrainConfig& cfg) {
   r.compute = cfg.precision.compute_dtype();
   r.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1024 * 1024);
   r.on_device = cfg.train.device == "cuda";
+  r.widened_bf16 = !r.on_device && cfg.uses_bf16_gemms() &&
+                   kernels::cpu::gemm_engine_from(kernels::cpu::GemmType::kBF16, cfg.kernels.bf16_gemm,
+                                                  "kernels.bf16_gemm") == kernels::cpu::GemmEngine::kOpenBlas;
   return r;
 }
 

@@ -31,8 +31,9 @@
 // GPT-2's (T, C) position gradient; untied, or on a pipeline's last stage without the
 // embedding, 2), whichever is largest.
 // A vocabulary-parallel loss (tp > 1) keeps its logits and their gradient, 2 (tokens, V / tp)
-// fp32, instead of the forward's dw and chunk; its backward's end holds the same buffers for
-// this rank's V / tp rows.
+// fp32, instead of the forward's dw and chunk, and peaks there, before its input's gradient is
+// made (measured per rank); its backward's end holds the same buffers for this rank's V / tp
+// rows.
 //
 // The rank's total is the sum of the categories' peaks: an upper bound (the gradients peak after
 // the activations' peak has gone), so a layout that fits by it fits.

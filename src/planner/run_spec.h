@@ -21,6 +21,9 @@ struct RunSpec {
   DType compute = DType::kF32;
   int64_t bucket_bytes = 0;  // parallel.bucket_mb
   bool on_device = false;    // GPUs (train.device = "cuda", or a cluster file's): the fused head's chunks differ
+  // bf16 GEMMs on this CPU widen their operands to f32 copies (no native bf16 dot products, or
+  // kernels.bf16_gemm = "widen": Note [GEMM engines] in kernels/cpu/gemm_engine.h).
+  bool widened_bf16 = false;
   bool mixed() const { return compute != DType::kF32; }
   int64_t tokens_per_step() const { return global_batch * seq_len; }
 };

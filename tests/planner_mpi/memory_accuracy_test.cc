@@ -1,5 +1,5 @@
 // The memory model against the allocator (issue #24): a representative subset of the layouts
-// the planner lists for the tiny config on this job's ranks (mpirun -np 1 and 2), each run by
+// the planner lists for the tiny config on this job's ranks (mpirun -np 1, 2 and 4), each run by
 // the trainer for a warm-up step and a measured one (planner/measure.h); the predicted peak
 // bytes of every category (planner/memory_model.h) must be within 5% of the measured peak,
 // the largest over the ranks. bench/plan_accuracy_bench runs every listed layout of tiny, small
@@ -37,6 +37,11 @@ std::vector<std::string> subset(int ranks) {
   if (ranks == 1)
     return {"dp1 tp1 pp1 zero0 ckpt=none b8 m1", "dp1 tp1 pp1 zero0 ckpt=selective b2 m4",
             "dp1 tp1 pp1 zero0 ckpt=full b1 m8"};
+  // A tensor-parallel pipeline: the first stage keeps the vocabulary-parallel embedding's
+  // saved tensors of every micro-batch in flight, the last stage's head peaks before the
+  // input's gradient (Note [The vocabulary-parallel embedding's saved tensors]; 6.4% under and
+  // 0.5% over before).
+  if (ranks == 4) return {"dp1 tp2 pp2 zero0 ckpt=full b4 m2", "dp1 tp2+sp pp2x2 zero0 ckpt=none b4 m2"};
   return {"dp2 tp1 pp1 zero1 ckpt=selective b2 m2", "dp2 tp1 pp1 zero2 ckpt=full b2 m2", "dp2 tp1 pp1 zero3 ckpt=none b4 m1",
           "dp1 tp2+sp pp1 zero0 ckpt=full b4 m2", "dp1 tp1 pp2 zero0 ckpt=none b2 m4",
           "dp1 tp1 pp2x2 zero0 ckpt=selective b1 m8"};
@@ -98,7 +103,16 @@ TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) { check(tiny(), su
 // bf16 (f32 masters, bf16 parameters, gradients cast and accumulated out of place) and LLaMA
 // with an untied head, one layout each per job (and a LLaMA pipeline on 2 ranks).
 TEST(MemoryModel, MixedPrecisionAndAnUntiedHead) {
-  const bool one = comm::MpiRuntime::world()->size() == 1;
+  const int ranks = comm::MpiRuntime::world()->size();
+  if (ranks == 4) {
+    // The embedding's saved tensors in the compute dtype (not yet on a pipeline: under mixed
+    // precision its last stage's gradients are under-predicted, a tied copy's worth), and an
+    // untied head's stage.
+    check(tiny({"precision.dtype=bf16"}), {"dp2 tp2 pp1 zero0 ckpt=none b2 m2"});
+    check(tiny({"model.arch=llama", "model.tie_word_embeddings=false"}), {"dp1 tp2 pp2 zero0 ckpt=full b4 m2"});
+    return;
+  }
+  const bool one = ranks == 1;
   check(tiny({"precision.dtype=bf16"}),
         {one ? "dp1 tp1 pp1 zero0 ckpt=none b1 m8" : "dp2 tp1 pp1 zero0 ckpt=none b1 m4"});
   check(tiny({"model.arch=llama", "model.tie_word_embeddings=false"}),
