@@ -31,10 +31,8 @@ __device__ __forceinline__ double acc_exp(double x) { return exp(x); }
 __device__ __forceinline__ float acc_log(float x) { return logf(x); }
 __device__ __forceinline__ double acc_log(double x) { return log(x); }
 
-// Elements of T in a 16-byte vector, and the scalar head before the first 16-byte boundary
-// of p (the whole row when the head would pass n).
-template <class T>
-constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+// The scalar head before the first 16-byte boundary of p (the whole row when the head would
+// pass n).
 template <class T>
 __device__ __forceinline__ int64_t vec_head(const T* p, int64_t n) {
   const int64_t head = static_cast<int64_t>(((16 - (reinterpret_cast<uintptr_t>(p) & 15)) & 15) / sizeof(T));

@@ -189,4 +189,9 @@ struct RowGroup {
   }
 };
 
+// Elements of T in a 16-byte vector (one uint4 access), and whether a pointer allows it.
+template <class T>
+inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace trident::cuda

@@ -59,11 +59,6 @@ __device__ __forceinline__ void for_each_index(int64_t n, Body body) {
   }
 }
 
-// 16 bytes per thread where every operand is contiguous and 16-byte aligned.
-template <class T>
-inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <class D, class S>
 __device__ __forceinline__ D convert(S s) {
   // Through acc_t (float or double): exact for every integer dtype's values that matter and for
@@ -326,8 +321,10 @@ void launch_copy_strided(void* dst, int dst_dtype, const int64_t* dst_strides, c
     std::abort();
   }
   const bool contiguous = ndim == 0 || (ndim == 1 && dst_strides[0] == 1 && src_strides[0] == 1);
-  if (dst_dtype == src_dtype && ndim >= 1 && copy_as_vectors(dst, dst_strides, src, src_strides, shape, ndim,
-                                                              dtype_bytes(dst_dtype)))
+  // core/dtype.h's element_size needs C++20 (core/half.h); nvcc compiles these as C++17.
+  const int elem_bytes = dtype_bytes(dst_dtype);
+  if (dst_dtype == src_dtype && ndim >= 1 &&
+      copy_as_vectors(dst, dst_strides, src, src_strides, shape, ndim, elem_bytes))
     return;
   dispatch_all(dst_dtype, "copy", [&](auto dtag) {
     using D = typename decltype(dtag)::type;

@@ -39,9 +39,6 @@ int row_threads(int64_t units) {
   return static_cast<int>(t);
 }
 
-template <class T>
-constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-
 template <class T, class I>
 __global__ void embedding_forward_kernel(T* out, const T* weight, const I* indices, int64_t N, int64_t C) {
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {

@@ -150,9 +150,6 @@ __global__ void norm_dx_kernel(T* dx, const T* dout, const T* x, const T* weight
 // 16-byte aligned operands: a warp owns a row, each lane holds VPL 16-byte vectors of it in
 // registers (loaded once, 512 bytes per warp access), so the statistics' passes and the output
 // read the row from memory once. The math is the scalar kernels', summed in another order.
-template <class T>
-inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-
 // v[i * V + j] = row[(32 i + lane) V + j]: the column of register element e is col_of(e).
 template <class T, int VPL>
 __device__ __forceinline__ void load_row(float (&v)[VPL * kVec<T>], const T* row) {
@@ -249,8 +246,6 @@ __global__ void norm_dx_vec_kernel(T* dx, const T* dout, const T* x, const T* we
     store_row<T, VPL>(dx + r * C, g);
   }
 }
-
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Calls fn(integral_constant<VPL>) when rows of C elements of T qualify for the register
 // kernels and every pointer given is 16-byte aligned (null ones are not used); else false.
