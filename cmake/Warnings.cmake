@@ -4,7 +4,8 @@ target_compile_options(trident_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TRIDENT_WERROR}>>:-Werror>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TRIDENT_NATIVE}>>:-march=native>
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release>>:-O3>
+  # Release code at -O3; test programs' own code at -O1 (Note [Test code at -O1], tests/).
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release>>:$<IF:$<BOOL:$<TARGET_PROPERTY:TRIDENT_TEST_CODE>>,-O1,-O3>>
   # Math functions never set errno and float ops never trap in trident: lets loops over
   # sqrt/exp-style code vectorize without -ffast-math (IEEE results are unchanged).
   $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno -fno-trapping-math>)
