@@ -92,7 +92,7 @@ double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std
 // peak of a pipeline's first stages, which keep several micro-batches and no head (GPT-2 124M
 // pp4 b1 m4 and pp2 b2 m2: 28 and 47 MB above the kept activations, measured).
 double backward_working_set(const ModelShapes& shapes, const std::string& mode, const Layout& l, int64_t E,
-                             int64_t tokens) {
+                             int64_t tokens, bool widened) {
   const double tp = static_cast<double>(l.tp);
   double per_token = 0.0, largest = 0.0;
   for (size_t i = 0; i < shapes.block.size(); ++i) {
@@ -106,7 +106,18 @@ double backward_working_set(const ModelShapes& shapes, const std::string& mode, 
   // The incoming gradient, the input-width gradient and, when a rerun made one, its output.
   per_token += (mode == "none" ? 2.0 : 3.0) * width + largest;
   double weight = 0.0;
-  for (const auto& [k, n] : shapes.block_matmuls) weight = std::max(weight, 4.0 * static_cast<double>(k * n) / tp);
+  for (const auto& [k, n] : shapes.block_matmuls) {
+    double w = 4.0 * static_cast<double>(k * n) / tp;
+    // Under widened bf16 GEMMs (Note [Widened head GEMMs]) the weight's gradient GEMM also
+    // holds its bf16 output and f32 copies of both operands, (tokens, in) and (tokens, out),
+    // the larger split by tensor parallelism (measured: tiny GPT-2 bf16 pp4 on a Zen 3, a
+    // middle stage 1.75 MB above the count without them at 256 tokens, 3 MB at 512: exactly
+    // these terms).
+    if (widened)
+      w += static_cast<double>(E * k * n) / tp +
+           4.0 * static_cast<double>(tokens) * (static_cast<double>(std::max(k, n)) / tp + static_cast<double>(std::min(k, n)));
+    weight = std::max(weight, w);
+  }
   return static_cast<double>(tokens) * per_token + weight;
 }
 
@@ -260,20 +271,34 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     else raise(MemoryCategory::kParameter, static_cast<double>(E * flat / l.dp));
 
     // Gradients (the last stage's tied copy accumulates its fp32 gradient for rank 0).
+    // Note [The tied copy's gradient under mixed precision]
+    // Under bf16/fp16 the copy is in the compute dtype, and parallel/pipeline.cc's hook folds
+    // each micro-batch's gradient into an f32 sum: the first is cast and kept, later ones are
+    // cast and added, so while the second arrives the sum (4), the gradient (E) and its cast
+    // (4) are alive per element. That happens in the head's backward, the first of each
+    // micro-batch's, not while a block's gradient is folded into its master, and while only
+    // the previous micro-batch's leaf gradient is still going out. Counting 4 bytes was 53%
+    // under on tiny GPT-2's bf16 tp2 pp2 last stage (33 MB against 71); counting the fold on top
+    // of a block's, 1-2% over.
     const double copy_grad = 4.0 * static_cast<double>(tied_copy);
+    const double copy_fold =
+        run.mixed() ? (static_cast<double>(E) + (l.accum > 1 ? 4.0 : 0.0)) * static_cast<double>(tied_copy) : 0.0;
+    const double unit_grad = static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
+    const double leaves_at_head = !s.first && l.accum > 1 ? unit_grad : 0.0;
     if (l.zero_stage == 0) {
       double g = 4.0 * static_cast<double>(P);
       if (comm) g += 4.0 * static_cast<double>(P);
       // Mixed precision: the compute-dtype gradient being added to the f32 one, and with
       // accumulation the f32 sum made beside the old one (AccumulateGrad adds out of place).
-      if (run.mixed()) g += static_cast<double>(E * p_max) + (l.accum > 1 ? 4.0 * static_cast<double>(p_max) : 0.0);
-      g += leaf_gradients(s, l) * static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
-      raise(MemoryCategory::kGradient, g + copy_grad);
+      double fold = run.mixed() ? static_cast<double>(E * p_max) + (l.accum > 1 ? 4.0 * static_cast<double>(p_max) : 0.0) : 0.0;
+      fold += leaf_gradients(s, l) * unit_grad;
+      raise(MemoryCategory::kGradient, g + copy_grad + std::max(fold, copy_fold + leaves_at_head));
     } else if (l.zero_stage == 1) {
-      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + static_cast<double>(E * p_max) + copy_grad);
+      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + copy_grad +
+                                           std::max(static_cast<double>(E * p_max), copy_fold));
     } else {
-      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp) +
-                                           staged_peak(s, groups, bucket_sizes, E) + copy_grad);
+      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp) + copy_grad +
+                                           std::max(staged_peak(s, groups, bucket_sizes, E), copy_fold));
     }
 
     // Optimizer state: AdamW's moments, and fp32 masters beside a bf16/fp16 model.
@@ -319,7 +344,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const double vc_e = static_cast<double>(head_rows * C * E);
     // Note [The recompute peak]: a block's backward, after what the forward kept.
     double blocks_backward = s.blocks == 0 ? 0.0
-                                           : act + backward_working_set(shapes, mode, l, E, tokens) +
+                                           : act + backward_working_set(shapes, mode, l, E, tokens, run.widened_bf16) +
                                                  (tied && l.pp == 1 ? vc_e : 0.0);
     // Note [The embedding's backward in a pipeline]
     // On a pipeline's first stage the backward of chunk 0 ends in the embedding's, which makes
@@ -371,21 +396,37 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         // product's logits in the compute dtype beside them. The head input's gradient comes
         // after the logits' are gone (measured per rank: counting it put a tp2 pipeline's last
         // stage (tokens, C) over).
+        const double kept = static_cast<double>(tokens) * head;
         head += (2.0 * 4.0 + (run.mixed() ? static_cast<double>(E) : 0.0)) * static_cast<double>(head_rows);
-        act = std::max(act + static_cast<double>(tokens) * head, backward_end);
+        double peak = std::max(act + static_cast<double>(tokens) * head, backward_end);
+        if (run.widened_bf16) {
+          // Note [Widened head GEMMs]: the head's weight gradient, the logits' gradient (tokens,
+          // rows) transposed times the input; beside it the logits' gradient, dx and dw in the
+          // compute dtype (measured, tiny GPT-2 bf16 tp2 pp2 b1 m8 on a Zen 3: 13 MB above the
+          // logits' moment, now within 1 KB).
+          const double hr = static_cast<double>(head_rows), n = static_cast<double>(tokens), c = static_cast<double>(C);
+          peak = std::max(peak, act + kept + static_cast<double>(E) * (n * hr + n * c + hr * c) +
+                                    4.0 * (hr * c + hr * n + n * c));
+        }
+        act = peak;
       } else {
         head += static_cast<double>(C * E);  // dx, of the head's input, beside the chunk's logits
         const double rows = static_cast<double>(std::min(ops::linear_cross_entropy_chunk_rows(V, run.on_device), tokens));
-        // A widened bf16 GEMM's f32 scratch (matmul.cc's gemm_widened): operands and product
-        // of the head's GEMMs, (V, C) and a chunk's (rows, C) at once, on top of either moment
-        // (measured on a Zen 3, GPT-2 tiny bf16 b1 m8: 51.7 MB above the count without them).
-        const double widened = run.widened_bf16 ? 4.0 * static_cast<double>(V * C) + 4.0 * rows * static_cast<double>(C) : 0.0;
+        // Note [Widened head GEMMs]
+        // On a CPU without native bf16 dot products a bf16 GEMM widens both operands to f32
+        // scratch and, for a bf16 output, makes its f32 product there first (matmul.cc's
+        // gemm_widened): in the fused head's logits GEMM the chunk's rows (rows, C), the
+        // weight (V, C) and the product (rows, V), beside the chunk's bf16 logits. The scratch
+        // is freed when the GEMM returns. Found by an allocator trace on a Zen 3 (tiny GPT-2
+        // bf16 pp2 b2 m4: 77 MB above the count that had the product's scratch missing and
+        // all of it at the backward's start; the rows = C = 256 case had hidden both).
+        const double widened = run.widened_bf16 ? 4.0 * static_cast<double>(V * C) + 4.0 * rows * static_cast<double>(C + V) : 0.0;
         const double forward =
             act + static_cast<double>(tokens) * head + vc + rows * static_cast<double>(V * E) + widened;
         // The backward's start, everything the forward kept still alive: the forward's dw, its
         // scaled copy and, under mixed precision, that cast to the compute dtype.
         const double backward_start =
-            act + static_cast<double>(tokens) * head + 2.0 * vc + (run.mixed() ? vc_e : 0.0) + widened;
+            act + static_cast<double>(tokens) * head + 2.0 * vc + (run.mixed() ? vc_e : 0.0);
         act = std::max({forward, backward_start, backward_end});
       }
     }

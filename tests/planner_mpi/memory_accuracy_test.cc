@@ -61,7 +61,9 @@ void check(const train::TrainConfig& cfg, const std::vector<std::string>& names)
     SCOPED_TRACE(layout.str());
     train::TrainConfig c = cfg;
     layout.apply(c);
-    auto measured = measure_layout(c, world, ::testing::TempDir() + "/memory_accuracy", 1, 1);
+    // One step, measured from its start: every category peaks as after a warm-up step (90 tiny
+    // layouts on 1 and 2 ranks, bench/results/2026-11-26-planner-memory-full-zen4), in half the time.
+    auto measured = measure_layout(c, world, ::testing::TempDir() + "/memory_accuracy", 0, 1);
     ASSERT_TRUE(measured.is_ok()) << measured.status().to_string();
     const MemoryEstimate predicted = predict_memory(run, layout, true);
     for (const MemoryCategory cat : {MemoryCategory::kParameter, MemoryCategory::kGradient, MemoryCategory::kOptimizerState,
@@ -105,16 +107,19 @@ TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) { check(tiny(), su
 TEST(MemoryModel, MixedPrecisionAndAnUntiedHead) {
   const int ranks = comm::MpiRuntime::world()->size();
   if (ranks == 4) {
-    // The embedding's saved tensors in the compute dtype (not yet on a pipeline: under mixed
-    // precision its last stage's gradients are under-predicted, a tied copy's worth), and an
-    // untied head's stage.
-    check(tiny({"precision.dtype=bf16"}), {"dp2 tp2 pp1 zero0 ckpt=none b2 m2"});
+    // The embedding's saved tensors in the compute dtype on the first stage; on the last, the
+    // tied copy's gradient folded into its f32 sum (Note [The tied copy's gradient under mixed
+    // precision]) and, on CPUs without native bf16, the vocabulary-parallel head's widened
+    // weight-gradient GEMM (Note [Widened head GEMMs]); and an untied head's stage.
+    check(tiny({"precision.dtype=bf16"}), {"dp1 tp2 pp2 zero0 ckpt=none b1 m8"});
     check(tiny({"model.arch=llama", "model.tie_word_embeddings=false"}), {"dp1 tp2 pp2 zero0 ckpt=full b4 m2"});
     return;
   }
   const bool one = ranks == 1;
+  // On 2 ranks a pipeline whose head chunks have 512 rows (the widened logits GEMM's product
+  // scratch, Note [Widened head GEMMs], was 29% under there; with 256 rows = C it had hidden).
   check(tiny({"precision.dtype=bf16"}),
-        {one ? "dp1 tp1 pp1 zero0 ckpt=none b1 m8" : "dp2 tp1 pp1 zero0 ckpt=none b1 m4"});
+        {one ? "dp1 tp1 pp1 zero0 ckpt=none b1 m8" : "dp1 tp1 pp2 zero0 ckpt=none b2 m4"});
   check(tiny({"model.arch=llama", "model.tie_word_embeddings=false"}),
         {one ? "dp1 tp1 pp1 zero0 ckpt=full b2 m4" : "dp1 tp2 pp1 zero0 ckpt=full b2 m4"});
   // A pipeline's later stage, the largest with an untied head: the received input's gradient
