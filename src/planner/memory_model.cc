@@ -157,11 +157,16 @@ int64_t in_flight(const Layout& l, int64_t r) {
 // chunk 0 (that one included), on the schedule the Pipeline runs (parallel::pipeline_schedule):
 // all of in_flight's under 1F1B, fewer under the interleaved schedule when the micro-batches
 // are as few as the stages (it runs every forward first).
-int64_t in_flight_at_first_backward(const Layout& l, int64_t layers) {
+// The first stage's ops, in the order the Pipeline runs them.
+std::vector<parallel::PipelineOp> first_stage_schedule(const Layout& l, int64_t layers) {
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(layers, static_cast<int>(l.pp),
                                                                      static_cast<int>(l.virtual_stages));
+  return parallel::pipeline_schedule(l.pipeline_schedule(), pl, 0, static_cast<int>(l.accum));
+}
+
+int64_t in_flight_at_first_backward(const Layout& l, int64_t layers) {
   int64_t live = 0;
-  for (const parallel::PipelineOp& op : parallel::pipeline_schedule(l.pipeline_schedule(), pl, 0, static_cast<int>(l.accum))) {
+  for (const parallel::PipelineOp& op : first_stage_schedule(l, layers)) {
     if (!op.forward && op.local_chunk == 0) return live;
     live += op.forward ? 1 : -1;
   }
@@ -172,10 +177,8 @@ int64_t in_flight_at_first_backward(const Layout& l, int64_t layers) {
 // stage (on the schedule the Pipeline runs): how many of the embedding's saved tensors live.
 int64_t chunk0_in_flight(const Layout& l, int64_t layers) {
   if (l.pp == 1) return 1;
-  const parallel::PipelineLayout pl = parallel::PipelineLayout::make(layers, static_cast<int>(l.pp),
-                                                                     static_cast<int>(l.virtual_stages));
   int64_t live = 0, most = 0;
-  for (const parallel::PipelineOp& op : parallel::pipeline_schedule(l.pipeline_schedule(), pl, 0, static_cast<int>(l.accum))) {
+  for (const parallel::PipelineOp& op : first_stage_schedule(l, layers)) {
     if (op.local_chunk != 0) continue;
     live += op.forward ? 1 : -1;
     most = std::max(most, live);
@@ -230,6 +233,9 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
   const int64_t E = static_cast<int64_t>(element_size(run.compute));
   const int64_t V = run.model.vocab_size, C = run.model.n_embd, T = run.seq_len;
   const int64_t tokens = l.micro_batch * T;  // one micro-batch on one data-parallel rank
+  // One micro-batch's (tokens, C) in the compute dtype, split by sequence parallelism: a
+  // pipeline's send and receive, a leaf's gradient.
+  const double unit = static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
   const bool tied = shapes.tied_head_weight.has_value();
   const int64_t head_rows = ceil_div(V, l.tp);  // the head's (and a tied embedding's) rows here
   const bool comm = communicator || l.ranks() > 1;
@@ -283,15 +289,14 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const double copy_grad = 4.0 * static_cast<double>(tied_copy);
     const double copy_fold =
         run.mixed() ? (static_cast<double>(E) + (l.accum > 1 ? 4.0 : 0.0)) * static_cast<double>(tied_copy) : 0.0;
-    const double unit_grad = static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
-    const double leaves_at_head = !s.first && l.accum > 1 ? unit_grad : 0.0;
+    const double leaves_at_head = !s.first && l.accum > 1 ? unit : 0.0;
     if (l.zero_stage == 0) {
       double g = 4.0 * static_cast<double>(P);
       if (comm) g += 4.0 * static_cast<double>(P);
       // Mixed precision: the compute-dtype gradient being added to the f32 one, and with
       // accumulation the f32 sum made beside the old one (AccumulateGrad adds out of place).
       double fold = run.mixed() ? static_cast<double>(E * p_max) + (l.accum > 1 ? 4.0 * static_cast<double>(p_max) : 0.0) : 0.0;
-      fold += leaf_gradients(s, l) * unit_grad;
+      fold += leaf_gradients(s, l) * unit;
       raise(MemoryCategory::kGradient, g + copy_grad + std::max(fold, copy_fold + leaves_at_head));
     } else if (l.zero_stage == 1) {
       raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + copy_grad +
@@ -333,12 +338,12 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     if (s.first && l.tp > 1)
       act += static_cast<double>(chunk0_in_flight(l, run.model.n_layer) * tokens) *
              static_cast<double>(C * E + E + 8);
-    if (!s.first) act += static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);  // receive buffer
+    if (!s.first) act += unit;  // receive buffer
     // A chunk's output waits for its backward (the next chunk's gradient comes back for it);
     // no block of this rank keeps it. Every unit in flight but the last chunk's (which runs
     // its backward at once, on the last rank).
     const int64_t outputs = l.pp == 1 ? 0 : s.last ? (l.virtual_stages > 1 ? units - 1 : 0) : units;
-    act += static_cast<double>(outputs * tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
+    act += static_cast<double>(outputs) * unit;
     const double vc = 4.0 * static_cast<double>(head_rows * C);
     // The head's dw as the backward hands it on: f32, or cast to the compute dtype.
     const double vc_e = static_cast<double>(head_rows * C * E);
@@ -359,24 +364,23 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // (Note [The fused head's peak]).
     if (s.first && l.pp > 1) {
       const double unit_blocks = static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
-      const double unit_io = static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
       double tables = 0.0;
       for (const ParameterShape& p : shapes.parameters)
         if (p.block == CausalLM::kEmbedding && p.shape.size() == 2)
           tables += static_cast<double>(E) * static_cast<double>(p.shape[0] == V ? head_rows * p.shape[1]
                                                                                 : std::min(T, p.shape[0]) * p.shape[1]);
       const double at_first = act - static_cast<double>(units - in_flight_at_first_backward(l, run.model.n_layer)) *
-                                        (unit_blocks + unit_io);
-      blocks_backward = std::max(blocks_backward, at_first - unit_blocks + unit_io + tables);
+                                        (unit_blocks + unit);
+      blocks_backward = std::max(blocks_backward, at_first - unit_blocks + unit + tables);
       if (tied) {
         // Under ZeRO in fp32 the tied weight's own gradient was folded into ZeRO's buffers and
         // cleared, so the received one becomes it and stays through that backward, beside the
         // tables' (measured: dp2 pp2 zero1, 43 MB above the count without it); under mixed
         // precision it goes into the f32 gradients at once.
-        const double last_only = act - static_cast<double>(units - 1) * (unit_blocks + unit_io);
+        const double last_only = act - static_cast<double>(units - 1) * (unit_blocks + unit);
         const bool kept = l.zero_stage >= 1 && !run.mixed();
         blocks_backward = std::max(blocks_backward, last_only + vc);
-        if (kept) blocks_backward = std::max(blocks_backward, last_only - unit_blocks + unit_io + vc + tables);
+        if (kept) blocks_backward = std::max(blocks_backward, last_only - unit_blocks + unit + vc + tables);
       }
     }
     if (s.last) {
