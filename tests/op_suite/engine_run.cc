@@ -13,10 +13,6 @@
 namespace trident::testing {
 namespace {
 
-const char* engine_name(kernels::cpu::GemmEngine e) {
-  return e == kernels::cpu::GemmEngine::kOneDnn ? "onednn" : "openblas";
-}
-
 class EngineRun : public ::testing::Environment {
  public:
   void SetUp() override {
@@ -27,7 +23,7 @@ class EngineRun : public ::testing::Environment {
     if (forced != by_isa) return;
     std::printf("op suite: f32 GEMMs on %s are what auto picks on this CPU, and the per-case runs checked "
                 "them; skipping this whole-suite run\n",
-                engine_name(forced));
+                kernels::cpu::gemm_engine_value(GemmType::kF32, forced));
     std::fflush(stdout);
     std::exit(77);
   }
