@@ -11,7 +11,9 @@
 // cores with trident's deterministic BLAS wrapper.
 //
 // Usage: attention_bench [--threads N] [--reps R] [--T T] [--window W] [--NH H] [--NKV G]
-//                        [--dtype f32|bf16|both] [--no-naive]
+//                        [--dtype f32|bf16|both] [--no-naive] [--tokens-first]
+// --tokens-first: q, k, v and the output as the models' attention blocks pass them (stored
+// (B, T, heads, HS), rows a time stride apart); the naive baseline then does not run.
 // --NKV: grouped-query attention (LLaMA-125M: --NH 12 --NKV 4); the naive baseline runs only
 // when NKV = NH. Times are wall and process CPU time (the latter is what a loaded machine
 // does not distort; with one thread it is the kernel's own time).
@@ -45,6 +47,9 @@ struct Problem {
   int64_t B, NH, T, HS;
   int64_t NKV = 0;     // key/value heads (0: NH); the naive baseline runs only when NKV = NH
   int64_t window = 0;  // Mistral's sliding window (0: plain causal)
+  // q, k, v stored (B, T, heads, HS) and seen through (B, heads, T, HS) views, the output
+  // written tokens-first: what the models' attention blocks pass (rows a time stride apart).
+  bool tokens_first = false;
   // The keys query i sees: [first_key(i), i].
   int64_t first_key(int64_t i) const { return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0; }
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(HS)); }
@@ -195,14 +200,19 @@ nlohmann::json run(const Problem& p, int reps, bool with_naive) {
   const Tensor q = core::cast(randn(shape, gen), dtype), k = core::cast(randn(kv_shape, gen), dtype);
   const Tensor v = core::cast(randn(kv_shape, gen), dtype), dout = core::cast(randn(shape, gen), dtype);
 
-  // trident, through the differentiable API (what a model calls).
-  Tensor qg = detach(q), kg = detach(k), vg = detach(v);
+  // trident, through the differentiable API (what a model calls); tokens-first, the leaves
+  // hold the same values stored (B, T, heads, HS).
+  auto leaf = [&](const Tensor& t) { return p.tokens_first ? contiguous(transpose(t, 1, 2)) : detach(t); };
+  Tensor qg = leaf(q), kg = leaf(k), vg = leaf(v);
   for (Tensor* t : {&qg, &kg, &vg}) t->set_requires_grad(true);
   auto trident_reset = [&] {
     for (Tensor* t : {&qg, &kg, &vg}) t->zero_grad();
   };
   auto trident_forward = [&] {
-    return trident::attention(qg, kg, vg, /*causal=*/true, std::nullopt, AttentionOutputLayout::kHeadsFirst, p.window);
+    if (!p.tokens_first)
+      return trident::attention(qg, kg, vg, /*causal=*/true, std::nullopt, AttentionOutputLayout::kHeadsFirst, p.window);
+    return trident::attention(transpose(qg, 1, 2), transpose(kg, 1, 2), transpose(vg, 1, 2), /*causal=*/true,
+                              std::nullopt, AttentionOutputLayout::kTokensFirst, p.window);
   };
   auto trident_backward = [&](const Tensor& out) { autograd::backward({out}, {dout}); };
 
@@ -260,6 +270,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--NKV") && i + 1 < argc) p.NKV = std::stoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtypes = argv[++i];
     else if (!std::strcmp(argv[i], "--no-naive")) naive = false;
+    else if (!std::strcmp(argv[i], "--tokens-first")) p.tokens_first = true;
     else {
       std::fprintf(stderr, "attention_bench: unknown argument '%s' (see the usage at the top of bench/attention_bench.cc)\n", argv[i]);
       return 2;
@@ -274,11 +285,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attention_bench: --dtype '%s': expected f32, bf16 or both\n", dtypes.c_str());
     return 2;
   }
-  naive = naive && p.NKV == p.NH;
+  naive = naive && p.NKV == p.NH && !p.tokens_first;
   set_num_threads(threads);
   nlohmann::json out;
   out["benchmark"] = "attention";
-  out["shape"] = {{"B", p.B}, {"NH", p.NH}, {"NKV", p.NKV}, {"T", p.T}, {"HS", p.HS}, {"causal", true}, {"window", p.window}};
+  out["shape"] = {{"B", p.B}, {"NH", p.NH}, {"NKV", p.NKV}, {"T", p.T}, {"HS", p.HS}, {"causal", true}, {"window", p.window},
+                  {"layout", p.tokens_first ? "tokens-first views" : "heads-first"}};
   out["threads"] = threads;
   out["reps"] = reps;
   out["note"] =

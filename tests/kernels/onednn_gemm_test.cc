@@ -221,7 +221,9 @@ TEST(GemmEngine, F32BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
   std::cout << "f32 GEMM engine: " << gemm_engine_name(GemmType::kF32, gemm_engine(GemmType::kF32)) << " (oneDNN ISA "
             << onednn_cpu_isa() << ")\n";
   for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
-                           Problem{true, true, 300, 260, 17, 1, 1.0f, 0.25f}})
+                           Problem{true, true, 300, 260, 17, 1, 1.0f, 0.25f},
+                           // longer than 16 blocks (Note [Long extents]): by columns, by rows
+                           Problem{false, true, 24, 4500, 16, 0, 1.0f, 0.0f}, Problem{true, false, 4130, 20, 12, 3, 1.0f, 0.5f}})
     expect_blocked_product_right_and_thread_count_free<float>(p, std::ldexp(1.0, -24));
 }
 

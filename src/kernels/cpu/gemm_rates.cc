@@ -32,8 +32,10 @@ namespace trident::kernels::cpu {
 //      thousand the rate hardly depends on K.
 //    A shape within the caps is timed whole, with its real load imbalance (attn.c_proj's dW
 //    at 124M: 3 blocks of 768 rows for 2 threads). Left out: the imbalance of a long
-//    extent's last round of blocks (under 2% at 124M) and a ragged last block (50257
-//    columns end in one of 81). Each shape's rate, measured so, stands for the whole shape in
+//    extent's last round of blocks (under 2% at 124M), a ragged last block (50257
+//    columns end in one of 81), and the wider blocks of an extent over 16 blocks (Note [Long
+//    extents] in matmul.cc: the head's vocabulary), which pack the other operand less often:
+//    the head's shapes read up to ~15% low. Each shape's rate, measured so, stands for the whole shape in
 //    the FLOP-weighted rate; the threaded references run the same reduced shapes.
 //    Each shape runs once to warm up, then for seconds_per_shape (at least once). At 124M on
 //    2 cores (Zen 5) all 7 engines take about 4 s; one dtype, what train.mfu measures, 2 s.

@@ -60,7 +60,17 @@ void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // bf16, against the third of the product that ran on one thread. The split is still a
 // function of the shape alone, so the bits stay independent of the thread count; a product of
 // one block (gemm_serial's) and every extent of an even or larger count is split as before.
+// Note [Long extents]
+// Each block is its own BLAS call, which packs the whole of the other operand again: the LM
+// head's forward (4096 x 32000 x 768, split by its 32000 columns) packed its 4096 x 768 input
+// 125 times. An extent longer than kMaxGemmBlocks blocks is cut into kMaxGemmBlocks blocks
+// instead (a multiple of 64), which still feeds 16 threads. Measured on 2 Zen 3 cores,
+// alternating in one process: that forward ran 17-19% faster on OpenBLAS and 15% on oneDNN
+// (f32). Extents up to 4096 (a 4096-token batch, every tiny test) keep their blocks and bits.
+constexpr int64_t kMaxGemmBlocks = 16;
+
 int64_t block_extent(int64_t extent) {
+  if (extent > kMaxGemmBlocks * kGemmBlock) return (extent + kMaxGemmBlocks * 64 - 1) / (kMaxGemmBlocks * 64) * 64;
   const int64_t blocks = (extent + kGemmBlock - 1) / kGemmBlock;
   if (blocks % 2 == 0 || blocks < 3 || blocks > 7) return kGemmBlock;
   return (extent + 2 * blocks * 16 - 1) / (2 * blocks * 16) * 16;
