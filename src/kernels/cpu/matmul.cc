@@ -67,6 +67,7 @@ void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // bf16, against the third of the product that ran on one thread. The split is still a
 // function of the shape alone, so the bits stay independent of the thread count; a product of
 // one block (gemm_serial's) and every extent of an even or larger count is split as before.
+//
 // Note [Long extents]
 // Each block is its own BLAS call, which packs the whole of the other operand again: the LM
 // head's forward (4096 x 32000 x 768, split by its 32000 columns) packed its 4096 x 768 input
