@@ -28,8 +28,8 @@ namespace trident::kernels::cpu {
 // Tried on a Zen 3 (2 cores, LLaMA-125M's shapes), and why we keep this:
 //  * one block per thread runs ~11% faster (each call repacks the other operand once), but
 //    no alignment makes OpenBLAS's bits independent of where the blocks end: row blocks of
-//    48k rows matched the whole call at 4096 x 768 x 768 yet not at 300 x 70 x 33, and every
-//    column split differed from the whole call.
+//    any multiple of 48 rows matched the whole call at 4096 x 768 x 768 yet not at 300 x 70 x 33,
+//    and every column split differed from the whole call.
 //  * BLIS (Debian's libblis, zen3 kernels) gives the same bits on any thread count by design
 //    and scales 1.9x on 2 threads, but ran the blocks' shapes ~10% slower than this.
 
