@@ -97,9 +97,16 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
       if (!g.has_value()) return;
       profiler::ProfileScope scope("master.fold_grad", profiler::Phase::kOptimizer);
       MemoryCategoryGuard grads(MemoryCategory::kGradient);
-      Tensor g32 = core::cast(*g, DType::kF32);
       const std::shared_ptr<InFlight> copies = in_flight.lock();
-      if (copies && master.device().is_cpu() && !g32.device().is_cpu()) {
+      const bool offloading = copies && master.device().is_cpu() && !g->device().is_cpu();
+      std::optional<Tensor>& acc = master.mutable_grad();
+      if (!offloading && acc.has_value() && g->device() == master.device()) {
+        ops::add_(*acc, *g);  // later micro-batches: no f32 copy of g (Note [Mixed-dtype add_])
+        Tensor(leaf).zero_grad();
+        return;
+      }
+      Tensor g32 = core::cast(*g, DType::kF32);
+      if (offloading) {
         // ZeRO-Offload: the device-to-host copy overlaps the rest of the backward.
         Tensor staging = empty_pinned(g32.shape(), DType::kF32);
         g32 = core::contiguous(g32);
@@ -110,7 +117,6 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
         return;
       }
       if (g32.device() != master.device()) g32 = core::to_device(g32, master.device());
-      std::optional<Tensor>& acc = master.mutable_grad();
       if (acc.has_value()) {
         ops::add_(*acc, g32);
       } else {

@@ -141,10 +141,10 @@ void Pipeline::set_compute_dtype(DType compute) {
     const std::optional<Tensor>& g = leaf.grad();
     if (!g.has_value()) return;
     MemoryCategoryGuard grads(MemoryCategory::kGradient);
-    // The cast is a new f32 tensor (g is in the compute dtype): the first becomes the sum
-    // as it is; later ones are added in (Note [The tied copy's gradient under mixed precision]).
+    // The first (in the compute dtype) is cast to become the f32 sum; later ones are added
+    // in slices (Note [Mixed-dtype add_], Note [The tied copy's gradient under mixed precision]).
     if (acc->has_value()) {
-      ops::add_(**acc, core::cast(*g, DType::kF32));
+      ops::add_(**acc, *g);
     } else {
       *acc = core::contiguous(core::cast(*g, DType::kF32));
     }

@@ -274,9 +274,9 @@ void ZeroOptimizer::on_grad_ready(size_t k) {
   Bucket& b = buckets_[bucket_of_[k]];
   const Tensor slot = grad_slot(k);
   // Stage 1 accumulates over the step's micro-batches; stage 2's staging is per micro-batch.
-  // Both are f32, whatever the parameters' dtype.
+  // Both are f32, whatever the parameters' dtype (Note [Mixed-dtype add_]: no f32 copy of g).
   if (arrived_[k]) {
-    ops::add_(slot, core::cast(g, DType::kF32));
+    ops::add_(slot, g);
   } else {
     core::copy_(slot, g);
   }
@@ -305,7 +305,7 @@ void ZeroOptimizer::add_grad(const std::string& name, const Tensor& grad) {
   TRI_CHECK(grad.shape() == params_[k].shape(), "ZeRO: gradient ", grad.shape(), " for parameter '", name,
             "' of shape ", params_[k].shape());
   const Tensor slot = grad_slot(k);
-  const Tensor g = views::view(core::contiguous(core::cast(grad, DType::kF32)), {grad.numel()});
+  const Tensor g = views::view(core::contiguous(grad), {grad.numel()});  // any dtype (Note [Mixed-dtype add_])
   if (arrived_[k]) {
     ops::add_(slot, g);
   } else {

@@ -7,6 +7,7 @@
 #include "models/causal_lm.h"
 #include "parallel/buckets.h"
 #include "models/registry.h"
+#include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "parallel/pipeline.h"
 
@@ -280,22 +281,23 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // Note [The tied copy's gradient under mixed precision]
     // Under bf16/fp16 the copy is in the compute dtype, and parallel/pipeline.cc's hook folds
     // each micro-batch's gradient into an f32 sum: the first is cast and kept, later ones are
-    // cast and added, so while the second arrives the sum (4), the gradient (E) and its cast
-    // (4) are alive per element. That happens in the head's backward, the first of each
-    // micro-batch's, not while a block's gradient is folded into its master, and while only
-    // the previous micro-batch's leaf gradient is still going out. Counting 4 bytes was 53%
-    // under on tiny GPT-2's bf16 tp2 pp2 last stage (33 MB against 71); counting the fold on top
-    // of a block's, 1-2% over.
+    // added in slices (Note [Mixed-dtype add_]), so while the second arrives the sum (4), the
+    // gradient (E) and one converted slice are alive. That happens in the head's backward, the
+    // first of each micro-batch's, not while a block's gradient is folded into its master, and
+    // while only the previous micro-batch's leaf gradient is still going out. Counting 4 bytes
+    // was 53% under on tiny GPT-2's bf16 tp2 pp2 last stage (33 MB against 71, when later
+    // gradients were cast whole); counting the fold on top of a block's, 1-2% over.
+    const auto slice = [&](int64_t n) { return 4.0 * static_cast<double>(std::min(n, ops::kMixedAddSliceElements)); };
     const double copy_grad = 4.0 * static_cast<double>(tied_copy);
     const double copy_fold =
-        run.mixed() ? (static_cast<double>(E) + (l.accum > 1 ? 4.0 : 0.0)) * static_cast<double>(tied_copy) : 0.0;
+        run.mixed() ? static_cast<double>(E * tied_copy) + (l.accum > 1 ? slice(tied_copy) : 0.0) : 0.0;
     const double leaves_at_head = !s.first && l.accum > 1 ? unit : 0.0;
     if (l.zero_stage == 0) {
       double g = 4.0 * static_cast<double>(P);
       if (comm) g += 4.0 * static_cast<double>(P);
       // Mixed precision: the compute-dtype gradient being added to the f32 one, and with
-      // accumulation the f32 sum made beside the old one (AccumulateGrad adds out of place).
-      double fold = run.mixed() ? static_cast<double>(E * p_max) + (l.accum > 1 ? 4.0 * static_cast<double>(p_max) : 0.0) : 0.0;
+      // accumulation the slice of it converted at a time.
+      double fold = run.mixed() ? static_cast<double>(E * p_max) + (l.accum > 1 ? slice(p_max) : 0.0) : 0.0;
       fold += leaf_gradients(s, l) * unit;
       raise(MemoryCategory::kGradient, g + copy_grad + std::max(fold, copy_fold + leaves_at_head));
     } else if (l.zero_stage == 1) {
