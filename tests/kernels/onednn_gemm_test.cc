@@ -227,6 +227,45 @@ TEST(GemmEngine, F32BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
     expect_blocked_product_right_and_thread_count_free<float>(p, std::ldexp(1.0, -24));
 }
 
+// The block rule, and gemm_on's explicit block (gemm_rates times a part of a long product in
+// the whole product's blocks): blocks where it says, each one single-threaded call.
+TEST(GemmEngine, AnExplicitBlockSplitsWhereItSays) {
+  EXPECT_EQ(gemm_block_extent(4096), kGemmBlock);
+  EXPECT_EQ(gemm_block_extent(600), 112);      // 3 blocks become 6 (Note [Even block counts])
+  EXPECT_EQ(gemm_block_extent(32000), 2048);   // 16 blocks, a multiple of 64 (Note [Long extents])
+  const GemmEngines engines = gemm_engines();
+  for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f}}) {
+    Operands<float, float> ops(p);
+    auto product = [&](int64_t block) {
+      std::vector<float> c = ops.c;
+      gemm_on<float>(engines, p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta,
+                     c.data(), ops.ldc, block);
+      return c;
+    };
+    // The shape's own block is the default's.
+    std::vector<float> whole = ops.c;
+    gemm<float>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta, whole.data(),
+                ops.ldc);
+    const bool by_rows = p.M >= p.N;
+    const std::vector<float> own = product(gemm_block_extent(by_rows ? p.M : p.N));
+    for (size_t i = 0; i < own.size(); ++i) ASSERT_EQ(bits_of(own[i]), bits_of(whole[i])) << describe(p) << " at " << i;
+    // Blocks of 100: each the single-threaded product of its rows (columns).
+    const std::vector<float> got = product(100);
+    std::vector<float> want = ops.c;
+    for (int64_t start = 0; start < (by_rows ? p.M : p.N); start += 100) {
+      const int64_t len = std::min<int64_t>(100, (by_rows ? p.M : p.N) - start);
+      const float* a = by_rows ? (p.ta ? ops.a.data() + start : ops.a.data() + start * ops.lda) : ops.a.data();
+      const float* b = by_rows ? ops.b.data() : (p.tb ? ops.b.data() + start * ops.ldb : ops.b.data() + start);
+      float* c = want.data() + (by_rows ? start * ops.ldc : start);
+      gemm_serial<float>(p.ta, p.tb, by_rows ? len : p.M, by_rows ? p.N : len, p.K, p.alpha, a, ops.lda, b, ops.ldb,
+                         p.beta, c, ops.ldc);
+    }
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(bits_of(got[i]), bits_of(want[i])) << describe(p) << " at " << i;
+  }
+  EXPECT_THROW(gemm_on<float>(engines, false, false, 2, 2, 2, 1.0f, nullptr, 2, nullptr, 2, 0.0f, nullptr, 2, -1),
+               std::exception);
+}
+
 // Both f32 engines in one process, set between products (the ctest runs cover each as the
 // process's engine from the start).
 TEST(GemmEngine, EachF32EngineSetInOneProcessIgnoresTheThreadCount) {

@@ -30,13 +30,16 @@ namespace trident::kernels::cpu {
 //      and the head's 4096 rows).
 //    - K capped at max_k (4096): only the LM head's dx (K = V) is shortened; past a few
 //      thousand the rate hardly depends on K.
+//    - An extent over 16 blocks (the head's vocabulary) is split into 16 wider blocks (Note
+//      [Long extents] in matmul.cc), which pack the other operand less often. It is timed as
+//      one of those wide blocks per thread (gemm_on's explicit block), the other extent
+//      capped as above. Timed in 256-wide blocks instead, the head's shapes read up to ~15%
+//      low on a Zen 3.
 //    A shape within the caps is timed whole, with its real load imbalance (attn.c_proj's dW
 //    at 124M: 3 blocks of 768 rows for 2 threads). Left out: the imbalance of a long
-//    extent's last round of blocks (under 2% at 124M), a ragged last block (50257
-//    columns end in one of 81), and the wider blocks of an extent over 16 blocks (Note [Long
-//    extents] in matmul.cc: the head's vocabulary), which pack the other operand less often:
-//    the head's shapes read up to ~15% low. Each shape's rate, measured so, stands for the whole shape in
-//    the FLOP-weighted rate; the threaded references run the same reduced shapes.
+//    extent's last round of blocks, and a ragged last block. Each shape's rate, measured
+//    so, stands for the whole shape in the FLOP-weighted rate; the threaded references run
+//    the same reduced shapes.
 //    Each shape runs once to warm up, then for seconds_per_shape (at least once). At 124M on
 //    2 cores (Zen 5) all 7 engines take about 4 s; one dtype, what train.mfu measures, 2 s.
 
@@ -94,12 +97,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The shape that is timed for `s` (Note [Bounded measurement]).
-GemmShape bounded(const GemmShape& s, int threads, const GemmRateOptions& o) {
+// The shape that is timed for `s`, and the rows (or columns) per block it is timed in (0: its
+// own) (Note [Bounded measurement]).
+struct Bounded {
+  GemmShape shape;
+  int64_t block = 0;
+};
+
+Bounded bounded(const GemmShape& s, int threads, const GemmRateOptions& o) {
   GemmShape m = s;
   const int64_t unit = kGemmBlock * threads;  // one block per thread
   const int64_t cap = std::max<int64_t>(o.blocks_per_thread, 1) * unit;
   auto whole_rounds = [&](int64_t x) { return (x + unit - 1) / unit * unit; };
+  m.K = std::min(s.K, std::max<int64_t>(o.max_k, 1));
+  const int64_t wide = gemm_block_extent(std::max(s.M, s.N));
+  if (wide > kGemmBlock) {  // Note [Long extents]: one of the whole product's blocks per thread
+    const int64_t split = std::min(std::max(s.M, s.N), wide * threads);
+    if (s.M >= s.N) {
+      m.M = split, m.N = std::min(s.N, cap);
+    } else {
+      m.N = split, m.M = std::min(s.M, cap);
+    }
+    return {m, wide};
+  }
   if (s.M >= s.N) {
     m.N = std::min(s.N, cap);
     m.M = std::min(s.M, std::max(cap, whole_rounds(m.N)));  // still M >= N: split by rows
@@ -107,8 +127,7 @@ GemmShape bounded(const GemmShape& s, int threads, const GemmRateOptions& o) {
     m.M = std::min(s.M, cap);
     m.N = std::min(s.N, std::max(cap, whole_rounds(m.M + 1)));  // still N > M: split by columns
   }
-  m.K = std::min(s.K, std::max<int64_t>(o.max_k, 1));
-  return m;
+  return {m, 0};
 }
 
 template <class T>
@@ -139,8 +158,8 @@ double seconds_per_call(const std::function<void()>& fn, double budget) {
   }
 }
 
-// Runs `engine` on one bounded shape's operands (of its dtype).
-void run_engine(const std::string& engine, const GemmShape& m, const void* A, const void* B, void* C) {
+// Runs `engine` on one bounded shape's operands (of its dtype), trident's in `block`s.
+void run_engine(const std::string& engine, const GemmShape& m, int64_t block, const void* A, const void* B, void* C) {
   const int64_t lda = m.trans_a ? m.M : m.K, ldb = m.trans_b ? m.K : m.N, ldc = m.N;
   const float* af = static_cast<const float*>(A);
   const float* bf = static_cast<const float*>(B);
@@ -152,7 +171,7 @@ void run_engine(const std::string& engine, const GemmShape& m, const void* A, co
   if (engine == "openblas-f32" || engine == "onednn-f32") {
     const GemmEngine e = engine == "onednn-f32" ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas;
     gemm_on<float>({e, GemmEngine::kOpenBlas}, m.trans_a, m.trans_b, m.M, m.N, m.K, 1.0f, af, lda, bf, ldb, 0.0f,
-                   cf, ldc);
+                   cf, ldc, block);
   } else if (engine == "openblas-f32-threaded") {
     cblas_sgemm(CblasRowMajor, m.trans_a ? CblasTrans : CblasNoTrans, m.trans_b ? CblasTrans : CblasNoTrans, m.M, m.N,
                 m.K, 1.0f, af, lda, bf, ldb, 0.0f, cf, ldc);
@@ -160,7 +179,7 @@ void run_engine(const std::string& engine, const GemmShape& m, const void* A, co
     onednn_gemm_threaded<float, float>(m.trans_a, m.trans_b, m.M, m.N, m.K, 1.0f, af, lda, bf, ldb, 0.0f, cf, ldc);
   } else if (engine == "widened-f32" || engine == "onednn-bf16") {
     const GemmEngine e = engine == "onednn-bf16" ? GemmEngine::kOneDnn : GemmEngine::kOpenBlas;
-    gemm_on<bf16>({f32, e}, m.trans_a, m.trans_b, m.M, m.N, m.K, 1.0f, ah, lda, bh, ldb, 0.0f, ch, ldc);
+    gemm_on<bf16>({f32, e}, m.trans_a, m.trans_b, m.M, m.N, m.K, 1.0f, ah, lda, bh, ldb, 0.0f, ch, ldc, block);
   } else {
     TRI_ASSERT(engine == "onednn-bf16-threaded", "unknown GEMM rate engine ", engine);
     onednn_gemm_threaded<bf16, bf16>(m.trans_a, m.trans_b, m.M, m.N, m.K, 1.0f, ah, lda, bh, ldb, 0.0f, ch, ldc);
@@ -186,7 +205,7 @@ GemmRates measure_gemm_rates(const std::vector<GemmShape>& shapes, const std::ve
     }
   // Shape by shape, so that each shape's operands are made once for all its engines.
   for (const GemmShape& shape : shapes) {
-    const GemmShape m = bounded(shape, out.threads, options);
+    const auto [m, block] = bounded(shape, out.threads, options);
     TRI_CHECK(m.M > 0 && m.N > 0 && m.K > 0, "measure_gemm_rates: shape '", shape.name, "' is empty (M=", shape.M,
               " N=", shape.N, " K=", shape.K, ")");
     for (const GemmType dtype : dtypes) {
@@ -203,7 +222,7 @@ GemmRates measure_gemm_rates(const std::vector<GemmShape>& shapes, const std::ve
       void* C = f32 ? static_cast<void*>(cf.get()) : ch.get();
       for (GemmRate& r : out.rates) {
         if (r.dtype != dtype) continue;
-        const double s = seconds_per_call([&] { run_engine(r.engine, m, A, B, C); }, options.seconds_per_shape);
+        const double s = seconds_per_call([&] { run_engine(r.engine, m, block, A, B, C); }, options.seconds_per_shape);
         r.shape_gflops.push_back(m.flops() / std::max(s, 1e-12) / 1e9);
       }
     }

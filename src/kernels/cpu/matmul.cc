@@ -77,22 +77,33 @@ void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // (f32). Extents up to 4096 (a 4096-token batch, every tiny test) keep their blocks and bits.
 constexpr int64_t kMaxGemmBlocks = 16;
 
-int64_t block_extent(int64_t extent) {
+}  // namespace
+
+int64_t gemm_block_extent(int64_t extent) {
   if (extent > kMaxGemmBlocks * kGemmBlock) return (extent + kMaxGemmBlocks * 64 - 1) / (kMaxGemmBlocks * 64) * 64;
   const int64_t blocks = (extent + kGemmBlock - 1) / kGemmBlock;
   if (blocks % 2 == 0 || blocks < 3 || blocks > 7) return kGemmBlock;
   return (extent + 2 * blocks * 16 - 1) / (2 * blocks * 16) * 16;
 }
 
+namespace {
+
+// How gemm_blocks splits a product: on the calling thread only (gemm_serial's), and the rows
+// (or columns) per block (0: the shape's own, gemm_block_extent).
+struct Split {
+  bool serial = false;
+  int64_t block = 0;
+};
+
 // Splits C into the fixed blocks of Note [Deterministic GEMM] (and Note [Even block counts])
 // and has block_gemm compute each on one thread: block_gemm(a, b, c, rows, cols) multiplies
 // op(A)'s rows (or op(B)'s columns) starting at a (or b) into C's block at c.
 template <class In, class Out, class BlockGemm>
 void gemm_blocks(bool ta, bool tb, int64_t M, int64_t N, const In* A, int64_t lda, const In* B, int64_t ldb,
-                 Out* C, int64_t ldc, bool serial, const BlockGemm& block_gemm) {
+                 Out* C, int64_t ldc, Split split, const BlockGemm& block_gemm) {
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
-  const int64_t block = block_extent(extent);
+  const int64_t block = split.block > 0 ? split.block : gemm_block_extent(extent);
   const int64_t blocks = (extent + block - 1) / block;
   auto run = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
@@ -104,7 +115,7 @@ void gemm_blocks(bool ta, bool tb, int64_t M, int64_t N, const In* A, int64_t ld
       }
     }
   };
-  if (serial || blocks == 1 || omp_in_parallel() || num_threads() == 1) {
+  if (split.serial || blocks == 1 || omp_in_parallel() || num_threads() == 1) {
     on_this_thread_only([&] { run(0, blocks); });
   } else {
     parallel_for(0, blocks, 1, run);  // inside an active region: BLAS is single-threaded
@@ -114,8 +125,8 @@ void gemm_blocks(bool ta, bool tb, int64_t M, int64_t N, const In* A, int64_t ld
 // oneDNN's matmul (f32 on AVX-512, bf16 with native bf16: gemm_engine.h), blocked the same way.
 template <class In, class Out>
 void gemm_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* A, int64_t lda,
-                 const In* B, int64_t ldb, float beta, Out* C, int64_t ldc, bool serial) {
-  gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, serial,
+                 const In* B, int64_t ldb, float beta, Out* C, int64_t ldc, Split split) {
+  gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, split,
               [&](const In* a, const In* b, Out* c, int64_t rows, int64_t cols) {
                 onednn_gemm_serial<In, Out>(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, c, ldc);
               });
@@ -124,12 +135,12 @@ void gemm_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
 // f32 on its engine, f64 on OpenBLAS.
 template <class T>
 void gemm_native(const GemmEngines& engines, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                 const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+                 const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, Split split) {
   if constexpr (std::is_same_v<T, float>) {
     if (engines.f32 == GemmEngine::kOneDnn)
-      return gemm_onednn<float, float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+      return gemm_onednn<float, float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, split);
   }
-  gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, serial,
+  gemm_blocks(ta, tb, M, N, A, lda, B, ldb, C, ldc, split,
               [&](const T* a, const T* b, T* c, int64_t rows, int64_t cols) {
                 blas(ta, tb, rows, cols, K, alpha, a, lda, b, ldb, beta, c, ldc);
               });
@@ -166,7 +177,7 @@ void normalize_leading_dims(bool trans_a, bool trans_b, int64_t M, int64_t N, in
 // accumulation into the float C.
 template <class T>
 void gemm_widened(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                  const T* A, int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc, bool serial) {
+                  const T* A, int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc, Split split) {
   // As stored: op(A) is (M,K), stored (K,M) when transposed; likewise B.
   const int64_t a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
   DataPtr a = scratch(M * K), b = scratch(K * N);
@@ -175,7 +186,7 @@ void gemm_widened(const GemmEngines& engines, bool trans_a, bool trans_b, int64_
   widen(af, A, trans_a ? K : M, a_cols, lda);
   widen(bf, B, trans_b ? N : K, b_cols, ldb);
   gemm_native<float>(engines, trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(a_cols, 1), bf,
-                     std::max<int64_t>(b_cols, 1), beta, C, ldc, serial);
+                     std::max<int64_t>(b_cols, 1), beta, C, ldc, split);
 }
 
 // The process's engines that a GEMM of T reads, and only those: a bad TRIDENT_CPU_BF16_GEMM
@@ -192,22 +203,22 @@ GemmEngines process_engines() {
 
 template <class T>
 void gemm_any(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-              const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+              const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, Split split) {
   if (M == 0 || N == 0) return;
   normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    gemm_native<T>(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+    gemm_native<T>(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, split);
   } else {
     if constexpr (std::is_same_v<T, bf16>) {
       if (engines.bf16 == GemmEngine::kOneDnn) {
-        return gemm_onednn<bf16, bf16>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+        return gemm_onednn<bf16, bf16>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, split);
       }
     }
     // bf16/f16 storage: an f32 product, rounded to T once.
     DataPtr c = scratch(M * N);
     float* cf = static_cast<float*>(c.get());
     if (beta != 0.0f) widen(cf, C, M, N, ldc);
-    gemm_widened(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, cf, N, serial);
+    gemm_widened(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, cf, N, split);
     parallel_for(0, M, std::max<int64_t>(1, 8192 / N), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r)
         for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = T(cf[r * N + j]);
@@ -220,19 +231,20 @@ void gemm_any(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M,
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
-  gemm_any(process_engines<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+  gemm_any(process_engines<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Split{});
 }
 
 template <class T>
 void gemm_on(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-             const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
-  gemm_any(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+             const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, int64_t block) {
+  TRI_CHECK(block >= 0, "gemm_on: block must be >= 0 (0: the shape's own), got ", block);
+  gemm_any(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Split{.block = block});
 }
 
 template <class T>
 void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
-  gemm_any(process_engines<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
+  gemm_any(process_engines<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Split{.serial = true});
 }
 
 template <class T>
@@ -242,14 +254,14 @@ void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
   normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   const GemmEngines engines = process_engines<T>();
   if constexpr (std::is_same_v<T, float>) {
-    gemm_native<float>(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+    gemm_native<float>(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Split{});
   } else {
     if constexpr (std::is_same_v<T, bf16>) {
       if (engines.bf16 == GemmEngine::kOneDnn) {
-        return gemm_onednn<bf16, float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+        return gemm_onednn<bf16, float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Split{});
       }
     }
-    gemm_widened(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/false);
+    gemm_widened(engines, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Split{});
   }
 }
 
@@ -266,7 +278,7 @@ template void gemm_to_f32<f16>(bool, bool, int64_t, int64_t, int64_t, float, con
   template void gemm_serial<T>(bool, bool, int64_t, int64_t, int64_t, float, const T*, int64_t, \
                                const T*, int64_t, float, T*, int64_t);                          \
   template void gemm_on<T>(const GemmEngines&, bool, bool, int64_t, int64_t, int64_t, float,    \
-                           const T*, int64_t, const T*, int64_t, float, T*, int64_t);
+                           const T*, int64_t, const T*, int64_t, float, T*, int64_t, int64_t);
 TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 

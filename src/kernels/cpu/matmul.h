@@ -22,9 +22,11 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 
 // The same product on the given engines instead of the process's: to time or compare the
 // engines in one process (gemm_rates.h, tests). The same bits as gemm with those engines set.
+// `block`: rows (or columns) per block instead of the shape's own (0), so that a part of a
+// long product can be timed in the whole product's blocks (Note [Bounded measurement]).
 template <class T>
 void gemm_on(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-             const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc);
+             const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc, int64_t block = 0);
 
 // The same product on the calling thread only: for kernels that already run in parallel
 // over independent matrices. Gives the same bits as gemm for matrices of one block.
@@ -41,5 +43,9 @@ void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
 // Rows (or columns) per block of the deterministic GEMM (half as many, rounded to 16, where an
 // extent is 3, 5 or 7 of them: Note [Even block counts] in matmul.cc).
 inline constexpr int64_t kGemmBlock = 256;
+
+// The rows (or columns) per block that a product split along `extent` gets: kGemmBlock, or
+// less (Note [Even block counts]), or more for an extent over 16 blocks (Note [Long extents]).
+int64_t gemm_block_extent(int64_t extent);
 
 }  // namespace trident::kernels::cpu
