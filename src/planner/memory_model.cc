@@ -88,6 +88,15 @@ double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std
 // output, the gradient of the largest kept tensor, the gradient of the block's input width
 // and the largest weight's f32 gradient (made in the activation category, then handed to the
 // parameter); a tied head's scaled dw waits for the embedding's through the whole backward.
+// Under "selective" the rerun takes the first run's matrix products back, and the region drops
+// its list of them before the backward (autograd/derivatives/activation_checkpoint.cc): those
+// the backward does not read (kept by "selective", not by "none": LLaMA's q and k before RoPE,
+// both families' products that feed a residual add) are freed then, so the block being
+// back-propagated holds them no more. Counting them put pp4's middle stages (one block each)
+// 5-12% over (per-rank allocator peaks, tiny GPT-2 and LLaMA, fp32). Not under tensor
+// parallelism: there the row-parallel products' outputs go through their all-reduce or
+// reduce-scatter first, and leaving all of them out put LLaMA's interleaved tp2+sp first
+// stage 5% under (counting them: 2.3% over).
 // Sequence parallelism splits the block-width tensors, tensor parallelism the split ones.
 // Without checkpointing the same backward has nothing to rerun and no rerun output; it is the
 // peak of a pipeline's first stages, which keep several micro-batches and no head (GPT-2 124M
@@ -101,6 +110,7 @@ double backward_working_set(const ModelShapes& shapes, const std::string& mode, 
     const double bytes = static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
     const bool kept = mode == "full" ? i == 0 : mode == "selective" ? a.kept_selective : a.kept_none;
     if (a.kept_none && !kept) per_token += bytes;  // rerun
+    if (mode == "selective" && l.tp == 1 && a.kept_selective && !a.kept_none) per_token -= bytes;  // dropped by the rerun
     if (a.kept_none) largest = std::max(largest, bytes);
   }
   const double width = static_cast<double>(shapes.block.front().per_token * E) / (l.sequence_parallel ? tp : 1.0);
