@@ -18,6 +18,7 @@ void add_(const Tensor& a, const Tensor& b);
 
 // The most elements of b that a mixed-dtype add_ converts at once.
 inline constexpr int64_t kMixedAddSliceElements = int64_t{1} << 20;
+
 // a * scale + shift.
 Tensor affine(const Tensor& a, double scale, double shift);
 inline Tensor mul_scalar(const Tensor& a, double s) { return ops::affine(a, s, 0.0); }
