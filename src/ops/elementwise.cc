@@ -60,10 +60,9 @@ void add_mixed(const Tensor& a, const Tensor& b) {
   check_floating(b, "add_");
   check_same_device(a, b, "add_");
   const Tensor eb = views::expand(b, a.shape());
-  const int64_t rows = a.dim() == 0 ? 1 : a.shape()[0];
-  const int64_t row_elements = rows == 0 ? 0 : a.numel() / rows;
   if (a.dim() == 0 || a.numel() <= kMixedAddSliceElements) return add_(a, core::cast(eb, a.dtype()));
-  const int64_t step = std::max<int64_t>(1, kMixedAddSliceElements / std::max<int64_t>(row_elements, 1));
+  const int64_t rows = a.shape()[0];  // > 0: a has more elements than a slice
+  const int64_t step = std::max<int64_t>(1, kMixedAddSliceElements / (a.numel() / rows));
   for (int64_t r = 0; r < rows; r += step) {
     const int64_t n = std::min(step, rows - r);
     add_(views::narrow(a, 0, r, n), core::cast(views::narrow(eb, 0, r, n), a.dtype()));

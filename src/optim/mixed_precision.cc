@@ -98,29 +98,22 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
       profiler::ProfileScope scope("master.fold_grad", profiler::Phase::kOptimizer);
       MemoryCategoryGuard grads(MemoryCategory::kGradient);
       const std::shared_ptr<InFlight> copies = in_flight.lock();
-      const bool offloading = copies && master.device().is_cpu() && !g->device().is_cpu();
-      std::optional<Tensor>& acc = master.mutable_grad();
-      if (!offloading && acc.has_value() && g->device() == master.device()) {
-        ops::add_(*acc, *g);  // later micro-batches: no f32 copy of g (Note [Mixed-dtype add_])
-        Tensor(leaf).zero_grad();
-        return;
-      }
-      Tensor g32 = core::cast(*g, DType::kF32);
-      if (offloading) {
+      if (copies && master.device().is_cpu() && !g->device().is_cpu()) {
         // ZeRO-Offload: the device-to-host copy overlaps the rest of the backward.
+        const Tensor g32 = core::contiguous(core::cast(*g, DType::kF32));
         Tensor staging = empty_pinned(g32.shape(), DType::kF32);
-        g32 = core::contiguous(g32);
         core::copy_async_(staging, g32);
         copies->copies.push_back({index, staging, g32});
         copies->device = g32.device();
         Tensor(leaf).zero_grad();
         return;
       }
-      if (g32.device() != master.device()) g32 = core::to_device(g32, master.device());
+      const Tensor here = g->device() == master.device() ? *g : core::to_device(*g, master.device());
+      std::optional<Tensor>& acc = master.mutable_grad();
       if (acc.has_value()) {
-        ops::add_(*acc, g32);
+        ops::add_(*acc, here);  // later micro-batches: no f32 copy of g (Note [Mixed-dtype add_])
       } else {
-        acc = g32;
+        acc = core::cast(here, DType::kF32);
       }
       Tensor(leaf).zero_grad();
     });
