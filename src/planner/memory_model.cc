@@ -28,12 +28,14 @@ struct Stage {
   int64_t blocks = 0;           // blocks over all its chunks
   int64_t chunk_blocks = 0;     // blocks of its largest chunk
   bool first = false, last = false;
+  int64_t layers = 0;           // the model's
 };
 
 Stage stage_of(const ModelShapes& shapes, const Layout& l, int64_t layers, int stage) {
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(layers, static_cast<int>(l.pp),
                                                                      static_cast<int>(l.virtual_stages));
   Stage s;
+  s.layers = layers;
   s.first = stage == 0;
   s.last = stage == l.pp - 1;
   std::vector<bool> mine(static_cast<size_t>(layers), false);
@@ -148,12 +150,50 @@ double backward_working_set(const ModelShapes& shapes, const std::string& mode, 
 //    min(blocks per chunk, 2), plus one for the received input on a rank whose chunks all
 //    come after the first.
 // (GPT-2's pipelines had these too; its first stage, with the embeddings, hid them.)
+// Under mixed precision the first stage folds its embedding's gradient into the master's last,
+// after every block's backward, when no leaf gradient is left: the leaves count beside the
+// blocks' folds only (1 MiB over at tiny GPT-2's bf16 tp4 b4 before). On a later stage a
+// block's gradient is folded before its chunk's input gradient is made: one leaf fewer is
+// alive then (pp4's middle stages were one (tokens, C) over).
 double leaf_gradients(const Stage& s, const Layout& l) {
   const bool later_only = !s.first, interleaved_first = s.first && l.virtual_stages > 1;
   if (l.checkpointing == "none") return later_only ? 2.0 : interleaved_first && l.accum > l.pp ? 1.0 : 0.0;
   if (l.accum == 1) return 0.0;
   const int64_t per_chunk = l.virtual_stages > 1 ? s.chunk_blocks : s.blocks;
   return static_cast<double>(std::min<int64_t>(per_chunk, 2)) + (later_only ? 1.0 : 0.0);
+}
+
+// Note [The tied copy's fold under interleaving]
+// A parameter's f32 gradient (the master's, under mixed precision) exists from its first
+// backward on. Under the interleaved schedule the last stage runs the head's backward of the
+// second micro-batch, where the tied copy's gradient is first folded in slices, before its
+// earlier chunks have run any backward: their blocks' gradients do not exist yet. Counting
+// them was 3.4-3.7 MB (4%) over on tiny GPT-2's bf16 pp2x2 m2 last stages. Every later
+// micro-batch folds the same, so the peak is at the last one's, with the most gradients.
+// The elements of stage r whose gradients exist when the head's backward of the last
+// micro-batch runs (none with one micro-batch: that backward is the stage's first).
+int64_t masters_before_head(const Stage& s, const Layout& l, int r) {
+  if (l.accum < 2) return 0;
+  const parallel::PipelineLayout pl = parallel::PipelineLayout::make(s.layers, static_cast<int>(l.pp),
+                                                                     static_cast<int>(l.virtual_stages));
+  const int head_chunk = static_cast<int>(l.virtual_stages) - 1;
+  std::vector<bool> done(static_cast<size_t>(l.virtual_stages), false);
+  for (const parallel::PipelineOp& op : parallel::pipeline_schedule(l.pipeline_schedule(), pl, r, static_cast<int>(l.accum))) {
+    if (op.forward) continue;
+    if (op.local_chunk == head_chunk && op.micro == l.accum - 1) break;
+    done[static_cast<size_t>(op.local_chunk)] = true;
+  }
+  int64_t n = 0;
+  for (size_t k = 0; k < s.numels.size(); ++k) {
+    // A block's local chunk; the head's parameters are the last chunk's.
+    int chunk = head_chunk;
+    if (s.where[k] >= 0)
+      for (int c = 0; c < pl.num_chunks(); ++c)
+        if (s.where[k] >= pl.chunks[static_cast<size_t>(c)].first && s.where[k] < pl.chunks[static_cast<size_t>(c)].second)
+          chunk = c / static_cast<int>(l.pp);
+    if (done[static_cast<size_t>(chunk)]) n += s.numels[k];
+  }
+  return n;
 }
 
 // Micro-batches (of one chunk) stage r keeps at once: 1F1B's warm-up forwards plus the one
@@ -303,13 +343,30 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         run.mixed() ? static_cast<double>(E * tied_copy) + (l.accum > 1 ? slice(tied_copy) : 0.0) : 0.0;
     const double leaves_at_head = !s.first && l.accum > 1 ? unit : 0.0;
     if (l.zero_stage == 0) {
-      double g = 4.0 * static_cast<double>(P);
-      if (comm) g += 4.0 * static_cast<double>(P);
+      const double bucket = comm ? 4.0 * static_cast<double>(P) : 0.0;
       // Mixed precision: the compute-dtype gradient being added to the f32 one, and with
-      // accumulation the slice of it converted at a time.
-      double fold = run.mixed() ? static_cast<double>(E * p_max) + (l.accum > 1 ? slice(p_max) : 0.0) : 0.0;
-      fold += leaf_gradients(s, l) * unit;
-      raise(MemoryCategory::kGradient, g + copy_grad + std::max(fold, copy_fold + leaves_at_head));
+      // accumulation the slice of it converted at a time. The first stage folds its embedding
+      // last, when the leaves are gone (Note [Leaf gradients]).
+      const auto fold_of = [&](int64_t n) {
+        return run.mixed() ? static_cast<double>(E * n) + (l.accum > 1 ? slice(n) : 0.0) : 0.0;
+      };
+      double fold = fold_of(p_max) + leaf_gradients(s, l) * unit;
+      if (!s.first && run.mixed()) {
+        // A block's fold comes before its chunk's input gradient is made: one leaf fewer.
+        const double leaves = leaf_gradients(s, l);
+        fold = std::max(fold_of(p_max) + std::max(leaves - 1.0, 0.0) * unit, leaves * unit);
+      }
+      if (s.first && run.mixed()) {
+        int64_t block_max = 0;
+        for (size_t k = 0; k < s.numels.size(); ++k)
+          if (s.where[k] >= 0) block_max = std::max(block_max, s.numels[k]);
+        fold = std::max(fold_of(p_max), fold_of(block_max) + leaf_gradients(s, l) * unit);
+      }
+      const double at_head = copy_fold > 0.0 ? 4.0 * static_cast<double>(masters_before_head(s, l, static_cast<int>(r)))
+                                             : 4.0 * static_cast<double>(P);
+      raise(MemoryCategory::kGradient, bucket + copy_grad +
+                                           std::max(4.0 * static_cast<double>(P) + fold,
+                                                    at_head + copy_fold + leaves_at_head));
     } else if (l.zero_stage == 1) {
       raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + copy_grad +
                                            std::max(static_cast<double>(E * p_max), copy_fold));
