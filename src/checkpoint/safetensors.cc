@@ -344,6 +344,15 @@ StatusOr<Tensor> SafetensorsReader::load(std::string_view name) const {
   return t;
 }
 
+StatusOr<Tensor> SafetensorsReader::load_floating(std::string_view name) const {
+  const SafetensorsEntry* e = find(name);
+  // (F8_E4M3 and F8_E5M2 are floating too, and load() says trident lacks them.)
+  if (e != nullptr && !(e->dtype ? is_floating(*e->dtype) : e->dtype_name.starts_with("F8_")))
+    return Status::invalid("safetensors file '" + path() + "': tensor '" + e->name + "' has dtype " + e->dtype_name +
+                           ", which is not floating-point: a model's parameter loads from F32, F64, BF16 or F16");
+  return load(name);
+}
+
 StatusOr<Tensor> SafetensorsReader::load_elements(std::string_view name, int64_t first,
                                                   int64_t count) const {
   CKPT_ASSIGN_OR_RETURN(const SafetensorsEntry* e, loadable(name));

@@ -117,6 +117,10 @@ class SafetensorsReader {
   // A new contiguous CPU tensor with the stored shape and values. Errors: no such name (the
   // message lists what the file has), a dtype trident lacks, a read failure.
   StatusOr<Tensor> load(std::string_view name) const;
+  // load(), for a floating-point tensor (a model's parameter): a tensor of an integer or
+  // boolean dtype (I32, I64, U16, BOOL, ...) is refused naming the file, the tensor, its dtype
+  // and the floating ones, rather than converted into numbers that were never weights.
+  StatusOr<Tensor> load_floating(std::string_view name) const;
   // Elements [first, first + count) of the stored tensor's row-major flattening, as a 1-D
   // tensor, reading only those bytes (for loading one partition of a larger tensor).
   StatusOr<Tensor> load_elements(std::string_view name, int64_t first, int64_t count) const;

@@ -51,7 +51,15 @@ StatusOr<BpeVocab> assemble_byte_level_vocab(const std::vector<SymbolEntry>& ent
   const size_t n = entries.size();
   size_t n_ids = n;
   if (rules.allow_special_id_gaps)
-    for (const SymbolEntry& e : entries) n_ids = std::max<size_t>(n_ids, size_t{e.id} + 1);
+    for (const SymbolEntry& e : entries) {
+      if (e.id >= n + kMaxSpecialIdGaps)
+        return Status::invalid(rules.where_entry(e.at) + ": the id " + std::to_string(e.id) + " of " +
+                               printable_token(e.key) + " is out of range: a vocabulary of " + std::to_string(n) +
+                               " tokens must use ids below " + std::to_string(n + kMaxSpecialIdGaps) +
+                               " (0.." + std::to_string(n - 1) + ", special tokens leaving at most " +
+                               std::to_string(kMaxSpecialIdGaps) + " unused)");
+      n_ids = std::max<size_t>(n_ids, size_t{e.id} + 1);
+    }
   std::unordered_map<std::string_view, size_t> entry_of_key;
   std::vector<int64_t> entry_of_id(n_ids, -1);
   entry_of_key.reserve(n);

@@ -51,9 +51,14 @@ struct VocabRules {
   // tokens of lower rank make them.
   bool allow_unmerged_tokens = false;
   // Whether special tokens may take ids past N - 1, leaving unused ids (cl100k's added tokens
-  // 100257..100276 skip 100261..100275). The vocabulary size is then the largest id + 1.
+  // 100257..100276 skip 100261..100275). The vocabulary size is then the largest id + 1, below
+  // N + kMaxSpecialIdGaps.
   bool allow_special_id_gaps = false;
 };
+
+// How many unused ids special tokens may leave (cl100k leaves 15): an id far past the
+// vocabulary is refused, rather than making a table of that many ids.
+inline constexpr size_t kMaxSpecialIdGaps = 1024;
 
 // The vocabulary of `entries` (any order) and `merges` (priority order).
 StatusOr<BpeVocab> assemble_byte_level_vocab(const std::vector<SymbolEntry>& entries,

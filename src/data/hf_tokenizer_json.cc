@@ -221,6 +221,10 @@ StatusOr<std::unique_ptr<ByteLevelBpeTokenizer>> parse_hf_tokenizer_json(
         !t.contains("id") || !t["id"].is_number_unsigned())
       return r.fail(at, "expected {\"id\": ID, \"content\": TEXT, ...}, found " + Reader::shown(t));
     const std::string content = t["content"].get<std::string>();
+    // Read whole before narrowing: 2^32 + 5 is not 5.
+    if (t["id"].get<uint64_t>() > 0x7FFFFFFF)
+      return r.fail(at + ".id", "the id of " + printable_token(content) +
+                                    " must be a non-negative integer below 2^31, found " + Reader::shown(t["id"]));
     const TokenId id = t["id"].get<TokenId>();
     for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
       StatusOr<bool> v = r.bool_or(t, flag, at + "." + flag, false);

@@ -2,6 +2,8 @@
 // (tiktoken_ranks.h).
 #include "data/tiktoken_ranks.h"
 
+#include <algorithm>
+
 #include "data/byte_level_vocab.h"
 #include "data/byte_string_map.h"
 #include "data/read_file.h"
@@ -103,6 +105,11 @@ const TiktokenEncoding* find_tiktoken_encoding(std::string_view name) {
 
 StatusOr<BpeVocab> parse_tiktoken_ranks(std::string_view text, const std::string& name) {
   BpeVocab vocab;
+  // Ranks are the ids 0..N-1 of N lines: one past the lines is refused before it sizes the
+  // tables (a rank of 999999999 allocated gigabytes), and, every line holding one rank (a blank
+  // line is an error), distinct ranks below the line count leave no gap.
+  const size_t max_lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) +
+                           (text.empty() || text.back() == '\n' ? 0 : 1);
   std::vector<size_t> line_of_rank;  // 0: not seen
   ByteStringMap<size_t> line_of_token;
   TextLines lines(text);
@@ -132,6 +139,10 @@ StatusOr<BpeVocab> parse_tiktoken_ranks(std::string_view text, const std::string
     if (!digits)
       return Status::invalid(at + "the rank " + printable_token(rank_text) +
                              " is not a non-negative integer below 10^9");
+    if (rank >= max_lines)
+      return Status::invalid(at + "the rank " + std::to_string(rank) + " of " + printable_token(*bytes) +
+                             " is out of range: ranks are ids and must be 0..N-1, and a file of " +
+                             std::to_string(max_lines) + " lines has ranks below " + std::to_string(max_lines));
     if (rank >= line_of_rank.size()) line_of_rank.resize(rank + 1, 0);
     if (line_of_rank[rank] != 0)
       return Status::invalid(at + "rank " + std::to_string(rank) + " is also the rank on line " +
@@ -144,11 +155,6 @@ StatusOr<BpeVocab> parse_tiktoken_ranks(std::string_view text, const std::string
     vocab.token_bytes[rank] = *bytes;
   }
   if (lines.line_no() == 0) return Status::invalid(name + ": the rank file is empty");
-  for (size_t rank = 0; rank < line_of_rank.size(); ++rank)
-    if (line_of_rank[rank] == 0)
-      return Status::invalid(name + ": no line has rank " + std::to_string(rank) +
-                             ", but ranks up to " + std::to_string(line_of_rank.size() - 1) +
-                             " are used: ranks are ids and must be 0..N-1");
   for (int b = 0; b < 256; ++b)
     if (line_of_token.find(std::string(1, static_cast<char>(b))) == nullptr)
       return Status::invalid(name + ": there is no token for the byte " + std::to_string(b) +

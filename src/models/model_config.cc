@@ -25,6 +25,7 @@ std::vector<std::string> family_names() {
 
 // The section's fields for one family: the common table's, with `arch` resetting the family's
 // keys when it changes, then the family's, reading and writing ModelConfig::family_values.
+// Each records its key in ModelConfig::given_keys when set.
 std::vector<OptionField> fields_for(const std::string& arch) {
   std::vector<OptionField> out = ModelConfig::table().fields();
   for (OptionField& f : out) {
@@ -32,7 +33,10 @@ std::vector<OptionField> fields_for(const std::string& arch) {
     f.set = [](void* o, const OptionValue& v) {
       auto* cfg = static_cast<ModelConfig*>(o);
       const std::string& arch = std::get<std::string>(v);
-      if (cfg->arch != arch) cfg->family_values.clear();
+      if (cfg->arch != arch) {
+        for (const auto& [key, value] : cfg->family_values) cfg->given_keys.erase(key);
+        cfg->family_values.clear();
+      }
       cfg->arch = arch;
     };
   }
@@ -42,6 +46,11 @@ std::vector<OptionField> fields_for(const std::string& arch) {
     f.set = [key = f.key](void* o, const OptionValue& v) { static_cast<ModelConfig*>(o)->family_values[key] = v; };
     out.push_back(std::move(f));
   }
+  for (OptionField& f : out)
+    f.set = [set = std::move(f.set), key = f.key](void* o, const OptionValue& v) {
+      set(o, v);
+      static_cast<ModelConfig*>(o)->given_keys.insert(key);
+    };
   return out;
 }
 
@@ -66,6 +75,7 @@ std::string ModelConfig::family_string(const std::string& key) const {
 
 void ModelConfig::validate() const {
   const ModelFamily& family = model_family(arch);  // throws for an unknown arch
+  TRI_CHECK(n_head >= 1, "model: n_head (", n_head, ") must be at least 1");  // before dividing by it
   TRI_CHECK(n_embd % n_head == 0, "model: n_embd (", n_embd, ") must be divisible by n_head (", n_head, ")");
   TRI_CHECK(activation_checkpointing == "none" || activation_checkpointing == "selective" ||
                 activation_checkpointing == "full",

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct ModelConfig {
   std::string activation_checkpointing = "none";
   // The family's own keys that were set; the others have the family's defaults.
   std::map<std::string, OptionValue> family_values;
+  // The keys a config file or the command line set (through fields(): config/config_tree.h),
+  // common or the family's own: a Hugging Face directory's config.json must agree with them
+  // (train/hf_model_dir.h).
+  std::set<std::string> given_keys;
 
   static constexpr const char* kSelectorKey = "arch";
 

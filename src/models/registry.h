@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "kernels/cpu/gemm_rates.h"
 #include "models/causal_lm.h"
 #include "models/model_config.h"
@@ -50,8 +52,15 @@ const std::vector<ModelFamily>& model_families();
 const ModelFamily& model_family(const std::string& arch);
 // model_family(cfg.arch).build(cfg), after cfg.validate().
 std::unique_ptr<CausalLM> build_model(const ModelConfig& cfg);
-// The [model] section of a Hugging Face config.json (its model_type picks the family); throws
-// naming `where`, the model_type and the ones trident reads.
+// The [model] section of a Hugging Face config.json (its model_type picks the family), checked
+// as a TOML [model] section is (ModelConfig::validate); throws naming `where`, the model_type
+// and the ones trident reads, or the field and its value.
 ModelConfig model_config_from_hf(const std::string& config_json, const std::string& where);
+// config.json's `value` of `json_key` ("n_head", "rope_scaling.factor") read as the [model] key
+// `key` of family `arch`, with the checks a TOML value of that key gets (its type and range,
+// OptionField::check), so a bad size is refused before it reaches the model; throws naming
+// `where`, the JSON key, the value and what is allowed. Floats come back as doubles.
+OptionValue hf_config_value(const nlohmann::json& value, const std::string& json_key, const std::string& arch,
+                            const std::string& key, const std::string& where);
 
 }  // namespace trident::models

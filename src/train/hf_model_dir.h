@@ -22,12 +22,13 @@
 namespace trident::train {
 
 // Whether `path` is a directory holding a config.json and not a trident checkpoint (which has
-// one too, beside its DONE marker: checkpoint/checkpoint_dir.h).
+// one too, beside its manifest and DONE marker: checkpoint/checkpoint_dir.h), complete or not.
 bool is_hf_model_dir(const std::string& path);
 
 // The [model] section of DIR/config.json (its model_type picks model.arch), keeping `run`'s
 // settings that are the run's, not the architecture's: dropout, init_seed and
-// activation_checkpointing. Errors name the file and the field.
+// activation_checkpointing. Errors name the file and the field, and any other key `run` was
+// given (ModelConfig::given_keys) that config.json says otherwise, with both values.
 StatusOr<models::ModelConfig> hf_model_config(const std::string& dir, const models::ModelConfig& run);
 
 // When cfg.train.init_from is a Hugging Face directory, replaces cfg.model by its
@@ -36,7 +37,8 @@ Status resolve_init_from(TrainConfig& cfg);
 
 // The safetensors files holding a model's weights: `path` itself when it is a file; in a
 // directory, model.safetensors, or the shards model.safetensors.index.json names (each once,
-// in order). Errors name the directory and what is missing.
+// in order; the index must place exactly the tensors the shards hold). Errors name the
+// directory or the index and what is missing.
 StatusOr<std::vector<std::string>> hf_weight_files(const std::string& path);
 
 // Writes `dir` (created if missing): config.json for `cfg`, and the tensors `specs` (trident's

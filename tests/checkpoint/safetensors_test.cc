@@ -189,6 +189,25 @@ TEST(Safetensors, OtherDTypesAreListedButNotLoaded) {
   EXPECT_EQ(reader.load("w").value().dtype(), DType::kF16);
 }
 
+// A parameter's values: an integer or boolean tensor is refused, not converted to weights (an
+// I32 bias loaded as its integers).
+TEST(Safetensors, LoadFloatingRefusesIntegerAndBooleanTensors) {
+  ScratchDir dir;
+  const std::string header = R"({"bias":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},)"
+                             R"("mask":{"dtype":"BOOL","shape":[2],"data_offsets":[4,6]},)"
+                             R"("w":{"dtype":"BF16","shape":[1],"data_offsets":[6,8]}})";
+  ASSERT_TRUE(open_raw(dir, raw_file(header, std::string(8, '\1'))).is_ok());
+  auto reader = SafetensorsReader::open(default_env(), dir / "x.safetensors").value();
+  EXPECT_TRUE(reader.load("bias").is_ok());  // as what it is
+  const Status s = reader.load_floating("bias").status();
+  EXPECT_EQ(s.kind(), ErrorKind::kValue);
+  EXPECT_TRUE(fails_with(s, dir / "x.safetensors", "tensor 'bias' has dtype I32, which is not floating-point: a "
+                         "model's parameter loads from F32, F64, BF16 or F16"));
+  EXPECT_TRUE(fails_with(reader.load_floating("mask").status(), "tensor 'mask' has dtype BOOL, which is not floating"));
+  EXPECT_EQ(reader.load_floating("w").value().dtype(), DType::kBF16);
+  EXPECT_TRUE(fails_with(reader.load_floating("nope").status(), "has no tensor 'nope'"));
+}
+
 TEST(Safetensors, UnpaddedHeadersAndExtraFieldsAreAccepted) {
   ScratchDir dir;
   // No padding, tensors listed out of offset order, an extra field (the reference ignores it).

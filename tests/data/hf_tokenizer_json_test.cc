@@ -128,6 +128,21 @@ TEST(HfTokenizerJson, UnsupportedFeaturesNameTheFileAndTheField) {
   EXPECT_CONTAINS(with([](Json& j) { j["model"]["vocab"]["x"] = -3; }),
                   "model.vocab[\"x\"]: the id must be");
   EXPECT_CONTAINS(with([](Json& j) { j.erase("model"); }), "t/tokenizer.json: model: missing");
+  // Ids are bounded by the vocabulary present (a few unused ids for special tokens), read whole
+  // before narrowing: 10^9 made a table of 10^9 ids (std::bad_alloc), 2^32 + 265 was 265.
+  EXPECT_EQ(with([](Json& j) { j["added_tokens"][1]["id"] = 300; }), "(no error)");
+  EXPECT_CONTAINS(with([](Json& j) { j["added_tokens"][1]["id"] = 1000000000; }),
+                  "t/tokenizer.json: added_tokens[1]: the id 1000000000 of \"<|im_end|>\" is out of range: a "
+                  "vocabulary of 266 tokens must use ids below 1290 (0..265, special tokens leaving at most 1024 "
+                  "unused)");
+  EXPECT_CONTAINS(with([](Json& j) { j["model"]["vocab"]["x"] = 2147483647; }),
+                  "model.vocab[\"x\"]: the id 2147483647 of \"x\" is out of range");
+  EXPECT_CONTAINS(with([](Json& j) { j["added_tokens"][1]["id"] = (uint64_t{1} << 32) + 265; }),
+                  "t/tokenizer.json: added_tokens[1].id: the id of \"<|im_end|>\" must be a non-negative integer "
+                  "below 2^31, found 4294967561");
+  EXPECT_CONTAINS(with([](Json& j) { j["added_tokens"][0]["id"] = uint64_t{1000000000000}; }),
+                  "added_tokens[0].id: the id of \"<|endoftext|>\" must be a non-negative integer below 2^31, found "
+                  "1000000000000");
   auto bad_json = parse_hf_tokenizer_json("{\n  \"model\": [1,\n}", "t/tokenizer.json");
   ASSERT_FALSE(bad_json.is_ok());
   EXPECT_CONTAINS(bad_json.status().message(), "t/tokenizer.json:3:1: not valid JSON");

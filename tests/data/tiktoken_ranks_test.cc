@@ -226,7 +226,11 @@ TEST(TiktokenRanks, BadRankFilesNameTheLine) {
   EXPECT_CONTAINS(rank_error(good + "aGU= 257\n"),
                   "r.tiktoken:258: the token \"he\" is also listed on line 257");
   EXPECT_CONTAINS(rank_error(good + "aGVs 300\n"),
-                  "r.tiktoken: no line has rank 257, but ranks up to 300 are used");
+                  "r.tiktoken:258: the rank 300 of \"hel\" is out of range: ranks are ids and must be 0..N-1, "
+                  "and a file of 258 lines has ranks below 258");
+  // Under the 10^9 a rank may be written with, but not a table of 10^9 ids (std::bad_alloc).
+  EXPECT_CONTAINS(rank_error(good + "aGVs 999999999\n"),
+                  "r.tiktoken:258: the rank 999999999 of \"hel\" is out of range");
   EXPECT_CONTAINS(rank_error(""), "r.tiktoken: the rank file is empty");
   std::string no_a = good;
   no_a.replace(no_a.find("QQ== 65\n"), 8, "");

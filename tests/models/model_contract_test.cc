@@ -181,6 +181,70 @@ TEST(ModelConfig, SwitchingArchResetsTheFamilysKeys) {
   EXPECT_NE(tree2.help().find("with --model.arch=llama"), std::string::npos);  // the other family's keys
 }
 
+// A config.json's values get the checks a TOML [model] section gets, and errors name the file,
+// the JSON key, the value and what is allowed (a head count of 0 divided by zero).
+TEST(ModelRegistry, HfConfigValuesAreCheckedAsTheModelKeysTheySet) {
+  auto error = [](const std::string& json) {
+    return error_of([&] { model_config_from_hf(json, "d/config.json"); });
+  };
+  const std::string gpt2 = R"({"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_positions": 32, "vocab_size": 64)";
+  EXPECT_EQ(error(gpt2 + R"(, "n_head": 2})"), "");
+  EXPECT_NE(error(gpt2 + R"(, "n_head": 0})").find("d/config.json: \"n_head\" = 0 is invalid: allowed: >= 1"),
+            std::string::npos);
+  EXPECT_NE(error(gpt2 + R"(, "n_head": -2})").find("\"n_head\" = -2 is invalid: allowed: >= 1"), std::string::npos);
+  EXPECT_NE(error(gpt2 + R"(, "n_head": 3})").find("d/config.json: model: n_embd (32) must be divisible by n_head (3)"),
+            std::string::npos);
+  const std::string two = R"({"model_type": "gpt2", "n_head": 2, "n_embd": 32, "n_positions": 32, "vocab_size": 64)";
+  EXPECT_NE(error(two + R"(, "n_layer": -1})").find("\"n_layer\" = -1 is invalid: allowed: >= 1"), std::string::npos);
+  EXPECT_NE(error(two + R"(, "n_layer": "1"})").find("\"n_layer\" = \"1\" is invalid: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(error(two + R"(, "n_layer": 1.5})").find("\"n_layer\" = 1.5 is invalid: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(error(two + R"(, "n_layer": true})").find("\"n_layer\" = true is invalid: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(error(two + R"(, "n_layer": 18446744073709551615})").find("is invalid: too large"), std::string::npos);
+  EXPECT_NE(error(two + R"(, "n_layer": 1, "layer_norm_epsilon": -1})")
+                .find("\"layer_norm_epsilon\" = -1 is invalid: allowed: > 0 (model.layer_norm_eps)"),
+            std::string::npos);
+  EXPECT_NE(error(two + R"(, "n_layer": 1, "layer_norm_epsilon": NaN})")
+                .find("(NaN is not a JSON number: the values of a config.json are finite numbers)"),
+            std::string::npos);
+  const std::string llama = R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 32,
+      "intermediate_size": 64, "max_position_embeddings": 32, "vocab_size": 64)";
+  EXPECT_EQ(error(llama + R"(, "num_attention_heads": 2})"), "");
+  EXPECT_NE(error(llama + R"(, "num_attention_heads": 0})")
+                .find("d/config.json: \"num_attention_heads\" = 0 is invalid: allowed: >= 1 (model.n_head)"),
+            std::string::npos);
+  const std::string heads = llama + R"(, "num_attention_heads": 2)";
+  EXPECT_NE(error(heads + R"(, "sliding_window": -4})").find("\"sliding_window\" = -4 is invalid: allowed: >= 0"),
+            std::string::npos);
+  EXPECT_NE(error(heads + R"(, "rope_theta": -1.0})").find("\"rope_theta\" = -1.0 is invalid: allowed: > 0"),
+            std::string::npos);
+  EXPECT_NE(error(heads + R"(, "rms_norm_eps": -1e-6})").find("\"rms_norm_eps\" = -1e-06 is invalid: allowed: > 0"),
+            std::string::npos);
+  EXPECT_NE(error(heads + R"(, "rope_scaling": {"rope_type": "llama3", "factor": -2.0}})")
+                .find("\"rope_scaling.factor\" = -2.0 is invalid: allowed: >= 0 (model.rope_scaling_factor)"),
+            std::string::npos);
+  EXPECT_NE(error(heads + R"(, "rope_scaling": "abc"})")
+                .find("rope_scaling \"abc\" is invalid: expected null or an object"),
+            std::string::npos);
+  EXPECT_NE(error(heads + R"(, "num_key_value_heads": 0})")
+                .find("\"num_key_value_heads\" = 0 is invalid: allowed: >= 1"),
+            std::string::npos);
+}
+
+// A model whose f32 weights exceed the machine's memory is refused before a block is built
+// (Note [A model larger than the machine]): it used to allocate until the allocator failed.
+TEST(ModelRegistry, AModelLargerThanTheMachineIsRefusedBeforeItIsBuilt) {
+  for (ModelConfig cfg : {tiny_gpt2(), tiny_llama(false)}) {
+    cfg.n_layer = 1000000000;
+    const std::string what = error_of([&] { build_model(cfg); });
+    EXPECT_NE(what.find("model.n_layer = 1000000000"), std::string::npos) << what;
+    EXPECT_NE(what.find("exceed this machine's memory"), std::string::npos) << what;
+  }
+  EXPECT_NE(build_model(tiny_gpt2()), nullptr);
+}
+
 TEST(ParallelPlan, PatternsMatchWholeComponents) {
   EXPECT_TRUE(nn::plan_pattern_matches("h.*.attn.c_attn", "h.12.attn.c_attn"));
   EXPECT_FALSE(nn::plan_pattern_matches("h.*.attn.c_attn", "h.12.attn.c_attn2"));

@@ -16,6 +16,7 @@
 
 #include "checkpoint/env.h"
 #include "checkpoint/safetensors.h"
+#include "config/config_tree.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "data/token_file.h"
@@ -221,6 +222,83 @@ TEST_F(HfModelDirTest, DirectoriesTridentCannotTrainAreClearErrors) {
   ASSERT_FALSE(files.is_ok());
   EXPECT_NE(files.status().to_string().find("holds model.safetensors or model.safetensors.index.json; it has neither"),
             std::string::npos);
+}
+
+// Without PyTorch: a scratch directory of hand-written files.
+class HfModelDirFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("trident_hf_files_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  void write(const std::string& name, const std::string& text) const {
+    std::FILE* f = std::fopen((dir_ / name).c_str(), "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+  fs::path dir_;
+};
+
+// The index must say where every tensor of the shards is, and nothing more: a tensor it names
+// that no shard holds, or one a shard holds that it does not name, was read without a word.
+TEST_F(HfModelDirFilesTest, AnIndexPlacesExactlyTheTensorsOfItsShards) {
+  const std::string shard = "model-00001-of-00001.safetensors";
+  ASSERT_TRUE(checkpoint::save_safetensors(checkpoint::default_env(), (dir_ / shard).string(),
+                                           std::vector<checkpoint::NamedTensor>{{"a", zeros({2})}, {"b", zeros({2})}})
+                  .is_ok());
+  const std::string index = (dir_ / "model.safetensors.index.json").string();
+  auto error = [&](const std::string& json) {
+    write("model.safetensors.index.json", json);
+    const auto files = hf_weight_files(dir_.string());
+    return files.is_ok() ? std::string() : files.status().message();
+  };
+  EXPECT_EQ(error(R"({"weight_map": {"a": ")" + shard + R"(", "b": ")" + shard + R"("}})"), "");
+  EXPECT_EQ(error(R"({"metadata": {}})"),
+            index + ": no \"weight_map\" object {tensor name: shard file}, as save_pretrained writes it");
+  EXPECT_EQ(error(R"({"weight_map": {"a": 5}})"),
+            index + ": weight_map gives 'a' the shard 5, which is not a file name (a string)");
+  EXPECT_EQ(error(R"({"weight_map": {"a": ")" + shard + R"(", "b": ")" + shard + R"(", "c": ")" + shard + R"("}})"),
+            index + ": weight_map places tensor 'c' in '" + shard + "', which has no such tensor");
+  EXPECT_EQ(error(R"({"weight_map": {"a": ")" + shard + R"("}})"),
+            index + ": shard '" + shard + "' holds tensor 'b', which weight_map does not place there");
+}
+
+// train.init_from = DIR takes the architecture from DIR/config.json; a [model] key the config
+// or the command line gives that disagrees is an error, not silently replaced.
+TEST_F(HfModelDirFilesTest, GivenModelKeysMustAgreeWithConfigJson) {
+  write("config.json", R"({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 32, "n_positions": 32,
+      "vocab_size": 64})");
+  auto resolve = [&](const std::vector<std::string>& overrides) {
+    TrainConfig cfg;
+    config::ConfigTree tree;
+    cfg.bind(tree);
+    std::vector<std::string> all = overrides;
+    all.push_back("train.init_from=" + dir_.string());
+    EXPECT_TRUE(tree.apply_overrides(all, "command line").is_ok());
+    const Status s = resolve_init_from(cfg);
+    return s.is_ok() ? std::string() : s.message();
+  };
+  const std::string path = (dir_ / "config.json").string();
+  EXPECT_EQ(resolve({}), "");
+  EXPECT_EQ(resolve({"model.n_layer=1", "model.dropout=0.1", "model.init_seed=7"}), "");  // agrees; the run's own
+  EXPECT_EQ(resolve({"model.n_layer=3"}),
+            "model.n_layer = 3 is given, but " + path +
+                " gives model.n_layer = 1; train.init_from takes the architecture from the directory: leave "
+                "model.n_layer out, or make it agree");
+  EXPECT_NE(resolve({"model.arch=llama", "model.n_layer=1"}).find("model.arch = \"llama\" is given, but " + path +
+                                                                   " gives model.arch = \"gpt2\""),
+            std::string::npos);
+  EXPECT_NE(resolve({"model.layer_norm_eps=1e-6"}).find("gives model.layer_norm_eps = 1e-05"), std::string::npos);
+  // Set in code, not given: the directory replaces it.
+  TrainConfig cfg;
+  cfg.model.n_layer = 3;
+  cfg.train.init_from = dir_.string();
+  ASSERT_TRUE(resolve_init_from(cfg).is_ok());
+  EXPECT_EQ(cfg.model.n_layer, 1);
 }
 
 }  // namespace

@@ -10,26 +10,32 @@
 namespace trident::models::gpt2 {
 namespace {
 
-// A GPT2Config as the [model] section, refusing what GPT-2 here is not.
+// A GPT2Config as the [model] section, refusing what GPT-2 here is not. Each size is checked
+// as the [model] key it sets (hf_config_value).
 ModelConfig from_hf(const std::string& text, const std::string& where) {
   const nlohmann::json j = nlohmann::json::parse(text);
-  auto need = [&](const char* key) {
-    TRI_CHECK(j.contains(key) && j.at(key).is_number_integer(), where, ": \"", key, "\" (an integer) is missing");
-    return j.at(key).get<int64_t>();
+  auto value = [&](const char* json_key, const char* key) {
+    return hf_config_value(j.at(json_key), json_key, "gpt2", key, where);
+  };
+  auto need = [&](const char* json_key, const char* key) {
+    TRI_CHECK(j.contains(json_key) && !j.at(json_key).is_null(), where, ": \"", json_key, "\" (an integer) is missing");
+    return std::get<int64_t>(value(json_key, key));
+  };
+  auto number = [&](const char* json_key, const char* key, double fallback) {
+    return j.contains(json_key) && !j.at(json_key).is_null() ? std::get<double>(value(json_key, key)) : fallback;
   };
   TRI_CHECK(j.value("activation_function", std::string("gelu_new")) == "gelu_new", where, ": activation_function \"",
             j.value("activation_function", ""), "\": GPT-2's MLP is tanh-GELU (gelu_new)");
   TRI_CHECK(j.value("tie_word_embeddings", true), where, ": an untied GPT-2 head is not implemented");
   GPT2Config g;
-  g.n_layer = need("n_layer");
-  g.n_head = need("n_head");
-  g.n_embd = need("n_embd");
-  g.block_size = need("n_positions");
-  g.vocab_size = need("vocab_size");
-  g.layer_norm_eps = j.value("layer_norm_epsilon", 1e-5);
-  g.init_std = j.value("initializer_range", 0.02);
-  g.validate();
-  return g.to_model_config();
+  g.n_layer = need("n_layer", "n_layer");
+  g.n_head = need("n_head", "n_head");
+  g.n_embd = need("n_embd", "n_embd");
+  g.block_size = need("n_positions", "block_size");
+  g.vocab_size = need("vocab_size", "vocab_size");
+  g.layer_norm_eps = number("layer_norm_epsilon", "layer_norm_eps", 1e-5);
+  g.init_std = number("initializer_range", "init_std", 0.02);
+  return g.to_model_config();  // model_config_from_hf validates it
 }
 
 }  // namespace

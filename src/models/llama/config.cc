@@ -5,6 +5,7 @@
 namespace trident::models::llama {
 
 void LlamaConfig::validate() const {
+  TRI_CHECK(n_head >= 1, "model: n_head (", n_head, ") must be at least 1");  // before dividing by it
   TRI_CHECK(n_embd % n_head == 0, "model: n_embd (", n_embd, ") must be divisible by n_head (", n_head, ")");
   TRI_CHECK(n_kv_heads >= 1 && n_head % n_kv_heads == 0, "model: n_kv_heads (", n_kv_heads,
             ") must divide n_head (", n_head, "): each key/value head serves a group of query heads");

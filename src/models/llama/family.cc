@@ -9,11 +9,14 @@ namespace trident::models::llama {
 namespace {
 
 // The sliding window of every layer (0: none). Mistral: "sliding_window" (null or absent: none;
-// Llama's config has no such field). Qwen2 windows layers >= max_window_layers when
-// use_sliding_window is true: all layers (max_window_layers 0) or none are implemented.
+// Llama's config has no such field, and a window there is ignored, but not a negative one).
+// Qwen2 windows layers >= max_window_layers when use_sliding_window is true: all layers
+// (max_window_layers 0) or none are implemented.
 int64_t sliding_window(const nlohmann::json& j, const std::string& type, const std::string& where) {
   const bool present = j.contains("sliding_window") && !j.at("sliding_window").is_null();
-  if (type == "llama" || !present) return 0;
+  if (!present) return 0;
+  hf_config_value(j.at("sliding_window"), "sliding_window", "llama", "sliding_window", where);  // TOML's checks
+  if (type == "llama") return 0;
   TRI_CHECK(j.at("sliding_window").is_number_integer() && j.at("sliding_window").get<int64_t>() >= 1, where,
             ": sliding_window ", j.at("sliding_window").dump(), " must be a positive integer or null");
   const int64_t window = j.at("sliding_window").get<int64_t>();
@@ -28,14 +31,28 @@ int64_t sliding_window(const nlohmann::json& j, const std::string& type, const s
 
 // A LlamaConfig / MistralConfig / Qwen2Config as the [model] section, refusing what this
 // family does not implement (rather than training another model than the file describes).
+// Each field is checked as the [model] key it sets (hf_config_value).
 ModelConfig from_hf(const std::string& text, const std::string& where) {
   const nlohmann::json j = nlohmann::json::parse(text);
-  auto need = [&](const char* key) -> const nlohmann::json& {
-    TRI_CHECK(j.contains(key) && j.at(key).is_number_integer(), where, ": \"", key, "\" (an integer) is missing");
-    return j.at(key);
+  auto present = [](const nlohmann::json& obj, const std::string& key) {
+    return obj.contains(key) && !obj.at(key).is_null();
   };
-  auto number = [&](const char* key, double fallback) {
-    return j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>() : fallback;
+  // A field of `obj` by its path from the top ("rope_scaling.factor"), as the [model] key `key`.
+  auto leaf = [](const std::string& json_key) { return json_key.substr(json_key.rfind('.') + 1); };
+  auto value = [&](const nlohmann::json& obj, const std::string& json_key, const char* key) {
+    return hf_config_value(obj.at(leaf(json_key)), json_key, "llama", key, where);
+  };
+  auto need = [&](const char* json_key, const char* key) {
+    TRI_CHECK(present(j, json_key), where, ": \"", json_key, "\" (an integer) is missing");
+    return std::get<int64_t>(value(j, json_key, key));
+  };
+  // A size config.json must give as at least 1 (0 means "derive it" only in a TOML config).
+  auto positive = [&](const char* json_key, int64_t v) {
+    TRI_CHECK(v >= 1, where, ": \"", json_key, "\" = ", v, " is invalid: allowed: >= 1");
+    return v;
+  };
+  auto number = [&](const nlohmann::json& obj, const std::string& json_key, const char* key, double fallback) {
+    return present(obj, leaf(json_key)) ? std::get<double>(value(obj, json_key, key)) : fallback;
   };
   const std::string type = j.at("model_type").get<std::string>();
   TRI_CHECK(j.value("hidden_act", std::string("silu")) == "silu", where, ": hidden_act \"", j.value("hidden_act", ""),
@@ -44,46 +61,61 @@ ModelConfig from_hf(const std::string& text, const std::string& where) {
   // frequencies, e.g. YaRN's attention factor).
   double factor = 0.0, low = 1.0, high = 4.0;
   int64_t original = 8192;
-  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
+  if (present(j, "rope_scaling")) {
     const nlohmann::json& r = j.at("rope_scaling");
-    const std::string type = r.value("rope_type", r.value("type", std::string()));
+    TRI_CHECK(r.is_object(), where, ": rope_scaling ", r.dump(),
+              " is invalid: expected null or an object {\"rope_type\": \"llama3\", \"factor\": ...}");
+    const nlohmann::json type_of = r.contains("rope_type") ? r.at("rope_type") : r.value("type", nlohmann::json());
+    const std::string type = type_of.is_string() ? type_of.get<std::string>() : type_of.dump();
     TRI_CHECK(type == "llama3", where, ": rope_scaling ", r.dump(), " is of type \"", type,
               "\"; trident implements \"llama3\"");
-    factor = r.at("factor").get<double>();
-    low = r.value("low_freq_factor", 1.0);
-    high = r.value("high_freq_factor", 4.0);
-    original = r.value("original_max_position_embeddings", int64_t{8192});
+    TRI_CHECK(present(r, "factor"), where, ": rope_scaling ", r.dump(), " has no \"factor\"");
+    factor = std::get<double>(value(r, "rope_scaling.factor", "rope_scaling_factor"));
+    TRI_CHECK(factor > 0, where, ": \"rope_scaling.factor\" = ", factor,
+              " is invalid: allowed: > 0 (Llama 3's scaling; null rope_scaling is none)");
+    low = number(r, "rope_scaling.low_freq_factor", "rope_low_freq_factor", 1.0);
+    high = number(r, "rope_scaling.high_freq_factor", "rope_high_freq_factor", 4.0);
+    if (present(r, "original_max_position_embeddings"))
+      original = std::get<int64_t>(
+          value(r, "rope_scaling.original_max_position_embeddings", "rope_original_max_position"));
   }
   TRI_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false), where,
             ": attention_bias / mlp_bias on every projection is not implemented (Qwen2's q/k/v biases are)");
-  const int64_t positions = need("max_position_embeddings").get<int64_t>();
+  const int64_t positions = need("max_position_embeddings", "block_size");
   const int64_t window = sliding_window(j, type, where);
   ModelConfig c;
   c.arch = "llama";
-  c.n_layer = need("num_hidden_layers").get<int64_t>();
-  c.n_head = need("num_attention_heads").get<int64_t>();
-  c.n_embd = need("hidden_size").get<int64_t>();
-  TRI_CHECK(!j.contains("head_dim") || j.at("head_dim").is_null() || j.at("head_dim").get<int64_t>() * c.n_head == c.n_embd,
-            where, ": head_dim ", j.value("head_dim", 0), " is not hidden_size / num_attention_heads (", c.n_embd, " / ",
-            c.n_head, "): not implemented");
+  c.n_layer = need("num_hidden_layers", "n_layer");
+  c.n_head = need("num_attention_heads", "n_head");
+  c.n_embd = need("hidden_size", "n_embd");
+  if (present(j, "head_dim")) {
+    TRI_CHECK(j.at("head_dim").is_number_integer(), where, ": \"head_dim\" = ", j.at("head_dim").dump(),
+              " is invalid: expected an integer or null");
+    TRI_CHECK(j.at("head_dim").get<int64_t>() * c.n_head == c.n_embd, where, ": head_dim ", j.at("head_dim").dump(),
+              " is not hidden_size / num_attention_heads (", c.n_embd, " / ", c.n_head, "): not implemented");
+  }
   c.block_size = positions;
-  c.vocab_size = need("vocab_size").get<int64_t>();
-  c.init_std = number("initializer_range", 0.02);
-  c.family_values = {{"n_kv_heads", j.contains("num_key_value_heads") && !j.at("num_key_value_heads").is_null()
-                                        ? j.at("num_key_value_heads").get<int64_t>()
-                                        : c.n_head},
-                     {"intermediate_size", need("intermediate_size").get<int64_t>()},
-                     {"rope_theta", number("rope_theta", 10000.0)},
+  c.vocab_size = need("vocab_size", "vocab_size");
+  c.init_std = number(j, "initializer_range", "init_std", 0.02);
+  int64_t kv_heads = c.n_head;
+  if (present(j, "num_key_value_heads"))
+    kv_heads = positive("num_key_value_heads", std::get<int64_t>(value(j, "num_key_value_heads", "n_kv_heads")));
+  bool tied = false;
+  if (present(j, "tie_word_embeddings"))
+    tied = std::get<bool>(value(j, "tie_word_embeddings", "tie_word_embeddings"));
+  const int64_t hidden = positive("intermediate_size", need("intermediate_size", "intermediate_size"));
+  c.family_values = {{"n_kv_heads", kv_heads},
+                     {"intermediate_size", hidden},
+                     {"rope_theta", number(j, "rope_theta", "rope_theta", 10000.0)},
                      {"rope_scaling_factor", factor},
                      {"rope_low_freq_factor", low},
                      {"rope_high_freq_factor", high},
                      {"rope_original_max_position", original},
-                     {"rms_norm_eps", number("rms_norm_eps", 1e-6)},
-                     {"tie_word_embeddings", j.value("tie_word_embeddings", false)},
+                     {"rms_norm_eps", number(j, "rms_norm_eps", "rms_norm_eps", 1e-6)},
+                     {"tie_word_embeddings", tied},
                      {"qkv_bias", type == "qwen2"},
                      {"sliding_window", window < positions ? window : int64_t{0}}};
-  c.validate();
-  return c;
+  return c;  // model_config_from_hf validates it
 }
 
 FamilyKey key(std::string name, std::string doc, OptionType type, OptionValue value, Range range = {}) {
