@@ -1,5 +1,7 @@
 #include "core/caching_allocator.h"
 
+#include <new>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -105,7 +107,15 @@ void CachingAllocator::deallocate(void* ptr) {
   live_.erase(it);
   add(stats_.in_use, -static_cast<int64_t>(b.requested));
   add(stats_.by_category[static_cast<int>(b.category)], -static_cast<int64_t>(b.requested));
-  free_[{b.stream, b.size_class}].push_back(ptr);
+  // deallocate runs in destructors, also while an out-of-memory error unwinds: growing the
+  // free list may itself fail then, and a throw here would terminate the process. The block
+  // goes back to its source instead of the cache.
+  try {
+    free_[{b.stream, b.size_class}].push_back(ptr);
+  } catch (const std::bad_alloc&) {
+    source_->free(ptr);
+    stats_.reserved -= static_cast<int64_t>(b.size_class);
+  }
 }
 
 void CachingAllocator::add(MemoryStats::Counter& c, int64_t delta) {

@@ -1,6 +1,8 @@
 // The sequential and random batch samplers (see sampler.h for the definitions).
 #include "data/sampler.h"
 
+#include <unistd.h>
+
 #include "core/check.h"
 #include "core/factory.h"
 #include "core/rng.h"
@@ -13,6 +15,16 @@ BatchSampler::BatchSampler(std::shared_ptr<const TokenFile> file, int64_t B, int
   TRI_CHECK(file_ != nullptr, what, ": no token file");
   TRI_CHECK(B >= 1 && T >= 1, what, ": batch size B and sequence length T must be >= 1, got B=", B,
             " T=", T);
+  // B and T can come from a flag: a product past int64 wrapped to a small batch buffer that
+  // the sampler then overran. A batch whose ids and targets alone exceed the machine's memory
+  // is refused here, with the sizes, rather than failing inside the allocator.
+  int64_t tokens = 0, bytes = 0;
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  TRI_CHECK(!__builtin_mul_overflow(B, T, &tokens) && !__builtin_mul_overflow(tokens, int64_t{16}, &bytes) &&
+                static_cast<double>(bytes) <= memory,
+            what, ": a batch of B=", B, " sequences of T=", T, " tokens needs ", static_cast<double>(B) * T * 16.0,
+            " bytes for its ids and targets alone, more than this machine's memory (", memory,
+            " bytes); use a smaller batch size or sequence length");
   TRI_CHECK(file_->size() >= T + 1, what, ": token file ", file_->name(), " has ", file_->size(),
             " tokens, fewer than one window of T + 1 = ", T + 1,
             " tokens (input and target); use a shorter sequence length or more data");

@@ -108,8 +108,10 @@ StatusOr<std::shared_ptr<const TokenFile>> TokenFile::open(const std::filesystem
   void* mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (mapping == MAP_FAILED)
     return Status::io_error("cannot mmap token file " + name + ": " + errno_text());
-  return std::shared_ptr<const TokenFile>(new TokenFile(mapping, false, static_cast<int64_t>(bytes / 2), name, mapping,
-                                                        bytes, {}, {}));
+  auto file = std::shared_ptr<const TokenFile>(new TokenFile(mapping, false, static_cast<int64_t>(bytes / 2), name,
+                                                             mapping, bytes, {}, {}));
+  if (Status s = file->check_not_headerless_uint32(); !s.is_ok()) return s;
+  return file;
 }
 
 std::shared_ptr<const TokenFile> TokenFile::from_tokens(std::vector<uint16_t> tokens,
@@ -123,6 +125,27 @@ std::shared_ptr<const TokenFile> TokenFile::from_tokens32(std::vector<uint32_t> 
   const auto size = static_cast<int64_t>(tokens.size());
   return std::shared_ptr<const TokenFile>(
       new TokenFile(nullptr, true, size, std::move(name), nullptr, 0, {}, std::move(tokens)));
+}
+
+// Note [Headerless uint32 files]
+// uint32 ids written without trident's header (by another tool) read as uint16 pairs whose
+// second half is 0 when the ids are below 65,536: every other id 0, and a run that trains
+// on them without complaint. In real text no tokenizer produces id 0 at every odd position,
+// so a file whose first kProbe odd positions are all 0 (and whose even ones are not) is refused.
+Status TokenFile::check_not_headerless_uint32() const {
+  constexpr int64_t kProbe = 512;
+  if (wide_ || size_ < 2 * kProbe) return Status::ok();
+  bool any_even = false;
+  for (int64_t i = 0; i < 2 * kProbe; i += 2) {
+    if (id(i + 1) != 0) return Status::ok();
+    any_even = any_even || id(i) != 0;
+  }
+  if (!any_even) return Status::ok();
+  return Status::invalid("token file " + name_ + " looks like uint32 ids without trident's header: every second " +
+                         "uint16 of its first " + std::to_string(2 * kProbe) +
+                         " is 0 (the high halves of little-endian uint32 ids). trident reads uint16 files as " +
+                         "nanoGPT writes them, and uint32 files that start with the TRITOK32 header: write it with " +
+                         "trident prepare, or as uint16 if every id is below 65,536");
 }
 
 Status TokenFile::check_vocab_size(int64_t vocab_size) const {

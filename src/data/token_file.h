@@ -60,6 +60,9 @@ class TokenFile {
   // kValue naming the file, the first offending position and id if an id is >= vocab_size
   // (a file prepared with another tokenizer). Reads the whole file.
   Status check_vocab_size(int64_t vocab_size) const;
+  // Refuses a uint16 file that holds uint32 ids without trident's header (Note [Headerless
+  // uint32 files] in token_file.cc); open() calls it.
+  Status check_not_headerless_uint32() const;
 
  private:
   TokenFile(const void* data, bool wide, int64_t size, std::string name, void* mapping, size_t mapping_bytes,

@@ -92,6 +92,13 @@ void TrainConfig::validate() const {
   kernels.validate(uses_bf16_gemms());
   TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
             ") must not exceed model.block_size (", model.block_size, ")");
+  // Tokens per optimizer step must be a number: B x T x accumulation past int64 wrapped into a
+  // small (even zero) batch, and the sampler overran its buffer.
+  int64_t tokens = 0;
+  TRI_CHECK(!__builtin_mul_overflow(data.batch_size, data.seq_len, &tokens) &&
+                !__builtin_mul_overflow(tokens, data.grad_accum_steps, &tokens) && tokens <= (int64_t{1} << 53),
+            "data.batch_size (", data.batch_size, ") x data.seq_len (", data.seq_len, ") x data.grad_accum_steps (",
+            data.grad_accum_steps, ") is too large: at most 2^53 tokens per optimizer step");
   TRI_CHECK(lr_schedule.min_lr <= optim.lr, "lr_schedule.min_lr (", lr_schedule.min_lr,
             ") must not exceed optim.lr (", optim.lr, ")");
   (void)train.max_runtime_seconds();  // checks the text (a struct filled in code skips the table's check)

@@ -135,6 +135,12 @@ Status Trainer::init() {
     val_file_ = val_file.value();
     vs = val_file_->check_vocab_size(cfg_.model.vocab_size);
     if (!vs.is_ok()) return vs;
+    // Found now, not at the first evaluation: that came after the last step and lost the run.
+    if (val_file_->size() < T + 1)
+      return Status::invalid("data.val_file '" + cfg_.data.val_file + "' has " + std::to_string(val_file_->size()) +
+                             " tokens, fewer than one window of data.seq_len + 1 = " + std::to_string(T + 1) +
+                             ": use more validation data, a shorter data.seq_len, or data.val_file = \"\" to train "
+                             "without evaluation");
   }
   // Evaluation is collective: a rank that skipped it would pair its next collective with the
   // others' evaluation. So every rank must see the file, or none.
@@ -146,6 +152,20 @@ Status Trainer::init() {
   if (cfg_.train.resume) {
     auto latest = checkpoint::find_latest_checkpoint(checkpoint::default_env(), cfg_.train.out_dir);
     if (!latest.is_ok()) return latest.status();
+    // Step directories without a DONE marker (a write cut short) are passed over; say which,
+    // so that a run that starts over from an older step, or from step 0, does not do so silently.
+    auto listed = checkpoint::list_step_checkpoints(checkpoint::default_env(), cfg_.train.out_dir);
+    if (!listed.is_ok()) return listed.status();
+    const std::optional<int64_t> latest_step =
+        latest.value() ? checkpoint::parse_step_checkpoint_name(std::filesystem::path(*latest.value()).filename().string())
+                       : std::nullopt;
+    std::string skipped;
+    for (const checkpoint::CheckpointListing& c : listed.value())
+      if (!c.complete && (!latest_step || c.step > *latest_step))
+        skipped += (skipped.empty() ? "" : ", ") + c.name;
+    if (!skipped.empty())
+      resume_note_ = cfg_.train.out_dir + ": skipped " + skipped + " (incomplete: no DONE marker); " +
+                     (latest.value() ? "resuming " + *latest.value() : std::string("starting from step 0"));
     if (latest.value().has_value()) return load_checkpoint(*latest.value());
   }
   return Status::ok();
@@ -418,7 +438,11 @@ Status Trainer::run(int64_t until_step) {
   monitor_->set_state("running");
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
   if (print && !val_file_) progress.message("evaluation is off: " + no_validation_reason_);
+  if (print && !resume_note_.empty()) progress.message(resume_note_);
   if (print && !engines_note_.empty()) progress.message(engines_note_);
+  if (print && step_ >= cfg_.train.steps)  // a finished run resumed: say so rather than exit in silence
+    progress.message("the checkpoint is at step " + std::to_string(step_) + ", train.steps = " +
+                     std::to_string(cfg_.train.steps) + ": nothing to train (raise train.steps to go on)");
   if (print && cfg_.train.profile_step > 0 && cfg_.train.profile_step <= step_)
     progress.message("train.profile_step = " + std::to_string(cfg_.train.profile_step) + ": already done (resumed at step " +
                      std::to_string(step_) + "), no profile");

@@ -74,6 +74,8 @@ class Trainer {
   const std::string& stop_reason() const { return stop_reason_; }
   // Non-empty when the checkpoint resumed from ran its GEMMs on other engines (run() prints it).
   const std::string& engines_note() const { return engines_note_; }
+  // What resume passed over: incomplete step checkpoints newer than the one it loads.
+  const std::string& resume_note() const { return resume_note_; }
   // Mean validation loss over train.eval_batches sequential batches from the start of the
   // validation file (the same batches every time). Needs a validation file.
   double evaluate();
@@ -197,6 +199,7 @@ class Trainer {
   std::string stop_reason_;
   std::string no_validation_reason_;   // why there is no validation file, if there is none
   std::string engines_note_;  // set on resume when the checkpoint ran on other GEMM engines
+  std::string resume_note_;   // set on resume when incomplete step checkpoints were passed over
   std::optional<MfuCeiling> mfu_;      // train.mfu on the CPU: measured by the first run()
   // Metrics, endpoints and run control (train/run_monitor.h), started by the first run();
   // last, so that it goes before the mesh it reads.

@@ -94,7 +94,7 @@ Status load_hf_weights(models::CausalLM& model, const std::string& path) {
       }
       if (!loaded.insert(*name).second)
         return Status::invalid(path + ": tensor '" + e.name + "' appears twice (again in " + file + ")");
-      auto t = reader.value().load(e.name);
+      auto t = reader.value().load_floating(e.name);  // an integer tensor is no parameter's values
       if (!t.is_ok()) return t.status();
       Status s = assign(file + ": tensor '" + e.name + "'", it->second, t.value());
       if (!s.is_ok()) return s;
@@ -506,6 +506,22 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   nlohmann::json state;
   try {
     state = nlohmann::json::parse(state_text.value());
+    // The step counters decide where the run goes on: a negative, fractional or missing one
+    // (a hand-edited file) trained "step -3" with an lr of -inf.
+    for (const char* key : {"step", "optimizer_step"}) {
+      if (!state.is_object() || !state.contains(key))
+        return Status::invalid(dir + "/trainer_state.json has no \"" + key + "\" (a step count)");
+      const nlohmann::json& v = state.at(key);
+      const bool count = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                                                : v.is_number_integer() && v.get<int64_t>() >= 0;
+      if (!count)
+        return Status::invalid(dir + "/trainer_state.json: \"" + key + "\" = " + v.dump() +
+                               " is invalid: a step count is an integer >= 0");
+    }
+    if (state.at("optimizer_step").get<int64_t>() > state.at("step").get<int64_t>())
+      return Status::invalid(dir + "/trainer_state.json: \"optimizer_step\" = " + state.at("optimizer_step").dump() +
+                             " is past \"step\" = " + state.at("step").dump() +
+                             ": the optimizer steps at most once per step");
     const int64_t opt_step = state.at("optimizer_step").get<int64_t>();
     const std::string first = weights().front().first;
     const bool with_state = r.has_tensor(first + ".exp_avg");

@@ -72,6 +72,21 @@ TEST(SequentialSampler, HugeStepsDoNotOverflow) {
   EXPECT_EQ(row(sampler.batch_at(s).inputs, 2)[0], r * 10);
 }
 
+// B and T come from flags: a product past int64 wrapped into a small buffer that the sampler
+// overran (SIGSEGV), and one past the machine's memory failed inside the allocator.
+TEST(BatchSampler, ABatchLargerThanMemoryIsRefusedNamingItsSizes) {
+  for (const int64_t B : {int64_t{1} << 59, int64_t{1} << 40}) {
+    try {
+      RandomSampler sampler(counting_file(101), B, 32, 1);
+      FAIL() << B;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("a batch of B=" + std::to_string(B) + " sequences of T=32 tokens"),
+                std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("more than this machine's memory"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(RandomSampler, IsDeterministicInSeedAndPosition) {
   auto file = counting_file(1000);
   RandomSampler a(file, 4, 8, 1337), b(file, 4, 8, 1337), c(file, 4, 8, 1338);

@@ -89,6 +89,28 @@ TEST(TokenFile, RefusesFilesThatCannotHoldTokens) {
   EXPECT_FALSE(directory.is_ok());
 }
 
+// uint32 ids written without the header read as uint16 pairs with a zero high half: every other
+// id 0, which trained without complaint (Note [Headerless uint32 files]).
+TEST(TokenFile, RefusesUint32IdsWrittenWithoutTheHeader) {
+  TempDir dir;
+  std::vector<uint32_t> ids(2000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(1 + i % 300);
+  testing::write_file(dir.path() / "raw32.bin",
+                      std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint32_t)));
+  auto raw = TokenFile::open(dir.path() / "raw32.bin");
+  ASSERT_FALSE(raw.is_ok());
+  EXPECT_CONTAINS(raw.status().message(), "raw32.bin looks like uint32 ids without trident's header");
+  // The same ids as uint16, and a uint16 file whose odd positions are 0 only for a while, are fine.
+  std::vector<uint16_t> narrow(ids.begin(), ids.end());
+  ASSERT_TRUE(write_token_file(dir.path() / "u16.bin", narrow).is_ok());
+  EXPECT_TRUE(TokenFile::open(dir.path() / "u16.bin").is_ok());
+  std::vector<uint16_t> zeros(2000, 0);
+  for (size_t i = 0; i < zeros.size(); i += 2) zeros[i] = 5;
+  zeros[1021] = 9;
+  ASSERT_TRUE(write_token_file(dir.path() / "some_zeros.bin", zeros).is_ok());
+  EXPECT_TRUE(TokenFile::open(dir.path() / "some_zeros.bin").is_ok());
+}
+
 TEST(TokenFile, WritesReplaceAtomicallyAndLeaveNoTemporaryFiles) {
   TempDir dir;
   const auto path = dir.path() / "val.bin";

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/crc32c.h"
 #include "checkpoint/env.h"
 #include "checkpoint/safetensors.h"
 #include "config/config_tree.h"
@@ -495,6 +496,16 @@ TEST_F(TrainerTest, ConfigErrorsNameTheKeys) {
     EXPECT_NE(std::string(e.what()).find("data.seq_len (32)"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("model.block_size (16)"), std::string::npos) << e.what();
   }
+  // B x T past int64 wrapped to a small batch that the sampler overran (a crash, not an error).
+  cfg = config("bad");
+  cfg.data.batch_size = int64_t{1} << 59;
+  try {
+    cfg.validate();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data.batch_size (576460752303423488) x data.seq_len (16)"), std::string::npos)
+        << e.what();
+  }
   cfg = config("bad");
   cfg.data.train_file = (dir_ / "missing.bin").string();
   auto t = Trainer::create(cfg);
@@ -508,6 +519,101 @@ TEST_F(TrainerTest, TokenIdsBeyondTheVocabularyAreRefused) {
   auto t = Trainer::create(cfg);
   ASSERT_FALSE(t.is_ok());
   EXPECT_NE(t.status().message().find("32"), std::string::npos) << t.status().message();
+}
+
+// Resume passes over a step directory whose write was cut short (no DONE marker), and says so:
+// the run going on from an older step, or from step 0, is no surprise.
+TEST_F(TrainerTest, ResumeNamesTheIncompleteCheckpointsItPassesOver) {
+  TrainConfig cfg = config("incomplete");
+  cfg.train.steps = 2;
+  cfg.train.checkpoint_interval = 1;
+  cfg.train.checkpoint_keep = 5;
+  train(cfg);
+  const fs::path out = dir_ / "incomplete";
+  auto t = Trainer::create(cfg);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t.value()->resume_note(), "");
+  fs::remove(out / "step_000002" / "DONE");
+  t = Trainer::create(cfg);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t.value()->resume_note(), out.string() + ": skipped step_000002 (incomplete: no DONE marker); resuming " +
+                                          (out / "step_000001").string());
+  EXPECT_EQ(t.value()->step(), 1);
+  fs::remove(out / "step_000001" / "DONE");
+  t = Trainer::create(cfg);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t.value()->resume_note(),
+            out.string() + ": skipped step_000001, step_000002 (incomplete: no DONE marker); starting from step 0");
+}
+
+// A validation file shorter than one window is found at start, not at the first evaluation,
+// which came after the last step and lost the run.
+TEST_F(TrainerTest, AValidationFileShorterThanOneWindowIsRefusedAtStart) {
+  TrainConfig cfg = config("short_val");
+  cfg.data.val_file = (dir_ / "short_val.bin").string();
+  ASSERT_TRUE(data::write_token_file(cfg.data.val_file, std::vector<uint16_t>(10, 7)).is_ok());
+  auto t = Trainer::create(cfg);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("short_val.bin' has 10 tokens, fewer than one window of data.seq_len + 1 = 17"),
+            std::string::npos)
+      << t.status().message();
+}
+
+// Rewrites `file` of checkpoint `dir` and its checksums, as a hand edit that knows the format
+// would: what is left to refuse it is the trainer's own check of the values.
+void rewrite_checkpoint_file(const fs::path& dir, const std::string& file, const std::string& contents) {
+  std::ofstream(dir / file, std::ios::binary | std::ios::trunc) << contents;
+  std::ifstream in(dir / "manifest.json");
+  nlohmann::json manifest = nlohmann::json::parse(in);
+  for (nlohmann::json& f : manifest["files"]) {
+    if (f["name"] != file) continue;
+    char crc[9];
+    std::snprintf(crc, sizeof crc, "%08x", checkpoint::crc32c(contents));
+    f["size"] = contents.size();
+    f["crc32c"] = crc;
+  }
+  const std::string text = manifest.dump(1);
+  std::ofstream(dir / "manifest.json", std::ios::binary | std::ios::trunc) << text;
+  char crc[9];
+  std::snprintf(crc, sizeof crc, "%08x", checkpoint::crc32c(text));
+  const nlohmann::json done = {{"format", "trident-checkpoint-done"}, {"version", 1}, {"manifest_size", text.size()},
+                               {"manifest_crc32c", crc}};
+  std::ofstream(dir / "DONE", std::ios::binary | std::ios::trunc) << done.dump();
+}
+
+// The step counters decide where a resumed run goes on: a negative one trained "step -3" with an
+// lr of -inf, a fractional one was taken as an integer.
+TEST_F(TrainerTest, ResumeRefusesStepCountsThatAreNotCounts) {
+  TrainConfig cfg = config("steps");
+  cfg.train.steps = 2;
+  train(cfg);
+  const fs::path ckpt = dir_ / "steps" / "step_000002";
+  std::ifstream in(ckpt / "trainer_state.json");
+  const nlohmann::json state = nlohmann::json::parse(in);
+  ASSERT_TRUE(Trainer::create(cfg).is_ok());  // the rewrite alone changes nothing
+  rewrite_checkpoint_file(ckpt, "trainer_state.json", state.dump());
+  ASSERT_TRUE(Trainer::create(cfg).is_ok());
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {-5, "\"step\" = -5 is invalid: a step count is an integer >= 0"},
+      {1.5, "\"step\" = 1.5 is invalid"},
+      {"2", "\"step\" = \"2\" is invalid"},
+      {1, "\"optimizer_step\" = 2 is past \"step\" = 1"},
+  };
+  for (const auto& [value, expected] : cases) {
+    nlohmann::json bad = state;
+    bad["step"] = value;
+    rewrite_checkpoint_file(ckpt, "trainer_state.json", bad.dump());
+    auto t = Trainer::create(cfg);
+    ASSERT_FALSE(t.is_ok()) << value.dump();
+    EXPECT_NE(t.status().message().find(expected), std::string::npos) << t.status().message();
+  }
+  nlohmann::json missing = state;
+  missing.erase("optimizer_step");
+  rewrite_checkpoint_file(ckpt, "trainer_state.json", missing.dump());
+  auto t = Trainer::create(cfg);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("trainer_state.json has no \"optimizer_step\""), std::string::npos)
+      << t.status().message();
 }
 
 }  // namespace
