@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 namespace trident::cli {
@@ -16,6 +17,26 @@ inline CLI::Validator number_above(double lowest, bool or_equal, const std::stri
         if (or_equal ? v >= lowest : v > lowest) return "";
         return "Value " + text + " is not allowed: must be " + (or_equal ? ">= " : "> ") +
                CLI::detail::to_string(lowest);
+      },
+      name);
+}
+
+// A finite number above `lowest` (or equal to it) and at most `highest`. CLI11's Range lets NaN
+// through (every comparison with it is false) and prints its bounds as "0.000000".
+inline CLI::Validator number_in(double lowest, bool or_equal, double highest, const std::string& name) {
+  auto str = [](double v) {
+    std::ostringstream os;
+    os.precision(15);
+    os << v;
+    return os.str();
+  };
+  return CLI::Validator(
+      [lowest, or_equal, highest, str](std::string& text) -> std::string {
+        double v = 0.0;
+        if (!CLI::detail::lexical_cast(text, v) || std::isnan(v)) return "Value " + text + " is not a number";
+        if ((or_equal ? v >= lowest : v > lowest) && v <= highest) return "";
+        return "Value " + text + " is not allowed: must be " + (or_equal ? ">= " : "> ") + str(lowest) + " and <= " +
+               str(highest);
       },
       name);
 }

@@ -46,15 +46,54 @@ Status load_config(config::ConfigTree& tree, const std::string& file, const std:
   return tree.apply_overrides(assignments, "command line");  // model.arch before the keys it chooses
 }
 
+std::filesystem::path resolved_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) p = fs::absolute(path, ec).lexically_normal();
+  fs::path out;
+  for (const fs::path& part : p)
+    if (!part.empty()) out /= part;  // "dir/" ends in an empty part
+  return out;
+}
+
+bool is_within(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  auto it = inner.begin();
+  for (const std::filesystem::path& part : outer) {
+    if (it == inner.end() || *it != part) return false;
+    ++it;
+  }
+  return true;
+}
+
 namespace {
 
-// A run directory (train.out_dir: its latest checkpoint) or one checkpoint directory.
-StatusOr<std::string> resolve_checkpoint(const std::string& path) {
+// One checkpoint directory: its DONE marker, or (an interrupted write) its manifest alone.
+bool is_checkpoint_dir(const std::string& path) {
   namespace fs = std::filesystem;
-  if (fs::exists(fs::path(path) / checkpoint::kDoneFileName)) return path;
+  return fs::exists(fs::path(path) / checkpoint::kDoneFileName) ||
+         fs::exists(fs::path(path) / checkpoint::kManifestFileName);
+}
+
+// A run directory (train.out_dir: its latest checkpoint) or one checkpoint directory. A
+// checkpoint without DONE is returned as it is: CheckpointReader::open refuses it as incomplete.
+StatusOr<std::string> resolve_checkpoint(const std::string& path) {
+  if (is_checkpoint_dir(path)) return path;
   auto latest = checkpoint::find_latest_checkpoint(checkpoint::default_env(), path);
   if (!latest.is_ok()) return latest.status();
-  if (!latest.value()) return Status::io_error("no complete checkpoint in '" + path + "'");
+  // Step directories without DONE past the newest complete one (interrupted writes): named, not
+  // passed over in silence.
+  std::string incomplete;
+  if (auto all = checkpoint::list_step_checkpoints(checkpoint::default_env(), path); all.is_ok())
+    for (auto it = all.value().rbegin(); it != all.value().rend() && !it->complete; ++it)
+      incomplete = it->name + (incomplete.empty() ? "" : ", " + incomplete);
+  const std::string skipped = incomplete + ": incomplete, without a " + checkpoint::kDoneFileName + " marker";
+  if (!latest.value())
+    return Status::io_error("no complete checkpoint in '" + path + "'" +
+                            (incomplete.empty() ? "" : " (" + skipped + ")"));
+  if (!incomplete.empty())
+    std::fprintf(stderr, "%s: using %s; skipped the newer %s\n", path.c_str(), latest.value()->c_str(),
+                 skipped.c_str());
   return *latest.value();
 }
 
@@ -84,7 +123,9 @@ struct ModelSource {
 StatusOr<ModelSource> resolve_model_source(const std::string& path) {
   // A trident checkpoint carries a config.json too, but is_hf_model_dir knows it by its DONE
   // marker: its weights may be sharded (ZeRO, tensor/pipeline boxes), so it is read as a checkpoint.
-  if (train::is_hf_model_dir(path)) {
+  // One whose write was interrupted (a manifest, no DONE) is refused as incomplete, not read as a
+  // model directory without the checkpoint's checks.
+  if (!is_checkpoint_dir(path) && train::is_hf_model_dir(path)) {
     ModelSource src{path, true, {}};
     auto model = train::hf_model_config(path, src.cfg.model);
     if (!model.is_ok()) return model.status();
@@ -125,11 +166,20 @@ CLI::App* add_prepare(CLI::App& app, PrepareArgs& a) {
   c->add_option("--vocab", a.vocab_dir, "the named tokenizer's files (gpt2: the vocab.json + merges.txt directory)");
   c->add_option("--val-fraction", a.val_fraction,
                  "share of tokens (from the end) for validation; 0: no validation split")
-      ->check(CLI::Range(0.0, 0.9));
+      ->check(number_in(0.0, true, 0.9, "[0, 0.9]"));
   return c;
 }
 
 Status run_prepare(const PrepareArgs& a) {
+  // An input that is the train.bin or val.bin being written (or removed) would be lost.
+  for (const char* name : {"train.bin", "val.bin"}) {
+    const std::filesystem::path written = resolved_path(a.out_dir) / name;
+    for (const std::string& f : a.inputs)
+      if (resolved_path(f) == written)
+        return Status::invalid("prepare: the input file '" + f + "' is the " + name + " of --out '" + a.out_dir +
+                               "' (" + written.string() +
+                               "), which prepare writes over or removes: choose another --out");
+  }
   auto tok = train::make_tokenizer(a.tokenizer, a.vocab_dir);
   if (!tok.is_ok()) return tok.status();
   data::PrepareOptions opt;
@@ -224,7 +274,7 @@ CLI::App* add_gemm_rates(CLI::App& app, GemmRatesArgs& a) {
       ->check(CLI::ExistingFile);
   c->add_option("--dtype", a.dtype, "dtypes to measure")->check(CLI::IsMember({"all", "f32", "bf16"}));
   c->add_option("--seconds-per-shape", a.seconds_per_shape, "time per shape and engine, after a warm-up call")
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(number_in(0.0, true, 10.0, "[0, 10]"));
   c->add_flag("--json", a.json, "print JSON instead of a table");
   c->allow_extras();
   c->footer("Takes the training config's --section.key=value overrides, e.g. --model.n_layer=6 --data.seq_len=512.");
@@ -278,7 +328,8 @@ CLI::App* add_sample(CLI::App& app, SampleArgs& a) {
       ->required();
   c->add_option("--prompt", a.prompt, "text to continue");
   c->add_option("--tokens", a.tokens, "number of tokens to generate")->check(CLI::Range(1, 100000));
-  c->add_option("--temperature", a.temperature, "sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  c->add_option("--temperature", a.temperature, "sampling temperature (0: greedy)")
+      ->check(number_in(0.0, true, 100.0, "[0, 100]"));
   c->add_option("--top-k", a.top_k, "sample from the k most likely tokens (0: all)")->check(kNonNegative);
   c->add_option("--seed", a.seed, "sampling seed")->check(kNonNegative);
   c->add_option("--tokenizer", a.tokenizer,
@@ -303,6 +354,15 @@ Status run_sample(const SampleArgs& a) {
   if (tok.value()->vocab_size() > cfg.model.vocab_size)
     return Status::invalid("the tokenizer " + tok.value()->name() + " has " + std::to_string(tok.value()->vocab_size()) +
                            " ids, more than the model's vocab_size " + std::to_string(cfg.model.vocab_size));
+  // A model's vocabulary may be padded past its tokenizer's (nanoGPT's 50304 for GPT-2's 50257,
+  // Qwen2's 151936 for 151665), never by a thousand ids: a tokenizer that much smaller is not the
+  // model's, and fails on the first generated id it cannot decode.
+  if (constexpr int64_t kMaxVocabPadding = 1024; tok.value()->vocab_size() + kMaxVocabPadding <= cfg.model.vocab_size)
+    return Status::invalid("the tokenizer " + tok.value()->name() + " has " +
+                           std::to_string(tok.value()->vocab_size()) + " ids, the model's vocab_size is " +
+                           std::to_string(cfg.model.vocab_size) +
+                           ": not the model's tokenizer (the model generates ids it cannot decode); name the model's "
+                           "tokenizer with --tokenizer");
   auto model = load_model(src.value());
   if (!model.is_ok()) return model.status();
   std::vector<int64_t> prompt;
@@ -324,13 +384,13 @@ CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
                 "checkpoint directory, a run directory (its latest), or a Hugging Face model directory")
       ->required();
   c->add_option("--batches", a.batches, "validation batches (default: the config's train.eval_batches)")
-      ->check(kNonNegative);
+      ->check(kPositive);
   c->add_option("--val-file", a.val_file,
                 "token file to evaluate (default: the checkpoint config's data.val_file; required for a model directory)");
   c->add_option("--batch-size", a.batch_size, "sequences per batch (default: the checkpoint config's data.batch_size)")
-      ->check(kNonNegative);
+      ->check(kPositive);
   c->add_option("--seq-len", a.seq_len, "tokens per sequence, at most model.block_size (default: data.seq_len)")
-      ->check(kNonNegative);
+      ->check(kPositive);
   return c;
 }
 
@@ -345,6 +405,12 @@ Status run_eval(const EvalArgs& a) {
   if (src.value().hf && a.val_file.empty())
     return Status::invalid("eval of the model directory " + src.value().dir +
                            " needs --val-file FILE (a token file from trident prepare, with the model's tokenizer)");
+  if (!a.val_file.empty() && !std::filesystem::exists(a.val_file))
+    return Status::invalid("eval: --val-file '" + a.val_file + "' does not exist (a token file from trident prepare)");
+  if (a.seq_len > cfg.model.block_size)
+    return Status::invalid("eval: --seq-len " + std::to_string(a.seq_len) + " exceeds the model's block_size " +
+                           std::to_string(cfg.model.block_size) + " (allowed: 1 to " +
+                           std::to_string(cfg.model.block_size) + ")");
   if (cfg.data.val_file.empty() || !std::filesystem::exists(cfg.data.val_file))
     return Status::invalid("eval needs validation tokens: the checkpoint's config has data.val_file = \"" +
                            cfg.data.val_file + "\"" + (cfg.data.val_file.empty() ? "" : ", which does not exist") +
@@ -373,13 +439,24 @@ CLI::App* add_export(CLI::App& app, ExportArgs& a) {
                 "a directory: config.json and the weights under Hugging Face names, sharded above --max-shard-mb "
                 "(from_pretrained loads it); a path ending in .safetensors: the weights alone, in one file")
       ->required();
-  c->add_option("--max-shard-mb", a.max_shard_mb, "largest weight file of a directory (MB)")->check(kPositive);
+  c->add_option("--max-shard-mb", a.max_shard_mb, "largest weight file of a directory (MB)")
+      ->check(number_in(0.0, false, 1e6, "(0, 1e6]"));  // up to 1 TB: the byte count fits an int64
   return c;
 }
 
 Status run_export(const ExportArgs& a) {
   auto dir = resolve_checkpoint(a.checkpoint);
   if (!dir.is_ok()) return dir.status();
+  // Writing into the checkpoint being read would replace its own files (model.safetensors,
+  // config.json) under its manifest's checksums: the checkpoint would be lost.
+  if (const auto out = resolved_path(a.out), in = resolved_path(dir.value()); is_within(out, in)) {
+    auto shown = [](const std::string& given, const std::filesystem::path& p) {
+      return "'" + given + "'" + (p.string() == given ? "" : " (" + p.string() + ")");
+    };
+    return Status::invalid("export: --out " + shown(a.out, out) + " is " + (out == in ? "" : "inside ") +
+                           "the checkpoint it reads, " + shown(dir.value(), in) +
+                           ": writing there would overwrite the checkpoint's own files; choose an --out outside it");
+  }
   auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir.value());
   if (!reader.is_ok()) return reader.status();
   const checkpoint::CheckpointReader& r = reader.value();
@@ -438,7 +515,12 @@ Status run_tokenize(const TokenizeArgs& a) {
     ss << in.rdbuf();
     text = ss.str();
   }
-  const std::vector<data::TokenId> ids = tok.value()->encode(text, a.allow_special);
+  std::vector<data::TokenId> ids;
+  try {
+    ids = tok.value()->encode(text, a.allow_special);
+  } catch (const Error& e) {
+    return Status::invalid((a.file.empty() ? std::string("--text") : a.file) + ": " + e.message());
+  }
   std::string out = "[";
   for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
   std::printf("%s]\n", out.c_str());

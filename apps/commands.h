@@ -2,6 +2,7 @@
 // functions that run them. Each returns a Status; main() prints it.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,13 @@ namespace trident::cli {
 // Fills the config bound to `tree` from a TOML file (if given) and "--section.key=value"
 // overrides, in that order.
 Status load_config(config::ConfigTree& tree, const std::string& file, const std::vector<std::string>& overrides);
+
+// `path` absolute, with its symlinks, "." and ".." resolved and no trailing slash (a tail that
+// does not exist yet as written): two spellings of one place give one path.
+std::filesystem::path resolved_path(const std::string& path);
+// Whether `inner` is `outer` or a path under it (both from resolved_path): an output there
+// would overwrite the input being read.
+bool is_within(const std::filesystem::path& inner, const std::filesystem::path& outer);
 
 struct PrepareArgs {
   std::vector<std::string> inputs;
@@ -73,10 +81,11 @@ Status run_sample(const SampleArgs& args);
 
 struct EvalArgs {
   std::string checkpoint;
-  int64_t batches = 0;  // 0: the checkpoint config's train.eval_batches
+  // Not given (0; the flags take 1 and up): the checkpoint config's value.
+  int64_t batches = 0;  // train.eval_batches
   std::string val_file; // empty: the checkpoint config's data.val_file (required for a model directory)
-  int64_t batch_size = 0;  // 0: the checkpoint config's data.batch_size (a model directory: the default)
-  int64_t seq_len = 0;     // 0: the checkpoint config's data.seq_len (a model directory: min(default, block_size))
+  int64_t batch_size = 0;  // data.batch_size (a model directory: the default)
+  int64_t seq_len = 0;     // data.seq_len (a model directory: min(default, block_size))
 };
 CLI::App* add_eval(CLI::App& app, EvalArgs& args);
 Status run_eval(const EvalArgs& args);

@@ -125,6 +125,11 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
 }
 
 Status run_calibrate(const CalibrateArgs& a, const std::vector<std::string>& overrides) {
+  // Checked before minutes of measuring: --out over the config replaced the training config
+  // with a cluster file.
+  if (!a.config_file.empty() && resolved_path(a.out) == resolved_path(a.config_file))
+    return Status::invalid("calibrate: --out '" + a.out + "' is the --config file it reads ('" + a.config_file +
+                           "'): choose another --out for the cluster file");
   auto read = read_config(a.config_file, overrides);
   if (!read.is_ok()) return read.status();
   const train::TrainConfig& cfg = read.value();

@@ -16,6 +16,11 @@ CLI::App* add_report(CLI::App& app, ReportArgs& a) {
 
 Status run_report(const ReportArgs& a) {
   const std::string out = a.out.empty() ? a.run_dir + "/report.html" : a.out;
+  // The report is written after the run's files are read: over one of them, it would replace it.
+  for (const char* name : {"metrics.jsonl", "alerts.jsonl"})
+    if (const std::string in = a.run_dir + "/" + name; resolved_path(out) == resolved_path(in))
+      return Status::invalid("report: --out '" + out + "' is the run's " + name + " ('" + in +
+                             "'), which the report reads: choose another --out");
   if (Status s = monitor::write_run_report(a.run_dir, out); !s.is_ok()) return s;
   std::printf("wrote %s\n", out.c_str());
   return Status::ok();

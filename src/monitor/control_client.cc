@@ -7,6 +7,26 @@
 
 namespace trident::monitor {
 
+namespace {
+
+// httplib's error, in words that say what to look at ("Connection" alone did not).
+std::string failure_reason(httplib::Error e, int timeout_s) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "connection refused or host unreachable";
+    case httplib::Error::ConnectionTimeout:
+      return "no connection within " + std::to_string(timeout_s) + " s";
+    case httplib::Error::Read:
+      return "no reply within " + std::to_string(timeout_s) + " s, or the connection closed";
+    case httplib::Error::Write:
+      return "the request could not be sent (the connection closed)";
+    default:
+      return httplib::to_string(e);
+  }
+}
+
+}  // namespace
+
 StatusOr<ControlReply> control_request(const std::string& url, const std::string& action, const std::string& token,
                                        const std::string& reason, int timeout_s) {
   if (action != "status" && control_bit(action) == 0)
@@ -28,7 +48,7 @@ StatusOr<ControlReply> control_request(const std::string& url, const std::string
     return client.Post(("/" + action).c_str(), headers, body, "application/json");
   };
   httplib::Result r = send();
-  if (!r) return Status::io_error("cannot reach " + base + ": " + httplib::to_string(r.error()));
+  if (!r) return Status::io_error("cannot reach " + base + ": " + failure_reason(r.error(), timeout_s));
   return ControlReply{r->status, r->body};
 }
 

@@ -24,16 +24,17 @@ const OptionTable<MonitorOptions>& MonitorOptions::table() {
   return t;
 }
 
-StatusOr<std::string> resolve_control_token(const MonitorOptions& options) {
+StatusOr<std::string> resolve_control_token(const MonitorOptions& options, const std::string& source) {
+  const std::string named = source.empty() ? "monitor.token_file = \"" + options.token_file + "\"" : source;
   if (const char* env = std::getenv(kControlTokenEnv); env != nullptr && *env != '\0') return std::string(env);
   if (options.token_file.empty()) return std::string();
   std::ifstream in(options.token_file);
   std::string token;
   if (!in || !std::getline(in, token))
-    return Status::io_error("monitor.token_file = \"" + options.token_file + "\": cannot read a token from it");
+    return Status::io_error(named + ": cannot read a token from it");
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) token.pop_back();
   if (token.empty())
-    return Status::invalid("monitor.token_file = \"" + options.token_file + "\": its first line is empty (the token)");
+    return Status::invalid(named + ": its first line is empty (the token)");
   return token;
 }
 

@@ -25,6 +25,7 @@ inline constexpr const char* kControlTokenEnv = "TRIDENT_CONTROL_TOKEN";
 
 // The control token: $TRIDENT_CONTROL_TOKEN, else the first line of monitor.token_file, else
 // "" (control off). An error names a token file that cannot be read or is empty.
-StatusOr<std::string> resolve_control_token(const MonitorOptions& options);
+// `source` names where token_file came from in errors (default: the config key).
+StatusOr<std::string> resolve_control_token(const MonitorOptions& options, const std::string& source = "");
 
 }  // namespace trident::monitor

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -48,9 +50,56 @@ std::string num(double v) {
   return buf;
 }
 
+// The keys of metrics.jsonl the report plots: each a number, or null (a NaN or infinity).
+constexpr std::array<const char*, 11> kPlotted = {
+    "loss",      "val_loss", "lr",          "grad_norm",          "tokens_per_s",
+    "mfu",       "data_s",   "comm_wait_s", "forward_backward_s", "optimizer_s",
+    "comm_bytes"};
+
+// Why a line's `key` is refused: it holds `v` where `expected` (e.g. "an integer") was.
+std::string wrong_type(const std::string& key, const nlohmann::json& v, const char* expected) {
+  std::string shown = v.dump();
+  if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+  return "key \"" + key + "\" must be " + expected + ", not " + v.type_name() + " " + shown;
+}
+
+bool is_step(const nlohmann::json& v) {  // an integer that fits int64_t
+  return v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= INT64_MAX);
+}
+
+// The keys the report reads from a line of metrics.jsonl hold what it reads: "" if so, else why not.
+std::string check_metrics_line(const nlohmann::json& r) {
+  if (r.contains("step") && !is_step(r["step"])) return wrong_type("step", r["step"], "an integer");
+  if (r.contains("rollback")) {
+    const nlohmann::json& rb = r["rollback"];
+    if (!rb.is_object()) return wrong_type("rollback", rb, "an object");
+    for (const char* k : {"from_step", "to_step"})
+      if (rb.contains(k) && !is_step(rb[k])) return wrong_type(std::string("rollback.") + k, rb[k], "an integer");
+  }
+  for (const char* k : kPlotted)
+    if (r.contains(k) && !r[k].is_number() && !r[k].is_null()) return wrong_type(k, r[k], "a number or null");
+  if (r.contains("memory_bytes")) {
+    const nlohmann::json& m = r["memory_bytes"];
+    if (!m.is_object()) return wrong_type("memory_bytes", m, "an object");
+    for (const auto& [k, v] : m.items())
+      if (!v.is_number() && !v.is_null()) return wrong_type("memory_bytes." + k, v, "a number or null");
+  }
+  return "";
+}
+
+// The same for a line of alerts.jsonl (its marker and its row of the table).
+std::string check_alert_line(const nlohmann::json& a) {
+  if (a.contains("step") && !is_step(a["step"])) return wrong_type("step", a["step"], "an integer");
+  for (const char* k : {"rule", "condition", "message"})
+    if (a.contains(k) && !a[k].is_string()) return wrong_type(k, a[k], "a string");
+  return "";
+}
+
 // Lines read from a JSONL file; a last line without its newline (a run still writing) is
-// skipped. An error names file:line for a malformed complete line.
-StatusOr<std::vector<nlohmann::json>> read_jsonl(const std::string& path, bool required) {
+// skipped. An error names file:line for a malformed complete line: not JSON, not an object, or
+// a key that `check` refuses (it says which and what it must hold).
+StatusOr<std::vector<nlohmann::json>> read_jsonl(const std::string& path, bool required,
+                                                 const std::function<std::string(const nlohmann::json&)>& check) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     if (required) return Status::io_error("cannot read " + path + " (is it a run directory with metrics.jsonl?)");
@@ -67,11 +116,14 @@ StatusOr<std::vector<nlohmann::json>> read_jsonl(const std::string& path, bool r
     const std::string s = text.substr(at, end - at);
     at = end + 1;
     if (s.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(line) + ": ";
     try {
       rows.push_back(nlohmann::json::parse(s));
     } catch (const nlohmann::json::exception& e) {
-      return Status::invalid(path + ":" + std::to_string(line) + ": not a JSON object: " + e.what());
+      return Status::invalid(where + "not a JSON object: " + e.what());
     }
+    if (!rows.back().is_object()) return Status::invalid(where + "not a JSON object: " + s.substr(0, 40));
+    if (const std::string why = check(rows.back()); !why.empty()) return Status::invalid(where + why);
   }
   return rows;
 }
@@ -143,15 +195,14 @@ std::string chart(const std::string& title, const std::vector<Series>& series, c
 }  // namespace
 
 Status write_run_report(const std::string& run_dir, const std::string& out_html) {
-  auto metrics = read_jsonl(run_dir + "/metrics.jsonl", true);
+  auto metrics = read_jsonl(run_dir + "/metrics.jsonl", true, check_metrics_line);
   if (!metrics.is_ok()) return metrics.status();
-  auto alerts = read_jsonl(run_dir + "/alerts.jsonl", false);
+  auto alerts = read_jsonl(run_dir + "/alerts.jsonl", false, check_alert_line);
   if (!alerts.is_ok()) return alerts.status();
   // The last line of each step (a rollback logs re-trained steps again).
   std::map<int64_t, nlohmann::json> steps, evals;
   std::vector<Marker> markers;
   for (const nlohmann::json& r : metrics.value()) {
-    if (!r.is_object()) continue;
     if (r.contains("rollback")) {
       const auto& rb = r["rollback"];
       markers.push_back({rb.value("from_step", int64_t{0}),
@@ -164,7 +215,7 @@ Status write_run_report(const std::string& run_dir, const std::string& out_html)
     (r.contains("val_loss") ? evals : steps)[r["step"].get<int64_t>()] = r;
   }
   for (const nlohmann::json& a : alerts.value())
-    if (a.is_object() && a.contains("step"))
+    if (a.contains("step"))
       markers.push_back({a["step"].get<int64_t>(), a.value("message", std::string("alert")), false});
   double x_max = 1;
   for (const auto& [s, r] : steps) x_max = std::max(x_max, static_cast<double>(s));

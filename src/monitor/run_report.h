@@ -16,7 +16,8 @@
 namespace trident::monitor {
 
 // Writes the report of `run_dir` to `out_html`. Errors name a missing or unreadable
-// metrics.jsonl, a malformed line (file:line) and an unwritable output.
+// metrics.jsonl, a malformed line (file:line: not a JSON object, or the key that holds another
+// type than the report reads, and that type) and an unwritable output.
 [[nodiscard]] Status write_run_report(const std::string& run_dir, const std::string& out_html);
 
 }  // namespace trident::monitor

@@ -111,6 +111,18 @@ def main():
                 failures.append("the run's config should have the plan's activation checkpointing")
             if not os.path.exists(os.path.join(d, "run", "metrics.jsonl")):
                 failures.append("train --parallel.auto wrote no metrics")
+    # calibrate --out over its own --config replaced the training config with a cluster file.
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "run.toml")
+        with open(cfg, "w") as f:
+            f.write("[model]\nn_layer = 2\n")
+        for out in (cfg, os.path.join(d, ".", "run.toml")):
+            r = run([trident, "calibrate", "--config", cfg, "--out", out], env)
+            if r.returncode == 0 or "is the --config file it reads" not in r.stderr:
+                failures.append(f"calibrate --out {out} over its --config should be refused: {r.returncode} {r.stderr[-500:]}")
+        with open(cfg) as f:
+            if f.read() != "[model]\nn_layer = 2\n":
+                failures.append("calibrate --out over its --config changed the config")
     for f in failures:
         print("FAIL:", f)
     print("ok" if not failures else f"{len(failures)} failure(s)")

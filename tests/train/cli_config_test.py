@@ -7,7 +7,8 @@ validation split works:
     again) and trains to the same losses bit for bit. The run has overrides in every section,
     a float that needs all 17 digits, and an out_dir with a quote, a backslash and a space.
   - `prepare --val-fraction 0` writes no val.bin (and removes an older one); `train` then runs
-    with evaluation off and says so.
+    with evaluation off and says so. --val-fraction out of [0, 0.9] or NaN is an error naming
+    the flag and the range, and an input file that is --out's train.bin or val.bin is refused.
   - [kernels]: the printed config names the GEMM engines, never "auto" (Note [GEMM engines]);
     a bad engine is an error naming the key, the value and what is allowed. train.mfu prints
     the measured ceiling and writes each step's `mfu`; `gemm-rates --json` measures the
@@ -17,6 +18,7 @@ validation split works:
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -137,9 +139,25 @@ def main():
         if not ok:
             failures.append(f"gemm-rates --json: exit {p.returncode}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
 
-        p = run([trident, "prepare", "--out", data, "--tokenizer", "byte", "--val-fraction", "0.95", text], d, env)
-        if p.returncode == 0 or "--val-fraction" not in p.stderr:
-            failures.append(f"prepare --val-fraction 0.95 is out of range: exit {p.returncode}\n{p.stderr}")
+        for value in ("0.95", "nan"):
+            p = run([trident, "prepare", "--out", data, "--tokenizer", "byte", "--val-fraction", value, text], d, env)
+            if p.returncode == 0 or f"--val-fraction: Value {value} is not" not in p.stderr or \
+                    ("<= 0.9" if value != "nan" else "not a number") not in p.stderr:
+                failures.append(f"prepare --val-fraction {value} is out of range: exit {p.returncode}\n{p.stderr}")
+        # An input that is the train.bin or val.bin --out writes (or removes) would be lost.
+        with open(os.path.join(data, "train.bin"), "rb") as f:
+            before = f.read()
+        for out, name in ((data, "train.bin"), (data + "/", "train.bin"), (os.path.join(data, "..", "data"), "val.bin")):
+            shutil.copyfile(os.path.join(data, "train.bin"), os.path.join(data, "val.bin"))
+            p = run([trident, "prepare", "--out", out, "--tokenizer", "byte", "--val-fraction", "0",
+                     os.path.join(data, name)], d, env)
+            kept = os.path.exists(os.path.join(data, name))
+            if kept:
+                with open(os.path.join(data, name), "rb") as f:
+                    kept = f.read() == before
+            if p.returncode == 0 or not kept or f"the input file '{os.path.join(data, name)}' is the {name} of " \
+                    f"--out '{out}'" not in p.stderr:
+                failures.append(f"prepare --out {out} over its input {name}: exit {p.returncode}, kept {kept}\n{p.stderr}")
         # A mistyped command, trident's own or launch's, is named with the closest one.
         for cmd, where in ((["trian", "--x"], ""), (["launch", "-n", "2", "--", "smaple"], "launch: ")):
             p = run([trident] + cmd, d, env)

@@ -10,11 +10,21 @@ item 5), and `train --train.init_from=DIR` fine-tunes from one:
     first loss equals the model's loss on that batch, below a fresh model's) and trains on;
   - a directory without tokenizer files needs --tokenizer, and eval of a directory needs
     --val-file: errors saying so.
+  - export into the checkpoint it reads (the step directory, with a trailing slash, through a
+    symlink, a file inside it) is refused before writing, naming both paths: the checkpoint
+    still evaluates; --max-shard-mb inf is refused naming the flag.
+  - eval's --batches, --batch-size and --seq-len refuse 0, and --seq-len past block_size and a
+    missing --val-file are named as those flags; sample --temperature nan names its flag, and a
+    tokenizer far smaller than the model's vocabulary is refused before generating.
+  - a checkpoint directory without DONE (an interrupted write) is refused as incomplete by eval,
+    sample and export, not read as a model directory; in a run directory the newer incomplete
+    one is named when the complete one before it is used.
 
     cli_hf_dir_test.py TRIDENT
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +110,63 @@ def main():
         p = run([trident, "sample", "--checkpoint", os.path.join(d, "nothing")], d, env)
         check(p.returncode != 0 and "nothing" in p.stderr and "config.json" in p.stderr,
               f"neither a checkpoint nor a directory: {p.stderr.strip()[-300:]}")
+
+        # Export into the checkpoint it reads: refused before anything is written.
+        last = sorted(n for n in os.listdir(base) if n.startswith("step_"))[-1]
+        step = os.path.join(base, last)
+        os.symlink(step, os.path.join(d, "link"))
+        for out in (step, step + "/", os.path.join(step, "model.safetensors"), os.path.join(d, "link"),
+                    os.path.join(base, "..", "base", last, "sub", "w.safetensors")):
+            p = run([trident, "export", "--checkpoint", base, "--out", out], d, env)
+            check(p.returncode != 0 and f"--out '{out}'" in p.stderr and "the checkpoint it reads" in p.stderr
+                  and step in p.stderr, f"export --out {out} into the checkpoint: {p.stderr.strip()[-300:]}")
+        e3 = run([trident, "eval", "--checkpoint", base] + ev, d, env)
+        check(e3.returncode == 0 and json.loads(e3.stdout)["val_loss"] == v1,
+              f"the checkpoint is intact after the refused exports: {e3.stdout.strip()} {e3.stderr[-300:]}")
+        for value in ("inf", "1e30", "0"):
+            p = run([trident, "export", "--checkpoint", base, "--out", os.path.join(d, "shards"),
+                     "--max-shard-mb", value], d, env)
+            check(p.returncode != 0 and f"--max-shard-mb: Value {value} is not allowed" in p.stderr,
+                  f"export --max-shard-mb {value}: {p.stderr.strip()[-300:]}")
+
+        # Flags named in their errors.
+        for flag in ("--batches", "--batch-size", "--seq-len"):
+            p = run([trident, "eval", "--checkpoint", base, flag, "0"], d, env)
+            check(p.returncode != 0 and f"{flag}: Value 0 is not allowed: must be > 0" in p.stderr,
+                  f"eval {flag} 0: {p.stderr.strip()[-300:]}")
+        p = run([trident, "eval", "--checkpoint", base, "--seq-len", "64"], d, env)
+        check(p.returncode != 0 and "--seq-len 64 exceeds the model's block_size 32" in p.stderr,
+              f"eval --seq-len past block_size: {p.stderr.strip()[-300:]}")
+        p = run([trident, "eval", "--checkpoint", base, "--val-file", os.path.join(d, "none.bin")], d, env)
+        check(p.returncode != 0 and "--val-file" in p.stderr and "none.bin' does not exist" in p.stderr,
+              f"eval --val-file missing: {p.stderr.strip()[-300:]}")
+        p = run([trident, "sample", "--checkpoint", base, "--temperature", "nan"], d, env)
+        check(p.returncode != 0 and "--temperature: Value nan is not a number" in p.stderr,
+              f"sample --temperature nan: {p.stderr.strip()[-300:]}")
+        wide = os.path.join(d, "wide")  # vocab_size 2048 on bytes: ids 256 and up decode to nothing
+        p = run([trident, "train", "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=16",
+                 "--model.block_size=32", "--model.vocab_size=2048"] + common +
+                ["--train.steps=1", f"--train.out_dir={wide}"], d, env)
+        assert p.returncode == 0, p.stderr
+        p = run([trident, "sample", "--checkpoint", wide, "--tokens", "50", "--temperature", "5"], d, env)
+        check(p.returncode != 0 and "has 256 ids, the model's vocab_size is 2048" in p.stderr and not p.stdout,
+              f"sample with a tokenizer far smaller than the model's vocabulary: {p.stderr.strip()[-300:]}")
+
+        # A checkpoint without its DONE marker is incomplete.
+        partial = os.path.join(d, "partial")
+        shutil.copytree(step, partial)
+        os.remove(os.path.join(partial, "DONE"))
+        for cmd in (["eval", "--val-file", f"{data}/val.bin"], ["sample", "--tokens", "4"],
+                    ["export", "--out", os.path.join(d, "partial_hf")]):
+            p = run([trident, cmd[0], "--checkpoint", partial] + cmd[1:], d, env)
+            check(p.returncode != 0 and f"checkpoint '{partial}' is incomplete: it has no DONE marker" in p.stderr,
+                  f"{cmd[0]} of a checkpoint without DONE: {p.stderr.strip()[-300:]}")
+        newer = "step_%06d" % (int(last[len("step_"):]) + 1)
+        shutil.copytree(partial, os.path.join(base, newer))
+        p = run([trident, "eval", "--checkpoint", base] + ev, d, env)
+        check(p.returncode == 0 and json.loads(p.stdout)["val_loss"] == v1 and
+              f"skipped the newer {newer}: incomplete, without a DONE marker" in p.stderr,
+              f"eval of a run directory whose newest checkpoint is incomplete: {p.stderr.strip()[-300:]}")
 
     if failures:
         sys.exit("FAILED: " + "; ".join(failures))

@@ -10,7 +10,8 @@ kinds with --vocab, and files or model directories detected from what they hold:
     files with it; a directory whose tokenizer.model is a rank file of 128,000 tokens is Llama 3
     (<|begin_of_text|> = 128000); skipped without the rank files
     (scripts/fetch-tiktoken-ranks.sh BUILD/data/tiktoken);
-  - unknown names, empty directories and bad files are errors naming them.
+  - unknown names, empty directories and bad files are errors naming them, and so is a --file
+    that is not UTF-8.
 
     cli_tokenizer_test.py TRIDENT REPO BUILD
 """
@@ -117,6 +118,11 @@ def main():
         expect_error(["tokenize", "--tokenizer", bad, "--text", "x"], d,
                      os.path.join(bad, "tokenizer.json") + ": model.type: \"WordPiece\" is not supported")
         expect_error(["tokenize", "--tokenizer", "hf", "--text", "x"], d, "reads its file from data.vocab_dir / --vocab")
+        not_utf8 = os.path.join(d, "not_utf8.txt")
+        with open(not_utf8, "wb") as f:
+            f.write(b"\xff\xfe bad utf8")
+        expect_error(["tokenize", "--tokenizer", hf_dir, "--file", not_utf8], d,
+                     f"{not_utf8}: tokenizer.json tokenizer: the text is not valid UTF-8")
 
     for s in skipped:
         print(f"skipped: {s}")

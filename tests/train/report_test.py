@@ -11,7 +11,8 @@ model's parameter count, AdamW's state twice that, gradients (freed at the step'
 peak of the parameters' size, activations with a peak above 0, the in-use peak, reserved bytes
 and RSS; the report draws them (one point per step) in its memory panel. On a run still
 writing (a last line cut mid-write) it still works; a directory without metrics.jsonl is an
-error naming it.
+error naming it, and so is a line whose key holds another type than the report reads (the file,
+the line, the key and the type), and an --out that is the metrics.jsonl or alerts.jsonl it reads.
 
     report_test.py TRIDENT
 """
@@ -99,6 +100,40 @@ def main():
         r = subprocess.run([trident, "report", os.path.join(d, "nowhere")], capture_output=True, text=True, timeout=60)
         if r.returncode == 0 or "nowhere/metrics.jsonl" not in r.stderr:
             failures.append(f"report of a missing directory: exit {r.returncode}, {r.stderr}")
+        # Over the files it reads.
+        for name in ("metrics.jsonl", "alerts.jsonl"):
+            with open(os.path.join(run, name)) as f:
+                before = f.read()
+            r = subprocess.run([trident, "report", run, "--out", os.path.join(run, ".", name)], capture_output=True,
+                               text=True, timeout=60)
+            with open(os.path.join(run, name)) as f:
+                kept = f.read() == before
+            if r.returncode == 0 or not kept or f"is the run's {name}" not in r.stderr:
+                failures.append(f"report --out over {name}: exit {r.returncode}, kept {kept}: {r.stderr}")
+        # A line whose key holds another type: the file, the line, the key and the type it must be.
+        bad = os.path.join(d, "bad")
+        os.makedirs(bad)
+        good = '{"step": 1, "loss": null}'  # a NaN loss
+        for metrics, alerts, want in (
+                ([good, '{"step": "x", "loss": "y"}'], None, 'metrics.jsonl:2: key "step" must be an integer, not string "x"'),
+                (['{"step": 1, "loss": "y"}'], None, 'metrics.jsonl:1: key "loss" must be a number or null, not string'),
+                (['{"rollback": {"from_step": 2.5, "to_step": 1}}'], None,
+                 'metrics.jsonl:1: key "rollback.from_step" must be an integer, not number 2.5'),
+                (['{"step": 1, "memory_bytes": {"peak": "big"}}'], None, 'key "memory_bytes.peak" must be a number'),
+                ([good, "[1, 2]"], None, "metrics.jsonl:2: not a JSON object"),
+                ([good], ['{"step": 1, "rule": "r", "message": 3}'], 'alerts.jsonl:1: key "message" must be a string'),
+                ([good], ['{"step": [1]}'], 'alerts.jsonl:1: key "step" must be an integer, not array [1]'),
+                ([good], None, None)):
+            with open(os.path.join(bad, "metrics.jsonl"), "w") as f:
+                f.write("".join(line + "\n" for line in metrics))
+            if alerts:
+                with open(os.path.join(bad, "alerts.jsonl"), "w") as f:
+                    f.write("".join(line + "\n" for line in alerts))
+            elif os.path.exists(os.path.join(bad, "alerts.jsonl")):
+                os.remove(os.path.join(bad, "alerts.jsonl"))
+            r = subprocess.run([trident, "report", bad], capture_output=True, text=True, timeout=60)
+            if (r.returncode != 1 or want not in r.stderr) if want else r.returncode != 0:
+                failures.append(f"report of {metrics} {alerts}: exit {r.returncode}, want {want!r}: {r.stderr}")
     return report("report", failures)
 
 

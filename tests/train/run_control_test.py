@@ -9,6 +9,8 @@
     shows its own rank label; a pause holds both ranks at the same step; `ctl stop` writes a
     checkpoint and exits 75; the same command resumes and ends with the losses of an
     uninterrupted 2-rank run.
+  - errors name what to fix: nothing listening at the URL (and what to check), a port out of
+    1-65535 or not a number, a --token-file that cannot be read (as that flag).
 
     run_control_test.py TRIDENT
 """
@@ -64,6 +66,21 @@ class Test(Runs):
             time.sleep(0.01)
         self.failures.append(f"{what}: not reached (last status {status(port)}, exit {proc.poll()})")
         return None
+
+    def bad_requests(self):
+        """Errors before any run: nothing listening, ports out of range, a missing --token-file."""
+        port = free_port()  # nothing listens on it
+        code, out = self.ctl(port, "status")
+        self.check(code != 0 and f"cannot reach http://127.0.0.1:{port}: connection refused" in out and "monitor.port" in out,
+                   f"ctl with nothing listening: exit {code}: {out}")
+        for bad in ("99999", "abc", "0"):
+            code, out = self.ctl(bad, "status")
+            self.check(code != 0 and f"has port '{bad}': allowed 1-65535" in out, f"ctl to port {bad}: exit {code}: {out}")
+        env = {k: v for k, v in self.env.items() if k != "TRIDENT_CONTROL_TOKEN"}
+        r = subprocess.run([self.trident, "ctl", f"http://127.0.0.1:{port}", "pause", "--token-file",
+                            os.path.join(self.d, "none")], env=env, capture_output=True, text=True, timeout=60)
+        self.check(r.returncode != 0 and f'--token-file "{os.path.join(self.d, "none")}": cannot read a token' in r.stderr
+                   and "monitor.token_file" not in r.stderr, f"ctl --token-file missing: exit {r.returncode}: {r.stderr}")
 
     def reference(self, ranks=0):
         run = os.path.join(self.d, f"reference{ranks}")
@@ -158,6 +175,7 @@ def main():
     trident = sys.argv[1]
     with tempfile.TemporaryDirectory() as d:
         t = Test(trident, d)
+        t.bad_requests()
         ref = t.reference()
         t.one_process(ref)
         t.two_ranks()
