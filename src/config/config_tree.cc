@@ -121,6 +121,14 @@ Status ConfigTree::load_toml_string(const std::string& text, const std::string& 
       continue;
     }
     const Section* s = find_section(name);
+    if (s == nullptr && !node.is_table()) {  // `n_layer = 4` above every header: a key, not a section
+      std::string owners;
+      for (const Section& c : sections_)
+        if (find_field(c, name) != nullptr) owners += (owners.empty() ? "[" : " or [") + c.name + "]";
+      if (!owners.empty())
+        return Status::invalid(where + ": '" + name + "' is outside any section: put it under " + owners +
+                               " (keys go under a section header)");
+    }
     if (s == nullptr) return unknown_section(name, where);
     const toml::table* tbl = node.as_table();
     if (tbl == nullptr) return Status::invalid(where + ": '" + name + "' must be a table ([" + name + "])");

@@ -43,7 +43,8 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
                "weights to start from: a safetensors file (the Hugging Face names of model.arch) or a Hugging Face "
                "model directory (its config.json gives the model)")
           .add("resume", &TrainOptions::resume, "continue from the latest checkpoint in out_dir, if one exists")
-          .add("threads", &TrainOptions::threads, "CPU threads (0: all cores)", Range::non_negative())
+          .add("threads", &TrainOptions::threads, "CPU threads (0: all cores)",
+               Range::between(0, 4096))  // 100000 made OpenMP start 100000 threads
           .add("device", &TrainOptions::device, "where the model trains (cuda: one GPU per rank, the collectives on NCCL)", {"cpu", "cuda"})
           .add("flush_denormals", &TrainOptions::flush_denormals,
                "flush subnormal floats to zero: much faster once softmaxes underflow, no effect on training")

@@ -64,6 +64,9 @@ TEST_F(ConfigTreeTest, UnknownKeysSuggestTheClosest) {
   EXPECT_NE(s.message().find("t.toml:2"), std::string::npos) << s.message();
   s = tree.load_toml_string("[optimizer]\nlr = 1\n", "t.toml");
   EXPECT_NE(s.message().find("did you mean [optim]"), std::string::npos) << s.message();
+  s = tree.load_toml_string("batch_size = 4\n[optim]\nlr = 1\n", "t.toml");  // a key above every header
+  EXPECT_NE(s.message().find("t.toml:1: 'batch_size' is outside any section: put it under [data]"), std::string::npos)
+      << s.message();
   s = tree.apply_override("data.batchsize=3", "--data.batchsize");
   EXPECT_NE(s.message().find("did you mean 'batch_size'"), std::string::npos) << s.message();
 }

@@ -116,6 +116,17 @@ TEST(TrainConfigKeys, EveryKeyRoundTripsThroughThePrintedToml) {
 // kernels.bf16_gemm matters only to bf16 runs: an fp32 run neither checks it (a bad
 // TRIDENT_CPU_BF16_GEMM does not stop it) nor resolves it (its printed config also runs on a
 // CPU without native bf16); a bf16 run checks it and names the variable.
+// 100000 threads on a 2-core machine made OpenMP start them all.
+TEST(TrainConfigKeys, ThreadsAreBounded) {
+  TrainConfig cfg;
+  config::ConfigTree tree;
+  cfg.bind(tree);
+  EXPECT_TRUE(tree.apply_override("train.threads=4096", "test").is_ok());
+  const Status s = tree.apply_override("train.threads=100000", "test");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("threads = 100000 is invalid: allowed: between 0 and 4096"), std::string::npos) << s.message();
+}
+
 TEST(TrainConfigKeys, Bf16EngineIsCheckedAndResolvedOnlyForBf16Runs) {
   ::setenv("TRIDENT_CPU_BF16_GEMM", "bogus", 1);
   TrainConfig fp32;
