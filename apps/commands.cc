@@ -71,8 +71,9 @@ namespace {
 // One checkpoint directory: its DONE marker, or (an interrupted write) its manifest alone.
 bool is_checkpoint_dir(const std::string& path) {
   namespace fs = std::filesystem;
-  return fs::exists(fs::path(path) / checkpoint::kDoneFileName) ||
-         fs::exists(fs::path(path) / checkpoint::kManifestFileName);
+  std::error_code ec;  // unreadable: not one (what reads it next says why)
+  return fs::exists(fs::path(path) / checkpoint::kDoneFileName, ec) ||
+         fs::exists(fs::path(path) / checkpoint::kManifestFileName, ec);
 }
 
 // A run directory (train.out_dir: its latest checkpoint) or one checkpoint directory. A
@@ -84,9 +85,8 @@ StatusOr<std::string> resolve_checkpoint(const std::string& path) {
   // Step directories without DONE past the newest complete one (interrupted writes): named, not
   // passed over in silence.
   std::string incomplete;
-  if (auto all = checkpoint::list_step_checkpoints(checkpoint::default_env(), path); all.is_ok())
-    for (auto it = all.value().rbegin(); it != all.value().rend() && !it->complete; ++it)
-      incomplete = it->name + (incomplete.empty() ? "" : ", " + incomplete);
+  if (auto names = checkpoint::incomplete_after_latest(checkpoint::default_env(), path); names.is_ok())
+    for (const std::string& name : names.value()) incomplete += (incomplete.empty() ? "" : ", ") + name;
   const std::string skipped = incomplete + ": incomplete, without a " + checkpoint::kDoneFileName + " marker";
   if (!latest.value())
     return Status::io_error("no complete checkpoint in '" + path + "'" +
@@ -355,14 +355,15 @@ Status run_sample(const SampleArgs& a) {
     return Status::invalid("the tokenizer " + tok.value()->name() + " has " + std::to_string(tok.value()->vocab_size()) +
                            " ids, more than the model's vocab_size " + std::to_string(cfg.model.vocab_size));
   // A model's vocabulary may be padded past its tokenizer's (nanoGPT's 50304 for GPT-2's 50257,
-  // Qwen2's 151936 for 151665), never by a thousand ids: a tokenizer that much smaller is not the
-  // model's, and fails on the first generated id it cannot decode.
+  // Qwen2's 151936 for 151665), never by a thousand ids: a tokenizer that much smaller is
+  // probably not the model's, and decoding fails at the first id it lacks. A warning, not an
+  // error: a model trained on bytes with a larger vocab_size samples fine.
   if (constexpr int64_t kMaxVocabPadding = 1024; tok.value()->vocab_size() + kMaxVocabPadding <= cfg.model.vocab_size)
-    return Status::invalid("the tokenizer " + tok.value()->name() + " has " +
-                           std::to_string(tok.value()->vocab_size()) + " ids, the model's vocab_size is " +
-                           std::to_string(cfg.model.vocab_size) +
-                           ": not the model's tokenizer (the model generates ids it cannot decode); name the model's "
-                           "tokenizer with --tokenizer");
+    std::fprintf(stderr,
+                 "warning: the tokenizer %s has %lld ids, the model's vocab_size is %lld: if it is not the model's "
+                 "tokenizer, decoding fails at the first id past it (name the model's with --tokenizer)\n",
+                 tok.value()->name().c_str(), static_cast<long long>(tok.value()->vocab_size()),
+                 static_cast<long long>(cfg.model.vocab_size));
   auto model = load_model(src.value());
   if (!model.is_ok()) return model.status();
   std::vector<int64_t> prompt;
@@ -440,7 +441,7 @@ CLI::App* add_export(CLI::App& app, ExportArgs& a) {
                 "(from_pretrained loads it); a path ending in .safetensors: the weights alone, in one file")
       ->required();
   c->add_option("--max-shard-mb", a.max_shard_mb, "largest weight file of a directory (MB)")
-      ->check(number_in(0.0, false, 1e6, "(0, 1e6]"));  // up to 1 TB: the byte count fits an int64
+      ->check(number_in(0.0, false, 1e6, "(0, 1e6]"));  // a sanity bound (1 TB); inf wrapped to one shard per tensor
   return c;
 }
 

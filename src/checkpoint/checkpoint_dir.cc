@@ -430,6 +430,13 @@ StatusOr<std::optional<std::string>> find_latest_checkpoint(Env* env, const std:
   return std::optional<std::string>();
 }
 
+StatusOr<std::vector<std::string>> incomplete_after_latest(Env* env, const std::string& root) {
+  CKPT_ASSIGN_OR_RETURN(std::vector<CheckpointListing> all, list_step_checkpoints(env, root));
+  std::vector<std::string> names;
+  for (auto it = all.rbegin(); it != all.rend() && !it->complete; ++it) names.insert(names.begin(), it->name);
+  return names;
+}
+
 Status prune_checkpoints(Env* env, const std::string& root, int keep_last) {
   TRI_CHECK(keep_last >= 1, "prune_checkpoints: keep_last is ", keep_last, "; it must be >= 1");
   CKPT_ASSIGN_OR_RETURN(std::vector<CheckpointListing> all, list_step_checkpoints(env, root));

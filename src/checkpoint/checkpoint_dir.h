@@ -170,6 +170,9 @@ StatusOr<std::vector<CheckpointListing>> list_step_checkpoints(Env* env, const s
 // not verified here: CheckpointReader::open does that, and refuses it loudly if it is corrupt
 // rather than silently falling back to an older one.
 StatusOr<std::optional<std::string>> find_latest_checkpoint(Env* env, const std::string& root);
+// The step checkpoints in `root` newer than its newest complete one (all of them if none is
+// complete), by increasing step: writes cut short, which find_latest_checkpoint passes over.
+StatusOr<std::vector<std::string>> incomplete_after_latest(Env* env, const std::string& root);
 // Removes complete step checkpoints older than the newest `keep_last` (>= 1), each renamed to
 // a scratch name first so a half-removed one is never mistaken for a checkpoint, and removes
 // staging and scratch directories left by crashes. Incomplete step directories (no DONE) are

@@ -21,7 +21,7 @@ BatchSampler::BatchSampler(std::shared_ptr<const TokenFile> file, int64_t B, int
   int64_t tokens = 0, bytes = 0;
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   TRI_CHECK(!__builtin_mul_overflow(B, T, &tokens) && !__builtin_mul_overflow(tokens, int64_t{16}, &bytes) &&
-                static_cast<double>(bytes) <= memory,
+                (memory <= 0 || static_cast<double>(bytes) <= memory),  // <= 0: sysconf does not know
             what, ": a batch of B=", B, " sequences of T=", T, " tokens needs ", static_cast<double>(B) * T * 16.0,
             " bytes for its ids and targets alone, more than this machine's memory (", memory,
             " bytes); use a smaller batch size or sequence length");

@@ -131,7 +131,7 @@ std::shared_ptr<const TokenFile> TokenFile::from_tokens32(std::vector<uint32_t> 
 // uint32 ids written without trident's header (by another tool) read as uint16 pairs whose
 // second half is 0 when the ids are below 65,536: every other id 0, and a run that trains
 // on them without complaint. In real text no tokenizer produces id 0 at every odd position,
-// so a file whose first kProbe odd positions are all 0 (and whose even ones are not) is refused.
+// so a file whose first kProbe odd positions are all 0 (and not all of its even ones) is refused.
 Status TokenFile::check_not_headerless_uint32() const {
   constexpr int64_t kProbe = 512;
   if (wide_ || size_ < 2 * kProbe) return Status::ok();

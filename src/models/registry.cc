@@ -127,7 +127,7 @@ void check_fits_in_memory(const ModelConfig& cfg) {
   const double params = one + static_cast<double>(cfg.n_layer - 1) * block;
   const double bytes = 4.0 * params;
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  TRI_CHECK(bytes <= memory, "model.arch = \"", cfg.arch, "\" with model.n_layer = ", cfg.n_layer,
+  TRI_CHECK(memory <= 0 || bytes <= memory, "model.arch = \"", cfg.arch, "\" with model.n_layer = ", cfg.n_layer,
             ", model.n_embd = ", cfg.n_embd, ", model.vocab_size = ", cfg.vocab_size, " has ", params,
             " parameters: their f32 weights alone (", bytes, " bytes) exceed this machine's memory (", memory,
             " bytes), and every run builds the whole model before splitting it");

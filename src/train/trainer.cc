@@ -154,15 +154,10 @@ Status Trainer::init() {
     if (!latest.is_ok()) return latest.status();
     // Step directories without a DONE marker (a write cut short) are passed over; say which,
     // so that a run that starts over from an older step, or from step 0, does not do so silently.
-    auto listed = checkpoint::list_step_checkpoints(checkpoint::default_env(), cfg_.train.out_dir);
-    if (!listed.is_ok()) return listed.status();
-    const std::optional<int64_t> latest_step =
-        latest.value() ? checkpoint::parse_step_checkpoint_name(std::filesystem::path(*latest.value()).filename().string())
-                       : std::nullopt;
+    auto incomplete = checkpoint::incomplete_after_latest(checkpoint::default_env(), cfg_.train.out_dir);
+    if (!incomplete.is_ok()) return incomplete.status();
     std::string skipped;
-    for (const checkpoint::CheckpointListing& c : listed.value())
-      if (!c.complete && (!latest_step || c.step > *latest_step))
-        skipped += (skipped.empty() ? "" : ", ") + c.name;
+    for (const std::string& name : incomplete.value()) skipped += (skipped.empty() ? "" : ", ") + name;
     if (!skipped.empty())
       resume_note_ = cfg_.train.out_dir + ": skipped " + skipped + " (incomplete: no DONE marker); " +
                      (latest.value() ? "resuming " + *latest.value() : std::string("starting from step 0"));

@@ -149,8 +149,8 @@ def main():
                 ["--train.steps=1", f"--train.out_dir={wide}"], d, env)
         assert p.returncode == 0, p.stderr
         p = run([trident, "sample", "--checkpoint", wide, "--tokens", "50", "--temperature", "5"], d, env)
-        check(p.returncode != 0 and "has 256 ids, the model's vocab_size is 2048" in p.stderr and not p.stdout,
-              f"sample with a tokenizer far smaller than the model's vocabulary: {p.stderr.strip()[-300:]}")
+        check("warning: the tokenizer bytes has 256 ids, the model's vocab_size is 2048" in p.stderr,
+              f"sample with a tokenizer far smaller than the model's vocabulary should warn: {p.stderr.strip()[-300:]}")
 
         # A checkpoint without its DONE marker is incomplete.
         partial = os.path.join(d, "partial")
