@@ -1,10 +1,9 @@
 // The sequential and random batch samplers (see sampler.h for the definitions).
 #include "data/sampler.h"
 
-#include <unistd.h>
-
 #include "core/check.h"
 #include "core/factory.h"
+#include "core/host_memory.h"
 #include "core/rng.h"
 
 namespace trident::data {
@@ -19,9 +18,9 @@ BatchSampler::BatchSampler(std::shared_ptr<const TokenFile> file, int64_t B, int
   // the sampler then overran. A batch whose ids and targets alone exceed the machine's memory
   // is refused here, with the sizes, rather than failing inside the allocator.
   int64_t tokens = 0, bytes = 0;
-  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const double memory = host_memory_bytes();
   TRI_CHECK(!__builtin_mul_overflow(B, T, &tokens) && !__builtin_mul_overflow(tokens, int64_t{16}, &bytes) &&
-                (memory <= 0 || static_cast<double>(bytes) <= memory),  // <= 0: sysconf does not know
+                (memory == 0 || static_cast<double>(bytes) <= memory),  // 0: unknown
             what, ": a batch of B=", B, " sequences of T=", T, " tokens needs ", static_cast<double>(B) * T * 16.0,
             " bytes for its ids and targets alone, more than this machine's memory (", memory,
             " bytes); use a smaller batch size or sequence length");

@@ -6,9 +6,9 @@
 #include <limits>
 
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "core/check.h"
+#include "core/host_memory.h"
 #include "models/gpt2/family.h"
 #include "models/llama/family.h"
 
@@ -126,8 +126,8 @@ void check_fits_in_memory(const ModelConfig& cfg) {
   const double one = parameter_elements(family, cfg, 1), block = parameter_elements(family, cfg, 2) - one;
   const double params = one + static_cast<double>(cfg.n_layer - 1) * block;
   const double bytes = 4.0 * params;
-  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  TRI_CHECK(memory <= 0 || bytes <= memory, "model.arch = \"", cfg.arch, "\" with model.n_layer = ", cfg.n_layer,
+  const double memory = host_memory_bytes();  // 0: unknown
+  TRI_CHECK(memory == 0 || bytes <= memory, "model.arch = \"", cfg.arch, "\" with model.n_layer = ", cfg.n_layer,
             ", model.n_embd = ", cfg.n_embd, ", model.vocab_size = ", cfg.vocab_size, " has ", params,
             " parameters: their f32 weights alone (", bytes, " bytes) exceed this machine's memory (", memory,
             " bytes), and every run builds the whole model before splitting it");

@@ -1,8 +1,7 @@
 #include "planner/cluster.h"
 
-#include <unistd.h>
-
 #include "config/config_tree.h"
+#include "core/host_memory.h"
 
 namespace trident::planner {
 
@@ -116,7 +115,7 @@ Cluster local_cluster(int64_t ranks) {
   Cluster c;
   c.shape.devices_per_node = ranks;
   // The ranks share the host's memory.
-  const double bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const double bytes = host_memory_bytes();
   if (bytes > 0) c.device.memory_gib = bytes / (1024.0 * 1024.0 * 1024.0) / static_cast<double>(ranks);
   return c;
 }
