@@ -412,6 +412,14 @@ Status run_eval(const EvalArgs& a) {
     return Status::invalid("eval: --seq-len " + std::to_string(a.seq_len) + " exceeds the model's block_size " +
                            std::to_string(cfg.model.block_size) + " (allowed: 1 to " +
                            std::to_string(cfg.model.block_size) + ")");
+  // Checked here, naming the flags, before TrainConfig::validate names the config keys they set.
+  if (int64_t tokens = 0; __builtin_mul_overflow(cfg.data.batch_size, cfg.data.seq_len, &tokens) ||
+                          tokens > (int64_t{1} << 53)) {
+    const std::string b = a.batch_size > 0 ? "--batch-size " : "the checkpoint's data.batch_size ";
+    const std::string t = a.seq_len > 0 ? "--seq-len " : "the checkpoint's data.seq_len ";
+    return Status::invalid("eval: " + b + std::to_string(cfg.data.batch_size) + " x " + t +
+                           std::to_string(cfg.data.seq_len) + " is too large: at most 2^53 tokens per batch");
+  }
   if (cfg.data.val_file.empty() || !std::filesystem::exists(cfg.data.val_file))
     return Status::invalid("eval needs validation tokens: the checkpoint's config has data.val_file = \"" +
                            cfg.data.val_file + "\"" + (cfg.data.val_file.empty() ? "" : ", which does not exist") +

@@ -13,8 +13,8 @@ item 5), and `train --train.init_from=DIR` fine-tunes from one:
   - export into the checkpoint it reads (the step directory, with a trailing slash, through a
     symlink, a file inside it) is refused before writing, naming both paths: the checkpoint
     still evaluates; --max-shard-mb inf is refused naming the flag.
-  - eval's --batches, --batch-size and --seq-len refuse 0, and --seq-len past block_size and a
-    missing --val-file are named as those flags; sample --temperature nan names its flag, and a
+  - eval's --batches, --batch-size and --seq-len refuse 0, and --seq-len past block_size, a
+    --batch-size past 2^53 tokens and a missing --val-file are named as those flags; sample --temperature nan names its flag, and a
     tokenizer far smaller than the model's vocabulary is refused before generating.
   - a checkpoint directory without DONE (an interrupted write) is refused as incomplete by eval,
     sample and export, not read as a model directory; in a run directory the newer incomplete
@@ -137,6 +137,9 @@ def main():
         p = run([trident, "eval", "--checkpoint", base, "--seq-len", "64"], d, env)
         check(p.returncode != 0 and "--seq-len 64 exceeds the model's block_size 32" in p.stderr,
               f"eval --seq-len past block_size: {p.stderr.strip()[-300:]}")
+        p = run([trident, "eval", "--checkpoint", base, "--batch-size", str(2**60)], d, env)
+        check(p.returncode != 0 and f"eval: --batch-size {2**60} x the checkpoint's data.seq_len" in p.stderr
+              and "at most 2^53 tokens per batch" in p.stderr, f"eval --batch-size 2^60: {p.stderr.strip()[-300:]}")
         p = run([trident, "eval", "--checkpoint", base, "--val-file", os.path.join(d, "none.bin")], d, env)
         check(p.returncode != 0 and "--val-file" in p.stderr and "none.bin' does not exist" in p.stderr,
               f"eval --val-file missing: {p.stderr.strip()[-300:]}")
