@@ -4,25 +4,15 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 
 namespace trident::cli {
 
-inline CLI::Validator number_above(double lowest, bool or_equal, const std::string& name) {
-  return CLI::Validator(
-      [lowest, or_equal](std::string& text) -> std::string {
-        double v = 0.0;
-        if (!CLI::detail::lexical_cast(text, v) || std::isnan(v)) return "Value " + text + " is not a number";
-        if (or_equal ? v >= lowest : v > lowest) return "";
-        return "Value " + text + " is not allowed: must be " + (or_equal ? ">= " : "> ") +
-               CLI::detail::to_string(lowest);
-      },
-      name);
-}
-
-// A finite number above `lowest` (or equal to it) and at most `highest`. CLI11's Range lets NaN
-// through (every comparison with it is false) and prints its bounds as "0.000000".
+// A number above `lowest` (or equal to it) and at most `highest` (no upper bound when it is
+// infinite). CLI11's Range lets NaN through (every comparison with it is false) and prints its
+// bounds as "0.000000".
 inline CLI::Validator number_in(double lowest, bool or_equal, double highest, const std::string& name) {
   auto str = [](double v) {
     std::ostringstream os;
@@ -35,10 +25,14 @@ inline CLI::Validator number_in(double lowest, bool or_equal, double highest, co
         double v = 0.0;
         if (!CLI::detail::lexical_cast(text, v) || std::isnan(v)) return "Value " + text + " is not a number";
         if ((or_equal ? v >= lowest : v > lowest) && v <= highest) return "";
-        return "Value " + text + " is not allowed: must be " + (or_equal ? ">= " : "> ") + str(lowest) + " and <= " +
-               str(highest);
+        return "Value " + text + " is not allowed: must be " + (or_equal ? ">= " : "> ") + str(lowest) +
+               (std::isinf(highest) ? "" : " and <= " + str(highest));
       },
       name);
+}
+
+inline CLI::Validator number_above(double lowest, bool or_equal, const std::string& name) {
+  return number_in(lowest, or_equal, std::numeric_limits<double>::infinity(), name);
 }
 
 inline const CLI::Validator kPositive = number_above(0.0, false, "POSITIVE");

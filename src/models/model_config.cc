@@ -73,14 +73,18 @@ std::string ModelConfig::family_string(const std::string& key) const {
   return std::get<std::string>(family_value(key));
 }
 
-void ModelConfig::validate() const {
-  const ModelFamily& family = model_family(arch);  // throws for an unknown arch
+void check_common_model_keys(int64_t n_embd, int64_t n_head, const std::string& activation_checkpointing) {
   TRI_CHECK(n_head >= 1, "model: n_head (", n_head, ") must be at least 1");  // before dividing by it
   TRI_CHECK(n_embd % n_head == 0, "model: n_embd (", n_embd, ") must be divisible by n_head (", n_head, ")");
   TRI_CHECK(activation_checkpointing == "none" || activation_checkpointing == "selective" ||
                 activation_checkpointing == "full",
             "model: activation_checkpointing is \"", activation_checkpointing,
             "\"; allowed: \"none\", \"selective\", \"full\"");
+}
+
+void ModelConfig::validate() const {
+  const ModelFamily& family = model_family(arch);  // throws for an unknown arch
+  check_common_model_keys(n_embd, n_head, activation_checkpointing);
   for (const auto& [key, value] : family_values) family_key(*this, key);  // a key of another family
   if (family.validate) family.validate(*this);
 }

@@ -70,4 +70,9 @@ struct ModelConfig {
   std::string help_extra() const;
 };
 
+// The checks every family's config makes of the common keys (its own validate() may run on a
+// config built in code, without ModelConfig's): n_head >= 1 dividing n_embd, and a known
+// activation_checkpointing mode. Throws naming the keys and values.
+void check_common_model_keys(int64_t n_embd, int64_t n_head, const std::string& activation_checkpointing);
+
 }  // namespace trident::models

@@ -5,13 +5,7 @@
 namespace trident::models::gpt2 {
 
 void GPT2Config::validate() const {
-  TRI_CHECK(n_head >= 1, "model: n_head (", n_head, ") must be at least 1");  // before dividing by it
-  TRI_CHECK(n_embd % n_head == 0, "model: n_embd (", n_embd, ") must be divisible by n_head (",
-            n_head, ")");
-  TRI_CHECK(activation_checkpointing == "none" || activation_checkpointing == "selective" ||
-                activation_checkpointing == "full",
-            "model: activation_checkpointing is \"", activation_checkpointing,
-            "\"; allowed: \"none\", \"selective\", \"full\"");
+  check_common_model_keys(n_embd, n_head, activation_checkpointing);
 }
 
 GPT2Config GPT2Config::from(const ModelConfig& cfg) {

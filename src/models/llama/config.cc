@@ -5,8 +5,7 @@
 namespace trident::models::llama {
 
 void LlamaConfig::validate() const {
-  TRI_CHECK(n_head >= 1, "model: n_head (", n_head, ") must be at least 1");  // before dividing by it
-  TRI_CHECK(n_embd % n_head == 0, "model: n_embd (", n_embd, ") must be divisible by n_head (", n_head, ")");
+  check_common_model_keys(n_embd, n_head, activation_checkpointing);
   TRI_CHECK(n_kv_heads >= 1 && n_head % n_kv_heads == 0, "model: n_kv_heads (", n_kv_heads,
             ") must divide n_head (", n_head, "): each key/value head serves a group of query heads");
   TRI_CHECK(head_size() % 2 == 0, "model: the head size n_embd / n_head (", n_embd, " / ", n_head, " = ", head_size(),
@@ -17,10 +16,6 @@ void LlamaConfig::validate() const {
   TRI_CHECK(!rope.scaled() || rope.high_freq_factor > rope.low_freq_factor, "model: rope_high_freq_factor (",
             rope.high_freq_factor, ") must exceed rope_low_freq_factor (", rope.low_freq_factor,
             ") for Llama 3's RoPE scaling");
-  TRI_CHECK(activation_checkpointing == "none" || activation_checkpointing == "selective" ||
-                activation_checkpointing == "full",
-            "model: activation_checkpointing is \"", activation_checkpointing,
-            "\"; allowed: \"none\", \"selective\", \"full\"");
 }
 
 LlamaConfig LlamaConfig::from(const ModelConfig& cfg) {
