@@ -55,9 +55,6 @@ void score_gradients(Acc* ds, const Acc* p, const TilePair<Acc>& t) {
   }
 }
 
-// Rows of the scratch tile holding one tile product.
-inline constexpr int64_t kPart = std::max(kBr, kBc);
-
 // Note [Backward tile policies]
 // The schedules (Note [Backward schedules]) are written once over a policy that says how the
 // query side (q, dout) and key side (k, v) of a tile pair are held and how one pair's
@@ -78,7 +75,7 @@ struct F32Tiles {
   Acc scale;
 
   // q, scaled (Note [Scale folded into q]), and dout: (rows, HSp) each.
-  static constexpr size_t kQueryArrays = 2, kKeyArrays = 3, kPairArrays = 3;
+  static constexpr size_t kQueryArrays = 2, kKeyArrays = 3, kPairArrays = 2;
   std::array<int64_t, kQueryArrays> query_sizes(int64_t rows) const { return {rows * HSp, rows * HSp}; }
   void load_queries(Acc* const* a, int64_t b, int64_t h, int64_t t0, int64_t rows) const {
     load_rows(a[0], HSp, q.row(b, h, t0), q.time_stride, rows, HS, scale);
@@ -91,8 +88,8 @@ struct F32Tiles {
     load_rows_transposed(a[1], kBc, k.row(b, g, k0), k.time_stride, cols, HS);
     load_rows_transposed(a[2], kBc, v.row(b, g, k0), v.time_stride, cols, HS);
   }
-  // p, ds (kBr, kBc); one tile product (kPart, HSp).
-  std::array<int64_t, kPairArrays> pair_sizes() const { return {kBr * kBc, kBr * kBc, kPart * HSp}; }
+  // p, ds (kBr, kBc).
+  std::array<int64_t, kPairArrays> pair_sizes() const { return {kBr * kBc, kBr * kBc}; }
   Acc dq_scale() const { return scale; }
   Acc dk_scale() const { return Acc(1); }  // q was scaled as it was loaded
 
@@ -108,22 +105,19 @@ struct F32Tiles {
                               Acc* dv) const {
     const Acc *tq = qa[0] + query_row * HSp, *tdout = qa[1] + query_row * HSp;
     const Acc *tk = ka[0], *kt = ka[1], *vt = ka[2];
-    Acc *p = pa[0], *ds = pa[1], *part = pa[2];
+    Acc *p = pa[0], *ds = pa[1];
     tile_matmul<false, false>(p, kBc, tq, HSp, kt, kBc, t.rows, kBc, HS);
     probabilities(p, t, s);
     if (dv) {
-      tile_matmul<true, false>(part, HSp, p, kBc, tdout, HSp, t.cols, HSp, t.rows);
-      add_tile(dv, part, t.cols * HSp);
+      tile_matmul<true, true>(dv, HSp, p, kBc, tdout, HSp, t.cols, HSp, t.rows);
     }
     tile_matmul<false, false>(ds, kBc, tdout, HSp, vt, kBc, t.rows, kBc, HS);
     score_gradients(ds, p, t);
     if (dk) {
-      tile_matmul<true, false>(part, HSp, ds, kBc, tq, HSp, t.cols, HSp, t.rows);
-      add_tile(dk, part, t.cols * HSp);
+      tile_matmul<true, true>(dk, HSp, ds, kBc, tq, HSp, t.cols, HSp, t.rows);
     }
     if (dq) {
-      tile_matmul<false, false>(part, HSp, ds, kBc, tk, HSp, t.rows, HSp, t.cols);
-      add_tile(dq, part, t.rows * HSp);
+      tile_matmul<false, true>(dq, HSp, ds, kBc, tk, HSp, t.rows, HSp, t.cols);
     }
   }
 };
