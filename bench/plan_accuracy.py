@@ -14,6 +14,9 @@ Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/pla
          (the measured rows of TABLE.json predicted again by this build's planner: a markdown table)
        bench/plan_accuracy.py --build build --out TABLE.json --repredict-memory small:2 [--set ... --tag ...]
          (the rows' predicted memory again, in place)
+       bench/plan_accuracy.py --build build --out TABLE.json --repredict-by-rank tiny:2,tiny:4 [--set ... --tag ...]
+         (the rows predicted again by this build, rank by rank for activations: a summary and the
+         rows that moved, against the predictions the table holds; the table is not changed)
 Times: 1 thread per rank, wall clock (Note [Measured step time] in src/planner/measure.cc): time
 only on a quiet machine. Memory (peak allocator bytes) does not depend on load: --steps 1
 --no-calibrate measures it anywhere.
@@ -101,6 +104,46 @@ def repredict_memory(args):
     return 0
 
 
+def repredict_by_rank(args):
+    """Each row's activations rank by rank and its per-category peaks, predicted by this build's
+    plan_accuracy_bench --predict-only, against the table's measured values and old predictions."""
+    rows = json.loads(pathlib.Path(args.out).read_text())["rows"]
+    moved, summary = [], {"rows": 0, "worst_before": 0.0, "worst_after": 0.0, "within_1pct_before": 0,
+                          "within_1pct_after": 0}
+    for run in args.repredict_by_rank.split(","):
+        config, ranks = run.split(":")
+        label = f"{config}/{args.tag}" if args.tag else config
+        out = subprocess.run([str(pathlib.Path(args.build) / "bench/plan_accuracy_bench"), "--config", config,
+                              "--predict-only", ranks, "--train.threads=1"] + ["--" + kv for kv in args.set],
+                             check=True, capture_output=True, text=True).stdout
+        predicted = {p["layout"]: p for p in map(json.loads, out.splitlines())}
+        for r in rows:
+            if r["config"] != label or r["ranks"] != int(ranks) or r["layout"] not in predicted:
+                continue
+            stages = predicted[r["layout"]]["stage_peak_bytes"]
+            per_stage = len(r["activation_by_rank"]) // len(stages)
+
+            def worst(act_pairs, cats):
+                errs = [(p - m) / m for p, m in act_pairs if m > 0]
+                errs += [(p - m) / m for p, m in cats if m > 0]
+                return max(errs, key=abs) if errs else 0.0
+            before = worst(r["activation_by_rank"],
+                           [(v["predicted"], v["measured"]) for c, v in r["memory"].items() if c != "activation"])
+            after_act = [(stages[q // per_stage]["activation"], m) for q, (_, m) in enumerate(r["activation_by_rank"])]
+            after_cats = [(max(s[c] for s in stages), v["measured"]) for c, v in r["memory"].items() if c != "activation"]
+            after = worst(after_act, after_cats)
+            summary["rows"] += 1
+            for key, e in (("before", before), ("after", after)):
+                summary[f"worst_{key}"] = max(summary[f"worst_{key}"], abs(e))
+                summary[f"within_1pct_{key}"] += abs(e) <= 0.01
+            if abs(after - before) > 1e-4:
+                moved.append(f"  {r['ranks']} {r['layout']:46} {100 * before:+.2f}% -> {100 * after:+.2f}%")
+    print(json.dumps(summary))
+    print(f"{len(moved)} rows moved (worst per-rank activation or per-category error, signed):")
+    print("\n".join(moved))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -117,11 +160,15 @@ def main():
     ap.add_argument("--repredict", default="")
     ap.add_argument("--repredict-memory", default="",
                     help="config:ranks,...: the rows' predicted memory again from this build (with --set/--tag)")
+    ap.add_argument("--repredict-by-rank", default="",
+                    help="config:ranks,...: compare this build's per-rank predictions with the rows (table unchanged)")
     args = ap.parse_args()
     if args.repredict:
         return repredict(args)
     if args.repredict_memory:
         return repredict_memory(args)
+    if args.repredict_by_rank:
+        return repredict_by_rank(args)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     build = pathlib.Path(args.build)
     out_path = pathlib.Path(args.out)

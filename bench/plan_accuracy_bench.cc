@@ -7,6 +7,9 @@
 //          [--steps N] [--warmup N] [--only SUBSTRING] [--limit N] [--stride K] [--skip-file FILE] [--section.key=value ...]
 // --stride K measures every K-th listed layout (a sample, where running them all takes too long);
 // --skip-file names layouts already measured, one per line (bench/plan_accuracy.py resuming).
+// --predict-only N: measure nothing; for every layout on N ranks print the predicted peak bytes
+// of each pipeline stage per category (bench/plan_accuracy.py --repredict-by-rank compares them
+// with a table's measured rows, rank by rank).
 // Each process works in /tmp/plan_accuracy_bench/PID, so several jobs can share the machine.
 // Step times are each layout's fastest measured step (Note [Measured step time]).
 #include <unistd.h>
@@ -29,7 +32,7 @@ using namespace trident;
 
 int main(int argc, char** argv) {
   std::string config = "tiny", cluster_file, only, skip_file;
-  int64_t steps = 2, warmup = 1, limit = 0, stride = 1;
+  int64_t steps = 2, warmup = 1, limit = 0, stride = 1, predict_only = 0;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
     else if (a == "--limit") limit = std::stoll(next());
     else if (a == "--stride") stride = std::max<int64_t>(1, std::stoll(next()));
     else if (a == "--skip-file") skip_file = next();
+    else if (a == "--predict-only") predict_only = std::stoll(next());
     else if (a.starts_with("--") && a.find('=') != std::string::npos) overrides.push_back(a.substr(2));
     else {
       std::fprintf(stderr, "plan_accuracy_bench: unknown argument %s\n", a.c_str());
@@ -56,7 +60,8 @@ int main(int argc, char** argv) {
   }
   std::shared_ptr<comm::Communicator> world;
   if (comm::MpiRuntime::launched_by_mpirun()) world = comm::MpiRuntime::world();
-  const int ranks = world ? world->size() : 1, rank = world ? world->rank() : 0;
+  const int ranks = predict_only > 0 ? static_cast<int>(predict_only) : world ? world->size() : 1;
+  const int rank = world ? world->rank() : 0;
   try {
     train::TrainConfig cfg;
     config::ConfigTree tree;
@@ -90,7 +95,24 @@ int main(int argc, char** argv) {
       if (matched++ % stride != 0) continue;
       if (limit > 0 && done >= limit) break;
       ++done;
-      const planner::Candidate predicted = planner::evaluate(run, layout, cluster, world != nullptr);
+      const planner::Candidate predicted = planner::evaluate(run, layout, cluster, world != nullptr || ranks > 1);
+      if (predict_only > 0) {
+        nlohmann::ordered_json j;
+        j["config"] = config;
+        j["ranks"] = ranks;
+        j["layout"] = layout.str();
+        nlohmann::ordered_json stages = nlohmann::json::array();
+        for (const auto& stage : predicted.memory.stage_peak_bytes) {
+          nlohmann::ordered_json cats;
+          for (int k = 0; k < kNumMemoryCategories; ++k)
+            if (static_cast<MemoryCategory>(k) != MemoryCategory::kOther)
+              cats[memory_category_name(static_cast<MemoryCategory>(k))] = stage[static_cast<size_t>(k)];
+          stages.push_back(cats);
+        }
+        j["stage_peak_bytes"] = stages;
+        std::printf("%s\n", j.dump().c_str());
+        continue;
+      }
       train::TrainConfig c = cfg;
       layout.apply(c);
       auto measured = planner::measure_layout(c, world, scratch, warmup, steps);

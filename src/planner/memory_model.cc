@@ -95,10 +95,19 @@ double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std
 // the backward does not read (kept by "selective", not by "none": LLaMA's q and k before RoPE,
 // both families' products that feed a residual add) are freed then, so the block being
 // back-propagated holds them no more. Counting them put pp4's middle stages (one block each)
-// 5-12% over (per-rank allocator peaks, tiny GPT-2 and LLaMA, fp32). Not under tensor
-// parallelism: there the row-parallel products' outputs go through their all-reduce or
-// reduce-scatter first, and leaving all of them out put LLaMA's interleaved tp2+sp first
-// stage 5% under (counting them: 2.3% over).
+// 5-12% over (per-rank allocator peaks, tiny GPT-2 and LLaMA, fp32).
+// Under tensor parallelism the products are dropped too, and the peak is one of three moments
+// (allocator traces of tiny LLaMA and GPT-2 tp2 pipelines' first stages, fp32 and bf16):
+//  * the backward of the block's last product (row-parallel: LLaMA's down_proj), with no
+//    input-width gradient yet; under sequence parallelism the incoming gradient is there
+//    twice, split and gathered whole. The peak where a widened weight-gradient GEMM's scratch
+//    is large (bf16 on CPUs without native bf16).
+//  * the backward of the first product, with the input-width gradient, as without tensor
+//    parallelism, beside the f32 weight gradient of the product before (GPT-2's MLP in fp32).
+//  * the rerun's end, before anything is dropped (below).
+// Counted as without tensor parallelism, tiny LLaMA bf16 tp2 pp2 b4 m2 first stages were 8.6%
+// (tp2) and 5.8% (tp2+sp) over with "selective"; GPT-2 fp32 tp2 pp2x2 b4 m2 4.9% over. Now
+// within 0.7% (bench/results/2026-11-28-planner-tp-recompute-zen3).
 // Sequence parallelism splits the block-width tensors, tensor parallelism the split ones.
 // Without checkpointing the same backward has nothing to rerun and no rerun output; it is the
 // peak of a pipeline's first stages, which keep several micro-batches and no head (GPT-2 124M
@@ -106,21 +115,32 @@ double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std
 double backward_working_set(const ModelShapes& shapes, const std::string& mode, const Layout& l, int64_t E,
                              int64_t tokens, bool widened) {
   const double tp = static_cast<double>(l.tp);
-  double per_token = 0.0, largest = 0.0;
+  double rerun = 0.0, dropped = 0.0, largest = 0.0;
   for (size_t i = 0; i < shapes.block.size(); ++i) {
     const SavedActivation& a = shapes.block[i];
     const double bytes = static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
     const bool kept = mode == "full" ? i == 0 : mode == "selective" ? a.kept_selective : a.kept_none;
-    if (a.kept_none && !kept) per_token += bytes;  // rerun
-    if (mode == "selective" && l.tp == 1 && a.kept_selective && !a.kept_none) per_token -= bytes;  // dropped by the rerun
+    if (a.kept_none && !kept) rerun += bytes;
+    if (mode == "selective" && a.kept_selective && !a.kept_none) dropped += bytes;
     if (a.kept_none) largest = std::max(largest, bytes);
   }
-  const double width = static_cast<double>(shapes.block.front().per_token * E) / (l.sequence_parallel ? tp : 1.0);
-  // The incoming gradient, the input-width gradient and, when a rerun made one, its output.
-  per_token += (mode == "none" ? 2.0 : 3.0) * width + largest;
-  double weight = 0.0;
+  const double whole = static_cast<double>(shapes.block.front().per_token * E);
+  const double width = whole / (l.sequence_parallel ? tp : 1.0);
+  // The incoming gradient and, when a rerun made one, its output; then with the input-width
+  // gradient (the first product's backward) or without it (the last product's, tensor parallel).
+  const double rerun_output = mode == "none" ? 0.0 : 1.0;
+  const double with_input = rerun - dropped + largest + (2.0 + rerun_output) * width;
+  const double without_input = rerun - dropped + largest + (1.0 + rerun_output) * width + (l.sequence_parallel ? whole : 0.0);
+  // Under tensor parallelism the rerun's end can be higher: nothing dropped yet, and beside
+  // the incoming gradient the last row-parallel product's output reduced again (its all-reduce
+  // or reduce-scatter is not a product the rerun takes back) with the rerun's output, or under
+  // sequence parallelism inside its reduce-scatter: the product's whole copy, the scattered
+  // output and the norm's split output before it.
+  const double rerun_end = l.tp > 1 && mode != "none" ? rerun + 3.0 * width + (l.sequence_parallel ? whole : 0.0) : 0.0;
+  double weight = 0.0, weight_f32 = 0.0;
   for (const auto& [k, n] : shapes.block_matmuls) {
     double w = 4.0 * static_cast<double>(k * n) / tp;
+    weight_f32 = std::max(weight_f32, w);
     // Under widened bf16 GEMMs (Note [Widened head GEMMs]) the weight's gradient GEMM also
     // holds its bf16 output and f32 copies of both operands, (tokens, in) and (tokens, out),
     // the larger split by tensor parallelism (measured: tiny GPT-2 bf16 pp4 on a Zen 3, a
@@ -131,7 +151,9 @@ double backward_working_set(const ModelShapes& shapes, const std::string& mode, 
            4.0 * static_cast<double>(tokens) * (static_cast<double>(std::max(k, n)) / tp + static_cast<double>(std::min(k, n)));
     weight = std::max(weight, w);
   }
-  return static_cast<double>(tokens) * per_token + weight;
+  const double n = static_cast<double>(tokens);
+  if (l.tp == 1) return n * with_input + weight;
+  return std::max({n * without_input + weight, n * with_input + weight_f32, n * rerun_end});
 }
 
 // Note [Leaf gradients]
@@ -350,17 +372,36 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       const auto fold_of = [&](int64_t n) {
         return run.mixed() ? static_cast<double>(E * n) + (l.accum > 1 ? slice(n) : 0.0) : 0.0;
       };
-      double fold = fold_of(p_max) + leaf_gradients(s, l) * unit;
+      // The largest block parameter, and the largest of the others (embedding or head).
+      int64_t block_max = 0, other_max = 0;
+      for (size_t k = 0; k < s.numels.size(); ++k) {
+        int64_t& largest = s.where[k] >= 0 ? block_max : other_max;
+        largest = std::max(largest, s.numels[k]);
+      }
+      const double leaves = leaf_gradients(s, l);
+      double fold = fold_of(p_max) + leaves * unit;
       if (!s.first && run.mixed()) {
-        // A block's fold comes before its chunk's input gradient is made: one leaf fewer.
-        const double leaves = leaf_gradients(s, l);
-        fold = std::max(fold_of(p_max) + std::max(leaves - 1.0, 0.0) * unit, leaves * unit);
+        // A block's fold comes before its chunk's input gradient is made: one leaf fewer. The
+        // head's comes first in a micro-batch's backward, beside only the input gradient of the
+        // micro-batch before, still going out (tiny LLaMA bf16 with an untied head, tp2 pp2 b4
+        // m2: one (tokens, C) over, 512 KiB, on the last stage).
+        fold = std::max({fold_of(block_max) + std::max(leaves - 1.0, 0.0) * unit,
+                         fold_of(other_max) + (l.accum > 1 ? unit : 0.0), leaves * unit});
       }
       if (s.first && run.mixed()) {
-        int64_t block_max = 0;
-        for (size_t k = 0; k < s.numels.size(); ++k)
-          if (s.where[k] >= 0) block_max = std::max(block_max, s.numels[k]);
-        fold = std::max(fold_of(p_max), fold_of(block_max) + leaf_gradients(s, l) * unit);
+        // The embedding's tables are folded last, in model order; with one micro-batch the
+        // masters of those after the one being folded do not exist yet (GPT-2's positions: its
+        // (T, C) f32 over on every tiny bf16 layout without accumulation before).
+        double embedding = 0.0, after = 0.0, others = 0.0;
+        for (size_t k = s.numels.size(); k-- > 0;) {
+          if (s.where[k] != CausalLM::kEmbedding) {
+            if (s.where[k] < 0) others = std::max(others, fold_of(s.numels[k]));
+            continue;
+          }
+          embedding = std::max(embedding, fold_of(s.numels[k]) - (l.accum == 1 ? 4.0 * after : 0.0));
+          after += static_cast<double>(s.numels[k]);
+        }
+        fold = std::max({embedding, others, fold_of(block_max) + leaves * unit});
       }
       const double at_head = copy_fold > 0.0 ? 4.0 * static_cast<double>(masters_before_head(s, l, static_cast<int>(r)))
                                              : 4.0 * static_cast<double>(P);
