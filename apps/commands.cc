@@ -402,6 +402,7 @@ Status run_eval(const EvalArgs& a) {
   if (a.batches > 0) cfg.train.eval_batches = a.batches;
   if (a.batch_size > 0) cfg.data.batch_size = a.batch_size;
   if (a.seq_len > 0) cfg.data.seq_len = a.seq_len;
+  cfg.data.grad_accum_steps = 1;  // eval takes no optimizer step
   if (!a.val_file.empty()) cfg.data.val_file = a.val_file;
   if (src.value().hf && a.val_file.empty())
     return Status::invalid("eval of the model directory " + src.value().dir +
@@ -415,8 +416,9 @@ Status run_eval(const EvalArgs& a) {
   // Checked here, naming the flags, before TrainConfig::validate names the config keys they set.
   if (int64_t tokens = 0; __builtin_mul_overflow(cfg.data.batch_size, cfg.data.seq_len, &tokens) ||
                           tokens > (int64_t{1} << 53)) {
-    const std::string b = a.batch_size > 0 ? "--batch-size " : "the checkpoint's data.batch_size ";
-    const std::string t = a.seq_len > 0 ? "--seq-len " : "the checkpoint's data.seq_len ";
+    const std::string from = src.value().hf ? "the default " : "the checkpoint's ";
+    const std::string b = a.batch_size > 0 ? "--batch-size " : from + "data.batch_size ";
+    const std::string t = a.seq_len > 0 ? "--seq-len " : from + "data.seq_len ";
     return Status::invalid("eval: " + b + std::to_string(cfg.data.batch_size) + " x " + t +
                            std::to_string(cfg.data.seq_len) + " is too large: at most 2^53 tokens per batch");
   }

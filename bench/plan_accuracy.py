@@ -104,34 +104,45 @@ def repredict_memory(args):
     return 0
 
 
+def relative_error(predicted, measured):
+    """As plan_accuracy_bench scores it: a prediction where nothing was measured is 100% off."""
+    return (predicted - measured) / measured if measured > 0 else (1.0 if predicted > 0 else 0.0)
+
+
+def worst_error(pairs):
+    """The largest relative error of (predicted, measured) pairs, signed."""
+    return max((relative_error(p, m) for p, m in pairs), key=abs, default=0.0)
+
+
 def repredict_by_rank(args):
-    """Each row's activations rank by rank and its per-category peaks, predicted by this build's
-    plan_accuracy_bench --predict-only, against the table's measured values and old predictions."""
+    """Each row's activations rank by rank and its per-category peaks (the largest over ranks),
+    predicted by this build's plan_accuracy_bench --predict-only, against the table's measured
+    values and the predictions it holds. The table is not changed."""
     rows = json.loads(pathlib.Path(args.out).read_text())["rows"]
-    moved, summary = [], {"rows": 0, "worst_before": 0.0, "worst_after": 0.0, "within_1pct_before": 0,
-                          "within_1pct_after": 0}
+    moved, unmatched = [], []
+    summary = {"rows": 0, "worst_before": 0.0, "worst_after": 0.0, "within_1pct_before": 0, "within_1pct_after": 0}
     for run in args.repredict_by_rank.split(","):
+        if run.count(":") != 1 or not run.split(":")[1].isdigit():
+            sys.exit(f"plan_accuracy.py: --repredict-by-rank '{run}': expected CONFIG:RANKS, e.g. tiny:2")
         config, ranks = run.split(":")
         label = f"{config}/{args.tag}" if args.tag else config
         out = subprocess.run([str(pathlib.Path(args.build) / "bench/plan_accuracy_bench"), "--config", config,
                               "--predict-only", ranks, "--train.threads=1"] + ["--" + kv for kv in args.set],
-                             check=True, capture_output=True, text=True).stdout
+                             check=True, stdout=subprocess.PIPE, text=True).stdout
         predicted = {p["layout"]: p for p in map(json.loads, out.splitlines())}
         for r in rows:
-            if r["config"] != label or r["ranks"] != int(ranks) or r["layout"] not in predicted:
+            if r["config"] != label or r["ranks"] != int(ranks):
+                continue
+            if r["layout"] not in predicted or "activation_by_rank" not in r:
+                unmatched.append(f"  {r['ranks']} {r['layout']}")
                 continue
             stages = predicted[r["layout"]]["stage_peak_bytes"]
             per_stage = len(r["activation_by_rank"]) // len(stages)
-
-            def worst(act_pairs, cats):
-                errs = [(p - m) / m for p, m in act_pairs if m > 0]
-                errs += [(p - m) / m for p, m in cats if m > 0]
-                return max(errs, key=abs) if errs else 0.0
-            before = worst(r["activation_by_rank"],
-                           [(v["predicted"], v["measured"]) for c, v in r["memory"].items() if c != "activation"])
-            after_act = [(stages[q // per_stage]["activation"], m) for q, (_, m) in enumerate(r["activation_by_rank"])]
-            after_cats = [(max(s[c] for s in stages), v["measured"]) for c, v in r["memory"].items() if c != "activation"]
-            after = worst(after_act, after_cats)
+            others = [c for c in r["memory"] if c != "activation"]
+            before = worst_error(r["activation_by_rank"] +
+                                 [(r["memory"][c]["predicted"], r["memory"][c]["measured"]) for c in others])
+            after = worst_error([(stages[q // per_stage]["activation"], m) for q, (_, m) in enumerate(r["activation_by_rank"])] +
+                                [(max(s[c] for s in stages), r["memory"][c]["measured"]) for c in others])
             summary["rows"] += 1
             for key, e in (("before", before), ("after", after)):
                 summary[f"worst_{key}"] = max(summary[f"worst_{key}"], abs(e))
@@ -141,6 +152,13 @@ def repredict_by_rank(args):
     print(json.dumps(summary))
     print(f"{len(moved)} rows moved (worst per-rank activation or per-category error, signed):")
     print("\n".join(moved))
+    if unmatched:
+        print(f"{len(unmatched)} rows not compared (the build no longer lists the layout, or the row has no "
+              "activation_by_rank):\n" + "\n".join(unmatched))
+    if summary["rows"] == 0:
+        print("plan_accuracy.py: no row of the table matched (check --repredict-by-rank, --set and --tag)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

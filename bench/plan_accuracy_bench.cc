@@ -4,11 +4,12 @@
 // (planner/measure.h), as JSON lines on rank 0, one per layout.
 //
 // Usage: plan_accuracy_bench [--config tiny|small|124M] [--cluster FILE (calibrated: trident calibrate)]
-//          [--steps N] [--warmup N] [--only SUBSTRING] [--limit N] [--stride K] [--skip-file FILE] [--section.key=value ...]
+//          [--steps N] [--warmup N] [--only SUBSTRING] [--limit N] [--stride K] [--skip-file FILE]
+//          [--predict-only N] [--section.key=value ...]
 // --stride K measures every K-th listed layout (a sample, where running them all takes too long);
 // --skip-file names layouts already measured, one per line (bench/plan_accuracy.py resuming).
-// --predict-only N: measure nothing; for every layout on N ranks print the predicted peak bytes
-// of each pipeline stage per category (bench/plan_accuracy.py --repredict-by-rank compares them
+// --predict-only N: measure nothing (one process, no mpirun); for every layout on N ranks print
+// the predicted peak bytes of each pipeline stage per category (bench/plan_accuracy.py --repredict-by-rank compares them
 // with a table's measured rows, rank by rank).
 // Each process works in /tmp/plan_accuracy_bench/PID, so several jobs can share the machine.
 // Step times are each layout's fastest measured step (Note [Measured step time]).
@@ -51,7 +52,14 @@ int main(int argc, char** argv) {
     else if (a == "--limit") limit = std::stoll(next());
     else if (a == "--stride") stride = std::max<int64_t>(1, std::stoll(next()));
     else if (a == "--skip-file") skip_file = next();
-    else if (a == "--predict-only") predict_only = std::stoll(next());
+    else if (a == "--predict-only") {
+      predict_only = std::stoll(next());
+      if (predict_only < 1) {
+        std::fprintf(stderr, "plan_accuracy_bench: --predict-only %lld: the rank count must be >= 1\n",
+                     static_cast<long long>(predict_only));
+        return 2;
+      }
+    }
     else if (a.starts_with("--") && a.find('=') != std::string::npos) overrides.push_back(a.substr(2));
     else {
       std::fprintf(stderr, "plan_accuracy_bench: unknown argument %s\n", a.c_str());
@@ -59,7 +67,13 @@ int main(int argc, char** argv) {
     }
   }
   std::shared_ptr<comm::Communicator> world;
-  if (comm::MpiRuntime::launched_by_mpirun()) world = comm::MpiRuntime::world();
+  if (comm::MpiRuntime::launched_by_mpirun()) {
+    if (predict_only > 0) {
+      std::fprintf(stderr, "plan_accuracy_bench: --predict-only measures nothing: run it as one process, not under mpirun\n");
+      return 2;
+    }
+    world = comm::MpiRuntime::world();
+  }
   const int ranks = predict_only > 0 ? static_cast<int>(predict_only) : world ? world->size() : 1;
   const int rank = world ? world->rank() : 0;
   try {

@@ -97,17 +97,22 @@ double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std
 // back-propagated holds them no more. Counting them put pp4's middle stages (one block each)
 // 5-12% over (per-rank allocator peaks, tiny GPT-2 and LLaMA, fp32).
 // Under tensor parallelism the products are dropped too, and the peak is one of three moments
-// (allocator traces of tiny LLaMA and GPT-2 tp2 pipelines' first stages, fp32 and bf16):
+// (allocator traces of tiny LLaMA and GPT-2 tp2 pipelines' first stages, fp32 and bf16; the
+// first two also without checkpointing):
 //  * the backward of the block's last product (row-parallel: LLaMA's down_proj), with no
 //    input-width gradient yet; under sequence parallelism the incoming gradient is there
 //    twice, split and gathered whole. The peak where a widened weight-gradient GEMM's scratch
 //    is large (bf16 on CPUs without native bf16).
 //  * the backward of the first product, with the input-width gradient, as without tensor
-//    parallelism, beside the f32 weight gradient of the product before (GPT-2's MLP in fp32).
+//    parallelism, beside an f32 weight gradient of the block (counted as the largest's) but no
+//    widened scratch (GPT-2's MLP in fp32).
 //  * the rerun's end, before anything is dropped (below).
-// Counted as without tensor parallelism, tiny LLaMA bf16 tp2 pp2 b4 m2 first stages were 8.6%
-// (tp2) and 5.8% (tp2+sp) over with "selective"; GPT-2 fp32 tp2 pp2x2 b4 m2 4.9% over. Now
-// within 0.7% (bench/results/2026-11-28-planner-tp-recompute-zen3).
+// Counted as one moment with the dropped products kept, tiny LLaMA bf16 tp2 pp2 b4 m2 first
+// stages were 8.6% (tp2) and 5.8% (tp2+sp) over with "selective" and 1.8% over / 1.0% under with
+// "none"; GPT-2 fp32 tp2 pp2x2 b4 m2 4.9% over. Now within 0.7%
+// (bench/results/2026-11-28-planner-tp-recompute-zen3). Without tensor parallelism the one
+// moment, widened scratch and input-width gradient together, was measured exact (pp4's middle
+// stages in bf16) and is left as it was.
 // Sequence parallelism splits the block-width tensors, tensor parallelism the split ones.
 // Without checkpointing the same backward has nothing to rerun and no rerun output; it is the
 // peak of a pipeline's first stages, which keep several micro-batches and no head (GPT-2 124M
@@ -130,13 +135,14 @@ double backward_working_set(const ModelShapes& shapes, const std::string& mode, 
   // gradient (the first product's backward) or without it (the last product's, tensor parallel).
   const double rerun_output = mode == "none" ? 0.0 : 1.0;
   const double with_input = rerun - dropped + largest + (2.0 + rerun_output) * width;
-  const double without_input = rerun - dropped + largest + (1.0 + rerun_output) * width + (l.sequence_parallel ? whole : 0.0);
+  const double gathered = l.sequence_parallel ? whole : 0.0;  // the incoming gradient, gathered
+  const double without_input = rerun - dropped + largest + (1.0 + rerun_output) * width + gathered;
   // Under tensor parallelism the rerun's end can be higher: nothing dropped yet, and beside
   // the incoming gradient the last row-parallel product's output reduced again (its all-reduce
   // or reduce-scatter is not a product the rerun takes back) with the rerun's output, or under
   // sequence parallelism inside its reduce-scatter: the product's whole copy, the scattered
   // output and the norm's split output before it.
-  const double rerun_end = l.tp > 1 && mode != "none" ? rerun + 3.0 * width + (l.sequence_parallel ? whole : 0.0) : 0.0;
+  const double rerun_end = l.tp > 1 && mode != "none" ? rerun + 3.0 * width + gathered : 0.0;
   double weight = 0.0, weight_f32 = 0.0;
   for (const auto& [k, n] : shapes.block_matmuls) {
     double w = 4.0 * static_cast<double>(k * n) / tp;
@@ -151,9 +157,9 @@ double backward_working_set(const ModelShapes& shapes, const std::string& mode, 
            4.0 * static_cast<double>(tokens) * (static_cast<double>(std::max(k, n)) / tp + static_cast<double>(std::min(k, n)));
     weight = std::max(weight, w);
   }
-  const double n = static_cast<double>(tokens);
-  if (l.tp == 1) return n * with_input + weight;
-  return std::max({n * without_input + weight, n * with_input + weight_f32, n * rerun_end});
+  const double t = static_cast<double>(tokens);
+  if (l.tp == 1) return t * with_input + weight;
+  return std::max({t * without_input + weight, t * with_input + weight_f32, t * rerun_end});
 }
 
 // Note [Leaf gradients]
@@ -382,11 +388,11 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       double fold = fold_of(p_max) + leaves * unit;
       if (!s.first && run.mixed()) {
         // A block's fold comes before its chunk's input gradient is made: one leaf fewer. The
-        // head's comes first in a micro-batch's backward, beside only the input gradient of the
-        // micro-batch before, still going out (tiny LLaMA bf16 with an untied head, tp2 pp2 b4
-        // m2: one (tokens, C) over, 512 KiB, on the last stage).
-        fold = std::max({fold_of(block_max) + std::max(leaves - 1.0, 0.0) * unit,
-                         fold_of(other_max) + (l.accum > 1 ? unit : 0.0), leaves * unit});
+        // head's comes first in a micro-batch's backward, beside only the leaf gradient still
+        // going out (leaves_at_head, as for the tied copy's fold; tiny LLaMA bf16 with an untied
+        // head, tp2 pp2 b4 m2: one (tokens, C), 512 KiB, over on the last stage before).
+        fold = std::max({fold_of(block_max) + std::max(leaves - 1.0, 0.0) * unit, fold_of(other_max) + leaves_at_head,
+                         leaves * unit});
       }
       if (s.first && run.mixed()) {
         // The embedding's tables are folded last, in model order; with one micro-batch the

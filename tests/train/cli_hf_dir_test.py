@@ -14,8 +14,9 @@ item 5), and `train --train.init_from=DIR` fine-tunes from one:
     symlink, a file inside it) is refused before writing, naming both paths: the checkpoint
     still evaluates; --max-shard-mb inf is refused naming the flag.
   - eval's --batches, --batch-size and --seq-len refuse 0, and --seq-len past block_size, a
-    --batch-size past 2^53 tokens and a missing --val-file are named as those flags; sample --temperature nan names its flag, and a
-    tokenizer far smaller than the model's vocabulary is refused before generating.
+    --batch-size past 2^53 tokens and a missing --val-file are named as those flags; sample
+    --temperature nan names its flag, and a tokenizer far smaller than the model's vocabulary
+    gets a warning.
   - a checkpoint directory without DONE (an interrupted write) is refused as incomplete by eval,
     sample and export, not read as a model directory; in a run directory the newer incomplete
     one is named when the complete one before it is used.

@@ -110,7 +110,7 @@ inline void load_pair_columns(Pair* dst, int64_t ld, const bf16* src, int64_t st
 // accumulator, Note [Online softmax] in attention_forward.cc). kAdd and kRescale sum into C
 // directly, one pair at a time: with bf16 inputs and outputs the f32 sums' rounding is far
 // below the outputs' (Note [bf16 tile products]), so the f32 kernels' blocked accumulation
-// (Note [Blocked accumulation]) buys nothing here and would cost a pass over every product.
+// (Note [Blocked accumulation]) buys nothing here.
 enum class Into { kSet, kAdd, kRescale };
 
 // One kRows x 32 register tile of C (see Into) with A B over P pairs (see the layouts above).

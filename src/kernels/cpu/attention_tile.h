@@ -19,7 +19,7 @@ namespace trident::kernels::cpu::attention_tile {
 // Note [Attention tile sizes]
 // Why 64 x 64 tiles (kBr query rows by kBc key rows)? In f32 one 64x64 tile is 16 KiB, so
 // the forward's working set for HS = 64 (Q^T, K, V, S^T/P^T, the output accumulator and one
-// tile's P V: six tiles, 96 KiB) and the backward's (about eight, 128 KiB) sit in a core's
+// tile's P V: six tiles, 96 KiB) and the backward's (about seven, 112 KiB) sit in a core's
 // L2 (512 KiB on the Zen 3 machines we measure on, 1-2 MiB on newer x86) while tile_matmul
 // streams its operands through L1. Measured single-core on 2 Zen 3 cores: tile_matmul runs at ~70
 // GFLOP/s for 48, 64, 96 and 128 (roughly 2/3 of the FMA peak), so the size is chosen by
@@ -230,9 +230,9 @@ void store_rows(T* dst, int64_t stride, const Acc* src, int64_t ld, int64_t rows
 // Note [Blocked accumulation]
 // Sums over the sequence (P V over keys in the forward; dv, dk over queries and dq over keys
 // in the backward) are accumulated one tile at a time: each tile's product is summed from
-// zero and then added to the running sum, rather than added straight into it row by row. A long f32 sum whose partial sums are as large as its result (dv of the first
-// keys under the causal mask: every query attends to them) loses ~u sqrt(T) |result| when
-// summed row by row; in blocks it is ~u (sqrt(kBr) + sqrt(T / kBr)) |result|. Measured at
+// zero and then added to the running sum, rather than added straight into it row by row. A
+// long f32 sum whose partial sums are as large as its result (dv of the first keys under the
+// causal mask: every query attends to them) loses ~u sqrt(T) |result| when summed row by row; in blocks it is ~u (sqrt(kBr) + sqrt(T / kBr)) |result|. Measured at
 // T = 1024, HS = 64 against the f64 backward: the worst dv error went from 1.5x the op
 // suite's tolerance to well inside it. The backward adds each product as tile_matmul stores
 // it (kAddTo: the same bits as a product tile added afterwards, without writing and reading
