@@ -378,36 +378,33 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       const auto fold_of = [&](int64_t n) {
         return run.mixed() ? static_cast<double>(E * n) + (l.accum > 1 ? slice(n) : 0.0) : 0.0;
       };
-      // The largest block parameter, and the largest of the others (embedding or head).
-      int64_t block_max = 0, other_max = 0;
+      // The largest block parameter and the largest head parameter (the final norm, an untied head).
+      int64_t block_max = 0, head_max = 0;
       for (size_t k = 0; k < s.numels.size(); ++k) {
-        int64_t& largest = s.where[k] >= 0 ? block_max : other_max;
-        largest = std::max(largest, s.numels[k]);
+        if (s.where[k] >= 0) block_max = std::max(block_max, s.numels[k]);
+        else if (s.where[k] != CausalLM::kEmbedding) head_max = std::max(head_max, s.numels[k]);
       }
       const double leaves = leaf_gradients(s, l);
-      double fold = fold_of(p_max) + leaves * unit;
-      if (!s.first && run.mixed()) {
+      double fold = leaves * unit;  // without mixed precision, the leaves alone
+      if (run.mixed() && !s.first) {
         // A block's fold comes before its chunk's input gradient is made: one leaf fewer. The
         // head's comes first in a micro-batch's backward, beside only the leaf gradient still
         // going out (leaves_at_head, as for the tied copy's fold; tiny LLaMA bf16 with an untied
         // head, tp2 pp2 b4 m2: one (tokens, C), 512 KiB, over on the last stage before).
-        fold = std::max({fold_of(block_max) + std::max(leaves - 1.0, 0.0) * unit, fold_of(other_max) + leaves_at_head,
+        fold = std::max({fold_of(block_max) + std::max(leaves - 1.0, 0.0) * unit, fold_of(head_max) + leaves_at_head,
                          leaves * unit});
       }
-      if (s.first && run.mixed()) {
+      if (run.mixed() && s.first) {
         // The embedding's tables are folded last, in model order; with one micro-batch the
         // masters of those after the one being folded do not exist yet (GPT-2's positions: its
         // (T, C) f32 over on every tiny bf16 layout without accumulation before).
-        double embedding = 0.0, after = 0.0, others = 0.0;
+        double embedding = 0.0, after = 0.0;
         for (size_t k = s.numels.size(); k-- > 0;) {
-          if (s.where[k] != CausalLM::kEmbedding) {
-            if (s.where[k] < 0) others = std::max(others, fold_of(s.numels[k]));
-            continue;
-          }
+          if (s.where[k] != CausalLM::kEmbedding) continue;
           embedding = std::max(embedding, fold_of(s.numels[k]) - (l.accum == 1 ? 4.0 * after : 0.0));
           after += static_cast<double>(s.numels[k]);
         }
-        fold = std::max({embedding, others, fold_of(block_max) + leaves * unit});
+        fold = std::max({embedding, fold_of(head_max), fold_of(block_max) + leaves * unit});
       }
       const double at_head = copy_fold > 0.0 ? 4.0 * static_cast<double>(masters_before_head(s, l, static_cast<int>(r)))
                                              : 4.0 * static_cast<double>(P);
