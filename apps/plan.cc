@@ -81,7 +81,7 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   auto cluster = plan_cluster(a.cluster_file, ranks);
   if (!cluster.is_ok()) return cluster.status();
   planner::RunSpec run = planner::run_spec(cfg);
-  run.on_device = run.on_device || cluster.value().gpu();
+  if (cluster.value().gpu()) run.place_on_device();
   const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(ranks, cluster.value(), a.offload),
                                                 ranks > 1);
   const bool cost = a.tokens > 0 && a.price_per_device_hour > 0;
@@ -149,7 +149,7 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
   auto cluster = plan_cluster(cfg.parallel.auto_cluster, n);
   if (!cluster.is_ok()) return cluster.status();
   planner::RunSpec run = planner::run_spec(cfg);
-  run.on_device = run.on_device || cluster.value().gpu();
+  if (cluster.value().gpu()) run.place_on_device();
   const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), false), ranks > 1);
   if (plan.ranked.empty() || !plan.ranked.front().fits)
     return Status::invalid("parallel.auto: " + planner::no_layout_reason(plan) + " (trident plan lists them)");

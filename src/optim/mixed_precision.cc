@@ -72,8 +72,39 @@ void DynamicLossScaler::load_state(const State& s) {
   skipped_ = s.skipped;
 }
 
+// Note [Offloaded gradients in flight]
+// Under ZeRO-Offload each gradient leaves the device as the backward makes it final, in the
+// compute dtype (bf16: half the bytes of the fp32 masters' over the link), and the host widens
+// it exactly when adding it to the master's fp32 gradient: the same bits as widening on the
+// device. A copy's device source must live until the copy completes, so without a bound every
+// gradient of the model stayed on the device until the backward's end: 4 bytes per parameter
+// when they were widened there first, as much as no offload keeps. Instead, once more than a
+// bucket's worth (parallel.bucket_mb) is in flight, the host waits for the copies, folds them
+// in and frees their sources: the device holds at most that plus the gradient that crossed it.
+// The wait is one host-device synchronization per bucket of gradients, which the queued
+// kernels cover.
+void MasterWeights::InFlight::fold() {
+  if (copies.empty()) return;
+  profiler::ProfileScope scope("master.fold_offloaded", profiler::Phase::kOptimizer);
+  MemoryCategoryGuard grads(MemoryCategory::kGradient);
+  core::wait_async_copies(*device);
+  for (const Copy& c : copies) {
+    std::optional<Tensor>& acc = Tensor(c.master).mutable_grad();
+    if (acc.has_value()) {
+      ops::add_(*acc, c.staging);  // widened as it is added (Note [Mixed-dtype add_])
+    } else {
+      acc = c.staging.dtype() == DType::kF32 ? c.staging : core::cast(c.staging, DType::kF32);
+    }
+  }
+  copies.clear();
+  bytes = 0;
+}
+
 MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute,
-                             std::optional<Device> master_device) {
+                             std::optional<Device> master_device, int64_t offload_in_flight_bytes) {
+  TRI_CHECK(offload_in_flight_bytes > 0, "mixed precision: offload_in_flight_bytes must be positive, got ",
+            offload_in_flight_bytes);
+  in_flight_->limit = offload_in_flight_bytes;
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32, "mixed precision: parameter '", name, "' must start in f32, got ", p.dtype());
     Tensor master = [&] {
@@ -90,22 +121,24 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
       model_param.set_data(core::cast(p, compute));
     }
     // Fold each backward pass's gradient into the master's fp32 .grad as soon as it is final.
-    const size_t index = masters_.size();
     std::weak_ptr<InFlight> in_flight = in_flight_;
-    autograd::register_grad_ready_hook(model_param, [master, index, in_flight](const Tensor& leaf) mutable {
+    autograd::register_grad_ready_hook(model_param, [master, in_flight](const Tensor& leaf) mutable {
       const std::optional<Tensor>& g = leaf.grad();
       if (!g.has_value()) return;
       profiler::ProfileScope scope("master.fold_grad", profiler::Phase::kOptimizer);
       MemoryCategoryGuard grads(MemoryCategory::kGradient);
       const std::shared_ptr<InFlight> copies = in_flight.lock();
       if (copies && master.device().is_cpu() && !g->device().is_cpu()) {
-        // ZeRO-Offload: the device-to-host copy overlaps the rest of the backward.
-        const Tensor g32 = core::contiguous(core::cast(*g, DType::kF32));
-        Tensor staging = empty_pinned(g32.shape(), DType::kF32);
-        core::copy_async_(staging, g32);
-        copies->copies.push_back({index, staging, g32});
-        copies->device = g32.device();
+        // ZeRO-Offload: the device-to-host copy overlaps the rest of the backward (Note
+        // [Offloaded gradients in flight]).
+        const Tensor source = core::contiguous(*g);
+        Tensor staging = empty_pinned(source.shape(), source.dtype());
+        core::copy_async_(staging, source);
+        copies->copies.push_back({master, staging, source});
+        copies->device = source.device();
+        copies->bytes += static_cast<int64_t>(source.nbytes());
         Tensor(leaf).zero_grad();
+        if (copies->bytes > copies->limit) copies->fold();
         return;
       }
       const Tensor here = g->device() == master.device() ? *g : core::to_device(*g, master.device());
@@ -144,16 +177,7 @@ void MasterWeights::check_finished() const {
 void MasterWeights::finish_backward() {
   if (in_flight_->copies.empty()) return;
   profiler::ProfileScope scope("master.finish_backward", profiler::Phase::kOptimizer);
-  core::wait_async_copies(*in_flight_->device);
-  for (const InFlight::Copy& c : in_flight_->copies) {
-    std::optional<Tensor>& acc = Tensor(masters_[c.master].second).mutable_grad();
-    if (acc.has_value()) {
-      ops::add_(*acc, c.staging);
-    } else {
-      acc = c.staging;
-    }
-  }
-  in_flight_->copies.clear();
+  in_flight_->fold();
 }
 
 std::vector<Tensor> MasterWeights::master_tensors() const {

@@ -76,12 +76,17 @@ class MasterWeights {
   // get a grad-ready hook that adds their gradient, in fp32, to the master's .grad (moving it
   // to the master's device) and drops the model's copy.
   //
-  // ZeRO-Offload (masters on the host, the model on a device): the hook casts the gradient on
-  // the device and starts its copy into pinned host memory on the device's copy stream
-  // (core::copy_async_), so the transfers overlap the rest of the backward and the host never
-  // waits inside it; finish_backward() waits for them and adds them to the masters' .grad.
+  // ZeRO-Offload (masters on the host, the model on a device): the hook starts the gradient's
+  // copy, in the compute dtype, into pinned host memory on the device's copy stream
+  // (core::copy_async_), so the transfers overlap the rest of the backward; the host widens
+  // and adds it to the master's fp32 .grad when the copies are waited for (Note [Offloaded
+  // gradients in flight]): once more than `offload_in_flight_bytes` of them are on their way,
+  // and at finish_backward().
   MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute,
-                std::optional<Device> master_device = std::nullopt);
+                std::optional<Device> master_device = std::nullopt,
+                int64_t offload_in_flight_bytes = kDefaultOffloadInFlightBytes);
+  // parallel.bucket_mb's default: a bucket's worth of gradients in flight.
+  static constexpr int64_t kDefaultOffloadInFlightBytes = int64_t{25} << 20;
   // Waits for gradient copies still in flight (their buffers must outlive them).
   ~MasterWeights();
   MasterWeights(const MasterWeights&) = delete;
@@ -123,12 +128,16 @@ class MasterWeights {
   // Gradient copies from the device in flight (ZeRO-Offload), shared with the hooks.
   struct InFlight {
     struct Copy {
-      size_t master;
-      Tensor staging;  // pinned host f32, the copy's destination
-      Tensor source;   // the device's f32 gradient, kept alive until the copy completes
+      Tensor master;
+      Tensor staging;  // pinned host memory in the compute dtype, the copy's destination
+      Tensor source;   // the device's gradient, kept alive until the copy completes
     };
     std::vector<Copy> copies;
     std::optional<Device> device;
+    int64_t bytes = 0;  // the sources' bytes
+    int64_t limit = 0;  // more than this in flight: wait for them (Note [Offloaded gradients in flight])
+    // Waits for every copy and adds each to its master's fp32 .grad, in the order they started.
+    void fold();
   };
 
   std::vector<nn::NamedTensor> masters_;

@@ -117,7 +117,7 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
     if (precision.mixed() || options.offload_optimizer)
       master = std::make_unique<optim::MasterWeights>(
           params, precision.compute_dtype(),
-          options.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt);
+          options.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt, bucket_bytes);
     // Data parallelism whenever there is a communicator, also with one rank (mpirun -np 1):
     // the same code path as with many.
     out.update = std::make_unique<ReplicatedUpdate>(

@@ -20,7 +20,8 @@ namespace trident::planner {
 // to what the layout costs, so that is the one reported (and compared with the prediction),
 // with the CPU time of the busiest rank beside it.
 StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<comm::Communicator> comm,
-                                     const std::string& scratch_dir, int64_t warmup, int64_t steps) {
+                                     const std::string& scratch_dir, int64_t warmup, int64_t steps,
+                                     std::optional<Device> device) {
   const int rank = comm ? comm->rank() : 0;
   // The blocks an earlier measurement's trainer left in the caching allocator go back to the
   // system first: a process measuring layout after layout otherwise keeps the union of their
@@ -58,7 +59,22 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
   cfg.train.profile_step = 0;
   cfg.train.mfu = false;
   cfg.monitor.port = 0;
-  auto created = train::Trainer::create(cfg, comm);
+  // The allocators measured: the model's device's, and beside a device the host's two.
+  std::optional<Device> model_device = device;  // train.device = "cuda" without a CUDA build: Trainer::create says so
+  if (!model_device && cfg.train.device == "cuda" && device_allocator(DeviceType::kCUDA) != nullptr)
+    model_device = Device::cuda();
+  Allocator& measured = model_device ? *device_allocator(model_device->type) : host_allocator();
+  std::vector<Allocator*> host;
+  if (model_device) {
+    host.push_back(&host_allocator());
+    if (&pinned_host_allocator() != &host_allocator()) host.push_back(&pinned_host_allocator());
+  }
+  const auto reset_peaks = [&] {
+    measured.reset_peak_stats();
+    for (Allocator* a : host) a->reset_peak_stats();
+  };
+  if (model_device) measured.empty_cache();
+  auto created = train::Trainer::create(cfg, comm, device);
   if (!created.is_ok()) return created.status();
   train::Trainer& trainer = *created.value();
   trainer.show_progress = false;
@@ -67,7 +83,7 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
   std::vector<double> times(static_cast<size_t>(3 * steps), 0.0);
   double cpu_before = 0.0;
   trainer.on_step = [&](const train::StepMetrics& m) {
-    if (m.step == warmup) host_allocator().reset_peak_stats();
+    if (m.step == warmup) reset_peaks();
     if (m.step > warmup && m.step <= warmup + steps) {
       const size_t i = static_cast<size_t>(m.step - warmup - 1);
       times[i] = m.step_s;
@@ -76,17 +92,26 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
     }
     cpu_before = process_cpu_seconds();
   };
-  if (warmup == 0) host_allocator().reset_peak_stats();
+  if (warmup == 0) reset_peaks();
   cpu_before = process_cpu_seconds();
   if (Status s = trainer.run(warmup + steps); !s.is_ok()) return s;
-  const MemoryStats stats = host_allocator().stats();
-  // Every rank's peaks: each fills its row, the sum gathers them.
+  const MemoryStats stats = measured.stats();
+  // Every rank's peaks: each fills its row, the sum gathers them; the host's, the largest.
   const int ranks = comm ? comm->size() : 1;
   Tensor peaks = zeros({ranks, kNumMemoryCategories}, DType::kF64);
-  for (int c = 0; c < kNumMemoryCategories; ++c)
+  Tensor host_peaks = zeros({kNumMemoryCategories}, DType::kF64);
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
     peaks.data_ptr<double>()[rank * kNumMemoryCategories + c] =
         static_cast<double>(stats.by_category[static_cast<size_t>(c)].peak);
-  if (ranks > 1) comm->all_reduce(peaks, comm::ReduceOp::kSum);
+    for (Allocator* a : host)  // pageable and pinned peaks apart: an upper bound of their sum's
+      host_peaks.data_ptr<double>()[c] += static_cast<double>(a->stats().by_category[static_cast<size_t>(c)].peak);
+  }
+  if (ranks > 1) {
+    comm->all_reduce(peaks, comm::ReduceOp::kSum);
+    comm->all_reduce(host_peaks, comm::ReduceOp::kMax);
+  }
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    out.host_peak_bytes[static_cast<size_t>(c)] = static_cast<int64_t>(host_peaks.data_ptr<double>()[c]);
   out.rank_peak_bytes.assign(static_cast<size_t>(ranks), {});
   for (int q = 0; q < ranks; ++q)
     for (int c = 0; c < kNumMemoryCategories; ++c) {

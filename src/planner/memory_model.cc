@@ -1,6 +1,7 @@
 #include "planner/memory_model.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/gemm_engine.h"
@@ -299,11 +300,53 @@ double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& group
   return peak;
 }
 
+// Note [ZeRO-Offload's memory]
+// On a device, ZeRO-Offload keeps the fp32 masters and AdamW's moments (12 P, or their 1/dp
+// shards) in the host's (pinned) memory, and under mixed precision the masters rounded to the
+// compute dtype on their way back to the device (E P). The device keeps the compute-dtype
+// parameters and:
+//  * without ZeRO (one rank, optim/mixed_precision.h): each parameter's gradient, in the
+//    compute dtype, from the moment the backward makes it final until its copy to the host is
+//    waited for, which happens once more than a bucket (parallel.bucket_mb) is in flight (Note
+//    [Offloaded gradients in flight]). The host widens each batch of copies into the masters'
+//    fp32 gradients (4 P), with the batch's pinned copies still alive.
+//  * under ZeRO 1-3 (parallel/zero.h): its gradient buffers as without offload; the host has the
+//    averaged gradient shard (4 P / dp).
+// Measured on the emulated device (tests/planner_mpi), both memories match to the byte.
+// The batches of gradient copies, in elements, in the order the backward makes gradients final
+// (as staged_peak's: blocks backwards, then the embedding's tables in model order).
+struct OffloadBatch {
+  int64_t elements = 0;
+  bool embedding = false;  // holds an embedding table's: the leaves' gradients are gone by then
+};
+std::vector<OffloadBatch> offload_batches(const Stage& s, int64_t E, int64_t bucket_bytes) {
+  std::vector<size_t> order;
+  for (size_t k = s.numels.size(); k-- > 0;)
+    if (s.where[k] != CausalLM::kEmbedding) order.push_back(k);
+  for (size_t k = 0; k < s.numels.size(); ++k)
+    if (s.where[k] == CausalLM::kEmbedding) order.push_back(k);
+  std::vector<OffloadBatch> batches;
+  OffloadBatch open;
+  for (size_t k : order) {
+    open.elements += s.numels[k];
+    open.embedding = open.embedding || s.where[k] == CausalLM::kEmbedding;
+    if (E * open.elements > bucket_bytes) batches.push_back(std::exchange(open, OffloadBatch{}));
+  }
+  if (open.elements > 0) batches.push_back(open);
+  return batches;
+}
+
 }  // namespace
 
 int64_t MemoryEstimate::total() const {
   int64_t t = 0;
   for (int64_t b : peak_bytes) t += b;
+  return t;
+}
+
+int64_t MemoryEstimate::host_total() const {
+  int64_t t = 0;
+  for (int64_t b : host_peak_bytes) t += b;
   return t;
 }
 
@@ -325,6 +368,12 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     for (int64_t* slot : {&out.peak_bytes[static_cast<size_t>(c)],
                           &out.stage_peak_bytes[static_cast<size_t>(r)][static_cast<size_t>(c)]})
       *slot = std::max(*slot, static_cast<int64_t>(bytes));
+  };
+  // Note [ZeRO-Offload's memory]: on CPU ranks offload moves state between buffers of one memory.
+  const bool offloaded = l.offload && run.on_device;
+  auto raise_host = [&](MemoryCategory c, double bytes) {
+    int64_t& slot = out.host_peak_bytes[static_cast<size_t>(c)];
+    slot = std::max(slot, static_cast<int64_t>(bytes));
   };
   for (; r < l.pp; ++r) {
     const Stage s = stage_of(shapes, l, run.model.n_layer, static_cast<int>(r));
@@ -370,7 +419,25 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const double copy_fold =
         run.mixed() ? static_cast<double>(E * tied_copy) + (l.accum > 1 ? slice(tied_copy) : 0.0) : 0.0;
     const double leaves_at_head = !s.first && l.accum > 1 ? unit : 0.0;
-    if (l.zero_stage == 0) {
+    if (l.zero_stage == 0 && offloaded) {
+      // Note [ZeRO-Offload's memory]: one rank, no pipeline; the leaves as without offload,
+      // until the embedding's gradients (Note [Leaf gradients]). Under mpirun the host's data
+      // parallelism has its buckets, as the device's would (4 P).
+      const double leaves = leaf_gradients(s, l) * unit;
+      double in_flight = 0.0, host = 0.0, folded = 0.0;
+      for (const OffloadBatch& b : offload_batches(s, E, run.bucket_bytes)) {
+        const double copies = static_cast<double>(E * b.elements);
+        in_flight = std::max(in_flight, copies + (b.embedding ? 0.0 : leaves));
+        // The first micro-batch widens each batch into new fp32 sums beside its copies (fp32:
+        // the copies become the sums); later ones add to the sums, a converted slice at a time.
+        folded += static_cast<double>(b.elements);
+        const bool widened = run.mixed();
+        host = std::max(host, l.accum > 1 ? 4.0 * static_cast<double>(P) + copies + (widened ? slice(b.elements) : 0.0)
+                                          : 4.0 * folded + (widened ? copies : 0.0));
+      }
+      raise(MemoryCategory::kGradient, in_flight);
+      raise_host(MemoryCategory::kGradient, host + (comm ? 4.0 * static_cast<double>(P) : 0.0));
+    } else if (l.zero_stage == 0) {
       const double bucket = comm ? 4.0 * static_cast<double>(P) : 0.0;
       // Mixed precision: the compute-dtype gradient being added to the f32 one, and with
       // accumulation the slice of it converted at a time. The first stage folds its embedding
@@ -422,7 +489,15 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // Optimizer state: AdamW's moments, and fp32 masters beside a bf16/fp16 model.
     const int64_t state_elems = l.zero_stage == 0 ? P : flat / l.dp;
     const double masters = run.mixed() || l.offload ? 4.0 : 0.0;
-    raise(MemoryCategory::kOptimizerState, (8.0 + masters) * static_cast<double>(state_elems));
+    if (offloaded) {
+      // Note [ZeRO-Offload's memory]: and, under mixed precision, the masters rounded to the
+      // compute dtype on their way to the device; ZeRO's shard also has the host's gradient shard.
+      const double shard = static_cast<double>(state_elems);
+      raise_host(MemoryCategory::kOptimizerState, (8.0 + masters + (run.mixed() ? static_cast<double>(E) : 0.0)) * shard);
+      if (l.zero_stage > 0) raise_host(MemoryCategory::kGradient, 4.0 * shard);
+    } else {
+      raise(MemoryCategory::kOptimizerState, (8.0 + masters) * static_cast<double>(state_elems));
+    }
 
     // ZeRO-3's gathered parts: the root through the whole forward, and two blocks.
     if (l.zero_stage == 3) {

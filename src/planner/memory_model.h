@@ -13,7 +13,8 @@
 //                  largest parameter's own gradient, folded in and freed one at a time; ZeRO
 //                  2-3: the 1/dp shard plus the staged buckets at their peak (Note [Staged
 //                  buckets]: two adjacent ones, ZeRO-3's root part, the gradient being folded).
-//  optimizer_state AdamW's two moments, 8 P (ZeRO: 8 P / dp), + fp32 masters 4 P under mixed precision.
+//  optimizer_state AdamW's two moments, 8 P (ZeRO: 8 P / dp), + fp32 masters 4 P under mixed precision;
+//                  on the host under ZeRO-Offload (Note [ZeRO-Offload's memory]).
 //  gathered        ZeRO-3: the root part (embeddings, final norm, head: gathered through the whole
 //                  forward) and two blocks (the one running and the one prefetched).
 //  activation      what the in-flight micro-batches keep (the family's SavedActivation lists per
@@ -55,7 +56,12 @@ struct MemoryEstimate {
   // Each pipeline stage's (every rank of a stage has the same: rank = (stage * dp + dp rank) * tp
   // + tp rank, parallel/mesh.h).
   std::vector<std::array<int64_t, kNumMemoryCategories>> stage_peak_bytes;
-  int64_t total() const;
+  // ZeRO-Offload on a device (Note [ZeRO-Offload's memory]): what each rank keeps in its host's
+  // memory instead, by category, the largest over the stages. Zero otherwise: the host's own
+  // use beside a device is not modelled, and on CPU ranks offload moves nothing.
+  std::array<int64_t, kNumMemoryCategories> host_peak_bytes{};
+  int64_t total() const;  // the device's (or the CPU rank's) bytes
+  int64_t host_total() const;
   int64_t category(MemoryCategory c) const { return peak_bytes[static_cast<size_t>(c)]; }
 };
 

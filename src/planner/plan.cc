@@ -107,9 +107,11 @@ std::string plan_table(const Plan& plan, int64_t top) {
       std::snprintf(line, sizeof line, " %8s", bytes_str(c.memory.category(cat)).c_str());
       s << line;
     }
-    std::snprintf(line, sizeof line, " %9s | %8.3fs %8.3fs %8.3fs %8.3fs | %11.0f%s\n", bytes_str(c.memory.total()).c_str(),
-                  c.time.compute_s, c.time.exposed_comm_s, c.time.bubble_s, c.time.step_s(), c.tokens_per_s,
-                  c.fits ? "" : "  (does not fit)");
+    // ZeRO-Offload on a device: the state the host keeps instead (Note [ZeRO-Offload's memory]).
+    const std::string host = c.memory.host_total() > 0 ? "  (host " + bytes_str(c.memory.host_total()) + ")" : "";
+    std::snprintf(line, sizeof line, " %9s | %8.3fs %8.3fs %8.3fs %8.3fs | %11.0f%s%s\n",
+                  bytes_str(c.memory.total()).c_str(), c.time.compute_s, c.time.exposed_comm_s, c.time.bubble_s,
+                  c.time.step_s(), c.tokens_per_s, host.c_str(), c.fits ? "" : "  (does not fit)");
     s << line;
   }
   if (!plan.ranked.empty() && plan.ranked.front().fits) {
@@ -132,6 +134,10 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
   j["name"] = l.str();
   for (MemoryCategory cat : kShown) j["memory_bytes"][memory_category_name(cat)] = c.memory.category(cat);
   j["memory_bytes"]["total"] = c.memory.total();
+  if (c.memory.host_total() > 0) {  // ZeRO-Offload on a device: what the host keeps instead
+    for (MemoryCategory cat : kShown) j["host_memory_bytes"][memory_category_name(cat)] = c.memory.host_peak_bytes[static_cast<size_t>(cat)];
+    j["host_memory_bytes"]["total"] = c.memory.host_total();
+  }
   j["fits"] = c.fits;
   j["time_s"] = {{"compute", c.time.compute_s}, {"exposed_comm", c.time.exposed_comm_s}, {"bubble", c.time.bubble_s},
                  {"step", c.time.step_s()}, {"recompute", c.time.recompute_s}, {"comm_total", c.time.comm_total_s}};

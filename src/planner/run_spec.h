@@ -25,6 +25,12 @@ struct RunSpec {
   // kernels.bf16_gemm = "widen": Note [GEMM engines] in kernels/cpu/gemm_engine.h).
   bool widened_bf16 = false;
   bool mixed() const { return compute != DType::kF32; }
+  // The run's ranks are devices (a GPU cluster file's, whatever train.device says): their GEMMs
+  // widen nothing into the device's memory.
+  void place_on_device() {
+    on_device = true;
+    widened_bf16 = false;
+  }
   int64_t tokens_per_step() const { return global_batch * seq_len; }
 };
 

@@ -48,7 +48,8 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
             if (zero > 1 && pp > 1) continue;
             for (const std::string& ckpt : space.checkpointing)
               for (int sp = 0; sp <= (tp > 1 && space.sequence_parallel && run.seq_len % tp == 0 ? 1 : 0); ++sp)
-                for (int off = 0; off <= (space.offload && zero > 0 ? 1 : 0); ++off) {
+                // ZeRO-Offload: under ZeRO, or on one rank alone (parallel/parallelize.cc's rule).
+                for (int off = 0; off <= (space.offload && (zero > 0 || space.ranks == 1) ? 1 : 0); ++off) {
                   Layout l;
                   l.dp = dp;
                   l.tp = tp;

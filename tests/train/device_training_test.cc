@@ -17,6 +17,7 @@
 #include "autograd/engine.h"
 #include "checkpoint/env.h"
 #include "checkpoint/safetensors.h"
+#include "core/allocator.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/rng.h"
@@ -37,15 +38,18 @@ models::gpt2::GPT2Config tiny_model() { return models::gpt2::GPT2Config::from(te
 // `precision` bf16, fp32 masters on `master_device` (ZeRO-Offload when that is the host).
 // `overlapped`: the parts of MasterWeights::step's ZeRO-Offload path, called one by one: AdamW
 // steps the masters one at a time, each copied to the model while the next is stepped.
+// `in_flight`: ZeRO-Offload's bound on the gradient bytes on their way to the host.
 std::vector<double> train(Device device, const std::string& precision = "fp32",
                           std::optional<Device> master_device = std::nullopt, int steps = 5,
-                          bool overlapped = false) {
+                          bool overlapped = false,
+                          int64_t in_flight = optim::MasterWeights::kDefaultOffloadInFlightBytes) {
   models::gpt2::GPT2 model(tiny_model());
   model.to(device);
   for (const Tensor& p : model.parameters()) EXPECT_EQ(p.device(), device);
   std::optional<optim::MasterWeights> master;
   if (precision != "fp32" || master_device)
-    master.emplace(model.named_parameters(), precision == "bf16" ? DType::kBF16 : DType::kF32, master_device);
+    master.emplace(model.named_parameters(), precision == "bf16" ? DType::kBF16 : DType::kF32, master_device,
+                   in_flight);
   optim::AdamWOptions options;
   options.lr = 3e-3;
   optim::AdamW opt(master ? master->masters() : model.named_parameters(), options);
@@ -125,6 +129,41 @@ TEST(DeviceTraining, OffloadedGradientsArriveAtFinishBackward) {
     }
   }
   EXPECT_EQ(grads[1], grads[0]);
+}
+
+// Note [Offloaded gradients in flight]: past a bucket's worth of gradients on their way to the
+// host, the host waits for them and folds them in, freeing their device copies, so the device
+// never holds every gradient at once; the masters' gradients, and so the losses, are the same bits.
+TEST(DeviceTraining, OffloadedGradientsLeaveTheDeviceABucketAtATime) {
+  const Device dev = testing::emulated_device();
+  for (const char* precision : {"bf16", "fp32"}) {
+    const std::vector<double> at_the_end = train(dev, precision, Device::cpu());
+    EXPECT_EQ(train(dev, precision, Device::cpu(), 5, false, /*in_flight=*/1), at_the_end) << precision;
+  }
+  // The device's gradient bytes at their peak in one backward, with a bound of `limit` bytes.
+  int64_t largest = 0, all = 0;
+  const auto peak = [&](int64_t limit) {
+    models::gpt2::GPT2 model(tiny_model());
+    model.to(dev);
+    optim::MasterWeights master(model.named_parameters(), DType::kBF16, Device::cpu(), limit);
+    largest = all = 0;
+    for (const Tensor& p : model.parameters()) {
+      largest = std::max<int64_t>(largest, static_cast<int64_t>(p.nbytes()));
+      all += static_cast<int64_t>(p.nbytes());
+    }
+    Generator gen(3);
+    const Tensor idx = core::to_device(randint(0, 64, {2, 16}, gen), dev);
+    Allocator& device_memory = *device_allocator(dev.type);
+    device_memory.reset_peak_stats();
+    autograd::backward(model.loss(idx, idx));
+    master.finish_backward();
+    return device_memory.stats().category(MemoryCategory::kGradient).peak;
+  };
+  const int64_t unbounded = peak(optim::MasterWeights::kDefaultOffloadInFlightBytes);
+  EXPECT_GE(unbounded, all) << "every gradient waits on the device for the backward's end";
+  const int64_t bounded = peak(largest);
+  EXPECT_LE(bounded, 2 * largest + 4096) << "at most the bound and the gradient that crossed it, of " << all
+                                         << " bytes of gradients";
 }
 
 TEST(DeviceTraining, CheckpointsOfDeviceTensorsHoldTheHostBytes) {
