@@ -310,8 +310,10 @@ double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& group
 //    waited for, which happens once more than a bucket (parallel.bucket_mb) is in flight (Note
 //    [Offloaded gradients in flight]). The host widens each batch of copies into the masters'
 //    fp32 gradients (4 P), with the batch's pinned copies still alive.
-//  * under ZeRO 1-3 (parallel/zero.h): its gradient buffers as without offload; the host has the
-//    averaged gradient shard (4 P / dp).
+//  * under ZeRO (parallel/zero.h): stage 1's flat gradient buffer, or stages 2-3's staged
+//    buckets; the host has the averaged gradient shard (4 P / dp), which stages 2-3 accumulate
+//    there, later micro-batches through a bucket's pinned scratch (Note [Offloaded gradient
+//    shards]).
 // Measured on the emulated device (tests/planner_mpi), both memories match to the byte.
 // The batches of gradient copies, in elements, in the order the backward makes gradients final
 // (as staged_peak's: blocks backwards, then the embedding's tables in model order).
@@ -482,7 +484,8 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + copy_grad +
                                            std::max(static_cast<double>(E * p_max), copy_fold));
     } else {
-      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp) + copy_grad +
+      // Under ZeRO-Offload the step's shard is the host's (Note [Offloaded gradient shards]).
+      raise(MemoryCategory::kGradient, (offloaded ? 0.0 : 4.0 * static_cast<double>(flat / l.dp)) + copy_grad +
                                            std::max(staged_peak(s, groups, bucket_sizes, E), copy_fold));
     }
 
@@ -494,7 +497,11 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       // compute dtype on their way to the device; ZeRO's shard also has the host's gradient shard.
       const double shard = static_cast<double>(state_elems);
       raise_host(MemoryCategory::kOptimizerState, (8.0 + masters + (run.mixed() ? static_cast<double>(E) : 0.0)) * shard);
-      if (l.zero_stage > 0) raise_host(MemoryCategory::kGradient, 4.0 * shard);
+      // ZeRO's gradient shard; stages 2-3 add later micro-batches' through a bucket's pinned scratch.
+      const int64_t largest_bucket = bucket_sizes.empty() ? 0 : *std::max_element(bucket_sizes.begin(), bucket_sizes.end());
+      if (l.zero_stage > 0)
+        raise_host(MemoryCategory::kGradient,
+                   4.0 * (shard + (l.zero_stage >= 2 && l.accum > 1 ? static_cast<double>(largest_bucket / l.dp) : 0.0)));
     } else {
       raise(MemoryCategory::kOptimizerState, (8.0 + masters) * static_cast<double>(state_elems));
     }
