@@ -5,12 +5,14 @@
 //
 // Usage: plan_accuracy_bench [--config tiny|small|124M] [--cluster FILE (calibrated: trident calibrate)]
 //          [--steps N] [--warmup N] [--only SUBSTRING] [--limit N] [--stride K] [--skip-file FILE]
-//          [--predict-only N] [--section.key=value ...]
+//          [--predict-only N] [--offload] [--section.key=value ...]
 // --stride K measures every K-th listed layout (a sample, where running them all takes too long);
 // --skip-file names layouts already measured, one per line (bench/plan_accuracy.py resuming).
 // --predict-only N: measure nothing (one process, no mpirun); for every layout on N ranks print
 // the predicted peak bytes of each pipeline stage per category (bench/plan_accuracy.py --repredict-by-rank compares them
 // with a table's measured rows, rank by rank).
+// --offload also lists ZeRO-Offload's layouts; with --train.device=cuda the device's allocator
+// is measured, and the host's where offload keeps its state (Note [ZeRO-Offload's memory]).
 // Each process works in /tmp/plan_accuracy_bench/PID, so several jobs can share the machine.
 // Step times are each layout's fastest measured step (Note [Measured step time]).
 #include <unistd.h>
@@ -34,6 +36,7 @@ using namespace trident;
 int main(int argc, char** argv) {
   std::string config = "tiny", cluster_file, only, skip_file;
   int64_t steps = 2, warmup = 1, limit = 0, stride = 1, predict_only = 0;
+  bool offload = false;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
     else if (a == "--limit") limit = std::stoll(next());
     else if (a == "--stride") stride = std::max<int64_t>(1, std::stoll(next()));
     else if (a == "--skip-file") skip_file = next();
+    else if (a == "--offload") offload = true;
     else if (a == "--predict-only") {
       predict_only = std::stoll(next());
       if (predict_only < 1) {
@@ -99,9 +103,11 @@ int main(int argc, char** argv) {
         if (!line.empty()) skip.insert(line);
     }
     const std::string scratch = "/tmp/plan_accuracy_bench/" + std::to_string(::getpid());
-    const planner::RunSpec run = planner::run_spec(cfg);
+    planner::RunSpec run = planner::run_spec(cfg);
+    if (cluster.gpu()) run.place_on_device();
     planner::SearchSpace space;
     space.ranks = ranks;
+    space.offload = offload;
     int64_t done = 0, matched = 0;
     for (const planner::Layout& layout : planner::enumerate_layouts(run, space)) {
       if (!only.empty() && layout.str().find(only) == std::string::npos) continue;
@@ -149,6 +155,15 @@ int main(int argc, char** argv) {
       }
       j["memory"] = cats;
       j["memory_worst_error"] = worst;
+      if (predicted.memory.host_total() > 0) {  // ZeRO-Offload on a device: the host's state
+        nlohmann::ordered_json host;
+        for (const MemoryCategory cat : {MemoryCategory::kGradient, MemoryCategory::kOptimizerState}) {
+          const double p = static_cast<double>(predicted.memory.host_peak_bytes[static_cast<size_t>(cat)]);
+          const double m = static_cast<double>(measured.value().host_peak_bytes[static_cast<size_t>(cat)]);
+          host[memory_category_name(cat)] = {{"predicted", p}, {"measured", m}, {"error", m > 0 ? (p - m) / m : 1.0}};
+        }
+        j["host_memory"] = host;
+      }
       // Every rank against its own stage's prediction (rank = (stage * dp + dp rank) * tp + tp
       // rank): the largest per-rank error of any category, and where.
       double rank_worst = 0.0, rank_worst_p = 0.0, rank_worst_m = 0.0;

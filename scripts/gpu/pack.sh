@@ -7,12 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
-cmake --build "$build" -j2 --target cuda_test op_suite_test ops_test kernels_test attention_kernel_test train_step_bench trident
+cmake --build "$build" -j2 --target cuda_test op_suite_test ops_test kernels_test attention_kernel_test train_step_bench \
+  plan_accuracy_bench trident
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib"
 cp "$build"/tests/cuda_test "$build"/tests/op_suite_test "$build"/tests/ops_test "$build"/tests/kernels_test \
    "$build"/tests/attention_kernel_test \
-   "$build"/bench/train_step_bench "$build"/apps/trident "$stage/bin/"
+   "$build"/bench/train_step_bench "$build"/bench/plan_accuracy_bench "$build"/apps/trident "$stage/bin/"
 # TRIDENT_GPU_BASELINE=DIR: that folder's attention_kernel_test and train_step_bench (an earlier
 # commit's build) go along as bin/baseline/, so run.sh's `baseline` stage times before and after
 # on the same GPU in the same call.

@@ -9,7 +9,7 @@
 # deadline (TRIDENT_GPU_DEADLINE seconds, default 540): a stage that would start past it is
 # skipped and says so. Logs and JSON go to one directory, packed as $OUT/gpu-results.tar.gz
 # (the device tool brings back few files). Usage:
-#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests gate sanitize parity train profile baseline variants bench llama offload cpu,
+#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests gate sanitize parity train profile baseline variants bench llama offload planner cpu,
 #   run in the order given (all: tests parity profile bench llama offload train sanitize).
 set -uo pipefail
 stages=${*:-all}
@@ -151,6 +151,17 @@ group_offload() {
         --steps 3 --warmup 1 --checkpointing full --peak-tflops 989"
   TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 TAIL=3 stage offload_1p5b 150 $bin/train_step_bench $args --offload
   TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 TAIL=3 stage no_offload_1p5b 60 $bin/train_step_bench $args
+  # Without checkpointing: only the bf16 parameters and a bucket of gradients stay on the GPU
+  # (Note [Offloaded gradients in flight]), so it fits (trident plan
+  # --offload --train.device=cuda with this model: 8.5 GiB at B=2).
+  TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 TAIL=3 stage offload_1p5b_no_ckpt 150 $bin/train_step_bench \
+    ${args/--checkpointing full/--checkpointing none} --offload
+}
+group_planner() {
+  # The memory model against the GPU's allocator (and the host's, where ZeRO-Offload keeps its
+  # state): GPT-2 small in bf16 on one GPU, a few layouts with and without offload.
+  TAIL=6 stage planner_gpu 150 $bin/plan_accuracy_bench --config small --train.device=cuda --precision.dtype=bf16 \
+    --offload --stride 3 --limit 6 --steps 1 --warmup 1
 }
 group_cpu() {
   # The host CPU's native bf16 GEMMs through oneDNN where it has AVX512_BF16 or AMX (issue #4):

@@ -74,20 +74,27 @@ void DynamicLossScaler::load_state(const State& s) {
 
 // Note [Offloaded gradients in flight]
 // Under ZeRO-Offload each gradient leaves the device as the backward makes it final, in the
-// compute dtype (bf16: half the bytes of the fp32 masters' over the link), and the host widens
-// it exactly when adding it to the master's fp32 gradient: the same bits as widening on the
-// device. A copy's device source must live until the copy completes, so without a bound every
-// gradient of the model stayed on the device until the backward's end: 4 bytes per parameter
-// when they were widened there first, as much as no offload keeps. Instead, once more than a
-// bucket's worth (parallel.bucket_mb) is in flight, the host waits for the copies, folds them
-// in and frees their sources: the device holds at most that plus the gradient that crossed it.
-// The wait is one host-device synchronization per bucket of gradients, which the queued
-// kernels cover.
+// compute dtype (bf16: half the bytes of the fp32 masters' over the link), into pinned host
+// memory; at finish_backward() the host widens each exactly as it adds it to the master's fp32
+// gradient, the same bits as widening on the device. A copy's device source must live until
+// the copy completes, and nothing else waits for the copies inside the backward, so unbounded,
+// every gradient of the model waits on the device until the backward's end (and widened to f32
+// there, 4 bytes per parameter, as much as no offload keeps). So once more than a bucket's worth
+// (parallel.bucket_mb) is in flight, the host waits for the copies and frees their sources: the
+// device holds at most that plus the gradient that crossed it. The wait drains the device's
+// queue once per bucket of gradients; the host adds nothing there, so it queues the next
+// kernels at once.
+void MasterWeights::InFlight::release_sources() {
+  if (bytes == 0) return;
+  core::wait_async_copies(*device);
+  for (Copy& c : copies) c.source.reset();
+  bytes = 0;
+}
+
 void MasterWeights::InFlight::fold() {
   if (copies.empty()) return;
-  profiler::ProfileScope scope("master.fold_offloaded", profiler::Phase::kOptimizer);
   MemoryCategoryGuard grads(MemoryCategory::kGradient);
-  core::wait_async_copies(*device);
+  release_sources();
   for (const Copy& c : copies) {
     std::optional<Tensor>& acc = Tensor(c.master).mutable_grad();
     if (acc.has_value()) {
@@ -97,13 +104,10 @@ void MasterWeights::InFlight::fold() {
     }
   }
   copies.clear();
-  bytes = 0;
 }
 
 MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute,
                              std::optional<Device> master_device, int64_t offload_in_flight_bytes) {
-  TRI_CHECK(offload_in_flight_bytes > 0, "mixed precision: offload_in_flight_bytes must be positive, got ",
-            offload_in_flight_bytes);
   in_flight_->limit = offload_in_flight_bytes;
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32, "mixed precision: parameter '", name, "' must start in f32, got ", p.dtype());
@@ -138,7 +142,7 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
         copies->device = source.device();
         copies->bytes += static_cast<int64_t>(source.nbytes());
         Tensor(leaf).zero_grad();
-        if (copies->bytes > copies->limit) copies->fold();
+        if (copies->bytes > copies->limit) copies->release_sources();
         return;
       }
       const Tensor here = g->device() == master.device() ? *g : core::to_device(*g, master.device());

@@ -78,10 +78,10 @@ class MasterWeights {
   //
   // ZeRO-Offload (masters on the host, the model on a device): the hook starts the gradient's
   // copy, in the compute dtype, into pinned host memory on the device's copy stream
-  // (core::copy_async_), so the transfers overlap the rest of the backward; the host widens
-  // and adds it to the master's fp32 .grad when the copies are waited for (Note [Offloaded
-  // gradients in flight]): once more than `offload_in_flight_bytes` of them are on their way,
-  // and at finish_backward().
+  // (core::copy_async_), so the transfers overlap the rest of the backward; once more than
+  // `offload_in_flight_bytes` of them are on their way it waits for them, freeing their device
+  // copies (Note [Offloaded gradients in flight]); finish_backward() widens and adds them to
+  // the masters' fp32 .grad.
   MasterWeights(const std::vector<nn::NamedTensor>& params, DType compute,
                 std::optional<Device> master_device = std::nullopt,
                 int64_t offload_in_flight_bytes = kDefaultOffloadInFlightBytes);
@@ -129,14 +129,16 @@ class MasterWeights {
   struct InFlight {
     struct Copy {
       Tensor master;
-      Tensor staging;  // pinned host memory in the compute dtype, the copy's destination
-      Tensor source;   // the device's gradient, kept alive until the copy completes
+      Tensor staging;                // pinned host memory in the compute dtype, the copy's destination
+      std::optional<Tensor> source;  // the device's gradient, kept alive until the copy completes
     };
     std::vector<Copy> copies;
     std::optional<Device> device;
-    int64_t bytes = 0;  // the sources' bytes
-    int64_t limit = 0;  // more than this in flight: wait for them (Note [Offloaded gradients in flight])
-    // Waits for every copy and adds each to its master's fp32 .grad, in the order they started.
+    int64_t bytes = 0;  // the sources still alive
+    int64_t limit = 0;  // more than this in flight: release_sources() (Note [Offloaded gradients in flight])
+    // Waits for the copies and frees their device sources.
+    void release_sources();
+    // Then adds each copy to its master's fp32 .grad, in the order they started.
     void fold();
   };
 

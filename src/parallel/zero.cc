@@ -150,6 +150,11 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
     }
   }
   {
+    MemoryCategoryGuard guard(MemoryCategory::kGradient);
+    if (stage_ == 1) flat_grads_ = zeros({total}, DType::kF32, device_);
+    else grad_shard_ = zeros({total / N}, DType::kF32, device_);
+  }
+  {
     MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
     m_ = state_buffer(MemoryCategory::kOptimizerState);
     v_ = state_buffer(MemoryCategory::kOptimizerState);
@@ -157,11 +162,6 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
       host_grads_ = state_buffer(MemoryCategory::kGradient);
       if (mixed()) host_params_ = empty_pinned({total / N}, compute_);
     }
-  }
-  {
-    MemoryCategoryGuard guard(MemoryCategory::kGradient);
-    if (stage_ == 1) flat_grads_ = zeros({total}, DType::kF32, device_);
-    else if (!host_grads_) grad_shard_ = zeros({total / N}, DType::kF32, device_);  // Note [Offloaded gradient shards]
   }
   // This rank's segments of each bucket.
   for (Bucket& b : buckets_) {
@@ -330,14 +330,6 @@ void ZeroOptimizer::launch(Bucket& b) {
   }
 }
 
-// Note [Offloaded gradient shards]
-// Under ZeRO-Offload, stages 2-3 accumulate the step's gradient shard on the host, as
-// DeepSpeed's ZeRO-Offload does, not on the device: each micro-batch's averaged shard of a
-// bucket is copied into the host's shard (the first) or into pinned scratch and added there
-// (the others), when the bucket is folded in. The device keeps only the staged buckets, 4 P / dp
-// bytes less. The copy is waited for at once, one host-device synchronization per bucket, which
-// frees the staging buffer at the same point as without offload; the host's f32 additions give
-// the device's bits.
 void ZeroOptimizer::finish_reduce(Bucket& b) {
   b.work->wait();
   b.work.reset();
@@ -347,14 +339,9 @@ void ZeroOptimizer::finish_reduce(Bucket& b) {
     // Average this micro-batch's shard and add it to the step's gradient shard.
     const Tensor part = flat_slice(*b.staging, 0, shard_len(b));
     ops::scale_(part, inv);
-    const Tensor dst = shard_grad(b);
+    const Tensor dst = flat_slice(*grad_shard_, b.begin / comm_.size(), shard_len(b));
     if (first_micro_batch_) {
       core::copy_(dst, part);
-    } else if (host_grads_) {  // Note [Offloaded gradient shards]
-      MemoryCategoryGuard guard(MemoryCategory::kGradient);
-      const Tensor arrived = empty_pinned(part.shape(), DType::kF32);
-      core::copy_(arrived, part);
-      ops::add_(dst, arrived);
     } else {
       ops::add_(dst, part);
     }
@@ -364,7 +351,7 @@ void ZeroOptimizer::finish_reduce(Bucket& b) {
   } else {
     ops::scale_(flat_slice(*flat_grads_, b.begin, shard_len(b)), inv);
   }
-  if (stage_ == 1 && host_grads_ && b.final) {  // on its way to the host's AdamW at once
+  if (host_grads_ && b.final) {  // on its way to the host's AdamW at once
     core::copy_async_(flat_slice(*host_grads_, b.begin / comm_.size(), shard_len(b)), shard_grad(b));
     copies_in_flight_ = true;
   }
@@ -398,8 +385,8 @@ void ZeroOptimizer::end_backward() {
 }
 
 Tensor ZeroOptimizer::shard_grad(const Bucket& b) const {
-  if (stage_ == 1) return flat_slice(*flat_grads_, b.begin, shard_len(b));
-  return flat_slice(grad_shard_ ? *grad_shard_ : *host_grads_, b.begin / comm_.size(), shard_len(b));
+  return stage_ == 1 ? flat_slice(*flat_grads_, b.begin, shard_len(b))
+                     : flat_slice(*grad_shard_, b.begin / comm_.size(), shard_len(b));
 }
 
 Tensor ZeroOptimizer::shard_params(const Bucket& b) const {

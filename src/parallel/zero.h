@@ -61,8 +61,7 @@ class ZeroOptimizer : public nn::PartHooks {
   // Their f32 values become the masters when `compute` is bf16 or f16; the parameters then
   // switch to `compute`. `offload` (ZeRO-Offload): the fp32 masters' shard, m and v live in
   // pinned host memory; on the last micro-batch each bucket's gradient shard starts for the
-  // host as soon as its reduce-scatter is folded in (overlapping the rest of the backward;
-  // stages 2-3 accumulate it there: Note [Offloaded gradient shards] in zero.cc),
+  // host as soon as its reduce-scatter is folded in (overlapping the rest of the backward),
   // AdamW steps on the host (the multi-threaded CPU AdamW) bucket by bucket, and each bucket's
   // updated shard goes back to the parameters' device while the host steps the next.
   // `reducer` (stage 1, parallel.grad_compression): averages each whole bucket instead of the
@@ -207,11 +206,11 @@ class ZeroOptimizer : public nn::PartHooks {
   std::optional<Tensor> flat_params_;  // stages 1-2
   std::optional<Tensor> param_shard_;  // stage 3: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> master_shard_; // mixed precision or offload: f32 masters, like param_shard_
-  std::optional<Tensor> host_grads_;   // offload: the gradient shard on the host (stages 2-3: accumulated there)
+  std::optional<Tensor> host_grads_;   // offload: the gradient shard, copied to the host to step
   std::optional<Tensor> host_params_;  // offload, mixed: the stepped masters rounded, on their way back (2P/N pinned)
   bool copies_in_flight_ = false;      // offload: copies between host and device not yet waited for
   std::optional<Tensor> flat_grads_;  // stage 1
-  std::optional<Tensor> grad_shard_;  // stages 2-3 on the device: concatenated shards, bucket b's at begin/N
+  std::optional<Tensor> grad_shard_;  // stage 2: concatenated shards, bucket b's at begin/N
   std::optional<Tensor> m_, v_;       // concatenated shards, like grad_shard_
   bool last_micro_batch_ = true;
   bool first_micro_batch_ = true;

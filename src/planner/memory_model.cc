@@ -308,13 +308,14 @@ double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& group
 //  * without ZeRO (one rank, optim/mixed_precision.h): each parameter's gradient, in the
 //    compute dtype, from the moment the backward makes it final until its copy to the host is
 //    waited for, which happens once more than a bucket (parallel.bucket_mb) is in flight (Note
-//    [Offloaded gradients in flight]). The host widens each batch of copies into the masters'
-//    fp32 gradients (4 P), with the batch's pinned copies still alive.
-//  * under ZeRO (parallel/zero.h): stage 1's flat gradient buffer, or stages 2-3's staged
-//    buckets; the host has the averaged gradient shard (4 P / dp), which stages 2-3 accumulate
-//    there, later micro-batches through a bucket's pinned scratch (Note [Offloaded gradient
-//    shards]).
-// Measured on the emulated device (tests/planner_mpi), both memories match to the byte.
+//    [Offloaded gradients in flight]). The host keeps every copy (E P) until the backward's end
+//    adds them to the masters' fp32 gradients (4 P).
+//  * under ZeRO (parallel/zero.h): its gradient buffers as without offload; the host has a copy
+//    of the averaged gradient shard (4 P / dp).
+// On tiny GPT-2 on the emulated device (tests/planner_mpi) both memories matched the allocators'
+// peaks to the byte. Offload's memory follows RunSpec::on_device (trident plan sets it from a GPU
+// cluster), its PCIe time the cluster's kind.
+
 // The batches of gradient copies, in elements, in the order the backward makes gradients final
 // (as staged_peak's: blocks backwards, then the embedding's tables in model order).
 struct OffloadBatch {
@@ -426,17 +427,15 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       // until the embedding's gradients (Note [Leaf gradients]). Under mpirun the host's data
       // parallelism has its buckets, as the device's would (4 P).
       const double leaves = leaf_gradients(s, l) * unit;
-      double in_flight = 0.0, host = 0.0, folded = 0.0;
-      for (const OffloadBatch& b : offload_batches(s, E, run.bucket_bytes)) {
-        const double copies = static_cast<double>(E * b.elements);
-        in_flight = std::max(in_flight, copies + (b.embedding ? 0.0 : leaves));
-        // The first micro-batch widens each batch into new fp32 sums beside its copies (fp32:
-        // the copies become the sums); later ones add to the sums, a converted slice at a time.
-        folded += static_cast<double>(b.elements);
-        const bool widened = run.mixed();
-        host = std::max(host, l.accum > 1 ? 4.0 * static_cast<double>(P) + copies + (widened ? slice(b.elements) : 0.0)
-                                          : 4.0 * folded + (widened ? copies : 0.0));
-      }
+      double in_flight = 0.0;
+      for (const OffloadBatch& b : offload_batches(s, E, run.bucket_bytes))
+        in_flight = std::max(in_flight, static_cast<double>(E * b.elements) + (b.embedding ? 0.0 : leaves));
+      // At the backward's end every copy is on the host. The first micro-batch widens them into
+      // new fp32 sums (fp32: the copies become the sums); later ones add to the sums, a
+      // converted slice at a time.
+      const double copies = static_cast<double>(E * P), sums = 4.0 * static_cast<double>(P);
+      const double host =
+          sums + (run.mixed() || l.accum > 1 ? copies : 0.0) + (run.mixed() && l.accum > 1 ? slice(p_max) : 0.0);
       raise(MemoryCategory::kGradient, in_flight);
       raise_host(MemoryCategory::kGradient, host + (comm ? 4.0 * static_cast<double>(P) : 0.0));
     } else if (l.zero_stage == 0) {
@@ -484,8 +483,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + copy_grad +
                                            std::max(static_cast<double>(E * p_max), copy_fold));
     } else {
-      // Under ZeRO-Offload the step's shard is the host's (Note [Offloaded gradient shards]).
-      raise(MemoryCategory::kGradient, (offloaded ? 0.0 : 4.0 * static_cast<double>(flat / l.dp)) + copy_grad +
+      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp) + copy_grad +
                                            std::max(staged_peak(s, groups, bucket_sizes, E), copy_fold));
     }
 
@@ -497,11 +495,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       // compute dtype on their way to the device; ZeRO's shard also has the host's gradient shard.
       const double shard = static_cast<double>(state_elems);
       raise_host(MemoryCategory::kOptimizerState, (8.0 + masters + (run.mixed() ? static_cast<double>(E) : 0.0)) * shard);
-      // ZeRO's gradient shard; stages 2-3 add later micro-batches' through a bucket's pinned scratch.
-      const int64_t largest_bucket = bucket_sizes.empty() ? 0 : *std::max_element(bucket_sizes.begin(), bucket_sizes.end());
-      if (l.zero_stage > 0)
-        raise_host(MemoryCategory::kGradient,
-                   4.0 * (shard + (l.zero_stage >= 2 && l.accum > 1 ? static_cast<double>(largest_bucket / l.dp) : 0.0)));
+      if (l.zero_stage > 0) raise_host(MemoryCategory::kGradient, 4.0 * shard);  // ZeRO's gradient shard
     } else {
       raise(MemoryCategory::kOptimizerState, (8.0 + masters) * static_cast<double>(state_elems));
     }

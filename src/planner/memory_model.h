@@ -13,6 +13,7 @@
 //                  largest parameter's own gradient, folded in and freed one at a time; ZeRO
 //                  2-3: the 1/dp shard plus the staged buckets at their peak (Note [Staged
 //                  buckets]: two adjacent ones, ZeRO-3's root part, the gradient being folded).
+//                  ZeRO-Offload: Note [ZeRO-Offload's memory] (memory_model.cc).
 //  optimizer_state AdamW's two moments, 8 P (ZeRO: 8 P / dp), + fp32 masters 4 P under mixed precision;
 //                  on the host under ZeRO-Offload (Note [ZeRO-Offload's memory]).
 //  gathered        ZeRO-3: the root part (embeddings, final norm, head: gathered through the whole

@@ -46,10 +46,12 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
           for (int64_t zero = 0; zero <= 3; ++zero) {
             if (zero > 0 && dp == 1) continue;
             if (zero > 1 && pp > 1) continue;
+            // ZeRO-Offload: under ZeRO, or on one rank alone (parallel/parallelize.cc's rule),
+            // there only beside a device: a CPU rank's offload saves nothing.
+            const bool offload = space.offload && (zero > 0 || (space.ranks == 1 && run.on_device));
             for (const std::string& ckpt : space.checkpointing)
               for (int sp = 0; sp <= (tp > 1 && space.sequence_parallel && run.seq_len % tp == 0 ? 1 : 0); ++sp)
-                // ZeRO-Offload: under ZeRO, or on one rank alone (parallel/parallelize.cc's rule).
-                for (int off = 0; off <= (space.offload && (zero > 0 || space.ranks == 1) ? 1 : 0); ++off) {
+                for (int off = 0; off <= (offload ? 1 : 0); ++off) {
                   Layout l;
                   l.dp = dp;
                   l.tp = tp;

@@ -112,11 +112,11 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double dp = static_cast<double>(l.dp);
   const double stepped = l.zero_stage > 0 ? P / dp : P;
   double optimizer = 36.0 * stepped / mem_rate;
-  // ZeRO-Offload: AdamW on the host (kOffloadHostGBs), the gradients down (every micro-batch's,
-  // in the compute dtype on one rank, ZeRO 2-3's fp32 shard; ZeRO-1's shard once) and the
-  // compute-dtype parameters up over PCIe (kOffloadLinkGBs), not overlapped here.
+  // ZeRO-Offload: AdamW on the host (kOffloadHostGBs), the gradients down (one rank's every
+  // micro-batch in the compute dtype; ZeRO's fp32 shard once) and the compute-dtype parameters
+  // up over PCIe (kOffloadLinkGBs), not overlapped here.
   if (l.offload && !cluster_is_host(cluster)) {
-    const double down = l.zero_stage == 0 ? static_cast<double>(E) * m : l.zero_stage == 1 ? 4.0 : 4.0 * m;
+    const double down = l.zero_stage == 0 ? static_cast<double>(E) * m : 4.0;
     optimizer = 36.0 * stepped / (kOffloadHostGBs * 1e9) + (down + static_cast<double>(E)) * stepped / (kOffloadLinkGBs * 1e9);
   }
   out.compute_s = m * stage_s + optimizer;
