@@ -1,5 +1,7 @@
 #include "planner/cluster.h"
 
+#include <algorithm>
+
 #include "config/config_tree.h"
 #include "core/host_memory.h"
 
@@ -10,7 +12,11 @@ const OptionTable<ClusterShape>& ClusterShape::table() {
                             .add("name", &ClusterShape::name, "what it is (printed with the plan)")
                             .add("nodes", &ClusterShape::nodes, "nodes", Range::at_least(1))
                             .add("devices_per_node", &ClusterShape::devices_per_node,
-                                 "devices (GPUs, or CPU ranks) per node", Range::at_least(1));
+                                 "devices (GPUs, or CPU ranks) per node", Range::at_least(1))
+                            .add("host_memory_gib", &ClusterShape::host_memory_gib,
+                                 "each node's host memory (GiB), where ZeRO-Offload keeps the optimizer's state "
+                                 "beside GPUs (0: not checked)",
+                                 Range::non_negative());
   return t;
 }
 
@@ -65,6 +71,12 @@ const OptionTable<InterNodeLink>& InterNodeLink::table() {
 }
 
 int64_t Cluster::memory_bytes() const { return static_cast<int64_t>(device.memory_gib * 1024.0 * 1024.0 * 1024.0); }
+
+bool Cluster::host_fits(int64_t per_rank, int64_t ranks) const {
+  if (shape.host_memory_gib <= 0.0 || per_rank == 0) return true;
+  const double on_a_node = static_cast<double>(per_rank) * static_cast<double>(std::min(ranks, shape.devices_per_node));
+  return on_a_node <= shape.host_memory_gib * 1024.0 * 1024.0 * 1024.0;
+}
 
 double Cluster::gemm_flops(DType dtype, double rows) const {
   const double peak = dtype == DType::kBF16 ? device.peak_tflops_bf16

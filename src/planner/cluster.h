@@ -5,7 +5,7 @@
 // or a value out of range is an error naming the file, the key and what is allowed
 // (config/config_tree.h).
 //
-//   [cluster]     name, nodes, devices_per_node
+//   [cluster]     name, nodes, devices_per_node, host_memory_gib (each node's, for ZeRO-Offload's state)
 //   [device]      kind ("cpu" ranks of a host, or "gpu"); memory_gib; peak_tflops_fp32 / _bf16 / _fp16; gemm_efficiency (the
 //                 fraction of peak the model's large GEMMs reach); memory_bandwidth_gbs (the
 //                 memory-bound ops' rate); attention_efficiency (the attention kernel's
@@ -32,6 +32,7 @@ struct ClusterShape {
   std::string name = "this machine";
   int64_t nodes = 1;
   int64_t devices_per_node = 1;
+  double host_memory_gib = 0.0;  // each node's host memory (0: not checked); ZeRO-Offload's state lives there
   static const OptionTable<ClusterShape>& table();
 };
 
@@ -69,6 +70,9 @@ struct Cluster {
 
   int64_t devices() const { return shape.nodes * shape.devices_per_node; }
   int64_t memory_bytes() const;
+  // Whether the host memory `per_rank` bytes of each of a node's ranks (of `ranks` in all) fit
+  // (Note [ZeRO-Offload's memory]); always, without host_memory_gib.
+  bool host_fits(int64_t per_rank, int64_t ranks) const;
   bool gpu() const { return device.kind == "gpu"; }
   // The GEMM rate the time model uses for `dtype` (FLOP/s) at `rows` rows (tokens of a
   // micro-batch): peak x gemm_efficiency x rows / (rows + gemm_half_rows).

@@ -22,7 +22,8 @@ struct Candidate {
   MemoryEstimate memory;
   TimeEstimate time;
   double tokens_per_s = 0.0;
-  bool fits = false;
+  bool fits = false;       // the device's memory and the host's (host_fits)
+  bool host_fits = true;   // ZeRO-Offload's state in the node's host memory (Cluster::host_fits)
 };
 
 Candidate evaluate(const RunSpec& run, const Layout& layout, const Cluster& cluster, bool communicator);

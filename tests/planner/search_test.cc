@@ -86,6 +86,45 @@ TEST(Search, AnnealingFindsTheExhaustiveOptimumOnEveryEnumerableSpace) {
   }
 }
 
+// ZeRO-Offload on one GPU (Note [ZeRO-Offload's memory]): GPT-2 1.5B in bf16 fits a 16 GiB GPU
+// only with its optimizer's state on the host, and only where the host holds that state.
+TEST(Search, OffloadOnOneGpuFitsWhereTheHostHoldsTheState) {
+  RunSpec run = gpt(48, 1600, 25, 1024, 2, DType::kBF16);
+  run.model.vocab_size = 50257;
+  run.shapes = models::model_family("gpt2").shapes(run.model);
+  run.place_on_device();
+  Cluster gpu = a100(1);
+  gpu.shape.devices_per_node = 1;
+  gpu.device.memory_gib = 16.0;
+  SearchSpace space;
+  space.ranks = 1;
+  space.offload = true;
+  const auto best = [&](double host_gib) {
+    gpu.shape.host_memory_gib = host_gib;
+    return make_plan(run, gpu, space, false);
+  };
+  for (const double host_gib : {0.0, 64.0}) {
+    const Plan plan = best(host_gib);
+    ASSERT_FALSE(plan.ranked.empty());
+    ASSERT_TRUE(plan.ranked.front().fits) << host_gib;
+    EXPECT_TRUE(plan.ranked.front().layout.offload);
+    EXPECT_GT(plan.ranked.front().memory.host_total(), int64_t{20} << 30) << "masters, moments and gradients";
+    for (const Candidate& c : plan.ranked) {
+      if (!c.layout.offload) {
+        EXPECT_FALSE(c.fits) << c.layout.str() << ": the state alone is 16 bytes per parameter";
+      }
+    }
+  }
+  const Plan small_host = best(16.0);
+  EXPECT_EQ(small_host.fitting(), 0);
+  for (const Candidate& c : small_host.ranked) {
+    if (c.layout.offload) {
+      EXPECT_FALSE(c.host_fits) << c.layout.str();
+    }
+  }
+  EXPECT_NE(plan_table(small_host, 3).find("does not fit the host's memory"), std::string::npos);
+}
+
 TEST(Search, AThousandGpuSpaceReturnsWithinTenSeconds) {
   const RunSpec run = gpt(60, 10240, 80, 2048, 1792, DType::kF16);  // 76B
   SearchSpace space;
