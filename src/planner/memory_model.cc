@@ -266,21 +266,28 @@ int64_t chunk0_in_flight(const Layout& l, int64_t layers) {
   return most;
 }
 
+// The order in which the backward makes a stage's parameter gradients final (indices into
+// s.numels): the blocks' parameters in reverse model order (the backward runs the blocks
+// backwards), then the embedding's in model order (the sum of the lookups hands its gradient
+// to them in argument order).
+std::vector<size_t> gradient_order(const Stage& s) {
+  std::vector<size_t> order;
+  for (size_t k = s.numels.size(); k-- > 0;)
+    if (s.where[k] != CausalLM::kEmbedding) order.push_back(k);
+  for (size_t k = 0; k < s.numels.size(); ++k)
+    if (s.where[k] == CausalLM::kEmbedding) order.push_back(k);
+  return order;
+}
+
 // Note [Staged buckets] (parallel/zero.cc): ZeRO 2-3's staging buffers at their peak, by
-// following the backward's gradients as they arrive: the blocks' parameters in reverse model
-// order (the backward runs the blocks backwards), then the embedding's in model order (the sum
-// of the lookups hands its gradient to them in argument order). A bucket is staged (f32, its
+// following the backward's gradients as they arrive (gradient_order). A bucket is staged (f32, its
 // padded length) from its first gradient; at its last it is posted and the one posted before
 // is folded in. At each arrival: the open buckets, the posted one and the autograd gradient
 // being copied in (the compute dtype). ZeRO-3's buckets are the model's parts, so the root
 // part (embedding, final norm, head) stays open from the first gradient to the last.
 double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& groups, const std::vector<int64_t>& padded,
                    int64_t E) {
-  std::vector<size_t> order, bucket(s.numels.size());
-  for (size_t k = s.numels.size(); k-- > 0;)
-    if (s.where[k] != CausalLM::kEmbedding) order.push_back(k);
-  for (size_t k = 0; k < s.numels.size(); ++k)
-    if (s.where[k] == CausalLM::kEmbedding) order.push_back(k);
+  std::vector<size_t> bucket(s.numels.size());
   std::vector<size_t> pending(groups.size());
   for (size_t j = 0; j < groups.size(); ++j) {
     pending[j] = groups[j].size();
@@ -288,7 +295,7 @@ double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& group
   }
   double peak = 0.0;
   int64_t open = 0, posted = 0;  // staged elements: buckets still filling; the one posted last
-  for (size_t k : order) {
+  for (size_t k : gradient_order(s)) {
     const size_t j = bucket[k];
     if (pending[j] == groups[j].size()) open += padded[j];
     peak = std::max(peak, 4.0 * static_cast<double>(open + posted) + static_cast<double>(E * s.numels[k]));
@@ -316,21 +323,15 @@ double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& group
 // peaks to the byte. Offload's memory follows RunSpec::on_device (trident plan sets it from a GPU
 // cluster), its PCIe time the cluster's kind.
 
-// The batches of gradient copies, in elements, in the order the backward makes gradients final
-// (as staged_peak's: blocks backwards, then the embedding's tables in model order).
+// The batches of gradient copies, in elements, in gradient_order.
 struct OffloadBatch {
   int64_t elements = 0;
   bool embedding = false;  // holds an embedding table's: the leaves' gradients are gone by then
 };
 std::vector<OffloadBatch> offload_batches(const Stage& s, int64_t E, int64_t bucket_bytes) {
-  std::vector<size_t> order;
-  for (size_t k = s.numels.size(); k-- > 0;)
-    if (s.where[k] != CausalLM::kEmbedding) order.push_back(k);
-  for (size_t k = 0; k < s.numels.size(); ++k)
-    if (s.where[k] == CausalLM::kEmbedding) order.push_back(k);
   std::vector<OffloadBatch> batches;
   OffloadBatch open;
-  for (size_t k : order) {
+  for (size_t k : gradient_order(s)) {
     open.elements += s.numels[k];
     open.embedding = open.embedding || s.where[k] == CausalLM::kEmbedding;
     if (E * open.elements > bucket_bytes) batches.push_back(std::exchange(open, OffloadBatch{}));
