@@ -19,6 +19,14 @@ void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& m, con
 void adamw_update_multi_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                          const std::vector<Tensor>& ms, const std::vector<Tensor>& vs,
                          const kernels::cpu::AdamWStep& step);
+// The same, each updated parameter also copied into outs[k] (its shape, any dtype: a cast,
+// rounding to nearest even), as core::copy_(outs[k], params[k]) after the update would, bit for
+// bit: mixed precision's fp32 masters stepped and rounded into the bf16/f16 model. On a device,
+// an f32 parameter going into a contiguous bf16 or f16 tensor on its device is written by the
+// update's own launch (one pass over the masters instead of a cast kernel per tensor).
+void adamw_update_multi_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& ms, const std::vector<Tensor>& vs,
+                         const kernels::cpu::AdamWStep& step, const std::vector<Tensor>& outs);
 
 // Sum of squares of every element of every tensor, accumulated in double in a fixed order
 // (independent of the thread count); device tensors in one launch and one synchronization per

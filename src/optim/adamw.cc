@@ -1,5 +1,6 @@
 #include "optim/adamw.h"
 
+#include "core/copy.h"
 #include "core/factory.h"
 #include "core/profiler.h"
 #include "ops/optim.h"
@@ -27,8 +28,8 @@ AdamW::AdamW(std::vector<nn::NamedTensor> params, const AdamWOptions& options) :
   }
 }
 
-void AdamW::update(double lr, const std::vector<Slot*>& slots, bool decay) {
-  std::vector<Tensor> params, grads, ms, vs;
+void AdamW::update(double lr, const std::vector<Slot*>& slots, bool decay, const std::vector<Tensor>* models) {
+  std::vector<Tensor> params, grads, ms, vs, outs;
   for (Slot* s : slots) {
     if (s->decay != decay || !s->param.grad().has_value()) continue;
     if (!s->m) {
@@ -39,20 +40,33 @@ void AdamW::update(double lr, const std::vector<Slot*>& slots, bool decay) {
     grads.push_back(*s->param.grad());
     ms.push_back(*s->m);
     vs.push_back(*s->v);
+    if (models) outs.push_back((*models)[static_cast<size_t>(s - slots_.data())]);
   }
-  ops::adamw_update_multi_(params, grads, ms, vs,
-                           {lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0,
-                            step_});
+  const kernels::cpu::AdamWStep step{
+      lr, options_.beta1, options_.beta2, options_.eps, decay ? options_.weight_decay : 0.0, step_};
+  if (models) ops::adamw_update_multi_(params, grads, ms, vs, step, outs);
+  else ops::adamw_update_multi_(params, grads, ms, vs, step);
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr) { step_all(lr, nullptr); }
+
+void AdamW::step_into(double lr, const std::vector<Tensor>& models) {
+  TRI_CHECK(models.size() == slots_.size(), "AdamW::step_into: ", slots_.size(), " parameters, ", models.size(),
+            " model tensors");
+  step_all(lr, &models);
+}
+
+void AdamW::step_all(double lr, const std::vector<Tensor>* models) {
   profiler::ProfileScope scope("adamw.step", profiler::Phase::kOptimizer);
   ++step_;
   MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
   std::vector<Slot*> all;
   for (Slot& s : slots_) all.push_back(&s);
   // Two multi-tensor updates, with and without weight decay (one launch each on a GPU).
-  for (const bool decay : {true, false}) update(lr, all, decay);
+  for (const bool decay : {true, false}) update(lr, all, decay, models);
+  if (models == nullptr) return;
+  for (size_t k = 0; k < slots_.size(); ++k)  // not updated: copied as they are
+    if (!slots_[k].param.grad().has_value()) core::copy_((*models)[k], slots_[k].param);
 }
 
 void AdamW::step(double lr, const std::function<void(size_t)>& updated) {

@@ -34,6 +34,12 @@ class AdamW {
   // parameter k (with or without a gradient): ZeRO-Offload ships each updated master to the
   // device while the next is stepped. The results are those of step(lr) (host: bit for bit).
   void step(double lr, const std::function<void(size_t)>& updated);
+  // step(lr), then every parameter copied into models[k] (one per parameter, in registration
+  // order, its shape, any dtype: a cast), bit for bit as step(lr) then core::copy_ each:
+  // mixed precision's fp32 masters rounded into the bf16/f16 model. A parameter with a gradient
+  // is written by its update (on a device, in the update's launches:
+  // ops::adamw_update_multi_'s outs); one without is copied.
+  void step_into(double lr, const std::vector<Tensor>& models);
   int64_t step_count() const { return step_; }
 
   // State for checkpoints: "<param>.exp_avg" / "<param>.exp_avg_sq" tensors plus the step.
@@ -49,8 +55,11 @@ class AdamW {
     bool decay;
     std::optional<Tensor> m, v;
   };
-  // One multi-tensor update of those of `slots` with weight decay `decay` that have gradients.
-  void update(double lr, const std::vector<Slot*>& slots, bool decay);
+  // One multi-tensor update of those of `slots` with weight decay `decay` that have gradients;
+  // with `models` (nullptr: none), each updated parameter also goes into its slot's model tensor.
+  void update(double lr, const std::vector<Slot*>& slots, bool decay, const std::vector<Tensor>* models = nullptr);
+  // Both updates of every slot; with `models` every parameter also copied into models[k].
+  void step_all(double lr, const std::vector<Tensor>* models);
   std::vector<Slot> slots_;
   AdamWOptions options_;
   int64_t step_ = 0;

@@ -109,9 +109,11 @@ class MasterWeights {
   // Multiplies every master gradient by `factor` (unscaling the loss scale).
   void scale_grads(double factor);
   void zero_grads();
-  // Steps `optimizer` (built over masters()) with learning rate `lr`, then rounds the masters
-  // into the model's parameters; under ZeRO-Offload each master goes to the device while the
-  // host steps the next.
+  // Steps `optimizer` (built over masters()) with learning rate `lr` and rounds the masters
+  // into the model's parameters: on the host each right after its update; on a device in the
+  // update's own launches (Note [AdamW into the model]); under ZeRO-Offload each master goes to
+  // the device while the host steps the next. The same bits as optimizer.step(lr) then
+  // copy_to_model().
   void step(AdamW& optimizer, double lr);
   // Rounds the masters into the model's parameters.
   void copy_to_model();

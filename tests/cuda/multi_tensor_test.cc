@@ -1,6 +1,7 @@
 // The GPU's multi-tensor kernels (kernels/cuda/multi_tensor.cu) against the single-tensor ones
 // and the host, for tensors around the 65536-element chunk size, an empty one, and f32 and bf16:
-// the fused AdamW step and the one-synchronization sum of squares. Skips without a GPU.
+// the fused AdamW step (also writing bf16/f16 copies of f32 parameters) and the
+// one-synchronization sum of squares. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,6 +55,33 @@ TEST(CudaMultiTensor, AdamWMatchesTheSingleTensorKernelAndTheHost) {
         ASSERT_EQ(b[i], a[i]) << dtype << ", tensor " << k << ", element " << i << ": multi vs single kernel";
         ASSERT_NEAR(b[i], h[i], tol * std::max(1.0f, std::abs(h[i]))) << dtype << ", tensor " << k << ", element " << i;
       }
+    }
+  }
+}
+
+// Mixed precision's fused step (Note [AdamW into the model]): f32 parameters updated with the
+// multi-tensor kernel's bits while the same launch writes them, rounded, into bf16/f16 tensors
+// with the bits of the cast kernel.
+TEST(CudaMultiTensor, AdamWIntoBf16AndF16GivesTheUpdateThenCastBits) {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda();
+  for (DType out_dtype : {DType::kBF16, DType::kF16}) {
+    std::vector<Tensor> p1 = random_tensors(1, DType::kF32, gpu), p2 = random_tensors(1, DType::kF32, gpu);
+    const std::vector<Tensor> g = random_tensors(2, DType::kF32, gpu);
+    std::vector<Tensor> m1 = zero_tensors(gpu), v1 = zero_tensors(gpu), m2 = zero_tensors(gpu), v2 = zero_tensors(gpu);
+    std::vector<Tensor> outs;
+    for (const Tensor& p : p2) outs.push_back(zeros(p.shape(), out_dtype, gpu));
+    for (int64_t t = 1; t <= 3; ++t) {
+      const kernels::cpu::AdamWStep s{1e-3, 0.9, 0.95, 1e-8, 0.1, t};
+      ops::adamw_update_multi_(p1, g, m1, v1, s);
+      ops::adamw_update_multi_(p2, g, m2, v2, s, outs);
+    }
+    for (size_t k = 0; k < p1.size(); ++k) {
+      EXPECT_EQ(to_vector<float>(p2[k]), to_vector<float>(p1[k])) << out_dtype << ", tensor " << k;
+      EXPECT_EQ(to_vector<float>(m2[k]), to_vector<float>(m1[k])) << out_dtype << ", tensor " << k;
+      EXPECT_EQ(to_vector<float>(v2[k]), to_vector<float>(v1[k])) << out_dtype << ", tensor " << k;
+      EXPECT_EQ(to_vector<float>(outs[k]), to_vector<float>(core::cast(p1[k], out_dtype)))
+          << out_dtype << ", tensor " << k;
     }
   }
 }

@@ -1,6 +1,7 @@
 // Optimizer primitives (ops/optim.h): AdamW against a float64 transcription of
 // torch.optim.AdamW over several steps; the multi-tensor update gives the single-tensor
-// updates' bits, on the host and on the emulated device; the AVX-512 path agrees with the
+// updates' bits, on the host and on the emulated device, also when it writes each updated
+// parameter into a bf16/f16 copy (a cast's bits); the AVX-512 path agrees with the
 // scalar one (on CPUs that have it: the GPU machines run this test too); the sum of squares
 // of tensors of mixed dtypes and devices equals the float64 sum.
 #include <gtest/gtest.h>
@@ -79,6 +80,40 @@ TEST(AdamWOp, MultiTensorUpdateGivesTheSingleUpdatesBits) {
   Params again = params(Device::cpu());
   ops::adamw_update_multi_(again.p, again.g, again.m, again.v, step_of(1, 0.1));
   EXPECT_EQ(values(dev.p), values(again.p));
+}
+
+// With outs, each updated f32 parameter also goes into a bf16 or f16 tensor (on a device in
+// the update's own launch): the bits of the update then a cast, and the parameters and state
+// of the update alone. An out the kernel cannot write (f32, here) is copied after the update.
+TEST(AdamWOp, MultiTensorUpdateIntoOutsGivesTheUpdateThenCastBits) {
+  for (const Device device : {Device::cpu(), testing::emulated_device()}) {
+    for (const DType dtype : {DType::kBF16, DType::kF16}) {
+      Params plain = params(device), into = params(device);
+      std::vector<Tensor> outs;
+      for (size_t k = 0; k < into.p.size(); ++k)
+        outs.push_back(zeros(into.p[k].shape(), k == 3 ? DType::kF32 : dtype, device));
+      for (int64_t t = 1; t <= 3; ++t) {
+        ops::adamw_update_multi_(plain.p, plain.g, plain.m, plain.v, step_of(t, 0.1));
+        ops::adamw_update_multi_(into.p, into.g, into.m, into.v, step_of(t, 0.1), outs);
+      }
+      EXPECT_EQ(values(into.p), values(plain.p)) << device << ", " << dtype;
+      EXPECT_EQ(values(into.m), values(plain.m)) << device << ", " << dtype;
+      EXPECT_EQ(values(into.v), values(plain.v)) << device << ", " << dtype;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        EXPECT_EQ(outs[k].dtype(), k == 3 ? DType::kF32 : dtype);
+        EXPECT_EQ(to_vector<float>(outs[k]), to_vector<float>(core::cast(plain.p[k], outs[k].dtype())))
+            << device << ", " << dtype << ", tensor " << k;
+      }
+    }
+  }
+  Params ps = params(Device::cpu());
+  std::vector<Tensor> wrong = {zeros({2}, DType::kBF16), zeros({0}), zeros({70000}), zeros({33}), zeros({65536})};
+  try {
+    ops::adamw_update_multi_(ps.p, ps.g, ps.m, ps.v, step_of(1, 0.0), wrong);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("copied into a tensor of shape"), std::string::npos) << e.what();
+  }
 }
 
 TEST(AdamWOp, Avx512PathAgreesWithTheScalarPath) {

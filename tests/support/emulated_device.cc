@@ -362,6 +362,23 @@ class EmulatedKernels final : public kernels::DeviceKernels {
                            cpu::AdamWStep{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.step});
     });
   }
+  // The host's update tensor by tensor, each updated parameter then rounded into out[k] as
+  // copy_strided rounds it.
+  void adamw_update_multi(DType dtype, void* const* param, const void* const* grad, float* const* m, float* const* v,
+                          void* const* out, DType out_dtype, const int64_t* n, int64_t count,
+                          const kernels::DeviceAdamWStep& s) override {
+    TRI_CHECK(out == nullptr || dtype == DType::kF32, "emulated adamw_update_multi: out needs f32 parameters, got ",
+              dtype);
+    for (int64_t k = 0; k < count; ++k) {
+      adamw_update(dtype, param[k], grad[k], m[k], v[k], n[k], s);
+      if (out == nullptr) continue;
+      ops::dispatch_floating(out_dtype, "adamw_multi", [&]<class O>() {
+        const float* p = static_cast<const float*>(param[k]);
+        O* o = static_cast<O*>(out[k]);
+        for (int64_t i = 0; i < n[k]; ++i) o[i] = convert<O>(p[i]);
+      });
+    }
+  }
 };
 
 }  // namespace

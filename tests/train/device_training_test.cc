@@ -2,14 +2,17 @@
 // host memory and host kernels behind the device tables): a GPT-2 moved with Module::to,
 // trained with AdamW (state created on the device) and global-norm clipping, gives the host's
 // losses bit for bit; so does ZeRO-Offload with the model on the device and the bf16 masters
-// on the host, whose gradients arrive by asynchronous copies; and a checkpoint of device
-// tensors holds the host's bytes. The same paths run on a GPU in
+// on the host, whose gradients arrive by asynchronous copies; a checkpoint of device
+// tensors holds the host's bytes; and AdamW rounding the masters into the model in its own
+// launches gives the bits of a step then a copy. The same paths run on a GPU in
 // tests/cuda/cuda_training_test.cc.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <vector>
@@ -164,6 +167,77 @@ TEST(DeviceTraining, OffloadedGradientsLeaveTheDeviceABucketAtATime) {
   const int64_t bounded = peak(largest);
   EXPECT_LE(bounded, 2 * largest + 4096) << "at most the bound and the gradient that crossed it, of " << all
                                          << " bytes of gradients";
+}
+
+// The bits of a tensor's values widened to f32 (exact for bf16 and f16; -0 and +0 differ).
+std::vector<uint32_t> bits(const Tensor& t) {
+  std::vector<uint32_t> out;
+  for (const float x : to_vector<float>(t)) out.push_back(std::bit_cast<uint32_t>(x));
+  return out;
+}
+
+// Note [AdamW into the model]: with the masters on the model's device, MasterWeights::step
+// rounds them into the model in AdamW's own launches. After several steps the masters, AdamW's
+// state and the bf16/f16 model hold the bits of AdamW::step then copy_to_model; so do the
+// losses. At step 2 one master is overwritten (as a checkpoint load would) and has no gradient:
+// it is not updated, and both paths copy it into the model as it is.
+TEST(DeviceTraining, AdamWWritesTheModelWithTheBitsOfStepThenCopyToModel) {
+  const Device dev = testing::emulated_device();
+  for (const DType compute : {DType::kBF16, DType::kF16}) {
+    struct Run {
+      std::vector<double> losses;
+      std::vector<std::vector<uint32_t>> masters, state, model;
+    };
+    const auto run = [&](bool fused) {
+      models::gpt2::GPT2 model(tiny_model());
+      model.to(dev);
+      optim::MasterWeights master(model.named_parameters(), compute);
+      optim::AdamWOptions options;
+      options.lr = 3e-3;
+      optim::AdamW opt(master.masters(), options);
+      Generator gen(7);
+      Run r;
+      for (int s = 0; s < 4; ++s) {
+        const Tensor idx = core::to_device(randint(0, 64, {4, 16}, gen), dev);
+        const Tensor tgt = core::to_device(randint(0, 64, {4, 16}, gen), dev);
+        const Tensor loss = model.loss(idx, tgt);
+        r.losses.push_back(loss.item());
+        autograd::backward(loss);
+        master.finish_backward();
+        optim::clip_grad_norm_(master.master_tensors(), 1.0);
+        if (s == 2) {
+          Tensor stale = master.masters()[1].second;
+          core::copy_(stale, core::to_device(randn(stale.shape(), gen), dev));
+          stale.zero_grad();
+        }
+        if (fused) {
+          master.step(opt, options.lr);
+        } else {
+          opt.step(options.lr);
+          master.copy_to_model();
+        }
+        master.zero_grads();
+        model.zero_grad();
+      }
+      for (const auto& [name, m] : master.masters()) r.masters.push_back(bits(m));
+      for (const auto& [name, t] : opt.state()) r.state.push_back(bits(t));
+      for (const Tensor& p : model.parameters()) {
+        EXPECT_EQ(p.dtype(), compute);
+        EXPECT_EQ(p.device(), dev);
+        r.model.push_back(bits(p));
+      }
+      return r;
+    };
+    const Run fused = run(true), unfused = run(false);
+    EXPECT_EQ(fused.losses, unfused.losses) << compute;
+    EXPECT_EQ(fused.masters, unfused.masters) << compute;
+    EXPECT_EQ(fused.state, unfused.state) << compute;
+    ASSERT_EQ(fused.model.size(), unfused.model.size());
+    for (size_t k = 0; k < fused.model.size(); ++k)
+      EXPECT_EQ(fused.model[k], unfused.model[k]) << compute << ", parameter " << k;
+    // The model moved with the masters (the steps changed it).
+    EXPECT_NE(fused.losses.front(), fused.losses.back()) << compute;
+  }
 }
 
 TEST(DeviceTraining, CheckpointsOfDeviceTensorsHoldTheHostBytes) {

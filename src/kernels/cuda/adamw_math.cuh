@@ -32,10 +32,11 @@ inline AdamWScalars adamw_scalars(const AdamWHyper& h) {
   return s;
 }
 
-// Element i of one parameter: m, v and the parameter updated in place.
+// Element i of one parameter: m, v and the parameter updated in place; returns the parameter's
+// new value.
 template <class T>
-__device__ __forceinline__ void adamw_element(T* param, const T* grad, float* m, float* v, int64_t i,
-                                              const AdamWScalars& s) {
+__device__ __forceinline__ T adamw_element(T* param, const T* grad, float* m, float* v, int64_t i,
+                                           const AdamWScalars& s) {
   // float whatever T is (f64 too), as on the CPU.
   const float g = static_cast<float>(to_acc(grad[i]));
   const float p = static_cast<float>(to_acc(param[i])) * s.decay;
@@ -44,7 +45,9 @@ __device__ __forceinline__ void adamw_element(T* param, const T* grad, float* m,
   m[i] = mi;
   v[i] = vi;
   const float updated = p - s.step_size * (mi / (sqrtf(vi) / s.bc2_sqrt + s.eps));
-  param[i] = from_acc<T>(static_cast<acc_t<T>>(updated));
+  const T stored = from_acc<T>(static_cast<acc_t<T>>(updated));
+  param[i] = stored;
+  return stored;
 }
 
 }  // namespace trident::cuda

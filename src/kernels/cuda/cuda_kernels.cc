@@ -171,8 +171,9 @@ class CudaKernels final : public kernels::DeviceKernels {
     return s;
   }
   void adamw_update_multi(DType dtype, void* const* param, const void* const* grad, float* const* m, float* const* v,
-                          const int64_t* n, int64_t count, const kernels::DeviceAdamWStep& s) override {
-    launch_adamw_multi(code(dtype), param, grad, m, v, n, count,
+                          void* const* out, DType out_dtype, const int64_t* n, int64_t count,
+                          const kernels::DeviceAdamWStep& s) override {
+    launch_adamw_multi(code(dtype), param, grad, m, v, out, code(out_dtype), n, count,
                        AdamWHyper{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.step});
     check_launch();
   }

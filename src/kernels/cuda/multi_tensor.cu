@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/adamw_math.cuh"
@@ -22,13 +23,14 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kChunk = 1 << 16;
 
-// The table on the GPU: per tensor up to four pointers and its size; per chunk its tensor and
+// The table on the GPU: per tensor up to five pointers and its size; per chunk its tensor and
 // first element.
 struct Table {
   void* const* a;
   const void* const* b;
   float* const* m;
   float* const* v;
+  void* const* out;
   const int64_t* n;
   const int32_t* chunk_tensor;
   const int64_t* chunk_begin;
@@ -49,8 +51,8 @@ class TableBuilder {
 
   // Copies the arrays to the GPU; returns the table, or a table of no chunks on failure (the
   // error stays for cudaGetLastError).
-  Table upload(const void* const* a, const void* const* b, float* const* m, float* const* v, const int64_t* n,
-               void** scratch) {
+  Table upload(const void* const* a, const void* const* b, float* const* m, float* const* v, void* const* out,
+               const int64_t* n, void** scratch) {
     std::vector<char> bytes;
     auto put = [&](const void* src, size_t size) {
       const size_t at = (bytes.size() + 7) / 8 * 8;
@@ -60,7 +62,7 @@ class TableBuilder {
     };
     const size_t ptrs = static_cast<size_t>(count_) * sizeof(void*);
     const size_t at_a = put(a, ptrs), at_b = b ? put(b, ptrs) : 0, at_m = m ? put(m, ptrs) : 0,
-                 at_v = v ? put(v, ptrs) : 0, at_n = put(n, static_cast<size_t>(count_) * sizeof(int64_t)),
+                 at_v = v ? put(v, ptrs) : 0, at_out = out ? put(out, ptrs) : 0, at_n = put(n, static_cast<size_t>(count_) * sizeof(int64_t)),
                  at_t = put(chunk_tensor_.data(), chunk_tensor_.size() * sizeof(int32_t)),
                  at_c = put(chunk_begin_.data(), chunk_begin_.size() * sizeof(int64_t));
     Table t{};
@@ -73,6 +75,7 @@ class TableBuilder {
     t.b = b ? reinterpret_cast<const void* const*>(base + at_b) : nullptr;
     t.m = m ? reinterpret_cast<float* const*>(base + at_m) : nullptr;
     t.v = v ? reinterpret_cast<float* const*>(base + at_v) : nullptr;
+    t.out = out ? reinterpret_cast<void* const*>(base + at_out) : nullptr;
     t.n = reinterpret_cast<const int64_t*>(base + at_n);
     t.chunk_tensor = reinterpret_cast<const int32_t*>(base + at_t);
     t.chunk_begin = reinterpret_cast<const int64_t*>(base + at_c);
@@ -105,15 +108,23 @@ __global__ void sum_of_squares_multi_kernel(double* partial, const Table t) {
   }
 }
 
-// One block: total = the chunks' sums added in a fixed order.
-template <class T>
+// AdamW on the table's parameters; with O not void, each updated parameter also goes, rounded
+// to O as elementwise.cu's cast rounds (from_acc: to nearest even), into t.out[k]: mixed
+// precision's masters into the model in the same pass (Note [AdamW into the model]).
+template <class T, class O>
 __global__ void adamw_multi_kernel(const Table t, const AdamWScalars s) {
   for (int64_t c = blockIdx.x; c < t.chunks; c += gridDim.x) {
     const int k = t.chunk_tensor[c];
     const int64_t begin = t.chunk_begin[c], end = min(begin + kChunk, t.n[k]);
     T* param = static_cast<T*>(t.a[k]);
     const T* grad = static_cast<const T*>(t.b[k]);
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adamw_element(param, grad, t.m[k], t.v[k], i, s);
+    if constexpr (std::is_void<O>::value) {
+      for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adamw_element(param, grad, t.m[k], t.v[k], i, s);
+    } else {
+      O* out = static_cast<O*>(t.out[k]);
+      for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+        out[i] = from_acc<O>(to_acc(adamw_element(param, grad, t.m[k], t.v[k], i, s)));
+    }
   }
 }
 
@@ -123,7 +134,8 @@ double launch_sum_of_squares_multi(int dtype, const void* const* x, const int64_
   TableBuilder builder(count, n);
   if (builder.chunks() == 0) return 0.0;
   void* table_memory = nullptr;
-  const Table t = builder.upload(const_cast<const void* const*>(x), nullptr, nullptr, nullptr, n, &table_memory);
+  const Table t =
+      builder.upload(const_cast<const void* const*>(x), nullptr, nullptr, nullptr, nullptr, n, &table_memory);
   double result = std::numeric_limits<double>::quiet_NaN();
   void* p = nullptr;
   if (t.chunks == 0 || scratch_malloc(&p, static_cast<size_t>(t.chunks + 1) * sizeof(double)) != cudaSuccess) {
@@ -143,20 +155,29 @@ double launch_sum_of_squares_multi(int dtype, const void* const* x, const int64_
 }
 
 void launch_adamw_multi(int dtype, void* const* param, const void* const* grad, float* const* m, float* const* v,
-                        const int64_t* n, int64_t count, const AdamWHyper& h) {
+                        void* const* out, int out_dtype, const int64_t* n, int64_t count, const AdamWHyper& h) {
+  if (out != nullptr && (dtype != kF32 || (out_dtype != kBF16 && out_dtype != kF16)))
+    bad_dtype("adamw_multi into a model (f32 parameters, bf16 or f16 out)", dtype != kF32 ? dtype : out_dtype);
   TableBuilder builder(count, n);
   if (builder.chunks() == 0) return;
   void* table_memory = nullptr;
-  const Table t = builder.upload(const_cast<const void* const*>(param), grad, m, v, n, &table_memory);
+  const Table t = builder.upload(const_cast<const void* const*>(param), grad, m, v, out, n, &table_memory);
   if (t.chunks == 0) {
     if (table_memory) scratch_free(table_memory);
     return;
   }
   const AdamWScalars s = adamw_scalars(h);
-  dispatch_floating(dtype, "adamw_multi", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    adamw_multi_kernel<T><<<blocks_for(t.chunks), kThreads>>>(t, s);
-  });
+  const unsigned blocks = blocks_for(t.chunks);
+  if (out == nullptr) {
+    dispatch_floating(dtype, "adamw_multi", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      adamw_multi_kernel<T, void><<<blocks, kThreads>>>(t, s);
+    });
+  } else if (out_dtype == kBF16) {
+    adamw_multi_kernel<float, bf16_t><<<blocks, kThreads>>>(t, s);
+  } else {
+    adamw_multi_kernel<float, f16_t><<<blocks, kThreads>>>(t, s);
+  }
   scratch_free(table_memory);  // ordered after the kernel on stream 0
 }
 

@@ -12,8 +12,10 @@ namespace trident::cuda {
 // Sum over the `count` tensors of the squares of their n[k] elements at x[k], in double, in
 // a fixed order (chunks of the tensors, then the chunks' sums); synchronizes once.
 double launch_sum_of_squares_multi(int dtype, const void* const* x, const int64_t* n, int64_t count);
-// AdamW (adamw.cuh's arithmetic) on `count` parameters at once, all with the same step.
+// AdamW (adamw.cuh's arithmetic) on `count` parameters at once, all with the same step. `out`
+// (optional, nullptr: none; f32 parameters only): per parameter n[k] elements of out_dtype
+// (bf16 or f16) that also get the updated parameter, rounded to nearest even as a cast rounds.
 void launch_adamw_multi(int dtype, void* const* param, const void* const* grad, float* const* m, float* const* v,
-                        const int64_t* n, int64_t count, const AdamWHyper& h);
+                        void* const* out, int out_dtype, const int64_t* n, int64_t count, const AdamWHyper& h);
 
 }  // namespace trident::cuda

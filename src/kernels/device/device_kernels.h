@@ -156,17 +156,21 @@ class DeviceKernels {
                             const DeviceAdamWStep& step) = 0;
 
   // Many tensors of one dtype at once (fused optimizers' multi-tensor apply): n[k] elements at
-  // each pointer. A backend with one-launch kernels overrides these; the defaults call the
-  // single-tensor kernels in turn (the sum of squares then adds the tensors' sums in order).
+  // each pointer. A backend with a one-launch kernel overrides sum_of_squares_multi; the
+  // default calls the single-tensor kernel in turn (adding the tensors' sums in order).
   virtual double sum_of_squares_multi(DType dtype, const void* const* x, const int64_t* n, int64_t count) {
     double total = 0.0;
     for (int64_t k = 0; k < count; ++k) total += sum_of_squares(dtype, x[k], n[k]);
     return total;
   }
+  // adamw_update on each of the `count` parameters, the bits of the single-tensor kernel. `out`
+  // is optional (nullptr: none) and only for f32 parameters: per parameter n[k] elements of
+  // out_dtype (bf16 or f16) that get the updated parameter rounded to nearest even, the bits of
+  // a cast (copy_strided): mixed precision's fp32 masters stepped and rounded into the model in
+  // one pass (Note [AdamW into the model] in optim/mixed_precision.cc).
   virtual void adamw_update_multi(DType dtype, void* const* param, const void* const* grad, float* const* m,
-                                  float* const* v, const int64_t* n, int64_t count, const DeviceAdamWStep& step) {
-    for (int64_t k = 0; k < count; ++k) adamw_update(dtype, param[k], grad[k], m[k], v[k], n[k], step);
-  }
+                                  float* const* v, void* const* out, DType out_dtype, const int64_t* n, int64_t count,
+                                  const DeviceAdamWStep& step) = 0;
 };
 
 void register_device_kernels(DeviceType type, DeviceKernels* kernels);
