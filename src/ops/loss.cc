@@ -76,11 +76,14 @@ int64_t count_targets(const Tensor& t_any, int64_t V, int64_t ignore_index, cons
 // up to the device's multiple (64 on a GPU), and the logits and dx GEMMs run over all ld
 // columns against a copy of w padded with zero rows, so the padding columns hold exact zeros
 // in logits and dlogits (the cross-entropy kernels read and write only the first V) and add
-// nothing to dx. With GPT-2's V = 50257 unpadded rows are only 2-byte aligned in bf16, and
-// cuBLAS runs an odd vocabulary dimension slowly even when aligned: on an H100 the logits GEMM
-// at (16384 x 768) x (768 x 50257) ran at 98 TFLOP/s through PyTorch and the dx GEMM at 145,
-// against 800 for a large square product (bench/gpu_ceilings.py); nanoGPT pads its vocabulary to
-// 50304 for this reason. Padding here leaves the model's V (and its files) as they are.
+// nothing to dx. The dw GEMM likewise writes ld rows, of which dw is the first V (the rest get
+// zeros): unpadded it took 3.05 ms of GPT-2 124M's bf16 step at B=16 on an H200, padded 2.12
+// (the logits GEMM: 1.84). With GPT-2's V = 50257 unpadded rows are only 2-byte aligned in
+// bf16, and cuBLAS runs an odd vocabulary dimension slowly even when aligned: on an H100 the
+// logits GEMM at (16384 x 768) x (768 x 50257) ran at 98 TFLOP/s through PyTorch and the dx
+// GEMM at 145, against 800 for a large square product (bench/gpu_ceilings.py); nanoGPT pads
+// its vocabulary to 50304 for this reason. Padding here leaves the model's V (and its files) as
+// they are.
 int64_t padded_row(int64_t V, const kernels::DeviceKernels& k) {
   const int64_t m = std::max<int64_t>(1, k.logits_row_multiple());
   return (V + m - 1) / m * m;
@@ -135,12 +138,14 @@ void chunk_on_device(const Tensor& x2, const Tensor& wc, const Tensor& wp, const
     g.c = static_cast<char*>(out.dx->raw_data()) + r0 * C * x_size, g.ldc = C;
     k.gemm(g);
   }
-  if (out.dw) {  // dw += dlogits^T (V, n) @ x rows (n, C), in f32 for bf16/f16
+  if (out.dw) {  // dw += dlogits^T (ld, n) @ x rows (n, C), in f32 for bf16/f16
+    // dw is the first V rows of an (ld, C) buffer (linear_cross_entropy): the padding rows get
+    // the zero padding columns' products, and cuBLAS an aligned vocabulary dimension.
     profiler::ProfileScope scope("linear_cross_entropy.dw_gemm", profiler::Phase::kForward);
     kernels::GemmArgs g;
     g.dtype = x2.dtype(), g.c_dtype = out.dw->dtype();
     g.trans_a = true;
-    g.M = V, g.N = C, g.K = n;
+    g.M = ld, g.N = C, g.K = n;
     g.a = logits.raw_data(), g.lda = ld, g.b = xc, g.ldb = C;
     g.beta = 1.0, g.c = out.dw->raw_data(), g.ldc = C;
     k.gemm(g);
@@ -263,7 +268,12 @@ LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, 
   // Per-row gradient of the summed loss; with every row ignored all gradients are zero.
   out.grad_scale = reduction == Reduction::kSum ? 1.0 : (count > 0 ? 1.0 / static_cast<double>(count) : 0.0);
   if (want_dx) out.dx = empty(Shape{N, C}, x.dtype(), x.device());
-  if (want_dw) out.dw = zeros(w.shape(), acc, x.device());
+  if (want_dw) {
+    // On a device, dw's rows continue up to the padded vocabulary (Note [Padded logits]); the
+    // first V rows are a contiguous view of them.
+    const int64_t rows_allocated = on_device(x2) ? padded_row(V, device_kernels_of(x2)) : V;
+    out.dw = views::narrow(zeros(Shape{rows_allocated, C}, acc, x.device()), 0, 0, V);
+  }
   const bool want_grad = want_dx || want_dw;
   double total = 0.0;
   dispatch_floating(x.dtype(), what, [&]<class T>() {

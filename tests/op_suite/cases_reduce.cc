@@ -22,6 +22,10 @@ void reduce_cases(const char* op, bool mean) {
       {"transposed input", normal({7, 9}).transposed(), {1}, false, 9},
       {"strided input", normal({5, 8}).strided(), {0}, false, 5},
       {"long row", normal({2, 5000}), {1}, true, 5000},
+      // Column sums by 16-byte vectors on a GPU (Note [Column sums by vectors] in
+      // kernels/cuda/reduce.cu): row chunks with a short last one, a partial block of columns.
+      {"column sums, chunks of rows", normal({1000, 72}), {0}, false, 1000},
+      {"column sums over two dims", normal({3, 200, 264}), {0, 1}, false, 600},
   };
   for (const Spec& s : specs) {
     const std::vector<int64_t> dims = s.dims;

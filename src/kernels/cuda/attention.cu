@@ -41,6 +41,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "core/kernel_switches.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/cuda_types.cuh"
@@ -81,6 +83,60 @@ __global__ void row_dot_kernel(acc_t<T>* delta, View<const T> dout, View<const T
   }
 }
 
+// The same for 16-byte aligned bf16/f16 rows with HS a multiple of 8: a row belongs to L lanes
+// (HS / 8 rounded up to a power of two, at most 32), each taking 8-element vectors, so a warp
+// reads whole rows at a time (one warp per row of 64 read 2 bytes per lane: 0.65 ms for GPT-2
+// 124M's 12 layers at B=16 on an H200, 5 times the bytes' time). Each product is exact in
+// double, so the order (per lane, then the lanes' tree) changes nothing but rare roundings.
+template <class T, int L>
+__global__ void row_dot_vector_kernel(acc_t<T>* delta, View<const T> dout, View<const T> out, Shape s,
+                                      int64_t rows) {
+  constexpr int kRowsPerWarp = 32 / L;
+  const int lane = threadIdx.x & 31, sub = lane % L;
+  const int64_t warps = grid_threads() >> 5, nvec = s.HS / 8;
+  // The loop condition is the same for the whole warp, so every lane reaches the shuffles.
+  for (int64_t first = (global_thread() >> 5) * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
+    const int64_t row = first + lane / L;
+    double sum = 0;
+    if (row < rows) {
+      const int64_t bh = row / s.T, t = row % s.T;
+      const uint4* g = reinterpret_cast<const uint4*>(dout.row(bh / s.NH, bh % s.NH, t));
+      const uint4* o = reinterpret_cast<const uint4*>(out.row(bh / s.NH, bh % s.NH, t));
+      for (int64_t v = sub; v < nvec; v += L) {
+        const uint4 a = g[v], b = o[v];
+        const T* x = reinterpret_cast<const T*>(&a);
+        const T* y = reinterpret_cast<const T*>(&b);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum += static_cast<double>(to_acc(x[j])) * static_cast<double>(to_acc(y[j]));
+      }
+    }
+#pragma unroll
+    for (int m = L / 2; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+    if (row < rows && sub == 0) delta[row] = static_cast<acc_t<T>>(sum);
+  }
+}
+
+// row_dot_kernel or, where it applies, row_dot_vector_kernel.
+template <class T>
+void launch_row_dot(acc_t<T>* delta, const Heads& dout, const Heads& out, const Shape& s, int64_t rows,
+                    const AttentionDims& d) {
+  if constexpr (kHalfLike<T>) {
+    if (d.HS % 8 == 0 && rows_aligned(dout, d.B, d.NH, d.T) && rows_aligned(out, d.B, d.NH, d.T)) {
+      const int64_t nvec = d.HS / 8;
+      auto go = [&](auto lanes) {
+        constexpr int L = decltype(lanes)::value;
+        row_dot_vector_kernel<T, L><<<grid_for((rows + 32 / L - 1) / (32 / L) * 32, 256), 256>>>(
+            delta, view_of<const T>(dout), view_of<const T>(out), s, rows);
+      };
+      if (nvec <= 4) return go(std::integral_constant<int, 4>{});
+      if (nvec <= 8) return go(std::integral_constant<int, 8>{});
+      if (nvec <= 16) return go(std::integral_constant<int, 16>{});
+      return go(std::integral_constant<int, 32>{});
+    }
+  }
+  row_dot_kernel<T><<<grid_for(rows * 32, 256), 256>>>(delta, view_of<const T>(dout), view_of<const T>(out), s, rows);
+}
+
 }  // namespace
 
 void launch_attention_forward(int dtype, Heads out, void* lse, Heads q, Heads k, Heads v,
@@ -114,8 +170,7 @@ void launch_attention_backward(int dtype, Heads dq, Heads dk, Heads dv, Heads do
     if (scratch_malloc(reinterpret_cast<void**>(&delta), static_cast<size_t>(rows) * sizeof(A)) !=
         cudaSuccess)
       return;
-    row_dot_kernel<T><<<grid_for(rows * 32, 256), 256>>>(delta, view_of<const T>(dout),
-                                                        view_of<const T>(out), s, rows);
+    launch_row_dot<T>(delta, dout, out, s, rows, d);
     const A* lse_a = static_cast<const A*>(lse);
     bool done = false;
     if constexpr (kHalfLike<T>) {

@@ -217,9 +217,46 @@ __global__ void unary_kernel(int op, T* out, const T* x, double param, int64_t n
     out[i] = from_acc<T>(unary_forward(op, to_acc(x[i]), param));
 }
 
+// The same for 16-byte aligned tensors, kVec<T> elements per access (unary_backward_vector_kernel).
+template <class T>
+__global__ void unary_vector_kernel(int op, T* out, const T* x, double param, int64_t n) {
+  constexpr int V = kVec<T>;
+  const int64_t nv = n / V;
+  for (int64_t i = global_thread(); i < nv; i += grid_threads()) {
+    uint4 u = reinterpret_cast<const uint4*>(x)[i];
+    T* e = reinterpret_cast<T*>(&u);
+#pragma unroll
+    for (int j = 0; j < V; ++j) e[j] = from_acc<T>(unary_forward(op, to_acc(e[j]), param));
+    reinterpret_cast<uint4*>(out)[i] = u;
+  }
+  for (int64_t i = nv * V + global_thread(); i < n; i += grid_threads())
+    out[i] = from_acc<T>(unary_forward(op, to_acc(x[i]), param));
+}
+
 template <class T>
 __global__ void unary_backward_kernel(int op, T* dx, const T* dy, const T* saved, double param, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads())
+    dx[i] = from_acc<T>(unary_derivative(op, to_acc(dy[i]), to_acc(saved[i]), param));
+}
+
+// The same for 16-byte aligned contiguous tensors, kVec<T> elements per access (the MLP's
+// GELU backward on 16384 x 3072 bf16: 2.59 ms for 12 layers on an H200 element by element,
+// 1.4 TB/s). Each element's arithmetic is unary_backward_kernel's: the same bits.
+template <class T>
+__global__ void unary_backward_vector_kernel(int op, T* dx, const T* dy, const T* saved, double param, int64_t n) {
+  constexpr int V = kVec<T>;
+  const int64_t nv = n / V;
+  for (int64_t i = global_thread(); i < nv; i += grid_threads()) {
+    const uint4 g = reinterpret_cast<const uint4*>(dy)[i], x = reinterpret_cast<const uint4*>(saved)[i];
+    uint4 z;
+    const T* gs = reinterpret_cast<const T*>(&g);
+    const T* xs = reinterpret_cast<const T*>(&x);
+    T* zs = reinterpret_cast<T*>(&z);
+#pragma unroll
+    for (int j = 0; j < V; ++j) zs[j] = from_acc<T>(unary_derivative(op, to_acc(gs[j]), to_acc(xs[j]), param));
+    reinterpret_cast<uint4*>(dx)[i] = z;
+  }
+  for (int64_t i = nv * V + global_thread(); i < n; i += grid_threads())
     dx[i] = from_acc<T>(unary_derivative(op, to_acc(dy[i]), to_acc(saved[i]), param));
 }
 
@@ -387,6 +424,11 @@ void launch_unary(int op, int dtype, void* out, const void* x, double param, int
   if (n == 0) return;
   dispatch_floating(dtype, "unary", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (aligned16(out) && aligned16(x)) {
+      unary_vector_kernel<T><<<grid_for(n / kVec<T> + 1, kThreads), kThreads>>>(op, static_cast<T*>(out),
+                                                                                static_cast<const T*>(x), param, n);
+      return;
+    }
     unary_kernel<T><<<grid_for(n, kThreads), kThreads>>>(op, static_cast<T*>(out), static_cast<const T*>(x), param, n);
   });
 }
@@ -395,6 +437,11 @@ void launch_unary_backward(int op, int dtype, void* dx, const void* dy, const vo
   if (n == 0) return;
   dispatch_floating(dtype, "unary_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (aligned16(dx) && aligned16(dy) && aligned16(saved)) {
+      unary_backward_vector_kernel<T><<<grid_for(n / kVec<T> + 1, kThreads), kThreads>>>(
+          op, static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(saved), param, n);
+      return;
+    }
     unary_backward_kernel<T><<<grid_for(n, kThreads), kThreads>>>(op, static_cast<T*>(dx), static_cast<const T*>(dy),
                                                                   static_cast<const T*>(saved), param, n);
   });
