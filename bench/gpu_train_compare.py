@@ -36,13 +36,12 @@ def flops_per_token(L, C, T, params):
     return 6.0 * params + 12.0 * L * C * T  # PaLM's count, as train_step_bench
 
 
-def torch_worker(args):
+def build_torch_gpt(L, C, NH, T, compile=True):
+    """The PyTorch side's model on the GPU: (model, step_fn, params); step_fn is torch.compile(model)
+    unless compile is False. Also used by bench/gpu_kernel_profile.py."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-
-    c = SIZES[args.size]
-    L, C, NH, T, B = c["L"], c["C"], c["NH"], args.T, args.batch
 
     class Block(nn.Module):
         def __init__(self):
@@ -84,25 +83,50 @@ def torch_worker(args):
             nn.init.normal_(p, std=0.02 / math.sqrt(2 * L) if name.endswith(("c_proj.weight", "mlp_proj.weight")) else 0.02)
     model = model.cuda()
     params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
-    step_fn = model if args.no_compile else torch.compile(model)
+    return model, (torch.compile(model) if compile else model), params
+
+
+def torch_train_step(model, step_fn, opt, idx, tgt):
+    """One step as trident's: bf16 autocast forward, backward, clip_grad_norm_(1.0), AdamW, zero_grad."""
+    import torch
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = step_fn(idx, tgt)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+def timed_torch_steps(model, step_fn, opt, B, T, steps, fresh_batches=True):
+    """`steps` steps of torch_train_step on random tokens (new ones each step, or one batch),
+    each timed by CUDA events: (ms per step, losses, the last batch's idx and tgt)."""
+    import torch
     times, losses = [], []
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for s in range(args.warmup + args.steps):
-        idx = torch.randint(0, V, (B, T), device="cuda")
-        tgt = torch.randint(0, V, (B, T), device="cuda")
+    idx = tgt = None
+    for s in range(steps):
+        if fresh_batches or idx is None:
+            idx = torch.randint(0, V, (B, T), device="cuda")
+            tgt = torch.randint(0, V, (B, T), device="cuda")
         torch.cuda.synchronize()
         start.record()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_fn(idx, tgt)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        loss = torch_train_step(model, step_fn, opt, idx, tgt)
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
         losses.append(loss.item())
+    return times, losses, idx, tgt
+
+
+def torch_worker(args):
+    import torch
+
+    c = SIZES[args.size]
+    L, C, NH, T, B = c["L"], c["C"], c["NH"], args.T, args.batch
+    model, step_fn, params = build_torch_gpt(L, C, NH, T, compile=not args.no_compile)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+    times, losses, _, _ = timed_torch_steps(model, step_fn, opt, B, T, args.warmup + args.steps)
     ms = statistics.median(times[args.warmup:])
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "compiled": not args.no_compile,
                       "params": params, "median_step_ms": ms, "tokens_per_s": B * T / (ms / 1e3),

@@ -8,13 +8,16 @@
 // and coverage into the JSON as "profile"; on a GPU its clock synchronizes the device at every
 // scope boundary, so the rows are GPU time. That step is not in "step_ms", "losses", the median
 // or tokens/s (the profiler's overhead does not count in them), and the peak RSS and allocator
-// peak are read before it.
+// peak are read before it. --profiler-range brackets the timed steps (not the warm-up) with the
+// device's external-profiler range (core/device_ops.h: cudaProfilerStart/Stop on CUDA, nothing on
+// the host), so that a profiler started with its capture off records only them, without
+// synchronizing per op (bench/gpu_kernel_profile.py: Nsight Compute's --profile-from-start off).
 //
 // Usage: train_step_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I] [--sliding-window W]]
 //          [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
 //          [--precision fp32|bf16|fp16] [--sgemm] [--gemm-rates] [--device cpu|cuda] [--peak-tflops F] [--offload]
-//          [--profile]
+//          [--profile] [--profiler-range]
 // --gemm-rates (CPU) adds "gemm_rates" ({engine: {"dtype", "gflops" (FLOP-weighted over the
 // step's shapes), "min_gflops", "max_gflops", "per_shape"}} for both dtypes),
 // "gemm_ceiling_gflops" (the fastest of the run's dtype: fp32/fp16 f32, bf16 bf16) and "mfu"
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu";
   bool offload = false;
   bool profile = false;
+  bool profiler_range_steps = false;
   double peak_tflops = 0.0;
   optim::PrecisionOptions precision;
   for (int i = 1; i < argc; ++i) {
@@ -123,6 +127,7 @@ int main(int argc, char** argv) {
     else if (a == "--device") device_name = next();
     else if (a == "--offload") offload = true;
     else if (a == "--profile") profile = true;
+    else if (a == "--profiler-range") profiler_range_steps = true;
     else if (a == "--peak-tflops") peak_tflops = std::stod(next());
     else if (a == "--precision") precision.dtype = next();
     else {
@@ -176,6 +181,7 @@ int main(int argc, char** argv) {
       const Tensor idx = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
       const Tensor targets = core::to_device(randint(0, cfg.vocab_size, {B, T}, gen), device);
       synchronize(device);
+      if (profiler_range_steps && s == warmup) profiler_range(device, true);
       std::optional<profiler::ProfileSession> session;
       if (profiled) {
         // On a GPU the scopes would time launches: a clock that first waits for the device
@@ -209,6 +215,7 @@ int main(int argc, char** argv) {
       }
       model.zero_grad();
       synchronize(device);
+      if (profiler_range_steps && s == warmup + steps - 1) profiler_range(device, false);
       const double elapsed_ms = seconds_since(t0) * 1e3;
       const double cpu_ms = (process_cpu_seconds() - cpu0) * 1e3;
       if (session) report = session->stop();
@@ -258,6 +265,7 @@ int main(int argc, char** argv) {
       if (sgemm && precision.compute_dtype() == DType::kBF16) out["bf16_gemm_gflops"] = gemm_gflops<bf16>(2048);
     }
     out["device"] = device_name;
+    out["profiler_range"] = profiler_range_steps;
     out["offload"] = offload;
     if (!device.is_cpu())
       out["host_allocator_peak_mib"] = static_cast<double>(host_peak) / (1024.0 * 1024.0);

@@ -29,6 +29,17 @@ for lib in $(ldd "$stage"/bin/* 2>/dev/null | awk '/=>/ {print $3}' | sort -u); 
     *) cp -L "$lib" "$stage/lib/" ;;
   esac
 done
+# CUDA builds with CUPTI: the CUDA injection library of bench/gpu_kernel_profile.py (run.sh's
+# `kernels` stage) in lib/, its CUPTI in lib/cupti/ (that script puts it on the library path of
+# the traced run only, so that PyTorch's profiler keeps its own).
+if cmake --build "$build" -j2 --target trident_kernel_trace >/dev/null 2>&1; then
+  mkdir -p "$stage/lib/cupti"
+  cp "$build"/bench/libtrident_kernel_trace.so "$stage/lib/"
+  cupti=$(ldd "$build"/bench/libtrident_kernel_trace.so | awk '/libcupti/ {print $3}')
+  [ -n "$cupti" ] && cp -L "$cupti" "$stage/lib/cupti/"
+else
+  echo "pack.sh: no trident_kernel_trace in $build (a CUDA build with CUPTI has it); packing without it"
+fi
 # The device tool carries at most 64 MiB with the working tree: compressed, this is ~30 MiB.
 rm -f .gpu/trident-gpu.tar.xz
 mkdir -p .gpu

@@ -4,12 +4,14 @@
 # losses on the GPU (compared with the CPU's here, off the GPU's time: scripts/gpu/parity.py),
 # `trident train` on the GPU on the packed corpus, a per-op profile of a bf16 step and PyTorch's
 # rates at the same shapes (bench/gpu_ceilings.py), the speed comparison with PyTorch, ZeRO-Offload
-# training a model whose optimizer state does not fit on the (capped) GPU, and (cpu) the host
-# CPU's native bf16 GEMMs. Device time is short, so every stage has a time limit and the whole run a
-# deadline (TRIDENT_GPU_DEADLINE seconds, default 540): a stage that would start past it is
-# skipped and says so. Logs and JSON go to one directory, packed as $OUT/gpu-results.tar.gz
+# training a model whose optimizer state does not fit on the (capped) GPU, (kernels) a bf16 step's
+# GPU time kernel by kernel against PyTorch's, and (cpu) the host CPU's native bf16 GEMMs. Device
+# time is short, so every stage has a time limit and the whole run a deadline
+# (TRIDENT_GPU_DEADLINE seconds, default 540): a stage that would start past it is skipped and
+# says so. Logs and JSON go to one directory, packed as $OUT/gpu-results.tar.gz
 # (the device tool brings back few files). Usage:
-#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests gate sanitize parity train profile baseline variants bench llama offload planner cpu,
+#   scripts/gpu/run.sh [all | STAGE...]   STAGE: tests gate sanitize parity train profile kernels ncu_attention baseline
+#   variants bench llama offload planner cpu,
 #   run in the order given (all: tests parity profile bench llama offload train sanitize).
 set -uo pipefail
 stages=${*:-all}
@@ -55,7 +57,9 @@ group_tests() {
 group_sanitize() {
   command -v compute-sanitizer >/dev/null || { echo "== sanitize: no compute-sanitizer"; return; }
   TAIL=4 stage memcheck_attention 90 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/attention_kernel_test quick
-  TAIL=4 stage racecheck_attention 120 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/attention_kernel_test quick
+  # RACECHECK=0 skips racecheck (a minute) when the attention kernels have not changed.
+  [ "${RACECHECK:-1}" = 1 ] && TAIL=4 stage racecheck_attention 120 compute-sanitizer --tool racecheck --error-exitcode 9 \
+    $bin/attention_kernel_test quick
   TAIL=4 stage memcheck_reductions 90 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/op_suite_test \
     --gtest_filter='*OnDevices*sum*:*OnDevices*mean*:*OnDevices*softmax*:*OnDevices*cross_entropy*:*OnDevices*layer_norm*' --gtest_brief=1
 }
@@ -84,6 +88,30 @@ group_profile() {
   TRIDENT_CUDA_CUBLASLT=0 TAIL=30 stage profile_124m_bf16_gemmex 90 $bin/train_step_bench $gpt2_124m --B 16 --steps 3 \
     --warmup 2 --device cuda --precision bf16 --peak-tflops 989 --profile
   TAIL=1 stage ceilings 90 python3 bench/gpu_ceilings.py
+}
+group_kernels() {
+  # Where a bf16 step's GPU time goes, kernel by kernel, trident against PyTorch, with no per-op
+  # synchronization (bench/gpu_kernel_profile.py): trident's step after two warm-up steps under
+  # Nsight Compute (gpu__time_duration of each kernel) and under CUPTI's kernel timestamps
+  # (libtrident_kernel_trace.so: also the GPU's idle gaps in the step), PyTorch's (torch.compile)
+  # under torch.profiler, both beside their un-profiled step times. The script keeps to a budget
+  # inside the stage's limit, so its JSON is written even when a half runs out of time.
+  local limit=180 left=$((deadline - (SECONDS - start)))
+  ((limit > left)) && limit=$left
+  TAIL=24 stage kernels_124m_bf16 $limit python3 bench/gpu_kernel_profile.py --trident-bench $bin/train_step_bench \
+    --trace-lib $root/lib/libtrident_kernel_trace.so --size 124M --batch 16 --budget $((limit - 10)) \
+    --out "$res/gpu_kernel_profile.json"
+}
+group_ncu_attention() {
+  # Nsight Compute's full set of sections (speed of light, occupancy, memory and compute
+  # workload, warp stalls, instruction statistics, source counters) for each tensor-core
+  # attention kernel at GPT-2 124M's shape (bf16, B=8, 12 heads, T=1024, HS=64, causal:
+  # attention_kernel_test bench's first case, second launch).
+  command -v ncu >/dev/null || { echo "== ncu_attention: no ncu"; return; }
+  for k in tc_forward_kernel tc_dq_kernel tc_dkdv_kernel; do
+    TAIL=3 stage ncu_$k 60 ncu --clock-control none --set full -k regex:$k --launch-skip 1 --launch-count 1 \
+      $bin/attention_kernel_test bench
+  done
 }
 group_bench() {
   TAIL=3 stage gpu_train_compare 300 python3 bench/gpu_train_compare.py --trident-bench $bin/train_step_bench \
@@ -151,6 +179,11 @@ group_offload() {
         --steps 3 --warmup 1 --checkpointing full --peak-tflops 989"
   TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 TAIL=3 stage offload_1p5b 150 $bin/train_step_bench $args --offload
   TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 TAIL=3 stage no_offload_1p5b 60 $bin/train_step_bench $args
+  # OFFLOAD_MALLOC=1: the same offload step with glibc's malloc kept off mmap (freed blocks are
+  # reused rather than faulted in anew each step), to see whether page faults of the host's
+  # fresh fp32 gradient buffers (finish_backward's widening) cost the step time.
+  [ "${OFFLOAD_MALLOC:-0}" = 1 ] && GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736 \
+    TRIDENT_CUDA_MEMORY_LIMIT_MB=16384 TAIL=3 stage offload_1p5b_malloc_no_mmap 150 $bin/train_step_bench $args --offload
   # Without checkpointing: only the bf16 parameters and a bucket of gradients stay on the GPU
   # (Note [Offloaded gradients in flight]), so it fits (trident plan
   # --offload --train.device=cuda with this model: 8.5 GiB at B=2).

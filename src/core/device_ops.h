@@ -30,6 +30,10 @@ struct DeviceOps {
   // own, so that it overlaps the work queued after it; complete only once wait_copies returns.
   void (*copy_async)(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = nullptr;
   void (*wait_copies)() = nullptr;
+  // Optional (nullptr: nothing to do). Opens (start) or closes the range that an external
+  // profiler attached with "profile from start off" records (CUDA: cudaProfilerStart/Stop, for
+  // Nsight Compute's --profile-from-start off), so that it sees only the steps asked for.
+  void (*profiler_range)(bool start) = nullptr;
 };
 
 void register_device_ops(DeviceType type, const DeviceOps& ops);
@@ -37,5 +41,8 @@ void register_device_ops(DeviceType type, const DeviceOps& ops);
 const DeviceOps* device_ops(DeviceType type);
 // Waits for the device's queued work; nothing to do on the host.
 void synchronize(Device device);
+// Opens or closes the device's external-profiler range (DeviceOps::profiler_range); nothing to
+// do on the host or on a device without one.
+void profiler_range(Device device, bool start);
 
 }  // namespace trident

@@ -2,10 +2,12 @@
 // DeviceType::kCUDA (core/caching_allocator.h: pools per stream and size class, so training's
 // steady state makes no cudaMalloc; out of memory names the request and the pools), and
 // DeviceOps: copies between host and device (cudaMemcpy with unified addressing), strided and
-// converting copies on the device, fills and synchronize; the pinned host allocator
+// converting copies on the device, fills, synchronize and the external profiler's range
+// (cudaProfilerStart/Stop); the pinned host allocator
 // (cudaHostAlloc) behind core's pinned_host_allocator(); and the launchers' scratch memory.
 // Registered at start-up; this library is linked whole-archive so that the registration is
 // never dropped. Device 0 only for now; every kernel runs on the default stream.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -171,13 +173,16 @@ std::unordered_map<void*, DataPtr>& scratch_blocks() {
 
 void synchronize() { TRI_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+// Without a profiler attached these return cudaSuccess and do nothing.
+void profiler_range(bool start) { TRI_CUDA_CHECK(start ? cudaProfilerStart() : cudaProfilerStop()); }
+
 const bool registered = [] {
   // Leaked on purpose, like the host allocator: tensors in static storage may outlive it.
   register_device_allocator(DeviceType::kCUDA, &allocator());
   static CachingAllocator* pinned = new CachingAllocator(std::make_unique<PinnedHostMemory>());  // leaked, as above
   register_pinned_host_allocator(pinned);
   register_device_ops(DeviceType::kCUDA,
-                      DeviceOps{&copy, &fill, &copy_strided, &synchronize, &copy_async, &wait_copies});
+                      DeviceOps{&copy, &fill, &copy_strided, &synchronize, &copy_async, &wait_copies, &profiler_range});
   return true;
 }();
 
