@@ -10,6 +10,7 @@
 //   CUDA_INJECTION64_PATH=libtrident_kernel_trace.so TRIDENT_KERNEL_TRACE_OUT=k.tsv \
 //     train_step_bench ... --device cuda --profiler-range
 #include <cupti.h>
+#include <cxxabi.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +39,17 @@ void report(CUptiResult r, const char* what) {
   std::fprintf(stderr, "trident_kernel_trace: %s: %s\n", what, msg != nullptr ? msg : "?");
 }
 
+// CUPTI records the mangled name; the trace holds it demangled, as Nsight Compute and
+// torch.profiler show kernels.
+std::string demangled(const char* name) {
+  if (name == nullptr) return "?";
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string result = status == 0 && out != nullptr ? out : name;
+  std::free(out);
+  return result;
+}
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = kBufferBytes;
@@ -50,7 +62,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    g_kernels.push_back({k->start, k->end, k->name != nullptr ? k->name : "?"});
+    g_kernels.push_back({k->start, k->end, demangled(k->name)});
   }
   std::free(buffer);
 }

@@ -32,15 +32,18 @@ done
 # CUDA builds with CUPTI: the CUDA injection library of bench/gpu_kernel_profile.py (run.sh's
 # `kernels` stage) in lib/, its CUPTI in lib/cupti/ (that script puts it on the library path of
 # the traced run only, so that PyTorch's profiler keeps its own).
-if cmake --build "$build" -j2 --target trident_kernel_trace >/dev/null 2>&1; then
+if cmake --build "$build" -j2 --target trident_kernel_trace > "$stage/trace-build.log" 2>&1; then
   mkdir -p "$stage/lib/cupti"
   cp "$build"/bench/libtrident_kernel_trace.so "$stage/lib/"
   cupti=$(ldd "$build"/bench/libtrident_kernel_trace.so | awk '/libcupti/ {print $3}')
   [ -n "$cupti" ] && cp -L "$cupti" "$stage/lib/cupti/"
 else
-  echo "pack.sh: no trident_kernel_trace in $build (a CUDA build with CUPTI has it); packing without it"
+  echo "pack.sh: no trident_kernel_trace in $build (a CUDA 13 build with CUPTI has it); packing without it:"
+  tail -n 5 "$stage/trace-build.log"
 fi
-# The device tool carries at most 64 MiB with the working tree: compressed, this is ~30 MiB.
+rm -f "$stage/trace-build.log"
+# The device tool carries at most 64 MiB with the working tree: compressed, this is ~45 MiB
+# (with a baseline's two binaries).
 rm -f .gpu/trident-gpu.tar.xz
 mkdir -p .gpu
 tar -C "$stage" -cJf .gpu/trident-gpu.tar.xz bin lib

@@ -1,5 +1,6 @@
 #include "optim/adamw.h"
 
+#include "autograd/grad_mode.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/profiler.h"
@@ -53,6 +54,7 @@ void AdamW::step(double lr) { step_all(lr, nullptr); }
 void AdamW::step_into(double lr, const std::vector<Tensor>& models) {
   TRI_CHECK(models.size() == slots_.size(), "AdamW::step_into: ", slots_.size(), " parameters, ", models.size(),
             " model tensors");
+  autograd::NoGradGuard no_grad;  // the model tensors are leaves that require grad
   step_all(lr, &models);
 }
 

@@ -86,8 +86,9 @@ TRI_OP_CASES(linear_cross_entropy_cases) {
   linear_cross_entropy_case("chunks of 5 rows, ignored targets", 23, 8, 37, {index({23}, 37), -1, 4}, kMean, 5);
   linear_cross_entropy_case("chunks of 7, sum, u16", 30, 6, 50, {index({30}, 50, DType::kU16)}, kSum, 7);
   linear_cross_entropy_case("transposed x, chunks of 4", 10, 9, 17, {index({10}, 17, DType::kI32)}, kMean, 4, true);
-  // Vocabularies whose rows a GPU keeps in registers in one pass (Note [Cross-entropy rows in
-  // registers]), at each vector count, with a tail after the whole vectors and ignored rows.
+  // Vocabularies of thousands of classes (GPT-2's among them) in chunks, with a tail after the
+  // rows' whole 16-byte vectors and ignored rows: the GPU's padded logits rows and its
+  // block-per-row cross-entropy kernels over many vectors per thread.
   linear_cross_entropy_case("V 3001, chunks of 3", 7, 4, 3001, {index({7}, 3001), -1, 3}, kMean, 3);
   linear_cross_entropy_case("V 20011, sum", 5, 4, 20011, {index({5}, 20011, DType::kI32)}, kSum, 0);
   linear_cross_entropy_case("GPT-2's V 50257, chunks of 4", 6, 4, 50257, {index({6}, 50257), -1, 5}, kMean, 4);
