@@ -220,6 +220,11 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
   return dlogits;
 }
 
+int64_t linear_cross_entropy_padded_vocabulary(int64_t V, bool device) {
+  const int64_t m = device ? kernels::DeviceKernels::kLogitsRowMultiple : 1;
+  return (V + m - 1) / m * m;
+}
+
 int64_t linear_cross_entropy_chunk_rows(int64_t V, bool device) {
   const int64_t budget = device ? int64_t{1} << 27 : int64_t{1} << 26;  // Note [Head chunks]
   int64_t R = std::max<int64_t>(64, budget / V);

@@ -65,6 +65,10 @@ struct LinearCrossEntropyOutput {
 // The rows of one automatic chunk for a V-class head on the host or a device (Note [Head
 // chunks]); the planner's memory model reads it too.
 int64_t linear_cross_entropy_chunk_rows(int64_t V, bool on_device);
+// The rows a V-class head's logits chunks, the weight copy its vocabulary GEMMs read and its dw
+// have on a GPU's kernels (V rounded up to their multiple, Note [Padded logits]) or on the host
+// (V); the planner's memory model reads it.
+int64_t linear_cross_entropy_padded_vocabulary(int64_t V, bool on_device);
 LinearCrossEntropyOutput linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& targets,
                                               int64_t ignore_index, Reduction reduction, bool want_dx,
                                               bool want_dw, int64_t chunk_rows = 0);

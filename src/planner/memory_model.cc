@@ -615,12 +615,19 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         // bf16 pp2 b2 m4: 77 MB above the count that had the product's scratch missing and
         // all of it at the backward's start; the rows = C = 256 case had hidden both).
         const double widened = run.widened_bf16 ? 4.0 * static_cast<double>(V * C) + 4.0 * rows * static_cast<double>(C + V) : 0.0;
-        const double forward =
-            act + static_cast<double>(tokens) * head + vc + rows * static_cast<double>(V * E) + widened;
+        // Note [Padded logits] (ops/loss.cc): on a GPU the chunk's logits and the forward's dw
+        // have the padded vocabulary's rows, beside a zero-padded copy of the weight that the
+        // vocabulary GEMMs read (measured on an H200, GPT-2 small bf16 b4 m1: 49 MiB of
+        // activations above the count without them).
+        const int64_t padded = ops::linear_cross_entropy_padded_vocabulary(V, run.on_device);
+        const double dw = 4.0 * static_cast<double>(padded * C);
+        const double weight_copy = padded != V ? static_cast<double>(padded * C * E) : 0.0;
+        const double forward = act + static_cast<double>(tokens) * head + dw +
+                               rows * static_cast<double>(padded * E) + widened + weight_copy;
         // The backward's start, everything the forward kept still alive: the forward's dw, its
         // scaled copy and, under mixed precision, that cast to the compute dtype.
         const double backward_start =
-            act + static_cast<double>(tokens) * head + 2.0 * vc + (run.mixed() ? vc_e : 0.0);
+            act + static_cast<double>(tokens) * head + dw + vc + (run.mixed() ? vc_e : 0.0);
         act = std::max({forward, backward_start, backward_end});
       }
     }

@@ -11,6 +11,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
+#include "kernels/device/device_kernels.h"
 #include "planner/measure.h"
 #include "planner/named_configs.h"
 #include "planner/plan.h"
@@ -176,6 +177,12 @@ TEST(MemoryModel, ZeroOffloadOnADeviceKeepsTheStateOnTheHost) {
   const Device device = testing::emulated_device();
   const int ranks = comm::MpiRuntime::world()->size();
   if (ranks == 4) GTEST_SKIP() << "ZeRO-Offload's layouts are checked on 1 and 2 ranks";
+  // The GPU's padded vocabulary rows in the head (Note [Padded logits]), which the memory
+  // model counts on a device; back to the emulated device's default (none) afterwards.
+  testing::set_emulated_logits_row_multiple(kernels::DeviceKernels::kLogitsRowMultiple);
+  struct Unpad {
+    ~Unpad() { testing::set_emulated_logits_row_multiple(1); }
+  } unpad;
   const bool one = ranks == 1;
   // bf16: the gradients leave the device in bf16 and are widened into new f32 sums on the host,
   // and the masters go back rounded; fp32 with accumulation: the copies become the sums, and

@@ -121,7 +121,8 @@ class DeviceKernels {
   // The multiple of elements that linear_cross_entropy pads its logits rows and its vocabulary
   // GEMMs to (Note [Padded logits] in ops/loss.cc): 64, so cuBLAS gets aligned rows and a
   // vocabulary dimension it runs at full speed.
-  virtual int64_t logits_row_multiple() const { return 64; }
+  virtual int64_t logits_row_multiple() const { return kLogitsRowMultiple; }
+  static constexpr int64_t kLogitsRowMultiple = 64;
   // Returns the sum of the row losses that are not ignored. Rows of logits and dlogits are
   // ld >= V elements apart (a padded stride keeps every row 16-byte aligned for the GEMMs).
   virtual double cross_entropy_forward(DType dtype, DType index_dtype, void* logsumexp, const void* logits,
