@@ -252,7 +252,6 @@ void MasterWeights::step(AdamW& optimizer, double lr) {
   if (!offloaded()) {
     // The masters rounded into the model by AdamW's own launches (Note [AdamW into the model]).
     check_finished();
-    autograd::NoGradGuard no_grad;
     return optimizer.step_into(lr, model_params_);
   }
   optimizer.step(lr, [&](size_t k) {

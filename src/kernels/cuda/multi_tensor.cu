@@ -62,7 +62,8 @@ class TableBuilder {
     };
     const size_t ptrs = static_cast<size_t>(count_) * sizeof(void*);
     const size_t at_a = put(a, ptrs), at_b = b ? put(b, ptrs) : 0, at_m = m ? put(m, ptrs) : 0,
-                 at_v = v ? put(v, ptrs) : 0, at_out = out ? put(out, ptrs) : 0, at_n = put(n, static_cast<size_t>(count_) * sizeof(int64_t)),
+                 at_v = v ? put(v, ptrs) : 0, at_out = out ? put(out, ptrs) : 0,
+                 at_n = put(n, static_cast<size_t>(count_) * sizeof(int64_t)),
                  at_t = put(chunk_tensor_.data(), chunk_tensor_.size() * sizeof(int32_t)),
                  at_c = put(chunk_begin_.data(), chunk_begin_.size() * sizeof(int64_t));
     Table t{};

@@ -199,6 +199,22 @@ __global__ void zero_kernel(T* out, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = from_acc<T>(acc_t<T>(0));
 }
 
+// A reduction of n_red elements per output cut into about `wanted` splits of at least
+// min_chunk elements, at most 8192 (the second pass gives each output one warp: at most 256
+// partials per lane), none empty.
+struct Splits {
+  int64_t count, chunk;
+};
+Splits split_reduction(int64_t wanted, int64_t n_red, int64_t min_chunk) {
+  int64_t splits = wanted;
+  const int64_t max_splits = (n_red + min_chunk - 1) / min_chunk;
+  if (splits > max_splits) splits = max_splits;
+  if (splits > 8192) splits = 8192;
+  if (splits < 1) splits = 1;
+  const int64_t chunk = (n_red + splits - 1) / splits;
+  return {(n_red + chunk - 1) / chunk, chunk};
+}
+
 // Appends (size, stride) to a dim list, merging it into the previous dim when the two are
 // contiguous with each other (prev stride == size * stride): the flat order is unchanged.
 void push_dim(int64_t* shape, int64_t* strides, int& nd, int64_t size, int64_t stride) {
@@ -369,66 +385,51 @@ void launch_sum(int dtype, void* out, const void* in, const int64_t* shape, cons
       zero_kernel<T><<<grid_for(n_out, kThreads), kThreads>>>(o, n_out);
       return;
     }
+    // launch(partial): with several splits each (split, output) writes a double partial, which
+    // the second pass adds in split order; with one, partial is null and the outputs are written.
+    auto with_partials = [&](int64_t splits, auto&& launch) {
+      double* partial = nullptr;
+      if (splits > 1) {
+        void* p = nullptr;
+        if (scratch_malloc(&p, static_cast<size_t>(splits * n_out) * sizeof(double)) != cudaSuccess)
+          return;  // the error stays for the caller's cudaGetLastError
+        partial = static_cast<double*>(p);
+      }
+      launch(partial);
+      if (partial) {
+        sum_splits_kernel<T><<<grid_for(n_out, kThreads / 32), kThreads>>>(o, partial, n_out, splits, scale);
+        scratch_free(partial);
+      }
+    };
     // Column sums of a matrix whose rows hold whole aligned vectors (Note [Column sums by
     // vectors]): splits give about 2048 blocks, at least 64 rows each.
     if (g.kd == 1 && g.kstr[0] == 1 && g.rd == 1 && n_out % kVec<T> == 0 && g.rstr[0] % kVec<T> == 0 &&
         aligned16(x)) {
       const int64_t col_blocks = (n_out / kVec<T> + kColumnVecs - 1) / kColumnVecs;
-      int64_t splits = (2048 + col_blocks - 1) / col_blocks;
-      const int64_t max_splits = (n_red + 63) / 64;
-      if (splits > max_splits) splits = max_splits;
-      if (splits > 8192) splits = 8192;
-      if (splits < 1) splits = 1;
-      const int64_t chunk = (n_red + splits - 1) / splits;
-      splits = (n_red + chunk - 1) / chunk;
-      double* partial = nullptr;
-      if (splits > 1) {
-        void* p = nullptr;
-        if (scratch_malloc(&p, static_cast<size_t>(splits * n_out) * sizeof(double)) != cudaSuccess) return;
-        partial = static_cast<double*>(p);
-      }
-      const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits));
-      sum_columns_vector_kernel<T><<<grid, dim3(kColumnVecs, kColumnRowGroups)>>>(o, partial, x, n_out, g.rstr[0],
-                                                                                n_red, chunk, scale);
-      if (partial) {
-        sum_splits_kernel<T><<<grid_for(n_out, kThreads / 32), kThreads>>>(o, partial, n_out, splits, scale);
-        scratch_free(partial);
-      }
+      const Splits sp = split_reduction((2048 + col_blocks - 1) / col_blocks, n_red, 64);
+      with_partials(sp.count, [&](double* partial) {
+        const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(sp.count));
+        sum_columns_vector_kernel<T><<<grid, dim3(kColumnVecs, kColumnRowGroups)>>>(o, partial, x, n_out, g.rstr[0],
+                                                                                  n_red, sp.chunk, scale);
+      });
       return;
     }
     const bool kept_contiguous = g.kd > 0 && g.kstr[g.kd - 1] == 1;
     const bool reduced_contiguous = g.rd > 0 && g.rstr[g.rd - 1] == 1;
     const bool per_thread = (kept_contiguous && n_out >= 32) || (!reduced_contiguous && n_out >= 4096);
     // Splits: enough items to fill the GPU (per thread: 2^18 threads, at least 32 elements
-    // each; per warp: 2^13 warps, at least 256 elements each), at most 8192 per output (the
-    // second pass gives each output one warp: at most 256 partials per lane).
+    // each; per warp: 2^13 warps, at least 256 elements each).
     const int64_t target = per_thread ? (int64_t{1} << 18) : (int64_t{1} << 13);
-    const int64_t min_chunk = per_thread ? 32 : 256;
-    int64_t splits = (target + n_out - 1) / n_out;
-    const int64_t max_splits = (n_red + min_chunk - 1) / min_chunk;
-    if (splits > max_splits) splits = max_splits;
-    if (splits > 8192) splits = 8192;
-    if (splits < 1) splits = 1;
-    const int64_t chunk = (n_red + splits - 1) / splits;
-    splits = (n_red + chunk - 1) / chunk;  // no empty splits
-    double* partial = nullptr;
-    if (splits > 1) {
-      void* p = nullptr;
-      if (scratch_malloc(&p, static_cast<size_t>(splits * n_out) * sizeof(double)) != cudaSuccess)
-        return;  // the error stays for the caller's cudaGetLastError
-      partial = static_cast<double*>(p);
-    }
-    const int64_t items = n_out * splits;
-    if (per_thread)
-      sum_thread_kernel<T><<<grid_for(items, kThreads), kThreads>>>(o, partial, x, g, n_out, splits, chunk, n_red,
-                                                                   scale);
-    else
-      sum_warp_kernel<T><<<grid_for(items, kThreads / 32), kThreads>>>(o, partial, x, g, n_out, splits, chunk,
-                                                                      n_red, scale);
-    if (partial) {
-      sum_splits_kernel<T><<<grid_for(n_out, kThreads / 32), kThreads>>>(o, partial, n_out, splits, scale);
-      scratch_free(partial);
-    }
+    const Splits sp = split_reduction((target + n_out - 1) / n_out, n_red, per_thread ? 32 : 256);
+    with_partials(sp.count, [&](double* partial) {
+      const int64_t items = n_out * sp.count;
+      if (per_thread)
+        sum_thread_kernel<T><<<grid_for(items, kThreads), kThreads>>>(o, partial, x, g, n_out, sp.count, sp.chunk,
+                                                                     n_red, scale);
+      else
+        sum_warp_kernel<T><<<grid_for(items, kThreads / 32), kThreads>>>(o, partial, x, g, n_out, sp.count, sp.chunk,
+                                                                        n_red, scale);
+    });
   });
 }
 
