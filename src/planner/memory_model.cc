@@ -4,7 +4,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/half.h"
+#include "core/parallel.h"
 #include "kernels/cpu/gemm_engine.h"
+#include "kernels/cpu/matmul.h"
 #include "models/causal_lm.h"
 #include "parallel/buckets.h"
 #include "models/registry.h"
@@ -340,6 +343,21 @@ std::vector<OffloadBatch> offload_batches(const Stage& s, int64_t E, int64_t buc
   return batches;
 }
 
+// The host memory oneDNN's scratchpad takes in the head's logits GEMM on a CPU, (rows, C) @
+// (cols, C)^T into a product of the compute dtype with row stride ld, on the run's threads
+// (Note [oneDNN's scratchpad] in kernels/cpu/onednn_gemm.cc).
+double logits_gemm_scratch(const RunSpec& run, int64_t rows, int64_t cols, int64_t C, int64_t ld) {
+  if (run.on_device || rows <= 0 || cols <= 0) return 0.0;
+  using kernels::cpu::gemm_engine_scratch_bytes;
+  if (run.compute == DType::kBF16)
+    return static_cast<double>(
+        gemm_engine_scratch_bytes<bf16>(run.gemm_engines, run.threads, false, true, rows, cols, C, C, C, ld));
+  if (run.compute == DType::kF32)
+    return static_cast<double>(
+        gemm_engine_scratch_bytes<float>(run.gemm_engines, run.threads, false, true, rows, cols, C, C, C, ld));
+  return 0.0;  // f16 widens: its scratch is Note [Widened head GEMMs]'s
+}
+
 }  // namespace
 
 int64_t MemoryEstimate::total() const {
@@ -593,6 +611,9 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         const double kept = static_cast<double>(tokens) * head;
         head += (2.0 * 4.0 + (run.mixed() ? static_cast<double>(E) : 0.0)) * static_cast<double>(head_rows);
         double peak = std::max(act + static_cast<double>(tokens) * head, backward_end);
+        // The logits GEMM's moment: its product and oneDNN's scratchpad for it, on a CPU.
+        peak = std::max(peak, act + kept + static_cast<double>(E * tokens * head_rows) +
+                                  logits_gemm_scratch(run, tokens, head_rows, C, head_rows));
         if (run.widened_bf16) {
           // Note [Widened head GEMMs]: the head's weight gradient, the logits' gradient (tokens,
           // rows) transposed times the input; beside it the logits' gradient, dx and dw in the
@@ -622,8 +643,8 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         const int64_t padded = ops::linear_cross_entropy_padded_vocabulary(V, run.on_device);
         const double dw = 4.0 * static_cast<double>(padded * C);
         const double weight_copy = padded != V ? static_cast<double>(padded * C * E) : 0.0;
-        const double forward = act + static_cast<double>(tokens) * head + dw +
-                               rows * static_cast<double>(padded * E) + widened + weight_copy;
+        const double forward = act + static_cast<double>(tokens) * head + dw + rows * static_cast<double>(padded * E) +
+                               widened + weight_copy + logits_gemm_scratch(run, static_cast<int64_t>(rows), V, C, V);
         // The backward's start, everything the forward kept still alive: the forward's dw, its
         // scaled copy and, under mixed precision, that cast to the compute dtype.
         const double backward_start =
@@ -645,9 +666,14 @@ RunSpec run_spec(const train::TrainConfig& cfg) {
   r.compute = cfg.precision.compute_dtype();
   r.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1024 * 1024);
   r.on_device = cfg.train.device == "cuda";
-  r.widened_bf16 = !r.on_device && cfg.uses_bf16_gemms() &&
-                   kernels::cpu::gemm_engine_from(kernels::cpu::GemmType::kBF16, cfg.kernels.bf16_gemm,
-                                                  "kernels.bf16_gemm") == kernels::cpu::GemmEngine::kOpenBlas;
+  using kernels::cpu::GemmType;
+  if (!r.on_device) {
+    r.gemm_engines.f32 = kernels::cpu::gemm_engine_from(GemmType::kF32, cfg.kernels.f32_gemm, "kernels.f32_gemm");
+    if (cfg.uses_bf16_gemms())
+      r.gemm_engines.bf16 = kernels::cpu::gemm_engine_from(GemmType::kBF16, cfg.kernels.bf16_gemm, "kernels.bf16_gemm");
+  }
+  r.widened_bf16 = !r.on_device && cfg.uses_bf16_gemms() && r.gemm_engines.bf16 == kernels::cpu::GemmEngine::kOpenBlas;
+  r.threads = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : num_threads();
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/cpu/gemm_engine.h"
 #include "models/model_config.h"
 #include "models/model_shapes.h"
 #include "train/train_config.h"
@@ -24,6 +25,10 @@ struct RunSpec {
   // bf16 GEMMs on this CPU widen their operands to f32 copies (no native bf16 dot products, or
   // kernels.bf16_gemm = "widen": Note [GEMM engines] in kernels/cpu/gemm_engine.h).
   bool widened_bf16 = false;
+  // The CPU's GEMM engines for the run's dtypes and its threads: what oneDNN's scratchpad in the
+  // fused head's logits GEMM takes (Note [oneDNN's scratchpad] in kernels/cpu/onednn_gemm.cc).
+  kernels::cpu::GemmEngines gemm_engines;
+  int threads = 1;
   bool mixed() const { return compute != DType::kF32; }
   // The run's ranks are devices (a GPU cluster file's, whatever train.device says): their GEMMs
   // widen nothing into the device's memory.

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/half.h"
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/matmul.h"
@@ -292,6 +293,51 @@ TEST(GemmEngine, Bf16BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
                       ops32.c.data(), ops32.ldc);
     ops32.expect_result(p, before32, std::ldexp(1.0, -24));
   }
+}
+
+// What gemm_engine_scratch_bytes reports (the planner's memory model counts it) is what the host
+// allocator sees the product take beside its operands, on 1 and 2 threads: a bf16 product split
+// by columns into a wider C (Note [oneDNN's scratchpad]) and one split by rows into a dense C.
+TEST(GemmEngine, TheEnginesScratchIsWhatTheAllocatorSees) {
+  if (!onednn_has_native_bf16()) {
+    GTEST_SKIP() << "this CPU has no native bf16 (oneDNN's ISA: " << onednn_cpu_isa()
+                 << "): bf16 products widen to f32 copies, which the planner counts on its own";
+  }
+  const GemmEngines engines{.f32 = GemmEngine::kOneDnn, .bf16 = GemmEngine::kOneDnn};
+  Allocator& host = host_allocator();
+  const auto activations = [&] { return host.stats().category(MemoryCategory::kActivation); };
+  for (const Problem& p : {Problem{false, true, 96, 4500, 32, 0, 1.0f, 0.0f}, Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}})
+    for (int64_t one_thread = 0; const int threads : {1, 2}) {
+      SCOPED_TRACE(describe(p) + " threads=" + std::to_string(threads));
+      Operands<bf16, bf16> ops(p);
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      const int64_t predicted =
+          gemm_engine_scratch_bytes<bf16>(engines, threads, p.ta, p.tb, p.M, p.N, p.K, ops.lda, ops.ldb, ops.ldc, p.beta);
+      host.reset_peak_stats();
+      const int64_t before = activations().current;
+      gemm_on<bf16>(engines, p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta,
+                    ops.c.data(), ops.ldc);
+      const int64_t measured = activations().peak - before;
+      omp_set_num_threads(saved);
+      // The wide product's blocks (by columns, 18 of 256) each hold an f32 (M, 256) product.
+      if (p.N > p.M) {
+        EXPECT_GE(predicted, int64_t{4} * p.M * 256);
+      }
+      // On one thread exactly; on two, both threads' blocks at once unless the machine's load
+      // kept one thread from starting until the other had finished.
+      if (threads == 1) {
+        EXPECT_EQ(predicted, measured);
+        one_thread = predicted;
+      } else {
+        EXPECT_EQ(predicted, 2 * one_thread);
+        EXPECT_LE(measured, predicted);
+        EXPECT_GE(measured, one_thread);
+      }
+    }
+  // f32 products and the widening engine take none of oneDNN's scratch.
+  EXPECT_EQ(gemm_engine_scratch_bytes<float>(engines, 2, false, true, 96, 4500, 32, 32, 32, 4500), 0);
+  EXPECT_EQ(gemm_engine_scratch_bytes<bf16>(GemmEngines{}, 2, false, true, 96, 4500, 32, 32, 32, 4500), 0);
 }
 
 }  // namespace

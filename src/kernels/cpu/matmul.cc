@@ -265,6 +265,27 @@ void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
   }
 }
 
+template <class T>
+int64_t gemm_engine_scratch_bytes(const GemmEngines& engines, int threads, bool trans_a, bool trans_b, int64_t M,
+                                  int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, float beta) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16>, "gemm_engine_scratch_bytes: float or bf16");
+  if (M == 0 || N == 0 || engines.of(std::is_same_v<T, float> ? GemmType::kF32 : GemmType::kBF16) != GemmEngine::kOneDnn)
+    return 0;
+  normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  // gemm_blocks' split: the first block is the largest, and each thread runs one at a time.
+  const bool by_rows = M >= N;
+  const int64_t extent = by_rows ? M : N, block = std::min(gemm_block_extent(extent), extent);
+  const int64_t blocks = (extent + block - 1) / block;
+  const int64_t per_block = onednn_gemm_serial_scratchpad_bytes<T, T>(trans_a, trans_b, by_rows ? block : M,
+                                                                      by_rows ? N : block, K, lda, ldb, ldc, 1.0f, beta);
+  return per_block * std::min<int64_t>(blocks, std::max(threads, 1));
+}
+
+template int64_t gemm_engine_scratch_bytes<float>(const GemmEngines&, int, bool, bool, int64_t, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t, float);
+template int64_t gemm_engine_scratch_bytes<bf16>(const GemmEngines&, int, bool, bool, int64_t, int64_t, int64_t,
+                                                 int64_t, int64_t, int64_t, float);
+
 template void gemm_to_f32<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
                                  int64_t, float, float*, int64_t);
 template void gemm_to_f32<bf16>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t, const bf16*,

@@ -40,6 +40,14 @@ template <class T>
 void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
                  int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// The most host memory of the engine's own that gemm_on(engines, ...) holds at once for this
+// product on `threads` threads (C = A @ B, beta 0, or beta 1): oneDNN's scratchpad of each
+// block in flight (Note [oneDNN's scratchpad] in onednn_gemm.cc), for the planner's memory
+// model. T is float or bf16; a widened bf16 product's f32 copies are not counted here.
+template <class T>
+int64_t gemm_engine_scratch_bytes(const GemmEngines& engines, int threads, bool trans_a, bool trans_b, int64_t M,
+                                  int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, float beta = 0.0f);
+
 // Rows (or columns) per block of the deterministic GEMM (half as many, rounded to 16, where an
 // extent is 3, 5 or 7 of them: Note [Even block counts] in matmul.cc).
 inline constexpr int64_t kGemmBlock = 256;

@@ -179,6 +179,27 @@ void onednn_gemm(int threads, bool trans_a, bool trans_b, int64_t M, int64_t N, 
 
 }  // namespace
 
+// Note [oneDNN's scratchpad]
+// oneDNN 2.6's brgemm matmul (its fast one) takes only a C whose rows are dense. A block of a
+// product split by columns (Note [Deterministic GEMM] in matmul.cc) writes into C with the
+// whole product's row stride, so oneDNN runs its older gemm-based matmul there, which makes a
+// bf16 C's f32 product in the scratchpad first: M x N x 4 bytes per block, per thread. The
+// fused head's logits GEMM is such a product, split into 16 blocks of the vocabulary (Note
+// [Long extents]): GPT-2's is 1024 rows x 3200 columns, 13 MB per thread, and the memory
+// model counts it (found on a Zen 5: tiny GPT-2 in bf16 was 13.1 MB above the predicted
+// activations). An f32 C needs none. The brgemm path is no faster here: on one Zen 5 core, GPT-2
+// 124M's logits in blocks of 4096 x 3200 ran at 444-470 GFLOP/s strided and 458-478 as dense
+// 256-row products copied into place (LLaMA-125M's 2048-column blocks: 449-465 and 458-466).
+template <class In, class Out>
+int64_t onednn_gemm_serial_scratchpad_bytes(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                                            int64_t ldb, int64_t ldc, float alpha, float beta) {
+  if (M == 0 || N == 0 || K == 0) return 0;
+  const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, std::bit_cast<uint32_t>(alpha), std::bit_cast<uint32_t>(beta),
+                dnnl_type<In>(), dnnl_type<Out>(), 0};
+  OneThread one_thread;  // created as onednn_gemm_serial creates it
+  return static_cast<int64_t>(entry_for(key)->scratchpad.get_size());
+}
+
 template <class In, class Out>
 void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
                         int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
@@ -197,6 +218,10 @@ template void onednn_gemm_threaded<float, float>(bool, bool, int64_t, int64_t, i
                                                  const float*, int64_t, float, float*, int64_t);
 template void onednn_gemm_threaded<bf16, bf16>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t,
                                                const bf16*, int64_t, float, bf16*, int64_t);
+template int64_t onednn_gemm_serial_scratchpad_bytes<float, float>(bool, bool, int64_t, int64_t, int64_t, int64_t,
+                                                                   int64_t, int64_t, float, float);
+template int64_t onednn_gemm_serial_scratchpad_bytes<bf16, bf16>(bool, bool, int64_t, int64_t, int64_t, int64_t,
+                                                                 int64_t, int64_t, float, float);
 template void onednn_gemm_serial<float, float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                                                const float*, int64_t, float, float*, int64_t);
 template void onednn_gemm_serial<bf16, float>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t,

@@ -22,6 +22,13 @@ template <class In, class Out>
 void onednn_gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
                         int64_t lda, const In* B, int64_t ldb, float beta, Out* C, int64_t ldc);
 
+// The bytes of oneDNN's scratchpad that onednn_gemm_serial takes from the host allocator (as
+// activations) while it computes this product: a bf16 C with a row stride wider than N gets
+// an f32 copy of the whole product there (Note [oneDNN's scratchpad] in onednn_gemm.cc).
+template <class In, class Out>
+int64_t onednn_gemm_serial_scratchpad_bytes(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                                            int64_t ldb, int64_t ldc, float alpha, float beta);
+
 // The same product on oneDNN's own OpenMP threads (all of the process's), as a library user
 // would call it: the reference ceiling that gemm_rates.h measures beside trident's blocks.
 // Its bits depend on the thread count, so nothing but measurements calls it. Not inside a
