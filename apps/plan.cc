@@ -97,6 +97,8 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
     return Status::ok();
   }
   std::printf("%s", planner::plan_table(plan, a.top).c_str());
+  if (run.on_device && !a.offload && plan.fitting() == 0 && !plan.ranked.empty())
+    std::printf("(--offload lists ZeRO-Offload's layouts too: the optimizer state on the host)\n");
   if (a.cluster_file.empty())
     std::printf("(times use this machine's uncalibrated defaults: `trident calibrate` writes a file for --cluster)\n");
   if (cost) {
@@ -150,12 +152,27 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
   if (!cluster.is_ok()) return cluster.status();
   planner::RunSpec run = planner::run_spec(cfg);
   if (cluster.value().gpu()) run.place_on_device();
-  const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), false), ranks > 1);
-  if (plan.ranked.empty() || !plan.ranked.front().fits)
-    return Status::invalid("parallel.auto: " + planner::no_layout_reason(plan) + " (trident plan lists them)");
+  planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), false), ranks > 1);
+  const auto none_fits = [](const planner::Plan& p) { return p.ranked.empty() || !p.ranked.front().fits; };
+  // ZeRO-Offload only where no layout fits the devices without it: it trades step time (the
+  // optimizer on the host, gradients and weights over PCIe) for device memory, and DeepSpeed
+  // too turns it on for models that do not fit otherwise. It keeps state beside devices only.
+  bool offloaded = false;
+  if (none_fits(plan) && run.on_device) {
+    planner::Plan with = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), true), ranks > 1);
+    offloaded = !none_fits(with);
+    plan = std::move(with);  // when none fits either, its reason names the host's memory too
+  }
+  if (none_fits(plan))
+    return Status::invalid(std::string("parallel.auto") + (run.on_device ? " (ZeRO-Offload's layouts too)" : "") + ": " +
+                           planner::no_layout_reason(plan) + " (trident plan lists them)");
   const planner::Candidate& best = plan.ranked.front();
   best.layout.apply(cfg);
   if (print) {
+    if (offloaded)
+      std::fprintf(stderr, "parallel.auto: no layout fits the devices' memory without ZeRO-Offload; choosing among those "
+                           "with it (the optimizer state on the host: %.1f GiB per rank)\n",
+                   static_cast<double>(best.memory.host_total()) / (1024.0 * 1024.0 * 1024.0));
     std::fprintf(stderr, "parallel.auto: %s on %d rank(s), the fastest of the %lld layouts that fit, of %lld evaluated (%s):\n",
                  best.layout.str().c_str(), ranks, static_cast<long long>(plan.fitting()),
                  static_cast<long long>(plan.search.evaluated), cluster.value().shape.name.c_str());

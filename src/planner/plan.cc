@@ -75,6 +75,17 @@ std::string no_layout_reason(const Plan& plan) {
   else
     s << "no layout fits " << plan.cluster.device.memory_gib << " GiB per device on " << plan.ranks
       << " rank(s): more ranks, or a smaller batch or model";
+  // ZeRO-Offload's layouts that fit the device but not the node's host memory: say so.
+  const auto device_only = std::find_if(plan.ranked.begin(), plan.ranked.end(), [&](const Candidate& c) {
+    return !c.host_fits && c.memory.total() <= plan.cluster.memory_bytes();
+  });
+  if (device_only != plan.ranked.end()) {
+    char host[160];
+    std::snprintf(host, sizeof host, "needs %.1f GiB of host memory per rank, beyond the cluster's host_memory_gib = %g",
+                  static_cast<double>(device_only->memory.host_total()) / (1024.0 * 1024.0 * 1024.0),
+                  plan.cluster.shape.host_memory_gib);
+    s << " (with ZeRO-Offload, " << device_only->layout.str() << " fits the device but " << host << " per node)";
+  }
   return s.str();
 }
 

@@ -64,6 +64,23 @@ def main():
     r = run([trident, "plan", "--cluster", small_device] + big, env)
     if r.returncode != 0 or "no layout fits 16 GiB per device on 1 rank(s)" not in r.stdout:
         failures.append(f"the table should say no layout fits one 16 GiB device: {r.stdout[-400:]} {r.stderr}")
+    # --parallel.auto on one 16 GiB GPU: nothing fits without ZeRO-Offload, so it chooses among
+    # the offloaded layouts and says so; with too little host memory for them, it names that.
+    gpu16 = os.path.join(tempfile.gettempdir(), "trident_cli_plan_gpu16.toml")
+    for host_gib, want_fit in ((64.0, True), (8.0, False)):
+        with open(gpu16, "w") as f:
+            f.write(f'[cluster]\nname = "one 16 GiB GPU"\nhost_memory_gib = {host_gib}\n'
+                    '[device]\nkind = "gpu"\nmemory_gib = 16.0\n')
+        r = run([trident, "plan", "--cluster", gpu16] + big, env)
+        if r.returncode != 0 or "--offload lists ZeRO-Offload's layouts" not in r.stdout:
+            failures.append(f"plan on one 16 GiB GPU should point to --offload: {r.stdout[-400:]} {r.stderr}")
+        r = run([trident, "train", "--parallel.auto=true", f"--parallel.auto_cluster={gpu16}", "--print-config"] + big, env)
+        if want_fit and (r.returncode != 0 or "without ZeRO-Offload" not in r.stderr or
+                         "\noffload_optimizer = true" not in r.stdout):
+            failures.append(f"parallel.auto on one 16 GiB GPU should choose ZeRO-Offload: {r.stdout[-300:]} {r.stderr[-600:]}")
+        if not want_fit and (r.returncode == 0 or "host_memory_gib = 8" not in r.stderr or
+                             "ZeRO-Offload's layouts too" not in r.stderr):
+            failures.append(f"parallel.auto with 8 GiB of host memory should name it: {r.stderr[-600:]}")
     # 7 ranks and 4 sequences, 4 heads, 2 layers: no layout exists at all; say why, not "none fits".
     r = run([trident, "plan", "--ranks", "7"] + TINY, env)
     if r.returncode != 0 or "no layout of 7 rank(s) exists for this run" not in r.stdout or \
