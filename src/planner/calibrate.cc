@@ -10,6 +10,7 @@
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/gemm_engine.h"
 #include "core/half.h"
 #include "kernels/cpu/gemm_rates.h"
@@ -154,6 +155,30 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
         },
         options.seconds_per_measure);
     c.device.vocab_loss_ns_per_logit = s / static_cast<double>(N * V) * 1e9;
+  }
+  // The fused loss's passes outside its GEMMs (Note [The fused loss's time]): log-sum-exp and
+  // softmax - onehot in place, as ops::linear_cross_entropy runs them on each chunk's logits of
+  // the compute dtype, per logit.
+  {
+    const int64_t N = 256, V = std::max<int64_t>(1, cfg.model.vocab_size);
+    Generator gen(13);
+    const Tensor logits = randn({N, V}, gen, dtype == DType::kF64 ? DType::kF32 : dtype);
+    std::vector<int64_t> targets(static_cast<size_t>(N), 0);
+        const auto passes = [&]<class T>() {
+      using A = acc_t<T>;
+      std::vector<A> acc(static_cast<size_t>(N));
+      T* lg = logits.data_ptr<T>();
+      return fastest_seconds(
+          [&] {
+            kernels::cpu::cross_entropy_forward<T, int64_t>(acc.data(), lg, targets.data(), N, V, -1);
+            kernels::cpu::cross_entropy_backward<T, int64_t>(lg, lg, acc.data(), targets.data(), N, V, -1, 1.0);
+          },
+          options.seconds_per_measure);
+    };
+    const double s = logits.dtype() == DType::kBF16  ? passes.operator()<trident::bf16>()
+                     : logits.dtype() == DType::kF16 ? passes.operator()<trident::f16>()
+                                                     : passes.operator()<float>();
+    c.device.fused_loss_ns_per_logit = s / static_cast<double>(N * V) * 1e9;
   }
   // The all-reduce's alpha-beta over the ranks: small and large messages.
   if (comm && ranks > 1) {

@@ -45,6 +45,10 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
           .add("vocab_loss_ns_per_logit", &DeviceSpec::vocab_loss_ns_per_logit,
                "a vocabulary-parallel loss's local passes (maxima, sums, gradient) per logit, ns (calibrate: "
                "measured; 0: four passes over the f32 logits at memory_bandwidth_gbs)",
+               Range::non_negative())
+          .add("fused_loss_ns_per_logit", &DeviceSpec::fused_loss_ns_per_logit,
+               "the fused head's loss (tp = 1) outside its GEMMs: log-sum-exp and softmax - onehot per logit, ns "
+               "(calibrate: measured; 0: three passes over the compute dtype's logits at memory_bandwidth_gbs)",
                Range::non_negative());
   return t;
 }

@@ -48,6 +48,7 @@ struct DeviceSpec {
   double comm_overlap = 0.0;
   double gemm_half_rows = 0.0;
   double vocab_loss_ns_per_logit = 0.0;  // 0: the vocabulary-parallel loss's passes at memory_bandwidth_gbs
+  double fused_loss_ns_per_logit = 0.0;  // 0: the fused loss's passes at memory_bandwidth_gbs
   static const OptionTable<DeviceSpec>& table();
 };
 

@@ -1,0 +1,68 @@
+// The time model's fused loss (Note [The fused loss's time] in planner/time_model.cc): a
+// tensor-parallel-free last stage pays log-sum-exp and softmax - onehot per logit, at the
+// calibrated rate or, uncalibrated, three passes over the logits at the memory's rate; a
+// vocabulary-parallel head pays its own passes instead.
+#include <gtest/gtest.h>
+
+#include "models/registry.h"
+#include "planner/time_model.h"
+
+namespace trident::planner {
+namespace {
+
+RunSpec gpt_small(DType dtype) {
+  RunSpec run;
+  run.model.n_layer = 6;
+  run.model.n_head = 8;
+  run.model.n_embd = 512;
+  run.model.block_size = 512;
+  run.shapes = models::model_family("gpt2").shapes(run.model);
+  run.seq_len = 512;
+  run.global_batch = 4;
+  run.compute = dtype;
+  run.bucket_bytes = 25 << 20;
+  return run;
+}
+
+Layout one_rank(int64_t micro_batch, int64_t accum) {
+  Layout l;
+  l.micro_batch = micro_batch;
+  l.accum = accum;
+  return l;
+}
+
+TEST(TimeModel, TheFusedLossCostsItsPassesPerLogit) {
+  const RunSpec run = gpt_small(DType::kBF16);
+  const double logits_per_step = 4.0 * 512.0 * static_cast<double>(run.model.vocab_size);
+  Cluster c;
+  c.device.memory_bandwidth_gbs = 50.0;
+  for (const Layout& l : {one_rank(4, 1), one_rank(1, 4)}) {
+    SCOPED_TRACE(l.str());
+    c.device.fused_loss_ns_per_logit = 0.0;
+    const double uncalibrated = predict_time(run, l, c).step_s();
+    c.device.fused_loss_ns_per_logit = 1.0;
+    const double one_ns = predict_time(run, l, c).step_s();
+    c.device.fused_loss_ns_per_logit = 3.0;
+    const double three_ns = predict_time(run, l, c).step_s();
+    // Linear in the rate, every logit of the step once.
+    EXPECT_NEAR(three_ns - one_ns, 2.0 * logits_per_step * 1e-9, 1e-9);
+    // Uncalibrated: three passes over the bf16 logits at 50 GB/s, 0.12 ns per logit.
+    EXPECT_NEAR(one_ns - uncalibrated, logits_per_step * (1.0 - 3.0 * 2.0 / 50.0) * 1e-9, 1e-9);
+  }
+}
+
+TEST(TimeModel, AVocabularyParallelHeadPaysItsOwnPassesNotTheFusedLoss) {
+  const RunSpec run = gpt_small(DType::kF32);
+  Layout l = one_rank(4, 1);
+  l.tp = 2;
+  Cluster c;
+  c.shape.devices_per_node = 2;
+  c.device.vocab_loss_ns_per_logit = 1.0;
+  c.device.fused_loss_ns_per_logit = 0.0;
+  const double without = predict_time(run, l, c).step_s();
+  c.device.fused_loss_ns_per_logit = 5.0;
+  EXPECT_EQ(predict_time(run, l, c).step_s(), without);
+}
+
+}  // namespace
+}  // namespace trident::planner
