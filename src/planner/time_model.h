@@ -14,6 +14,10 @@
 //             memory_bandwidth_gbs.
 //  recompute  "full": the blocks' forward again; "selective": the attention and the memory-bound
 //             ops again (Note [Activation checkpointing]).
+//  head       its product forward and the two backward at the GEMM rate; with tp = 1 the fused
+//             loss's exps per logit (fused_loss_ns_per_logit) and its f32 dw's passes (Note [The
+//             fused loss's time]), with tp > 1 the vocabulary-parallel loss's passes.
+//  fold       under mixed precision, each micro-batch's gradients folded into the f32 ones.
 // Per step: m micro-batches, the optimizer (AdamW reads and writes 36 bytes per parameter it
 // steps, masters and moments included; ZeRO steps 1/dp of them), and
 //  data parallel  a ring all-reduce of the fp32 gradients (2 (n-1)/n bytes / bw + 2 (n-1)
