@@ -164,7 +164,7 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     Generator gen(13);
     const Tensor logits = randn({N, V}, gen, dtype == DType::kF64 ? DType::kF32 : dtype);
     std::vector<int64_t> targets(static_cast<size_t>(N), 0);
-        const auto passes = [&]<class T>() {
+    const auto passes = [&]<class T>() {
       using A = acc_t<T>;
       std::vector<A> acc(static_cast<size_t>(N));
       T* lg = logits.data_ptr<T>();
