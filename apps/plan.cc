@@ -158,13 +158,13 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
   // optimizer on the host, gradients and weights over PCIe) for device memory, and DeepSpeed
   // too turns it on for models that do not fit otherwise. It keeps state beside devices only.
   bool offloaded = false;
-  if (none_fits(plan) && run.on_device) {
+  if (none_fits(plan) && !plan.ranked.empty() && run.on_device) {
     planner::Plan with = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), true), ranks > 1);
     offloaded = !none_fits(with);
     plan = std::move(with);  // when none fits either, its reason names the host's memory too
   }
   if (none_fits(plan))
-    return Status::invalid(std::string("parallel.auto") + (run.on_device ? " (ZeRO-Offload's layouts too)" : "") + ": " +
+    return Status::invalid(std::string("parallel.auto") + (run.on_device && !plan.ranked.empty() ? " (ZeRO-Offload's layouts too)" : "") + ": " +
                            planner::no_layout_reason(plan) + " (trident plan lists them)");
   const planner::Candidate& best = plan.ranked.front();
   best.layout.apply(cfg);

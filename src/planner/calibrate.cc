@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "autograd/functions.h"
+#include "core/copy.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -17,6 +18,7 @@
 #include "kernels/cpu/matmul.h"
 #include "models/registry.h"
 #include "ops/elementwise.h"
+#include "ops/loss.h"
 #include "ops/vocab_parallel.h"
 
 namespace trident::planner {
@@ -141,26 +143,32 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     c.device.memory_bandwidth_gbs = 3.0 * 4.0 * static_cast<double>(n) / s / 1e9;
   }
   // The vocabulary-parallel loss's local passes (Note [The vocabulary-parallel loss's time]):
-  // maxima, sums and gradient over (rows, V / 2) f32 logits, per logit.
+  // the compute dtype's (rows, V / 2) logits cast to f32, maxima, sums and gradient, and the
+  // gradient cast back, per logit, as parallel/tp_collectives.cc runs them. 1024 rows, so the
+  // f32 logits outgrow the caches as a micro-batch's do (256 rows of GPT-2's fit a Zen 5's L3:
+  // 1.0 ns per logit measured there against 1.65 in a tp2 step).
   {
-    const int64_t N = 256, V = std::max<int64_t>(1, cfg.model.vocab_size / 2);
+    const int64_t N = 1024, V = std::max<int64_t>(1, cfg.model.vocab_size / 2);
     Generator gen(11);
-    const Tensor logits = randn({N, V}, gen, DType::kF32);
+    const Tensor logits = randn({N, V}, gen, dtype == DType::kF64 ? DType::kF32 : dtype);
     const Tensor targets = zeros({N}, DType::kI64);
     const double s = fastest_seconds(
         [&] {
-          const Tensor row_max = ops::vocab_parallel_row_max(logits);
-          const Tensor sums = ops::vocab_parallel_sums(logits, row_max, targets, 0);
-          (void)ops::vocab_parallel_backward(logits, row_max, sums, targets, 0, -1, 1.0);
+          const Tensor l = core::cast(logits, DType::kF32);
+          const Tensor row_max = ops::vocab_parallel_row_max(l);
+          const Tensor sums = ops::vocab_parallel_sums(l, row_max, targets, 0);
+          const Tensor g = ops::vocab_parallel_backward(l, row_max, sums, targets, 0, -1, 1.0);
+          if (logits.dtype() != DType::kF32) (void)core::cast(g, logits.dtype());
         },
         options.seconds_per_measure);
     c.device.vocab_loss_ns_per_logit = s / static_cast<double>(N * V) * 1e9;
   }
   // The fused loss's passes outside its GEMMs (Note [The fused loss's time]): log-sum-exp and
   // softmax - onehot in place, as ops::linear_cross_entropy runs them on each chunk's logits of
-  // the compute dtype, per logit.
+  // the compute dtype, per logit: a micro-batch's host chunk (ops/loss.h), out of the caches as there.
   {
-    const int64_t N = 256, V = std::max<int64_t>(1, cfg.model.vocab_size);
+    const int64_t V = std::max<int64_t>(1, cfg.model.vocab_size);
+    const int64_t N = std::min(ops::linear_cross_entropy_chunk_rows(V, false), B * T);
     Generator gen(13);
     const Tensor logits = randn({N, V}, gen, dtype == DType::kF64 ? DType::kF32 : dtype);
     std::vector<int64_t> targets(static_cast<size_t>(N), 0);

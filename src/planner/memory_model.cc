@@ -611,9 +611,8 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         const double kept = static_cast<double>(tokens) * head;
         head += (2.0 * 4.0 + (run.mixed() ? static_cast<double>(E) : 0.0)) * static_cast<double>(head_rows);
         double peak = std::max(act + static_cast<double>(tokens) * head, backward_end);
-        // The logits GEMM's moment: its product and oneDNN's scratchpad for it, on a CPU.
-        peak = std::max(peak, act + kept + static_cast<double>(E * tokens * head_rows) +
-                                  logits_gemm_scratch(run, tokens, head_rows, C, head_rows));
+        // (oneDNN's scratchpad in the logits GEMM, Note [oneDNN's scratchpad], is at most 4 bytes
+        // per logit, under the f32 logits and gradient that come after it.)
         if (run.widened_bf16) {
           // Note [Widened head GEMMs]: the head's weight gradient, the logits' gradient (tokens,
           // rows) transposed times the input; beside it the logits' gradient, dx and dw in the

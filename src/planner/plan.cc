@@ -75,16 +75,24 @@ std::string no_layout_reason(const Plan& plan) {
   else
     s << "no layout fits " << plan.cluster.device.memory_gib << " GiB per device on " << plan.ranks
       << " rank(s): more ranks, or a smaller batch or model";
-  // ZeRO-Offload's layouts that fit the device but not the node's host memory: say so.
-  const auto device_only = std::find_if(plan.ranked.begin(), plan.ranked.end(), [&](const Candidate& c) {
-    return !c.host_fits && c.memory.total() <= plan.cluster.memory_bytes();
-  });
-  if (device_only != plan.ranked.end()) {
-    char host[160];
-    std::snprintf(host, sizeof host, "needs %.1f GiB of host memory per rank, beyond the cluster's host_memory_gib = %g",
+  // ZeRO-Offload's layouts that fit the device but not the node's host memory: name the one
+  // that needs the least of it, per node as Cluster::host_fits counts it.
+  const Candidate* device_only = nullptr;
+  for (const Candidate& c : plan.ranked)
+    if (!c.host_fits && c.memory.total() <= plan.cluster.memory_bytes() &&
+        (device_only == nullptr || c.memory.host_total() < device_only->memory.host_total()))
+      device_only = &c;
+  if (device_only != nullptr) {
+    const int64_t on_a_node = std::min<int64_t>(device_only->layout.ranks(), plan.cluster.shape.devices_per_node);
+    char host[200];
+    std::snprintf(host, sizeof host,
+                  "needs %.1f GiB of host memory per node (%lld rank(s) x %.1f GiB), beyond the cluster's "
+                  "host_memory_gib = %g",
+                  static_cast<double>(device_only->memory.host_total() * on_a_node) / (1024.0 * 1024.0 * 1024.0),
+                  static_cast<long long>(on_a_node),
                   static_cast<double>(device_only->memory.host_total()) / (1024.0 * 1024.0 * 1024.0),
                   plan.cluster.shape.host_memory_gib);
-    s << " (with ZeRO-Offload, " << device_only->layout.str() << " fits the device but " << host << " per node)";
+    s << " (with ZeRO-Offload, " << device_only->layout.str() << " fits the device but " << host << ")";
   }
   return s.str();
 }

@@ -83,8 +83,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
       // that was most of what TP cost beyond the model (CPU time 3.71 s against data
       // parallelism's 3.35 s for the same batch), so calibrate times those passes per logit;
       // uncalibrated (a GPU's cluster file), four passes over memory (read for the maxima and
-      // the sums, read and written for the gradient). The fused loss of tp = 1 keeps its
-      // chunks in cache (in the head's GEMM time).
+      // the sums, read and written for the gradient). The fused loss of tp = 1 is
+      // Note [The fused loss's time].
       if (l.tp > 1) {
         const double logits = tokens * static_cast<double>(s.head_matmul.second) / tp;
         const double per_logit = cluster.device.vocab_loss_ns_per_logit > 0.0 ? cluster.device.vocab_loss_ns_per_logit * 1e-9
@@ -104,8 +104,10 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
                                      ? cluster.device.fused_loss_ns_per_logit * 1e-9
                                      : 3.0 * static_cast<double>(E) / mem_rate;
         head_fwd += logits * per_logit;
-        // Its dw, f32 (V, C), per micro-batch: zeroed, then scaled and cast in the backward.
-        head_bwd += static_cast<double>(s.head_matmul.first * s.head_matmul.second) * (16.0 + static_cast<double>(E)) / mem_rate;
+        // Its dw, f32 (V, C), per micro-batch: zeroed (4 bytes), then scaled (read and write 4)
+        // and, under mixed precision, cast to the compute dtype in the backward (read 4, write E).
+        const double dw_bytes = run.mixed() ? 16.0 + static_cast<double>(E) : 12.0;
+        head_bwd += static_cast<double>(s.head_matmul.first * s.head_matmul.second) * dw_bytes / mem_rate;
       }
       t += head_fwd + head_bwd;
     }
@@ -137,7 +139,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // Mixed precision folds every micro-batch's gradients of the compute dtype into the f32 ones
   // (read E, read and write 4): 7.2 ms per micro-batch of GPT-2 small's 45M parameters in bf16
   // on a Zen 5 core, four times at m = 4 (train.profile_step). Offload folds on the host.
-  if (run.mixed() && !l.offload) optimizer += m * (static_cast<double>(E) + 8.0) * P / mem_rate;
+  if (run.mixed() && !(l.offload && !cluster_is_host(cluster))) optimizer += m * (static_cast<double>(E) + 8.0) * P / mem_rate;
   out.compute_s = m * stage_s + optimizer;
   out.recompute_s = m * stage_re;
   // The pipeline as its schedule runs (Note [Simulated pipeline]): the bubble without the

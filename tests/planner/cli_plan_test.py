@@ -14,6 +14,7 @@
 import array
 import json
 import os
+import shutil
 import random
 import subprocess
 import sys
@@ -66,7 +67,8 @@ def main():
         failures.append(f"the table should say no layout fits one 16 GiB device: {r.stdout[-400:]} {r.stderr}")
     # --parallel.auto on one 16 GiB GPU: nothing fits without ZeRO-Offload, so it chooses among
     # the offloaded layouts and says so; with too little host memory for them, it names that.
-    gpu16 = os.path.join(tempfile.gettempdir(), "trident_cli_plan_gpu16.toml")
+    gpu16_dir = tempfile.mkdtemp(prefix="trident_cli_plan_gpu16_")
+    gpu16 = os.path.join(gpu16_dir, "gpu16.toml")
     for host_gib, want_fit in ((64.0, True), (8.0, False)):
         with open(gpu16, "w") as f:
             f.write(f'[cluster]\nname = "one 16 GiB GPU"\nhost_memory_gib = {host_gib}\n'
@@ -81,6 +83,7 @@ def main():
         if not want_fit and (r.returncode == 0 or "host_memory_gib = 8" not in r.stderr or
                              "ZeRO-Offload's layouts too" not in r.stderr):
             failures.append(f"parallel.auto with 8 GiB of host memory should name it: {r.stderr[-600:]}")
+    shutil.rmtree(gpu16_dir, ignore_errors=True)
     # 7 ranks and 4 sequences, 4 heads, 2 layers: no layout exists at all; say why, not "none fits".
     r = run([trident, "plan", "--ranks", "7"] + TINY, env)
     if r.returncode != 0 or "no layout of 7 rank(s) exists for this run" not in r.stdout or \

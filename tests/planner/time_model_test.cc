@@ -64,5 +64,31 @@ TEST(TimeModel, AVocabularyParallelHeadPaysItsOwnPassesNotTheFusedLoss) {
   EXPECT_EQ(predict_time(run, l, c).step_s(), without);
 }
 
+// Per micro-batch beyond the fused loss's logits (the same in all): under mixed precision the
+// fold of every gradient into the f32 ones (2 + 8 bytes per parameter in bf16), and the
+// head's f32 dw zeroed, scaled and cast (16 + 2 bytes per weight); in fp32 only the dw's 12.
+TEST(TimeModel, EachMicroBatchFoldsTheGradientsAndPassesOverTheHeadsDw) {
+  Cluster c;
+  c.device.memory_bandwidth_gbs = 50.0;
+  c.device.fused_loss_ns_per_logit = 1.0;
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    const RunSpec run = gpt_small(dtype);
+    const double P = static_cast<double>(run.shapes.num_parameters());
+    const double VC = static_cast<double>(run.shapes.head_matmul.first * run.shapes.head_matmul.second);
+    const double per_micro_batch = dtype == DType::kBF16 ? (10.0 * P + 18.0 * VC) / 50e9 : 12.0 * VC / 50e9;
+    const double three_more = predict_time(run, one_rank(1, 4), c).step_s() - predict_time(run, one_rank(4, 1), c).step_s();
+    EXPECT_NEAR(three_more, 3.0 * per_micro_batch, 1e-9) << dtype_name(dtype);
+  }
+}
+
+// On CPU ranks ZeRO-Offload changes nothing (the host is where the state was): the same time.
+TEST(TimeModel, OffloadOnCpuRanksCostsWhatTheLayoutWithoutItCosts) {
+  const RunSpec run = gpt_small(DType::kBF16);
+  Layout plain = one_rank(1, 4), offloaded = plain;
+  offloaded.offload = true;
+  const Cluster c;  // this machine's kind: cpu
+  EXPECT_EQ(predict_time(run, offloaded, c).step_s(), predict_time(run, plain, c).step_s());
+}
+
 }  // namespace
 }  // namespace trident::planner

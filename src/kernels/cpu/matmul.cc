@@ -272,13 +272,16 @@ int64_t gemm_engine_scratch_bytes(const GemmEngines& engines, int threads, bool 
   if (M == 0 || N == 0 || engines.of(std::is_same_v<T, float> ? GemmType::kF32 : GemmType::kBF16) != GemmEngine::kOneDnn)
     return 0;
   normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
-  // gemm_blocks' split: the first block is the largest, and each thread runs one at a time.
+  // gemm_blocks' split, each thread running one block at a time: the larger scratch of a full
+  // block and the last one (a shorter block may take another of oneDNN's kernels).
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N, block = std::min(gemm_block_extent(extent), extent);
-  const int64_t blocks = (extent + block - 1) / block;
-  const int64_t per_block = onednn_gemm_serial_scratchpad_bytes<T, T>(trans_a, trans_b, by_rows ? block : M,
-                                                                      by_rows ? N : block, K, lda, ldb, ldc, 1.0f, beta);
-  return per_block * std::min<int64_t>(blocks, std::max(threads, 1));
+  const int64_t blocks = (extent + block - 1) / block, last = extent - (blocks - 1) * block;
+  auto scratch = [&](int64_t len) {
+    return onednn_gemm_serial_scratchpad_bytes<T, T>(trans_a, trans_b, by_rows ? len : M, by_rows ? N : len, K, lda, ldb,
+                                                     ldc, 1.0f, beta);
+  };
+  return std::max(scratch(block), scratch(last)) * std::min<int64_t>(blocks, std::max(threads, 1));
 }
 
 template int64_t gemm_engine_scratch_bytes<float>(const GemmEngines&, int, bool, bool, int64_t, int64_t, int64_t,

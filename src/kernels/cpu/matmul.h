@@ -40,8 +40,8 @@ template <class T>
 void gemm_to_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
                  int64_t lda, const T* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// The most host memory of the engine's own that gemm_on(engines, ...) holds at once for this
-// product on `threads` threads (C = A @ B, beta 0, or beta 1): oneDNN's scratchpad of each
+// The most host memory of the engine's own that gemm_on(engines, ...) (the shape's own blocks,
+// alpha 1) holds at once for this product on `threads` threads: oneDNN's scratchpad of each
 // block in flight (Note [oneDNN's scratchpad] in onednn_gemm.cc), for the planner's memory
 // model. T is float or bf16; a widened bf16 product's f32 copies are not counted here.
 template <class T>
