@@ -56,7 +56,8 @@ def main():
     # 1.3B parameters: 16 bytes each of model state alone is 21 GB.
     big = ["--model.n_layer=24", "--model.n_embd=2048", "--model.n_head=16", "--model.block_size=2048",
            "--data.seq_len=2048", "--data.batch_size=8", "--precision.dtype=bf16"]
-    small_device = os.path.join(tempfile.gettempdir(), "trident_cli_plan_small_device.toml")
+    scratch = tempfile.mkdtemp(prefix="trident_cli_plan_")  # this run's cluster files
+    small_device = os.path.join(scratch, "small_device.toml")
     with open(small_device, "w") as f:
         f.write("[cluster]\nname = \"one 16 GiB device\"\n[device]\nmemory_gib = 16.0\n")
     r = run([trident, "plan", "--cluster", small_device, "--json"] + big, env)
@@ -67,8 +68,7 @@ def main():
         failures.append(f"the table should say no layout fits one 16 GiB device: {r.stdout[-400:]} {r.stderr}")
     # --parallel.auto on one 16 GiB GPU: nothing fits without ZeRO-Offload, so it chooses among
     # the offloaded layouts and says so; with too little host memory for them, it names that.
-    gpu16_dir = tempfile.mkdtemp(prefix="trident_cli_plan_gpu16_")
-    gpu16 = os.path.join(gpu16_dir, "gpu16.toml")
+    gpu16 = os.path.join(scratch, "gpu16.toml")
     for host_gib, want_fit in ((64.0, True), (8.0, False)):
         with open(gpu16, "w") as f:
             f.write(f'[cluster]\nname = "one 16 GiB GPU"\nhost_memory_gib = {host_gib}\n'
@@ -83,7 +83,6 @@ def main():
         if not want_fit and (r.returncode == 0 or "host_memory_gib = 8" not in r.stderr or
                              "ZeRO-Offload's layouts too" not in r.stderr):
             failures.append(f"parallel.auto with 8 GiB of host memory should name it: {r.stderr[-600:]}")
-    shutil.rmtree(gpu16_dir, ignore_errors=True)
     # 7 ranks and 4 sequences, 4 heads, 2 layers: no layout exists at all; say why, not "none fits".
     r = run([trident, "plan", "--ranks", "7"] + TINY, env)
     if r.returncode != 0 or "no layout of 7 rank(s) exists for this run" not in r.stdout or \
@@ -93,7 +92,7 @@ def main():
     if r.returncode != 0 or not json.loads(r.stdout)["ranked"][0]["fits"]:
         failures.append(f"a 1.3B model should fit 16 A100s: {r.stderr}")
 
-    bad = os.path.join(tempfile.gettempdir(), "trident_cli_plan_bad.toml")
+    bad = os.path.join(scratch, "bad.toml")
     with open(bad, "w") as f:
         f.write("[device]\nmemory_gb = 80\n")
     r = run([trident, "plan", "--cluster", bad] + TINY, env)
@@ -143,6 +142,7 @@ def main():
         with open(cfg) as f:
             if f.read() != "[model]\nn_layer = 2\n":
                 failures.append("calibrate --out over its --config changed the config")
+    shutil.rmtree(scratch, ignore_errors=True)
     for f in failures:
         print("FAIL:", f)
     print("ok" if not failures else f"{len(failures)} failure(s)")
