@@ -84,10 +84,12 @@ int64_t count_targets(const Tensor& t_any, int64_t V, int64_t ignore_index, cons
 // GEMM at 145, against 800 for a large square product (bench/gpu_ceilings.py); nanoGPT pads
 // its vocabulary to 50304 for this reason. Padding here leaves the model's V (and its files) as
 // they are.
-int64_t padded_row(int64_t V, const kernels::DeviceKernels& k) {
-  const int64_t m = std::max<int64_t>(1, k.logits_row_multiple());
+int64_t round_up(int64_t V, int64_t multiple) {
+  const int64_t m = std::max<int64_t>(1, multiple);
   return (V + m - 1) / m * m;
 }
+
+int64_t padded_row(int64_t V, const kernels::DeviceKernels& k) { return round_up(V, k.logits_row_multiple()); }
 
 // w (V, C) with zero rows up to ld (Note [Padded logits]); w itself when ld == V.
 Tensor zero_padded_rows(const Tensor& w, int64_t ld) {
@@ -221,8 +223,7 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
 }
 
 int64_t linear_cross_entropy_padded_vocabulary(int64_t V, bool device) {
-  const int64_t m = device ? kernels::DeviceKernels::kLogitsRowMultiple : 1;
-  return (V + m - 1) / m * m;
+  return round_up(V, device ? kernels::DeviceKernels::kLogitsRowMultiple : 1);
 }
 
 int64_t linear_cross_entropy_chunk_rows(int64_t V, bool device) {

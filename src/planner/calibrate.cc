@@ -17,6 +17,7 @@
 #include "kernels/cpu/gemm_rates.h"
 #include "kernels/cpu/matmul.h"
 #include "models/registry.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/vocab_parallel.h"
@@ -150,7 +151,7 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   {
     const int64_t N = 1024, V = std::max<int64_t>(1, cfg.model.vocab_size / 2);
     Generator gen(11);
-    const Tensor logits = randn({N, V}, gen, dtype == DType::kF64 ? DType::kF32 : dtype);
+    const Tensor logits = randn({N, V}, gen, dtype);
     const Tensor targets = zeros({N}, DType::kI64);
     const double s = fastest_seconds(
         [&] {
@@ -170,22 +171,19 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     const int64_t V = std::max<int64_t>(1, cfg.model.vocab_size);
     const int64_t N = std::min(ops::linear_cross_entropy_chunk_rows(V, false), B * T);
     Generator gen(13);
-    const Tensor logits = randn({N, V}, gen, dtype == DType::kF64 ? DType::kF32 : dtype);
-    std::vector<int64_t> targets(static_cast<size_t>(N), 0);
-    const auto passes = [&]<class T>() {
-      using A = acc_t<T>;
-      std::vector<A> acc(static_cast<size_t>(N));
+    const Tensor logits = randn({N, V}, gen, dtype);
+    const std::vector<int64_t> targets(static_cast<size_t>(N), 0);
+    double s = 0.0;
+    ops::dispatch_floating(dtype, "calibrate", [&]<class T>() {
+      std::vector<acc_t<T>> logsumexp(static_cast<size_t>(N));
       T* lg = logits.data_ptr<T>();
-      return fastest_seconds(
+      s = fastest_seconds(
           [&] {
-            kernels::cpu::cross_entropy_forward<T, int64_t>(acc.data(), lg, targets.data(), N, V, -1);
-            kernels::cpu::cross_entropy_backward<T, int64_t>(lg, lg, acc.data(), targets.data(), N, V, -1, 1.0);
+            kernels::cpu::cross_entropy_forward<T, int64_t>(logsumexp.data(), lg, targets.data(), N, V, -1);
+            kernels::cpu::cross_entropy_backward<T, int64_t>(lg, lg, logsumexp.data(), targets.data(), N, V, -1, 1.0);
           },
           options.seconds_per_measure);
-    };
-    const double s = logits.dtype() == DType::kBF16  ? passes.operator()<trident::bf16>()
-                     : logits.dtype() == DType::kF16 ? passes.operator()<trident::f16>()
-                                                     : passes.operator()<float>();
+    });
     c.device.fused_loss_ns_per_logit = s / static_cast<double>(N * V) * 1e9;
   }
   // The all-reduce's alpha-beta over the ranks: small and large messages.

@@ -5,25 +5,13 @@
 
 #include <chrono>
 
-#include "models/registry.h"
 #include "planner/plan.h"
+#include "support/planner_runs.h"
 
 namespace trident::planner {
 namespace {
 
-RunSpec gpt(int64_t L, int64_t C, int64_t NH, int64_t T, int64_t G, DType dtype = DType::kF32) {
-  RunSpec run;
-  run.model.n_layer = L;
-  run.model.n_head = NH;
-  run.model.n_embd = C;
-  run.model.block_size = T;
-  run.shapes = models::model_family("gpt2").shapes(run.model);
-  run.seq_len = T;
-  run.global_batch = G;
-  run.compute = dtype;
-  run.bucket_bytes = 25 << 20;
-  return run;
-}
+using testing::gpt_run;
 
 Cluster a100(int64_t nodes) {
   auto c = load_cluster(TRIDENT_SOURCE_DIR "/configs/clusters/dgx-a100-80gb.toml");
@@ -34,7 +22,7 @@ Cluster a100(int64_t nodes) {
 }
 
 TEST(Search, EnumerationFollowsTheLayoutRules) {
-  const RunSpec run = gpt(6, 512, 8, 512, 8);
+  const RunSpec run = gpt_run(6, 512, 8, 512, 8);
   SearchSpace space;
   space.ranks = 4;
   const std::vector<Layout> layouts = enumerate_layouts(run, space);
@@ -59,10 +47,10 @@ TEST(Search, AnnealingFindsTheExhaustiveOptimumOnEveryEnumerableSpace) {
     bool offload;
   };
   std::vector<Case> cases;
-  for (int64_t ranks : {1, 2, 4, 8}) cases.push_back({gpt(6, 512, 8, 512, 16), ranks, local_cluster(ranks), false});
-  cases.push_back({gpt(24, 2304, 24, 2048, 512, DType::kF16), 32, a100(4), false});
-  cases.push_back({gpt(40, 6144, 48, 2048, 256, DType::kF16), 64, a100(8), true});
-  cases.push_back({gpt(48, 8192, 64, 2048, 512, DType::kF16), 128, a100(16), false});
+  for (int64_t ranks : {1, 2, 4, 8}) cases.push_back({gpt_run(6, 512, 8, 512, 16), ranks, local_cluster(ranks), false});
+  cases.push_back({gpt_run(24, 2304, 24, 2048, 512, DType::kF16), 32, a100(4), false});
+  cases.push_back({gpt_run(40, 6144, 48, 2048, 256, DType::kF16), 64, a100(8), true});
+  cases.push_back({gpt_run(48, 8192, 64, 2048, 512, DType::kF16), 128, a100(16), false});
   for (const Case& c : cases) {
     SearchSpace space;
     space.ranks = c.ranks;
@@ -89,7 +77,7 @@ TEST(Search, AnnealingFindsTheExhaustiveOptimumOnEveryEnumerableSpace) {
 // ZeRO-Offload on one GPU (Note [ZeRO-Offload's memory]): GPT-2 1.5B in bf16 fits a 16 GiB GPU
 // only with its optimizer's state on the host, and only where the host holds that state.
 TEST(Search, OffloadOnOneGpuFitsWhereTheHostHoldsTheState) {
-  RunSpec run = gpt(48, 1600, 25, 1024, 2, DType::kBF16);
+  RunSpec run = gpt_run(48, 1600, 25, 1024, 2, DType::kBF16);
   run.model.vocab_size = 50257;
   run.shapes = models::model_family("gpt2").shapes(run.model);
   run.place_on_device();
@@ -126,7 +114,7 @@ TEST(Search, OffloadOnOneGpuFitsWhereTheHostHoldsTheState) {
 }
 
 TEST(Search, AThousandGpuSpaceReturnsWithinTenSeconds) {
-  const RunSpec run = gpt(60, 10240, 80, 2048, 1792, DType::kF16);  // 76B
+  const RunSpec run = gpt_run(60, 10240, 80, 2048, 1792, DType::kF16);  // 76B
   SearchSpace space;
   space.ranks = 1024;
   space.offload = true;

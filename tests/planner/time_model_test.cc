@@ -4,25 +4,14 @@
 // vocabulary-parallel head pays its own passes instead.
 #include <gtest/gtest.h>
 
-#include "models/registry.h"
 #include "planner/time_model.h"
+#include "support/planner_runs.h"
 
 namespace trident::planner {
 namespace {
 
-RunSpec gpt_small(DType dtype) {
-  RunSpec run;
-  run.model.n_layer = 6;
-  run.model.n_head = 8;
-  run.model.n_embd = 512;
-  run.model.block_size = 512;
-  run.shapes = models::model_family("gpt2").shapes(run.model);
-  run.seq_len = 512;
-  run.global_batch = 4;
-  run.compute = dtype;
-  run.bucket_bytes = 25 << 20;
-  return run;
-}
+// The planner's `small` GPT-2: 6 layers, width 512, 8 heads, T = 512, 4 sequences per step.
+RunSpec gpt_small(DType dtype) { return testing::gpt_run(6, 512, 8, 512, 4, dtype); }
 
 Layout one_rank(int64_t micro_batch, int64_t accum) {
   Layout l;

@@ -95,16 +95,26 @@ struct Split {
   int64_t block = 0;
 };
 
+// The blocks of an (M, N) product: along its rows or its columns, whichever is longer, of
+// `block` (0: the shape's own, gemm_block_extent) rows or columns, the last one shorter.
+struct BlockSplit {
+  bool by_rows;
+  int64_t extent, block, blocks;
+};
+BlockSplit block_split(int64_t M, int64_t N, int64_t block) {
+  const bool by_rows = M >= N;
+  const int64_t extent = by_rows ? M : N;
+  if (block <= 0) block = gemm_block_extent(extent);
+  return {by_rows, extent, block, (extent + block - 1) / block};
+}
+
 // Splits C into the fixed blocks of Note [Deterministic GEMM] (and Note [Even block counts])
 // and has block_gemm compute each on one thread: block_gemm(a, b, c, rows, cols) multiplies
 // op(A)'s rows (or op(B)'s columns) starting at a (or b) into C's block at c.
 template <class In, class Out, class BlockGemm>
 void gemm_blocks(bool ta, bool tb, int64_t M, int64_t N, const In* A, int64_t lda, const In* B, int64_t ldb,
                  Out* C, int64_t ldc, Split split, const BlockGemm& block_gemm) {
-  const bool by_rows = M >= N;
-  const int64_t extent = by_rows ? M : N;
-  const int64_t block = split.block > 0 ? split.block : gemm_block_extent(extent);
-  const int64_t blocks = (extent + block - 1) / block;
+  const auto [by_rows, extent, block, blocks] = block_split(M, N, split.block);
   auto run = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t start = b * block, len = std::min(block, extent - start);
@@ -274,14 +284,13 @@ int64_t gemm_engine_scratch_bytes(const GemmEngines& engines, int threads, bool 
   normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   // gemm_blocks' split, each thread running one block at a time: the larger scratch of a full
   // block and the last one (a shorter block may take another of oneDNN's kernels).
-  const bool by_rows = M >= N;
-  const int64_t extent = by_rows ? M : N, block = std::min(gemm_block_extent(extent), extent);
-  const int64_t blocks = (extent + block - 1) / block, last = extent - (blocks - 1) * block;
+  const auto [by_rows, extent, block, blocks] = block_split(M, N, 0);
+  const int64_t last = extent - (blocks - 1) * block;
   auto scratch = [&](int64_t len) {
     return onednn_gemm_serial_scratchpad_bytes<T, T>(trans_a, trans_b, by_rows ? len : M, by_rows ? N : len, K, lda, ldb,
                                                      ldc, 1.0f, beta);
   };
-  return std::max(scratch(block), scratch(last)) * std::min<int64_t>(blocks, std::max(threads, 1));
+  return std::max(scratch(std::min(block, extent)), scratch(last)) * std::min<int64_t>(blocks, std::max(threads, 1));
 }
 
 template int64_t gemm_engine_scratch_bytes<float>(const GemmEngines&, int, bool, bool, int64_t, int64_t, int64_t,

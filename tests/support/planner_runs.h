@@ -1,0 +1,24 @@
+// A GPT-2 run as the planner sees it (planner/run_spec.h), without a config: L layers, width C,
+// NH heads, sequences of T tokens, G of them per step, in `dtype`, 25 MiB buckets.
+#pragma once
+
+#include "models/registry.h"
+#include "planner/run_spec.h"
+
+namespace trident::testing {
+
+inline planner::RunSpec gpt_run(int64_t L, int64_t C, int64_t NH, int64_t T, int64_t G, DType dtype = DType::kF32) {
+  planner::RunSpec run;
+  run.model.n_layer = L;
+  run.model.n_head = NH;
+  run.model.n_embd = C;
+  run.model.block_size = T;
+  run.shapes = models::model_family("gpt2").shapes(run.model);
+  run.seq_len = T;
+  run.global_batch = G;
+  run.compute = dtype;
+  run.bucket_bytes = 25 << 20;
+  return run;
+}
+
+}  // namespace trident::testing
