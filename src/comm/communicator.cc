@@ -1,5 +1,6 @@
 #include "comm/communicator.h"
 
+#include <limits>
 #include <sstream>
 
 #include "core/check.h"
@@ -16,6 +17,7 @@ const char* comm_op_name(CommOp op) {
     case CommOp::kRecv: return "recv";
     case CommOp::kBarrier: return "barrier";
     case CommOp::kAllToAll: return "all_to_all";
+    case CommOp::kAllToAllV: return "all_to_all_v";
   }
   return "?";
 }
@@ -118,6 +120,30 @@ std::unique_ptr<Work> Communicator::send_recv_async(const std::vector<PeerOp>& o
     works.push_back(op.kind == PeerOp::Kind::kSend ? send_async(op.tensor, op.peer, op.tag)
                                                    : recv_async(op.tensor, op.peer, op.tag));
   return std::make_unique<WorkList>(std::move(works));
+}
+
+void Communicator::check_all_to_all_v(const std::string& where, const Tensor& input,
+                                      const std::vector<int64_t>& send_counts, const Tensor& output,
+                                      const std::vector<int64_t>& recv_counts) const {
+  TRI_CHECK(input.dtype() == output.dtype(), where, ": input ", input.dtype(), " and output ", output.dtype(),
+            " differ in dtype");
+  for (const bool send : {true, false}) {
+    const std::vector<int64_t>& counts = send ? send_counts : recv_counts;
+    const Tensor& t = send ? input : output;
+    const char* name = send ? "send_counts" : "recv_counts";
+    TRI_CHECK(counts.size() == static_cast<size_t>(size()), where, ": ", name, " has ", counts.size(),
+              " entries; expected one per rank of the communicator (", size(), ")");
+    int64_t total = 0;
+    for (size_t j = 0; j < counts.size(); ++j) {
+      TRI_CHECK(counts[j] >= 0, where, ": ", name, "[", j, "] = ", counts[j],
+                " is negative; counts are elements, >= 0");
+      // Saturates: a garbage count cannot wrap the sum around to the right size.
+      total = counts[j] > std::numeric_limits<int64_t>::max() - total ? std::numeric_limits<int64_t>::max()
+                                                                       : total + counts[j];
+    }
+    TRI_CHECK(total == t.numel(), where, ": ", name, " sum to ", total, " elements, but the ",
+              send ? "input " : "output ", t.shape(), " has ", t.numel());
+  }
 }
 
 void Communicator::count(CommOp op, const Tensor& t) {

@@ -41,8 +41,9 @@ enum class CommOp : int {
   kRecv,
   kBarrier,
   kAllToAll,
+  kAllToAllV,
 };
-inline constexpr int kNumCommOps = 8;
+inline constexpr int kNumCommOps = 9;
 const char* comm_op_name(CommOp op);
 
 struct CommStats {
@@ -123,6 +124,14 @@ class Communicator {
   // input and output of size() * n elements: block j of input goes to rank j, block i of
   // output comes from rank i.
   virtual std::unique_ptr<Work> all_to_all_async(const Tensor& input, const Tensor& output) = 0;
+  // input holds, rank after rank, send_counts[j] elements for rank j; output receives, rank
+  // after rank, recv_counts[i] elements from rank i (mixture-of-experts token dispatch). Counts
+  // are elements, one per rank of the communicator, >= 0; they must sum to input's and
+  // output's sizes, and rank i's send_counts[j] must equal rank j's recv_counts[i] (not
+  // checked: exchange the counts first, e.g. with all_to_all). One dtype; input and output
+  // must not overlap. Counted under CommOp::kAllToAllV (elements and bytes of the input).
+  virtual std::unique_ptr<Work> all_to_all_v_async(const Tensor& input, const std::vector<int64_t>& send_counts,
+                                                   const Tensor& output, const std::vector<int64_t>& recv_counts) = 0;
   virtual void barrier() = 0;
   // Posts the sends and receives together and returns one Work for them all (NCCL: one group,
   // as torch.distributed.batch_isend_irecv; here: each on its own). NCCL pairs two ranks'
@@ -141,6 +150,10 @@ class Communicator {
   void send(const Tensor& t, int dst, int tag = 0) { send_async(t, dst, tag)->wait(); }
   void recv(const Tensor& t, int src, int tag = 0) { recv_async(t, src, tag)->wait(); }
   void all_to_all(const Tensor& input, const Tensor& output) { all_to_all_async(input, output)->wait(); }
+  void all_to_all_v(const Tensor& input, const std::vector<int64_t>& send_counts, const Tensor& output,
+                    const std::vector<int64_t>& recv_counts) {
+    all_to_all_v_async(input, send_counts, output, recv_counts)->wait();
+  }
 
   // A sub-communicator of the ranks that pass the same color, ordered by key (then by rank
   // here), as MPI_Comm_split: the mesh's data-, tensor- and pipeline-parallel groups.
@@ -161,6 +174,11 @@ class Communicator {
 
  protected:
   void count(CommOp op, const Tensor& t);
+  // all_to_all_v's checks every backend shares: one dtype, one count per rank, none negative,
+  // each side's counts summing to its tensor's size. `where` starts each message ("rank 3:
+  // all_to_all_v"). The backend checks devices and contiguity itself.
+  void check_all_to_all_v(const std::string& where, const Tensor& input, const std::vector<int64_t>& send_counts,
+                          const Tensor& output, const std::vector<int64_t>& recv_counts) const;
   CommStats stats_;
 
  private:

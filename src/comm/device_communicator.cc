@@ -1,6 +1,7 @@
 #include "comm/device_communicator.h"
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -143,6 +144,18 @@ class StagingCommunicator final : public Communicator {
     const Tensor s_in = stage(input, "all_to_all");
     const Tensor s_out = stand_in(output, "all_to_all");
     return done(engine_->all_to_all_async(s_in, s_out), {{flat(output), s_out}}, {s_in});
+  }
+
+  std::unique_ptr<Work> all_to_all_v_async(const Tensor& input, const std::vector<int64_t>& send_counts,
+                                           const Tensor& output, const std::vector<int64_t>& recv_counts) override {
+    // Checked before anything is staged (the engine checks again what it is handed).
+    check_all_to_all_v("rank " + std::to_string(rank()) + ": all_to_all_v", input, send_counts, output, recv_counts);
+    count(CommOp::kAllToAllV, input);
+    if (native(input) && native(output)) return engine_->all_to_all_v_async(input, send_counts, output, recv_counts);
+    same_device(input, output, "all_to_all_v");
+    const Tensor s_in = stage(input, "all_to_all_v");
+    const Tensor s_out = stand_in(output, "all_to_all_v");
+    return done(engine_->all_to_all_v_async(s_in, send_counts, s_out, recv_counts), {{flat(output), s_out}}, {s_in});
   }
 
   void barrier() override {

@@ -14,8 +14,10 @@
 #include <cstring>
 #include <functional>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/flight_recorder.h"
@@ -27,7 +29,9 @@
 namespace trident::comm {
 namespace {
 
+using mpi_support::mpi_counts;
 using mpi_support::mpi_error;
+using mpi_support::MpiCounts;
 using mpi_support::mpi_type;
 using mpi_support::poll_until_done;
 using mpi_support::progress_thread_from_env;
@@ -144,6 +148,19 @@ MPI_Datatype mpi_type(DType d) {
   return MPI_DATATYPE_NULL;
 }
 
+MpiCounts mpi_counts(const std::vector<int64_t>& counts, const std::string& where, const char* side) {
+  MpiCounts m;
+  int64_t displ = 0;
+  for (size_t j = 0; j < counts.size(); ++j) {
+    TRI_CHECK(counts[j] <= INT_MAX && displ <= INT_MAX, where, ": the ", side, " block of rank ", j, " (", counts[j],
+              " elements at offset ", displ, ") is past MPI's int count (", INT_MAX, "); split the exchange");
+    m.counts.push_back(static_cast<int>(counts[j]));
+    m.displs.push_back(static_cast<int>(displ));
+    displ += counts[j];
+  }
+  return m;
+}
+
 // Calls test() until it says done; past the timeout, names `what` (and what `stalled_on`
 // says it waits for), prints the flight record and ends the job (Note [Distributed failures]).
 void poll_until_done(const std::function<bool()>& test, const std::string& what,
@@ -178,8 +195,9 @@ namespace {
 
 class MpiWork final : public Work {
  public:
-  MpiWork(MPI_Request request, std::string what, int comm, int64_t seq)
-      : request_(request), what_(std::move(what)), comm_(comm), seq_(seq) {}
+  // `keep`: what MPI reads until the operation completes (all_to_all_v's counts).
+  MpiWork(MPI_Request request, std::string what, int comm, int64_t seq, std::shared_ptr<const void> keep)
+      : request_(request), what_(std::move(what)), comm_(comm), seq_(seq), keep_(std::move(keep)) {}
   ~MpiWork() override {
     if (request_ != MPI_REQUEST_NULL) {
       MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave one in flight
@@ -211,6 +229,7 @@ class MpiWork final : public Work {
   std::string what_;
   int comm_;
   int64_t seq_;
+  std::shared_ptr<const void> keep_;  // destroyed after the destructor's MPI_Wait
 };
 
 // Note [Hierarchical collectives]
@@ -236,11 +255,11 @@ class MpiWork final : public Work {
 //
 // Note [Link classes]
 // intra_host_bytes and inter_host_bytes count what this rank sends, by where the receiver is:
-// exactly, step by step, for the ring schedules, send() and all_to_all's blocks. MPI's own
-// collectives on one host do not say what they send; they are counted as a ring would send
-// (2(p-1)/p of the data for all-reduce, (p-1)/p for reduce-scatter, all-gather and
-// all-to-all, the whole tensor for a broadcast from every rank but the chain's last), all
-// inside the host.
+// exactly, step by step, for the ring schedules, send() and all_to_all's and all_to_all_v's
+// blocks (each peer's own count). MPI's own collectives on one host do not say what they
+// send; they are counted as a ring would send (2(p-1)/p of the data for all-reduce, (p-1)/p
+// for reduce-scatter and all-gather, the whole tensor for a broadcast from every rank but the
+// chain's last), all inside the host.
 // Where each world rank is (Note [Hierarchical collectives]): a host key (the lowest world
 // rank on the host: MPI_Comm_split_type's shared-memory group) and the host's name. Computed
 // once, collectively, by the first communicator; pretend_ranks_per_host() replaces the keys
@@ -456,6 +475,27 @@ class MpiCommunicator final : public Communicator {
     return started(rc, r, "all_to_all", bytes_of(input));
   }
 
+  std::unique_ptr<Work> all_to_all_v_async(const Tensor& input, const std::vector<int64_t>& send_counts,
+                                           const Tensor& output, const std::vector<int64_t>& recv_counts) override {
+    const std::string op = where("all_to_all_v");
+    check_tensor(input, "all_to_all_v");
+    check_tensor(output, "all_to_all_v");
+    check_all_to_all_v(op, input, send_counts, output, recv_counts);
+    // MPI reads the counts until the operation completes: the Work keeps them.
+    auto counts = std::make_shared<const std::pair<MpiCounts, MpiCounts>>(mpi_counts(send_counts, op, "send"),
+                                                                          mpi_counts(recv_counts, op, "recv"));
+    count(CommOp::kAllToAllV, input);
+    const int64_t es = static_cast<int64_t>(element_size(input.dtype()));
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) count_sent(r, send_counts[static_cast<size_t>(r)] * es);
+    const auto& [send, recv] = *counts;
+    const MPI_Datatype type = mpi_type(input.dtype());
+    MPI_Request r;
+    const int rc = MPI_Ialltoallv(input.raw_data(), send.counts.data(), send.displs.data(), type, output.raw_data(),
+                                  recv.counts.data(), recv.displs.data(), type, comm_, &r);
+    return started(rc, r, "all_to_all_v", bytes_of(input), counts);
+  }
+
   void barrier() override {
     ++stats_.of(CommOp::kBarrier).calls;
     MPI_Request r;
@@ -516,13 +556,14 @@ class MpiCommunicator final : public Communicator {
     return op == ReduceOp::kSum ? MPI_SUM : op == ReduceOp::kMax ? MPI_MAX : MPI_MIN;
   }
 
-  std::unique_ptr<Work> started(int rc, MPI_Request r, const std::string& op, int64_t bytes) {
+  std::unique_ptr<Work> started(int rc, MPI_Request r, const std::string& op, int64_t bytes,
+                                std::shared_ptr<const void> keep = nullptr) {
     // No "rank N: " here: every line that prints `what` starts with "trident (rank N)".
     const std::string what = op + " (communicator of " + std::to_string(size_) + " ranks)";
     TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where(op.c_str()), " failed to start: ", mpi_error(rc));
     note_op("in", what);
     const int64_t seq = flight_recorder().started(id_, size_, op, bytes);
-    return std::make_unique<MpiWork>(r, what, id_, seq);
+    return std::make_unique<MpiWork>(r, what, id_, seq, std::move(keep));
   }
   static int64_t bytes_of(const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); }
 

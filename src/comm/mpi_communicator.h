@@ -1,5 +1,6 @@
 // The Communicator on MPI (OpenMPI from Debian): non-blocking collectives (MPI_Iallreduce,
-// MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ibcast, MPI_Ialltoall) and MPI_Isend/Irecv.
+// MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ibcast, MPI_Ialltoall, MPI_Ialltoallv) and
+// MPI_Isend/Irecv.
 // Errors return (MPI_ERRORS_RETURN) and become trident::Error naming the rank, the operation
 // and MPI's message. A rank that dies or stops taking part ends the job with messages naming
 // it and the operation (Note [Distributed failures] in mpi_communicator.cc).

@@ -4,8 +4,10 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -23,6 +25,13 @@ MPI_Datatype mpi_type(DType d);
 double timeout_from_env(const char* value);
 // TRIDENT_COMM_PROGRESS_THREAD's value (null: unset): "0" or "1", else throws naming it.
 bool progress_thread_from_env(const char* value);
+// MPI's int counts and displacements for one side of all_to_all_v (elements per rank, each
+// rank's block after the one before). A count or displacement past MPI's int throws naming
+// `where` (the rank and the operation), the side ("send" or "recv"), the peer and the value.
+struct MpiCounts {
+  std::vector<int> counts, displs;
+};
+MpiCounts mpi_counts(const std::vector<int64_t>& counts, const std::string& where, const char* side);
 void poll_until_done(const std::function<bool()>& test, const std::string& what,
                      const std::function<std::string()>& stalled_on);
 

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/flight_recorder.h"
 #include "comm/mpi_communicator.h"
@@ -233,19 +235,18 @@ class NcclCommunicatorImpl final : public Communicator {
               "rank ", rank_, ": NCCL all_to_all: input ", input.str(), " and output ", output.str(),
               " must be the same size, a multiple of the ", size_, " ranks, and of one dtype");
     count(CommOp::kAllToAll, input);
-    const size_t block = static_cast<size_t>(input.numel() / size_);
-    const size_t bytes = block * element_size(input.dtype());
-    const ncclDataType_t type = nccl_type(input.dtype(), rank_, "all_to_all");
-    return launch("all_to_all", bytes_of(input), [&] {
-      ncclResult_t rc = ncclGroupStart();
-      for (int r = 0; r < size_ && rc == ncclSuccess; ++r) {
-        rc = ncclSend(static_cast<const char*>(input.raw_data()) + r * bytes, block, type, r, comm_, stream_);
-        if (rc == ncclSuccess)
-          rc = ncclRecv(static_cast<char*>(output.raw_data()) + r * bytes, block, type, r, comm_, stream_);
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      return rc != ncclSuccess ? rc : end;
-    });
+    const std::vector<int64_t> blocks(static_cast<size_t>(size_), input.numel() / size_);
+    return exchange("all_to_all", input, blocks, output, blocks);
+  }
+
+  std::unique_ptr<Work> all_to_all_v_async(const Tensor& input, const std::vector<int64_t>& send_counts,
+                                           const Tensor& output, const std::vector<int64_t>& recv_counts) override {
+    check(input, "all_to_all_v");
+    check(output, "all_to_all_v");
+    check_all_to_all_v("rank " + std::to_string(rank_) + ": NCCL all_to_all_v", input, send_counts, output,
+                       recv_counts);
+    count(CommOp::kAllToAllV, input);
+    return exchange("all_to_all_v", input, send_counts, output, recv_counts);
   }
 
   void barrier() override {
@@ -284,6 +285,29 @@ class NcclCommunicatorImpl final : public Communicator {
     TRI_CHECK(input.dtype() == output.dtype() && whole.numel() == part.numel() * size_, "rank ", rank_, ": NCCL ", what,
               ": expected ", input_is_whole ? "input" : "output", " of ", size_, " x the other's elements and one dtype, got input ",
               input.str(), ", output ", output.str());
+  }
+  // all_to_all(_v): in one group, a send and a receive per peer, block after block (NCCL's
+  // recipe for all-to-all-v). An empty block is skipped on both sides (rank i's send_counts[j]
+  // is rank j's recv_counts[i]), as PyTorch's all_to_all_single does.
+  std::unique_ptr<Work> exchange(const char* what, const Tensor& input, const std::vector<int64_t>& send_counts,
+                                 const Tensor& output, const std::vector<int64_t>& recv_counts) {
+    const size_t es = element_size(input.dtype());
+    const ncclDataType_t type = nccl_type(input.dtype(), rank_, what);
+    return launch(what, bytes_of(input), [&] {
+      const char* in = static_cast<const char*>(input.raw_data());
+      char* out = static_cast<char*>(output.raw_data());
+      ncclResult_t rc = ncclGroupStart();
+      for (size_t r = 0; r < send_counts.size() && rc == ncclSuccess; ++r) {
+        const size_t n_send = static_cast<size_t>(send_counts[r]), n_recv = static_cast<size_t>(recv_counts[r]);
+        const int peer = static_cast<int>(r);
+        if (n_send > 0) rc = ncclSend(in, n_send, type, peer, comm_, stream_);
+        if (n_recv > 0 && rc == ncclSuccess) rc = ncclRecv(out, n_recv, type, peer, comm_, stream_);
+        in += n_send * es;
+        out += n_recv * es;
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
+    });
   }
   // Queues `call` on the communicator's stream behind the compute stream's work so far.
   // Recorded in the flight recorder as `bytes` of this rank's input (Note [Reading a flight record]).

@@ -5,9 +5,15 @@
 // (comm/device_communicator.h), which must give the host's results.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <functional>
+#include <initializer_list>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "comm/device_communicator.h"
+#include "comm/flight_recorder.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_support.h"
 #include "core/copy.h"
@@ -34,6 +40,50 @@ Tensor iota(int64_t n, double base, DType dtype = DType::kF32) {
 }
 
 std::vector<double> values(const Tensor& t) { return to_vector<double>(core::cast(t, DType::kF64)); }
+
+// Expects `fn` to throw a trident::Error whose message contains every one of `parts`.
+void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing \"" << *parts.begin() << "\"";
+  } catch (const Error& e) {
+    for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+// One all_to_all_v exchange seen from one rank. Element k of the block rank i sends rank j is
+// (i * size + j) * 4 + k, so a misplaced element shows where it came from, where it went and
+// its index (below 256 for up to 8 ranks and blocks of at most 4: exact in bf16).
+struct AllToAllVCase {
+  std::vector<int64_t> send_counts, recv_counts;
+  Tensor input, expected;  // the output this rank must receive
+  Tensor output;           // -1 everywhere, the size of `expected`
+};
+
+// How many elements rank i sends rank j. Pattern 0: uneven, with zeros, and rank 1 sends
+// nothing. Pattern 1: every rank sends only to rank 0 (all tokens to one expert), so the other
+// ranks receive nothing.
+int64_t all_to_all_v_count(int pattern, int i, int j) {
+  if (pattern == 0) return i == 1 ? 0 : (i + 2 * j + 1) % 4;
+  return j == 0 ? i % 4 + 1 : 0;
+}
+
+AllToAllVCase all_to_all_v_case(int pattern, int rank, int size, DType dtype) {
+  std::vector<int64_t> send_counts, recv_counts;
+  std::vector<double> in, want;
+  auto block = [&](std::vector<double>& into, int from, int to) {
+    const int64_t n = all_to_all_v_count(pattern, from, to);
+    for (int64_t k = 0; k < n; ++k) into.push_back(static_cast<double>((from * size + to) * 4 + k));
+    return n;
+  };
+  for (int peer = 0; peer < size; ++peer) {
+    send_counts.push_back(block(in, rank, peer));
+    recv_counts.push_back(block(want, peer, rank));
+  }
+  const int64_t n_in = static_cast<int64_t>(in.size()), n_out = static_cast<int64_t>(want.size());
+  return {send_counts, recv_counts, core::cast(from_vector(in, {n_in}), dtype),
+          core::cast(from_vector(want, {n_out}), dtype), full({n_out}, -1.0, dtype)};
+}
 
 // The environment's communication settings: a value that would silently mean something else
 // (atof("abc") = 0 s, "yes" = off) is an error naming the variable and the value.
@@ -138,6 +188,115 @@ TEST_F(CommTest, AllToAllTransposesBlocks) {
   for (int i = 0; i < size(); ++i)  // block i came from rank i: (i, rank)
     for (int k = 0; k < 2; ++k)
       EXPECT_EQ(out.data_ptr<float>()[2 * i + k], static_cast<float>(100 * i + rank() + 10 * k));
+}
+
+TEST_F(CommTest, AllToAllVPutsEveryElementWhereItsCountsSay) {
+  for (int pattern : {0, 1}) {
+    for (DType d : {DType::kF32, DType::kBF16, DType::kI64}) {
+      AllToAllVCase c = all_to_all_v_case(pattern, rank(), size(), d);
+      world->all_to_all_v(c.input, c.send_counts, c.output, c.recv_counts);
+      EXPECT_EQ(values(c.output), values(c.expected)) << d << ", pattern " << pattern;
+    }
+  }
+}
+
+TEST_F(CommTest, AllToAllVAsyncCompletesInAnyWaitOrder) {
+  AllToAllVCase a = all_to_all_v_case(0, rank(), size(), DType::kF32);
+  AllToAllVCase b = all_to_all_v_case(1, rank(), size(), DType::kI64);
+  auto wa = world->all_to_all_v_async(a.input, a.send_counts, a.output, a.recv_counts);
+  Tensor sum = iota(3, rank());
+  auto ws = world->all_reduce_async(sum, ReduceOp::kSum);
+  auto wb = world->all_to_all_v_async(b.input, b.send_counts, b.output, b.recv_counts);
+  wb->wait();
+  ws->wait();
+  wa->wait();
+  EXPECT_TRUE(wa->test());
+  EXPECT_EQ(values(a.output), values(a.expected));
+  EXPECT_EQ(values(b.output), values(b.expected));
+  EXPECT_EQ(values(sum)[0], size() * (size() - 1) / 2.0);
+}
+
+// Its own counter, the bytes it sent to each peer by link class (pretend hosts of 2 ranks, so
+// that with 4 ranks some go across), and a flight record like every other operation's.
+TEST_F(CommTest, AllToAllVCountsCallsBytesLinksAndItsFlightRecord) {
+  MpiRuntime::pretend_ranks_per_host(2);
+  std::unique_ptr<Communicator> hosts = MpiRuntime::world();
+  MpiRuntime::pretend_ranks_per_host(0);
+  AllToAllVCase c = all_to_all_v_case(0, rank(), size(), DType::kBF16);
+  hosts->all_to_all_v(c.input, c.send_counts, c.output, c.recv_counts);
+  EXPECT_EQ(values(c.output), values(c.expected));
+  const CommStats& s = hosts->stats();
+  EXPECT_EQ(s.of(CommOp::kAllToAllV).calls, 1);
+  EXPECT_EQ(s.of(CommOp::kAllToAllV).elements, c.input.numel());
+  EXPECT_EQ(s.of(CommOp::kAllToAllV).bytes, 2 * c.input.numel());
+  EXPECT_EQ(s.of(CommOp::kAllToAll).calls, 0);
+  int64_t inside = 0, across = 0;  // what this rank sent to the others, by pretend host
+  for (int j = 0; j < size(); ++j)
+    if (j != rank()) (j / 2 == rank() / 2 ? inside : across) += 2 * c.send_counts[static_cast<size_t>(j)];
+  EXPECT_EQ(s.intra_host_bytes, inside);
+  EXPECT_EQ(s.inter_host_bytes, across);
+  if (size() == 4 && rank() == 0) {
+    EXPECT_GT(across, 0);  // the test reaches the other host
+  }
+  EXPECT_EQ(std::string(comm_op_name(CommOp::kAllToAllV)), "all_to_all_v");
+  EXPECT_NE(s.str().find("all_to_all_v: 1 calls, " + std::to_string(c.input.numel()) + " elements"), std::string::npos)
+      << s.str();
+  const FlightRecord last = flight_recorder().records().back();
+  EXPECT_EQ(last.op, "all_to_all_v");
+  EXPECT_EQ(last.bytes, 2 * c.input.numel());
+  EXPECT_EQ(last.comm_size, size());
+  EXPECT_TRUE(last.completed);
+}
+
+// Two elements for every rank, and a strided view of the same size (2 elements at least, so
+// never contiguous).
+struct AllToAllVArgs {
+  explicit AllToAllVArgs(int n)
+      : counts(static_cast<size_t>(n), 2), in(zeros({2 * n})), out(zeros({2 * n})),
+        strided(views::select(zeros({2 * n, 2}), 1, 0)) {}
+  std::vector<int64_t> counts;
+  Tensor in, out, strided;
+};
+
+TEST_F(CommTest, AllToAllVArgumentErrorsNameTheRankTheOperationAndTheSizes) {
+  const int n = size();
+  const std::string where = "rank " + std::to_string(rank()) + ": all_to_all_v";
+  const AllToAllVArgs a(n);
+  auto a2av = [this](const Tensor& i, const std::vector<int64_t>& sc, const Tensor& o, const std::vector<int64_t>& rc) {
+    return [this, i, sc, o, rc] { world->all_to_all_v(i, sc, o, rc); };
+  };
+  std::vector<int64_t> extra = a.counts;
+  extra.push_back(0);
+  expect_error(a2av(a.in, extra, a.out, a.counts),
+               {where, "send_counts has " + std::to_string(n + 1) + " entries", "one per rank", std::to_string(n)});
+  expect_error(a2av(a.in, a.counts, a.out, extra), {where, "recv_counts has " + std::to_string(n + 1) + " entries"});
+  std::vector<int64_t> negative = a.counts;
+  negative[0] = -1;
+  expect_error(a2av(a.in, negative, a.out, a.counts), {where, "send_counts[0] = -1 is negative", ">= 0"});
+  expect_error(a2av(a.in, a.counts, a.out, negative), {where, "recv_counts[0] = -1 is negative"});
+  std::vector<int64_t> more = a.counts;
+  more[0] = 3;
+  const std::string sum = std::to_string(2 * n + 1) + " elements", has = "has " + std::to_string(2 * n);
+  expect_error(a2av(a.in, more, a.out, a.counts), {where, "send_counts sum to " + sum, "input", has});
+  expect_error(a2av(a.in, a.counts, a.out, more), {where, "recv_counts sum to " + sum, "output", has});
+  expect_error(a2av(a.in, a.counts, zeros({2 * n}, DType::kBF16), a.counts), {where, "f32", "bf16", "differ in dtype"});
+  expect_error(a2av(a.strided, a.counts, a.out, a.counts), {where, "must be contiguous"});
+  expect_error(a2av(a.in, a.counts, a.strided, a.counts), {where, "must be contiguous"});
+  // Counts and offsets past MPI's int (a tensor that large does not fit a test).
+  using mpi_support::mpi_counts;
+  const int64_t past = int64_t{INT_MAX} + 1;
+  expect_error([&] { mpi_counts({1, past}, where, "send"); },
+               {where, "send block of rank 1", std::to_string(past) + " elements", "MPI's int"});
+  expect_error([&] { mpi_counts({INT_MAX, 1, 1}, where, "recv"); },
+               {where, "recv block of rank 2", "offset " + std::to_string(past)});
+  const mpi_support::MpiCounts fits = mpi_counts({3, 0, INT_MAX - 3}, where, "send");
+  EXPECT_EQ(fits.counts, (std::vector<int>{3, 0, INT_MAX - 3}));
+  EXPECT_EQ(fits.displs, (std::vector<int>{0, 3, 3}));
+  // Nothing was counted for the calls that failed, and the communicator still works.
+  EXPECT_EQ(world->stats().of(CommOp::kAllToAllV).calls, 0);
+  AllToAllVCase c = all_to_all_v_case(0, rank(), n, DType::kF32);
+  world->all_to_all_v(c.input, c.send_counts, c.output, c.recv_counts);
+  EXPECT_EQ(values(c.output), values(c.expected));
 }
 
 TEST_F(CommTest, AsyncOperationsOverlapAndCompleteInAnyWaitOrder) {
@@ -326,6 +485,35 @@ TEST_F(StagingTest, EveryOperationOnDeviceTensorsGivesTheHostResult) {
     staged->all_to_all(on_device(in), d_out);
     EXPECT_EQ(values(d_out), values(out));
   }
+}
+
+// all_to_all_v on emulated-device tensors, blocking and asynchronous, through MPI staging in
+// host memory: the host's result, including the empty outputs of pattern 1.
+TEST_F(StagingTest, AllToAllVOnDeviceTensorsGivesTheHostResult) {
+  for (int pattern : {0, 1}) {
+    for (DType d : {DType::kF32, DType::kBF16, DType::kI64}) {
+      AllToAllVCase c = all_to_all_v_case(pattern, rank(), size(), d);
+      const Tensor d_out = on_device(c.output), d_async = on_device(c.output);
+      staged->all_to_all_v(on_device(c.input), c.send_counts, d_out, c.recv_counts);
+      EXPECT_EQ(d_out.device(), device);
+      EXPECT_EQ(values(d_out), values(c.expected)) << d << ", pattern " << pattern;
+      auto w = staged->all_to_all_v_async(on_device(c.input), c.send_counts, d_async, c.recv_counts);
+      w->wait();
+      EXPECT_EQ(values(d_async), values(c.expected)) << d << ", pattern " << pattern << " (async)";
+    }
+  }
+  EXPECT_EQ(staged->stats().of(CommOp::kAllToAllV).calls, 12);
+  // Mistakes are caught before anything is staged, and named as on the host.
+  const std::string where = "rank " + std::to_string(rank()) + ": all_to_all_v";
+  const AllToAllVArgs a(size());
+  const Tensor in = on_device(a.in), out = on_device(a.out);
+  std::vector<int64_t> more = a.counts;
+  more[0] = 3;
+  expect_error([&] { staged->all_to_all_v(in, a.counts, out, more); }, {where, "recv_counts sum to"});
+  expect_error([&] { staged->all_to_all_v(in, a.counts, on_device(zeros({2 * size()}, DType::kI64)), a.counts); },
+               {where, "differ in dtype"});
+  const Tensor strided = views::select(on_device(zeros({2 * size(), 2})), 1, 0);
+  expect_error([&] { staged->all_to_all_v(in, a.counts, strided, a.counts); }, {where, "must be contiguous"});
 }
 
 TEST_F(StagingTest, AsyncResultsLandOnTheDeviceWhenWaitedOn) {

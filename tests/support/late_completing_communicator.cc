@@ -1,6 +1,8 @@
 #include "support/late_completing_communicator.h"
 
+#include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace trident::testing {
 
@@ -45,6 +47,11 @@ class LateCompleting final : public comm::Communicator {
   }
   std::unique_ptr<comm::Work> all_to_all_async(const Tensor& input, const Tensor& output) override {
     return late(engine_->all_to_all_async(input, output));
+  }
+  std::unique_ptr<comm::Work> all_to_all_v_async(const Tensor& input, const std::vector<int64_t>& send_counts,
+                                                 const Tensor& output,
+                                                 const std::vector<int64_t>& recv_counts) override {
+    return late(engine_->all_to_all_v_async(input, send_counts, output, recv_counts));
   }
   std::unique_ptr<comm::Work> send_async(const Tensor& t, int dst, int tag) override {
     return late(engine_->send_async(t, dst, tag));

@@ -49,6 +49,12 @@ class OrderMatched final : public comm::Communicator {
     engine_->all_to_all(input, output);
     return done();
   }
+  std::unique_ptr<comm::Work> all_to_all_v_async(const Tensor& input, const std::vector<int64_t>& send_counts,
+                                                 const Tensor& output,
+                                                 const std::vector<int64_t>& recv_counts) override {
+    engine_->all_to_all_v(input, send_counts, output, recv_counts);
+    return done();
+  }
   void barrier() override { engine_->barrier(); }
   std::unique_ptr<comm::Communicator> split(int color, int key) override {
     return order_matched(std::shared_ptr<comm::Communicator>(engine_->split(color, key)));
