@@ -471,17 +471,25 @@ Status run_export(const ExportArgs& a) {
   auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), dir.value());
   if (!reader.is_ok()) return reader.status();
   const checkpoint::CheckpointReader& r = reader.value();
-  // Every model tensor of the index (not the AdamW state, nor a rank's compression state: Note
-  // [Per-rank checkpoint state] in src/train/trainer_checkpoint.cc), from however many shards it is
-  // in, one tensor at a time: the file is streamed, never held whole.
+  // The model's parameters, in model order, by the logical (single-device) shapes its family
+  // states (models/model_shapes.h; the placement table of any layout names them so): not the
+  // AdamW state, nor a rank's compression state (Note [Checkpoints from placements] in
+  // src/train/checkpoint_pieces.h). Each is read from however many shards it is in, one tensor at
+  // a time: the file is streamed, never held whole.
+  auto cfg = checkpoint_config(dir.value());
+  if (!cfg.is_ok()) return cfg.status();
   std::vector<checkpoint::TensorSpec> specs;
-  for (const auto& [name, t] : r.manifest().tensors)
-    if (!name.ends_with(".exp_avg") && !name.ends_with(".exp_avg_sq") && !train::Trainer::is_rank_state(name))
-      specs.push_back({name, t.dtype, t.shape});
-  if (specs.empty()) return Status::invalid("checkpoint " + dir.value() + " has no model tensors");
+  for (const models::ParameterShape& p : models::model_family(cfg.value().model.arch).shapes(cfg.value().model).parameters) {
+    const auto it = r.manifest().tensors.find(p.name);
+    if (it == r.manifest().tensors.end())
+      return Status::invalid("checkpoint " + dir.value() + " has no tensor '" + p.name + "', a parameter of its model.arch = \"" +
+                             cfg.value().model.arch + "\"");
+    if (!(it->second.shape == Shape(p.shape)))
+      return Status::invalid("checkpoint " + dir.value() + ": tensor '" + p.name + "' has shape " +
+                             it->second.shape.str() + "; its config's model has " + Shape(p.shape).str());
+    specs.push_back({p.name, it->second.dtype, it->second.shape});
+  }
   if (!a.out.ends_with(".safetensors")) {  // a Hugging Face model directory
-    auto cfg = checkpoint_config(dir.value());
-    if (!cfg.is_ok()) return cfg.status();
     auto files = train::write_hf_model_dir(a.out, cfg.value().model, specs,
                                            [&](size_t i) { return r.load_tensor(specs[i].name); },
                                            static_cast<int64_t>(a.max_shard_mb * 1e6));

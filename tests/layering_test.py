@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks that every #include in src/ points to the same layer or one below it, and that only
-models/ includes a model family's headers.
+models/ includes a model family's headers, and that train/ sees parallel/ only through its seam.
 
 The layer order is the architecture (docs/architecture.md); CMake links each layer only to
 the ones below, and this test catches header-only upward dependencies that linking misses.
@@ -70,10 +70,31 @@ def family_includes(root: pathlib.Path, shown: str, include, skip_models: bool):
     return errors
 
 
+# What the trainer may see of parallel/: the seam (Note [The order of strategies] in
+# parallel/parallelize.h), never a particular strategy's header (issue #46): a new strategy is
+# one more implementation behind these, not an edit in train/.
+PARALLEL_SEAM = {"parallel/parallelize.h", "parallel/update_strategy.h", "parallel/mesh.h", "parallel/placement.h",
+                 "parallel/micro_batch_runner.h", "parallel/parallel_options.h"}
+
+
+def strategy_includes(src: pathlib.Path, include):
+    errors = []
+    for f in sorted((src / "train").rglob("*")):
+        if f.suffix not in {".h", ".cc"}:
+            continue
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            m = include.match(line)
+            if m and m.group(1).startswith("parallel/") and m.group(1) not in PARALLEL_SEAM:
+                errors.append(f"src/train/{f.relative_to(src / 'train').as_posix()}:{n}: includes the strategy header "
+                              f"'{m.group(1)}': train/ sees parallelism through {', '.join(sorted(PARALLEL_SEAM))}")
+    return errors
+
+
 def main() -> int:
     src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "src")
     include = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
     errors = family_includes(src, "src", include, skip_models=True)
+    errors += strategy_includes(src, include)
     apps = src.parent / "apps"
     if apps.is_dir():
         errors += family_includes(apps, "apps", include, skip_models=False)

@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions/attention.h"
 #include "autograd/functions/activation_checkpoint.h"
+#include "autograd/functions/aux_loss.h"
 #include "autograd/functions/backward_hook.h"
 #include "autograd/functions/dropout.h"
 #include "autograd/functions/elementwise.h"

@@ -55,7 +55,8 @@ class FlightRecorder {
   std::string dump_path() const;
   // Writes json() to dump_path(); false when unset or unwritable.
   bool write_dump() const;
-  // Test hook (TRIDENT_TEST_SLEEP_COLLECTIVE, Note [Test hooks] in train/test_hooks.h):
+  // A test's fault (train/fault_injection.h; TRIDENT_TEST_SLEEP_COLLECTIVE, Note [Test hooks]
+  // in tests/support/env_fault_injector.h):
   // completed(comm, seq) first sleeps `seconds` (outside the lock, so dumps can still be
   // read), as a rank stuck inside that operation would: it stays "in flight" here while the
   // other ranks, whose part of it finished, go on.

@@ -6,7 +6,9 @@
 //
 // A family is written once, for one device, and knows nothing of parallelism: it states where
 // its parameters live (blocks, embedding, head), which parts ZeRO-3 gathers together, and its
-// tensor-parallel plan as data (nn/parallel_plan.h); parallel/ carries these out.
+// tensor-parallel plan as data (nn/parallel_plan.h); parallel/ carries these out. Losses
+// besides the LM loss (a router's load-balancing loss) go through aux_outputs(), attached
+// where they are computed, so loss() and head_loss() stay the LM loss alone.
 //
 // Shapes: token ids (B,T) integer, T <= block_size; hidden states (B,T,C); logits (B,T,V).
 #pragma once
@@ -19,6 +21,7 @@
 
 #include "core/rng.h"
 #include "models/model_config.h"
+#include "nn/aux_outputs.h"
 #include "nn/module.h"
 #include "nn/parallel_plan.h"
 #include "nn/part_hooks.h"
@@ -33,7 +36,8 @@ class CausalLM : public nn::Module {
   // Logits (B,T,V) for token ids (B,T).
   virtual Tensor forward(const Tensor& idx) const = 0;
   // Mean cross-entropy of next-token targets (B,T) (ignore_index -1), a 0-dim tensor; the
-  // whole model through the part hooks (embed, every block, head_loss).
+  // whole model through the part hooks (embed, every block, head_loss). Only the LM loss:
+  // auxiliary losses reach the backward through aux_outputs(), not through this value.
   virtual Tensor loss(const Tensor& idx, const Tensor& targets) const = 0;
 
   // loss() in three pieces, for pipeline stages (parallel/pipeline.h): the embeddings of
@@ -61,6 +65,12 @@ class CausalLM : public nn::Module {
   // Sends every part's forward through `hooks` (nullptr: none). The model does not own them.
   virtual void set_part_hooks(nn::PartHooks* hooks) = 0;
 
+  // Auxiliary losses and metrics of the forward (nn/aux_outputs.h: a router's load-balancing
+  // loss, expert load): the model owns it, a family hands it to the modules that add to them,
+  // and the trainer sets its loss seed before each step's micro-batches and takes its values
+  // after. A family needs no code for it.
+  nn::AuxOutputs& aux_outputs() const { return aux_outputs_; }
+
   // Dropout randomness while training; seeded apart from the init (checkpoints save it).
   virtual Generator& dropout_generator() const = 0;
   // Re-draws every parameter from the family's init (model.init_seed).
@@ -77,6 +87,9 @@ class CausalLM : public nn::Module {
   // unchanged so the caller reports them), and the model's config.json.
   virtual std::optional<std::string> parameter_name_from_hf(std::string_view hf_name) const = 0;
   virtual std::string hf_config_json() const = 0;
+
+ private:
+  mutable nn::AuxOutputs aux_outputs_;
 };
 
 }  // namespace trident::models

@@ -12,8 +12,8 @@ int64_t ParameterShape::numel() const {
 
 int64_t ParameterShape::numel_on_rank(int64_t tp) const {
   if (split_dim < 0 || tp == 1 || (split_heads > 0 && tp > split_heads)) return numel();
-  const int64_t dim = shape[static_cast<size_t>(split_dim)];
-  return numel() / dim * ((dim + tp - 1) / tp);
+  const int64_t dim = shape[static_cast<size_t>(split_dim)], block = dim / split_blocks;
+  return numel() / dim * split_blocks * ((block + tp - 1) / tp);
 }
 
 int64_t ModelShapes::num_parameters() const {

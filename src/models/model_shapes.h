@@ -24,6 +24,8 @@ struct ParameterShape {
   // the tensor whole and uses its head's rows (LLaMA's k and v with fewer kv heads than ranks,
   // kColumnwiseReplicated).
   int64_t split_heads = 0;
+  // Equal blocks along split_dim, each split alike (GPT-2's c_attn: q, k and v side by side: 3).
+  int64_t split_blocks = 1;
   int64_t numel() const;
   // Elements on one of `tp` ranks (the largest share: a split that does not divide evenly, a
   // vocabulary, gives the first ranks one row more; parallel/tensor_parallel.h).

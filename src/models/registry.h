@@ -25,6 +25,10 @@ struct ModelFamily {
   std::vector<FamilyKey> keys;  // its own [model] keys, beside the common ones
   // The family's own checks of a config (the common ones are done); throws naming keys.
   std::function<void(const ModelConfig&)> validate;
+  // Throws, naming the keys, when `tp` tensor-parallel ranks cannot split a model of this
+  // config by its plan (GPT-2: n_head divisible by tp). What CausalLM::check_tensor_parallel
+  // says of the built model; parallel::check_layout asks it for trainer and planner alike.
+  std::function<void(const ModelConfig&, int64_t tp)> check_tensor_parallel;
   // Builds the model, initialized from model.init_seed, on the host.
   std::function<std::unique_ptr<CausalLM>(const ModelConfig&)> build;
   // The GEMMs of one training step on B sequences of T tokens (for the GEMM-rate ceiling and

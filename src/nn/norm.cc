@@ -5,20 +5,26 @@
 
 namespace trident::nn {
 
+Tensor NormInner::forward(const Tensor& x, const LayerParams& p) const {
+  return next(&NormWrapper::forward, &NormLayer::compute, x, p);
+}
+
+Tensor NormLayer::run(const Tensor& x, const LayerParams& p) const {
+  return wrapped() ? NormInner(*this, 0).forward(x, p) : compute(x, p);
+}
+
 LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype)
     : weight_(register_parameter("weight", ones({dim}, dtype))),
       bias_(register_parameter("bias", zeros({dim}, dtype))),
       eps_(eps) {}
 
-Tensor LayerNorm::forward(const Tensor& x) const {
-  return style_ ? style_->forward(x, weight_, bias_, eps_) : trident::layernorm(x, weight_, bias_, eps_);
+Tensor LayerNorm::compute(const Tensor& x, const LayerParams& p) const {
+  return trident::layernorm(x, p.weight, p.bias, eps_);
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps, DType dtype)
     : weight_(register_parameter("weight", ones({dim}, dtype))), eps_(eps) {}
 
-Tensor RMSNorm::forward(const Tensor& x) const {
-  return style_ ? style_->forward(x, weight_, eps_) : trident::rmsnorm(x, weight_, eps_);
-}
+Tensor RMSNorm::compute(const Tensor& x, const LayerParams& p) const { return trident::rmsnorm(x, p.weight, eps_); }
 
 }  // namespace trident::nn

@@ -1,37 +1,59 @@
 // Normalization layers over the last dim: LayerNorm (weight 1, bias 0 at init) and RMSNorm.
+// Both are NormLayers and carry a stack of NormWrappers (nn/wrapper.h), shared by the two: a
+// wrapper sees the weight and the bias when there is one. Without a wrapper a norm is exactly
+// its single-device self.
 #pragma once
 
-#include <memory>
-
-#include "nn/module.h"
-#include "nn/parallel_style.h"
+#include "nn/wrapper.h"
 
 namespace trident::nn {
 
-class LayerNorm : public Module {
- public:
-  LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::kF32);
-  Tensor forward(const Tensor& x) const;
-  // Set by a parallelism plan (nn/parallel_style.h).
-  void set_style(std::shared_ptr<const LayerNormStyle> style) { style_ = std::move(style); }
+class NormLayer;
+class NormWrapper;
 
- private:
-  Tensor weight_, bias_;  // (dim)
-  double eps_;
-  std::shared_ptr<const LayerNormStyle> style_;
+// The rest of a norm's stack below one wrapper (nn/wrapper.h's StackCursor).
+class NormInner : public StackCursor<NormInner, NormLayer, NormWrapper> {
+ public:
+  using StackCursor::StackCursor;
+  Tensor forward(const Tensor& x, const LayerParams& p) const;
 };
 
-class RMSNorm : public Module {
+class NormWrapper : public Wrapper {
+ public:
+  virtual Tensor forward(const Tensor& x, const LayerParams& p, const NormInner& inner) const = 0;
+};
+
+class NormLayer : public WrappedModule<NormWrapper> {
+ public:
+  // The single-device normalization with parameters `p` (LayerNorm's bias in p.bias).
+  virtual Tensor compute(const Tensor& x, const LayerParams& p) const = 0;
+
+ protected:
+  // Through the wrappers when there are any, else compute().
+  Tensor run(const Tensor& x, const LayerParams& p) const;
+};
+
+class LayerNorm final : public NormLayer {
+ public:
+  LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::kF32);
+  Tensor forward(const Tensor& x) const { return run(x, {weight_, bias_}); }
+  Tensor compute(const Tensor& x, const LayerParams& p) const override;
+
+ private:
+  Tensor weight_;               // (dim)
+  std::optional<Tensor> bias_;  // (dim), always there
+  double eps_;
+};
+
+class RMSNorm final : public NormLayer {
  public:
   RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::kF32);
-  Tensor forward(const Tensor& x) const;
-  // Set by a parallelism plan (nn/parallel_style.h).
-  void set_style(std::shared_ptr<const RMSNormStyle> style) { style_ = std::move(style); }
+  Tensor forward(const Tensor& x) const { return run(x, {weight_}); }
+  Tensor compute(const Tensor& x, const LayerParams& p) const override;
 
  private:
   Tensor weight_;  // (dim)
   double eps_;
-  std::shared_ptr<const RMSNormStyle> style_;
 };
 
 }  // namespace trident::nn

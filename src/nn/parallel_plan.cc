@@ -2,18 +2,6 @@
 
 namespace trident::nn {
 
-const char* parallel_style_name(ParallelStyle style) {
-  switch (style) {
-    case ParallelStyle::kColumnwise: return "columnwise";
-    case ParallelStyle::kRowwise: return "rowwise";
-    case ParallelStyle::kColumnwiseReplicated: return "columnwise-replicated";
-    case ParallelStyle::kVocabParallelHead: return "vocab-parallel head";
-    case ParallelStyle::kVocabParallelEmbedding: return "vocab-parallel embedding";
-    case ParallelStyle::kSequenceParallel: return "sequence-parallel";
-  }
-  return "?";
-}
-
 bool plan_pattern_matches(std::string_view pattern, std::string_view path) {
   while (true) {
     const size_t p = pattern.find('.'), q = path.find('.');

@@ -3,12 +3,44 @@
 #include <algorithm>
 #include <sstream>
 
+#include "autograd/grad_mode.h"
 #include "comm/device_communicator.h"
+#include "core/allocator.h"
+#include "core/copy.h"
+#include "models/registry.h"
 #include "parallel/onebit_adam.h"
+#include "parallel/pipeline.h"
 #include "parallel/replicated_update.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/zero_update.h"
 
 namespace trident::parallel {
+namespace {
+
+// parallel.pipeline_layers: block counts per chunk ("" = as even as possible).
+StatusOr<std::vector<int64_t>> pipeline_block_counts(const std::string& text) {
+  std::vector<int64_t> counts;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    try {
+      counts.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      return Status::invalid("parallel.pipeline_layers: '" + item + "' in \"" + text + "\" is not a block count");
+    }
+  }
+  return counts;
+}
+
+}  // namespace
+
+Parallelized::Parallelized() = default;
+Parallelized::Parallelized(Parallelized&&) noexcept = default;
+Parallelized& Parallelized::operator=(Parallelized&&) noexcept = default;
+Parallelized::~Parallelized() = default;
+
+MicroBatchRunner* Parallelized::runner() const {
+  return pipeline ? static_cast<MicroBatchRunner*>(pipeline.get()) : sequential.get();
+}
 
 void check_layout(const ParallelOptions& options, int world_size) {
   const int64_t model_parallel = options.tp * options.pp;
@@ -44,10 +76,30 @@ void check_layout(const ParallelOptions& options, int world_size) {
   if (gc == "onebit_adam") check_onebit_block(options.onebit_block);
 }
 
+void check_layout(const models::ModelConfig& model, const ParallelOptions& options, int world_size, int64_t seq_len) {
+  check_layout(options, world_size);
+  if (options.tp > 1) {
+    models::model_family(model.arch).check_tensor_parallel(model, options.tp);
+    TRI_CHECK(model.vocab_size >= options.tp, "tensor parallelism: model.vocab_size (", model.vocab_size,
+              ") must be at least parallel.tp (", options.tp, "): each rank holds part of the vocabulary");
+  }
+  TRI_CHECK(!options.sequence_parallel || seq_len <= 0 || seq_len % options.tp == 0, "data.seq_len (", seq_len,
+            ") must be divisible by parallel.tp (", options.tp, ") with parallel.sequence_parallel");
+  if (options.pp > 1) {
+    auto counts = pipeline_block_counts(options.pipeline_layers);
+    TRI_CHECK(counts.is_ok(), counts.status().message());
+    PipelineLayout::make(model.n_layer, static_cast<int>(options.pp), static_cast<int>(options.virtual_stages),
+                         counts.value());
+  }
+}
+
 StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm::Communicator> comm, Device device,
                                    const ParallelOptions& options, const optim::PrecisionOptions& precision,
                                    const optim::AdamWOptions& adamw) {
   Parallelized out;
+  std::vector<ParamSpec> specs;  // the logical shapes, before tensor parallelism shards them
+  for (const auto& [name, p] : model.named_parameters())
+    specs.push_back({name, p.shape(), model.block_of(name), Placement::replicate(), p.requires_grad()});
   // 1-3: the mesh, tensor parallelism, the pipeline.
   if (comm) {
     std::shared_ptr<comm::Communicator> collectives = comm;
@@ -55,24 +107,16 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
     // Before the mesh splits it: every axis's communicator inherits the choice.
     collectives->set_hierarchy(comm::parse_hierarchy(options.hierarchical), options.intra_host_gbps,
                                options.inter_host_gbps);
-    out.mesh = std::make_unique<DeviceMesh>(collectives, options.tp, options.pp);
+    out.mesh = std::make_unique<DeviceMesh>(collectives, MeshShape::fill(collectives->size(), options.tp, options.pp));
     if (out.mesh->tp_size() > 1)
       out.tp_plan = TensorParallelPlan::apply(model, out.mesh->tp(), options.sequence_parallel);
     if (out.mesh->pp_size() > 1) {
-      std::vector<int64_t> counts;
-      std::stringstream list(options.pipeline_layers);
-      for (std::string item; std::getline(list, item, ',');) {
-        try {
-          counts.push_back(std::stoll(item));
-        } catch (const std::exception&) {
-          return Status::invalid("parallel.pipeline_layers: '" + item + "' in \"" + options.pipeline_layers +
-                                 "\" is not a block count");
-        }
-      }
+      auto counts = pipeline_block_counts(options.pipeline_layers);
+      if (!counts.is_ok()) return counts.status();
       out.pipeline = std::make_unique<Pipeline>(
           model, out.mesh->pp(),
           PipelineLayout::make(model.num_blocks(), static_cast<int>(options.pp), static_cast<int>(options.virtual_stages),
-                               counts),
+                               counts.value()),
           options.pipeline_schedule, options.sequence_parallel ? options.tp : 1);
     }
   }
@@ -80,56 +124,97 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
   TRI_CHECK(device.is_cpu() || options.grad_compression == "none" || options.grad_compression == "bf16",
             "parallel.grad_compression = ", options.grad_compression, " runs on host tensors; train.device is ", device,
             " (bf16 compression runs anywhere)");
-  // 4: what this rank kept moves to the device.
+  // 4: the placement table.
+  if (out.tp_plan)
+    for (ParamSpec& s : specs)
+      if (const std::optional<TensorSplit> split = out.tp_plan->split_of(s.name))
+        s.tp = Placement::shard(split->dim, split->blocks);
+  const DType compute = precision.compute_dtype();
+  const Pipeline* pipeline = out.pipeline.get();
+  out.placements = std::make_unique<PlacementTable>(PlacementTable::build(
+      specs, out.mesh ? out.mesh->shape() : MeshShape{},
+      [pipeline](int64_t block) { return pipeline->layout().stage_of_block(block); }, options.zero_stage, compute,
+      compute));
+  const PlacementTable& table = *out.placements;
+  // 5: what this rank kept moves to the device.
   if (!device.is_cpu()) model.to(device);
-  // 5-6: precision and the update. ZeRO-Offload: the fp32 masters, their gradients and AdamW's
-  // state live in host memory and AdamW steps there; the device keeps the compute-dtype
-  // parameters. Under ZeRO the optimizer keeps the masters itself, sharded (offloaded too).
-  const std::vector<nn::NamedTensor> params = out.pipeline ? out.pipeline->parameters() : model.named_parameters();
+  // 6-7: precision and the update. Frozen parameters take their storage dtype now; trainable
+  // ones get fp32 masters (MasterWeights, or ZeRO's own, which switch them to the compute
+  // dtype). ZeRO-Offload: the fp32 masters, their gradients and AdamW's state live in host
+  // memory and AdamW steps there; the device keeps the compute-dtype parameters. Under ZeRO
+  // the optimizer keeps the masters itself, sharded (offloaded too).
+  {
+    autograd::NoGradGuard no_grad;
+    MemoryCategoryGuard params(MemoryCategory::kParameter);
+    for (auto& [name, p] : model.named_parameters()) {
+      const ParamPlacement& row = table.at(name);
+      if (!row.trainable && p.numel() > 0 && p.dtype() != row.storage) p.set_data(core::cast(p, row.storage));
+    }
+  }
+  std::vector<nn::NamedTensor> trainable;  // this rank's, in model order
+  for (const auto& [name, p] : out.pipeline ? out.pipeline->parameters() : model.named_parameters())
+    if (table.at(name).trainable) trainable.emplace_back(name, p);
+  std::vector<ParamGroup> groups;
+  for (const auto& [axes, names] : table.reduction_groups(out.stage())) {
+    ParamGroup g{axes, out.mesh ? &out.mesh->group(axes) : nullptr, {}};
+    for (const auto& named : trainable)
+      if (std::find(names.begin(), names.end(), named.first) != names.end()) g.params.push_back(named);
+    groups.push_back(std::move(g));
+  }
+  TRI_CHECK(table.trainable_numel() > 0, "every parameter is frozen (train.freeze): nothing would train");
   const int64_t bucket_bytes = static_cast<int64_t>(options.bucket_mb * 1024 * 1024);
+  comm::Communicator* tp = out.tp_plan ? &out.mesh->tp() : nullptr;
+  comm::Communicator* pp = out.pipeline ? &out.mesh->pp() : nullptr;
   if (options.zero_stage > 0) {
     TRI_CHECK(comm != nullptr, "parallel.zero_stage = ", options.zero_stage,
               " needs ranks to shard across: start the run with mpirun or trident launch");
-    std::vector<std::vector<size_t>> parts;  // ZeRO-3: the model's parts as indices into params
-    if (options.zero_stage == 3)
-      for (const auto& part : model.parts()) {
-        parts.emplace_back();
-        for (const auto& [name, p] : part)
-          parts.back().push_back(static_cast<size_t>(
-              std::find_if(params.begin(), params.end(), [&](const nn::NamedTensor& q) { return q.first == name; }) -
-              params.begin()));
-      }
-    auto zero = std::make_unique<ZeroOptimizer>(params, out.mesh->dp(), static_cast<int>(options.zero_stage),
-                                                bucket_bytes, adamw, parts, precision.compute_dtype(),
-                                                options.offload_optimizer, reducer_for(options, out.mesh->dp()));
-    if (options.zero_stage == 3) model.set_part_hooks(zero.get());
-    if (out.tp_plan || out.pipeline) {
+    TRI_CHECK(options.grad_compression == "none" || groups.size() == 1, "parallel.grad_compression = ",
+              options.grad_compression, " compresses one data-parallel group's gradients; this run reduces ",
+              groups.size(), " groups");
+    // One optimizer per reduction group, each sharding its parameters over its own ranks.
+    std::vector<std::unique_ptr<ZeroOptimizer>> zeros;
+    for (const ParamGroup& g : groups) {
+      std::vector<std::vector<size_t>> parts;  // ZeRO-3: the model's parts as indices into g.params
+      if (options.zero_stage == 3)
+        for (const auto& part : model.parts()) {
+          parts.emplace_back();
+          for (const auto& [name, p] : part) {
+            const auto it =
+                std::find_if(g.params.begin(), g.params.end(), [&](const nn::NamedTensor& q) { return q.first == name; });
+            if (it != g.params.end()) parts.back().push_back(static_cast<size_t>(it - g.params.begin()));
+          }
+        }
+      zeros.push_back(std::make_unique<ZeroOptimizer>(g.params, *g.comm, static_cast<int>(options.zero_stage),
+                                                      bucket_bytes, adamw, parts, compute, options.offload_optimizer,
+                                                      reducer_for(options, *g.comm)));
       std::vector<bool> split;
-      for (const auto& [name, p] : params) split.push_back(out.tp_plan && out.tp_plan->is_split(name));
-      zero->set_model_parallel(out.tp_plan ? &out.mesh->tp() : nullptr, split,
-                               out.pipeline ? &out.mesh->pp() : nullptr);
+      for (const auto& [name, p] : g.params) split.push_back(table.at(name).tp_split());
+      zeros.back()->set_split(std::move(split));
     }
-    out.update = std::make_unique<ZeroUpdate>(params, std::move(zero));
+    auto zero = std::make_unique<ZeroUpdate>(std::move(zeros), tp, pp);
+    if (options.zero_stage == 3) model.set_part_hooks(zero.get());
+    out.update = std::move(zero);
   } else {
     std::unique_ptr<optim::MasterWeights> master;
     TRI_CHECK(options.grad_compression != "onebit_adam" || !precision.mixed(),
               "parallel.grad_compression = onebit_adam steps fp32 parameters; precision.dtype must be fp32");
+    std::vector<nn::NamedTensor> stepped;  // the groups' parameters, in group order
+    for (const ParamGroup& g : groups) stepped.insert(stepped.end(), g.params.begin(), g.params.end());
     if (precision.mixed() || options.offload_optimizer)
       master = std::make_unique<optim::MasterWeights>(
-          params, precision.compute_dtype(),
-          options.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt, bucket_bytes);
+          stepped, compute, options.offload_optimizer ? std::optional<Device>(Device::cpu()) : std::nullopt,
+          bucket_bytes);
     // Data parallelism whenever there is a communicator, also with one rank (mpirun -np 1):
     // the same code path as with many.
-    out.update = std::make_unique<ReplicatedUpdate>(
-        params, std::move(master), out.mesh ? &out.mesh->dp() : nullptr, bucket_bytes, adamw, out.tp_plan.get(),
-        out.tp_plan ? &out.mesh->tp() : nullptr, out.pipeline ? &out.mesh->pp() : nullptr, options);
+    out.update = std::make_unique<ReplicatedUpdate>(std::move(groups), std::move(master), bucket_bytes, adamw,
+                                                    &table, tp, pp, options);
   }
-  // 7: the parameters are in the compute dtype now (MasterWeights or ZeRO switched them).
+  // 8: the parameters are in the compute dtype now (MasterWeights or ZeRO switched them).
   if (out.pipeline && precision.mixed()) {
-    out.pipeline->set_compute_dtype(precision.compute_dtype());
+    out.pipeline->set_compute_dtype(compute);
     // Rank 0 adds the head's gradient of a tied weight where that weight's gradient
     // accumulates in fp32.
-    if (model.tied_head_weight())
+    if (model.tied_head_weight() && table.at(*model.tied_head_weight()).trainable)
       out.pipeline->set_head_gradient_sink(
           [u = out.update.get(), n = *model.tied_head_weight()](const Tensor& g) { u->add_grad(n, g); });
   }

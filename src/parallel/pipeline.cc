@@ -74,17 +74,20 @@ Pipeline::Pipeline(models::CausalLM& model, comm::Communicator& pp, PipelineLayo
 std::optional<Tensor> Pipeline::tied_weight() const {
   const std::optional<std::string> name = model_.tied_head_weight();
   if (!name) return std::nullopt;
-  return model_.parameter(*name);
+  const Tensor w = model_.parameter(*name);
+  // A frozen tied weight keeps the values every stage started with: the last stage's copy is
+  // the same for the whole run, so nothing travels for it (no weights, no gradient).
+  if (!w.requires_grad()) return std::nullopt;
+  return w;
 }
 
-int Pipeline::owner(const std::string& name) const {
-  const int64_t block = model_.block_of(name);
+int PipelineLayout::stage_of_block(int64_t block) const {
   if (block == models::CausalLM::kEmbedding) return 0;
-  if (block == models::CausalLM::kHead) return layout_.stages - 1;
-  for (int c = 0; c < layout_.num_chunks(); ++c)
-    if (block >= layout_.chunks[static_cast<size_t>(c)].first && block < layout_.chunks[static_cast<size_t>(c)].second)
-      return layout_.rank_of_chunk(c);
-  TRI_CHECK(false, "pipeline: parameter '", name, "' is in no chunk");
+  if (block == models::CausalLM::kHead) return stages - 1;
+  for (int c = 0; c < num_chunks(); ++c)
+    if (block >= chunks[static_cast<size_t>(c)].first && block < chunks[static_cast<size_t>(c)].second)
+      return rank_of_chunk(c);
+  TRI_CHECK(false, "pipeline: block ", block, " is in no chunk (", num_chunks(), " chunks)");
 }
 
 std::vector<PipelineOp> pipeline_schedule(const std::string& schedule, const PipelineLayout& layout, int r, int m) {

@@ -57,6 +57,9 @@ struct PipelineLayout {
   // not add up to the model's layers.
   static PipelineLayout make(int64_t layers, int stages, int virtual_stages, const std::vector<int64_t>& counts = {});
   int rank_of_chunk(int chunk) const { return chunk % stages; }
+  // The stage that holds a parameter of block `block` (CausalLM::block_of): the embedding's
+  // is the first, the head's the last, a block's its chunk's. Throws for a block in no chunk.
+  int stage_of_block(int64_t block) const;
   int num_chunks() const { return static_cast<int>(chunks.size()); }
 };
 
@@ -97,7 +100,8 @@ class Pipeline final : public MicroBatchRunner {
   // 0 and the head's on the last rank (whose copy of a tied weight is not among them).
   const std::vector<nn::NamedTensor>& parameters() const { return params_; }
   // The pipeline rank that owns parameter `name`.
-  int owner(const std::string& name) const;
+  int owner(const std::string& name) const { return layout_.stage_of_block(model_.block_of(name)); }
+  const PipelineLayout& layout() const { return layout_; }
 
   // Forward and backward of the step's micro-batches by the schedule. The backward of
   // micro-batch i starts from loss_i * loss_seed; before each backward, before_backward(last)
@@ -125,8 +129,8 @@ class Pipeline final : public MicroBatchRunner {
   std::vector<Op> schedule(int m) const { return pipeline_schedule(schedule_, layout_, pp_.rank(), m); }
   int chunk_of(int local_chunk) const { return local_chunk * layout_.stages + pp_.rank(); }
   Tensor recv(const Shape& shape, DType dtype, int src, int tag);
-  // The tied embedding and head weight, if the model has one (on every rank: the first and
-  // last use it).
+  // The tied embedding and head weight, if the model has one and it trains (on every rank:
+  // the first and last use it).
   std::optional<Tensor> tied_weight() const;
   // Where the stages compute: this rank's parameters' device.
   Device device() const { return params_.front().second.device(); }

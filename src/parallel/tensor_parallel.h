@@ -1,20 +1,24 @@
 // Tensor parallelism, Megatron-LM's layout (Shoeybi et al., 2019), applied from outside to a
 // model built for one device: one applier carries out any family's plan (its parallel_plan(),
-// data over module paths: nn/parallel_plan.h). For each layer its plan names, the applier
-// replaces each parameter's data by this rank's shard and gives the layer the style that
-// computes with the shards (nn/parallel_style.h):
+// data over module paths: nn/parallel_plan.h). For each layer its plan names, the applier looks
+// the entry's style up by (style, layer type) in tp_style_registry.h, records the parameters
+// the style splits, lets the style install its wrapper on the layer (nn/wrapper.h, outermost:
+// adapters added later run inside it), and replaces each split parameter's data by this rank's
+// shard. The styles of nn's layers (tp_styles.h):
 //
-//   columnwise      Conv1D: this rank's output columns (of each of the `fused` matrices: for
-//                   GPT-2's c_attn its slice of q, k and v, hence its heads). The input enters
-//                   through copy_to_tp (its gradient is all-reduced).
-//   rowwise         Conv1D: this rank's input rows; the partial products are all-reduced
-//                   (reduce_from_tp), then the (replicated) bias added.
-//   vocab-parallel  Embedding: rows [begin, end) of the vocabulary (uneven by one row when V
-//   embedding       does not divide). Lookups of other ids give zeros and the ranks' rows are
-//                   all-reduced; as the tied LM head it computes this rank's logit columns and a
-//                   vocab-parallel cross-entropy, so no rank ever holds the full (N, V) logits.
-//   sequence-       LayerNorm, Embedding (learned positions): replicated; under sequence
-//   parallel        parallelism they work on this rank's part of the sequence.
+//   columnwise      Conv1D, Linear: this rank's output features (of each of the `fused`
+//                   matrices: for GPT-2's c_attn its slice of q, k and v, hence its heads). The
+//                   input enters through copy_to_tp (its gradient is all-reduced).
+//   rowwise         Conv1D, Linear: this rank's input features; the partial products are
+//                   all-reduced (reduce_from_tp), then the (replicated) bias added.
+//   vocab_parallel  Embedding, Linear head: rows [begin, end) of the vocabulary (uneven by one
+//                   row when V does not divide). Lookups of other ids give zeros and the ranks'
+//                   rows are all-reduced; as the LM head it computes this rank's logit columns
+//                   and a vocab-parallel cross-entropy, so no rank ever holds the full (N, V)
+//                   logits.
+//   sequence_       LayerNorm, RMSNorm, Embedding (learned positions): replicated; under
+//   parallel        sequence parallelism they work on this rank's part of the sequence.
+//   (and columnwise_replicated: tp_styles.h)
 // Layers the plan does not name are replicated: every rank computes them, and their
 // gradients, identically. Per layer and micro-batch: 2 all-reduces in the forward (after each
 // row-parallel layer) and 2 in the backward (before each column-parallel layer's input):
@@ -25,6 +29,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,7 +51,8 @@ class TensorParallelPlan {
  public:
   // Shards `model` over `tp` by its parallel_plan() (throws naming the sizes when they do not
   // divide: the family's check_tensor_parallel, and the vocabulary by tp; and naming the entry
-  // when a plan entry matches no layer or a layer of a type its style cannot split). The
+  // when a plan entry matches no layer, or a layer of a type for which its style is not
+  // registered: the layer's path and type, and the styles that type has). The
   // model must outlive nothing: the styles keep `tp` by reference. With `sequence_parallel`,
   // the activations between the column/row pairs (layer norms, residuals, embeddings) are
   // split along the sequence too (tp_collectives.h).
@@ -57,35 +63,18 @@ class TensorParallelPlan {
   int rank() const { return rank_; }
   // Whether parameter `name` is split (else it is replicated on every tensor-parallel rank).
   bool is_split(const std::string& name) const { return splits_.contains(name); }
-  // The single-device shape of parameter `name`.
-  const Shape& full_shape(const std::string& name) const { return full_shapes_.at(name); }
+  // How parameter `name` is split (nullopt: replicated).
+  std::optional<TensorSplit> split_of(const std::string& name) const {
+    const auto it = splits_.find(name);
+    return it == splits_.end() ? std::nullopt : std::optional<TensorSplit>(it->second);
+  }
   // This rank's shard of a full-size tensor of parameter `name` (its value or optimizer state).
   Tensor local_from_full(const std::string& name, const Tensor& full) const;
-  // Where this rank's shard `local` of parameter `name` sits in the full tensor: one box
-  // (offsets in the full tensor, and the part of `local` there) per block.
-  struct Box {
-    std::vector<int64_t> offsets;
-    Tensor part;
-  };
-  std::vector<Box> boxes(const std::string& name, const Tensor& local) const;
-  // The same boxes for rank `r`, without values: offsets and the stored shapes (for the rank
-  // that writes the manifest).
-  std::vector<std::pair<std::vector<int64_t>, Shape>> box_shapes(const std::string& name, int r) const;
 
  private:
-  // [begin, begin + length) of a block of `extent` elements held by rank `r`.
-  std::pair<int64_t, int64_t> range(int64_t extent, int r) const;
-
   int size_ = 1, rank_ = 0;
   std::map<std::string, TensorSplit> splits_;
   std::map<std::string, Shape> full_shapes_;
 };
-
-// Global-norm clipping of a model split across ranks: the squares of parameters that `plan`
-// splits are summed over `tp` (replicated ones counted once), and everything over the
-// pipeline stages `pp` (each holds other parameters). plan/tp and pp may be null. Returns
-// the norm before clipping.
-double clip_grad_norm_model_parallel(const std::vector<nn::NamedTensor>& params, const TensorParallelPlan* plan,
-                                     comm::Communicator* tp, comm::Communicator* pp, double max_norm);
 
 }  // namespace trident::parallel

@@ -1,19 +1,22 @@
-// The parallel styles (nn/parallel_style.h) the tensor-parallel applier gives the layers it
-// splits (tensor_parallel.h): how each computes with this rank's shards, Megatron-LM's column-
-// and row-parallel layers, the vocabulary-parallel embedding and head, and sequence
-// parallelism's norms and positions. `sp`: sequence parallelism (activations between the
-// column/row pairs split along the sequence).
+// The tensor-parallel styles of the layers trident has (Conv1D, Linear, Embedding, LayerNorm,
+// RMSNorm): how each computes with this rank's shards, as wrappers of the parallelism kind
+// (nn/wrapper.h) that the applier installs (tensor_parallel.h): Megatron-LM's column- and
+// row-parallel layers, the column-parallel layer kept whole for fewer kv heads than ranks, the
+// vocabulary-parallel embedding and head, and sequence parallelism's norms and positions.
+// They register by name and layer type in tp_style_registry.h (register_tp_styles); a style
+// of another layer type registers where it is written. `sp`: sequence parallelism
+// (activations between the column/row pairs split along the sequence).
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "comm/communicator.h"
 #include "core/tensor.h"
-#include "nn/parallel_style.h"
 
 namespace trident::parallel {
+
+class TpStyleRegistry;
 
 // Note [One entry per input]
 // A column-parallel layer's input enters the tensor-parallel region: gathered along the
@@ -30,6 +33,7 @@ class TpEntry {
   TpEntry(comm::Communicator& tp, bool sp) : tp_(tp), sp_(sp) {}
   Tensor enter(const Tensor& x) const;
   comm::Communicator& tp() const { return tp_; }
+  bool sequence_parallel() const { return sp_; }
 
  private:
   comm::Communicator& tp_;
@@ -39,27 +43,16 @@ class TpEntry {
   mutable bool last_recorded_ = false;
 };
 
-// Conv1D (weight (in, out)): this rank's output columns / input rows. Column-parallel layers
-// enter their input through `entry`, one per model and tensor-parallel group.
-std::shared_ptr<const nn::Conv1DStyle> conv1d_columnwise(std::shared_ptr<const TpEntry> entry);
-std::shared_ptr<const nn::Conv1DStyle> conv1d_rowwise(comm::Communicator& tp, bool sp);
-// Linear (weight (out, in)): this rank's output rows / input columns.
-std::shared_ptr<const nn::LinearStyle> linear_columnwise(std::shared_ptr<const TpEntry> entry);
-std::shared_ptr<const nn::LinearStyle> linear_rowwise(comm::Communicator& tp, bool sp);
-// Linear kept whole on every rank, of which this rank uses output features [begin, begin +
-// width) (grouped-query attention's k and v when there are fewer kv heads than ranks); the
-// weight's gradient is summed over the ranks.
-std::shared_ptr<const nn::LinearStyle> linear_columnwise_replicated(std::shared_ptr<const TpEntry> entry,
-                                                                    int64_t begin, int64_t width);
-// Vocabulary split by rows [begin, begin + widths[rank]): the embedding (and, tied, its head)
-// and an untied Linear head.
-std::shared_ptr<const nn::EmbeddingStyle> vocab_parallel_embedding(comm::Communicator& tp, bool sp, int64_t begin,
-                                                                   std::vector<int64_t> widths);
-std::shared_ptr<const nn::LinearStyle> vocab_parallel_head(comm::Communicator& tp, bool sp, int64_t begin,
-                                                           std::vector<int64_t> widths);
-// Sequence parallelism: learned positions and norms on this rank's part of the sequence.
-std::shared_ptr<const nn::EmbeddingStyle> sequence_split_positions(comm::Communicator& tp);
-std::shared_ptr<const nn::LayerNormStyle> sequence_split_layernorm(comm::Communicator& tp);
-std::shared_ptr<const nn::RMSNormStyle> sequence_split_rmsnorm(comm::Communicator& tp);
+// Registers the styles of nn's layers (nn/parallel_plan.h's tp_style names):
+//   columnwise             Conv1D, Linear  output features split (`fused` blocks); input
+//                                          through the TpEntry
+//   rowwise                Conv1D, Linear  input features split; partial products summed,
+//                                          then the (replicated) bias added
+//   columnwise_replicated  Linear          whole on every rank; this rank's `heads` share
+//   vocab_parallel         Embedding, Linear  vocabulary rows split
+//   sequence_parallel      LayerNorm, RMSNorm, Embedding (positions)  this rank's part of the
+//                                          sequence (nothing without sequence parallelism)
+// Called once, by tp_style_registry() (Note [Registering styles]).
+void register_tp_styles(TpStyleRegistry& registry);
 
 }  // namespace trident::parallel

@@ -20,10 +20,37 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "nn/module.h"
 #include "optim/mixed_precision.h"
+#include "parallel/mesh.h"
 
 namespace trident::parallel {
+
+// Trainable parameters whose gradients are averaged over one group of ranks (the placement
+// table's reduction groups, parallel/placement.h): dense parameters over the data-parallel
+// axes, an expert's over its expert-data-parallel group. Frozen parameters are in none.
+struct ParamGroup {
+  AxisSet reduce_over;                  // the mesh axes of the group
+  comm::Communicator* comm = nullptr;   // their communicator; null in one process
+  std::vector<nn::NamedTensor> params;  // this rank's tensors of the group's parameters, in model order
+};
+
+// A piece of a tensor a strategy holds, for checkpoints (train/checkpoint_pieces.h writes it
+// where the placement table says it belongs in the logical tensor): a weight (the fp32 value
+// the optimizer steps, under the parameter's name) or its optimizer state ("<param>.exp_avg",
+// ".exp_avg_sq"), as this rank holds it: its tensor-parallel part, whole or a flat range.
+struct HeldPiece {
+  std::string tensor;  // the checkpoint tensor
+  std::string param;   // the parameter it belongs to
+  // Elements [begin, end) of the row-major flattening of the rank's local tensor (its
+  // tensor-parallel part of the parameter's shape).
+  int64_t begin = 0, end = 0;
+  // Partitioned among the ranks of the reduction group (ZeRO: each holds other elements);
+  // false: the whole local tensor, the same on every rank of the group.
+  bool partitioned = false;
+  Tensor values;  // end - begin elements (partitioned), or the whole local tensor
+};
 
 struct StepOutcome {
   double grad_norm = 0.0;  // of the whole model's (averaged, unscaled) gradient; NaN when skipped
@@ -53,6 +80,10 @@ struct CheckpointSource {
   std::function<Tensor(const std::string& name)> of_rank;
 };
 
+// The parameter an optimizer-state tensor belongs to: "<param>.exp_avg(_sq)" -> "<param>";
+// any other name is returned as it is.
+std::string parameter_of_state(const std::string& name);
+
 class UpdateStrategy {
  public:
   virtual ~UpdateStrategy() = default;
@@ -73,22 +104,18 @@ class UpdateStrategy {
   // Clears what the strategy holds of this step's gradients (the model's own: Module::zero_grad).
   virtual void zero_grads() = 0;
 
-  // Checkpoints. The full-precision tensors the optimizer steps, under the parameters' names
-  // (this rank's: its pipeline stage, its tensor-parallel shards; the fp32 masters under mixed
-  // precision), whole; for ZeRO only their names and shapes hold (ZeRO-3 frees them).
-  virtual std::vector<nn::NamedTensor> weights() const = 0;
   // Optimizer steps taken.
   virtual int64_t step_count() const = 0;
-  // Those tensors and their AdamW state ("<param>.exp_avg", ".exp_avg_sq"), whole as this rank
-  // holds them (collective under ZeRO: gathered over the data-parallel group).
-  virtual std::vector<nn::NamedTensor> gather_weights() = 0;
-  virtual std::vector<nn::NamedTensor> gather_state() = 0;
-  // Loading a checkpoint, in two calls: the whole weights this strategy holds (and the model's
+  // Checkpoints (Note [Checkpoints from placements] in train/checkpoint_pieces.h). Loading, in
+  // two calls: the whole weights this strategy holds (and the model's
   // compute-dtype parameters rounded from them), before the trainer reads its own state; then
   // the optimizer's state and step (`with_state`: the checkpoint has AdamW state), and for
   // ZeRO its partition of the weights too.
   virtual void load_weights(const CheckpointSource& source) = 0;
   virtual void load_state(const CheckpointSource& source, bool with_state, int64_t step) = 0;
+  // What this rank holds of every weight and optimizer-state tensor, for checkpoints: views
+  // of the live tensors (write them before the next step). Not collective.
+  virtual std::vector<HeldPiece> held_pieces() = 0;
   // State that differs between the data-parallel ranks (compressed gradients' error feedback),
   // saved by every rank; the same names and shapes on every rank. load_state() reads it back
   // through source.of_rank.

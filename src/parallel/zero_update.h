@@ -1,49 +1,55 @@
-// ZeRO stages 1-3 as the step's update strategy (parallel/update_strategy.h): the
-// ZeroOptimizer (zero.h) over the data-parallel group, with its own mixed precision and
-// offload.
+// ZeRO stages 1-3 as the step's update strategy (parallel/update_strategy.h): one
+// ZeroOptimizer (zero.h) per reduction group (the placement table's: dense parameters over the
+// data-parallel axes, an expert's over its expert-data-parallel group), each with its own
+// mixed precision and offload. The global norm for clipping sums every group's squares (each
+// over its own ranks), then the tensor-parallel shards' over tp and everything over the
+// pipeline's stages, as one group's did alone. Under ZeRO-3 every group's optimizer gathers
+// its part of each part of the model around the part's forward (chained part hooks).
 #pragma once
 
 #include <memory>
+#include <vector>
 
+#include "comm/communicator.h"
+#include "nn/part_hooks.h"
 #include "parallel/update_strategy.h"
 #include "parallel/zero.h"
 
 namespace trident::parallel {
 
-class ZeroUpdate final : public UpdateStrategy {
+class ZeroUpdate final : public UpdateStrategy, public nn::PartHooks {
  public:
-  // `params`: the model's parameters this rank holds, as given to `zero`.
-  ZeroUpdate(std::vector<nn::NamedTensor> params, std::unique_ptr<ZeroOptimizer> zero)
-      : params_(std::move(params)), zero_(std::move(zero)) {}
+  // `groups`: one optimizer per reduction group (none on a stage whose parameters are all
+  // frozen), built over the group's parameters (with its
+  // communicator, split flags set). `tp` and `pp` (null without them): where the norm's squares
+  // of split parameters, and all of them, are summed further.
+  ZeroUpdate(std::vector<std::unique_ptr<ZeroOptimizer>> groups, comm::Communicator* tp, comm::Communicator* pp);
 
-  void begin_backward(bool last) override {
-    if (zero_->reducer()) zero_->reducer()->set_step(zero_->step_count());
-    zero_->begin_backward(last);
-  }
-  void end_backward() override { zero_->end_backward(); }
+  void begin_backward(bool last) override;
+  void end_backward() override;
   void finish_backward() override {}
-  void add_grad(const std::string& name, const Tensor& grad) override { zero_->add_grad(name, grad); }
+  void add_grad(const std::string& name, const Tensor& grad) override;
   StepOutcome step(const StepContext& ctx) override;
   void zero_grads() override {}
-  std::vector<nn::NamedTensor> weights() const override { return params_; }
-  int64_t step_count() const override { return zero_->step_count(); }
-  // The fp32 values are the optimizer's shards (the masters under mixed precision; ZeRO-3
-  // holds no whole parameter).
-  std::vector<nn::NamedTensor> gather_weights() override { return zero_->gather_masters(); }
-  std::vector<nn::NamedTensor> gather_state() override { return zero_->gather_state(); }
+  int64_t step_count() const override { return steps_; }
   void load_weights(const CheckpointSource&) override {}  // its partition comes with the state
   void load_state(const CheckpointSource& source, bool with_state, int64_t step) override;
-  std::vector<nn::NamedTensor> rank_state() const override {
-    return zero_->reducer() ? zero_->reducer()->state() : std::vector<nn::NamedTensor>{};
-  }
+  std::vector<HeldPiece> held_pieces() override;
+  std::vector<nn::NamedTensor> rank_state() const override;
 
-  // The partitioned checkpoint (Note [Sharded checkpoints] in train/trainer_checkpoint.cc)
-  // writes each rank's pieces.
-  ZeroOptimizer& optimizer() { return *zero_; }
+  // ZeRO-3, as the model's part hooks: the part's forward through every group's gathering.
+  Tensor run(size_t part, const nn::PartForward& forward, const Tensor& x) override;
 
  private:
-  std::vector<nn::NamedTensor> params_;
-  std::unique_ptr<ZeroOptimizer> zero_;
+  // Through groups [g, end): group g gathers around the rest.
+  Tensor run_from(size_t g, size_t part, const nn::PartForward& forward, const Tensor& x);
+
+  std::vector<std::unique_ptr<ZeroOptimizer>> groups_;
+  comm::Communicator* tp_;
+  comm::Communicator* pp_;
+  // Steps taken: every group's count, and a pipeline stage's whose parameters are all frozen
+  // (no group, but the same collectives as the other stages).
+  int64_t steps_ = 0;
 };
 
 }  // namespace trident::parallel

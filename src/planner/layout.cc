@@ -2,6 +2,9 @@
 
 #include <sstream>
 
+#include "core/check.h"
+#include "parallel/parallelize.h"
+
 namespace trident::planner {
 
 std::string Layout::pipeline_schedule() const { return virtual_stages > 1 ? "interleaved" : "1f1b"; }
@@ -22,15 +25,21 @@ std::vector<std::string> Layout::overrides() const {
   return o;
 }
 
+parallel::ParallelOptions Layout::parallel_options(const parallel::ParallelOptions& base) const {
+  parallel::ParallelOptions o = base;
+  o.tp = tp;
+  o.pp = pp;
+  o.virtual_stages = virtual_stages;
+  o.pipeline_schedule = pipeline_schedule();
+  o.pipeline_layers = "";
+  o.zero_stage = zero_stage;
+  o.offload_optimizer = offload;
+  o.sequence_parallel = sequence_parallel;
+  return o;
+}
+
 void Layout::apply(train::TrainConfig& cfg) const {
-  cfg.parallel.tp = tp;
-  cfg.parallel.pp = pp;
-  cfg.parallel.virtual_stages = virtual_stages;
-  cfg.parallel.pipeline_schedule = pipeline_schedule();
-  cfg.parallel.pipeline_layers = "";
-  cfg.parallel.zero_stage = zero_stage;
-  cfg.parallel.offload_optimizer = offload;
-  cfg.parallel.sequence_parallel = sequence_parallel;
+  cfg.parallel = parallel_options(cfg.parallel);
   cfg.model.activation_checkpointing = checkpointing;
   cfg.data.batch_size = micro_batch * dp;
   cfg.data.grad_accum_steps = accum;
@@ -58,6 +67,16 @@ Layout layout_of(const train::TrainConfig& cfg, int64_t ranks) {
   l.micro_batch = std::max<int64_t>(1, cfg.data.batch_size / l.dp);
   l.accum = cfg.data.grad_accum_steps;
   return l;
+}
+
+bool trainer_accepts(const models::ModelConfig& model, int64_t seq_len, const Layout& l, std::string* why) {
+  try {
+    parallel::check_layout(model, l.parallel_options(), static_cast<int>(l.ranks()), seq_len);
+    return true;
+  } catch (const Error& e) {
+    if (why != nullptr) *why = e.what();
+    return false;
+  }
 }
 
 }  // namespace trident::planner

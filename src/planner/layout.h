@@ -30,6 +30,8 @@ struct Layout {
   std::vector<std::string> overrides() const;
   // Applies it to a config (what the overrides do).
   void apply(train::TrainConfig& cfg) const;
+  // Its [parallel] section on top of `base` (the run's other parallel.* keys).
+  parallel::ParallelOptions parallel_options(const parallel::ParallelOptions& base = {}) const;
   // "dp2 tp1 pp1 zero1 ckpt=none b4 m1"
   std::string str() const;
   bool operator==(const Layout&) const = default;
@@ -37,5 +39,10 @@ struct Layout {
 
 // The layout a config asks for on `ranks` ranks (dp = ranks / (tp x pp)).
 Layout layout_of(const train::TrainConfig& cfg, int64_t ranks);
+
+// Whether the trainer runs `l` for a model of `model` with sequences of `seq_len` tokens: the
+// trainer's own check (parallel::check_layout), so the planner never lists a layout the trainer
+// refuses. When not, `why` (if given) gets the trainer's message.
+bool trainer_accepts(const models::ModelConfig& model, int64_t seq_len, const Layout& l, std::string* why = nullptr);
 
 }  // namespace trident::planner

@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "models/causal_lm.h"
 #include "parallel/buckets.h"
+#include "planner/placements.h"
 #include "models/registry.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
@@ -35,28 +36,23 @@ struct Stage {
   int64_t layers = 0;           // the model's
 };
 
-Stage stage_of(const ModelShapes& shapes, const Layout& l, int64_t layers, int stage) {
+Stage stage_of(const RunSpec& run, const Layout& l, int64_t layers, int stage) {
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(layers, static_cast<int>(l.pp),
                                                                      static_cast<int>(l.virtual_stages));
   Stage s;
   s.layers = layers;
   s.first = stage == 0;
   s.last = stage == l.pp - 1;
-  std::vector<bool> mine(static_cast<size_t>(layers), false);
   for (int c = 0; c < pl.num_chunks(); ++c) {
     if (pl.rank_of_chunk(c) != stage) continue;
     const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
     s.blocks += e - b;
     s.chunk_blocks = std::max(s.chunk_blocks, e - b);
-    for (int64_t i = b; i < e; ++i) mine[static_cast<size_t>(i)] = true;
   }
-  for (const ParameterShape& p : shapes.parameters) {
-    const bool here = (p.block >= 0 && mine[static_cast<size_t>(p.block)]) ||
-                      (p.block == CausalLM::kEmbedding && s.first) || (p.block == CausalLM::kHead && s.last);
-    if (!here) continue;
-    s.numels.push_back(p.numel_on_rank(l.tp));
-    s.where.push_back(p.block);
-  }
+  // The stage's parameters and their shares, as the trainer places them.
+  const StageParameters& held = stages_of(run, l)[static_cast<size_t>(stage)];
+  s.numels = held.numels;
+  s.where = held.blocks;
   return s;
 }
 
@@ -398,7 +394,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     slot = std::max(slot, static_cast<int64_t>(bytes));
   };
   for (; r < l.pp; ++r) {
-    const Stage s = stage_of(shapes, l, run.model.n_layer, static_cast<int>(r));
+    const Stage s = stage_of(run, l, run.model.n_layer, static_cast<int>(r));
     const int64_t P = sum(s.numels);
     const int64_t p_max = s.numels.empty() ? 0 : *std::max_element(s.numels.begin(), s.numels.end());
     const int64_t tied_copy = (l.pp > 1 && tied && s.last) ? head_rows * C : 0;

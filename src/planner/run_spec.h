@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/dtype.h"
 #include "kernels/cpu/gemm_engine.h"
@@ -13,6 +14,11 @@
 #include "train/train_config.h"
 
 namespace trident::planner {
+
+// The stages' parameters per tensor- and pipeline-parallel shape, computed from the placement
+// table once and shared by every evaluation of the run's layouts (planner/placements.h).
+struct StageCache;
+std::shared_ptr<StageCache> new_stage_cache();
 
 struct RunSpec {
   models::ModelConfig model;
@@ -29,6 +35,7 @@ struct RunSpec {
   // fused head's logits GEMM takes (Note [oneDNN's scratchpad] in kernels/cpu/onednn_gemm.cc).
   kernels::cpu::GemmEngines gemm_engines;
   int threads = 1;
+  std::shared_ptr<StageCache> stage_cache = new_stage_cache();  // shared by copies: same shapes
   bool mixed() const { return compute != DType::kF32; }
   // The run's ranks are devices (a GPU cluster file's, whatever train.device says): their GEMMs
   // widen nothing into the device's memory.

@@ -28,30 +28,39 @@ Key key_of(const Layout& l) {
 
 }  // namespace
 
+bool prunes(const RunSpec& run, const SearchSpace& space, const Layout& l) {
+  if (l.zero_stage > 0 && l.dp == 1) return true;  // ZeRO over one rank: data parallelism's memory and more
+  // Offload without ZeRO (one rank) moves state between buffers of one memory on a CPU.
+  if (l.offload && l.zero_stage == 0 && !run.on_device) return true;
+  (void)space;
+  return false;
+}
+
 std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& space) {
   std::vector<Layout> out;
   const int64_t G = run.global_batch, L = run.model.n_layer;
+  // The trainer's verdict per (tp, pp, virtual stages, ZeRO, sequence parallel, offload).
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, bool> accepted;
+  auto runs = [&](const Layout& l) {
+    auto [it, fresh] = accepted.try_emplace({l.tp, l.pp, l.virtual_stages, l.zero_stage, l.sequence_parallel, l.offload});
+    if (fresh) it->second = trainer_accepts(run.model, run.seq_len, l) && !prunes(run, space, l);
+    return it->second;
+  };
   for (int64_t tp : divisors(space.ranks)) {
-    if (run.model.n_head % tp != 0 || (space.max_tp > 0 && tp > space.max_tp)) continue;
+    if (space.max_tp > 0 && tp > space.max_tp) continue;
     for (int64_t pp : divisors(space.ranks / tp)) {
-      if (pp > L) continue;
       const int64_t dp = space.ranks / (tp * pp);
       if (G % dp != 0) continue;
       for (int64_t b : divisors(G / dp)) {
         if (space.max_micro_batch > 0 && b > space.max_micro_batch) continue;
         const int64_t m = G / (dp * b);
         if (pp > 1 && m < pp) continue;  // fewer micro-batches than stages: never all stages busy
-        for (int64_t v = 1; v <= (pp > 1 && space.interleaved ? L / pp : 1); ++v) {
-          if (v > 1 && (m % pp != 0 || L % (pp * v) != 0)) continue;
-          for (int64_t zero = 0; zero <= 3; ++zero) {
-            if (zero > 0 && dp == 1) continue;
-            if (zero > 1 && pp > 1) continue;
-            // ZeRO-Offload: under ZeRO, or on one rank alone (parallel/parallelize.cc's rule),
-            // there only beside a device: a CPU rank's offload saves nothing.
-            const bool offload = space.offload && (zero > 0 || (space.ranks == 1 && run.on_device));
+        for (int64_t v = 1; v <= (pp > 1 && space.interleaved ? std::max<int64_t>(1, L / pp) : 1); ++v) {
+          if (v > 1 && m % pp != 0) continue;  // the interleaved schedule's rule (parallel/pipeline.cc)
+          for (int64_t zero = 0; zero <= 3; ++zero)
             for (const std::string& ckpt : space.checkpointing)
-              for (int sp = 0; sp <= (tp > 1 && space.sequence_parallel && run.seq_len % tp == 0 ? 1 : 0); ++sp)
-                for (int off = 0; off <= (offload ? 1 : 0); ++off) {
+              for (int sp = 0; sp <= (tp > 1 && space.sequence_parallel ? 1 : 0); ++sp)
+                for (int off = 0; off <= (space.offload ? 1 : 0); ++off) {
                   Layout l;
                   l.dp = dp;
                   l.tp = tp;
@@ -63,9 +72,8 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
                   l.accum = m;
                   l.offload = off == 1;
                   l.sequence_parallel = sp == 1;
-                  out.push_back(l);
+                  if (runs(l)) out.push_back(l);
                 }
-          }
         }
       }
     }

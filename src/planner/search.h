@@ -1,8 +1,10 @@
 // The layouts of a run on a number of ranks, and the search for the fastest that fits.
 //
 // Note [Layout search]
-// The space: every dp x tp x pp = ranks (tp dividing the heads, pp at most the layers), virtual
-// stages (interleaved 1F1B: m divisible by pp), ZeRO 0-3 (1-3 need dp > 1; 2-3 no pipeline),
+// The space: every dp x tp x pp = ranks, virtual stages (interleaved 1F1B: m divisible by pp),
+// ZeRO 0-3, each layout the trainer runs (its own check, parallel::check_layout: the family's
+// tensor-parallel rule, at least a block per pipeline chunk, ZeRO 2-3 without a pipeline,
+// offload under ZeRO) and `prunes` keeps (ZeRO needs dp > 1),
 // activation checkpointing, micro-batch b dividing the global batch's share of a data-parallel
 // rank (m = G / (dp b); a pipeline needs m >= pp: with fewer micro-batches than stages some
 // stage is always idle, so the planner does not list it), sequence parallelism with tp > 1,
@@ -37,8 +39,13 @@ struct SearchSpace {
   int64_t max_micro_batch = 0;     // 0: no limit
 };
 
-// Every valid layout, in a fixed order.
+// Every layout the trainer runs (trainer_accepts: the trainer's own check) that `prunes` keeps,
+// in a fixed order.
 std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& space);
+// Layouts the trainer runs but the search leaves out because they cannot help: ZeRO over one
+// data-parallel rank (data parallelism's memory, with more buffers), and one CPU rank's offload
+// without ZeRO (it moves state between buffers of one memory).
+bool prunes(const RunSpec& run, const SearchSpace& space, const Layout& l);
 
 // A layout's score: tokens/s, or nullopt when it does not fit.
 using Score = std::function<std::optional<double>(const Layout&)>;

@@ -6,6 +6,7 @@
 #include "models/causal_lm.h"
 #include "parallel/pipeline.h"
 #include "planner/pipeline_sim.h"
+#include "planner/placements.h"
 
 namespace trident::planner {
 namespace {
@@ -68,6 +69,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // The slowest stage per micro-batch: its blocks, and the head on the last.
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(run.model.n_layer, static_cast<int>(l.pp),
                                                                      static_cast<int>(l.virtual_stages));
+  const std::vector<StageParameters>& stages = stages_of(run, l);
   double stage_s = 0.0, stage_re = 0.0;
   int64_t stage_params_max = 0;
   for (int r = 0; r < l.pp; ++r) {
@@ -115,12 +117,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
       stage_s = t;
       stage_re = re;
     }
-    int64_t params = 0;
-    for (int c = 0; c < pl.num_chunks(); ++c)
-      if (pl.rank_of_chunk(c) == r)
-        params += s.parameters_on_rank(l.tp, pl.chunks[static_cast<size_t>(c)].first, pl.chunks[static_cast<size_t>(c)].second,
-                                       false, false);
-    params += s.parameters_on_rank(l.tp, 0, 0, r == 0, r == l.pp - 1);
+    int64_t params = 0;  // the stage's, as the trainer places them
+    for (int64_t n : stages[static_cast<size_t>(r)].numels) params += n;
     stage_params_max = std::max(stage_params_max, params);
   }
   const double m = static_cast<double>(l.accum);

@@ -4,7 +4,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
 
 namespace trident::train {
 
@@ -22,10 +27,11 @@ MetricsWriter::~MetricsWriter() {
 // The shortest decimal that reads back as the same double (so two runs' losses compare bit
 // for bit from their metrics). JSON has no NaN/Infinity: write null so every line stays
 // parseable.
-static void put_number(std::FILE* f, const char* key, double v, bool last = false) {
+// `quoted`: the key comes as a JSON string already (quoted and escaped).
+static void put_number(std::FILE* f, const char* key, double v, bool last = false, bool quoted = false) {
   char buf[32] = "null";
   if (std::isfinite(v)) *std::to_chars(buf, buf + sizeof buf - 1, v).ptr = '\0';
-  std::fprintf(f, "\"%s\": %s%s", key, buf, last ? "" : ", ");
+  std::fprintf(f, quoted ? "%s: %s%s" : "\"%s\": %s%s", key, buf, last ? "" : ", ");
 }
 
 void MetricsWriter::write_step(const StepMetrics& m) {
@@ -43,6 +49,16 @@ void MetricsWriter::write_step(const StepMetrics& m) {
     put_number(file_, "loss_scale", *m.loss_scale);
     std::fprintf(file_, "\"skipped\": %s, \"skipped_steps\": %lld, ", m.skipped ? "true" : "false",
                  static_cast<long long>(m.skipped_steps));
+  }
+  if (!m.aux.empty()) {  // {"name": mean, ...}: only when the model recorded any
+    std::fprintf(file_, "\"aux\": {");
+    bool first = true;
+    for (const auto& [name, mean] : m.aux) {
+      std::fprintf(file_, "%s", first ? "" : ", ");
+      put_number(file_, nlohmann::json(name).dump().c_str(), mean, /*last=*/true, /*quoted=*/true);
+      first = false;
+    }
+    std::fprintf(file_, "}, ");
   }
   put_number(file_, "step_s", m.step_s);
   put_number(file_, "data_s", m.data_s);
@@ -84,6 +100,31 @@ void MetricsWriter::write_rollback(int64_t from_step, int64_t to_step) {
   std::fprintf(file_, "{\"rollback\": {\"from_step\": %lld, \"to_step\": %lld}}\n", static_cast<long long>(from_step),
                static_cast<long long>(to_step));
   std::fflush(file_);
+}
+
+std::string aux_values_to_json(const nn::AuxValues& values) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, v] : values) j[name] = {v.sum, v.count};
+  return j.dump();
+}
+
+std::map<std::string, double> merge_aux_values(const std::vector<std::string>& per_rank) {
+  nn::AuxValues total;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    const nlohmann::json j = nlohmann::json::parse(per_rank[r], nullptr, /*allow_exceptions=*/false);
+    TRI_CHECK(j.is_object(), "auxiliary values of rank ", r, " are not a JSON object: '", per_rank[r], "'");
+    for (const auto& [name, v] : j.items()) {
+      // A non-finite sum (an fp16 overflow) travels as null.
+      TRI_CHECK(v.is_array() && v.size() == 2 && (v[0].is_number() || v[0].is_null()) && v[1].is_number_integer(),
+                "auxiliary value '", name, "' of rank ", r, " is not [sum, count]: ", v.dump());
+      nn::AuxValue& t = total[name];
+      t.sum += v[0].is_null() ? std::numeric_limits<double>::quiet_NaN() : v[0].get<double>();
+      t.count += v[1].get<int64_t>();
+    }
+  }
+  std::map<std::string, double> means;
+  for (const auto& [name, v] : total) means[name] = v.mean();
+  return means;
 }
 
 }  // namespace trident::train

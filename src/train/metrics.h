@@ -4,11 +4,14 @@
 
 #include <array>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/status.h"
+#include "nn/aux_outputs.h"
 
 namespace trident::train {
 
@@ -50,7 +53,19 @@ struct StepMetrics {
     std::optional<int64_t> rss;
   };
   std::optional<Memory> memory;
+  // Auxiliary losses and metrics of the forward (nn/aux_outputs.h), per name: the mean of
+  // every value recorded during the step, over its micro-batches and every rank (Note
+  // [Auxiliary values over ranks] in trainer.cc). Empty when the model recorded none.
+  std::map<std::string, double> aux;
 };
+
+// A rank's auxiliary values (AuxOutputs::take()) as text for the other ranks: a JSON object
+// {"name": [sum, count], ...} (doubles written to read back exactly).
+std::string aux_values_to_json(const nn::AuxValues& values);
+// The mean per name over ranks' values (each aux_values_to_json's text): sums and counts
+// are added over the ranks, so a name some ranks lack (a pipeline stage without the layer
+// that records it) is the mean of the ranks that have it. Throws on text it cannot read.
+std::map<std::string, double> merge_aux_values(const std::vector<std::string>& per_rank);
 
 class MetricsWriter {
  public:

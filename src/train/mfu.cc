@@ -6,6 +6,7 @@
 
 #include "models/causal_lm.h"
 #include "models/registry.h"
+#include "parallel/placement.h"
 #include "train/train_config.h"
 
 namespace trident::train {
@@ -29,8 +30,33 @@ int64_t palm_parameter_count(const models::CausalLM& model) {
 }
 
 double palm_flops_per_token(int64_t palm_params, const models::ModelConfig& model, int64_t T) {
-  return 6.0 * static_cast<double>(palm_params) +
-         12.0 * static_cast<double>(model.n_layer) * static_cast<double>(model.n_embd) * static_cast<double>(T);
+  return palm_flops_per_token(PalmCounts{palm_params, 0, 0, model.n_layer}, model, T);
+}
+
+PalmCounts palm_counts(const models::CausalLM& model, const parallel::PlacementTable& table) {
+  // Blocks in forward order: the embeddings, the blocks, the head.
+  const int64_t L = model.model_config().n_layer;
+  auto order = [&](int64_t block) { return block == models::CausalLM::kEmbedding ? -1 : block == models::CausalLM::kHead ? L : block; };
+  int64_t first_trained = L + 1;  // the earliest block with a trainable parameter
+  for (const parallel::ParamPlacement& p : table.params())
+    if (p.trainable) first_trained = std::min(first_trained, order(p.block));
+  const std::optional<std::string> tied = model.tied_head_weight();
+  PalmCounts c;
+  for (const parallel::ParamPlacement& p : table.params()) {
+    if (p.block == models::CausalLM::kEmbedding && p.name != tied) continue;  // gather-only (Note [MFU's N])
+    // A tied embedding is the head's matrix: its backward is the head's.
+    const int64_t at = p.name == tied ? L : order(p.block);
+    (p.trainable ? c.trained : at >= first_trained ? c.frozen_backward : c.frozen_forward_only) += p.shape.product();
+  }
+  for (int64_t b = 0; b < L; ++b) c.blocks_backward += b >= first_trained ? 1 : 0;
+  return c;
+}
+
+double palm_flops_per_token(const PalmCounts& c, const models::ModelConfig& model, int64_t T) {
+  const double CT = static_cast<double>(model.n_embd) * static_cast<double>(T);
+  return 6.0 * static_cast<double>(c.trained) + 4.0 * static_cast<double>(c.frozen_backward) +
+         2.0 * static_cast<double>(c.frozen_forward_only) + 4.0 * static_cast<double>(model.n_layer) * CT +
+         8.0 * static_cast<double>(c.blocks_backward) * CT;
 }
 
 nlohmann::ordered_json gemm_rates_json(const k::GemmRates& rates) {
@@ -111,12 +137,17 @@ std::string MfuCeiling::summary() const {
 
 MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t palm_params, int64_t batch_rows,
                                const k::GemmRateOptions& options) {
+  return measure_mfu_ceiling(cfg, PalmCounts{palm_params, 0, 0, cfg.model.n_layer}, batch_rows, options);
+}
+
+MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, const PalmCounts& counts, int64_t batch_rows,
+                               const k::GemmRateOptions& options) {
   MfuCeiling m;
   m.dtype = gemm_type_of_precision(cfg.precision.compute_dtype());
   const std::vector<k::GemmShape> shapes = models::model_family(cfg.model.arch).gemm_shapes(cfg.model, batch_rows, cfg.data.seq_len);
   m.rates = k::measure_gemm_rates(shapes, {m.dtype}, options);
   m.ceiling_gflops = m.total_ceiling_gflops = m.rates.ceiling_gflops(m.dtype);
-  m.flops_per_token = palm_flops_per_token(palm_params, cfg.model, cfg.data.seq_len);
+  m.flops_per_token = palm_flops_per_token(counts, cfg.model, cfg.data.seq_len);
   return m;
 }
 

@@ -17,6 +17,9 @@
 namespace trident::models {
 class CausalLM;
 }
+namespace trident::parallel {
+class PlacementTable;
+}
 
 namespace trident::train {
 
@@ -41,6 +44,25 @@ kernels::cpu::GemmType gemm_type_of_precision(DType compute);
 int64_t palm_parameter_count(const models::CausalLM& model, const std::map<std::string, int64_t>& numel);
 // The same from model.named_parameters() (a single-device model).
 int64_t palm_parameter_count(const models::CausalLM& model);
+
+// Note [MFU of a partly frozen model]
+// PaLM's 6 per parameter and token is 2 forward, 2 for the gradient of the input and 2 for the
+// gradient of the weight. A frozen weight (train.freeze, an adapter's base) has no weight
+// gradient: 4, and 2 when no trainable parameter lies before it either (autograd then stops
+// before it: nothing upstream needs the input's gradient). Attention's 12 L C T likewise is
+// 4 L C T forward and 8 per block the backward reaches. "Before" is by block (the embeddings
+// first, the head last); a trainable parameter makes its own block's backward count, an
+// approximation inside that one block. With everything trainable the count is PaLM's.
+struct PalmCounts {
+  int64_t trained = 0;                // N of Note [MFU's N]: trainable
+  int64_t frozen_backward = 0;        // frozen, the backward passes through them
+  int64_t frozen_forward_only = 0;    // frozen, no backward reaches them
+  int64_t blocks_backward = 0;        // blocks the backward reaches
+};
+// The counts of `model` with `table`'s trainable parameters (logical sizes), or (without a
+// table) everything trainable.
+PalmCounts palm_counts(const models::CausalLM& model, const parallel::PlacementTable& table);
+double palm_flops_per_token(const PalmCounts& counts, const models::ModelConfig& model, int64_t T);
 
 // Model FLOPs per token of a training step, PaLM's count (Chowdhery et al. 2022, appendix B):
 // 6 N + 12 L C T, N from palm_parameter_count (Note [MFU's N]); 12 L C T is attention's two
@@ -73,6 +95,9 @@ struct MfuCeiling {
 // sequences of data.seq_len tokens (a rank's micro-batch), on this process's threads.
 // palm_params: palm_parameter_count of the model.
 MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, int64_t palm_params, int64_t batch_rows,
+                               const kernels::cpu::GemmRateOptions& options = {});
+// The same for a model with frozen parameters (Note [MFU of a partly frozen model]).
+MfuCeiling measure_mfu_ceiling(const TrainConfig& cfg, const PalmCounts& counts, int64_t batch_rows,
                                const kernels::cpu::GemmRateOptions& options = {});
 
 }  // namespace trident::train

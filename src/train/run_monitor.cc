@@ -205,6 +205,13 @@ void RunMonitor::on_step(const StepMetrics& m) {
   s.comm_wait_s->set(m.comm_wait_s);
   s.optimizer_s->set(m.optimizer_s);
   s.step_seconds->observe(m.step_s);
+  for (const auto& [name, mean] : m.aux) {
+    monitor::Gauge*& g = s.aux[name];
+    if (g == nullptr)
+      g = &registry_.gauge("trident_aux_value", "mean of an auxiliary loss or metric of the forward over the last step",
+                           {{"name", name}});
+    g->set(mean);
+  }
   publish_memory(m.memory ? *m.memory : memory());
   publish_comm();
   publish_system(/*force=*/false);
@@ -229,6 +236,7 @@ void RunMonitor::on_step(const StepMetrics& m) {
     };
     if (m.mfu) scalars.emplace_back("train/mfu", *m.mfu);
     if (m.loss_scale) scalars.emplace_back("train/loss_scale", *m.loss_scale);
+    for (const auto& [name, mean] : m.aux) scalars.emplace_back("aux/" + name, mean);
     tensorboard_->write_scalars(m.step, wall_time_now(), scalars);
   }
 }

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,6 +94,8 @@ class RunMonitor {
     std::array<std::array<monitor::Counter*, comm::kNumCommOps>, 4> comm_calls{}, comm_bytes{};
     // Per mesh axis: bytes sent inside the host and to other hosts (Note [Link classes]).
     std::array<std::array<monitor::Counter*, 2>, 4> comm_link_bytes{};
+    // Auxiliary values (StepMetrics::aux) by name: registered when the name first comes.
+    std::map<std::string, monitor::Gauge*> aux;
   };
   void register_step_series();
 

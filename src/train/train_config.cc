@@ -42,6 +42,9 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
           .add("init_from", &TrainOptions::init_from,
                "weights to start from: a safetensors file (the Hugging Face names of model.arch) or a Hugging Face "
                "model directory (its config.json gives the model)")
+          .add("freeze", &TrainOptions::freeze,
+               "parameters that do not train, as comma-separated name patterns ('*' matches any characters: "
+               "\"wte.weight,h.0.*\"): no gradient, no optimizer state, no gradient reduction")
           .add("resume", &TrainOptions::resume, "continue from the latest checkpoint in out_dir, if one exists")
           .add("threads", &TrainOptions::threads, "CPU threads (0: all cores)",
                Range::between(0, 4096))  // 100000 made OpenMP start 100000 threads

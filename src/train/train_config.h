@@ -42,6 +42,7 @@ struct TrainOptions {
   int64_t checkpoint_keep = 2;      // complete checkpoints kept in out_dir
   std::string out_dir = "out";      // checkpoints and metrics.jsonl
   std::string init_from = "";       // safetensors weights to start from (Hugging Face names of model.arch)
+  std::string freeze = "";          // parameter-name patterns that do not train (nn/freeze.h)
   bool resume = true;               // continue from the latest checkpoint in out_dir if any
   int64_t threads = 0;              // CPU threads (0: all cores)
   std::string device = "cpu";       // where the model trains: "cpu" or "cuda"

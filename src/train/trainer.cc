@@ -11,13 +11,14 @@
 
 #include "autograd/functions.h"
 #include "comm/device_communicator.h"
-#include "comm/flight_recorder.h"
+#include "comm/string_collectives.h"
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/views.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "models/registry.h"
+#include "nn/freeze.h"
 #include "parallel/parallelize.h"
 #include "train/hf_model_dir.h"
 #include "optim/clip_grad.h"
@@ -66,9 +67,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
                               "-DTRIDENT_CUDA=ON on a machine with the CUDA toolkit)");
     device = Device::cuda();  // this process's GPU: NCCL's setup picks it from the local rank
   }
-  parallel::check_layout(cfg.parallel, comm ? comm->size() : 1);
-  TRI_CHECK(!cfg.parallel.sequence_parallel || cfg.data.seq_len % cfg.parallel.tp == 0, "data.seq_len (",
-            cfg.data.seq_len, ") must be divisible by parallel.tp (", cfg.parallel.tp, ") with parallel.sequence_parallel");
+  parallel::check_layout(cfg.model, cfg.parallel, comm ? comm->size() : 1, cfg.data.seq_len);
   const int64_t model_parallel = cfg.parallel.tp * cfg.parallel.pp;
   if (comm && comm->size() > 1) {
     const int64_t dp = comm->size() / model_parallel;
@@ -97,16 +96,14 @@ Status Trainer::init() {
     Status s = load_hf_weights(*model_, cfg_.train.init_from);
     if (!s.is_ok()) return s;
   }
-  for (const auto& [name, p] : model_->named_parameters()) full_shapes_.emplace(name, p.shape());
+  nn::freeze_parameters(*model_, cfg_.train.freeze, "train.freeze");
   // Every strategy, in the order of Note [The order of strategies] (parallel/parallelize.h).
   auto par = parallel::parallelize(*model_, comm_, device_, cfg_.parallel, cfg_.precision, cfg_.optim);
   if (!par.is_ok()) return par.status();
-  mesh_ = std::move(par.value().mesh);
-  tp_plan_ = std::move(par.value().tp_plan);
-  runner_ = par.value().runner();
-  pipeline_ = std::move(par.value().pipeline);
-  sequential_ = std::move(par.value().sequential);
-  update_ = std::move(par.value().update);
+  par_ = std::move(par.value());
+  mesh_ = par_.mesh.get();
+  runner_ = par_.runner();
+  update_ = par_.update.get();
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
@@ -166,12 +163,6 @@ Status Trainer::init() {
   return Status::ok();
 }
 
-int64_t Trainer::num_model_parameters() const {
-  int64_t n = 0;
-  for (const auto& [name, shape] : full_shapes_) n += shape.product();
-  return n;
-}
-
 data::Batch Trainer::local_rows(const data::Batch& batch) const {
   if (!mesh_ || mesh_->dp_size() == 1)  // tensor-parallel peers share their rows
     return {core::to_device(batch.inputs, device_), core::to_device(batch.targets, device_)};
@@ -180,12 +171,32 @@ data::Batch Trainer::local_rows(const data::Batch& batch) const {
           core::to_device(core::contiguous(views::narrow(batch.targets, 0, first, rows)), device_)};
 }
 
-double Trainer::mean_over_ranks(double v) const {
+double Trainer::mean_over_ranks(double v, bool* any) const {
   if (world_size() == 1) return v;
   profiler::ProfileScope scope("train.all_reduce", profiler::Phase::kCommunication);
-  Tensor t = full({1}, v, DType::kF64);
+  // With `any`: a second element, 1 where it was set, rides on the same all-reduce.
+  Tensor t = any != nullptr ? from_vector(std::vector<double>{v, *any ? 1.0 : 0.0}, Shape{2}) : full({1}, v, DType::kF64);
   comm_->all_reduce(t);
-  return t.item() / static_cast<double>(world_size());
+  if (any != nullptr) *any = to_vector<double>(t)[1] > 0.0;
+  return to_vector<double>(t)[0] / static_cast<double>(world_size());
+}
+
+// Note [Auxiliary values over ranks]
+// Each rank's model records its own auxiliary values (nn/aux_outputs.h), and ranks may record
+// different names: a pipeline stage only its blocks' (a router's loss per layer), a stage
+// without such layers none. After the step every rank sends its sums and counts per name as a
+// little JSON (comm::all_gather_strings) and adds them up by name, so a name's mean is over
+// every micro-batch and rank that recorded it: data-parallel replicas' values are means over
+// their own rows, tensor-parallel peers repeat the same value (which leaves the mean alone).
+// Most runs record nothing: whether any rank has values rides on the loss's all-reduce (a
+// second element), so those runs make no collective of their own and send no text. The text
+// goes after the step's byte counters are read: comm_bytes stays what the step's training
+// moved, and metrics lines without aux values are unchanged.
+std::map<std::string, double> Trainer::aux_means(const nn::AuxValues& mine, bool any_rank) {
+  if (world_size() == 1) return merge_aux_values({aux_values_to_json(mine)});
+  if (!any_rank) return {};
+  profiler::ProfileScope scope("train.aux_values", profiler::Phase::kCommunication);
+  return merge_aux_values(comm::all_gather_strings(*comm_, aux_values_to_json(mine)));
 }
 
 StepMetrics Trainer::train_step() {
@@ -205,22 +216,23 @@ StepMetrics Trainer::train_step() {
   // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
   double seed = scaler_->scale() / static_cast<double>(accum);
   double forward_backward_s = 0.0;
-  bool poisoned = false;  // Note [Test hooks]
+  bool poisoned = false;  // a test's injected NaN (train/fault_injection.h)
   {
     MemoryCategoryGuard activations(MemoryCategory::kActivation);
     std::vector<parallel::MicroBatch> micro;
     for (int64_t i = 0; i < accum; ++i) {
-      const int64_t position = train_sampler_->position();  // Note [Test hooks]
-      poisoned = poisoned || (hooks_.nan_batch && *hooks_.nan_batch == position);
-      if (hooks_.sleep_batch && *hooks_.sleep_batch == position &&
-          (hooks_.sleep_rank < 0 || hooks_.sleep_rank == (comm_ ? comm_->rank() : 0)))
-        std::this_thread::sleep_for(std::chrono::duration<double>(hooks_.sleep_s));
+      if (faults_ != nullptr)  // a test's injected fault (train/fault_injection.h)
+        poisoned = faults_->before_batch(train_sampler_->position(), comm_ ? comm_->rank() : 0) || poisoned;
       const auto t = Clock::now();
       const data::Batch batch = next_batch();  // built and copied
       data_s += since(t);
       micro.push_back({batch.inputs, batch.targets});
     }
     if (poisoned) seed = std::numeric_limits<double>::quiet_NaN();
+    // Aux losses start their backward from the same seed (Note [Auxiliary losses and the loss
+    // seed] in nn/aux_outputs.cc); values from forwards outside a step (evaluation) are dropped.
+    (void)model_->aux_outputs().take();
+    model_->aux_outputs().set_loss_seed(seed);
     const auto t = Clock::now();
     loss_sum = runner_->train(micro, seed, *update_);
     if (poisoned) loss_sum = std::numeric_limits<double>::quiet_NaN();
@@ -228,7 +240,11 @@ StepMetrics Trainer::train_step() {
   }
   const auto comm_start = Clock::now();
   update_->finish_backward();
-  loss_sum = mean_over_ranks(loss_sum);
+  // The step's auxiliary values are all recorded (its forwards are done); whether any rank has
+  // some travels with the loss (Note [Auxiliary values over ranks]).
+  const nn::AuxValues aux = model_->aux_outputs().take();
+  bool any_aux = !aux.empty();
+  loss_sum = mean_over_ranks(loss_sum, &any_aux);
   StepMetrics m;
   m.comm_wait_s = since(comm_start);
   m.data_s = data_s;
@@ -256,6 +272,7 @@ StepMetrics Trainer::train_step() {
     const std::pair<int64_t, int64_t> sent = mesh_->link_bytes();
     m.comm_sent_bytes = (sent.first - sent_before.first) + (sent.second - sent_before.second);
   }
+  m.aux = aux_means(aux, any_aux);  // after the step's counters: Note [Auxiliary values over ranks]
   return m;
 }
 
@@ -423,12 +440,10 @@ Status Trainer::run(int64_t until_step) {
   const bool print = show_progress && is_rank0();
   if (!metrics.is_ok()) return metrics.status();
   if (!monitor_) {
-    auto m = RunMonitor::start(cfg_, comm_ ? comm_->rank() : 0, mesh_.get(), device_);
+    auto m = RunMonitor::start(cfg_, comm_ ? comm_->rank() : 0, mesh_, device_);
     if (!m.is_ok()) return m.status();
     monitor_ = std::move(m.value());
-    const int rank = comm_ ? comm_->rank() : 0;  // Note [Test hooks]: the world is communicator 0
-    if (hooks_.sleep_collective && (hooks_.sleep_collective_rank < 0 || hooks_.sleep_collective_rank == rank))
-      comm::flight_recorder().sleep_inside(0, *hooks_.sleep_collective, hooks_.sleep_collective_s);
+    if (faults_ != nullptr) faults_->at_start(comm_ ? comm_->rank() : 0);
   }
   monitor_->set_state("running");
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
@@ -443,9 +458,9 @@ Status Trainer::run(int64_t until_step) {
                      std::to_string(step_) + "), no profile");
   if (cfg_.train.mfu && !mfu_) {  // train/mfu.h: every rank measures its own ceiling (collective)
     if (device_.is_cpu()) {
-      std::map<std::string, int64_t> numel;  // single-device sizes (Note [MFU's N] in train/mfu.h)
-      for (const auto& [name, shape] : full_shapes_) numel[name] = shape.product();
-      mfu_ = measure_mfu_ceiling(cfg_, palm_parameter_count(*model_, numel),
+      // Single-device sizes, trainable and frozen (Note [MFU's N], Note [MFU of a partly frozen
+      // model] in train/mfu.h).
+      mfu_ = measure_mfu_ceiling(cfg_, palm_counts(*model_, *par_.placements),
                                  cfg_.data.batch_size / (mesh_ ? mesh_->dp_size() : 1));
       mfu_->total_ceiling_gflops = mean_over_ranks(mfu_->ceiling_gflops) * world_size();
     }

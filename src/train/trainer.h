@@ -9,15 +9,16 @@
 // mixed precision (precision.dtype bf16/fp16) the model runs in that dtype, gradients fold
 // into fp32 master weights, which AdamW steps and checkpoints store; fp16 multiplies the loss
 // by a dynamic loss scale and skips steps whose gradients overflow (optim/mixed_precision.h).
+// Auxiliary losses the forward adds (nn/aux_outputs.h) start their backward from the same seed
+// (1 / accum, times the loss scale), and their values, with the forward's metrics, come out
+// per step as StepMetrics::aux (metrics.jsonl's "aux"), averaged over micro-batches and ranks.
 //
 // Checkpoint directory <out_dir>/step_NNNNNN (checkpoint/checkpoint_dir.h), files:
 //   model.safetensors      parameters under the family's Hugging Face names (fp32 masters under mixed precision)
 //   optimizer.safetensors  AdamW state: "<param>.exp_avg", "<param>.exp_avg_sq" (f32)
-//     (under ZeRO, instead: zero.rank<R>.safetensors, each rank's partition of both, written
-//     by every rank at once; the manifest says where each piece is; see Note [Sharded
-//     checkpoints] in trainer_checkpoint.cc. `trident export` writes the weights as one file.)
-//   rank_state.rank<R>.safetensors  parallel.grad_compression's error feedback, each rank's own
-//     (Note [Per-rank checkpoint state] in trainer_checkpoint.cc)
+//     (when several ranks write, instead: shard.rank<R>.safetensors, each writing rank's part of
+//     both, written at once; the manifest says where each piece is: Note [Checkpoints from
+//     placements] in train/checkpoint_pieces.h. `trident export` writes the weights as one file.)
 //   trainer_state.json     step, optimizer step, sampler state, dropout RNG state, loss scaler
 //   config.toml            the resolved training config
 //   config.json            Hugging Face's config for the model (so transformers loads it)
@@ -39,14 +40,13 @@
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
 #include "parallel/mesh.h"
-#include "parallel/pipeline.h"
-#include "parallel/tensor_parallel.h"
+#include "parallel/parallelize.h"
+#include "parallel/placement.h"
 #include "parallel/update_strategy.h"
-#include "parallel/zero.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
 #include "train/run_monitor.h"
-#include "train/test_hooks.h"
+#include "train/fault_injection.h"
 #include "train/train_config.h"
 
 namespace trident::train {
@@ -87,12 +87,14 @@ class Trainer {
   int64_t step() const { return step_; }
   models::CausalLM& model() { return *model_; }
   // Parameters of the whole model (under tensor or pipeline parallelism this rank holds fewer).
-  int64_t num_model_parameters() const;
+  int64_t num_model_parameters() const { return par_.placements->numel(); }
   const TrainConfig& config() const { return cfg_; }
-  // The ranks' pp x dp x tp arrangement (null in one process without a communicator).
-  const parallel::DeviceMesh* mesh() const { return mesh_.get(); }
+  // The ranks' named mesh (null in one process without a communicator).
+  const parallel::DeviceMesh* mesh() const { return mesh_; }
+  // Every parameter's placement, trainability, storage dtype and reduction group.
+  const parallel::PlacementTable& placements() const { return *par_.placements; }
   // The pipeline (null unless parallel.pp > 1): its timings of the last step.
-  const parallel::Pipeline* pipeline() const { return pipeline_.get(); }
+  const parallel::Pipeline* pipeline() const { return par_.pipeline.get(); }
 
   // The run's metrics registry and control (null before run()).
   RunMonitor* monitor() { return monitor_.get(); }
@@ -110,7 +112,11 @@ class Trainer {
   // This rank's rows of a global batch.
   data::Batch local_rows(const data::Batch& batch) const;
   // The mean of `v` over the ranks.
-  double mean_over_ranks(double v) const;
+  // With `any`: also whether it is true on any rank (in and out), in the same all-reduce.
+  double mean_over_ranks(double v, bool* any = nullptr) const;
+  // Per name, the mean of the ranks' auxiliary values `mine` over every rank's, when
+  // `any_rank` has some (collective; Note [Auxiliary values over ranks]).
+  std::map<std::string, double> aux_means(const nn::AuxValues& mine, bool any_rank);
   [[nodiscard]] Status init();
   StepMetrics train_step();
   // What every rank does at a step boundary (collective: every rank gets the same answer):
@@ -131,18 +137,12 @@ class Trainer {
   StatusOr<std::string> rollback_and_skip();
   // Whether a [[alerts]] rule rolls back on a NaN/Inf loss (so the loss does not end the run).
   bool tolerates_non_finite_loss() const;
-  [[nodiscard]] Status save_sharded_checkpoint();  // ZeRO: Note [Sharded checkpoints] in trainer_checkpoint.cc
-  // Compressed gradients' error feedback: Note [Per-rank checkpoint state] in trainer_checkpoint.cc.
-  [[nodiscard]] Status save_checkpoint_with_rank_state();
-  static std::string rank_state_name(int rank, const std::string& name);
 
  public:
   // Whether checkpoint tensor `name` is a rank's own state ("rank<R>.<name>"), not a weight.
   static bool is_rank_state(const std::string& name);
 
  private:
-  // The ZeRO optimizer whose partitions a sharded checkpoint writes (null: not ZeRO).
-  parallel::ZeroOptimizer* zero_partitions() const;
   // Adds the trainer state and configs, commits, and prunes old checkpoints.
   // `stage_dropout_offsets`: under pipeline parallelism, every stage's dropout generator offset.
   [[nodiscard]] Status commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step,
@@ -159,34 +159,24 @@ class Trainer {
                                                                     bool write);
   // rank 0's commit status, agreed by every rank (collective).
   [[nodiscard]] Status agree_on(const Status& rank0_status, const std::string& name) const;
-  static std::string zero_shard_file(int rank);
-  // Tensor and pipeline parallelism: every rank of the first data-parallel group writes its
-  // stage's shards as boxes of the single-device tensors (Note [Model-parallel checkpoints]).
-  [[nodiscard]] Status save_model_parallel_checkpoint();
-
   TrainConfig cfg_;
   std::unique_ptr<models::CausalLM> model_;
-  // The tensors the optimizer steps and checkpoints hold: the model's parameters in fp32, the
-  // fp32 masters under mixed precision.
-  std::vector<nn::NamedTensor> weights() const { return update_->weights(); }
 
   std::shared_ptr<comm::Communicator> comm_;     // null: one process
-  std::unique_ptr<parallel::DeviceMesh> mesh_;   // with comm_: its dp x tp groups
   Device device_ = Device::cpu();                 // train.device: where parameters, state and batches live
-  std::unique_ptr<parallel::TensorParallelPlan> tp_plan_;  // parallel.tp > 1
-  std::unique_ptr<parallel::Pipeline> pipeline_;           // parallel.pp > 1
-  std::unique_ptr<parallel::MicroBatchRunner> sequential_; // without a pipeline
-  parallel::MicroBatchRunner* runner_ = nullptr;           // the pipeline or the sequential runner
-  std::map<std::string, Shape> full_shapes_;               // every parameter's single-device shape
-  // How gradients become the update: data parallel, masters, ZeRO 1-3, offload. ZeRO-3 is the
-  // model's part hooks, so it is destroyed before the model.
-  std::unique_ptr<parallel::UpdateStrategy> update_;
+  // The run's parallelism (parallel/parallelize.h): the mesh, the placement table, the plans,
+  // the micro-batch runner and the update strategy (data parallel, masters, ZeRO 1-3,
+  // offload). ZeRO-3 is the model's part hooks, so this goes before the model.
+  parallel::Parallelized par_;
+  parallel::DeviceMesh* mesh_ = nullptr;          // par_'s (null: one process)
+  parallel::MicroBatchRunner* runner_ = nullptr;  // the pipeline or the sequential runner
+  parallel::UpdateStrategy* update_ = nullptr;    // par_'s
   std::unique_ptr<optim::DynamicLossScaler> scaler_;
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<data::BatchSampler> train_sampler_;
   std::shared_ptr<const data::TokenFile> val_file_;
   int64_t step_ = 0;
-  TestHooks hooks_ = TestHooks::from_env();  // Note [Test hooks]
+  FaultInjector* faults_ = fault_injector();  // a test's (train/fault_injection.h); null in real runs
   bool prev_loss_finite_ = true;  // a second non-finite loss in a row ends the run
   double last_busy_s_ = 0.0;      // the last step without communication waits (Note [Straggler times])
   // Values per rank in the boundary all-reduce (Note [Rank slots]): 0, 1 or 2.

@@ -1,7 +1,7 @@
-// The trainer's checkpoints: saving under every layout (one process or data parallel: rank 0
-// writes whole files; ZeRO: every rank its partition; tensor/pipeline parallel: the first
-// data-parallel group's ranks their boxes) and loading any checkpoint under any layout, plus
-// loading weights from Hugging Face files. See the file list in trainer.h.
+// The trainer's checkpoints: saving under every layout, by one path that reads the placement
+// table (Note [Checkpoints from placements] in train/checkpoint_pieces.h), and loading any
+// checkpoint under any layout, plus loading weights from Hugging Face files. See the file list
+// in trainer.h.
 #include "train/trainer.h"
 
 #include <algorithm>
@@ -20,18 +20,12 @@
 #include "core/factory.h"
 #include "core/profiler.h"
 #include "core/views.h"
-#include "parallel/zero_update.h"
+#include "comm/string_collectives.h"
+#include "train/checkpoint_pieces.h"
 #include "train/hf_model_dir.h"
 
 namespace trident::train {
 namespace {
-
-std::vector<checkpoint::NamedTensor> to_checkpoint_list(const std::vector<nn::NamedTensor>& in) {
-  std::vector<checkpoint::NamedTensor> out;
-  out.reserve(in.size());
-  for (const auto& [name, t] : in) out.push_back({name, t});
-  return out;
-}
 
 // Copies `src` into parameter `dst` (shape-checked, dtype-converted) without recording.
 Status assign(const std::string& what, const Tensor& dst, const Tensor& src) {
@@ -55,12 +49,7 @@ std::string model_differences(const models::ModelConfig& a, const models::ModelC
   return diffs;
 }
 
-// The parameter a checkpoint tensor belongs to: "<param>.exp_avg(_sq)" -> "<param>".
-std::string parameter_of(const std::string& name) {
-  for (const char* suffix : {".exp_avg_sq", ".exp_avg"})
-    if (name.ends_with(suffix)) return name.substr(0, name.size() - std::strlen(suffix));
-  return name;
-}
+std::string parameter_of(const std::string& name) { return parallel::parameter_of_state(name); }
 
 }  // namespace
 
@@ -111,84 +100,81 @@ Status load_hf_weights(models::CausalLM& model, const std::string& path) {
 }
 
 Status Trainer::save_checkpoint() {
-  if (tp_plan_ || pipeline_) return save_model_parallel_checkpoint();
-  if (zero_partitions()) return save_sharded_checkpoint();
-  if (!update_->rank_state().empty()) return save_checkpoint_with_rank_state();
-  // One process, or data parallel: every rank holds the same state; rank 0 writes it, the
-  // others wait.
-  if (!is_rank0()) {
-    comm_->barrier();
-    return Status::ok();
-  }
-  Status saved = [&]() -> Status {
-    checkpoint::Env* env = checkpoint::default_env();
-    auto writer = checkpoint::CheckpointWriter::begin(env, cfg_.train.out_dir, checkpoint::step_checkpoint_name(step_));
-    if (!writer.is_ok()) return writer.status();
-    checkpoint::CheckpointWriter& w = writer.value();
-    // "format": "pt" is what transformers' safetensors loader expects.
-    Status s = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()), {{"format", "pt"}});
-    if (!s.is_ok()) return s;
-    if (!(s = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(update_->gather_state()))).is_ok())
-      return s;
-    return commit_checkpoint(w, update_->step_count());
-  }();
-  if (comm_ && world_size() > 1) comm_->barrier();
-  return saved;
-}
-
-// Note [Per-rank checkpoint state]
-// Compressed gradients keep state that differs between data-parallel ranks: each rank's error
-// feedback (PowerSGD's, 1-bit Adam's worker and server errors). Every rank writes its own,
-// "rank<R>.<name>", into rank_state.rank<R>.safetensors in the staging directory (as ZeRO's
-// shards, Note [Sharded checkpoints]); rank 0 writes the replicated weights and AdamW state as
-// without compression, lists every rank's file and tensors (the same names and shapes on every
-// rank) and commits. A resume reads its own rank's tensors back, so it needs as many ranks.
-Status Trainer::save_checkpoint_with_rank_state() {
+  // Note [Checkpoints from placements] in train/checkpoint_pieces.h.
   const std::string name = checkpoint::step_checkpoint_name(step_);
+  const parallel::PlacementTable& table = *par_.placements;
+  const RankCoords at{par_.stage(), par_.tp_rank(), comm_ ? comm_->rank() : 0,
+                      [&](parallel::AxisSet axes) { return mesh_ ? mesh_->group(axes).rank() : 0; }};
+  std::vector<nn::NamedTensor> frozen;
+  for (const parallel::ParamPlacement* row : table.on_stage(at.stage))
+    if (!row->trainable) frozen.emplace_back(row->name, model_->parameter(row->name));
+  const std::vector<WrittenShard> shards = rank_shards(table, at, update_->held_pieces(), frozen, update_->rank_state());
+  // Each pipeline stage draws its dropout masks from its own generator: every stage's offset
+  // goes into the trainer state (summed over the world: only the first rank of each stage
+  // adds its own), so a resumed pipeline draws the same masks.
+  std::vector<int64_t> stage_offsets;
+  if (mesh_ && mesh_->pp_size() > 1) {
+    std::vector<int64_t> mine(static_cast<size_t>(mesh_->pp_size()), 0);
+    if (mesh_->dp_rank() == 0 && mesh_->tp_rank() == 0)
+      mine[static_cast<size_t>(at.stage)] = static_cast<int64_t>(model_->dropout_generator().offset());
+    Tensor t = from_vector(mine, {mesh_->pp_size()});
+    comm_->all_reduce(t);
+    stage_offsets = to_vector<int64_t>(t);
+  }
+  // Rank 0 alone, every tensor whole: model.safetensors and optimizer.safetensors.
+  bool whole = true;
+  for (const WrittenShard& w : shards)
+    whole = whole && w.shard.kind == checkpoint::TensorShard::Kind::kBox && w.shard.covers_whole(w.shape) &&
+            table.contains(parameter_of(w.tensor));
+  if (all_ranks(is_rank0() ? whole : shards.empty())) {
+    Status saved = Status::ok();
+    if (is_rank0()) {
+      saved = [&]() -> Status {
+        auto writer =
+            checkpoint::CheckpointWriter::begin(checkpoint::default_env(), cfg_.train.out_dir, name);
+        if (!writer.is_ok()) return writer.status();
+        checkpoint::CheckpointWriter& w = writer.value();
+        std::vector<checkpoint::NamedTensor> weights, state;
+        for (const WrittenShard& ws : shards) (table.contains(ws.tensor) ? weights : state).push_back({ws.tensor, *ws.values});
+        // "format": "pt" is what transformers' safetensors loader expects.
+        Status s = w.write_safetensors("model.safetensors", weights, {{"format", "pt"}});
+        if (!s.is_ok()) return s;
+        if (!(s = w.write_safetensors("optimizer.safetensors", state)).is_ok()) return s;
+        return commit_checkpoint(w, update_->step_count(), stage_offsets);
+      }();
+    }
+    return agree_on(saved, name);
+  }
+  // Every rank that writes anything writes its own file; rank 0 lists them all.
   auto writer = begin_shared_checkpoint(name);
   if (!writer.is_ok()) return writer.status();
   auto file_of = [](int r) {
     char file[64];
-    std::snprintf(file, sizeof file, "rank_state.rank%05d.safetensors", r);
+    std::snprintf(file, sizeof file, "shard.rank%05d.safetensors", r);
     return std::string(file);
   };
-  const std::vector<nn::NamedTensor> own = update_->rank_state();
-  std::vector<checkpoint::NamedTensor> mine;
-  for (const auto& [n, t] : own) mine.push_back({rank_state_name(comm_->rank(), n), t});
-  auto files = write_shard_files(name, file_of(comm_->rank()), mine, /*write=*/true);
+  std::vector<checkpoint::NamedTensor> tensors;
+  for (const WrittenShard& ws : shards) tensors.push_back({ws.shard.key, *ws.values});
+  auto files = write_shard_files(name, file_of(comm_->rank()), tensors, /*write=*/!shards.empty());
   if (!files.is_ok()) return files.status();
+  const std::vector<std::string> lists = comm::gather_strings(*comm_, shards_to_json(shards));
   Status s = Status::ok();
   if (is_rank0()) {
-    s = [&]() -> Status {
-      checkpoint::CheckpointWriter& w = *writer.value();
-      Status ws = w.write_safetensors("model.safetensors", to_checkpoint_list(weights()), {{"format", "pt"}});
-      if (!ws.is_ok()) return ws;
-      if (!(ws = w.write_safetensors("optimizer.safetensors", to_checkpoint_list(update_->gather_state()))).is_ok())
-        return ws;
-      for (int r = 0; r < world_size(); ++r) {
-        checkpoint::ManifestFile f = files.value()[static_cast<size_t>(r)];
-        f.name = file_of(r);
-        w.add_file(f);
-        for (const auto& [n, t] : own)
-          w.add_tensor_shard(rank_state_name(r, n), DType::kF32, t.shape(),
-                             checkpoint::TensorShard::whole(file_of(r), rank_state_name(r, n), t.shape()));
-      }
-      return commit_checkpoint(w, update_->step_count());
-    }();
+    checkpoint::CheckpointWriter& w = *writer.value();
+    for (int r = 0; r < world_size(); ++r) {
+      const std::vector<WrittenShard> theirs = shards_from_json(lists[static_cast<size_t>(r)], file_of(r));
+      if (theirs.empty()) continue;
+      checkpoint::ManifestFile f = files.value()[static_cast<size_t>(r)];
+      f.name = file_of(r);
+      w.add_file(f);
+      for (const WrittenShard& ws : theirs) w.add_tensor_shard(ws.tensor, ws.dtype, ws.shape, ws.shard);
+    }
+    s = commit_checkpoint(w, update_->step_count(), stage_offsets);
   }
   return agree_on(s, name);
 }
 
-std::string Trainer::rank_state_name(int rank, const std::string& name) {
-  return "rank" + std::to_string(rank) + "." + name;
-}
-
-bool Trainer::is_rank_state(const std::string& name) {
-  size_t i = 4;
-  if (!name.starts_with("rank")) return false;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-  return i > 4 && i < name.size() && name[i] == '.';
-}
+bool Trainer::is_rank_state(const std::string& name) { return train::is_rank_state(name); }
 
 bool Trainer::all_ranks(bool ok) const {
   if (world_size() == 1) return ok;
@@ -196,57 +182,6 @@ bool Trainer::all_ranks(bool ok) const {
   Tensor t = full({1}, ok ? 1.0 : 0.0, DType::kI64);
   comm_->all_reduce(t, comm::ReduceOp::kMin);
   return t.item() != 0.0;
-}
-
-// Note [Sharded checkpoints]
-// Under ZeRO every rank writes what it owns, at once: rank r's partition of every parameter
-// and of the AdamW state, as flat pieces of the logical tensors, into zero.rank<r>.safetensors
-// inside the staging directory that rank 0 opened (so the ranks need a shared filesystem).
-// Rank 0 then lists every rank's file (size and CRC-32C, which the ranks all-gather) and
-// every piece in the manifest (checkpoint/manifest.h: flat shards; rank 0 knows each rank's
-// layout), adds the trainer state and configs, and commits: the manifest and DONE are written
-// last, so a crash leaves no checkpoint rather than part of one. Loading reads each rank's
-// new partition through the manifest (CheckpointReader::load_flat_range), whatever rank count
-// and stage wrote it; `trident export` consolidates the weights into one safetensors file.
-Status Trainer::save_sharded_checkpoint() {
-  const std::string name = checkpoint::step_checkpoint_name(step_);
-  auto writer = begin_shared_checkpoint(name);
-  if (!writer.is_ok()) return writer.status();
-  parallel::ZeroOptimizer& zero = *zero_partitions();
-  std::vector<checkpoint::NamedTensor> tensors;
-  for (const auto& p : zero.pieces()) tensors.push_back({p.name, *p.values});
-  const std::vector<nn::NamedTensor> own = update_->rank_state();  // Note [Per-rank checkpoint state]
-  for (const auto& [n, t] : own) tensors.push_back({rank_state_name(comm_->rank(), n), t});
-  auto files = write_shard_files(name, zero_shard_file(comm_->rank()), tensors, /*write=*/true);
-  if (!files.is_ok()) return files.status();
-  Status s = Status::ok();
-  if (is_rank0()) {
-    checkpoint::CheckpointWriter& w = *writer.value();
-    for (int r = 0; r < world_size(); ++r) {
-      checkpoint::ManifestFile f = files.value()[static_cast<size_t>(r)];
-      f.name = zero_shard_file(r);
-      w.add_file(f);
-      for (const auto& p : zero.pieces_of(r))
-        w.add_tensor_shard(p.name, DType::kF32, p.shape,
-                           checkpoint::TensorShard::flat(zero_shard_file(r), p.name, p.begin, p.end));
-      for (const auto& [n, t] : own)
-        w.add_tensor_shard(rank_state_name(r, n), DType::kF32, t.shape(),
-                           checkpoint::TensorShard::whole(zero_shard_file(r), rank_state_name(r, n), t.shape()));
-    }
-    s = commit_checkpoint(w, zero.step_count());
-  }
-  return agree_on(s, name);
-}
-
-parallel::ZeroOptimizer* Trainer::zero_partitions() const {
-  auto* zero = dynamic_cast<parallel::ZeroUpdate*>(update_.get());
-  return zero ? &zero->optimizer() : nullptr;
-}
-
-std::string Trainer::zero_shard_file(int rank) {
-  char file[64];
-  std::snprintf(file, sizeof file, "zero.rank%05d.safetensors", rank);
-  return file;
 }
 
 StatusOr<std::optional<checkpoint::CheckpointWriter>> Trainer::begin_shared_checkpoint(const std::string& name) {
@@ -302,91 +237,6 @@ Status Trainer::agree_on(const Status& rank0_status, const std::string& name) co
   if (!all_ranks(rank0_status.is_ok()))
     return rank0_status.is_ok() ? Status::io_error("checkpoint " + name + ": rank 0 could not commit it") : rank0_status;
   return Status::ok();
-}
-
-// Note [Model-parallel checkpoints]
-// Tensors keep their single-device names and shapes. The ranks of data-parallel group 0
-// write: pipeline stage p, tensor-parallel rank t writes mp.pp<p>.tp<t>.safetensors holding,
-// for every parameter of its stage and its AdamW moments, its shard as box shards of the full
-// tensor (c_attn: three boxes, one in each of q, k and v); replicated tensors come whole from
-// tp rank 0. Under ZeRO the moments are first gathered within the data-parallel group. Rank
-// 0 lists every file and box in the manifest (it knows every stage's parameters and every
-// rank's boxes) and commits, as for sharded ZeRO checkpoints; a reader assembles any tensor
-// from its boxes, so the checkpoint loads under any other layout, or in one process.
-Status Trainer::save_model_parallel_checkpoint() {
-  const std::string name = checkpoint::step_checkpoint_name(step_);
-  auto writer = begin_shared_checkpoint(name);
-  if (!writer.is_ok()) return writer.status();
-  // Whole as this rank holds them (under ZeRO gathered from the optimizer's shards: the
-  // masters under mixed precision; ZeRO-3 holds no whole parameter).
-  const std::vector<nn::NamedTensor> opt_state = update_->gather_state();
-  std::vector<nn::NamedTensor> tensors = update_->gather_weights();
-  tensors.insert(tensors.end(), opt_state.begin(), opt_state.end());
-  auto file_of = [](int p, int t) {
-    char file[64];
-    std::snprintf(file, sizeof file, "mp.pp%03d.tp%03d.safetensors", p, t);
-    return std::string(file);
-  };
-  auto key_of = [](const std::string& n, size_t box) { return n + "#" + std::to_string(box); };
-  const bool has_state = !opt_state.empty();
-  auto split = [&](const std::string& param) { return tp_plan_ && tp_plan_->is_split(param); };
-  // Pipeline stage s writes the tensors of its parameters; replicated ones come from tp rank 0.
-  auto writes = [&](const std::string& param, int s, int t) {
-    return (!pipeline_ || pipeline_->owner(param) == s) && (split(param) || t == 0);
-  };
-  auto boxes_of = [&](const std::string& param, int t) {
-    return tp_plan_ ? tp_plan_->box_shapes(param, t)
-                    : std::vector<std::pair<std::vector<int64_t>, Shape>>{
-                          {std::vector<int64_t>(full_shapes_.at(param).size(), 0), full_shapes_.at(param)}};
-  };
-  const int pp = mesh_->pp_rank(), tp = mesh_->tp_rank();
-  std::vector<checkpoint::NamedTensor> pieces;
-  for (const auto& [n, t] : tensors) {
-    const std::string param = parameter_of(n);
-    if (!writes(param, pp, tp)) continue;
-    if (!tp_plan_) {
-      pieces.push_back({key_of(n, 0), t});
-      continue;
-    }
-    const auto boxes = tp_plan_->boxes(param, t);
-    for (size_t b = 0; b < boxes.size(); ++b) pieces.push_back({key_of(n, b), boxes[b].part});
-  }
-  auto files = write_shard_files(name, file_of(pp, tp), pieces, /*write=*/mesh_->dp_rank() == 0);
-  if (!files.is_ok()) return files.status();
-  // Each pipeline stage draws its own dropout masks from its own generator: every stage's
-  // offset goes into the trainer state (summed over the host world: only the first rank of
-  // each stage adds its own), so a resumed pipeline draws the same masks.
-  std::vector<int64_t> stage_offsets;
-  if (pipeline_) {
-    std::vector<int64_t> mine(static_cast<size_t>(mesh_->pp_size()), 0);
-    if (mesh_->dp_rank() == 0 && mesh_->tp_rank() == 0)
-      mine[static_cast<size_t>(pp)] = static_cast<int64_t>(model_->dropout_generator().offset());
-    Tensor t = from_vector(mine, {mesh_->pp_size()});
-    comm_->all_reduce(t);
-    stage_offsets = to_vector<int64_t>(t);
-  }
-  Status s = Status::ok();
-  if (is_rank0()) {
-    checkpoint::CheckpointWriter& w = *writer.value();
-    for (int p = 0; p < mesh_->pp_size(); ++p)
-      for (int t = 0; t < mesh_->tp_size(); ++t) {
-        checkpoint::ManifestFile f = files.value()[static_cast<size_t>(mesh_->rank_at(p, 0, t))];
-        f.name = file_of(p, t);
-        w.add_file(f);
-        for (const auto& [param, shape] : full_shapes_) {
-          if (!writes(param, p, t)) continue;
-          for (const std::string& n : has_state ? std::vector<std::string>{param, param + ".exp_avg", param + ".exp_avg_sq"}
-                                                : std::vector<std::string>{param}) {
-            const auto boxes = boxes_of(param, t);
-            for (size_t b = 0; b < boxes.size(); ++b)
-              w.add_tensor_shard(n, DType::kF32, shape,
-                                 checkpoint::TensorShard::box(file_of(p, t), key_of(n, b), boxes[b].first, boxes[b].second));
-          }
-        }
-      }
-    s = commit_checkpoint(w, update_->step_count(), stage_offsets);
-  }
-  return agree_on(s, name);
 }
 
 Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optimizer_step,
@@ -449,14 +299,16 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     engines_note_ = "resuming " + dir + " on other kernels (" + engines_note_ +
                     "): losses go on with this engine's rounding, not bit for bit; set the checkpoint's values to keep them";
 
-  // A full tensor of the checkpoint as this rank holds it (its tensor-parallel shard).
+  // A full tensor of the checkpoint as this rank holds it (its tensor-parallel part).
+  const parallel::PlacementTable& table = *par_.placements;
   auto load_local = [&](const std::string& name, const std::string& param) -> StatusOr<Tensor> {
     auto t = r.load_tensor(name);
-    if (!t.is_ok() || !tp_plan_) return t;
-    if (!(t.value().shape() == tp_plan_->full_shape(param)))
+    const parallel::ParamPlacement* row = table.find(param);
+    if (!t.is_ok() || row == nullptr || !row->tp_split()) return t;
+    if (!(t.value().shape() == row->shape))
       return Status::invalid(dir + ": tensor '" + name + "' has shape " + t.value().shape().str() + "; the model's is " +
-                             tp_plan_->full_shape(param).str());
-    return tp_plan_->local_from_full(param, t.value());
+                             row->shape.str());
+    return table.local_from_full(param, t.value(), par_.tp_rank());
   };
   // The strategy takes what it holds (whole tensors, or its ZeRO partition) through these. A
   // whole tensor that cannot be read or assigned leaves as a StatusError carrying the reader's
@@ -476,7 +328,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     if (Status a = assign(dir + ": parameter '" + name + "'", dst, t.value()); !a.is_ok()) throw StatusError{a};
   };
   source.range = [&](const std::string& name, int64_t begin, int64_t end) {
-    if (tp_plan_) {  // this rank's shard of the tensor, then the range of it
+    if (table.at(parameter_of(name)).tp_split()) {  // this rank's part of the tensor, then the range of it
       auto t = load_local(name, parameter_of(name));
       TRI_CHECK(t.is_ok(), t.status().to_string());
       return views::narrow(views::view(core::contiguous(t.value()), {t.value().numel()}), 0, begin, end - begin);
@@ -498,6 +350,9 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   };
   try {
     update_->load_weights(source);
+    // Frozen parameters are the trainer's to load: no strategy holds them.
+    for (const parallel::ParamPlacement* row : table.on_stage(par_.stage()))
+      if (!row->trainable) source.assign(row->name, model_->parameter(row->name));
   } catch (const StatusError& e) {
     return e.status;
   }
@@ -523,17 +378,26 @@ Status Trainer::load_checkpoint(const std::string& dir) {
                              " is past \"step\" = " + state.at("step").dump() +
                              ": the optimizer steps at most once per step");
     const int64_t opt_step = state.at("optimizer_step").get<int64_t>();
-    const std::string first = weights().front().first;
-    const bool with_state = r.has_tensor(first + ".exp_avg");
-    if (!with_state && opt_step > 0)
+    // Whether the checkpoint has AdamW state: a trainable parameter's tells (all of them
+    // must then have it: a parameter frozen when it was saved has none).
+    std::vector<std::string> trained;
+    for (const parallel::ParamPlacement& row : table.params())
+      if (row.trainable) trained.push_back(row.name);
+    const bool with_state = !trained.empty() && r.has_tensor(trained.front() + ".exp_avg");
+    if (!with_state && opt_step > 0 && !trained.empty())
       return Status::invalid("checkpoint " + dir + " is at optimizer step " + std::to_string(opt_step) +
-                             " but has no AdamW state ('" + first + ".exp_avg')");
+                             " but has no AdamW state ('" + trained.front() + ".exp_avg')");
+    if (with_state)
+      for (const std::string& p : trained)
+        if (!r.has_tensor(p + ".exp_avg"))
+          return Status::invalid("checkpoint " + dir + " has no AdamW state for parameter '" + p +
+                                 "', which trains in this run (train.freeze = \"" + cfg_.train.freeze +
+                                 "\"): it was frozen when the checkpoint was saved; freeze it again to resume");
     try {
       update_->load_state(source, with_state, opt_step);
     } catch (const StatusError& e) {
       return e.status;
     } catch (const Error& e) {
-      if (!zero_partitions()) throw;  // AdamW's own checks escape, as they always did
       return Status::invalid(e.what());
     }
     const auto& smp = state.at("sampler");
@@ -548,7 +412,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     // reached, so that no mask already drawn is drawn again.
     if (state.contains("dropout_offset_by_stage")) {
       const auto& by_stage = state.at("dropout_offset_by_stage");
-      if (pipeline_ && by_stage.size() == static_cast<size_t>(mesh_->pp_size())) {
+      if (mesh_ && mesh_->pp_size() > 1 && by_stage.size() == static_cast<size_t>(mesh_->pp_size())) {
         offset = by_stage.at(static_cast<size_t>(mesh_->pp_rank())).get<uint64_t>();
       } else {
         for (const auto& o : by_stage) offset = std::max(offset, o.get<uint64_t>());

@@ -19,16 +19,13 @@ using testing::tiny_llama;
 
 // The dimension tensor parallelism splits `param` ("weight"/"bias") of `module` along under
 // `style`, or -1.
-int expected_split(nn::ParallelStyle style, const nn::Module* module, const std::string& param) {
+int expected_split(const std::string& style, const nn::Module* module, const std::string& param) {
   const bool conv = dynamic_cast<const nn::Conv1D*>(module) != nullptr;
   const bool bias = param == "bias";
-  switch (style) {
-    case nn::ParallelStyle::kColumnwise: return bias ? 0 : (conv ? 1 : 0);
-    case nn::ParallelStyle::kRowwise: return bias ? -1 : (conv ? 0 : 1);
-    case nn::ParallelStyle::kVocabParallelHead:
-    case nn::ParallelStyle::kVocabParallelEmbedding: return 0;
-    default: return -1;
-  }
+  if (style == nn::tp_style::kColumnwise) return bias ? 0 : (conv ? 1 : 0);
+  if (style == nn::tp_style::kRowwise) return bias ? -1 : (conv ? 0 : 1);
+  if (style == nn::tp_style::kVocabParallel) return 0;
+  return -1;
 }
 
 void check_family(const ModelConfig& cfg) {
@@ -65,7 +62,7 @@ void check_family(const ModelConfig& cfg) {
     std::map<std::string, bool> replicated;
     for (const auto& [path, module] : model->named_modules())
       for (const nn::ParallelPlanEntry& e : model->parallel_plan(tp))
-        if (nn::plan_pattern_matches(e.pattern, path) && e.style == nn::ParallelStyle::kColumnwiseReplicated)
+        if (nn::plan_pattern_matches(e.pattern, path) && e.style == nn::tp_style::kColumnwiseReplicated)
           for (const char* p : {"weight", "bias"}) replicated[path + "." + p] = true;
     for (const ParameterShape& s : shapes.parameters) {
       if (replicated.contains(s.name)) EXPECT_EQ(s.numel_on_rank(tp), s.numel()) << s.name << " at tp " << tp;

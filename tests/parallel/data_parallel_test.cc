@@ -446,7 +446,9 @@ TEST_F(DataParallelTest, ElementsHandedToCollectivesPerStep) {
       EXPECT_NEAR(rs, 2 * P, 0.05 * 2 * P) << "stage " << stage;
       const double gathers = stage == 3 ? 4 * P : 2 * P;
       EXPECT_NEAR(ag, gathers, 0.05 * gathers) << "stage " << stage;
-      EXPECT_LE(ar, 8) << "stage " << stage << ": only scalars (loss, gradient norm) are all-reduced";
+      // Per step: the boundary's 2 and the all-ranks check's 1, and the loss with whether any
+      // rank has auxiliary values (Note [Auxiliary values over ranks] in train/trainer.cc): 2.
+      EXPECT_LE(ar, 10) << "stage " << stage << ": only scalars (loss, gradient norm) are all-reduced";
     }
   }
 }
@@ -525,7 +527,7 @@ TEST_F(DataParallelTest, ZeroCheckpointsAreShardedAcrossTheRanks) {
     std::vector<double> sizes;
     for (int r = 0; r < world->size(); ++r) {
       char name[64];
-      std::snprintf(name, sizeof name, "zero.rank%05d.safetensors", r);
+      std::snprintf(name, sizeof name, "shard.rank%05d.safetensors", r);
       const checkpoint::ManifestFile* f = m.find_file(name);
       ASSERT_NE(f, nullptr) << name << " is not in the manifest";
       sizes.push_back(static_cast<double>(f->size));

@@ -74,8 +74,8 @@ def main():
         z3 = os.path.join(d, "run2_ZeRO-3", "step_000012")
         if "2 ZeRO-3" in results and 1 in results:
             files = sorted(os.listdir(z3))
-            if [f for f in files if f.startswith("zero.rank")] != ["zero.rank00000.safetensors",
-                                                                  "zero.rank00001.safetensors"]:
+            if [f for f in files if f.startswith("shard.rank")] != ["shard.rank00000.safetensors",
+                                                                   "shard.rank00001.safetensors"]:
                 failures.append(f"ZeRO-3 checkpoint files: {files}")
             out = os.path.join(d, "z3.safetensors")
             p = subprocess.run([trident, "export", "--checkpoint", z3, "--out", out], env=env, capture_output=True,

@@ -188,8 +188,9 @@ TEST_F(TensorParallelTest, AnUnevenVocabularySplitsByOneRow) {
   }
 }
 
-// The plan is data the applier checks: an entry that names no layer, or a layer its style
-// cannot split, is an error naming the entry, not a silently replicated layer.
+// The plan is data the applier checks: an entry that names no layer, or a layer whose type has
+// no such style, is an error naming the entry (and the layer, its type and the styles it has),
+// not a silently replicated layer.
 TEST_F(TensorParallelTest, APlanEntryThatFitsNoLayerIsAnErrorNamingIt) {
   if (world->size() < 2) GTEST_SKIP() << "one rank has no tensor parallelism";
   struct Planned : models::gpt2::GPT2 {
@@ -207,11 +208,17 @@ TEST_F(TensorParallelTest, APlanEntryThatFitsNoLayerIsAnErrorNamingIt) {
     }
     return "";
   };
-  std::string e = error({{"h.*.attn.c_atn", nn::ParallelStyle::kColumnwise, 3}});
+  std::string e = error({{"h.*.attn.c_atn", nn::tp_style::kColumnwise, 3}});
   EXPECT_NE(e.find("the plan's entry 'h.*.attn.c_atn' (columnwise) matches no layer of the model"), std::string::npos)
       << e;
-  e = error({{"h.*.ln_1", nn::ParallelStyle::kRowwise}});
-  EXPECT_NE(e.find("the plan's entry 'h.*.ln_1' (rowwise) names layer 'h.0.ln_1', which is not a layer that style splits"),
+  e = error({{"h.*.ln_1", nn::tp_style::kRowwise}});
+  EXPECT_NE(e.find("the plan's entry 'h.*.ln_1' (rowwise) names layer 'h.0.ln_1' of type nn::LayerNorm, which has no "
+                   "style 'rowwise' (its styles: sequence_parallel;"),
+            std::string::npos)
+      << e;
+  e = error({{"h.*.attn", nn::tp_style::kColumnwise}});  // a module no style is registered for
+  EXPECT_NE(e.find("names layer 'h.0.attn' of type models::gpt2::CausalSelfAttention, which has no style 'columnwise' "
+                   "(no tensor-parallel style is registered for that type"),
             std::string::npos)
       << e;
 }

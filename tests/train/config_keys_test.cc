@@ -30,7 +30,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "parallel.grad_compression", "parallel.powersgd_rank", "parallel.powersgd_start_step",
       "parallel.onebit_warmup_steps", "parallel.onebit_block", "parallel.onebit_bound_update", "parallel.auto", "parallel.auto_cluster",
       "train.steps", "train.eval_interval", "train.eval_batches", "train.log_interval", "train.checkpoint_interval",
-      "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.resume", "train.threads", "train.device",
+      "train.checkpoint_keep", "train.out_dir", "train.init_from", "train.freeze", "train.resume", "train.threads", "train.device",
       "train.flush_denormals", "train.max_runtime", "train.profile_step",
       "train.mfu",
       "kernels.f32_gemm", "kernels.bf16_gemm", "kernels.cpu_avx512", "kernels.cuda_tf32", "kernels.cuda_cublaslt",

@@ -40,4 +40,9 @@ ModelConfig GPT2Config::to_model_config() const {
   return cfg;
 }
 
+void GPT2Config::check_tensor_parallel(int64_t tp) const {
+  TRI_CHECK(n_head % tp == 0, "tensor parallelism: model.n_head (", n_head, ") must be divisible by parallel.tp (", tp,
+            "): each rank computes whole attention heads");
+}
+
 }  // namespace trident::models::gpt2

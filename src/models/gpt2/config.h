@@ -27,6 +27,9 @@ struct GPT2Config {
   int64_t head_size() const { return n_embd / n_head; }
   // Throws with a message naming the sizes if they are inconsistent.
   void validate() const;
+  // Throws, naming the keys, when `tp` tensor-parallel ranks cannot split this model by its
+  // plan (CausalLM::check_tensor_parallel, ModelFamily::check_tensor_parallel).
+  void check_tensor_parallel(int64_t tp) const;
 
   // From and to the [model] section (arch "gpt2").
   static GPT2Config from(const ModelConfig& cfg);

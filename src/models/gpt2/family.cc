@@ -47,6 +47,7 @@ ModelFamily family() {
   OptionField eps{"layer_norm_eps", "LayerNorm epsilon", OptionType::kFloat, Range::positive(), {}, {}, nullptr, nullptr};
   f.keys.push_back({std::move(eps), OptionValue(1e-5)});
   f.validate = [](const ModelConfig& cfg) { GPT2Config::from(cfg).validate(); };
+  f.check_tensor_parallel = [](const ModelConfig& cfg, int64_t tp) { GPT2Config::from(cfg).check_tensor_parallel(tp); };
   f.build = [](const ModelConfig& cfg) -> std::unique_ptr<CausalLM> {
     return std::make_unique<GPT2>(GPT2Config::from(cfg));
   };

@@ -153,24 +153,21 @@ int64_t GPT2::block_of(const std::string& name) const {
 }
 
 nn::ParallelPlan GPT2::parallel_plan(int64_t) const {
-  using nn::ParallelStyle;
+  namespace style = nn::tp_style;
   return {
-      {"h.*.attn.c_attn", ParallelStyle::kColumnwise, 3},  // q, k, v side by side: each split by heads
-      {"h.*.attn.c_proj", ParallelStyle::kRowwise},
-      {"h.*.mlp.c_fc", ParallelStyle::kColumnwise},
-      {"h.*.mlp.c_proj", ParallelStyle::kRowwise},
-      {"h.*.ln_1", ParallelStyle::kSequenceParallel},
-      {"h.*.ln_2", ParallelStyle::kSequenceParallel},
-      {"ln_f", ParallelStyle::kSequenceParallel},
-      {"wpe", ParallelStyle::kSequenceParallel},
-      {"wte", ParallelStyle::kVocabParallelEmbedding},  // and the tied LM head
+      {"h.*.attn.c_attn", style::kColumnwise, 3},  // q, k, v side by side: each split by heads
+      {"h.*.attn.c_proj", style::kRowwise},
+      {"h.*.mlp.c_fc", style::kColumnwise},
+      {"h.*.mlp.c_proj", style::kRowwise},
+      {"h.*.ln_1", style::kSequenceParallel},
+      {"h.*.ln_2", style::kSequenceParallel},
+      {"ln_f", style::kSequenceParallel},
+      {"wpe", style::kSequenceParallel},
+      {"wte", style::kVocabParallel},  // and the tied LM head
   };
 }
 
-void GPT2::check_tensor_parallel(int64_t tp) const {
-  TRI_CHECK(cfg_.n_head % tp == 0, "tensor parallelism: model.n_head (", cfg_.n_head,
-            ") must be divisible by parallel.tp (", tp, "): each rank computes whole attention heads");
-}
+void GPT2::check_tensor_parallel(int64_t tp) const { cfg_.check_tensor_parallel(tp); }
 
 std::optional<std::string> GPT2::parameter_name_from_hf(std::string_view hf_name) const {
   return gpt2::parameter_name_from_hf(hf_name);

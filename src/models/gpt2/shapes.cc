@@ -9,8 +9,8 @@ namespace trident::models::gpt2 {
 ModelShapes model_shapes(const GPT2Config& cfg) {
   const int64_t C = cfg.n_embd, V = cfg.vocab_size, NH = cfg.n_head;
   ModelShapes s;
-  auto add = [&](std::string name, std::vector<int64_t> shape, int64_t block, int split_dim = -1) {
-    s.parameters.push_back({std::move(name), std::move(shape), block, split_dim});
+  auto add = [&](std::string name, std::vector<int64_t> shape, int64_t block, int split_dim = -1, int64_t blocks = 1) {
+    s.parameters.push_back({std::move(name), std::move(shape), block, split_dim, 0, blocks});
   };
   // The order of named_parameters(): registration order (model.cc). Conv1D weights are
   // (in, out): column-wise splits dim 1 (and the bias), row-wise dim 0 (GPT2::parallel_plan).
@@ -20,8 +20,8 @@ ModelShapes model_shapes(const GPT2Config& cfg) {
     const std::string h = "h." + std::to_string(i) + ".";
     add(h + "ln_1.weight", {C}, i);
     add(h + "ln_1.bias", {C}, i);
-    add(h + "attn.c_attn.weight", {C, 3 * C}, i, 1);
-    add(h + "attn.c_attn.bias", {3 * C}, i, 0);
+    add(h + "attn.c_attn.weight", {C, 3 * C}, i, 1, 3);  // q, k and v, each split alike
+    add(h + "attn.c_attn.bias", {3 * C}, i, 0, 3);
     add(h + "attn.c_proj.weight", {C, C}, i, 0);
     add(h + "attn.c_proj.bias", {C}, i);
     add(h + "ln_2.weight", {C}, i);

@@ -73,4 +73,11 @@ ModelConfig LlamaConfig::to_model_config() const {
   return cfg;
 }
 
+void LlamaConfig::check_tensor_parallel(int64_t tp) const {
+  TRI_CHECK(n_head % tp == 0, "tensor parallelism: model.n_head (", n_head, ") must be divisible by parallel.tp (", tp,
+            "): each rank computes whole attention heads");
+  TRI_CHECK(n_kv_heads % tp == 0 || tp % n_kv_heads == 0, "tensor parallelism: model.n_kv_heads (", n_kv_heads,
+            ") and parallel.tp (", tp, ") must divide one another: the ranks split the kv heads, or share each one");
+}
+
 }  // namespace trident::models::llama

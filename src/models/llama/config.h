@@ -33,6 +33,9 @@ struct LlamaConfig {
   int64_t head_size() const { return n_embd / n_head; }
   // Throws naming the keys when the sizes are inconsistent.
   void validate() const;
+  // Throws, naming the keys, when `tp` tensor-parallel ranks cannot split this model by its
+  // plan (CausalLM::check_tensor_parallel, ModelFamily::check_tensor_parallel).
+  void check_tensor_parallel(int64_t tp) const;
 
   // From the [model] section (arch "llama"); n_kv_heads 0 there is n_head, intermediate_size 0
   // is Meta's rule: 8/3 n_embd rounded up to a multiple of 256.

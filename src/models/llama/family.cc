@@ -149,6 +149,7 @@ ModelFamily family() {
           OptionType::kInt, int64_t{0}, Range::non_negative()),
   };
   f.validate = [](const ModelConfig& cfg) { LlamaConfig::from(cfg).validate(); };
+  f.check_tensor_parallel = [](const ModelConfig& cfg, int64_t tp) { LlamaConfig::from(cfg).check_tensor_parallel(tp); };
   f.build = [](const ModelConfig& cfg) -> std::unique_ptr<CausalLM> {
     return std::make_unique<Llama>(LlamaConfig::from(cfg));
   };

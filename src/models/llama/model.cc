@@ -134,35 +134,29 @@ std::optional<std::string> Llama::tied_head_weight() const {
 }
 
 nn::ParallelPlan Llama::parallel_plan(int64_t tp) const {
-  using nn::ParallelStyle;
+  namespace style = nn::tp_style;
   // k and v: split when the ranks divide the kv heads, else each rank computes the one head
   // its query heads read (check_tensor_parallel: then tp is a multiple of n_kv_heads).
   const bool split_kv = cfg_.n_kv_heads % tp == 0;
-  const ParallelStyle kv = split_kv ? ParallelStyle::kColumnwise : ParallelStyle::kColumnwiseReplicated;
+  const char* kv = split_kv ? style::kColumnwise : style::kColumnwiseReplicated;
   nn::ParallelPlan plan = {
-      {"layers.*.self_attn.q_proj", ParallelStyle::kColumnwise},
+      {"layers.*.self_attn.q_proj", style::kColumnwise},
       {"layers.*.self_attn.k_proj", kv, 1, cfg_.n_kv_heads},
       {"layers.*.self_attn.v_proj", kv, 1, cfg_.n_kv_heads},
-      {"layers.*.self_attn.o_proj", ParallelStyle::kRowwise},
-      {"layers.*.mlp.gate_proj", ParallelStyle::kColumnwise},
-      {"layers.*.mlp.up_proj", ParallelStyle::kColumnwise},
-      {"layers.*.mlp.down_proj", ParallelStyle::kRowwise},
-      {"layers.*.input_layernorm", ParallelStyle::kSequenceParallel},
-      {"layers.*.post_attention_layernorm", ParallelStyle::kSequenceParallel},
-      {"norm", ParallelStyle::kSequenceParallel},
-      {"embed_tokens", ParallelStyle::kVocabParallelEmbedding},  // and the head when tied
+      {"layers.*.self_attn.o_proj", style::kRowwise},
+      {"layers.*.mlp.gate_proj", style::kColumnwise},
+      {"layers.*.mlp.up_proj", style::kColumnwise},
+      {"layers.*.mlp.down_proj", style::kRowwise},
+      {"layers.*.input_layernorm", style::kSequenceParallel},
+      {"layers.*.post_attention_layernorm", style::kSequenceParallel},
+      {"norm", style::kSequenceParallel},
+      {"embed_tokens", style::kVocabParallel},  // and the head when tied
   };
-  if (lm_head_) plan.push_back({"lm_head", ParallelStyle::kVocabParallelHead});
+  if (lm_head_) plan.push_back({"lm_head", style::kVocabParallel});
   return plan;
 }
 
-void Llama::check_tensor_parallel(int64_t tp) const {
-  TRI_CHECK(cfg_.n_head % tp == 0, "tensor parallelism: model.n_head (", cfg_.n_head,
-            ") must be divisible by parallel.tp (", tp, "): each rank computes whole attention heads");
-  TRI_CHECK(cfg_.n_kv_heads % tp == 0 || tp % cfg_.n_kv_heads == 0, "tensor parallelism: model.n_kv_heads (",
-            cfg_.n_kv_heads, ") and parallel.tp (", tp,
-            ") must divide one another: the ranks split the kv heads, or share each one");
-}
+void Llama::check_tensor_parallel(int64_t tp) const { cfg_.check_tensor_parallel(tp); }
 
 std::optional<std::string> Llama::parameter_name_from_hf(std::string_view hf_name) const {
   std::string_view name = hf_name;

@@ -1,0 +1,61 @@
+#include "nn/freeze.h"
+
+#include <sstream>
+
+#include "core/check.h"
+#include "core/options.h"
+
+namespace trident::nn {
+
+bool parameter_pattern_matches(const std::string& pattern, const std::string& name) {
+  // Iterative glob with one backtrack point (the last '*'): linear in practice.
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::vector<std::string> freeze_parameters(Module& module, const std::string& patterns, const std::string& where) {
+  std::vector<std::string> items;
+  std::stringstream list(patterns);
+  for (std::string item; std::getline(list, item, ',');) {
+    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) items.push_back(item.substr(b, e - b + 1));
+  }
+  const std::vector<NamedTensor> params = module.named_parameters();
+  std::vector<std::string> names;
+  for (const auto& [name, p] : params) names.push_back(name);
+  for (const std::string& pattern : items) {
+    bool any = false;
+    for (const std::string& name : names) any = any || parameter_pattern_matches(pattern, name);
+    const std::optional<std::string> near = closest_match(pattern, names);
+    TRI_CHECK(any, where, ": '", pattern, "' matches no parameter of the model",
+              near ? " (did you mean '" + *near + "'?)" : "",
+              "; names are dotted paths such as '", names.empty() ? "" : names.front(),
+              "', and '*' matches any characters");
+  }
+  std::vector<std::string> frozen;
+  for (const auto& [name, p] : params)
+    for (const std::string& pattern : items)
+      if (parameter_pattern_matches(pattern, name)) {
+        Tensor(p).set_requires_grad(false);
+        frozen.push_back(name);
+        break;
+      }
+  return frozen;
+}
+
+}  // namespace trident::nn

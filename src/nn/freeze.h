@@ -1,0 +1,24 @@
+// Freezing parameters: a frozen parameter keeps its values for the whole run. It requires no
+// gradient (autograd computes none for it), and parallel/parallelize.h gives it no optimizer
+// state, no gradient reduction and no place in ZeRO's shards (Note [Placements] in
+// parallel/placement.h). What train.freeze does, and what an adapter does to its base layer.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace trident::nn {
+
+// Whether parameter name `name` matches `pattern`: '*' matches any run of characters (dots
+// included: "h.0.*" is everything in block 0), '?' one character, everything else itself.
+bool parameter_pattern_matches(const std::string& pattern, const std::string& name);
+
+// Freezes every parameter of `module` whose name matches one of `patterns`, a comma-separated
+// list ("wte.weight,h.0.*"; blanks around items ignored, "" freezes nothing), and returns the
+// names frozen, in model order. Throws naming `where` (the config key), the pattern and the
+// closest parameter name when a pattern matches no parameter.
+std::vector<std::string> freeze_parameters(Module& module, const std::string& patterns, const std::string& where);
+
+}  // namespace trident::nn

@@ -1,0 +1,108 @@
+#include "parallel/zero/sharded_parameters.h"
+
+#include "autograd/functions/backward_hook.h"
+#include "autograd/grad_mode.h"
+#include "core/allocator.h"
+#include "core/check.h"
+#include "core/copy.h"
+#include "core/profiler.h"
+
+namespace trident::parallel::zero {
+
+ShardedParameters::ShardedParameters(const ZeroLayout& layout, comm::Communicator& comm, DType compute,
+                                     const TakeValues& take_values)
+    : layout_(layout),
+      comm_(comm),
+      compute_(compute),
+      shard_(zeros_in(MemoryCategory::kParameter, layout.shard_total(), compute, layout.device())),
+      parts_(layout.buckets().size()),
+      alive_(std::make_shared<bool>(true)) {
+  // Each part's parameters become views of the part's own full buffer, filled from rank 0's
+  // values; this rank keeps its shard of it, and the buffer is freed until the part runs.
+  for (size_t u = 0; u < parts_.size(); ++u) {
+    const Bucket& b = layout_.buckets()[u];
+    Part& part = parts_[u];
+    part.gathered = zeros_in(MemoryCategory::kGatheredParameter, b.length, compute_, layout_.device());
+    take_values(b, *part.gathered);
+    part.state = Part::State::kGathered;
+    core::copy_(shard(b), flat_slice(*part.gathered, layout_.rank() * layout_.shard_len(b), layout_.shard_len(b)));
+    release(u);
+  }
+}
+
+ShardedParameters::~ShardedParameters() {
+  alive_.reset();
+  for (Part& part : parts_) part.gather.reset();  // Work's destructor waits: before the buffers go
+}
+
+Tensor ShardedParameters::shard(const Bucket& b) const { return layout_.shard_of(shard_, b); }
+
+void ShardedParameters::start_gather(size_t u) {
+  Part& part = parts_[u];
+  if (part.state != Part::State::kReleased) return;
+  const Bucket& b = layout_.buckets()[u];
+  if (b.length == 0) {  // a part whose parameters are all frozen: nothing of ZeRO's to gather
+    part.state = Part::State::kGathered;
+    return;
+  }
+  profiler::ProfileScope scope("zero.all_gather", profiler::Phase::kCommunication);
+  part.gathered->impl().storage()->reset_data(device_allocator(layout_.device().type)
+                                                  ->allocate(static_cast<size_t>(b.length) * element_size(compute_),
+                                                             MemoryCategory::kGatheredParameter));
+  part.gather = comm_.all_gather_async(shard(b), *part.gathered);
+  part.state = Part::State::kGathering;
+}
+
+void ShardedParameters::gather_now(size_t u) {
+  start_gather(u);
+  Part& part = parts_[u];
+  if (part.state == Part::State::kGathering) {
+    profiler::ProfileScope scope("zero.all_gather", profiler::Phase::kCommunication);
+    part.gather->wait();
+    part.gather.reset();
+    part.state = Part::State::kGathered;
+  }
+}
+
+void ShardedParameters::release(size_t u) {
+  Part& part = parts_[u];
+  if (part.state == Part::State::kGathering) gather_now(u);  // never free memory MPI is writing
+  part.gathered->impl().storage()->reset_data(DataPtr());
+  part.state = Part::State::kReleased;
+}
+
+Tensor ShardedParameters::run(size_t part, const nn::PartForward& forward, const Tensor& x) {
+  TRI_CHECK(part < parts_.size(), "ZeRO-3: the model ran part ", part, " but listed ", parts_.size(), " parts");
+  if (depth_ == 0) completed_.clear();  // a new forward pass
+  struct Depth {
+    int& d;
+    explicit Depth(int& depth) : d(depth) { ++d; }
+    ~Depth() { --d; }
+  } depth(depth_);
+  gather_now(part);
+  if (part + 1 < parts_.size()) start_gather(part + 1);  // parts are listed in forward order
+  Tensor y = forward(x);
+  release(part);
+  // The part backward reaches after this one: the one whose forward finished just before.
+  const std::optional<size_t> next = completed_.empty() ? std::nullopt : std::optional<size_t>(completed_.back());
+  completed_.push_back(part);
+  if (!autograd::GradMode::is_enabled()) return y;
+  std::weak_ptr<bool> alive = alive_;
+  return backward_hook(y, [this, alive, part, next] {
+    if (!alive.lock()) return;
+    gather_now(part);
+    if (next) start_gather(*next);
+  });
+}
+
+void ShardedParameters::load_segment(const Bucket& b, const Segment& s, const std::optional<Tensor>& masters,
+                                     const RangeReader& read) {
+  const Tensor dst = flat_slice(shard(b), s.flat - layout_.shard_begin(b), s.length);
+  if (masters) {
+    core::copy_(dst, *masters);
+  } else {
+    core::copy_(dst, read(layout_.name(s.param), s.in_param, s.in_param + s.length));
+  }
+}
+
+}  // namespace trident::parallel::zero

@@ -1,0 +1,74 @@
+// ZeRO-3's parameters: this rank keeps only its shard of every part's parameters (4P/N bytes
+// in fp32), one bucket per part of the model (nn/part_hooks.h: a transformer block, or the
+// root). Each part's parameters are views of the part's own full buffer, whose storage holds
+// memory only while gathered (StorageImpl::reset_data; saved tensors keep pointing at the same
+// storage, so autograd never knows the memory came and went). As the model's part hooks it
+// all-gathers a part's parameters into that buffer just before the part's forward,
+// prefetching the next part's, and frees the buffer after it; a backward hook on the part's
+// output gathers it again just before the part's backward (prefetching the part backward
+// reaches next), and the buffer is freed once the part's gradients are all in and
+// reduce-scattering. At most three parts are gathered at once: the root, the running part and
+// the prefetched one. Per micro-batch each rank hands 2P elements to all-gathers (forward and
+// backward); after a step nothing is gathered: the next forward gathers the updated shards.
+//
+// Not here: replicated parameters (replicated_parameters.h), the gradients' reduction
+// (staged_gradients.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/zero/parameters.h"
+
+namespace trident::parallel::zero {
+
+class ShardedParameters final : public ParameterHolder {
+ public:
+  // Allocates the parameter shard (MemoryCategory::kParameter) and, one part at a time, the
+  // part's full buffer (kGatheredParameter) to take its values, keep this rank's shard and
+  // free it.
+  ShardedParameters(const ZeroLayout& layout, comm::Communicator& comm, DType compute, const TakeValues& take_values);
+  ~ShardedParameters() override;
+  ShardedParameters(const ShardedParameters&) = delete;
+  ShardedParameters& operator=(const ShardedParameters&) = delete;
+
+  Tensor shard(const Bucket& b) const override;
+  // Frees the part's gathered copy.
+  void gradients_done(size_t u) override { release(u); }
+  void stepped() override {}
+  // Gathers part `part`'s parameters around its forward, and marks the output to gather
+  // them again for its backward.
+  Tensor run(size_t part, const nn::PartForward& forward, const Tensor& x) override;
+  void load_bucket(const Bucket&, const RangeReader&) override {}
+  // The shard's values, rounded from the masters when they exist.
+  void load_segment(const Bucket& b, const Segment& s, const std::optional<Tensor>& masters,
+                    const RangeReader& read) override;
+
+ private:
+  struct Part {
+    // The part's full parameters (its parameters are views of it), holding memory only while
+    // gathered; the gather in flight.
+    std::optional<Tensor> gathered;
+    std::unique_ptr<comm::Work> gather;
+    enum class State { kReleased, kGathering, kGathered } state = State::kReleased;
+  };
+  // Starts gathering part u's parameters (if released); gathers and waits; frees them.
+  void start_gather(size_t u);
+  void gather_now(size_t u);
+  void release(size_t u);
+
+  const ZeroLayout& layout_;
+  comm::Communicator& comm_;
+  const DType compute_;
+  Tensor shard_;  // concatenated shards, bucket b's at begin/N
+  std::vector<Part> parts_;
+  // Parts whose forward finished in this forward pass, in order (the backward meets them in
+  // reverse), and how deep in nested parts the forward is.
+  std::vector<size_t> completed_;
+  int depth_ = 0;
+  std::shared_ptr<bool> alive_;  // the backward hooks' check that this object still exists
+};
+
+}  // namespace trident::parallel::zero

@@ -1,0 +1,38 @@
+// The placement table the trainer would build for a run under a layout (parallel/placement.h),
+// built from the family's shapes (models/model_shapes.h) instead of a model: the planner's
+// memory and time models read each stage's parameters and their tensor-parallel shares from
+// it, so they count what the trainer holds. tests/planner/placements_test checks it against
+// the table parallelize() builds.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "parallel/placement.h"
+#include "planner/layout.h"
+#include "planner/run_spec.h"
+
+namespace trident::planner {
+
+// The run's parameters as the table's specs for `tp` ranks: a family's split_heads past tp
+// replicates the tensor (every rank holds it whole and uses its head's rows).
+std::vector<parallel::ParamSpec> parameter_specs(const models::ModelShapes& shapes, int64_t tp);
+
+// The table of `run` under `l` (all parameters trainable).
+parallel::PlacementTable placements_of(const RunSpec& run, const Layout& l);
+
+// The elements each parameter of pipeline stage `stage` holds on the stage's tensor-parallel
+// rank 0 (the largest share: uneven splits give the first ranks more), in model order, and
+// their blocks (CausalLM::block_of).
+struct StageParameters {
+  std::vector<int64_t> numels;
+  std::vector<int64_t> blocks;
+};
+StageParameters stage_parameters(const parallel::PlacementTable& table, int stage);
+// Every stage's, of placements_of(run, l): what the memory and time models read, cached per
+// (tp, pp, virtual stages) and the run's shapes in run.stage_cache, since a search evaluates
+// thousands of layouts that share them (building the table for each made `trident plan` 6x
+// slower). Thread-safe.
+const std::vector<StageParameters>& stages_of(const RunSpec& run, const Layout& l);
+
+}  // namespace trident::planner
