@@ -25,6 +25,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/factory.h"
 #include "data/token_file.h"
+#include "parallel/pipeline.h"
 #include "train/trainer.h"
 
 using namespace trident;

@@ -1,18 +1,10 @@
 #include "parallel/tensor_parallel.h"
 
-#include <algorithm>
-#include <cmath>
 #include <typeindex>
 #include <typeinfo>
 
 #include "autograd/functions.h"
 #include "core/allocator.h"
-#include "core/copy.h"
-#include "core/factory.h"
-#include "core/profiler.h"
-#include "core/views.h"
-#include "ops/elementwise.h"
-#include "ops/optim.h"
 #include "parallel/placement.h"
 #include "parallel/tp_style_registry.h"
 #include "parallel/tp_styles.h"

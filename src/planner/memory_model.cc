@@ -278,7 +278,7 @@ std::vector<size_t> gradient_order(const Stage& s) {
   return order;
 }
 
-// Note [Staged buckets] (parallel/zero.cc): ZeRO 2-3's staging buffers at their peak, by
+// Note [Staged buckets] (parallel/zero/staged_gradients.cc): ZeRO 2-3's staging buffers at their peak, by
 // following the backward's gradients as they arrive (gradient_order). A bucket is staged (f32, its
 // padded length) from its first gradient; at its last it is posted and the one posted before
 // is folded in. At each arrival: the open buckets, the posted one and the autograd gradient
