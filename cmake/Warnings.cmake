@@ -13,6 +13,19 @@ if(TRIDENT_SANITIZE)
   target_compile_options(trident_options INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer)
   target_link_options(trident_options INTERFACE -fsanitize=address,undefined)
 endif()
+# TRIDENT_FUZZ: every library gets libFuzzer's coverage hooks, ASan and UBSan (a UB report stops
+# the run, so the fuzzer records it as a crash), at -O1 with debug info (after the -O3 above:
+# the last -O wins). Only the targets in fuzz/ link libFuzzer itself (-fsanitize=fuzzer).
+if(TRIDENT_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "TRIDENT_FUZZ needs clang (libFuzzer): configure with CC=clang CXX=clang++ "
+                        "in a build dir of its own (scripts/fuzz.sh does)")
+  endif()
+  target_compile_options(trident_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
+                              -fno-sanitize-recover=undefined>)
+  target_link_options(trident_options INTERFACE -fsanitize=address,undefined)
+endif()
 
 # trident_layer(name SOURCES... DEPS...): one library per layer of the architecture.
 function(trident_layer name)

@@ -32,6 +32,7 @@ TEST_PACKAGES=(
   libtcmalloc-minimal4 libjemalloc2  # PyTorch's allocators in bench/train_speed_compare.py (LD_PRELOAD)
   prometheus                   # promtool and the server for the monitoring tests (deploy/prometheus)
   iproute2                     # ip netns, veth, tc: the multihost tests' hosts (tests/support/netns.py)
+  clang libclang-rt-dev libomp-dev  # libFuzzer, ASan and UBSan for the fuzz targets (fuzz/, scripts/fuzz.sh)
 )
 
 case "${1:-}" in

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -62,7 +63,11 @@ struct f16 {
     if (abs < 0x38800000u) {                           // below 2^-14: f16 subnormal or zero
       // Scale so that the f16 subnormal unit (2^-24) is 1.0, then round to nearest even.
       float scaled = std::bit_cast<float>(abs) * 0x1p24f;
+#if __has_builtin(__builtin_roundevenf)
       float r = __builtin_roundevenf(scaled);
+#else  // clang < 15 (the fuzz build): the same under the default rounding mode, which trident never changes
+      float r = std::nearbyint(scaled);
+#endif
       return sign | static_cast<uint16_t>(r);
     }
     uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);  // round mantissa to 10 bits

@@ -180,6 +180,8 @@ StatusOr<std::unique_ptr<ByteLevelBpeTokenizer>> parse_hf_tokenizer_json(
   } catch (const Json::parse_error& e) {
     return Status::invalid(text_position(name, json_text, e.byte == 0 ? 0 : e.byte - 1) +
                            ": not valid JSON: " + e.what());
+  } catch (const Json::exception& e) {  // out_of_range.406: a number past a double (1e999), found by fuzz/
+    return Status::invalid(name + ": not valid JSON: " + e.what() + " (numbers must fit in a double)");
   }
   const Reader r(name);
   if (!root.is_object()) return r.fail("(top level)", "expected an object");

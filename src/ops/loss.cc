@@ -164,7 +164,8 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
   const int64_t count = count_targets(tc, V, ignore_index, what);
   Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
   std::optional<Tensor> logsumexp;
-  dispatch_floating(logits.dtype(), what, [&]<class T>() {
+  // N = N, V = V: clang before 16 cannot capture a structured binding (fuzz/ builds with clang 14).
+  dispatch_floating(logits.dtype(), what, [&, N = N, V = V]<class T>() {
     logsumexp = empty(Shape{N}, dtype_of<acc_t<T>>(), logits.device());
     double total = 0.0;
     if (on_device(lc)) {
@@ -204,7 +205,7 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
       reduction == Reduction::kSum ? g : (count > 0 ? g / static_cast<double>(count) : 0.0);
   const Tensor sc = core::contiguous(logsumexp);
   Tensor dlogits = empty(logits.shape(), logits.dtype(), logits.device());
-  dispatch_floating(logits.dtype(), what, [&]<class T>() {
+  dispatch_floating(logits.dtype(), what, [&, N = N, V = V]<class T>() {
     TRI_CHECK_TYPE(sc.dtype() == dtype_of<acc_t<T>>(), what, ": logsumexp must have dtype ",
                    dtype_of<acc_t<T>>(), " for logits of dtype ", logits.dtype(), ", got ",
                    sc.dtype());

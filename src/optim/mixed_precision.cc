@@ -111,7 +111,7 @@ MasterWeights::MasterWeights(const std::vector<nn::NamedTensor>& params, DType c
   in_flight_->limit = offload_in_flight_bytes;
   for (const auto& [name, p] : params) {
     TRI_CHECK(p.dtype() == DType::kF32, "mixed precision: parameter '", name, "' must start in f32, got ", p.dtype());
-    Tensor master = [&] {
+    Tensor master = [&, &p = p] {  // &p = p: clang before 16 cannot capture a structured binding (fuzz/)
       MemoryCategoryGuard state(MemoryCategory::kOptimizerState);
       const Device where = master_device.value_or(p.device());
       if (where == p.device()) return core::clone(p);

@@ -179,8 +179,10 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
         for (const auto& part : model.parts()) {
           parts.emplace_back();
           for (const auto& [name, p] : part) {
+            // &name = name: clang before 16 cannot capture a structured binding (fuzz/ builds with clang 14).
             const auto it =
-                std::find_if(g.params.begin(), g.params.end(), [&](const nn::NamedTensor& q) { return q.first == name; });
+                std::find_if(g.params.begin(), g.params.end(),
+                             [&name = name](const nn::NamedTensor& q) { return q.first == name; });
             if (it != g.params.end()) parts.back().push_back(static_cast<size_t>(it - g.params.begin()));
           }
         }

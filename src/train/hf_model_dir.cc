@@ -130,7 +130,7 @@ StatusOr<std::vector<std::string>> hf_weight_files(const std::string& path) {
   nlohmann::json index;
   try {
     index = nlohmann::json::parse(text.value());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range.406 for a number past a double (1e999)
     return Status::invalid(index_path + ": not JSON: " + e.what());
   }
   if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())

@@ -146,6 +146,12 @@ TEST(HfTokenizerJson, UnsupportedFeaturesNameTheFileAndTheField) {
   auto bad_json = parse_hf_tokenizer_json("{\n  \"model\": [1,\n}", "t/tokenizer.json");
   ASSERT_FALSE(bad_json.is_ok());
   EXPECT_CONTAINS(bad_json.status().message(), "t/tokenizer.json:3:1: not valid JSON");
+  // A number past a double is an error, not an escaping exception (found by fuzz/hf_tokenizer_json_fuzz;
+  // fuzz/corpus/hf_tokenizer_json_fuzz/crash_number_overflow).
+  auto huge = parse_hf_tokenizer_json("2E+5451", "t/tokenizer.json");
+  ASSERT_FALSE(huge.is_ok());
+  EXPECT_CONTAINS(huge.status().message(), "t/tokenizer.json: not valid JSON: ");
+  EXPECT_CONTAINS(huge.status().message(), "number overflow parsing '2E+5451' (numbers must fit in a double)");
 }
 
 // GPT-2's tokenizer.json as Hugging Face writes it, from GPT-2's files.

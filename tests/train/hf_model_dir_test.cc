@@ -267,6 +267,10 @@ TEST_F(HfModelDirFilesTest, AnIndexNamesShardFilesThatExist) {
   // The map is a guide to the files, as in transformers: a listed buffer no shard holds, or a
   // tensor left out, is for load_hf_weights to judge by parameter.
   EXPECT_EQ(error(R"({"weight_map": {"a": ")" + shard + R"(", "rotary_emb.inv_freq": ")" + shard + R"("}})"), "");
+  // A number past a double: an error naming the index, not an escaping exception (found by
+  // fuzz/hf_index_fuzz; fuzz/corpus/hf_index_fuzz/crash_number_overflow).
+  EXPECT_EQ(error(R"({"metadata": {"total_size": 1e999}, "weight_map": {}})"),
+            index + ": not JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'");
 }
 
 // train.init_from = DIR takes the architecture from DIR/config.json; a [model] key the config

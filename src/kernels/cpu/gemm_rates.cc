@@ -222,7 +222,9 @@ GemmRates measure_gemm_rates(const std::vector<GemmShape>& shapes, const std::ve
       void* C = f32 ? static_cast<void*>(cf.get()) : ch.get();
       for (GemmRate& r : out.rates) {
         if (r.dtype != dtype) continue;
-        const double s = seconds_per_call([&] { run_engine(r.engine, m, block, A, B, C); }, options.seconds_per_shape);
+        // &m = m, &block = block: clang before 16 cannot capture a structured binding (fuzz/ builds with clang 14).
+        const double s = seconds_per_call([&, &m = m, &block = block] { run_engine(r.engine, m, block, A, B, C); },
+                                          options.seconds_per_shape);
         r.shape_gflops.push_back(m.flops() / std::max(s, 1e-12) / 1e9);
       }
     }

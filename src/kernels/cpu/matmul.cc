@@ -114,7 +114,10 @@ BlockSplit block_split(int64_t M, int64_t N, int64_t block) {
 template <class In, class Out, class BlockGemm>
 void gemm_blocks(bool ta, bool tb, int64_t M, int64_t N, const In* A, int64_t lda, const In* B, int64_t ldb,
                  Out* C, int64_t ldc, Split split, const BlockGemm& block_gemm) {
-  const auto [by_rows, extent, block, blocks] = block_split(M, N, split.block);
+  // Named variables, not a structured binding: clang before 16 cannot capture one (fuzz/ builds with clang 14).
+  const BlockSplit split_c = block_split(M, N, split.block);
+  const bool by_rows = split_c.by_rows;
+  const int64_t extent = split_c.extent, block = split_c.block, blocks = split_c.blocks;
   auto run = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t start = b * block, len = std::min(block, extent - start);
@@ -284,7 +287,9 @@ int64_t gemm_engine_scratch_bytes(const GemmEngines& engines, int threads, bool 
   normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   // gemm_blocks' split, each thread running one block at a time: the larger scratch of a full
   // block and the last one (a shorter block may take another of oneDNN's kernels).
-  const auto [by_rows, extent, block, blocks] = block_split(M, N, 0);
+  const BlockSplit split_c = block_split(M, N, 0);  // not a structured binding: see gemm_blocks
+  const bool by_rows = split_c.by_rows;
+  const int64_t extent = split_c.extent, block = split_c.block, blocks = split_c.blocks;
   const int64_t last = extent - (blocks - 1) * block;
   auto scratch = [&](int64_t len) {
     return onednn_gemm_serial_scratchpad_bytes<T, T>(trans_a, trans_b, by_rows ? len : M, by_rows ? N : len, K, lda, ldb,
