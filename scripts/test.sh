@@ -27,12 +27,9 @@ fi
 # or sanitizer report. Only those below the training stack, whose build is about a quarter of
 # trident's; config_toml_fuzz, hf_config_fuzz and hf_index_fuzz link all of it (models, kernels,
 # parallel): scripts/fuzz.sh runs them, and every target longer. Skipped, saying so, without clang.
-# The server's requests are ASCII here until fuzz/findings/http_request_fuzz (a non-UTF-8 path
-# ends the process) is fixed; then it joins the others.
 fuzz_status=0
 scripts/fuzz.sh --seconds 10 --jobs "$(nproc)" safetensors_fuzz manifest_fuzz token_file_fuzz tiktoken_ranks_fuzz \
-  hf_tokenizer_json_fuzz gpt2_vocab_fuzz || fuzz_status=$?
-if [ "$fuzz_status" = 0 ]; then scripts/fuzz.sh --seconds 10 http_request_fuzz -- -only_ascii=1 || fuzz_status=$?; fi
+  hf_tokenizer_json_fuzz gpt2_vocab_fuzz http_request_fuzz || fuzz_status=$?
 if [ "$fuzz_status" = 3 ]; then
   echo "test: skipping the fuzz targets: no clang with libFuzzer here"
 elif [ "$fuzz_status" != 0 ]; then

@@ -10,9 +10,16 @@
 namespace trident::monitor {
 namespace {
 
+// A client's path or body may be any bytes: invalid UTF-8 is replaced (U+FFFD) rather than
+// thrown from dump() on a server thread, where it would end the process (found by
+// fuzz/http_request_fuzz: `GET /ab\xff`).
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 void reply(httplib::Response& res, int code, const std::string& error) {
   res.status = code;
-  res.set_content(nlohmann::json({{"error", error}}).dump() + "\n", "application/json");
+  res.set_content(json_text(nlohmann::json({{"error", error}})), "application/json");
 }
 
 }  // namespace
@@ -73,7 +80,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions&
                                  " does");
     control->request(control_bit(action), reason);
     res.status = 202;
-    res.set_content(nlohmann::json({{"accepted", action}}).dump() + "\n", "application/json");
+    res.set_content(json_text(nlohmann::json({{"accepted", action}})), "application/json");
   });
   // Paths that exist with another method: 405 rather than 404.
   auto wrong_method = [](const httplib::Request& req, httplib::Response& res) {

@@ -471,12 +471,16 @@ Status Trainer::run(int64_t until_step) {
   // A checkpoint, timed for the budget (Note [Preemption]).
   auto checkpoint = [&]() -> Status {
     const auto start = Clock::now();
-    Status s = save_checkpoint();
-    if (!s.is_ok()) return s;
+    auto written = save_checkpoint();
+    if (!written.is_ok()) return written.status();
+    if (!written.value()) {  // Note [No checkpoint from non-finite state] in trainer_checkpoint.cc
+      if (print) progress.message(skipped_checkpoint_note_);
+      return Status::ok();
+    }
     last_checkpoint_s_ = std::chrono::duration<double>(Clock::now() - start).count();
     last_checkpoint_step_ = step_;
     monitor_->on_checkpoint(last_checkpoint_s_, is_rank0() ? checkpoint_bytes(cfg_.train.out_dir) : 0);
-    return s;
+    return Status::ok();
   };
   const auto run_start = Clock::now();
   while (step_ < last) {

@@ -81,7 +81,11 @@ class Trainer {
   double evaluate();
   // Whether there is a validation file to evaluate on (data.val_file names one that exists).
   bool has_validation() const { return val_file_ != nullptr; }
-  [[nodiscard]] Status save_checkpoint();  // collective with more than one rank
+  // Collective with more than one rank. False: not written, because some weight or optimizer
+  // state is not finite (Note [No checkpoint from non-finite state]); skipped_checkpoint_note()
+  // says which tensor on which rank.
+  [[nodiscard]] StatusOr<bool> save_checkpoint();
+  const std::string& skipped_checkpoint_note() const { return skipped_checkpoint_note_; }
   [[nodiscard]] Status load_checkpoint(const std::string& dir);
 
   int64_t step() const { return step_; }
@@ -190,6 +194,7 @@ class Trainer {
   std::string no_validation_reason_;   // why there is no validation file, if there is none
   std::string engines_note_;  // set on resume when the checkpoint ran on other GEMM engines
   std::string resume_note_;   // set on resume when incomplete step checkpoints were passed over
+  std::string skipped_checkpoint_note_;  // why the last save_checkpoint() wrote nothing
   std::optional<MfuCeiling> mfu_;      // train.mfu on the CPU: measured by the first run()
   // Metrics, endpoints and run control (train/run_monitor.h), started by the first run();
   // last, so that it goes before the mesh it reads.

@@ -5,6 +5,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -99,7 +100,30 @@ Status load_hf_weights(models::CausalLM& model, const std::string& path) {
   return Status::ok();
 }
 
-Status Trainer::save_checkpoint() {
+namespace {
+
+// The first tensor among `shards` with a NaN or an infinity, or "".
+std::string first_non_finite(const std::vector<WrittenShard>& shards) {
+  for (const WrittenShard& w : shards) {
+    if (!w.values || !is_floating(w.values->dtype())) continue;
+    for (float v : to_vector<float>(*w.values))
+      if (!std::isfinite(v)) return w.tensor;
+  }
+  return "";
+}
+
+}  // namespace
+
+// Note [No checkpoint from non-finite state]
+// A step whose loss was NaN leaves NaN weights (and moments) behind it. With a rule that rolls
+// back (not_finite -> rollback_and_skip) the run goes on to the next boundary, and a periodic
+// checkpoint due at that step would be written from those weights and become the newest: the
+// rollback, a resume and `sample` would all start from it. So every rank checks what it would
+// write (weights, frozen weights and optimizer state, every dtype widened to f32) before any
+// file is opened, the ranks agree, and if any value anywhere is not finite nothing is written
+// and save_checkpoint() says false; the newest checkpoint stays the last good one. The check
+// reads each tensor once, which the write would do anyway.
+StatusOr<bool> Trainer::save_checkpoint() {
   // Note [Checkpoints from placements] in train/checkpoint_pieces.h.
   const std::string name = checkpoint::step_checkpoint_name(step_);
   const parallel::PlacementTable& table = *par_.placements;
@@ -109,6 +133,19 @@ Status Trainer::save_checkpoint() {
   for (const parallel::ParamPlacement* row : table.on_stage(at.stage))
     if (!row->trainable) frozen.emplace_back(row->name, model_->parameter(row->name));
   const std::vector<WrittenShard> shards = rank_shards(table, at, update_->held_pieces(), frozen, update_->rank_state());
+  skipped_checkpoint_note_.clear();
+  const std::string bad = first_non_finite(shards);
+  if (!all_ranks(bad.empty())) {
+    std::string where = bad.empty() ? "" : "'" + bad + "' on rank " + std::to_string(comm_ ? comm_->rank() : 0);
+    if (comm_) {  // name the first rank that found one, wherever it is
+      for (const std::string& w : comm::gather_strings(*comm_, where))
+        if (where.empty() && !w.empty()) where = w;
+    }
+    skipped_checkpoint_note_ = "not writing the checkpoint of step " + std::to_string(step_) + ": " + where +
+                               " holds a NaN or an infinity (a checkpoint is never written from non-finite weights "
+                               "or optimizer state; the newest checkpoint stays the last good one)";
+    return false;
+  }
   // Each pipeline stage draws its dropout masks from its own generator: every stage's offset
   // goes into the trainer state (summed over the world: only the first rank of each stage
   // adds its own), so a resumed pipeline draws the same masks.
@@ -143,7 +180,8 @@ Status Trainer::save_checkpoint() {
         return commit_checkpoint(w, update_->step_count(), stage_offsets);
       }();
     }
-    return agree_on(saved, name);
+    if (Status agreed = agree_on(saved, name); !agreed.is_ok()) return agreed;
+    return true;
   }
   // Every rank that writes anything writes its own file; rank 0 lists them all.
   auto writer = begin_shared_checkpoint(name);
@@ -171,7 +209,8 @@ Status Trainer::save_checkpoint() {
     }
     s = commit_checkpoint(w, update_->step_count(), stage_offsets);
   }
-  return agree_on(s, name);
+  if (Status agreed = agree_on(s, name); !agreed.is_ok()) return agreed;
+  return true;
 }
 
 bool Trainer::is_rank_state(const std::string& name) { return train::is_rank_state(name); }

@@ -102,6 +102,24 @@ TEST_F(HttpServerTest, BadRequestsChangeNothing) {
   EXPECT_EQ(control_.take_requests(), 0u) << "a refused request reached the training loop";
 }
 
+// A path that is not UTF-8 is answered (the JSON error replaces the bad bytes) and the server
+// stays up: it used to throw from the 404/405 answer on a server thread and end the process
+// (fuzz/corpus/http_request_fuzz/crash_invalid_utf8_path_*).
+TEST_F(HttpServerTest, PathsThatAreNotUtf8AreAnswered) {
+  for (const char* path : {"/ab\xff", "/metrics\xff\xfe"}) {
+    auto r = client_->Get(path);
+    ASSERT_TRUE(r) << "no answer";
+    EXPECT_EQ(r->status, 404);
+    EXPECT_NE(r->body.find("\xef\xbf\xbd"), std::string::npos) << r->body;  // U+FFFD
+  }
+  auto r = post("/metrics\xff", "s3cret");
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->status == 404 || r->status == 405) << r->status;
+  r = client_->Get("/metrics");
+  ASSERT_TRUE(r) << "the server is gone";
+  EXPECT_EQ(r->status, 200);
+}
+
 TEST(HttpServer, WithoutATokenControlIsOff) {
   Registry registry;
   RunControl control;
