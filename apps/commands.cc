@@ -17,6 +17,7 @@
 #include "checkpoint/env.h"
 #include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
+#include "core/factory.h"
 #include "core/options.h"
 #include "core/parallel.h"
 #include "data/prepare.h"
@@ -223,14 +224,30 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
     std::printf("%s", tree.help().c_str());
     return Status::ok();
   }
+  // Errors of the config (file, keys, values) exit kExitConfigError (Note [Exit statuses]).
+  *exit_code = train::kExitConfigError;
   if (Status s = load_config(tree, a.config_file, overrides); !s.is_ok()) return s;
   // A Hugging Face directory in train.init_from gives the architecture: printed as it will run.
   if (Status s = train::resolve_init_from(cfg); !s.is_ok()) return s;
-  cfg.validate();
+  try {
+    cfg.validate();
+  } catch (const Error& e) {
+    return Status::invalid(e.what());
+  }
+  // The world communicator, once: each MpiRuntime::world() is a new communicator with a
+  // number of its own (Note [Reading a flight record]); the trainer's must be the first, 0.
+  std::shared_ptr<comm::Communicator> world;
+  if (comm::MpiRuntime::launched_by_mpirun()) world = comm::MpiRuntime::world();
+  const int ranks = world ? world->size() : 1;
   if (cfg.parallel.auto_layout) {  // the planner's best layout for the ranks this job has (apps/plan.cc)
-    const int ranks = comm::MpiRuntime::launched_by_mpirun() ? comm::MpiRuntime::world()->size() : 1;
     if (Status s = apply_auto_layout(cfg, ranks, comm::MpiRuntime::launcher_rank() == 0); !s.is_ok()) return s;
   }
+  try {  // a layout that does not fit these ranks is the config's error (Note [Restarts with fewer ranks])
+    train::Trainer::check_layout(cfg, ranks);
+  } catch (const Error& e) {
+    return Status::invalid(e.message());
+  }
+  *exit_code = 0;
   cfg.kernels = cfg.kernels.resolved(cfg.uses_bf16_gemms());  // the printed config names the engines (Note [GEMM engines])
   const bool rank0 = comm::MpiRuntime::launcher_rank() == 0;
   if (rank0) std::printf("# resolved config\n%s", tree.to_toml().c_str());
@@ -238,8 +255,6 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
     std::fprintf(stderr, "kernels: the environment overrides the config: %s\n", env.c_str());
   if (a.print_config) return Status::ok();
   std::fflush(stdout);
-  std::shared_ptr<comm::Communicator> world;
-  if (comm::MpiRuntime::launched_by_mpirun()) world = comm::MpiRuntime::world();
   auto trainer = train::Trainer::create(cfg, world);
   if (!trainer.is_ok()) return trainer.status();
   train::Trainer& t = *trainer.value();
@@ -256,7 +271,18 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
     }
   }
   Status s = t.run();
+  if (!s.is_ok() && t.diverged()) *exit_code = train::kExitDiverged;  // Note [Exit statuses]
   if (!s.is_ok() || t.stop_reason().empty()) return s;
+  if (t.stopped_by_rule()) {  // running the same command again would stop again: not 75
+    if (rank0)
+      std::fprintf(stderr,
+                   "stopped after step %lld by an alert rule (%s); exit status %d: the checkpoint in %s resumes it, "
+                   "but the rule decided the run should not go on as it is (change the config or the rule first)\n",
+                   static_cast<long long>(t.step()), t.stop_reason().c_str(), train::kExitStoppedByRule,
+                   cfg.train.out_dir.c_str());
+    *exit_code = train::kExitStoppedByRule;
+    return s;
+  }
   if (rank0)
     std::fprintf(stderr, "stopped early after step %lld (%s) with a checkpoint in %s; exit status %d: %s\n",
                  static_cast<long long>(t.step()), t.stop_reason().c_str(), cfg.train.out_dir.c_str(),
@@ -366,6 +392,12 @@ Status run_sample(const SampleArgs& a) {
                  static_cast<long long>(cfg.model.vocab_size));
   auto model = load_model(src.value());
   if (!model.is_ok()) return model.status();
+  // Sampling from NaN weights prints noise (or one id forever): say which weight is bad.
+  for (const nn::NamedTensor& p : model.value()->named_parameters())
+    for (float v : to_vector<float>(p.second))
+      if (!std::isfinite(v))
+        return Status::invalid("sample: the weights of " + src.value().dir + " are not finite ('" + p.first +
+                               "' holds " + std::to_string(v) + "): nothing to sample from; use an earlier checkpoint");
   std::vector<int64_t> prompt;
   for (data::TokenId id : tok.value()->encode(a.prompt, /*allow_special=*/true)) prompt.push_back(id);
   if (prompt.empty()) {
@@ -437,8 +469,20 @@ Status run_eval(const EvalArgs& a) {
     if (Status s = trainer.value()->load_checkpoint(src.value().dir); !s.is_ok()) return s;
   }
   const double loss = trainer.value()->evaluate();
-  std::printf("{\"checkpoint\": \"%s\", \"val_loss\": %.6f, \"perplexity\": %.4f, \"batches\": %lld}\n",
-              src.value().dir.c_str(), loss, std::exp(loss), static_cast<long long>(cfg.train.eval_batches));
+  // Valid JSON whatever the loss: a NaN or infinite one is null (JSON has no NaN), and then the
+  // status is an error's, with a message.
+  auto number = [](double v, int digits) {
+    if (!std::isfinite(v)) return std::string("null");
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*f", digits, v);
+    return std::string(b);
+  };
+  std::printf("{\"checkpoint\": %s, \"val_loss\": %s, \"perplexity\": %s, \"batches\": %lld}\n",
+              nlohmann::json(src.value().dir).dump().c_str(), number(loss, 6).c_str(), number(std::exp(loss), 4).c_str(),
+              static_cast<long long>(cfg.train.eval_batches));
+  if (!std::isfinite(loss))
+    return Status::invalid("eval of " + src.value().dir + ": the validation loss is " + std::to_string(loss) +
+                           " (the weights, or the model's output on this data, are not finite)");
   return Status::ok();
 }
 

@@ -113,12 +113,19 @@ Status run_tokenize(const TokenizeArgs& args);
 // (--bind-to none for the ranks' OpenMP threads; --oversubscribe on one host; as root, the
 // allow-run-as-root variables) on this same executable, and waits for it. SIGTERM or SIGINT
 // to launch reach every rank as SIGUSR1 (a stop at the next step boundary, with a
-// checkpoint); a second SIGINT ends the job at once. `exit_code`: mpirun's status.
+// checkpoint); a second SIGINT ends the job at once. `exit_code`: mpirun's status (the last
+// attempt's). --max-restarts: a failed job runs again, on the hosts that answer
+// (Note [Restarts] in apps/restart_policy.h).
 struct LaunchArgs {
   int ranks = 1;
   std::string hostfile;
   std::string mpirun = "mpirun";
   bool dry_run = false;
+  int max_restarts = 0;             // 0: a failed job is not run again
+  double restart_window_s = 0.0;    // count restarts over this many seconds (0: the whole launch)
+  double restart_backoff_s = 2.0;   // the first restart's wait; doubles per restart in the window
+  int min_ranks = 0;                // restart on fewer ranks, down to this (0: -n); needs a hostfile
+  double host_check_timeout_s = 10.0;  // how long a host has to answer before a restart
   std::vector<std::string> command;  // everything after "--"
 };
 CLI::App* add_launch(CLI::App& app, LaunchArgs& args);

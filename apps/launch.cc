@@ -26,9 +26,12 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 
 #include "commands.h"
+#include "restart_policy.h"
 #include "train/stop_request.h"
 
 namespace trident::cli {
@@ -77,26 +80,43 @@ CLI::App* add_launch(CLI::App& app, LaunchArgs& a) {
       ->check(CLI::ExistingFile);
   c->add_option("--mpirun", a.mpirun, "the mpirun to use");
   c->add_flag("--dry-run", a.dry_run, "print the mpirun command instead of running it");
+  c->add_option("--max-restarts", a.max_restarts,
+                "run a failed job again (it resumes from its newest checkpoint) up to this many times")
+      ->check(CLI::Range(0, 1 << 20));
+  c->add_option("--restart-window", a.restart_window_s,
+                "count --max-restarts over the last this many seconds only (0: over the whole launch)")
+      ->check(CLI::Range(0.0, 1e9));
+  c->add_option("--restart-backoff", a.restart_backoff_s,
+                "seconds to wait before the first restart, doubling for each restart in the window (at most 60)")
+      ->check(CLI::Range(0.0, 3600.0));
+  c->add_option("--min-ranks", a.min_ranks,
+                "with --hostfile: restart on the hosts that answer with at least this many ranks (default: -n)")
+      ->check(CLI::Range(1, 1 << 20));
+  c->add_option("--host-check-timeout", a.host_check_timeout_s,
+                "seconds a host has to answer the check before a restart")
+      ->check(CLI::Range(0.1, 600.0));
   c->add_option("command", a.command, "the trident command to run on every rank, after --");
   c->footer(
       "Example: trident launch -n 4 -- train --config configs/fortunes.toml --train.threads=1\n"
       "SIGTERM or Ctrl-C: every rank finishes its step, the run writes a checkpoint and exits with status 75\n"
-      "(run the same command again to resume); a second Ctrl-C ends the job at once.");
+      "(run the same command again to resume); a second Ctrl-C ends the job at once.\n"
+      "--max-restarts 3: a job that fails (a rank killed, a hang, status 1 or 75 that launch did not ask for)\n"
+      "runs again and resumes from its newest checkpoint; 0, 78 and up (a config error, a rule's stop, a\n"
+      "diverged run) and a stop sent to launch end it. With --hostfile and --min-ranks, a restart checks the\n"
+      "hosts and runs on those that answer.");
   return c;
 }
 
-Status run_launch(const LaunchArgs& a, int* exit_code) {
-  std::vector<std::string> rest = a.command;
-  if (rest.empty()) return Status::invalid("launch: no command to run (e.g. trident launch -n 2 -- train ...)");
-  if (rest.front() == "launch") return Status::invalid("launch: the command to run cannot be launch itself");
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (ec) return Status::io_error("launch: cannot find this executable (/proc/self/exe): " + ec.message());
-  std::vector<std::string> argv = {a.mpirun, "-np", std::to_string(a.ranks), "--bind-to", "none"};
-  if (a.hostfile.empty()) {
+namespace {
+
+// The mpirun command line for `ranks` ranks on `hostfile` ("" for this host only).
+std::vector<std::string> mpirun_argv(const LaunchArgs& a, const std::string& self, int ranks,
+                                     const std::string& hostfile) {
+  std::vector<std::string> argv = {a.mpirun, "-np", std::to_string(ranks), "--bind-to", "none"};
+  if (hostfile.empty()) {
     argv.push_back("--oversubscribe");  // one host: more ranks than cores is allowed (tests, small runs)
   } else {
-    argv.insert(argv.end(), {"--hostfile", a.hostfile});
+    argv.insert(argv.end(), {"--hostfile", hostfile});
     // Other hosts start with their own environment (ssh's): pass on what configures trident
     // (TRIDENT_COMM_TIMEOUT_S, ...) and its threads, as mpirun does for OMPI_* itself.
     for (char** e = environ; *e != nullptr; ++e) {
@@ -112,25 +132,56 @@ Status run_launch(const LaunchArgs& a, int* exit_code) {
     argv.insert(argv.end(), {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
   }
   argv.push_back(self);
-  argv.insert(argv.end(), rest.begin(), rest.end());
+  argv.insert(argv.end(), a.command.begin(), a.command.end());
+  return argv;
+}
+
+std::string joined(const std::vector<std::string>& argv) {
   std::string line;
   for (const std::string& s : argv) line += (line.empty() ? "" : " ") + s;
-  if (a.dry_run) {
-    std::printf("%s\n", line.c_str());
-    return Status::ok();
+  return line;
+}
+
+// The end of mpirun's stderr that launch keeps (failure_cause reads it).
+constexpr size_t kOutputKept = 64 * 1024;
+
+// Passes what is in `fd` on to launch's stderr, keeping the end of it in `kept`. Returns
+// false at the end of the stream.
+bool pass_on(int fd, std::string* kept) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) return false;
+    if (n < 0) return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(STDERR_FILENO, buf + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno != EINTR) break;
+      if (w > 0) done += w;
+    }
+    kept->append(buf, static_cast<size_t>(n));
+    if (kept->size() > 2 * kOutputKept) kept->erase(0, kept->size() - kOutputKept);
   }
-  std::fprintf(stderr, "launch: %s\n", line.c_str());
+}
+
+// One attempt: runs mpirun and waits, passing signals on (Note [Launch and signals]).
+Status run_job(const LaunchArgs& a, std::vector<std::string> argv, JobEnd* end) {
+  std::fprintf(stderr, "launch: %s\n", joined(argv).c_str());
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<char*> cargv;
   for (std::string& s : argv) cargv.push_back(s.data());
   cargv.push_back(nullptr);
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0)
+    return Status::io_error(std::string("launch: cannot start mpirun: pipe: ") + std::strerror(errno));
 
-  // Handlers first, so that a signal during the fork is not lost.
-  install_forwarding();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) return Status::io_error(std::string("launch: cannot start mpirun: fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    ::close(err_pipe[0]);
+    ::close(err_pipe[1]);
+    return Status::io_error(std::string("launch: cannot start mpirun: fork: ") + std::strerror(errno));
+  }
   if (pid == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -138,6 +189,7 @@ Status run_launch(const LaunchArgs& a, int* exit_code) {
     for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::signal(sig, SIG_DFL);
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);  // dup2 clears O_CLOEXEC on the copy
     ::execvp(cargv[0], cargv.data());
     const std::string msg = "error: launch: cannot run '" + a.mpirun + "': " + std::strerror(errno) +
                             " (install OpenMPI: scripts/install-deps.sh)\n";
@@ -145,17 +197,23 @@ Status run_launch(const LaunchArgs& a, int* exit_code) {
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here: whichever of the two runs first
+  ::close(err_pipe[1]);
+  ::fcntl(err_pipe[0], F_SETFL, ::fcntl(err_pipe[0], F_GETFL) | O_NONBLOCK);
 
   // Wait, passing signals on: each stop request as SIGUSR1 (again for each new one, in case
   // one came before a rank was up: ranks ignore repeats), a later SIGINT as SIGUSR2 (every
   // rank exits at once), or as SIGTERM to mpirun while it may still be starting.
   const auto started = std::chrono::steady_clock::now();
   int status = 0, stops_passed = 0, interrupts_passed = 0;
+  bool open = true;
   for (;;) {
+    if (open) open = pass_on(err_pipe[0], &end->output);
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
-    if (done < 0 && errno != EINTR)
+    if (done < 0 && errno != EINTR) {
+      ::close(err_pipe[0]);
       return Status::io_error(std::string("launch: waiting for mpirun: ") + std::strerror(errno));
+    }
     const bool ready = mpirun_is_ready(pid, std::chrono::steady_clock::now() - started);
     if (const int n = g_interrupts.load(); n > interrupts_passed) {
       ::kill(pid, ready ? SIGUSR2 : SIGTERM);
@@ -166,12 +224,143 @@ Status run_launch(const LaunchArgs& a, int* exit_code) {
     }
     ::usleep(20000);
   }
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (*exit_code == 127 && WIFEXITED(status)) *exit_code = 1;  // could not run mpirun: said so above
-  if (*exit_code == train::kExitStoppedEarly)
-    std::fprintf(stderr, "launch: the run stopped early with a checkpoint (exit status %d): run the same command "
-                         "again to resume\n", train::kExitStoppedEarly);
+  if (open) pass_on(err_pipe[0], &end->output);  // what is left (a lingering writer: not waited for)
+  ::close(err_pipe[0]);
+  end->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  end->mpirun_missing = WIFEXITED(status) && end->status == 127 && end->output.find("error: launch: cannot run '") !=
+                                                                        std::string::npos;
+  if (end->mpirun_missing) end->status = 1;  // could not run mpirun: said so above
+  end->stop_forwarded = g_stop_requests.load() > 0 || g_interrupts.load() > 0;
   return Status::ok();
+}
+
+// Waits `seconds`; false if a stop request came meanwhile.
+bool wait_unless_stopped(double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (g_stop_requests.load() > 0 || g_interrupts.load() > 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return g_stop_requests.load() == 0 && g_interrupts.load() == 0;
+}
+
+// A hostfile of the hosts that answered, for a restart on fewer; removed with this object.
+struct ReducedHostfile {
+  std::string path;
+  ~ReducedHostfile() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+};
+
+}  // namespace
+
+Status run_launch(const LaunchArgs& a, int* exit_code) {
+  const std::vector<std::string>& rest = a.command;
+  if (rest.empty()) return Status::invalid("launch: no command to run (e.g. trident launch -n 2 -- train ...)");
+  if (rest.front() == "launch") return Status::invalid("launch: the command to run cannot be launch itself");
+  const int min_ranks = a.min_ranks > 0 ? a.min_ranks : a.ranks;
+  if (min_ranks > a.ranks)
+    return Status::invalid("launch: --min-ranks " + std::to_string(min_ranks) + " is more than -n " +
+                           std::to_string(a.ranks));
+  if (min_ranks < a.ranks && a.hostfile.empty())
+    return Status::invalid("launch: --min-ranks " + std::to_string(min_ranks) + " below -n " + std::to_string(a.ranks) +
+                           " needs --hostfile (the hosts to check before a restart; on one host every rank can run)");
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Status::io_error("launch: cannot find this executable (/proc/self/exe): " + ec.message());
+  if (a.dry_run) {
+    std::printf("%s\n", joined(mpirun_argv(a, self, a.ranks, a.hostfile)).c_str());
+    return Status::ok();
+  }
+  std::vector<HostEntry> hosts;
+  if (!a.hostfile.empty() && a.max_restarts > 0) {
+    auto h = read_hostfile(a.hostfile);
+    if (!h.is_ok()) return h.status();
+    hosts = std::move(h.value());
+  }
+
+  // Handlers first, so that a signal during the fork is not lost.
+  install_forwarding();
+  RestartBudget budget(a.max_restarts, a.restart_window_s, a.restart_backoff_s);
+  const char* agent_env = std::getenv("OMPI_MCA_plm_rsh_agent");
+  const std::string agent = agent_env != nullptr ? agent_env : "";
+  const std::string window =
+      a.restart_window_s > 0 ? " in the last " + std::to_string(static_cast<long long>(a.restart_window_s)) + " s" : "";
+  ReducedHostfile reduced;
+  int ranks = a.ranks;
+  std::string hostfile = a.hostfile;
+  for (;;) {
+    JobEnd end;
+    if (Status s = run_job(a, mpirun_argv(a, self, ranks, hostfile), &end); !s.is_ok()) return s;
+    *exit_code = end.status;
+    // Note [Restarts with fewer ranks]: a configuration error on fewer ranks than -n may be
+    // the layout's; one rank fewer, at once.
+    if (end.status == train::kExitConfigError && !end.stop_forwarded && ranks < a.ranks && ranks > min_ranks) {
+      std::fprintf(stderr, "launch: exit status 78 (a configuration error) on %d ranks: the layout may not fit; trying %d\n",
+                   ranks, ranks - 1);
+      --ranks;
+      continue;
+    }
+    const std::optional<std::string> why_not = why_no_restart(end);
+    if (why_not || a.max_restarts == 0) {
+      if (a.max_restarts > 0 && end.status != 0)
+        std::fprintf(stderr, "launch: not restarting: %s\n", why_not->c_str());
+      if (*exit_code == train::kExitStoppedEarly)
+        std::fprintf(stderr, "launch: the run stopped early with a checkpoint (exit status %d): run the same command "
+                             "again to resume\n", train::kExitStoppedEarly);
+      return Status::ok();
+    }
+    std::string cause = failure_cause(end.output);
+    cause = (cause.empty() ? "" : cause + "; ") + "mpirun: " + describe_status(end.status);
+    // Until a restart can go ahead: one taken from the budget, the backoff waited, enough
+    // hosts answering (Note [Restarts with fewer ranks]).
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!budget.take(now)) {
+        std::fprintf(stderr, "launch: giving up after %d restart(s)%s: the job failed (%s), last exit status %d\n",
+                     budget.max(), window.c_str(), cause.c_str(), *exit_code);
+        return Status::ok();
+      }
+      const double wait_s = budget.backoff_s(now);
+      std::fprintf(stderr, "launch: the job failed (%s): restart %d of %d%s in %.1f s\n", cause.c_str(),
+                   budget.used(now), budget.max(), window.c_str(), wait_s);
+      std::fflush(stderr);
+      if (!wait_unless_stopped(wait_s)) {
+        std::fprintf(stderr, "launch: a stop request came before the restart: not restarting; the newest checkpoint "
+                             "resumes when the same command runs again\n");
+        *exit_code = train::kExitStoppedEarly;
+        return Status::ok();
+      }
+      if (hosts.empty()) break;
+      const std::vector<bool> up = check_hosts(hosts, agent, a.host_check_timeout_s);
+      int slots = 0;
+      std::string gone, lines;
+      for (size_t i = 0; i < hosts.size(); ++i) {
+        if (up[i]) {
+          slots += hosts[i].slots;
+          lines += hosts[i].line + "\n";
+        } else {
+          gone += (gone.empty() ? "" : ", ") + hosts[i].name;
+        }
+      }
+      if (slots < min_ranks) {
+        cause = std::to_string(slots) + " rank(s) can run (hosts not answering: " + gone + "), fewer than --min-ranks " +
+                std::to_string(min_ranks);
+        continue;
+      }
+      ranks = std::min(slots, a.ranks);
+      if (gone.empty()) {
+        hostfile = a.hostfile;
+      } else {
+        reduced.path = (std::filesystem::temp_directory_path(ec) / ("trident_launch_hostfile." +
+                                                                    std::to_string(::getpid()))).string();
+        std::ofstream(reduced.path) << lines;
+        hostfile = reduced.path;
+        std::fprintf(stderr, "launch: hosts not answering: %s; restarting with %d rank(s)\n", gone.c_str(), ranks);
+      }
+      break;
+    }
+  }
 }
 
 }  // namespace trident::cli

@@ -17,7 +17,8 @@
 //
 // Exit status: 0 done; 1 an error (its message on stderr); 75 a training run that stopped
 // early with a checkpoint (a signal, or train.max_runtime): the same command resumes it;
-// 130 a second Ctrl-C.
+// 76 a hang rule's stop; 78 a config error; 79 an alert rule's stop; 80 diverged; 130 a second
+// Ctrl-C (Note [Exit statuses] in train/stop_request.h; the README's table has them all).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -90,7 +91,7 @@ int trident_main(int argc, char** argv) {
     else if (*cmd_calibrate) s = run_calibrate(calibrate, cmd_calibrate->remaining());
     if (!s.is_ok()) {
       std::fprintf(stderr, "%s%s\n", error_prefix().c_str(), s.to_string().c_str());
-      exit_after_error(1);
+      exit_after_error(exit_code != 0 ? exit_code : 1);  // train's 78 and 80 (Note [Exit statuses])
     }
     if (exit_code != 0) {
       std::fflush(stdout);

@@ -1,8 +1,13 @@
 #include "comm/flight_diagnosis.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace trident::comm {
 namespace {
@@ -73,6 +78,46 @@ FlightDiagnosis diagnose_flight_records(const std::map<int, std::vector<FlightRe
                : "no rank is behind: every rank reached the same operation on every communicator "
                  "(the hang is outside communication, or in an operation every rank entered)";
   return d;
+}
+
+namespace {
+
+// A dump of another rank written since `not_before`, whole (dumps are renamed into place).
+std::optional<std::vector<FlightRecord>> read_dump(const std::string& path, double not_before) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  const double mtime = static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * static_cast<double>(st.st_mtim.tv_nsec);
+  if (mtime < not_before) return std::nullopt;  // an earlier timeout's, or another run's
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return FlightRecorder::parse(text.str());
+}
+
+}  // namespace
+
+std::string name_stalled_ranks(const FlightRecorder& recorder, int world_size, double grace_s, double not_before) {
+  if (recorder.dump_path_of(0).empty() || world_size < 2) return "";
+  std::map<int, std::vector<FlightRecord>> by_rank;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+  for (;;) {
+    for (int r = 0; r < world_size; ++r)
+      if (by_rank.count(r) == 0)
+        if (auto got = read_dump(recorder.dump_path_of(r), not_before)) by_rank[r] = std::move(*got);
+    if (static_cast<int>(by_rank.size()) == world_size || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<int> silent;
+  for (int r = 0; r < world_size; ++r)
+    if (by_rank.count(r) == 0) silent.push_back(r);
+  if (silent.empty()) return diagnose_flight_records(by_rank).text;
+  std::ostringstream os;
+  os << rank_list(silent) << " stopped taking part: "
+     << (silent.size() == 1 ? "it wrote" : "they wrote") << " no flight record within " << grace_s
+     << " s of this timeout, so " << (silent.size() == 1 ? "it is" : "they are")
+     << " not waiting in any communication (busy elsewhere, stopped, or gone; or on a host that does not share "
+     << "train.out_dir)";
+  return os.str();
 }
 
 }  // namespace trident::comm

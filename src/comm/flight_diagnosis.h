@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,5 +31,13 @@ struct FlightDiagnosis {
 
 // `by_rank`: each rank's records (a rank missing from the map wrote none).
 FlightDiagnosis diagnose_flight_records(const std::map<int, std::vector<FlightRecord>>& by_rank);
+
+// At a collective's timeout (Note [Naming the rank at a timeout] in comm/mpi_communicator.cc):
+// waits at most grace_s for the flight records the other ranks of a world of `world_size`
+// write when their own waits time out (FlightRecorder::dump_path_of, written no earlier than
+// `not_before`, seconds since the epoch), then says which rank stopped taking part: those that
+// wrote none (not waiting in any communication: busy, stopped, or gone) or, when every rank
+// wrote one, the rank behind. "" when the recorder has no dump directory.
+std::string name_stalled_ranks(const FlightRecorder& recorder, int world_size, double grace_s, double not_before);
 
 }  // namespace trident::comm

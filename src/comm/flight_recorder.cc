@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -107,6 +108,18 @@ std::string FlightRecorder::text(int n) const {
 void FlightRecorder::set_dump_path(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
   dump_path_ = path;
+  dump_dir_.clear();
+}
+
+void FlightRecorder::set_dump_dir(const std::string& dir, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dump_dir_ = dir;
+  dump_path_ = dir + "/flight_rank" + std::to_string(rank) + ".json";
+}
+
+std::string FlightRecorder::dump_path_of(int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dump_dir_.empty() ? std::string() : dump_dir_ + "/flight_rank" + std::to_string(rank) + ".json";
 }
 
 std::string FlightRecorder::dump_path() const {
@@ -117,11 +130,49 @@ std::string FlightRecorder::dump_path() const {
 bool FlightRecorder::write_dump() const {
   const std::string path = dump_path();
   if (path.empty()) return false;
-  std::FILE* f = std::fopen(path.c_str(), "w");
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return false;
   const std::string j = json();
   const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size() && std::fputc('\n', f) != EOF;
-  return std::fclose(f) == 0 && ok;
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+std::optional<std::vector<FlightRecord>> FlightRecorder::parse(const std::string& text) {
+  // json()'s own format, one record per line: a reader of the dumps of other ranks of this
+  // build, not a general JSON parser (the communication layer has none).
+  std::vector<FlightRecord> out;
+  static const std::regex line(
+      R"re(\{"comm": (-?\d+), "comm_size": (\d+), "seq": (\d+), "op": "((?:[^"\\]|\\.)*)", "bytes": (-?\d+), )re"
+      R"re("started_s": ([-+0-9.eE]+), "state": "(completed|in flight)"\})re");
+  size_t pos = text.find('[');
+  if (pos == std::string::npos || text.find(']', pos) == std::string::npos) return std::nullopt;
+  std::istringstream lines(text.substr(pos + 1));
+  for (std::string l; std::getline(lines, l);) {
+    std::smatch m;
+    if (std::regex_search(l, m, line)) {
+      FlightRecord r;
+      r.comm = std::stoi(m[1].str());
+      r.comm_size = std::stoi(m[2].str());
+      r.seq = std::stoll(m[3].str());
+      for (size_t i = 0; i < m[4].str().size(); ++i) {
+        const char c = m[4].str()[i];
+        if (c != '\\') r.op += c;
+        else if (i + 1 < m[4].str().size()) r.op += m[4].str()[++i];
+      }
+      r.bytes = std::stoll(m[5].str());
+      r.started_s = std::stod(m[6].str());
+      r.completed = m[7].str() == "completed";
+      out.push_back(std::move(r));
+    } else if (l.find('{') != std::string::npos) {
+      return std::nullopt;  // a record in another format
+    }
+  }
+  return out;
 }
 
 }  // namespace trident::comm

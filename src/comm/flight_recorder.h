@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace trident::comm {
 
@@ -53,8 +55,17 @@ class FlightRecorder {
   // Where the timeout path writes the records (JSON), set by the trainer: "" = nowhere.
   void set_dump_path(const std::string& path);
   std::string dump_path() const;
-  // Writes json() to dump_path(); false when unset or unwritable.
+  // The same, as the trainer sets it: dir/flight_rank<rank>.json, where every rank of the job
+  // writes its own, so that a rank whose wait timed out can read the others' (Note [Naming the
+  // rank at a timeout] in comm/mpi_communicator.cc).
+  void set_dump_dir(const std::string& dir, int rank);
+  // dir/flight_rank<rank>.json of set_dump_dir for any rank; "" when no directory is set.
+  std::string dump_path_of(int rank) const;
+  // Writes json() to dump_path() (a temporary name, then renamed: a reader sees all or
+  // nothing); false when unset or unwritable.
   bool write_dump() const;
+  // The records of a dump as json() wrote them; nullopt for anything else.
+  static std::optional<std::vector<FlightRecord>> parse(const std::string& json_text);
   // A test's fault (train/fault_injection.h; TRIDENT_TEST_SLEEP_COLLECTIVE, Note [Test hooks]
   // in tests/support/env_fault_injector.h):
   // completed(comm, seq) first sleeps `seconds` (outside the lock, so dumps can still be
@@ -67,6 +78,7 @@ class FlightRecorder {
   std::deque<FlightRecord> records_;
   std::deque<int64_t> next_seq_;  // per communicator
   std::string dump_path_;
+  std::string dump_dir_;
   int sleep_comm_ = -1;
   int64_t sleep_seq_ = 0;
   double sleep_s_ = 0.0;

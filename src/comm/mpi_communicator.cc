@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/flight_diagnosis.h"
 #include "comm/flight_recorder.h"
 #include "comm/mpi_schedule_work.h"
 #include "comm/mpi_support.h"
@@ -67,6 +68,15 @@ struct HalfOps {
   }
 };
 
+// Note [Naming the rank at a timeout]
+// A wait that times out says which rank stopped taking part, as the hang rule does (Note
+// [Hang actions] in train/run_monitor.cc), from the flight records alone: every rank whose
+// wait times out writes its own (out_dir/flight_rank<r>.json) and then reads the others',
+// waiting a grace of at most 10 s (the timeout, when shorter) for them. A rank that wrote
+// none in that time is in no communication wait: the one that stopped taking part. When every
+// rank wrote one, the records say who is behind (comm/flight_diagnosis.h). The first rank to
+// finish its grace ends the job, so every rank waits the grace before MPI_Abort.
+//
 // Note [Distributed failures]
 // A rank that dies (killed, crashed) is noticed by mpirun, which names it ("process rank 2
 // ... exited on signal 9") and terminates the others with SIGTERM: our handler then prints,
@@ -77,6 +87,7 @@ struct HalfOps {
 char g_current_op[192] = "no communication yet";
 double g_timeout_s = 300.0;
 int g_world_rank = -1;
+int g_world_size = 1;
 
 void note_op(const char* verb, const std::string& what) {
   std::snprintf(g_current_op, sizeof g_current_op, "%s %s", verb, what.c_str());
@@ -174,14 +185,20 @@ void poll_until_done(const std::function<bool()>& test, const std::string& what,
     if (waited > g_timeout_s) {
       // The flight record says which collective (Note [Reading a flight record]).
       const FlightRecorder& fr = flight_recorder();
+      const double wait_began = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                                    .count() - waited;
       const bool written = fr.write_dump();
       const std::string on = stalled_on();
+      // Note [Naming the rank at a timeout]
+      const std::string stalled =
+          written ? name_stalled_ranks(fr, g_world_size, std::min(10.0, g_timeout_s), wait_began - g_timeout_s) : "";
       std::fprintf(stderr,
-                   "trident (rank %d): %s did not complete within %.0f s%s%s; ending the job. Its last "
+                   "trident (rank %d): %s did not complete within %.0f s%s%s%s%s; ending the job. Its last "
                    "communication (flight record%s%s):\n%s",
-                   g_world_rank, what.c_str(), g_timeout_s, on.empty() ? " (a rank stopped taking part?)" : ": ",
-                   on.c_str(), written ? ", also in " : "", written ? fr.dump_path().c_str() : "",
-                   fr.text(16).c_str());
+                   g_world_rank, what.c_str(), g_timeout_s,
+                   on.empty() ? (stalled.empty() ? " (a rank stopped taking part?)" : "") : ": ", on.c_str(),
+                   stalled.empty() ? "" : "; ", stalled.c_str(), written ? ", also in " : "",
+                   written ? fr.dump_path().c_str() : "", fr.text(16).c_str());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 3);
     }
@@ -719,6 +736,7 @@ void MpiRuntime::init(int* argc, char*** argv) {
   std::atexit(finalize_at_exit);
   if (progress_thread) start_progress_thread();  // Note [The progress thread]
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
   if (const char* t = std::getenv("TRIDENT_COMM_TIMEOUT_S")) set_timeout(timeout_from_env(t));
   // Note [Distributed failures]: last words when the launcher ends this rank, unless the
   // program handles these signals itself (`trident train` stops at a step boundary on them,

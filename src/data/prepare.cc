@@ -1,7 +1,12 @@
 // Text files -> train.bin / val.bin (see prepare.h).
 #include "data/prepare.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -10,6 +15,93 @@
 #include "data/token_file.h"
 
 namespace trident::data {
+
+// Note [Publishing train.bin and val.bin together]
+// Q: A prepare killed (or failing: a full disk) after writing train.bin but before val.bin left
+// a new train.bin beside the old val.bin: a run then evaluates on tokens it trains on, or on
+// another corpus, and nothing says so. How are the two published together?
+// A: POSIX renames one name at a time, so a pair needs a little redo log (leveldb's CURRENT
+// idea):
+//   1. both files are written in full under temporary names, train.bin.new and val.bin.new
+//      (each written, fsynced and renamed into place by write_token_file). A kill or an error
+//      here leaves the old pair untouched; the .new files are garbage the next prepare
+//      overwrites;
+//   2. the marker prepare.pending is written and fsynced: from now on the new pair is decided;
+//   3. val.bin.new is renamed to val.bin (or, with val_fraction 0, the old val.bin removed),
+//      train.bin.new to train.bin, the directory fsynced, and the marker removed.
+// A kill inside step 3 leaves the marker: the next prepare of that directory finishes the
+// renames first (finish_interrupted_prepare), whatever it then goes on to do. Between a kill
+// in step 3 and that, the pair can be mixed for as long as the marker is there; the window is
+// two rename calls, where the old order had a whole val.bin write (the test kills prepare with
+// a file-size limit that val.bin passes: tests/train/run_folder_test.py).
+// Not chosen: a manifest of both files' sizes and checksums checked by every reader (the
+// trainer, eval, and every script that reads nanoGPT's .bin files would all have to know it),
+// or a directory swapped by a symlink (train.bin would no longer be a plain file).
+namespace {
+
+constexpr const char* kPendingMarker = kPreparePendingMarker;
+
+Status fsync_dir(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int rc = fd < 0 ? -1 : ::fsync(fd);
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (rc != 0) return Status::io_error("cannot fsync the directory " + dir.string() + ": " + std::strerror(err));
+  return Status::ok();
+}
+
+Status write_marker(const std::filesystem::path& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const int err = errno;
+  if (fd >= 0) ok = ::close(fd) == 0 && ok;
+  if (!ok) return Status::io_error("cannot write " + path.string() + ": " + std::strerror(err));
+  return fsync_dir(path.parent_path());
+}
+
+}  // namespace
+
+Status pending_prepare_error(const std::filesystem::path& token_file, const std::string& key) {
+  std::error_code ec;
+  const std::filesystem::path marker = token_file.parent_path() / kPendingMarker;
+  if (!std::filesystem::exists(marker, ec)) return Status::ok();
+  const std::string dir = token_file.parent_path().string();
+  return Status::invalid(key + " '" + token_file.string() + "': " + marker.string() +
+                         " is there: a `trident prepare` into " + dir +
+                         " stopped while publishing train.bin and val.bin together, so the two may come from "
+                         "different corpora. Run that `trident prepare` again (it finishes the publication first), "
+                         "or finish it by hand: the .new files replace train.bin and val.bin, then remove the marker");
+}
+
+Status finish_interrupted_prepare(const std::filesystem::path& out_dir, bool* finished) {
+  namespace fs = std::filesystem;
+  if (finished != nullptr) *finished = false;
+  std::error_code ec;
+  const fs::path marker = out_dir / kPendingMarker;
+  if (!fs::exists(marker, ec)) return Status::ok();
+  // The marker's one line says whether the new pair has a val.bin ("val") or not ("no-val").
+  std::ifstream in(marker);
+  std::string what;
+  std::getline(in, what);
+  if (what != "val" && what != "no-val") {  // cut before its fsync: step 3 never began
+    fs::remove(marker, ec);
+    return Status::ok();
+  }
+  for (const char* name : {"val.bin", "train.bin"}) {
+    const fs::path from = out_dir / (std::string(name) + ".new"), to = out_dir / name;
+    if (std::string(name) == "val.bin" && what == "no-val") {
+      fs::remove(to, ec);
+    } else if (fs::exists(from, ec)) {
+      fs::rename(from, to, ec);
+    }
+    if (ec) return Status::io_error("prepare: cannot publish " + to.string() + ": " + ec.message());
+  }
+  if (Status s = fsync_dir(out_dir); !s.is_ok()) return s;
+  fs::remove(marker, ec);
+  if (ec) return Status::io_error("prepare: cannot remove " + marker.string() + ": " + ec.message());
+  if (finished != nullptr) *finished = true;
+  return fsync_dir(out_dir);
+}
 
 StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
                                             const PrepareOptions& options) {
@@ -62,19 +154,25 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
   fs::create_directories(options.out_dir, ec);
   if (ec)
     return Status::io_error("cannot create " + options.out_dir.string() + ": " + ec.message());
+  // An earlier prepare killed while publishing: its pair first (Note [Publishing train.bin and val.bin together]).
+  if (Status s = finish_interrupted_prepare(options.out_dir); !s.is_ok()) return s;
   result.train_path = options.out_dir / "train.bin";
   if (val > 0) result.val_path = options.out_dir / "val.bin";
   result.train_tokens = total - val;
   result.val_tokens = val;
-  if (Status s = write(result.train_path, 0, static_cast<size_t>(total - val)); !s.is_ok()) return s;
-  if (val == 0) {
-    const fs::path old = options.out_dir / "val.bin";
-    result.removed_old_val = fs::remove(old, ec);
-    if (ec) return Status::io_error("cannot remove the older " + old.string() + ": " + ec.message());
-    return result;
+  // 1. Both files under temporary names; 2. the marker; 3. the renames.
+  const fs::path train_new = options.out_dir / "train.bin.new", val_new = options.out_dir / "val.bin.new";
+  if (Status s = write(train_new, 0, static_cast<size_t>(total - val)); !s.is_ok()) return s;
+  if (val > 0) {
+    if (Status s = write(val_new, static_cast<size_t>(total - val), static_cast<size_t>(val)); !s.is_ok()) {
+      fs::remove(train_new, ec);
+      return s;
+    }
   }
-  if (Status s = write(result.val_path, static_cast<size_t>(total - val), static_cast<size_t>(val)); !s.is_ok())
+  result.removed_old_val = val == 0 && fs::exists(options.out_dir / "val.bin", ec);
+  if (Status s = write_marker(options.out_dir / kPendingMarker, val > 0 ? "val\n" : "no-val\n"); !s.is_ok())
     return s;
+  if (Status s = finish_interrupted_prepare(options.out_dir); !s.is_ok()) return s;
   return result;
 }
 

@@ -4,8 +4,9 @@
 // ordinary text: a literal "<|endoftext|>" inside a document is not the special token) and
 // concatenated, with the tokenizer's end-of-text token between consecutive documents when it
 // has one (GPT-2: 50256; the byte tokenizer has none, so documents are simply joined). The
-// last val_fraction of the tokens becomes val.bin and the rest train.bin, both written
-// atomically (data/token_file.h) into out_dir. With val_fraction 0 every token goes to
+// last val_fraction of the tokens becomes val.bin and the rest train.bin, published together
+// into out_dir: a prepare killed or failing leaves the old pair (Note [Publishing train.bin and
+// val.bin together] in prepare.cc). With val_fraction 0 every token goes to
 // train.bin and no val.bin is left in out_dir (an older one is removed: it would hold tokens
 // that are now training data). A single document gives exactly the tokens
 // tiktoken's encode_ordinary gives for the file, so a PyTorch script tokenizing the same file
@@ -48,5 +49,19 @@ struct PrepareResult {
 // uint32 files (data/token_file.h, Note [uint32 token files]).
 StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
                                             const PrepareOptions& options);
+
+// Completes the publication of a pair that a prepare killed while renaming left in `out_dir`
+// (its prepare.pending marker): renames train.bin.new and val.bin.new over train.bin and
+// val.bin, or removes val.bin for a pair without one. Nothing to do (no marker) is OK;
+// `finished` (optional) says whether there was. prepare_token_files calls it first. Errors:
+// kIO naming the file.
+// The marker of a publication in progress (Note [Publishing train.bin and val.bin together]):
+// while it is in a directory, its train.bin and val.bin may be from different prepares, so a
+// run refuses them (pending_prepare_error).
+inline constexpr const char* kPreparePendingMarker = "prepare.pending";
+// An error naming the marker and what to do when the directory of `token_file` holds one; ok
+// otherwise.
+Status pending_prepare_error(const std::filesystem::path& token_file, const std::string& key);
+Status finish_interrupted_prepare(const std::filesystem::path& out_dir, bool* finished = nullptr);
 
 }  // namespace trident::data

@@ -29,8 +29,9 @@ const OptionTable<AlertRule>& AlertRule::table() {
           .add("min_delta", &AlertRule::min_delta, "an improvement smaller than this does not count",
                Range::non_negative())
           .add("actions", &AlertRule::actions,
-               "comma-separated: log, notify (webhook, e-mail and/or command), checkpoint, pause, stop (checkpoint, exit 75), "
-               "rollback_and_skip (restore the newest checkpoint before the step, skip the batches since)")
+               "comma-separated: log, notify (webhook, e-mail and/or command), checkpoint, pause, stop (checkpoint, exit 79), "
+               "rollback_and_skip (restore the newest checkpoint before the step, skip the batches since; see "
+               "rollback_limit)")
           .add("window", &AlertRule::window,
                "spikes: steps of history for the z-score; throughput_drop: steps before it may fire",
                Range::at_least(2))
@@ -45,6 +46,14 @@ const OptionTable<AlertRule>& AlertRule::table() {
                "available, /proc/meminfo; sampled every monitor.system_interval), or its device allocator's reserved "
                "bytes exceed this fraction of the device's memory (or TRIDENT_CUDA_MEMORY_LIMIT_MB)",
                Range::between(0.0, 1.0))
+          .add("rollback_limit", &AlertRule::rollback_limit,
+               "rollback_and_skip: rollbacks to one checkpoint (within rollback_window steps) before the rule rolls "
+               "back to an older one; with none left the run stops, exit 80",
+               Range::at_least(1))
+          .add("rollback_window", &AlertRule::rollback_window,
+               "rollback_and_skip: a rollback counts against rollback_limit while the step that fired is within this "
+               "many steps of the one it rolled back from",
+               Range::at_least(1))
           .add("timeout", &AlertRule::timeout,
                "hang: seconds without a finished step (evaluations and checkpoints count as progress)",
                Range::positive())
@@ -136,6 +145,27 @@ std::optional<AlertEvent> PlateauState::observe(int64_t step, double value) {
   if (++since_best_ < rule_.patience) return std::nullopt;
   since_best_ = 0;
   return AlertEvent{rule_.name, rule_.condition, rule_.metric, step, value, *best_, best_step_, rule_.patience, ""};
+}
+
+}  // namespace trident::monitor
+
+namespace trident::monitor {
+
+nlohmann::json PlateauState::state() const {
+  nlohmann::json j = {{"best_step", best_step_}, {"since_best", since_best_}};
+  j["best"] = best_ ? nlohmann::json(*best_) : nlohmann::json(nullptr);
+  return j;
+}
+
+void PlateauState::restore(const nlohmann::json& j) {
+  try {
+    best_.reset();
+    if (!j.at("best").is_null()) best_ = j.at("best").get<double>();
+    best_step_ = j.at("best_step").get<int64_t>();
+    since_best_ = j.at("since_best").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    TRI_CHECK(false, "the saved state of plateau rule '", rule_.name, "' (", j.dump(), ") is malformed: ", e.what());
+  }
 }
 
 }  // namespace trident::monitor

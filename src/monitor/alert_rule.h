@@ -13,9 +13,11 @@
 // Actions, a comma-separated list: log (a line on rank 0's stderr), notify (POST the event
 // as JSON to `webhook`, e-mail it to `email_to` through `smtp_url`, and/or run `command` with
 // the event's JSON on stdin), checkpoint,
-// pause, stop (checkpoint, then exit 75), rollback_and_skip (restore the newest checkpoint
-// before the step that fired and skip the batches since: Note [Rollback and skip] in
-// train/trainer_rollback.cc). All but log and notify act at the next step boundary on every
+// pause, stop (checkpoint, then exit 79: Note [Exit statuses] in train/stop_request.h),
+// rollback_and_skip (restore the newest checkpoint before the step that fired and skip the
+// batches since: Note [Rollback and skip] in train/trainer_rollback.cc; at most
+// `rollback_limit` times to one checkpoint within `rollback_window` steps, then an older one:
+// Note [Rollback limits] in monitor/step_conditions.h). All but log and notify act at the next step boundary on every
 // rank (Note [Control at step boundaries] in train/trainer.cc).
 //
 // Not here: sending (monitor/notify.h), acting (the trainer).
@@ -25,6 +27,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/options.h"
 
@@ -43,6 +47,8 @@ struct AlertRule {
   double timeout = 600.0;    // hang: seconds without a finished step
   double factor = 3.0;       // straggler: fires above factor x the median across ranks
   double memory_fraction = 0.9;  // memory_high: fires when a host's used memory is above this fraction
+  int64_t rollback_limit = 3;     // rollback_and_skip: rollbacks to one checkpoint before an older one
+  int64_t rollback_window = 1000; // rollback_and_skip: steps a rollback counts against the limit
   std::string webhook = "";
   std::string smtp_url = "";
   std::string email_from = "trident@localhost";
@@ -81,6 +87,10 @@ class PlateauState {
   explicit PlateauState(const AlertRule& rule) : rule_(rule) {}
   // The event when this evaluation makes the rule fire.
   std::optional<AlertEvent> observe(int64_t step, double value);
+  // What a checkpoint keeps of it (Note [Alert state in checkpoints] in train/run_monitor.cc),
+  // and restoring that; a malformed one throws trident::Error naming the field.
+  nlohmann::json state() const;
+  void restore(const nlohmann::json& state);
 
  private:
   AlertRule rule_;

@@ -20,7 +20,15 @@ const OptionTable<MonitorOptions>& MonitorOptions::table() {
           .add("tensorboard", &MonitorOptions::tensorboard,
                "write TensorBoard scalar event files (events.out.tfevents.*) in train.out_dir (rank 0)")
           .add("system_interval", &MonitorOptions::system_interval,
-               "seconds between samples of the process's RSS, CPU time and network bytes (/proc)", Range::positive());
+               "seconds between samples of the process's RSS, CPU time and network bytes (/proc)", Range::positive())
+          .add("notify_cooldown", &MonitorOptions::notify_cooldown,
+               "seconds after an alert rule's notification during which its further firings are counted, not "
+               "sent (the next notification says how many); 0: every firing notifies",
+               Range::between(0.0, 7 * 86400.0))
+          .add("notify_timeout", &MonitorOptions::notify_timeout,
+               "seconds one try of a webhook or e-mail may take (3 tries, from a background thread); at the "
+               "end of the run, unsent notifications get at most this long",
+               Range::between(0.1, 600.0));
   return t;
 }
 

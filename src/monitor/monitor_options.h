@@ -1,5 +1,6 @@
 // The [monitor] section: where a run publishes its metrics (the HTTP endpoint for
-// Prometheus, TensorBoard event files) and how it is controlled (the token for POSTs).
+// Prometheus, TensorBoard event files), how it is controlled (the token for POSTs) and how
+// its alerts' notifications leave (monitor/notification_queue.h).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,8 @@ struct MonitorOptions {
   std::string token_file = "";      // file holding the control token (TRIDENT_CONTROL_TOKEN wins)
   bool tensorboard = true;          // write <out_dir>/events.out.tfevents.* (rank 0)
   double system_interval = 1.0;     // seconds between samples of /proc (RSS, CPU, network)
+  double notify_cooldown = 300.0;   // a rule notifies at most once per this many seconds (0: every firing)
+  double notify_timeout = 10.0;     // seconds per try of a webhook or e-mail; also what the run's end waits for them
   static const OptionTable<MonitorOptions>& table();
 };
 

@@ -17,7 +17,8 @@ extern char** environ;
 
 namespace trident::monitor {
 
-Status run_notify_command(const std::string& command, const std::string& input, double timeout_s) {
+Status run_notify_command(const std::string& command, const std::string& input, double timeout_s,
+                          const std::atomic<bool>* abort) {
   const std::string what = "notify command '" + command + "'";
   std::string path = (std::filesystem::temp_directory_path() / "trident-event-XXXXXX").string();
   const int fd = mkstemp(path.data());
@@ -48,9 +49,11 @@ Status run_notify_command(const std::string& command, const std::string& input, 
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
     if (done < 0) return Status::io_error(what + ": waitpid: " + std::strerror(errno));
-    if (std::chrono::steady_clock::now() > deadline) {
+    const bool aborted = abort != nullptr && abort->load();
+    if (aborted || std::chrono::steady_clock::now() > deadline) {
       kill(-pid, SIGKILL);
       waitpid(pid, &status, 0);
+      if (aborted) return Status::io_error(what + ": killed (the run is ending)");
       return Status::io_error(what + ": still running after " + std::to_string(timeout_s) + " s; killed");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -23,6 +23,7 @@ enum ControlBits : uint32_t {
   kControlCheckpoint = 4,
   kControlStop = 8,
   kControlRollback = 16,  // rollback_and_skip (alerts only; no HTTP request sets it)
+  kControlStopByRule = 32,  // with kControlStop: an alert rule decided it (exit 79, not 75)
 };
 // The bit of "pause", "resume", "checkpoint" or "stop" (0 for anything else).
 uint32_t control_bit(const std::string& action);

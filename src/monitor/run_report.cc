@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -22,6 +24,8 @@ using Points = std::vector<std::pair<double, double>>;  // (step, value)
 struct Series {
   std::string name, color;
   Points points;
+  bool dashed = false;  // the discarded steps of a rollback (Note [Discarded and replayed steps])
+  bool legend = true;   // false: a further piece of a series already in the legend
 };
 
 struct Marker {
@@ -128,10 +132,72 @@ StatusOr<std::vector<nlohmann::json>> read_jsonl(const std::string& path, bool r
   return rows;
 }
 
-// A line chart of `series` against the step, with the markers as vertical lines.
+// Note [Axis ticks]
+// Q: Why not four equal divisions of the data's range, as before?
+// A: They gave labels such as 0.0005275 and, with 5% padding below a time near 0, -161 ms.
+// Ticks are "nice" numbers instead (1, 2 or 5 times a power of ten, about five per axis, the
+// way gnuplot and matplotlib's MaxNLocator choose them), the axis spans whole ticks, a range
+// of values >= 0 never goes below 0, and labels carry only the digits the tick spacing needs
+// (small and large values in the form 2e-4). Log axes tick at powers of ten. The x axis is the
+// step (integer ticks, labelled "step").
+double nice_step(double range, int target) {
+  const double raw = range / std::max(1, target);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  return (f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0) * mag;
+}
+
+// `v`, a multiple of `step`, with the decimals the spacing needs.
+std::string tick_label(double v, double step) {
+  char buf[32];
+  if (std::fabs(v) < 1e-12 * std::max(1.0, step)) return "0";
+  const double a = std::fabs(v);
+  if (a >= 1e6 || a < 1e-3) {
+    // Mantissa digits: as many as the step has below v's magnitude.
+    const int digits = std::max(0, static_cast<int>(std::floor(std::log10(a)) - std::floor(std::log10(step))));
+    std::snprintf(buf, sizeof buf, "%.*e", std::min(digits, 6), v);
+    // 2.0e-04 -> 2e-4
+    std::string t = buf;
+    const size_t e = t.find('e');
+    std::string mant = t.substr(0, e), ex = t.substr(e + 1);
+    if (mant.find('.') != std::string::npos) {
+      while (mant.back() == '0') mant.pop_back();
+      if (mant.back() == '.') mant.pop_back();
+    }
+    const bool neg = ex[0] == '-';
+    ex = ex.substr(1);
+    while (ex.size() > 1 && ex[0] == '0') ex.erase(0, 1);
+    return mant + "e" + (neg ? "-" : "") + ex;
+  }
+  const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9)));
+  std::snprintf(buf, sizeof buf, "%.*f", std::min(decimals, 9), v);
+  return buf;
+}
+
+struct Axis {
+  double lo, hi;
+  std::vector<double> ticks;
+};
+
+Axis linear_axis(double lo, double hi, int target) {
+  if (hi <= lo) {  // one value: a range around it
+    const double d = lo == 0 ? 1.0 : std::fabs(lo) * 0.1;
+    lo -= d;
+    hi += d;
+  }
+  const bool non_negative = lo >= 0;
+  const double step = nice_step(hi - lo, target);
+  Axis a{std::floor(lo / step + 1e-9) * step, std::ceil(hi / step - 1e-9) * step, {}};
+  if (non_negative) a.lo = std::max(0.0, a.lo);
+  for (double v = a.lo; v <= a.hi + step * 1e-6; v += step) a.ticks.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  return a;
+}
+
+// A line chart of `series` against the step, with the markers as vertical lines. The SVG
+// scales to the page's width (viewBox; the stylesheet's width: 100%).
 std::string chart(const std::string& title, const std::vector<Series>& series, const std::vector<Marker>& markers,
                   double x_max, bool log_y = false) {
-  const double W = 760, H = 230, L = 64, R = 12, T = 26, B = 28;
+  const double W = 1000, H = 250, L = 70, R = 14, T = 26, B = 40;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   size_t n = 0;
   for (const Series& s : series)
@@ -143,52 +209,233 @@ std::string chart(const std::string& title, const std::vector<Series>& series, c
         ++n;
       }
   std::ostringstream os;
-  os << "<figure><figcaption>" << escape(title) << "</figcaption>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\""
-     << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W << " " << H << "\">\n";
+  os << "<figure><figcaption>" << escape(title) << "</figcaption>\n<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 "
+     << W << " " << H << "\" preserveAspectRatio=\"xMinYMin meet\">\n";
   os << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\"" << H - T - B
      << "\" class=\"plot\"/>\n";
   if (n == 0) {
     os << "<text x=\"" << W / 2 << "\" y=\"" << H / 2 << "\" text-anchor=\"middle\">no data</text></svg></figure>\n";
     return os.str();
   }
-  if (hi == lo) {
-    hi += 0.5;
-    lo -= 0.5;
+  Axis y;
+  if (log_y) {  // powers of ten (every other one past 8 decades)
+    y.lo = std::floor(lo);
+    y.hi = std::max(std::ceil(hi), y.lo + 1);
+    const double every = y.hi - y.lo > 8 ? 2 : 1;
+    for (double v = y.lo; v <= y.hi; v += every) y.ticks.push_back(v);
+  } else {
+    y = linear_axis(lo, hi, 5);
   }
-  const double pad = 0.05 * (hi - lo);
-  lo -= pad;
-  hi += pad;
-  const double xm = std::max(1.0, x_max);
-  auto px = [&](double x) { return L + (W - L - R) * x / xm; };
-  auto py = [&](double v) { return T + (H - T - B) * (1.0 - (v - lo) / (hi - lo)); };
-  auto label = [&](double v) { return num(log_y ? std::pow(10.0, v) : v); };
-  for (int i = 0; i <= 4; ++i) {
-    const double v = lo + (hi - lo) * i / 4.0;
+  const Axis x = linear_axis(0, std::max(1.0, x_max), 8);
+  const double x_step = std::max(1.0, x.ticks.size() > 1 ? x.ticks[1] - x.ticks[0] : 1.0);
+  auto px = [&](double v) { return L + (W - L - R) * v / x.hi; };
+  auto py = [&](double v) { return T + (H - T - B) * (1.0 - (v - y.lo) / (y.hi - y.lo)); };
+  const double y_step = y.ticks.size() > 1 ? y.ticks[1] - y.ticks[0] : 1.0;
+  for (double v : y.ticks) {
+    const std::string label = log_y ? tick_label(std::pow(10.0, v), std::pow(10.0, v)) : tick_label(v, y_step);
     os << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << py(v) << "\" y2=\"" << py(v)
-       << "\" class=\"grid\"/><text x=\"" << L - 4 << "\" y=\"" << py(v) + 4 << "\" text-anchor=\"end\">" << label(v)
-       << "</text>\n";
+       << "\" class=\"grid\"/><text class=\"ytick\" x=\"" << L - 4 << "\" y=\"" << py(v) + 4
+       << "\" text-anchor=\"end\">" << label << "</text>\n";
   }
-  for (int i = 0; i <= 4; ++i) {
-    const double x = xm * i / 4.0;
-    os << "<text x=\"" << px(x) << "\" y=\"" << H - 10 << "\" text-anchor=\"middle\">" << num(std::round(x))
-       << "</text>\n";
-  }
+  for (double v = 0; v <= x.hi + 1e-9; v += x_step)
+    os << "<text class=\"xtick\" x=\"" << px(v) << "\" y=\"" << H - B + 15 << "\" text-anchor=\"middle\">"
+       << tick_label(v, x_step) << "</text>\n";
+  os << "<text x=\"" << L + (W - L - R) / 2 << "\" y=\"" << H - 6 << "\" text-anchor=\"middle\">step</text>\n";
   for (const Marker& m : markers)
     os << "<line x1=\"" << px(static_cast<double>(m.step)) << "\" x2=\"" << px(static_cast<double>(m.step)) << "\" y1=\""
        << T << "\" y2=\"" << H - B << "\" class=\"" << (m.rollback ? "rollback" : "alert") << "\" data-step=\""
        << m.step << "\"><title>" << escape(m.label) << "</title></line>\n";
   double legend_x = L + 8;
   for (const Series& s : series) {
-    os << "<polyline class=\"series\" data-name=\"" << escape(s.name) << "\" data-points=\"" << s.points.size()
-       << "\" stroke=\"" << s.color << "\" points=\"";
-    for (const auto& [x, y] : s.points)
-      if (std::isfinite(y) && (!log_y || y > 0)) os << px(x) << "," << py(log_y ? std::log10(y) : y) << " ";
+    os << "<polyline class=\"series" << (s.dashed ? " discarded" : "") << "\" data-name=\"" << escape(s.name)
+       << "\" data-points=\"" << s.points.size() << "\" stroke=\"" << s.color << "\" points=\"";
+    for (const auto& [px_, py_] : s.points)
+      if (std::isfinite(py_) && (!log_y || py_ > 0)) os << px(px_) << "," << py(log_y ? std::log10(py_) : py_) << " ";
+    os << "\"/>\n";
+    if (!s.legend) continue;
     // The legend's colour inline: the stylesheet's `svg text` fill would beat a fill attribute.
-    os << "\"/>\n<text x=\"" << legend_x << "\" y=\"" << T - 8 << "\" style=\"fill:" << s.color << "\">" << escape(s.name)
+    os << "<text x=\"" << legend_x << "\" y=\"" << T - 8 << "\" style=\"fill:" << s.color << "\">" << escape(s.name)
        << "</text>\n";
     legend_x += 14 + 7.0 * static_cast<double>(s.name.size());
   }
   os << "</svg></figure>\n";
+  return os.str();
+}
+
+// A rollback line and the step lines it discarded (Note [Discarded and replayed steps]).
+struct Rollback {
+  int64_t from, to;
+  nlohmann::json line;  // {"from_step": ..., "to_step": ..., and whatever else the trainer says}
+  std::map<int64_t, nlohmann::json> discarded;
+};
+
+// The run's wall time from elapsed_s, which restarts at 0 in each process (a resume): the
+// sum of each process's last value.
+struct WallTime {
+  double total = 0, current = 0;
+  int processes = 0;
+  void add(const nlohmann::json& r) {
+    if (!r.contains("elapsed_s") || !r["elapsed_s"].is_number()) return;
+    const double e = r["elapsed_s"].get<double>();
+    if (processes == 0 || e < current) {
+      total += processes == 0 ? 0 : current;
+      ++processes;
+    }
+    current = e;
+  }
+  double seconds() const { return total + current; }
+};
+
+std::string duration(double s) {
+  char buf[48];
+  const auto t = static_cast<int64_t>(std::llround(s));
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lldh %02lldm %02llds", static_cast<long long>(t / 3600),
+                               static_cast<long long>(t / 60 % 60), static_cast<long long>(t % 60));
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%lldm %02llds", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
+  else std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The config of the newest complete checkpoint (step_*/config.toml with a DONE marker), as
+// "section.key" -> the value's text. A small reader of the file trident writes (one `key =
+// value  # doc` a line), not a TOML parser; the [[alerts]] tables are skipped. Empty when no
+// checkpoint has one.
+std::map<std::string, std::string> newest_config(const std::string& run_dir, std::string* from) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string best;
+  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step_", 0) == 0 && fs::exists(e.path() / "DONE", ec) && fs::exists(e.path() / "config.toml", ec) &&
+        name > best)
+      best = name;
+  }
+  std::map<std::string, std::string> out;
+  if (best.empty()) return out;
+  *from = best;
+  std::ifstream in(fs::path(run_dir) / best / "config.toml");
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.rfind("[[", 0) == 0) {
+      section = "";  // an array of tables: not read
+      continue;
+    }
+    if (line.rfind("[", 0) == 0) {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    if (section.empty() || eq == std::string::npos) continue;
+    std::string v = line.substr(eq + 3);
+    if (!v.empty() && v[0] == '"') v = v.substr(1, v.find('"', 1) - 1);  // the string, unquoted
+    else v = v.substr(0, v.find_first_of(" #"));
+    out[section + "." + line.substr(0, eq)] = v;
+  }
+  return out;
+}
+
+std::string summary_table(const std::string& run_dir, const std::map<int64_t, nlohmann::json>& steps,
+                          const std::map<int64_t, nlohmann::json>& evals, const std::vector<Rollback>& rollbacks,
+                          const WallTime& wall) {
+  std::ostringstream os;
+  auto row = [&](const std::string& k, const std::string& v) {
+    os << "<tr><th>" << escape(k) << "</th><td>" << escape(v) << "</td></tr>\n";
+  };
+  // Final and best (lowest finite) value of `key` in `rows`: "x at step s; best y at step t".
+  auto final_best = [&](const std::map<int64_t, nlohmann::json>& rows, const char* key) -> std::string {
+    std::optional<std::pair<int64_t, double>> last, best;
+    for (const auto& [step, r] : rows) {
+      if (!r.contains(key)) continue;
+      const double v = r[key].is_number() ? r[key].get<double>() : std::nan("");
+      last = {step, v};
+      if (std::isfinite(v) && (!best || v < best->second)) best = {step, v};
+    }
+    if (!last) return "";
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.4f at step %lld", last->second, static_cast<long long>(last->first));
+    std::string s = buf;
+    if (best) {
+      std::snprintf(buf, sizeof buf, "%.4f at step %lld", best->second, static_cast<long long>(best->first));
+      s += std::string("; best ") + buf;
+    }
+    return s;
+  };
+  os << "<h2>Summary</h2>\n<table class=\"summary\">\n";
+  row("steps", steps.empty() ? "none" : std::to_string(steps.size()) + " (last " + std::to_string(steps.rbegin()->first) + ")");
+  if (const std::string s = final_best(steps, "loss"); !s.empty()) row("train loss", s);
+  if (const std::string s = final_best(evals, "val_loss"); !s.empty()) row("val loss", s);
+  std::vector<double> tps, mfu;
+  for (const auto& [step, r] : steps) {
+    if (r.contains("tokens_per_s") && r["tokens_per_s"].is_number()) tps.push_back(r["tokens_per_s"].get<double>());
+    if (r.contains("mfu") && r["mfu"].is_number()) mfu.push_back(100.0 * r["mfu"].get<double>());
+  }
+  char buf[96];
+  if (!tps.empty()) {
+    std::snprintf(buf, sizeof buf, "%.0f tokens/s", median(tps));
+    row("median throughput", buf);
+  }
+  if (!mfu.empty()) {
+    std::snprintf(buf, sizeof buf, "%.1f%%", median(mfu));
+    row("median MFU", buf);
+  }
+  if (wall.processes > 0)
+    row("wall time", duration(wall.seconds()) + " of training" +
+                         (wall.processes > 1 ? " over " + std::to_string(wall.processes) + " processes (resumes)" : ""));
+  int64_t discarded = 0;
+  for (const Rollback& k : rollbacks) discarded += static_cast<int64_t>(k.discarded.size());
+  row("rollbacks", std::to_string(rollbacks.size()) +
+                       (rollbacks.empty() ? "" : " (" + std::to_string(discarded) + " steps discarded)"));
+  std::string from;
+  const std::map<std::string, std::string> cfg = newest_config(run_dir, &from);
+  auto get = [&](const std::string& k) {
+    auto it = cfg.find(k);
+    return it == cfg.end() ? std::string("?") : it->second;
+  };
+  if (!cfg.empty()) {
+    row("layout", "tp " + get("parallel.tp") + " x pp " + get("parallel.pp") + ", ZeRO stage " +
+                      get("parallel.zero_stage") + ", data parallel over the other ranks; device " + get("train.device") +
+                      ", " + get("precision.dtype"));
+    row("model", get("model.arch") + ": " + get("model.n_layer") + " layers, " + get("model.n_head") + " heads, width " +
+                     get("model.n_embd") + ", vocabulary " + get("model.vocab_size"));
+    row("batch", get("data.batch_size") + " x " + get("data.seq_len") + " tokens x " + get("data.grad_accum_steps") +
+                     " micro-batches per step");
+    row("optimizer", get("optim.name") == "?" ? "lr " + get("optim.lr") : get("optim.name") + ", lr " + get("optim.lr"));
+    row("train.steps", get("train.steps") + " (config of " + from + ")");
+  } else {
+    row("config", "no complete checkpoint with a config.toml in " + run_dir);
+  }
+  os << "</table>\n";
+  return os.str();
+}
+
+// One row per rollback: its steps, the discarded steps and their last loss, the alerts that
+// fired at the step it rolled back from, and what else its line says.
+std::string rollback_table(const std::vector<Rollback>& rollbacks, const std::vector<nlohmann::json>& alerts) {
+  if (rollbacks.empty()) return "";
+  std::ostringstream os;
+  os << "<h2>Rollbacks</h2>\n<table class=\"rollbacks\"><tr><th>from step</th><th>to step</th><th>discarded "
+        "steps</th><th>loss at the step rolled back from</th><th>alerts there</th><th>details</th></tr>\n";
+  for (const Rollback& k : rollbacks) {
+    std::string loss = "-", rules, details;
+    if (auto it = k.discarded.find(k.from); it != k.discarded.end() && it->second.contains("loss"))
+      loss = it->second["loss"].is_number() ? num(it->second["loss"].get<double>()) : "not finite";
+    for (const nlohmann::json& a : alerts)
+      if (a.value("step", int64_t{-1}) == k.from) rules += (rules.empty() ? "" : ", ") + a.value("rule", std::string("?"));
+    for (const auto& [key, v] : k.line.items())
+      if (key != "from_step" && key != "to_step") details += (details.empty() ? "" : "; ") + key + " " + v.dump();
+    const std::string range = k.from > k.to ? std::to_string(k.to + 1) + ".." + std::to_string(k.from) : "none";
+    os << "<tr class=\"rollback-row\"><td>" << k.from << "</td><td>" << k.to << "</td><td>" << range << " ("
+       << k.discarded.size() << " logged)</td><td>" << escape(loss) << "</td><td>" << escape(rules) << "</td><td>"
+       << escape(details) << "</td></tr>\n";
+  }
+  os << "</table>\n";
   return os.str();
 }
 
@@ -199,16 +446,27 @@ Status write_run_report(const std::string& run_dir, const std::string& out_html)
   if (!metrics.is_ok()) return metrics.status();
   auto alerts = read_jsonl(run_dir + "/alerts.jsonl", false, check_alert_line);
   if (!alerts.is_ok()) return alerts.status();
-  // The last line of each step (a rollback logs re-trained steps again).
+  // Note [Discarded and replayed steps]
+  // A rollback line follows the steps it discarded (Note [Rollback and skip]): those lines
+  // move from the run's trajectory to the rollback's own, drawn dashed in grey, and the steps
+  // logged after it (the replayed ones, on other batches) are the trajectory. So every step of
+  // the run appears once in the curves, and a rollback's lost work stays visible beside it.
   std::map<int64_t, nlohmann::json> steps, evals;
+  std::vector<Rollback> rollbacks;
   std::vector<Marker> markers;
+  WallTime wall;
   for (const nlohmann::json& r : metrics.value()) {
+    wall.add(r);
     if (r.contains("rollback")) {
       const auto& rb = r["rollback"];
-      markers.push_back({rb.value("from_step", int64_t{0}),
-                         "rollback from step " + std::to_string(rb.value("from_step", int64_t{0})) + " to " +
-                             std::to_string(rb.value("to_step", int64_t{0})),
-                         true});
+      Rollback k{rb.value("from_step", int64_t{0}), rb.value("to_step", int64_t{0}), rb, {}};
+      for (auto it = steps.upper_bound(k.to); it != steps.end();) {
+        k.discarded.insert(*it);
+        it = steps.erase(it);
+      }
+      evals.erase(evals.upper_bound(k.to), evals.end());
+      markers.push_back({k.from, "rollback from step " + std::to_string(k.from) + " to " + std::to_string(k.to), true});
+      rollbacks.push_back(std::move(k));
       continue;
     }
     if (!r.contains("step")) continue;
@@ -220,6 +478,7 @@ Status write_run_report(const std::string& run_dir, const std::string& out_html)
   double x_max = 1;
   for (const auto& [s, r] : steps) x_max = std::max(x_max, static_cast<double>(s));
   for (const auto& [s, r] : evals) x_max = std::max(x_max, static_cast<double>(s));
+  for (const Rollback& k : rollbacks) x_max = std::max(x_max, static_cast<double>(k.from));
   auto series = [&](const std::map<int64_t, nlohmann::json>& rows, const char* key, const char* name,
                     const char* color, double scale = 1.0) {
     Series s{name, color, {}};
@@ -228,21 +487,40 @@ Status write_run_report(const std::string& run_dir, const std::string& out_html)
         s.points.emplace_back(static_cast<double>(step), scale * r[key].get<double>());
     return s;
   };
+  // The trajectory's series, then each rollback's discarded steps of the same key.
+  auto with_discarded = [&](std::vector<Series> lines, const char* key, double scale = 1.0) {
+    for (size_t i = 0; i < rollbacks.size(); ++i) {
+      Series d = series(rollbacks[i].discarded, key, "discarded steps", "#9a9a9a", scale);
+      d.dashed = true;
+      d.legend = i == 0;
+      lines.push_back(std::move(d));
+    }
+    return lines;
+  };
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>trident run report: " << escape(run_dir)
        << "</title>\n<style>\nbody{font:14px sans-serif;margin:24px;color:#222}figure{margin:0 0 18px 0}"
-          "figcaption{font-weight:bold;margin-bottom:2px}svg text{font:11px sans-serif;fill:#444}"
+          "figcaption{font-weight:bold;margin-bottom:2px}svg{width:100%;height:auto;display:block}"
+          "svg text{font:12px sans-serif;fill:#444}"
           ".plot{fill:#fafafa;stroke:#bbb}.grid{stroke:#e4e4e4}.series{fill:none;stroke-width:1.5}"
+          ".discarded{stroke-dasharray:5 3}"
           ".alert{stroke:#d62728;stroke-dasharray:4 3;stroke-width:1.5}.rollback{stroke:#9467bd;stroke-width:2}"
-          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\n</style></head>"
+          "table{border-collapse:collapse;margin-bottom:16px}td,th{border:1px solid #ccc;padding:3px 8px;"
+          "text-align:left}table.summary th{background:#f4f4f4}\n</style></head>"
           "<body>\n<h1>trident run report</h1>\n<p>"
        << escape(run_dir) << ": " << steps.size() << " steps, " << evals.size() << " evaluations, "
-       << alerts.value().size() << " alerts. Dashed red lines: alerts; purple: rollbacks (hover for details).</p>\n";
-  html << chart("Loss", {series(steps, "loss", "train loss", "#1f77b4"), series(evals, "val_loss", "val loss", "#ff7f0e")},
+       << alerts.value().size() << " alerts, " << rollbacks.size()
+       << " rollbacks. Dashed red lines: alerts; purple: rollbacks (hover for details); dashed grey: steps a "
+          "rollback discarded.</p>\n";
+  html << summary_table(run_dir, steps, evals, rollbacks, wall);
+  html << rollback_table(rollbacks, alerts.value());
+  html << chart("Loss",
+                with_discarded({series(steps, "loss", "train loss", "#1f77b4"),
+                                series(evals, "val_loss", "val loss", "#ff7f0e")}, "loss"),
                 markers, x_max);
   html << chart("Learning rate", {series(steps, "lr", "lr", "#2ca02c")}, markers, x_max);
   html << chart("Gradient norm (log scale)", {series(steps, "grad_norm", "grad norm", "#8c564b")}, markers, x_max, true);
-  html << chart("Throughput", {series(steps, "tokens_per_s", "tokens/s", "#17becf")}, markers, x_max);
+  html << chart("Throughput (tokens/s)", {series(steps, "tokens_per_s", "tokens/s", "#17becf")}, markers, x_max);
   if (std::any_of(steps.begin(), steps.end(), [](const auto& p) { return p.second.contains("mfu"); }))
     html << chart("MFU (%)", {series(steps, "mfu", "MFU", "#bcbd22", 100.0)}, markers, x_max);
   html << chart("Step time split (ms)",

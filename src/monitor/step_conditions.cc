@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "core/check.h"
@@ -19,14 +20,62 @@ StepCondition::StepCondition(const AlertRule& rule) : rule_(rule) {
   TRI_ASSERT(is_step_condition(rule.condition), "StepCondition for condition '", rule.condition, "'");
 }
 
-void StepCondition::reset() {
-  // The ranks' times and memory are not the discarded trajectory's: those rules go on.
-  if (rule_.condition == "straggler" || rule_.condition == "memory_high") return;
+void StepCondition::rollback_to(int64_t step) {
+  // The ranks' times and memory, and the run's speed, are not the discarded trajectory's.
+  if (rule_.condition == "straggler" || rule_.condition == "memory_high" || rule_.condition == "throughput_drop")
+    return;
   last_finite_ = true;
-  window_.clear();
+  while (!window_.empty() && window_.back().first > step) window_.pop_back();
   quiet_ = 0;
-  low_ = {};
-  high_ = {};
+}
+
+std::optional<int64_t> StepCondition::rollback_target(int64_t bad, const std::vector<int64_t>& candidates) const {
+  for (auto c = candidates.rbegin(); c != candidates.rend(); ++c) {
+    int64_t n = 0;
+    for (const auto& [from, to] : rollbacks_)
+      if (to == *c && from > bad - rule_.rollback_window) ++n;
+    if (n < rule_.rollback_limit) return *c;
+  }
+  return std::nullopt;
+}
+
+void StepCondition::record_rollback(int64_t from, int64_t to) {
+  // Rollbacks from steps too far back to count any more go.
+  std::erase_if(rollbacks_, [&](const std::pair<int64_t, int64_t>& r) { return r.first <= from - rule_.rollback_window; });
+  rollbacks_.emplace_back(from, to);
+}
+
+std::string StepCondition::rollbacks_text(int64_t bad) const {
+  std::map<int64_t, int64_t, std::greater<int64_t>> per_target;
+  for (const auto& [from, to] : rollbacks_)
+    if (from > bad - rule_.rollback_window) ++per_target[to];
+  std::string out;
+  for (const auto& [to, n] : per_target)
+    out += (out.empty() ? "" : ", ") + std::to_string(n) + " to step " + std::to_string(to);
+  return out.empty() ? "none" : out;
+}
+
+nlohmann::json StepCondition::state() const {
+  nlohmann::json window = nlohmann::json::array(), rollbacks = nlohmann::json::array();
+  for (const auto& [step, v] : window_) window.push_back({step, v});
+  for (const auto& [from, to] : rollbacks_) rollbacks.push_back({from, to});
+  return {{"last_finite", last_finite_}, {"window", window}, {"quiet", quiet_}, {"rollbacks", rollbacks}};
+}
+
+void StepCondition::restore(const nlohmann::json& j) {
+  try {
+    last_finite_ = j.at("last_finite").get<bool>();
+    quiet_ = j.at("quiet").get<int64_t>();
+    window_.clear();
+    for (const nlohmann::json& w : j.at("window")) window_.emplace_back(w.at(0).get<int64_t>(), w.at(1).get<double>());
+    rollbacks_.clear();
+    for (const nlohmann::json& r : j.at("rollbacks"))
+      rollbacks_.emplace_back(r.at(0).get<int64_t>(), r.at(1).get<int64_t>());
+  } catch (const nlohmann::json::exception& e) {
+    TRI_CHECK(false, "the saved state of alert rule '", rule_.name, "' (", rule_.condition, ") is malformed: ",
+              e.what());
+  }
+  while (window_.size() > kept_values()) window_.pop_front();  // the rule's window shrank
 }
 
 AlertEvent StepCondition::event(const StepSample& s, const char* metric, double value, std::string detail) const {
@@ -115,11 +164,13 @@ std::optional<AlertEvent> StepCondition::spike(const StepSample& s, double x, co
   std::optional<AlertEvent> out;
   if (quiet_ > 0) {
     --quiet_;
-  } else if (window_.size() == n) {
+  } else if (window_.size() >= n) {
+    // The newest n values (Note [Spike counting]: more are kept for rollbacks).
     double mean = 0.0, var = 0.0;
-    for (double v : window_) mean += v;
+    for (size_t i = window_.size() - n; i < window_.size(); ++i) mean += window_[i].second;
     mean /= static_cast<double>(n);
-    for (double v : window_) var += (v - mean) * (v - mean);
+    for (size_t i = window_.size() - n; i < window_.size(); ++i)
+      var += (window_[i].second - mean) * (window_[i].second - mean);
     const double sd = std::sqrt(var / static_cast<double>(n));
     const double z = sd > 0 ? (x - mean) / sd : (x > mean ? std::numeric_limits<double>::infinity() : 0.0);
     if (z > rule_.threshold) {
@@ -132,8 +183,8 @@ std::optional<AlertEvent> StepCondition::spike(const StepSample& s, double x, co
       return out;
     }
   }
-  window_.push_back(x);
-  if (window_.size() > n) window_.pop_front();
+  window_.emplace_back(s.step, x);
+  if (window_.size() > kept_values()) window_.pop_front();
   return out;
 }
 

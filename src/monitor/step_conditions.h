@@ -22,7 +22,11 @@
 #include <deque>
 #include <optional>
 #include <queue>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "monitor/alert_rule.h"
 
@@ -44,8 +48,25 @@ struct StepSample {
 // and hide a second spike), and the rule then stays quiet for `window` steps, so a spike
 // that lasts several steps (a bad stretch of data) is reported once; the values of those
 // steps do join the window. A window of equal values (std 0) fires on any larger value.
-// After a rollback (rollback_and_skip) the trainer calls reset(): the history is of the
-// discarded trajectory (straggler and memory_high keep theirs: machines, not trajectories).
+// After a rollback to the checkpoint of step C (rollback_and_skip) the trainer calls
+// rollback_to(C): the values of steps after C leave the window (they belong to the discarded
+// trajectory, the spike's neighbours among them), the values up to C stay, so the window is
+// the one the run had at step C and judges the replayed steps at once, rather than going
+// blind for `window` steps. To have them, a spike rule keeps the values of `window` +
+// `rollback_window` steps (a rollback further back than that refills the window as at the
+// start) and judges against the newest `window`. The quiet steps end. throughput_drop keeps its median,
+// straggler and memory_high everything: they measure machines, not trajectories.
+//
+// Note [Rollback limits]
+// A rollback that lands on a checkpoint already bad (finite but diverged weights) spikes again
+// at once, and rolling back to it again and again is an endless loop (hundreds a minute). So
+// each rule counts its rollbacks per target checkpoint: a rollback counts while the step that
+// fires is within `rollback_window` steps of the step it rolled back from. A checkpoint that
+// was the target `rollback_limit` times is passed over for the next older one (its rollback
+// moves the newer ones aside); when every checkpoint before the step is spent,
+// rollback_target() says none and the trainer stops the run as diverged (exit 80). The counts
+// go into checkpoints with the rest of the rule's state (Note [Alert state in checkpoints] in
+// train/run_monitor.cc), so a requeued run does not start counting afresh.
 class StepCondition {
  public:
   // The rule's condition must be one of the per-step ones (is_step_condition).
@@ -61,7 +82,24 @@ class StepCondition {
     std::vector<double> device_memory_ratio;
   };
   std::optional<AlertEvent> observe_ranks(int64_t step, const RankSample& ranks);
-  void reset();
+  // After a rollback to the checkpoint of step `step` (Note [Spike counting]).
+  void rollback_to(int64_t step);
+
+  // Note [Rollback limits]: the newest of `candidates` (the steps of the complete checkpoints
+  // before `bad`, ascending) that this rule has rolled back to fewer than rollback_limit times
+  // within rollback_window steps of `bad`; nullopt when every one is spent.
+  std::optional<int64_t> rollback_target(int64_t bad, const std::vector<int64_t>& candidates) const;
+  // Counts a rollback from step `from` to the checkpoint of step `to`.
+  void record_rollback(int64_t from, int64_t to);
+  // The rollbacks counted at step `bad`, in words ("3 to step 30, 3 to step 20"), for messages.
+  std::string rollbacks_text(int64_t bad) const;
+
+  // What a checkpoint keeps of it (Note [Alert state in checkpoints] in train/run_monitor.cc):
+  // the spike window, the quiet steps, not_finite's last value and the rollback counts
+  // (throughput's median, straggler and memory_high: not, they are the machines').
+  nlohmann::json state() const;
+  // Restores state(); a malformed one throws trident::Error naming the rule and the field.
+  void restore(const nlohmann::json& state);
 
  private:
   std::optional<AlertEvent> spike(const StepSample& s, double x, const char* metric);
@@ -70,7 +108,9 @@ class StepCondition {
 
   AlertRule rule_;
   bool last_finite_ = true;   // not_finite: fires on the first bad step after a good one
-  std::deque<double> window_; // spikes: the last `window` values
+  std::deque<std::pair<int64_t, double>> window_;  // spikes: (step, value), up to kept_values()
+  size_t kept_values() const { return static_cast<size_t>(rule_.window + rule_.rollback_window); }
+  std::vector<std::pair<int64_t, int64_t>> rollbacks_;  // (from step, to step), Note [Rollback limits]
   int64_t quiet_ = 0;         // steps left to stay quiet after firing
   // throughput: the run's values in two heaps around the median
   std::priority_queue<double> low_;

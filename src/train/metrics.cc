@@ -1,10 +1,16 @@
 #include "train/metrics.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -100,6 +106,128 @@ void MetricsWriter::write_rollback(int64_t from_step, int64_t to_step) {
   std::fprintf(file_, "{\"rollback\": {\"from_step\": %lld, \"to_step\": %lld}}\n", static_cast<long long>(from_step),
                static_cast<long long>(to_step));
   std::fflush(file_);
+}
+
+// Note [Metrics on resume]
+// Q: A run stopped after step N (preempted, killed, crashed) resumes from its newest checkpoint
+// at step C <= N. Steps C+1..N are trained again, and MetricsWriter appends. What becomes of
+// the lines of C+1..N already in metrics.jsonl?
+// A: They are removed before the resumed run writes anything (Trainer::run, rank 0, under the
+// out_dir lock of train/run_lock.h), so the file holds each step once and a resumed run's file
+// equals an uninterrupted run's but for timing fields (tests/train/run_folder_test.py). The
+// same call with C = 0 gives a run that starts afresh (train.resume = false, or nothing to
+// resume) an empty file instead of a stale run's lines below its own.
+// Rollbacks (Note [Rollback and skip]) are history, not staleness: a rollback line
+// {"rollback": {"from_step": F, "to_step": R, ...}} follows the discarded steps R+1..F, which
+// the report draws apart. So the file is cut only in the trajectory C belongs to: everything
+// up to the last rollback line with to_step <= C stays as written; after it, step and
+// evaluation lines of steps > C go, and so do rollback lines to steps > C (a trajectory the
+// checkpoint does not descend from). A line that is not a JSON object (the last line cut
+// mid-write, or such a line that the old append-only writer joined to the next run's first
+// line) is removed: `trident report` refuses a malformed line, and one was the reason a resumed
+// run had no report. The file is rewritten only when something changes, atomically (leveldb's
+// temp-sync-rename).
+namespace {
+
+Status io_failure(const std::string& what, const std::string& path) {
+  return Status::io_error("reconciling metrics: cannot " + what + " '" + path + "': " + std::strerror(errno));
+}
+
+// `text` to `path` atomically: `path`.tmp, fsync, rename over `path`, fsync the directory.
+Status replace_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_failure("create", tmp);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const Status s = io_failure("write", tmp);
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const Status s = io_failure("fsync", tmp);
+    ::close(fd);
+    return s;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return io_failure("rename " + tmp + " over", path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return io_failure("open the directory", dir);
+  const int rc = ::fsync(dfd);
+  ::close(dfd);
+  if (rc != 0) return io_failure("fsync the directory", dir);
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<MetricsReconcile> reconcile_metrics(const std::string& path, int64_t step) {
+  MetricsReconcile out;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    if (ec) return Status::io_error("reconciling metrics: cannot look for '" + path + "': " + ec.message());
+    return out;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_failure("open", path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return io_failure("read", path);
+  const std::string text = std::move(buf).str();
+  // Each line and what it is: a step or evaluation line (its step), a rollback (its to_step),
+  // something else (kept), or not a JSON object (removed).
+  enum class Kind { kStep, kRollback, kOther, kBroken };
+  struct Line {
+    std::string_view text;  // with its newline
+    Kind kind;
+    int64_t step;
+  };
+  std::vector<Line> lines;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const std::string_view s(text.data() + at, (end == std::string::npos ? text.size() : end + 1) - at);
+    at += s.size();
+    Line l{s, Kind::kOther, 0};
+    const nlohmann::json j = nlohmann::json::parse(s, nullptr, /*allow_exceptions=*/false);
+    if (end == std::string::npos || !j.is_object()) {  // no newline: cut mid-write
+      if (s.find_first_not_of(" \t\r\n") != std::string_view::npos) l.kind = Kind::kBroken;
+      else if (end == std::string::npos) continue;  // trailing blanks
+    } else if (j.contains("rollback") && j["rollback"].is_object() && j["rollback"].contains("to_step") &&
+               j["rollback"]["to_step"].is_number_integer()) {
+      l = {s, Kind::kRollback, j["rollback"]["to_step"].get<int64_t>()};
+    } else if (j.contains("step") && j["step"].is_number_integer()) {
+      l = {s, Kind::kStep, j["step"].get<int64_t>()};
+    }
+    lines.push_back(l);
+  }
+  // Lines up to the last rollback into this step's past are history (Note [Metrics on resume]).
+  size_t history = 0;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].kind == Kind::kRollback && lines[i].step <= step) history = i + 1;
+  std::string kept;
+  kept.reserve(text.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const Line& l = lines[i];
+    bool keep = l.kind != Kind::kBroken;
+    if (keep && i >= history && (l.kind == Kind::kStep || l.kind == Kind::kRollback)) keep = l.step <= step;
+    if (keep) {
+      kept += l.text;
+      ++out.kept;
+    } else {
+      ++(l.kind == Kind::kBroken ? out.torn : out.removed);
+    }
+  }
+  if (kept.size() == text.size()) return out;  // nothing removed (lines are only ever dropped)
+  if (Status s = replace_file(path, kept); !s.is_ok()) return s;
+  out.rewritten = true;
+  return out;
 }
 
 std::string aux_values_to_json(const nn::AuxValues& values) {

@@ -1,5 +1,6 @@
 // Training metrics: one JSON object per line (JSONL) per step and per evaluation, flushed as
-// written so a crashed run keeps every completed step. Written by the training loop only.
+// written so a crashed run keeps every completed step. Written by the training loop only;
+// reconcile_metrics trims the file to a resumed checkpoint's step first (Note [Metrics on resume]).
 #pragma once
 
 #include <array>
@@ -66,6 +67,23 @@ std::string aux_values_to_json(const nn::AuxValues& values);
 // are added over the ranks, so a name some ranks lack (a pipeline stage without the layer
 // that records it) is the mean of the ranks that have it. Throws on text it cannot read.
 std::map<std::string, double> merge_aux_values(const std::vector<std::string>& per_rank);
+
+// What reconcile_metrics did: lines kept, step and evaluation lines after the step removed
+// (with rollback lines of a trajectory after it), lines that were not JSON objects removed
+// (`torn`: the last line cut mid-write, or such a line joined to the next run's first), and
+// whether the file was rewritten (nothing to change: it is left alone).
+struct MetricsReconcile {
+  int64_t kept = 0, removed = 0, torn = 0;
+  bool rewritten = false;
+};
+
+// Makes the metrics file at `path` what a run that never stopped would have written up to
+// `step`, the step of the checkpoint a run resumes from (0: a run that starts afresh, whose file
+// then keeps no stale run's lines). See Note [Metrics on resume]. The file is replaced
+// atomically (a temporary file beside it, fsync, rename, fsync of the directory), so a crash
+// leaves the old or the new file. A missing file is not an error. Errors: kIO naming the file.
+// Not thread-safe against a writer of the same file: call it before opening a MetricsWriter.
+StatusOr<MetricsReconcile> reconcile_metrics(const std::string& path, int64_t step);
 
 class MetricsWriter {
  public:

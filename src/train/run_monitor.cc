@@ -16,8 +16,7 @@
 #include "comm/flight_recorder.h"
 #include "core/allocator.h"
 #include "monitor/monitor_options.h"
-#include "monitor/notify.h"
-#include "monitor/notify_command.h"
+#include "monitor/notification_queue.h"
 #include "monitor/nvml.h"
 #include "train/stop_request.h"
 
@@ -119,6 +118,15 @@ StatusOr<std::unique_ptr<RunMonitor>> RunMonitor::start(const TrainConfig& cfg, 
     if (!server.is_ok()) return server.status();
     m->server_ = std::move(server.value());
   }
+  if (rank == 0 && std::any_of(cfg.alerts.begin(), cfg.alerts.end(),
+                               [](const monitor::AlertRule& r) { return r.has_action("notify"); })) {
+    monitor::NotificationQueueOptions q;
+    q.cooldown_s = cfg.monitor.notify_cooldown;
+    q.timeout_s = cfg.monitor.notify_timeout;
+    q.connect_timeout_s = std::min(5.0, cfg.monitor.notify_timeout);
+    q.shutdown_s = cfg.monitor.notify_timeout;
+    m->notifications_ = std::make_unique<monitor::NotificationQueue>(q);
+  }
   if (rank == 0 && cfg.monitor.tensorboard) {
     auto tb = monitor::TensorBoardWriter::create(cfg.train.out_dir);
     if (!tb.is_ok()) return tb.status();
@@ -142,7 +150,7 @@ StatusOr<std::unique_ptr<RunMonitor>> RunMonitor::start(const TrainConfig& cfg, 
   std::remove(hang_dump_path(cfg.train.out_dir, rank).c_str());
   if (rank == 0) std::remove(hang_summary_path(cfg.train.out_dir).c_str());
   // A collective's timeout writes this rank's flight record here (comm/flight_recorder.h).
-  comm::flight_recorder().set_dump_path(cfg.train.out_dir + "/flight_rank" + std::to_string(rank) + ".json");
+  comm::flight_recorder().set_dump_dir(cfg.train.out_dir, rank);
   // On a GPU, NVML's utilisation, memory and power join the machine figures (one line and
   // none of them where NVML cannot be loaded).
   if (device.is_cuda()) m->gpu_ = monitor::GpuMetrics::open(device.index, "rank " + std::to_string(rank));
@@ -264,12 +272,13 @@ void RunMonitor::fire(const monitor::AlertRule& rule, const monitor::AlertEvent&
       bits |= monitor::kControlCheckpoint;
     } else if (action == "pause") {
       // Note [Pause without a server]: nobody could resume it; stop with a checkpoint instead
-      // (exit 75: the same command resumes), rather than hold the machines idle.
-      bits |= server_ ? monitor::kControlPause : monitor::kControlStop;
+      // (exit 79, a rule's stop: Note [Exit statuses]), rather than hold the machines idle.
+      bits |= server_ ? monitor::kControlPause : monitor::kControlStop | monitor::kControlStopByRule;
     } else if (action == "stop") {
-      bits |= monitor::kControlStop;
+      bits |= monitor::kControlStop | monitor::kControlStopByRule;
     } else if (action == "rollback_and_skip") {
       bits |= monitor::kControlRollback;
+      rollback_requests_.push_back(static_cast<size_t>(&rule - cfg_.alerts.data()));
     }
   }
   if (bits != 0) control_.request(bits, event.message());
@@ -281,29 +290,50 @@ void RunMonitor::record_and_notify(const monitor::AlertRule& rule, const monitor
   registry_.counter("trident_alerts_total", "alerts fired", {{"rule", rule.name}}).inc();
   if (log) std::fprintf(stderr, "%s\n", event.message().c_str());
   if (rank_ != 0) return;
-  if (std::FILE* f = std::fopen((cfg_.train.out_dir + "/alerts.jsonl").c_str(), "a")) {
-    std::fprintf(f, "%s\n", event.json().c_str());
-    std::fclose(f);
-  }
-  for (const std::string& action : rule.action_list()) {
-    if (action == "notify") {
-      if (rule.webhook.empty() && rule.email_to.empty() && rule.command.empty())
-        std::fprintf(stderr,
-                     "alert '%s': notify has nowhere to go (set webhook, email_to or command in its [[alerts]] table)\n",
-                     rule.name.c_str());
-      if (!rule.command.empty())
-        if (Status s = monitor::run_notify_command(rule.command, event.json() + "\n"); !s.is_ok())
-          std::fprintf(stderr, "alert '%s': %s\n", rule.name.c_str(), s.to_string().c_str());
-      if (!rule.webhook.empty())
-        if (Status s = monitor::post_webhook(rule.webhook, event.json()); !s.is_ok())
-          std::fprintf(stderr, "alert '%s': %s\n", rule.name.c_str(), s.to_string().c_str());
-      if (!rule.email_to.empty())
-        if (Status s = monitor::send_email(rule.smtp_url, rule.email_from, rule.email_to,
-                                           "[trident] " + event.message(), event.json());
-            !s.is_ok())
-          std::fprintf(stderr, "alert '%s': %s\n", rule.name.c_str(), s.to_string().c_str());
+  // Notified events name the run and count the firings the cooldown held back; the same JSON
+  // goes to alerts.jsonl, the webhook and the command. Nothing here waits on an endpoint:
+  // Note [Notifications off the training thread] in monitor/notification_queue.h.
+  std::string line = event.json();
+  std::optional<monitor::Notification> note;
+  if (rule.has_action("notify") && notifications_) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) j = {{"event", line}};
+    const nlohmann::ordered_json run = monitor::run_identity(cfg_.train.out_dir, cfg_.monitor.job, rank_, event.step);
+    j["run"] = run;
+    int64_t suppressed = 0;
+    if (notifications_->admit(rule.name, &suppressed)) {
+      j["suppressed"] = suppressed;
+      note.emplace();
+      note->rule = rule.name;
+      note->json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      note->webhook = rule.webhook;
+      note->smtp_url = rule.smtp_url;
+      note->email_from = rule.email_from;
+      note->email_to = rule.email_to;
+      note->command = rule.command;
+      note->subject = "[trident] " + cfg_.monitor.job + " on " + run["host"].get<std::string>() + ": " + event.message();
+      note->text = event.message() + "\n\nrun: out_dir " + run["out_dir"].get<std::string>() + ", job " +
+                   cfg_.monitor.job + ", host " + run["host"].get<std::string>() + ", rank " + std::to_string(rank_) +
+                   ", step " + std::to_string(event.step) + ", " + run["time"].get<std::string>() + "\n";
+      if (suppressed > 0)
+        note->text += std::to_string(suppressed) + " earlier firing(s) of this rule were not sent (monitor.notify_cooldown = " +
+                      std::to_string(static_cast<int64_t>(cfg_.monitor.notify_cooldown)) + " s)\n";
+      note->text += "\n" + j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      line = note->json;
+    } else {
+      j["notified"] = false;  // within the rule's cooldown: counted, sent with its next notification
+      line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
   }
+  if (std::FILE* f = std::fopen((cfg_.train.out_dir + "/alerts.jsonl").c_str(), "a")) {
+    std::fprintf(f, "%s\n", line.c_str());
+    std::fclose(f);
+  }
+  if (rule.has_action("notify") && rule.webhook.empty() && rule.email_to.empty() && rule.command.empty())
+    std::fprintf(stderr,
+                 "alert '%s': notify has nowhere to go (set webhook, email_to or command in its [[alerts]] table)\n",
+                 rule.name.c_str());
+  if (note) notifications_->post(*note);  // never waits; a full queue drops it with a line
 }
 
 // Note [Hang actions]
@@ -386,6 +416,7 @@ void RunMonitor::on_hang(const monitor::AlertRule& rule, double seconds) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
+  if (stop && notifications_) notifications_->close();  // bounded: monitor.notify_timeout
   if (stop) std::_Exit(kExitHung);
 }
 
@@ -394,9 +425,78 @@ void RunMonitor::on_ranks(int64_t step, const monitor::StepCondition::RankSample
     if (std::optional<monitor::AlertEvent> e = rule.observe_ranks(step, ranks)) fire(cfg_.alerts[i], *e);
 }
 
-void RunMonitor::on_rollback() {
-  for (auto& [i, rule] : step_rules_) rule.reset();
+std::optional<int64_t> RunMonitor::rollback_target(int64_t bad, const std::vector<int64_t>& candidates,
+                                                   std::string* why) const {
+  std::optional<int64_t> target = candidates.empty() ? std::nullopt : std::optional<int64_t>(candidates.back());
+  for (const auto& [i, rule] : step_rules_) {
+    if (std::find(rollback_requests_.begin(), rollback_requests_.end(), i) == rollback_requests_.end()) continue;
+    const std::optional<int64_t> t = rule.rollback_target(bad, candidates);
+    if (!t) {
+      const monitor::AlertRule& r = cfg_.alerts[i];
+      *why = "alert '" + r.name + "' (" + r.condition + ") after step " + std::to_string(bad) +
+             ": every checkpoint before it has been rolled back to rollback_limit = " +
+             std::to_string(r.rollback_limit) + " times within rollback_window = " + std::to_string(r.rollback_window) +
+             " steps (" + rule.rollbacks_text(bad) + "), and the run goes bad again each time: it has diverged; "
+             "stopping without a checkpoint (the newest good one stays in train.out_dir). Lower optim.lr, or look "
+             "at the data after the last checkpoint";
+      return std::nullopt;
+    }
+    target = std::min(*target, *t);
+  }
+  return target;
+}
+
+void RunMonitor::on_rollback(int64_t bad, int64_t to) {
+  for (auto& [i, rule] : step_rules_) {
+    rule.rollback_to(to);
+    if (std::find(rollback_requests_.begin(), rollback_requests_.end(), i) != rollback_requests_.end())
+      rule.record_rollback(bad, to);
+  }
+  rollback_requests_.clear();
   registry_.counter("trident_rollbacks_total", "rollbacks to an earlier checkpoint (rollback_and_skip)").inc();
+}
+
+// Note [Alert state in checkpoints]
+// A rule's state decides when it fires next: the plateau rule's best value and its count of
+// evaluations without improvement, a spike rule's window, the rollback counts of Note
+// [Rollback limits]. A run that stops and is resumed (a requeue, a preemption) must go on with
+// that state, not start afresh: a plateau rule whose count restarts fires again `patience`
+// evaluations after every restart, a rollback limit that restarts never stops a loop that
+// spans restarts. So rank 0's state goes into every checkpoint (trainer_state.json's
+// "alerts", one entry per rule with its name and condition) and a resumed run restores the
+// entries whose name and condition match a rule of its config, in order; a rule new to the
+// config starts afresh. A rollback does not restore it from the checkpoint it loads (that
+// state predates the rollback): the live state forgets the discarded steps instead (Note
+// [Spike counting]). Throughput medians, stragglers and memory are the machines' and start
+// afresh.
+nlohmann::json RunMonitor::alert_state() const {
+  if (rank_ != 0) return nullptr;
+  std::vector<nlohmann::json> by_rule(cfg_.alerts.size());
+  for (const auto& [i, rule] : plateau_rules_) by_rule[i] = rule.state();
+  for (const auto& [i, rule] : step_rules_) by_rule[i] = rule.state();
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < by_rule.size(); ++i)
+    if (!by_rule[i].is_null())
+      out.push_back({{"name", cfg_.alerts[i].name}, {"condition", cfg_.alerts[i].condition}, {"state", by_rule[i]}});
+  return out;
+}
+
+void RunMonitor::restore_alert_state(const nlohmann::json& state) {
+  if (rank_ != 0 || !state.is_array()) return;
+  std::vector<bool> used(state.size(), false);
+  auto saved = [&](size_t i) -> const nlohmann::json* {
+    for (size_t k = 0; k < state.size(); ++k)
+      if (!used[k] && state[k].is_object() && state[k].value("name", "") == cfg_.alerts[i].name &&
+          state[k].value("condition", "") == cfg_.alerts[i].condition && state[k].contains("state")) {
+        used[k] = true;
+        return &state[k].at("state");
+      }
+    return nullptr;
+  };
+  for (auto& [i, rule] : plateau_rules_)
+    if (const nlohmann::json* s = saved(i)) rule.restore(*s);
+  for (auto& [i, rule] : step_rules_)
+    if (const nlohmann::json* s = saved(i)) rule.restore(*s);
 }
 
 void RunMonitor::on_checkpoint(double seconds, int64_t bytes) {

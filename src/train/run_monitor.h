@@ -28,6 +28,7 @@
 #include "core/status.h"
 #include "monitor/alert_rule.h"
 #include "monitor/http_server.h"
+#include "monitor/notification_queue.h"
 #include "monitor/nvml.h"
 #include "monitor/process_stats.h"
 #include "monitor/registry.h"
@@ -63,8 +64,18 @@ class RunMonitor {
   // The device allocator's reserved bytes / the device's limit (MemoryStats::limit; NaN on
   // the host or where no limit is known).
   double device_memory_ratio() const;
-  // After a rollback (Note [Rollback and skip]): the per-step rules forget the discarded steps.
-  void on_rollback();
+  // Rank 0, before a rollback after step `bad` (Note [Rollback limits] in
+  // monitor/step_conditions.h): the step of the checkpoint to roll back to among `candidates`
+  // (the complete checkpoints before `bad`, ascending), the oldest any rule that asked for the
+  // rollback allows; nullopt, with `why` set, when a rule has spent them all.
+  std::optional<int64_t> rollback_target(int64_t bad, const std::vector<int64_t>& candidates, std::string* why) const;
+  // After a rollback from step `bad` to the checkpoint of step `to` (Note [Rollback and skip]):
+  // the per-step rules forget the discarded steps, and those that asked count the rollback.
+  void on_rollback(int64_t bad, int64_t to);
+  // Note [Alert state in checkpoints]: the rules' state (rank 0's; null elsewhere), and
+  // restoring it on resume. A malformed state throws trident::Error naming the rule.
+  nlohmann::json alert_state() const;
+  void restore_alert_state(const nlohmann::json& state);
   // The run's state for GET /status: running, paused, stopping, finished.
   void set_state(const std::string& state, const std::string& reason = "");
 
@@ -115,6 +126,7 @@ class RunMonitor {
   double recent_step_s_ = 0.0;  // moving average of step time, for the ETA
   std::vector<std::pair<size_t, monitor::PlateauState>> plateau_rules_;  // (index in cfg.alerts, state), rank 0
   std::vector<std::pair<size_t, monitor::StepCondition>> step_rules_;  // (index in cfg.alerts, state), rank 0
+  std::vector<size_t> rollback_requests_;  // rules (index in cfg.alerts) that asked for the coming rollback
   void fire(const monitor::AlertRule& rule, const monitor::AlertEvent& event);
   // alerts.jsonl, the counter, log and notify: what every action list starts with.
   void record_and_notify(const monitor::AlertRule& rule, const monitor::AlertEvent& event, bool log);
@@ -123,6 +135,9 @@ class RunMonitor {
   double host_memory_ratio_ = std::numeric_limits<double>::quiet_NaN();
   std::optional<int64_t> rss_bytes_;  // the last /proc sample
   std::unique_ptr<monitor::GpuMetrics> gpu_;  // NVML, on a GPU where it loads
+  // Rank 0's notifications, sent off the training thread (Note [Notifications off the
+  // training thread] in monitor/notification_queue.h); null when no rule notifies.
+  std::unique_ptr<monitor::NotificationQueue> notifications_;
   // Last: the watchdogs' threads use the members above, so they stop first.
   std::vector<std::unique_ptr<monitor::Watchdog>> watchdogs_;  // one per hang rule, every rank
 };

@@ -20,6 +20,15 @@ inline constexpr int kExitStoppedEarly = 75;
 // A rank whose hang rule fired with the action stop exits with this status, without a
 // checkpoint (Note [Hang actions] in train/run_monitor.cc).
 inline constexpr int kExitHung = 76;
+// Note [Exit statuses]
+// What a supervisor (a requeueing scheduler, `trident launch`) may do with each status of
+// `trident train`: 0 done; 1 an error (a retry may help: a lost host, a full disk); 75 and 76
+// run the same command again (it resumes from the newest checkpoint); 78 and up: running the
+// same command again would end the same way, so do not. The README's table lists every status
+// the CLI has (launch's 3, CLI11's 105 and 109, 130 for a second Ctrl-C among them).
+inline constexpr int kExitConfigError = 78;    // a config file, key or flag value is wrong (sysexits' EX_CONFIG)
+inline constexpr int kExitStoppedByRule = 79;  // an alert rule's stop (or pause without a server) ended the run
+inline constexpr int kExitDiverged = 80;       // non-finite loss with no rule to act, or rollbacks spent
 
 // Installs handlers for SIGTERM, SIGINT and SIGUSR1: the first asks for a stop; a SIGINT after
 // that ends the process at once with status 130 (Ctrl-C twice), other repeats are ignored

@@ -20,9 +20,11 @@
 #include "models/registry.h"
 #include "nn/freeze.h"
 #include "parallel/parallelize.h"
+#include "data/prepare.h"
 #include "train/hf_model_dir.h"
 #include "optim/clip_grad.h"
 #include "train/progress.h"
+#include "train/run_lock.h"
 #include "train/step_profile.h"
 #include "train/stop_request.h"
 
@@ -67,19 +69,20 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
                               "-DTRIDENT_CUDA=ON on a machine with the CUDA toolkit)");
     device = Device::cuda();  // this process's GPU: NCCL's setup picks it from the local rank
   }
-  parallel::check_layout(cfg.model, cfg.parallel, comm ? comm->size() : 1, cfg.data.seq_len);
-  const int64_t model_parallel = cfg.parallel.tp * cfg.parallel.pp;
-  if (comm && comm->size() > 1) {
-    const int64_t dp = comm->size() / model_parallel;
-    TRI_CHECK(cfg.data.batch_size % dp == 0, "data.batch_size (", cfg.data.batch_size,
-              ") must be divisible by the number of data-parallel ranks (", dp, " = ", comm->size(), " ranks / (tp ",
-              cfg.parallel.tp, " x pp ", cfg.parallel.pp, ")): each data-parallel rank trains on an equal slice of every "
-              "global batch");
-  }
+  check_layout(cfg, comm ? comm->size() : 1);
   std::unique_ptr<Trainer> t(new Trainer(cfg, std::move(comm), device.value_or(Device::cpu())));
   Status s = t->init();
   if (!s.is_ok()) return s;
   return t;
+}
+
+void Trainer::check_layout(const TrainConfig& cfg, int ranks) {
+  parallel::check_layout(cfg.model, cfg.parallel, ranks, cfg.data.seq_len);
+  const int64_t dp = ranks / (cfg.parallel.tp * cfg.parallel.pp);
+  TRI_CHECK(ranks == 1 || cfg.data.batch_size % dp == 0, "data.batch_size (", cfg.data.batch_size,
+            ") must be divisible by the number of data-parallel ranks (", dp, " = ", ranks, " ranks / (tp ",
+            cfg.parallel.tp, " x pp ", cfg.parallel.pp, ")): each data-parallel rank trains on an equal slice of every "
+            "global batch");
 }
 
 Status Trainer::init() {
@@ -107,6 +110,10 @@ Status Trainer::init() {
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
+  // Note [Publishing train.bin and val.bin together]: not a pair that is half published.
+  if (Status s = data::pending_prepare_error(cfg_.data.train_file, "data.train_file"); !s.is_ok()) return s;
+  if (!cfg_.data.val_file.empty())
+    if (Status s = data::pending_prepare_error(cfg_.data.val_file, "data.val_file"); !s.is_ok()) return s;
   auto train_file = data::TokenFile::open(cfg_.data.train_file);
   if (!train_file.is_ok()) return train_file.status();
   Status vs = train_file.value()->check_vocab_size(cfg_.model.vocab_size);
@@ -155,9 +162,12 @@ Status Trainer::init() {
     if (!incomplete.is_ok()) return incomplete.status();
     std::string skipped;
     for (const std::string& name : incomplete.value()) skipped += (skipped.empty() ? "" : ", ") + name;
+    // Said whenever a run resumes: a restarted job's log tells where each attempt began.
     if (!skipped.empty())
       resume_note_ = cfg_.train.out_dir + ": skipped " + skipped + " (incomplete: no DONE marker); " +
                      (latest.value() ? "resuming " + *latest.value() : std::string("starting from step 0"));
+    else if (latest.value())
+      resume_note_ = "resuming " + *latest.value();
     if (latest.value().has_value()) return load_checkpoint(*latest.value());
   }
   return Status::ok();
@@ -433,8 +443,22 @@ StatusOr<Trainer::Boundary> Trainer::hold_paused(const std::string& why, const s
 Status Trainer::run(int64_t until_step) {
   const int64_t last = until_step < 0 ? cfg_.train.steps : std::min(until_step, cfg_.train.steps);
   stop_reason_.clear();
+  stopped_by_rule_ = diverged_ = false;
   Status mk = is_rank0() ? checkpoint::create_dirs(checkpoint::default_env(), cfg_.train.out_dir) : Status::ok();
   if (!mk.is_ok()) return mk;
+  // One run per out_dir (Note [The out_dir lock] in train/run_lock.cc): rank 0 takes it, every
+  // rank learns the outcome, a refused run stops before writing anything. Then the metrics
+  // file is trimmed to the step this run starts from (Note [Metrics on resume] in metrics.cc).
+  std::optional<StatusOr<RunLock>> run_lock;
+  if (is_rank0()) run_lock.emplace(RunLock::acquire(cfg_.train.out_dir));
+  if (!all_ranks(!run_lock || run_lock->is_ok()))
+    return run_lock && !run_lock->is_ok() ? run_lock->status()
+                                          : Status::invalid("rank 0 could not lock train.out_dir '" +
+                                                            cfg_.train.out_dir + "' (its error says why)");
+  if (is_rank0() && !monitor_) {
+    auto reconciled = reconcile_metrics(cfg_.train.out_dir + "/metrics.jsonl", step_);
+    if (!reconciled.is_ok()) return reconciled.status();
+  }
   // Rank 0 alone writes metrics and prints.
   auto metrics = MetricsWriter::open(is_rank0() ? cfg_.train.out_dir + "/metrics.jsonl" : "");
   const bool print = show_progress && is_rank0();
@@ -444,6 +468,14 @@ Status Trainer::run(int64_t until_step) {
     if (!m.is_ok()) return m.status();
     monitor_ = std::move(m.value());
     if (faults_ != nullptr) faults_->at_start(comm_ ? comm_->rank() : 0);
+  }
+  if (!saved_alert_state_.is_null()) {  // Note [Alert state in checkpoints]
+    try {
+      monitor_->restore_alert_state(saved_alert_state_);
+    } catch (const Error& e) {
+      return Status::invalid(std::string("the checkpoint resumed from: ") + e.what());
+    }
+    saved_alert_state_ = nullptr;
   }
   monitor_->set_state("running");
   Progress progress(cfg_.train.steps, cfg_.train.log_interval);
@@ -509,8 +541,10 @@ Status Trainer::run(int64_t until_step) {
       if (print && b.stop_reason.empty() && !(b.control & monitor::kControlStop))
         progress.message("resumed at step " + std::to_string(step_));
     }
-    if (b.stop_reason.empty() && (b.control & monitor::kControlStop))
+    if (b.stop_reason.empty() && (b.control & monitor::kControlStop)) {
       b.stop_reason = is_rank0() ? "stop requested (" + b.control_reason + ")" : "stop requested on rank 0";
+      stopped_by_rule_ = (b.control & monitor::kControlStopByRule) != 0;  // Note [Exit statuses]
+    }
     if (const std::string& why = b.stop_reason; !why.empty()) {
       monitor_->set_state("stopping", why);
       if (print) progress.message("stopping after step " + std::to_string(step_) + " of " +
@@ -541,9 +575,15 @@ Status Trainer::run(int64_t until_step) {
     // A non-finite loss ends the run, unless a rule will roll it back at the next boundary
     // (every rank sees the same loss, so every rank decides alike).
     const bool finite = std::isfinite(m.loss);
-    if (!finite && !(prev_loss_finite_ && tolerates_non_finite_loss()))
-      return Status::error(ErrorKind::kValue, "training loss became " + std::to_string(m.loss) + " at step " +
-                                                  std::to_string(m.step) + " (lr " + std::to_string(m.lr) + ")");
+    if (!finite && !(prev_loss_finite_ && tolerates_non_finite_loss())) {
+      diverged_ = true;
+      return Status::error(ErrorKind::kValue,
+                           "training loss became " + std::to_string(m.loss) + " at step " + std::to_string(m.step) +
+                               " (lr " + std::to_string(m.lr) + ")" +
+                               (prev_loss_finite_ ? std::string("; a [[alerts]] rule with condition = \"not_finite\" and "
+                                                                "actions rollback_and_skip or stop acts on it instead")
+                                                  : std::string(", the step after a non-finite one: the run has diverged")));
+    }
     const bool at_end = step_ == cfg_.train.steps;
     const int64_t ei = cfg_.train.eval_interval, ci = cfg_.train.checkpoint_interval;
     if (val_file_ && ((ei > 0 && step_ % ei == 0) || at_end)) {
@@ -566,9 +606,11 @@ Status Trainer::run(int64_t until_step) {
     longest_iteration_s_ =
         std::max(longest_iteration_s_, std::chrono::duration<double>(Clock::now() - iteration_start).count());
   }
-  if (!prev_loss_finite_)
+  if (!prev_loss_finite_) {
+    diverged_ = true;
     return Status::error(ErrorKind::kValue, "training loss became non-finite at the last step, " +
                                                 std::to_string(step_) + ": nothing left to roll back for");
+  }
   if (print) progress.finish();
   if (step_ == cfg_.train.steps) monitor_->set_state("finished");
   return Status::ok();

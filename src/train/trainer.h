@@ -53,6 +53,11 @@ namespace trident::train {
 
 class Trainer {
  public:
+  // Throws unless cfg's layout (parallel.*, data.batch_size) fits `ranks` ranks, naming the
+  // keys. create() checks it too; `trident train` checks it first, so that it exits as a config
+  // error (Note [Exit statuses]) and `launch` can try fewer ranks (Note [Restarts with fewer ranks]).
+  static void check_layout(const TrainConfig& cfg, int ranks);
+
   // Builds the model (GPT-2 init, or weights from train.init_from), optimizer and samplers,
   // and resumes from the latest checkpoint in train.out_dir when train.resume is set.
   // With a communicator of more than one rank, trains data-parallel: each rank takes its
@@ -72,6 +77,12 @@ class Trainer {
   [[nodiscard]] Status run(int64_t until_step = -1);
   // Why the last run() stopped before its last step ("SIGTERM on rank 1"), or "".
   const std::string& stop_reason() const { return stop_reason_; }
+  // Whether that stop was an alert rule's (stop, or pause without a server): the CLI exits
+  // kExitStoppedByRule (79), not 75 (Note [Exit statuses] in train/stop_request.h).
+  bool stopped_by_rule() const { return stopped_by_rule_; }
+  // Whether the last run() failed because training diverged: a non-finite loss no rule acted
+  // on, or rollbacks spent (Note [Rollback limits]); the CLI exits kExitDiverged (80).
+  bool diverged() const { return diverged_; }
   // Non-empty when the checkpoint resumed from ran its GEMMs on other engines (run() prints it).
   const std::string& engines_note() const { return engines_note_; }
   // What resume passed over: incomplete step checkpoints newer than the one it loads.
@@ -139,7 +150,8 @@ class Trainer {
   // Restores the newest checkpoint before this step and skips the batches since (collective;
   // Note [Rollback and skip] in trainer_rollback.cc). Returns what it did, in words.
   StatusOr<std::string> rollback_and_skip();
-  // Whether a [[alerts]] rule rolls back on a NaN/Inf loss (so the loss does not end the run).
+  // Whether a not_finite rule acts on a NaN/Inf loss at the next boundary (rollback_and_skip,
+  // stop, pause), so the loss does not end the run first (log and notify act at once).
   bool tolerates_non_finite_loss() const;
 
  public:
@@ -191,9 +203,14 @@ class Trainer {
   double last_checkpoint_s_ = 0.0;     // how long the last checkpoint took to write
   int64_t last_checkpoint_step_ = 0;   // the step of the newest checkpoint saved or loaded (0: none)
   std::string stop_reason_;
+  bool stopped_by_rule_ = false;  // stop_reason_ is an alert rule's
+  bool diverged_ = false;         // the last run() ended for a non-finite loss or spent rollbacks
+  // The alert rules' state from the checkpoint resumed from, for the monitor that run() starts
+  // (Note [Alert state in checkpoints] in train/run_monitor.cc); null: none.
+  nlohmann::json saved_alert_state_;
   std::string no_validation_reason_;   // why there is no validation file, if there is none
   std::string engines_note_;  // set on resume when the checkpoint ran on other GEMM engines
-  std::string resume_note_;   // set on resume when incomplete step checkpoints were passed over
+  std::string resume_note_;   // set on resume: the checkpoint, and incomplete ones passed over
   std::string skipped_checkpoint_note_;  // why the last save_checkpoint() wrote nothing
   std::optional<MfuCeiling> mfu_;      // train.mfu on the CPU: measured by the first run()
   // Metrics, endpoints and run control (train/run_monitor.h), started by the first run();

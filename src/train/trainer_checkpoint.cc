@@ -294,6 +294,8 @@ Status Trainer::commit_checkpoint(checkpoint::CheckpointWriter& w, int64_t optim
                           {"growth_tracker", ls.growth_tracker},
                           {"hysteresis_left", ls.hysteresis_left},
                           {"skipped", ls.skipped}};
+  // Note [Alert state in checkpoints] in train/run_monitor.cc (rank 0 commits, and holds it).
+  if (monitor_ && is_rank0()) state["alerts"] = monitor_->alert_state();
   Status s = Status::ok();
   if (!(s = w.write_file("trainer_state.json", state.dump(2) + "\n")).is_ok()) return s;
   if (!(s = w.write_file("config.toml", config_to_toml(cfg_))).is_ok()) return s;
@@ -460,6 +462,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     model_->dropout_generator().set_state(rng.at("seed").get<uint64_t>(), offset);
     step_ = state.at("step").get<int64_t>();
     last_checkpoint_step_ = step_;
+    saved_alert_state_ = state.contains("alerts") ? state.at("alerts") : nlohmann::json();
     if (state.contains("loss_scaler") && cfg_.precision.loss_scaling()) {
       const auto& ls = state.at("loss_scaler");
       scaler_->load_state({ls.at("scale").get<double>(), ls.at("growth_tracker").get<int64_t>(),

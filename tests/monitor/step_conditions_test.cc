@@ -74,9 +74,51 @@ TEST(StepConditions, LossSpikeEventCarriesTheBaselineAndNonFiniteIsNotASpike) {
   EXPECT_NE(e->json().find("\"condition\":\"loss_spike\",\"metric\":\"loss\",\"step\":6,\"value\":5.0,\"baseline\":"),
             std::string::npos)
       << e->json();
-  // reset() forgets the history: the window must fill again.
-  c.reset();
-  EXPECT_FALSE(c.observe({7, 50.0, 1, 1, false}));
+  // A rollback to step 4 keeps the window of steps 1..4 (Note [Spike counting]): the replayed
+  // step 5 is judged at once, against the same baseline.
+  c.rollback_to(4);
+  std::optional<AlertEvent> again = c.observe({5, 5.0, 1, 1, false});
+  ASSERT_TRUE(again);
+  EXPECT_DOUBLE_EQ(again->best, 2.1);
+}
+
+TEST(StepConditions, RollbackDropsTheDiscardedStepsFromTheWindow) {
+  // Steps 1..4 at about 2, steps 5..9 at about 4 (step 5 fires; 6..9 join the window in the
+  // quiet steps, so 4.1 at step 9 is no spike), a rollback to step 4: the window is steps 1..4
+  // again, and 4.1 is a spike against their baseline.
+  StepCondition c(rule("loss_spike", 4, 3.0));
+  for (int64_t s = 1; s <= 4; ++s) EXPECT_FALSE(c.observe({s, s % 2 ? 2.0 : 2.1, 1, 1, false}));
+  for (int64_t s = 5; s <= 8; ++s) c.observe({s, 4.0 + 0.01 * static_cast<double>(s), 1, 1, false});
+  EXPECT_FALSE(c.observe({9, 4.1, 1, 1, false}));
+  c.rollback_to(4);
+  std::optional<AlertEvent> e = c.observe({5, 4.1, 1, 1, false});
+  ASSERT_TRUE(e);
+  EXPECT_DOUBLE_EQ(e->best, 2.05);
+}
+
+TEST(StepConditions, RollbackLimitPassesOverASpentCheckpointThenSaysNone) {
+  AlertRule r = rule("loss_spike", 4, 3.0);
+  r.rollback_limit = 2;
+  r.rollback_window = 100;
+  StepCondition c(r);
+  const std::vector<int64_t> ckpts = {10, 20, 30};
+  EXPECT_EQ(c.rollback_target(40, ckpts), std::optional<int64_t>(30));
+  c.record_rollback(40, 30);
+  EXPECT_EQ(c.rollback_target(40, ckpts), std::optional<int64_t>(30));
+  c.record_rollback(40, 30);
+  EXPECT_EQ(c.rollback_target(40, ckpts), std::optional<int64_t>(20));  // 30 spent: further back
+  c.record_rollback(40, 20);
+  c.record_rollback(40, 20);
+  c.record_rollback(40, 10);
+  c.record_rollback(40, 10);
+  EXPECT_EQ(c.rollback_target(40, ckpts), std::nullopt);  // all spent: diverged
+  EXPECT_EQ(c.rollbacks_text(40), "2 to step 30, 2 to step 20, 2 to step 10");
+  // Far enough on, the old rollbacks no longer count; the state survives a checkpoint.
+  EXPECT_EQ(c.rollback_target(140, {10, 20, 30, 130}), std::optional<int64_t>(130));
+  StepCondition restored(r);
+  restored.restore(c.state());
+  EXPECT_EQ(restored.rollback_target(40, ckpts), std::nullopt);
+  EXPECT_EQ(restored.state(), c.state());
 }
 
 TEST(StepConditions, GradNormSpikeWatchesTheGradientNorm) {
@@ -185,6 +227,29 @@ TEST(AlertRules, RollbackNeedsAStepConditionAndActionsAreChecked) {
                             "checkpoint, pause, stop, rollback_and_skip"),
             std::string::npos)
       << refusal(r);
+}
+
+}  // namespace
+}  // namespace trident::monitor
+
+namespace trident::monitor {
+namespace {
+
+TEST(PlateauState, StateSurvivesACheckpoint) {
+  // Note [Alert state in checkpoints]: a restored rule goes on counting where it stood.
+  AlertRule r;
+  r.patience = 3;
+  PlateauState live(r);
+  EXPECT_FALSE(live.observe(2, 5.0));  // the best
+  EXPECT_FALSE(live.observe(4, 5.0));  // 1 without improvement
+  PlateauState restored(r);
+  restored.restore(live.state());
+  EXPECT_EQ(restored.state(), live.state());
+  EXPECT_FALSE(restored.observe(6, 5.0));  // 2
+  std::optional<AlertEvent> e = restored.observe(8, 5.0);  // 3: fires, as the live one would
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->best_step, 2);
+  EXPECT_THROW(restored.restore(nlohmann::json{{"best", 1.0}}), Error);  // names the rule
 }
 
 }  // namespace

@@ -448,7 +448,8 @@ TEST_F(DataParallelTest, ElementsHandedToCollectivesPerStep) {
       EXPECT_NEAR(ag, gathers, 0.05 * gathers) << "stage " << stage;
       // Per step: the boundary's 2 and the all-ranks check's 1, and the loss with whether any
       // rank has auxiliary values (Note [Auxiliary values over ranks] in train/trainer.cc): 2.
-      EXPECT_LE(ar, 10) << "stage " << stage << ": only scalars (loss, gradient norm) are all-reduced";
+      // Per run: whether rank 0 took the out_dir lock (Note [The out_dir lock]): 1.
+      EXPECT_LE(ar, 11) << "stage " << stage << ": only scalars (loss, gradient norm) are all-reduced";
     }
   }
 }

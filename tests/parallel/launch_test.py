@@ -116,7 +116,8 @@ def main():
         bad = subprocess.run([trident, "launch", "-n", "2", "--", "train"] + args +
                              ["--data.batch_size=7", f"--train.out_dir={d}/bad"],
                              env=env, capture_output=True, text=True, timeout=120)
-        if bad.returncode == 0 or "error (rank 0)" not in bad.stderr or "data.batch_size (7)" not in bad.stderr:
+        # 78: a configuration error (Note [Exit statuses]), so that launch --max-restarts does not retry it.
+        if bad.returncode != 78 or "error (rank 0)" not in bad.stderr or "data.batch_size (7)" not in bad.stderr:
             failures.append(f"an indivisible batch: exit {bad.returncode}, stderr:\n{bad.stderr[-2000:]}")
     if failures:
         sys.exit("FAIL:\n" + "\n".join(failures))

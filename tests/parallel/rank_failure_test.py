@@ -8,7 +8,8 @@ Runs `mpiexec -np 4 --oversubscribe rank_failure_probe DIR 2 MODE` twice:
   hang  rank 2 stops taking part without exiting; with TRIDENT_COMM_TIMEOUT_S=5 the others'
         waits time out, name the operation, print their flight records, write them to
         run/flight_rank<r>.json (each rank whose timeout fired before the first one ended the
-        job) and end the job. The hang rule (2 s, log) has every rank, the
+        job) and end the job; their message names rank 2 as the rank that stopped taking part
+        (it wrote no flight record: Note [Naming the rank at a timeout]). The hang rule (2 s, log) has every rank, the
         sleeping one too, write run/hang_rank<r>.json with its flight record: the rank whose
         sequence numbers on the world communicator stop short of the others' must be rank 2,
         and the operations the others wait in must be collectives (Note [Reading a flight
@@ -90,6 +91,9 @@ def scenario(mpiexec, probe, mode):
         survivors = re.findall(r"trident \(rank (\d)\): stopped by signal \d+ .* while (.+)", out)
     else:
         survivors = re.findall(r"trident \(rank (\d)\): (.+) did not complete within", out)
+        # Note [Naming the rank at a timeout]: the survivor that ends the job names rank 2.
+        if not re.search(r"did not complete within \d+ s.*; rank 2 stopped taking part", out):
+            failures.append("no timeout message names rank 2 as the rank that stopped taking part")
     named = {r for r, what in survivors if re.search(ops, what) and r != "2"}
     if not named:
         failures.append("no surviving rank named the operation it was in")

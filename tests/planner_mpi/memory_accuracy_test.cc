@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <optional>
+#include <string>
 
 #include "comm/mpi_communicator.h"
 #include "config/config_tree.h"
@@ -72,7 +73,10 @@ void check(const train::TrainConfig& cfg, const std::vector<std::string>& names,
     layout.apply(c);
     // One step, measured from its start: every category peaks as after a warm-up step (90 tiny
     // layouts on 1 and 2 ranks, bench/results/2026-11-26-planner-memory-full-zen4), in half the time.
-    auto measured = measure_layout(c, world, ::testing::TempDir() + "/memory_accuracy", 0, 1, device);
+    // A folder per job size: ctest runs the np1, np2 and np4 jobs side by side, and one out_dir
+    // takes one run at a time (Note [The out_dir lock]).
+    const std::string dir = ::testing::TempDir() + "/memory_accuracy_np" + std::to_string(world->size());
+    auto measured = measure_layout(c, world, dir, 0, 1, device);
     ASSERT_TRUE(measured.is_ok()) << measured.status().to_string();
     const MemoryEstimate predicted = predict_memory(run, layout, true);
     // Note [ZeRO-Offload's memory]: the host's gradients and optimizer state. (The host's

@@ -152,6 +152,7 @@ class Hosts:
         env = dict(base if base is not None else os.environ)
         env.update({
             "TRIDENT_NETNS_PREFIX": self.prefix,
+            "TRIDENT_NETNS_DOWN": os.path.join(self.tmp, "down"),
             "OMPI_MCA_plm_rsh_agent": AGENT,
             "OMPI_MCA_btl": "self,vader,tcp",
             "OMPI_MCA_btl_tcp_if_include": "eth0",
@@ -188,6 +189,24 @@ class Hosts:
 
     def rx_bytes(self, i):
         return self._stat(i, "rx_bytes")
+
+    def down(self, i):
+        """Host i gone: its agent answers as ssh does for a host that does not answer (255), and
+        everything running on it is killed (its ranks and OpenMPI's daemon). up(i) undoes it."""
+        os.makedirs(os.path.join(self.tmp, "down"), exist_ok=True)
+        open(os.path.join(self.tmp, "down", self.names[i]), "w").close()
+        for pid in _ip("netns", "pids", self.ns(i), check=False).stdout.split():
+            try:
+                os.kill(int(pid), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+
+    def up(self, i):
+        """Host i answers again (after down(i))."""
+        try:
+            os.remove(os.path.join(self.tmp, "down", self.names[i]))
+        except FileNotFoundError:
+            pass
 
     def cut(self, i):
         """Host i's link down, as a pulled cable."""

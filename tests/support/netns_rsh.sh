@@ -5,7 +5,8 @@
 # hostname (a UTS namespace of its own), with an environment as bare as ssh's: nothing of the
 # caller's environment passes but PATH and HOME, so what reaches a remote rank is only what
 # mpirun forwards (OMPI_* and -x variables), as on real hosts. Like ssh, it hands the words of
-# COMMAND to a shell (mpirun sends "PATH=...; export PATH; ... orted ...").
+# COMMAND to a shell (mpirun sends "PATH=...; export PATH; ... orted ..."). A host named in
+# $TRIDENT_NETNS_DOWN/ is gone (netns.Hosts.down): it answers as ssh does, with 255.
 set -eu
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -21,6 +22,10 @@ fi
 host=$1
 shift
 ns="${TRIDENT_NETNS_PREFIX:?netns_rsh.sh: TRIDENT_NETNS_PREFIX is not set (tests/support/netns.py sets it)}$host"
+if [ -e "${TRIDENT_NETNS_DOWN:-/nonexistent}/$host" ]; then
+  echo "ssh: connect to host $host port 22: No route to host (netns_rsh.sh: $host is down)" >&2
+  exit 255
+fi
 if ! ip netns list | grep -q "^$ns\( \|$\)"; then
   echo "netns_rsh.sh: no host '$host' (network namespace $ns does not exist)" >&2
   exit 255

@@ -66,6 +66,27 @@ def metrics(run_dir):
     return [r["loss"] for r in rows if "loss" in r], [r["val_loss"] for r in rows if "val_loss" in r]
 
 
+def rank_pids(run_dir):
+    """{rank: pid} of the `trident train` ranks writing into run_dir, from /proc (their
+    --train.out_dir flag and OMPI_COMM_WORLD_RANK; not `trident launch` itself)."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"train" in cmd and b"launch" not in cmd and f"--train.out_dir={run_dir}".encode() in cmd:
+            for e in env:
+                if e.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    found[int(e.split(b"=", 1)[1])] = int(pid)
+    return found
+
+
 def alerts(run_dir):
     """The events of run_dir/alerts.jsonl."""
     path = os.path.join(run_dir, "alerts.jsonl")

@@ -36,7 +36,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "kernels.f32_gemm", "kernels.bf16_gemm", "kernels.cpu_avx512", "kernels.cuda_tf32", "kernels.cuda_cublaslt",
       "kernels.cuda_gelu_epilogue", "kernels.attention_generic", "kernels.cpu_bf16_attention",
       "monitor.port", "monitor.host", "monitor.job", "monitor.token_file", "monitor.tensorboard",
-      "monitor.system_interval"};
+      "monitor.system_interval", "monitor.notify_cooldown", "monitor.notify_timeout"};
   EXPECT_EQ(tree.keys(), expected);
 }
 

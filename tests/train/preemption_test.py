@@ -25,7 +25,7 @@ import time
 STOPPED = 75
 TIMEOUT = 240
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runlib import Runs, metrics, prepare_corpus  # noqa: E402
+from runlib import Runs, metrics, prepare_corpus, rank_pids  # noqa: E402
 
 
 def last_step(run_dir):
@@ -54,19 +54,9 @@ def rank_pid(run_dir, rank):
     """The pid of the rank `rank` process that trains into run_dir (from /proc)."""
     deadline = time.time() + 60
     while time.time() < deadline:
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().split(b"\0")
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = f.read().split(b"\0")
-            except OSError:
-                continue
-            if b"train" in cmd and f"--train.out_dir={run_dir}".encode() in cmd and \
-                    f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
-                return int(pid)
+        pid = rank_pids(run_dir).get(rank)
+        if pid is not None:
+            return pid
         time.sleep(0.01)
     return None
 

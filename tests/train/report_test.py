@@ -13,6 +13,10 @@ and RSS; the report draws them (one point per step) in its memory panel. On a ru
 writing (a last line cut mid-write) it still works; a directory without metrics.jsonl is an
 error naming it, and so is a line whose key holds another type than the report reads (the file,
 the line, the key and the type), and an --out that is the metrics.jsonl or alerts.jsonl it reads.
+Issue #47 item 5: a summary table above the charts (final and best losses, median tokens/s,
+wall time, layout, model, batch), a row for the rollback (25 -> 20, its 5 discarded steps, the
+NaN loss, the rule), the discarded steps as their own dashed series, y ticks that are 1-2-5
+numbers with few digits (no negative times), a "step" x axis and charts as wide as the page.
 
     report_test.py TRIDENT
 """
@@ -88,6 +92,29 @@ def main():
         if not re.search(r'<tr class="alert-row"><td>1</td><td>memory</td><td>memory_high</td>', html) or \
                 not re.search(r'<tr class="alert-row"><td>25</td><td>nan</td><td>not_finite</td>', html):
             failures.append("the alert table does not list both alerts")
+        # Issue #47 item 5: a summary at the top, a row per rollback, the discarded steps drawn apart,
+        # readable ticks on a step axis.
+        summary = re.search(r'<table class="summary">(.*?)</table>', html, re.S)
+        want = ("train loss", "val loss", "median throughput", "wall time", "rollbacks", "layout", "model", "batch")
+        if not summary or any(f"<th>{k}</th>" not in summary.group(1) for k in want) or \
+                html.index('class="summary"') > html.index("<figure>"):
+            failures.append(f"no summary table above the charts with {want}: {summary and summary.group(1)[:800]}")
+        elif "tp 1 x pp 1" not in summary.group(1) or not re.search(r"<th>train loss</th><td>\d+\.\d{4} at step 30; "
+                                                                    r"best \d+\.\d{4} at step \d+", summary.group(1)):
+            failures.append(f"summary without the layout or the final and best loss: {summary.group(1)[:800]}")
+        if not re.search(r'<tr class="rollback-row"><td>25</td><td>20</td><td>21\.\.25 \(5 logged\)</td>'
+                         r'<td>not finite</td><td>nan</td>', html):
+            failures.append("no rollback row from step 25 to 20 with its 5 discarded steps, NaN loss and rule: " +
+                            str(re.findall(r'<tr class="rollback-row">.*', html)))
+        if points.get("discarded steps") != "4":  # 21..24 (25's loss is NaN)
+            failures.append(f"discarded steps not drawn apart (want 4 points): {points}")
+        labels = re.findall(r'<text class="ytick"[^>]*>([^<]*)</text>', html)
+        bad_labels = [t for t in labels if not re.fullmatch(r"-?\d+(\.\d{1,4})?|\d(\.\d{1,2})?e-?\d+", t)]
+        times = re.search(r"Step time split \(ms\)</figcaption>(.*?)</svg>", html, re.S)
+        if not labels or bad_labels or not times or re.search(r'class="ytick"[^>]*>-', times.group(1)):
+            failures.append(f"unreadable y ticks {bad_labels[:8]} (of {len(labels)}), or negative times")
+        if html.count(">step</text>") < 5 or 'viewBox="0 0 1000' not in html or "svg{width:100%" not in html:
+            failures.append("charts without a step axis label, or not as wide as the page")
         # A run still writing: its last line cut mid-write.
         live = os.path.join(d, "live")
         shutil.copytree(run, live, ignore=shutil.ignore_patterns("step_*", "rolled_back"))

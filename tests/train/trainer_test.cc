@@ -532,7 +532,7 @@ TEST_F(TrainerTest, ResumeNamesTheIncompleteCheckpointsItPassesOver) {
   const fs::path out = dir_ / "incomplete";
   auto t = Trainer::create(cfg);
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-  EXPECT_EQ(t.value()->resume_note(), "");
+  EXPECT_EQ(t.value()->resume_note(), "resuming " + (out / "step_000002").string());
   fs::remove(out / "step_000002" / "DONE");
   t = Trainer::create(cfg);
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
