@@ -166,3 +166,17 @@ write("http_request_fuzz", "post_chunked", "POST /checkpoint HTTP/1.1\r\n" + AUT
 write("http_request_fuzz", "post_too_large", "POST /resume HTTP/1.1\r\n" + AUTH + "Content-Length: 5000\r\n\r\n" + "x" * 5000)
 write("http_request_fuzz", "bad_method", "BREW /metrics HTTP/1.1\r\n\r\n")
 write("http_request_fuzz", "range", "GET /metrics HTTP/1.1\r\nRange: bytes=0-5,10-\r\n\r\n")
+
+# ---- metrics.jsonl and alerts.jsonl (tests/train/metrics_test.cc, run_folder_test.py) ----
+# The first byte is the step a resumed run reconciles to.
+STEP = '{"step": %d, "loss": %s, "lr": 6e-04, "grad_norm": 1.5, "tokens_per_s": 1000.0, "elapsed_s": %s}\n'
+steps = "".join(STEP % (s, 5.0 - 0.1 * s, 0.1 * s) for s in range(1, 13))
+evals = '{"step": 4, "val_loss": 4.5}\n{"step": 8, "val_loss": 4.1}\n'
+write("metrics_jsonl_fuzz", "whole_run", bytes([12]) + steps.encode() + evals.encode())
+write("metrics_jsonl_fuzz", "torn_last_line", bytes([10]) + steps.encode()[:-20])
+write("metrics_jsonl_fuzz", "torn_then_resumed", bytes([5]) + steps.encode()[:-20] + (STEP % (6, 4.4, 0.6)).encode())
+write("metrics_jsonl_fuzz", "rollback", bytes([8]) + steps.encode() +
+      b'{"step": 12, "rollback": {"from_step": 12, "to_step": 10, "skip": 2}}\n' + (STEP % (11, 3.9, 1.3)).encode())
+write("metrics_jsonl_fuzz", "alert_event", bytes([3]) +
+      b'{"time": "2026-11-29T00:00:00Z", "rule": "flat", "condition": "plateau", "step": 8, "value": 4.1}\n')
+write("metrics_jsonl_fuzz", "not_json", bytes([0]) + b"nan\n{}\n[1,2]\n{\"step\": -1}\n{\"step\": 1e999}\n")
