@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapters/lora.h"
+#include "adapters/peft_files.h"
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/env.h"
@@ -143,15 +145,32 @@ StatusOr<ModelSource> resolve_model_source(const std::string& path) {
 }
 
 // A model with a checkpoint's weights (of any layout: whole, or sharded by ZeRO), or a model
-// directory's.
-StatusOr<std::unique_ptr<models::CausalLM>> load_model(const ModelSource& src) {
+// directory's; a LoRA run's checkpoint with its adapters (its config's [lora]), and `adapter`
+// (a PEFT directory, "" for none) applied on top.
+StatusOr<std::unique_ptr<models::CausalLM>> load_model(const ModelSource& src, const std::string& adapter) {
   std::unique_ptr<models::CausalLM> model = models::build_model(src.cfg.model);
   if (src.hf) {
     if (Status s = train::load_hf_weights(*model, src.dir); !s.is_ok()) return s;
   } else {
+    if (src.cfg.lora.enabled()) (void)adapters::apply_lora(*model, src.cfg.lora);
     auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), src.dir);
     if (!reader.is_ok()) return reader.status();
     if (Status s = train::load_checkpoint_weights(model->named_parameters(), reader.value()); !s.is_ok()) return s;
+  }
+  if (!adapter.empty()) {
+    if (src.cfg.lora.enabled())
+      return Status::invalid("--adapter " + adapter + ": the checkpoint " + src.dir +
+                             " is a LoRA run's and carries its own adapters; apply another adapter to a base model");
+    auto read = adapters::read_peft_adapter(adapter);
+    if (!read.is_ok()) return read.status();
+    auto options = adapters::lora_options_for(read.value(), {});
+    if (!options.is_ok()) return options.status();
+    try {
+      (void)adapters::apply_lora(*model, options.value(), read.value().targets);
+    } catch (const std::exception& e) {
+      return Status::invalid("--adapter " + adapter + ": " + e.what());
+    }
+    if (Status s = adapters::load_peft_weights(*model, read.value()); !s.is_ok()) return s;
   }
   model->eval();
   return model;
@@ -362,6 +381,8 @@ CLI::App* add_sample(CLI::App& app, SampleArgs& a) {
                 std::string(train::kTokenizerHelp) +
                 " (default: the checkpoint config's data.tokenizer; a model directory's own tokenizer files)");
   c->add_option("--vocab", a.vocab_dir, "the tokenizer's files (default: the checkpoint config's data.vocab_dir)");
+  c->add_option("--adapter", a.adapter,
+                "a PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors) applied to the model");
   return c;
 }
 
@@ -390,7 +411,7 @@ Status run_sample(const SampleArgs& a) {
                  "tokenizer, decoding fails at the first id past it (name the model's with --tokenizer)\n",
                  tok.value()->name().c_str(), static_cast<long long>(tok.value()->vocab_size()),
                  static_cast<long long>(cfg.model.vocab_size));
-  auto model = load_model(src.value());
+  auto model = load_model(src.value(), a.adapter);
   if (!model.is_ok()) return model.status();
   // Sampling from NaN weights prints noise (or one id forever): say which weight is bad.
   for (const nn::NamedTensor& p : model.value()->named_parameters())
@@ -424,6 +445,8 @@ CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
       ->check(kPositive);
   c->add_option("--seq-len", a.seq_len, "tokens per sequence, at most model.block_size (default: data.seq_len)")
       ->check(kPositive);
+  c->add_option("--adapter", a.adapter,
+                "a PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors) applied to the model");
   return c;
 }
 
@@ -463,10 +486,22 @@ Status run_eval(const EvalArgs& a) {
   cfg.parallel = {};  // one process: the checkpoint loads under any layout it was saved from
   cfg.kernels = {};   // this CPU's engines (the checkpoint's may not run here)
   if (src.value().hf) cfg.train.init_from = src.value().dir;  // the trainer loads the directory's weights
+  // A LoRA run's config holds its adapters ([lora]); the directory it started from is not needed.
+  cfg.train.init_adapter = a.adapter;
+  if (!a.adapter.empty() && cfg.lora.enabled())
+    return Status::invalid("eval --adapter " + a.adapter + ": the checkpoint " + src.value().dir +
+                           " is a LoRA run's and carries its own adapters; apply another adapter to a base model");
   auto trainer = train::Trainer::create(cfg);
   if (!trainer.is_ok()) return trainer.status();
-  if (!src.value().hf) {
+  if (!src.value().hf && a.adapter.empty()) {
     if (Status s = trainer.value()->load_checkpoint(src.value().dir); !s.is_ok()) return s;
+  } else if (!src.value().hf) {  // the base from the checkpoint, the adapters as --adapter gave them
+    auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), src.value().dir);
+    if (!reader.is_ok()) return reader.status();
+    std::vector<nn::NamedTensor> base;
+    for (const nn::NamedTensor& p : trainer.value()->model().named_parameters())
+      if (!adapters::is_lora_parameter(p.first)) base.push_back(p);
+    if (Status s = train::load_checkpoint_weights(base, reader.value()); !s.is_ok()) return s;
   }
   const double loss = trainer.value()->evaluate();
   // Valid JSON whatever the loss: a NaN or infinite one is null (JSON has no NaN), and then the
@@ -496,6 +531,9 @@ CLI::App* add_export(CLI::App& app, ExportArgs& a) {
       ->required();
   c->add_option("--max-shard-mb", a.max_shard_mb, "largest weight file of a directory (MB)")
       ->check(number_in(0.0, false, 1e6, "(0, 1e6]"));  // a sanity bound (1 TB); inf wrapped to one shard per tensor
+  c->add_flag("--merge-lora", a.merge_lora,
+              "a LoRA run's checkpoint: write each adapted weight with its adapter folded in (W + alpha/r B A), a "
+              "plain model with no adapter (without it: the base alone; the adapters are in <out_dir>/adapter)");
   return c;
 }
 
@@ -533,13 +571,35 @@ Status run_export(const ExportArgs& a) {
                              it->second.shape.str() + "; its config's model has " + Shape(p.shape).str());
     specs.push_back({p.name, it->second.dtype, it->second.shape});
   }
+  // A LoRA run's checkpoint: --merge-lora folds each adapter into its base weight (W + s B A,
+  // in the weight's layout); without it the base alone is written, and the JSON says so.
+  const adapters::LoraOptions& lora = cfg.value().lora;
+  if (a.merge_lora && !lora.enabled())
+    return Status::invalid("export --merge-lora: the checkpoint " + dir.value() +
+                           " has no LoRA adapters (its config's lora.r is 0)");
+  const bool in_out = models::model_family(cfg.value().model.arch).linear_weights_in_out;
+  int64_t merged = 0;
+  auto load = [&](size_t i) -> StatusOr<Tensor> {
+    auto w = r.load_tensor(specs[i].name);
+    if (!w.is_ok() || !a.merge_lora || !specs[i].name.ends_with(".weight")) return w;
+    const std::string layer = specs[i].name.substr(0, specs[i].name.size() - std::string(".weight").size());
+    if (!r.has_tensor(layer + ".lora_A.weight")) return w;
+    auto la = r.load_tensor(layer + ".lora_A.weight");
+    if (!la.is_ok()) return la.status();
+    auto lb = r.load_tensor(layer + ".lora_B.weight");
+    if (!lb.is_ok()) return lb.status();
+    ++merged;
+    return adapters::merge_lora_weight(w.value(), la.value(), lb.value(), lora.scaling(), in_out);
+  };
+  const std::string lora_note =
+      !lora.enabled() ? "" : a.merge_lora ? ", \"lora\": \"merged\"" : ", \"lora\": \"not merged: the base alone (--merge-lora folds the adapters in)\"";
   if (!a.out.ends_with(".safetensors")) {  // a Hugging Face model directory
-    auto files = train::write_hf_model_dir(a.out, cfg.value().model, specs,
-                                           [&](size_t i) { return r.load_tensor(specs[i].name); },
+    auto files = train::write_hf_model_dir(a.out, cfg.value().model, specs, load,
                                            static_cast<int64_t>(a.max_shard_mb * 1e6));
     if (!files.is_ok()) return files.status();
-    std::printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"tensors\": %zu, \"files\": %zu}\n", dir.value().c_str(),
-                a.out.c_str(), specs.size(), files.value().size());
+    std::printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"tensors\": %zu, \"files\": %zu%s%s}\n", dir.value().c_str(),
+                a.out.c_str(), specs.size(), files.value().size(),
+                a.merge_lora ? (", \"merged_layers\": " + std::to_string(merged)).c_str() : "", lora_note.c_str());
     return Status::ok();
   }
   if (const std::string parent = std::filesystem::path(a.out).parent_path().string(); !parent.empty()) {
@@ -547,12 +607,11 @@ Status run_export(const ExportArgs& a) {
   }
   auto out = checkpoint::AtomicFileWriter::create(checkpoint::default_env(), a.out);
   if (!out.is_ok()) return out.status();
-  Status s = checkpoint::write_safetensors_streamed(
-      out.value(), specs, [&](size_t i) { return r.load_tensor(specs[i].name); }, {{"format", "pt"}});
+  Status s = checkpoint::write_safetensors_streamed(out.value(), specs, load, {{"format", "pt"}});
   if (!s.is_ok()) return s;
   if (!(s = out.value().commit()).is_ok()) return s;
-  std::printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"tensors\": %zu, \"bytes\": %llu}\n", dir.value().c_str(),
-              a.out.c_str(), specs.size(), static_cast<unsigned long long>(out.value().size()));
+  std::printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"tensors\": %zu, \"bytes\": %llu%s}\n", dir.value().c_str(),
+              a.out.c_str(), specs.size(), static_cast<unsigned long long>(out.value().size()), lora_note.c_str());
   return Status::ok();
 }
 

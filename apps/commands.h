@@ -75,6 +75,7 @@ struct SampleArgs {
   int64_t seed = 1337;
   std::string tokenizer;  // empty: the checkpoint config's data.tokenizer, or a model directory's own files
   std::string vocab_dir;
+  std::string adapter;    // a PEFT LoRA adapter directory applied to the model
 };
 CLI::App* add_sample(CLI::App& app, SampleArgs& args);
 Status run_sample(const SampleArgs& args);
@@ -86,6 +87,7 @@ struct EvalArgs {
   std::string val_file; // empty: the checkpoint config's data.val_file (required for a model directory)
   int64_t batch_size = 0;  // data.batch_size (a model directory: the default)
   int64_t seq_len = 0;     // data.seq_len (a model directory: min(default, block_size))
+  std::string adapter;     // a PEFT LoRA adapter directory applied to the model
 };
 CLI::App* add_eval(CLI::App& app, EvalArgs& args);
 Status run_eval(const EvalArgs& args);
@@ -95,6 +97,7 @@ struct ExportArgs {
   std::string checkpoint;
   std::string out;          // a directory (Hugging Face form), or a .safetensors file
   double max_shard_mb = 5000;  // the directory's shards (transformers' default: 5 GB)
+  bool merge_lora = false;     // fold a LoRA run's adapters into the base weights
 };
 CLI::App* add_export(CLI::App& app, ExportArgs& args);
 Status run_export(const ExportArgs& args);

@@ -31,6 +31,7 @@ LAYERS = [
     "data",
     "checkpoint",
     "monitor",  # metrics registry, sinks, HTTP server, alerts: below the trainer that publishes
+    "adapters",  # LoRA and PEFT's files: applied to a model from outside it, below the trainer
     "train",
     "planner",
 ]

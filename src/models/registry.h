@@ -48,6 +48,13 @@ struct ModelFamily {
   // a parameter's name in a Hugging Face checkpoint ("layers.0.mlp.up_proj.weight" ->
   // "model.layers.0.mlp.up_proj.weight").
   std::function<std::string(const ModelConfig&, const std::string& name)> hf_name;
+  // what transformers' *ForCausalLM puts before hf_name in its own module tree
+  // (GPT2LMHeadModel: "transformer."; LlamaForCausalLM's are hf_name already): the names
+  // PEFT's adapter files use ("base_model.model." + this + hf_name).
+  std::string hf_causal_lm_prefix;
+  // Its linear layers hold their weights (in, out), Hugging Face's Conv1D (GPT-2), rather than
+  // torch.nn.Linear's (out, in): what merging an adapter into a saved weight must know.
+  bool linear_weights_in_out = false;
 };
 
 // Every family, in a fixed order.

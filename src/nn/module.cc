@@ -53,6 +53,16 @@ Tensor Module::parameter(const std::string& path) const {
   TRI_CHECK(false, msg);
 }
 
+void Module::add_module(const std::string& name, std::shared_ptr<Module> child) {
+  TRI_CHECK(child != nullptr, "Module::add_module('", name, "'): no module");
+  TRI_CHECK(!name.empty() && name.find('.') == std::string::npos, "Module::add_module: '", name,
+            "' is not a module name (non-empty, no '.')");
+  for (const auto& [n, c] : children_) TRI_CHECK(n != name, "Module::add_module: there is a module '", name, "' already");
+  for (const auto& [n, t] : params_) TRI_CHECK(n != name, "Module::add_module: there is a parameter '", name, "' already");
+  child->train(training_);
+  children_.emplace_back(name, std::move(child));
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

@@ -41,6 +41,12 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // Adds `child` under `name` from outside the module: what code that wraps a layer without
+  // the model knowing (an adapter's factors, nn/wrapper.h) uses to give its parameters a place
+  // in the tree, so that optimizers, checkpoints and parallelism see them as the layer's own
+  // ("h.0.attn.c_attn.lora_A.weight"). Throws when `name` is empty, has a '.', or is taken.
+  void add_module(const std::string& name, std::shared_ptr<Module> child);
+
   // Clears .grad of every parameter.
   void zero_grad();
 

@@ -45,6 +45,9 @@ const OptionTable<TrainOptions>& TrainOptions::table() {
           .add("freeze", &TrainOptions::freeze,
                "parameters that do not train, as comma-separated name patterns ('*' matches any characters: "
                "\"wte.weight,h.0.*\"): no gradient, no optimizer state, no gradient reduction")
+          .add("init_adapter", &TrainOptions::init_adapter,
+               "a Hugging Face PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors) to start "
+               "the adapters from: its r, lora_alpha and target_modules define them ([lora] may leave r = 0)")
           .add("resume", &TrainOptions::resume, "continue from the latest checkpoint in out_dir, if one exists")
           .add("threads", &TrainOptions::threads, "CPU threads (0: all cores)",
                Range::between(0, 4096))  // 100000 made OpenMP start 100000 threads
@@ -80,6 +83,7 @@ void TrainConfig::bind(config::ConfigTree& tree) {
   tree.bind(precision);
   tree.bind(parallel);
   tree.bind(train);
+  tree.bind(lora);
   tree.bind(kernels);
   tree.bind(monitor);
   tree.bind_list(alerts);
@@ -87,6 +91,9 @@ void TrainConfig::bind(config::ConfigTree& tree) {
 
 void TrainConfig::validate() const {
   model.validate();
+  lora.validate();
+  TRI_CHECK(!lora.enabled() || train.freeze.empty(), "train.freeze = \"", train.freeze, "\" with lora.r = ", lora.r,
+            ": LoRA freezes the whole base already (only the adapters train); leave train.freeze empty");
   for (const monitor::AlertRule& rule : alerts) {
     rule.validate();
     TRI_CHECK(!rule.has_action("rollback_and_skip") || train.checkpoint_interval > 0, "[[alerts]] '", rule.name,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "adapters/lora_options.h"
 #include "config/config_tree.h"
 #include "kernels/cpu/kernel_options.h"
 #include "monitor/alert_rule.h"
@@ -43,6 +44,7 @@ struct TrainOptions {
   std::string out_dir = "out";      // checkpoints and metrics.jsonl
   std::string init_from = "";       // safetensors weights to start from (Hugging Face names of model.arch)
   std::string freeze = "";          // parameter-name patterns that do not train (nn/freeze.h)
+  std::string init_adapter = "";    // a PEFT LoRA adapter directory to start the adapters from
   bool resume = true;               // continue from the latest checkpoint in out_dir if any
   int64_t threads = 0;              // CPU threads (0: all cores)
   std::string device = "cpu";       // where the model trains: "cpu" or "cuda"
@@ -63,6 +65,7 @@ struct TrainConfig {
   optim::PrecisionOptions precision;
   parallel::ParallelOptions parallel;
   TrainOptions train;
+  adapters::LoraOptions lora;
   kernels::cpu::KernelsOptions kernels;
   monitor::MonitorOptions monitor;
   // [[alerts]] (monitor/alert_rule.h). Empty here; `trident train` starts from the plateau

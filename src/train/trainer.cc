@@ -78,6 +78,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
 
 void Trainer::check_layout(const TrainConfig& cfg, int ranks) {
   parallel::check_layout(cfg.model, cfg.parallel, ranks, cfg.data.seq_len);
+  TRI_CHECK_NOT_IMPLEMENTED((!cfg.lora.enabled() && cfg.train.init_adapter.empty()) || cfg.parallel.tp == 1,
+                            "LoRA adapters (lora.r = ", cfg.lora.r, cfg.train.init_adapter.empty() ? "" : ", train.init_adapter",
+                            ") with parallel.tp = ", cfg.parallel.tp,
+                            ": not implemented yet (the adapters' factors would have to be split with their base "
+                            "layer); use data or pipeline parallelism, or ZeRO, for LoRA runs");
   const int64_t dp = ranks / (cfg.parallel.tp * cfg.parallel.pp);
   TRI_CHECK(ranks == 1 || cfg.data.batch_size % dp == 0, "data.batch_size (", cfg.data.batch_size,
             ") must be divisible by the number of data-parallel ranks (", dp, " = ", ranks, " ranks / (tp ",
@@ -100,6 +105,7 @@ Status Trainer::init() {
     if (!s.is_ok()) return s;
   }
   nn::freeze_parameters(*model_, cfg_.train.freeze, "train.freeze");
+  if (Status s = apply_adapters(); !s.is_ok()) return s;
   // Every strategy, in the order of Note [The order of strategies] (parallel/parallelize.h).
   auto par = parallel::parallelize(*model_, comm_, device_, cfg_.parallel, cfg_.precision, cfg_.optim);
   if (!par.is_ok()) return par.status();
@@ -511,6 +517,7 @@ Status Trainer::run(int64_t until_step) {
     }
     last_checkpoint_s_ = std::chrono::duration<double>(Clock::now() - start).count();
     last_checkpoint_step_ = step_;
+    if (Status s = write_adapter_files(); !s.is_ok()) return s;
     monitor_->on_checkpoint(last_checkpoint_s_, is_rank0() ? checkpoint_bytes(cfg_.train.out_dir) : 0);
     return Status::ok();
   };

@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 
+#include "adapters/lora.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -192,6 +193,12 @@ class Trainer {
   std::unique_ptr<data::BatchSampler> train_sampler_;
   std::shared_ptr<const data::TokenFile> val_file_;
   int64_t step_ = 0;
+  // LoRA (train/trainer_adapters.cc): the adapters train.init_adapter or [lora] add to the
+  // model before it is parallelized, and the PEFT files written after every checkpoint.
+  [[nodiscard]] Status apply_adapters();
+  [[nodiscard]] Status write_adapter_files();
+  std::optional<adapters::LoraOptions> lora_;  // the adapters' effective options; none without LoRA
+  std::vector<adapters::LoraLayerInfo> lora_layers_;
   FaultInjector* faults_ = fault_injector();  // a test's (train/fault_injection.h); null in real runs
   bool prev_loss_finite_ = true;  // a second non-finite loss in a row ends the run
   double last_busy_s_ = 0.0;      // the last step without communication waits (Note [Straggler times])

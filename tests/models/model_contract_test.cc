@@ -14,6 +14,7 @@
 #include "models/gpt2/model.h"
 #include "models/registry.h"
 #include "nn/parallel_plan.h"
+#include "support/error_of.h"
 #include "support/tiny_model_configs.h"
 
 namespace trident::models {
@@ -22,14 +23,7 @@ namespace {
 using testing::tiny_llama;
 using testing::tiny_gpt2;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using trident::testing::error_of;
 
 TEST(ModelRegistry, BuildsGpt2ByNameWithTheFamilysOwnInit) {
   const std::unique_ptr<CausalLM> model = build_model(tiny_gpt2());

@@ -27,7 +27,9 @@ Modes:
   --write-init FILE   write a random GPT-2 init (N(0, 0.02); residual c_proj weights
                       N(0, 0.02 / sqrt(2 L)); LayerNorm weight 1, bias 0; biases 0) seeded by
                       --seed, in HF layout, as a safetensors file; then exit.
-  --init FILE ...     train from FILE and write --out (JSON):
+  --write-lora-adapter DIR   write a random PEFT LoRA adapter for the model (peft_lora.py); exit.
+  --init FILE ...     train from FILE (with --lora-adapter DIR: only that adapter trains, the
+                      base frozen, peft_lora.py) and write --out (JSON):
                       {"train_loss": [...], "lr": [...], "grad_norm": [...] (one per step,
                        step 1 first), "val_loss": {"<step>": loss}, "tokens_per_s": overall,
                        "elapsed_s": ..., "config": {...}}
@@ -187,6 +189,8 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
+    HF_PREFIX = "transformer."  # GPT2LMHeadModel's path to these modules (PEFT's names)
+
     def __init__(self, L, NH, C, block_size, V):
         super().__init__()
         self.block_size = block_size
@@ -346,6 +350,9 @@ def train(args, model=None):
     if model is None:
         model = GPT2(args.n_layer, args.n_head, args.n_embd, args.block_size, args.vocab_size)
     model.load_hf(read_safetensors(args.init), args.init)
+    if args.lora_adapter:  # the base frozen, the adapter's layers wrapped (peft_lora.py)
+        import peft_lora
+        peft_lora.load_adapter(model, model.HF_PREFIX, args.lora_adapter)
     model.train()
     train_tokens, val_tokens = read_tokens(args.train), read_tokens(args.val)
     for path, toks in ((args.train, train_tokens), (args.val, val_tokens)):
@@ -354,7 +361,7 @@ def train(args, model=None):
     sampler = SequentialSampler(train_tokens, args.batch_size, args.seq_len)
     val = SequentialSampler(val_tokens, args.batch_size, args.seq_len)
 
-    params = list(model.parameters())
+    params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -418,6 +425,11 @@ def main():
     if args.write_init:
         write_init(args)
         return
+    if args.write_lora_adapter:
+        import peft_lora
+        model = GPT2(args.n_layer, args.n_head, args.n_embd, args.block_size, args.vocab_size)
+        peft_lora.write_adapter(model, model.HF_PREFIX, args)
+        return
     check_training_args(ap, args)
     train(args)
 
@@ -465,6 +477,8 @@ def argument_parser():
     ap.add_argument("--checkpoint", default="",
                     help="save the run here every --checkpoint-interval steps; resume from it if present")
     ap.add_argument("--checkpoint-interval", type=int, default=100)
+    import peft_lora
+    peft_lora.add_arguments(ap)
     return ap
 
 

@@ -131,6 +131,8 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
+    HF_PREFIX = "model."  # LlamaForCausalLM's path to these modules (PEFT's names)
+
     def __init__(self, a):
         super().__init__()
         self.block_size = a.block_size
@@ -227,6 +229,11 @@ def main():
         ap.error("--write-init is GPT-2's; the LLaMA parity test writes its init from trident")
     if args.write_hf_dir:
         write_hf_dir(args)
+        return
+    if args.write_lora_adapter:
+        import peft_lora
+        model = Llama(args)
+        peft_lora.write_adapter(model, model.HF_PREFIX, args)
         return
     gpt2_torch.check_training_args(ap, args)
     gpt2_torch.train(args, Llama(args))

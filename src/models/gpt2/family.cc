@@ -55,6 +55,8 @@ ModelFamily family() {
   f.from_hf_config = from_hf;
   f.to_hf_config = [](const ModelConfig& cfg) { return hf_config_json(GPT2Config::from(cfg)); };
   f.hf_name = [](const ModelConfig&, const std::string& name) { return name; };  // GPT2Model's names
+  f.hf_causal_lm_prefix = "transformer.";  // GPT2LMHeadModel holds GPT2Model as .transformer
+  f.linear_weights_in_out = true;          // Conv1D
   f.gemm_shapes = [](const ModelConfig& cfg, int64_t B, int64_t T) {
     return gemm_shapes(GPT2Config::from(cfg), B, T);
   };
