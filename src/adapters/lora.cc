@@ -30,6 +30,9 @@ class LoraWrapper final : public nn::LinearWrapper {
       : a_(std::move(a)), b_(std::move(b)), scaling_(scaling), dropout_(dropout), gen_(dropout_gen) {}
   nn::WrapperKind kind() const override { return nn::WrapperKind::kAdapter; }
   std::string name() const override { return "lora"; }
+  std::vector<nn::AdapterFactor> factors() const override {
+    return {{"lora_A", nn::FactorSide::kInput}, {"lora_B", nn::FactorSide::kOutput}};
+  }
 
   Tensor forward(const Tensor& x, const nn::LayerParams& p, const nn::LinearCall& call,
                  const nn::LinearInner& inner) const override {

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "nn/activation.h"
 #include "nn/wrapper.h"
@@ -38,8 +40,24 @@ class LinearInner : public StackCursor<LinearInner, LinearLayer, LinearWrapper> 
   Tensor loss(const Tensor& x, const LayerParams& p, const Tensor& targets) const;
 };
 
+// Note [Adapter factors]
+// An adapter that adds a low-rank product to the layer's (LoRA's B A x) keeps its factors as
+// child modules of the layer (linear layers: "lora_A", "lora_B") and names them here, with the
+// side of the layer each faces: kInput reads the layer's input (its input features are the
+// layer's), kOutput produces the layer's output (its output features are the layer's). That is
+// all a strategy that splits the layer needs to split the factors alike, without knowing the
+// adapter (parallel/tensor_parallel.cc: the factor on the split side is split with the layer, the
+// other is replicated and its gradient summed over the ranks).
+enum class FactorSide { kInput, kOutput };
+struct AdapterFactor {
+  std::string child;  // the factor's module, a child of the layer ("lora_A")
+  FactorSide side;
+};
+
 class LinearWrapper : public Wrapper {
  public:
+  // An adapter's factors (Note [Adapter factors]); none for other wrappers.
+  virtual std::vector<AdapterFactor> factors() const { return {}; }
   virtual Tensor forward(const Tensor& x, const LayerParams& p, const LinearCall& call,
                          const LinearInner& inner) const = 0;
   // The loss of forward()'s logits: cross_entropy(forward(x)), so that a wrapper that changes

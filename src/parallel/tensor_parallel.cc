@@ -29,6 +29,38 @@ Tensor TensorParallelPlan::local_from_full(const std::string& name, const Tensor
   return shard_of_full(full, Placement::shard(it->second.dim, it->second.blocks), size_, rank_);
 }
 
+// Note [Adapter factors] in nn/linear.h: each factor of an adapter on the layer is split with
+// it (recorded beside the layer's own splits, so that it is sharded below and the placement
+// table says so) or replicated with its gradient summed.
+void TensorParallelPlan::split_adapter_factors(nn::Module& layer, const std::string& path,
+                                               const nn::ParallelPlanEntry& entry, const TpStyle& style,
+                                               comm::Communicator& tp,
+                                               const std::vector<std::pair<std::string, nn::Module*>>& modules) {
+  auto* linear = dynamic_cast<nn::LinearLayer*>(&layer);
+  if (linear == nullptr) return;
+  for (const auto& wrapper : linear->wrappers()) {
+    for (const nn::AdapterFactor& f : wrapper->factors()) {
+      TRI_CHECK_NOT_IMPLEMENTED(static_cast<bool>(style.factor_split), "tensor parallelism: layer '", path, "' (",
+                                entry.style, ") has an adapter (", wrapper->name(), "), and the style '", entry.style,
+                                "' does not split adapters yet: leave that layer out of the adapter's targets, or "
+                                "use parallel.tp = 1");
+      const std::string factor_path = path + "." + f.child;
+      nn::Module* factor = nullptr;
+      for (const auto& [p, m] : modules)
+        if (p == factor_path) factor = m;
+      TRI_CHECK(factor != nullptr, "tensor parallelism: the adapter on '", path, "' names a factor '", f.child,
+                "' that is not a module of the layer");
+      if (const std::optional<TpParamSplit> split = style.factor_split(f.side)) {
+        const std::string name = factor_path + "." + split->param;
+        TRI_CHECK(full_shapes_.contains(name), "tensor parallelism: the adapter factor '", name, "' is not a parameter");
+        splits_.emplace(name, TensorSplit{split->dim, split->fused ? entry.fused : 1});
+      } else {
+        replicate_factor(*factor, tp);
+      }
+    }
+  }
+}
+
 std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& model, comm::Communicator& tp,
                                                               bool sequence_parallel) {
   const models::ModelConfig& cfg = model.model_config();
@@ -62,6 +94,7 @@ std::unique_ptr<TensorParallelPlan> TensorParallelPlan::apply(models::CausalLM& 
           plan->splits_.emplace(name, TensorSplit{s.dim, s.fused ? entry.fused : 1});
       }
       style->install(*module, {entry, path, tp, sequence_parallel, input});
+      plan->split_adapter_factors(*module, path, entry, *style, tp, layers);
     }
     TRI_CHECK(matched > 0, "tensor parallelism: the plan's entry '", entry.pattern, "' (", entry.style,
               ") matches no layer of the model");

@@ -47,6 +47,8 @@ struct TensorSplit {
   int64_t blocks = 1;
 };
 
+struct TpStyle;  // tp_style_registry.h
+
 class TensorParallelPlan {
  public:
   // Shards `model` over `tp` by its parallel_plan() (throws naming the sizes when they do not
@@ -72,6 +74,10 @@ class TensorParallelPlan {
   Tensor local_from_full(const std::string& name, const Tensor& full) const;
 
  private:
+  void split_adapter_factors(nn::Module& layer, const std::string& path, const nn::ParallelPlanEntry& entry,
+                             const TpStyle& style, comm::Communicator& tp,
+                             const std::vector<std::pair<std::string, nn::Module*>>& modules);
+
   int size_ = 1, rank_ = 0;
   std::map<std::string, TensorSplit> splits_;
   std::map<std::string, Shape> full_shapes_;

@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeindex>
 #include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/parallel_plan.h"
 
@@ -53,6 +55,10 @@ struct TpStyle {
   // Called after the applier has recorded the splits, before it shards the parameters: the
   // layer's parameters still have their full shapes.
   std::function<void(nn::Module& layer, const TpStyleTarget& target)> install;
+  // An adapter's factor on `side` of the layer (nn/linear.h, Note [Adapter factors]): how its
+  // weight is split (its "weight"), or nullopt: replicated, its gradient summed over the ranks.
+  // Unset: the style does not take adapters, and a layer with one is an error.
+  std::function<std::optional<TpParamSplit>(nn::FactorSide side)> factor_split;
 };
 
 // Not synchronized: register styles before any plan is applied (static initialization, or the
@@ -80,11 +86,13 @@ std::string layer_type_name(std::type_index type);
 // Layer.
 template <class Layer>
 void add_tp_style(TpStyleRegistry& registry, std::string name, std::vector<TpParamSplit> splits,
-                  std::function<void(Layer&, const TpStyleTarget&)> install) {
+                  std::function<void(Layer&, const TpStyleTarget&)> install,
+                  std::function<std::optional<TpParamSplit>(nn::FactorSide)> factor_split = {}) {
   registry.add({std::move(name), typeid(Layer), std::move(splits),
                 [install = std::move(install)](nn::Module& layer, const TpStyleTarget& target) {
                   install(static_cast<Layer&>(layer), target);
-                }});
+                },
+                std::move(factor_split)});
 }
 
 }  // namespace trident::parallel

@@ -227,12 +227,38 @@ VocabSplit vocab_split(const TpStyleTarget& t, int64_t V) {
 // or `in` of the one and the other.
 template <class Layer>
 void register_linear_family(TpStyleRegistry& r, int64_t out, int64_t in) {
-  add_tp_style<Layer>(r, nn::tp_style::kColumnwise, {{"weight", out, true}, {"bias", 0, true}},
-                      [](Layer& l, const TpStyleTarget& t) { l.add_wrapper(std::make_shared<Columnwise>(t.input)); });
-  add_tp_style<Layer>(r, nn::tp_style::kRowwise, {{"weight", in}}, [](Layer& l, const TpStyleTarget& t) {
-    l.add_wrapper(std::make_shared<Rowwise>(t.tp, t.sequence_parallel));
-  });
+  // A factor is an nn::Linear (out, in) whatever the layer's layout.
+  add_tp_style<Layer>(
+      r, nn::tp_style::kColumnwise, {{"weight", out, true}, {"bias", 0, true}},
+      [](Layer& l, const TpStyleTarget& t) { l.add_wrapper(std::make_shared<Columnwise>(t.input)); },
+      [](nn::FactorSide side) -> std::optional<TpParamSplit> {
+        if (side == nn::FactorSide::kOutput) return TpParamSplit{"weight", 0, true};
+        return std::nullopt;
+      });
+  add_tp_style<Layer>(
+      r, nn::tp_style::kRowwise, {{"weight", in}},
+      [](Layer& l, const TpStyleTarget& t) { l.add_wrapper(std::make_shared<Rowwise>(t.tp, t.sequence_parallel)); },
+      [](nn::FactorSide side) -> std::optional<TpParamSplit> {
+        if (side == nn::FactorSide::kInput) return TpParamSplit{"weight", 1, false};
+        return std::nullopt;
+      });
 }
+
+// replicate_factor's wrapper: the whole weight through copy_to_tp.
+class ReplicatedFactor final : public TpWrapper<nn::LinearWrapper> {
+ public:
+  explicit ReplicatedFactor(comm::Communicator& tp) : TpWrapper("replicated_factor"), tp_(tp) {}
+  Tensor forward(const Tensor& x, const nn::LayerParams& p, const nn::LinearCall& call,
+                 const nn::LinearInner& inner) const override {
+    const Tensor w = copy_to_tp(p.weight, tp_);
+    std::optional<Tensor> b;
+    if (p.bias) b = copy_to_tp(*p.bias, tp_);
+    return inner.forward(x, {w, b}, call);
+  }
+
+ private:
+  comm::Communicator& tp_;
+};
 
 }  // namespace
 
@@ -246,6 +272,13 @@ Tensor TpEntry::enter(const Tensor& x) const {
   last_version_ = x.version();
   last_recorded_ = record;
   return out;
+}
+
+void replicate_factor(nn::Module& factor, comm::Communicator& tp) {
+  auto* linear = dynamic_cast<nn::LinearLayer*>(&factor);
+  TRI_CHECK(linear != nullptr, "tensor parallelism: an adapter's factor is not a linear layer (", layer_type_name(typeid(factor)),
+            ")");
+  linear->add_wrapper(std::make_shared<ReplicatedFactor>(tp));
 }
 
 void register_tp_styles(TpStyleRegistry& r) {

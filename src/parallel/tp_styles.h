@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "comm/communicator.h"
+#include "nn/module.h"
 #include "core/tensor.h"
 
 namespace trident::parallel {
@@ -52,7 +53,16 @@ class TpEntry {
 //   vocab_parallel         Embedding, Linear  vocabulary rows split
 //   sequence_parallel      LayerNorm, RMSNorm, Embedding (positions)  this rank's part of the
 //                                          sequence (nothing without sequence parallelism)
+// Column- and row-wise layers take adapters (nn/linear.h, Note [Adapter factors]): the factor
+// on the split side is split alike (column-wise: the output factor's rows, in the entry's fused
+// blocks; row-wise: the input factor's columns), the other stays whole (replicate_factor).
 // Called once, by tp_style_registry() (Note [Registering styles]).
 void register_tp_styles(TpStyleRegistry& registry);
+
+// An adapter's factor that every tensor-parallel rank holds whole while each computes with its
+// own part of the rest (LoRA's A on a column-parallel layer, B on a row-parallel one): each
+// rank's gradient of it is a partial sum, so its weight enters through copy_to_tp (the ranks'
+// gradients summed in the backward).
+void replicate_factor(nn::Module& factor, comm::Communicator& tp);
 
 }  // namespace trident::parallel

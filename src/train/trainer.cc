@@ -78,11 +78,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
 
 void Trainer::check_layout(const TrainConfig& cfg, int ranks) {
   parallel::check_layout(cfg.model, cfg.parallel, ranks, cfg.data.seq_len);
-  TRI_CHECK_NOT_IMPLEMENTED((!cfg.lora.enabled() && cfg.train.init_adapter.empty()) || cfg.parallel.tp == 1,
-                            "LoRA adapters (lora.r = ", cfg.lora.r, cfg.train.init_adapter.empty() ? "" : ", train.init_adapter",
-                            ") with parallel.tp = ", cfg.parallel.tp,
-                            ": not implemented yet (the adapters' factors would have to be split with their base "
-                            "layer); use data or pipeline parallelism, or ZeRO, for LoRA runs");
   const int64_t dp = ranks / (cfg.parallel.tp * cfg.parallel.pp);
   TRI_CHECK(ranks == 1 || cfg.data.batch_size % dp == 0, "data.batch_size (", cfg.data.batch_size,
             ") must be divisible by the number of data-parallel ranks (", dp, " = ", ranks, " ranks / (tp ",
