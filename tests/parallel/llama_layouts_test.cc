@@ -28,6 +28,18 @@ class LlamaLayoutsTest : public testing::MpiTrainingTest {
     cfg.train.out_dir = (dir / out).string();
     return cfg;
   }
+  // Sets the layout, trains it and the single process, and compares losses and validation.
+  Run compare_layout(TrainConfig cfg, const std::string& name, int64_t tp, int64_t pp, int64_t zero, bool sp) {
+    cfg.parallel.tp = tp;
+    cfg.parallel.pp = pp;
+    cfg.parallel.zero_stage = zero;
+    cfg.parallel.sequence_parallel = sp;
+    const Run ref = single(cfg);
+    const Run got = train(cfg, world);
+    expect_close(got.losses, ref.losses, "llama " + name);
+    expect_close(got.val, ref.val, "llama " + name + " validation");
+    return ref;
+  }
   Run single(TrainConfig cfg) {
     cfg.parallel = {};
     cfg.train.out_dir += "_single_rank" + std::to_string(world->rank());
@@ -98,14 +110,7 @@ TEST_F(LlamaLayoutsTest, TensorParallelLayoutsGiveTheSingleProcessLosses) {
     TrainConfig cfg = config(l.name, l.tied);
     cfg.model.family_values["n_kv_heads"] = l.kv_heads;
     cfg.model.family_values["sliding_window"] = l.window;
-    cfg.parallel.tp = l.tp;
-    cfg.parallel.pp = l.pp;
-    cfg.parallel.zero_stage = l.zero;
-    cfg.parallel.sequence_parallel = l.sp;
-    const Run ref = single(cfg);
-    const Run got = train(cfg, world);
-    expect_close(got.losses, ref.losses, std::string("llama ") + l.name);
-    expect_close(got.val, ref.val, std::string("llama ") + l.name + " validation");
+    compare_layout(cfg, l.name, l.tp, l.pp, l.zero, l.sp);
   }
 }
 
@@ -135,14 +140,7 @@ TEST_F(LlamaLayoutsTest, LoraUnderTensorParallelismGivesTheSingleProcessLosses) 
     cfg.lora.alpha = 8;
     cfg.lora.target_modules = l.targets;
     cfg.optim.lr = 1e-2;  // the adapters must move the loss for the comparison to see them
-    cfg.parallel.tp = l.tp;
-    cfg.parallel.pp = l.pp;
-    cfg.parallel.zero_stage = l.zero;
-    cfg.parallel.sequence_parallel = l.sp;
-    const Run ref = single(cfg);
-    const Run got = train(cfg, world);
-    expect_close(got.losses, ref.losses, std::string("llama ") + l.name);
-    expect_close(got.val, ref.val, std::string("llama ") + l.name + " validation");
+    const Run ref = compare_layout(cfg, l.name, l.tp, l.pp, l.zero, l.sp);
     ASSERT_GE(ref.losses.size(), 3u);
     EXPECT_NE(ref.losses.back(), ref.losses.front()) << l.name;
   }
