@@ -22,6 +22,7 @@
 #include "core/factory.h"
 #include "core/options.h"
 #include "core/parallel.h"
+#include "data/chat_template.h"
 #include "data/prepare.h"
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/gemm_rates.h"
@@ -187,6 +188,13 @@ CLI::App* add_prepare(CLI::App& app, PrepareArgs& a) {
   c->add_option("--val-fraction", a.val_fraction,
                  "share of tokens (from the end) for validation; 0: no validation split")
       ->check(number_in(0.0, true, 0.9, "[0, 0.9]"));
+  c->add_option("--chat-template", a.chat_template,
+                "how .jsonl chat examples ({\"messages\": [...]}) are rendered: llama3, chatml, plain, or auto (the "
+                "template of the --tokenizer model directory's tokenizer_config.json, else plain)");
+  c->footer(
+      ".jsonl inputs are instruction or chat data, one example per line: {\"prompt\", \"completion\"} or "
+      "{\"messages\": [{\"role\", \"content\"}, ...]}; only the completion and the assistant's turns are trained on "
+      "(a loss mask, train.mask / val.mask beside the token files).");
   return c;
 }
 
@@ -206,6 +214,16 @@ Status run_prepare(const PrepareArgs& a) {
   for (const std::string& f : a.inputs) opt.inputs.emplace_back(f);
   opt.out_dir = a.out_dir;
   opt.val_fraction = a.val_fraction;
+  opt.chat_template = a.chat_template;
+  if (a.chat_template == "auto") {
+    auto found = data::chat_template_of_model_dir(a.tokenizer);
+    if (!found.is_ok()) return found.status();
+    opt.chat_template = found.value().value_or("plain");
+  } else if (const auto& names = data::chat_template_names();
+             std::find(names.begin(), names.end(), a.chat_template) == names.end()) {
+    return Status::invalid("prepare: --chat-template '" + a.chat_template +
+                           "' is not a template trident ships (llama3, chatml, plain, or auto)");
+  }
   auto r = data::prepare_token_files(*tok.value(), opt);
   if (!r.is_ok()) return r.status();
   const data::PrepareResult& res = r.value();
@@ -218,6 +236,11 @@ Status run_prepare(const PrepareArgs& a) {
   } else {
     std::printf("%lld val tokens -> %s\n", static_cast<long long>(res.val_tokens), res.val_path.c_str());
   }
+  if (res.masks)
+    std::printf("instruction data (chat template %s): %lld examples, %lld of %lld tokens trained on (loss masks %s)\n",
+                opt.chat_template.c_str(), static_cast<long long>(res.documents),
+                static_cast<long long>(res.trained_tokens), static_cast<long long>(res.train_tokens + res.val_tokens),
+                (res.val_path.empty() ? "train.mask" : "train.mask, val.mask"));
   return Status::ok();
 }
 

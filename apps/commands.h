@@ -31,6 +31,7 @@ struct PrepareArgs {
   std::string tokenizer = "gpt2";
   std::string vocab_dir;
   double val_fraction = 0.1;
+  std::string chat_template = "auto";  // .jsonl chat data: llama3, chatml, plain; auto: the model directory's, else plain
 };
 CLI::App* add_prepare(CLI::App& app, PrepareArgs& args);
 Status run_prepare(const PrepareArgs& args);

@@ -12,6 +12,8 @@
 #include <string>
 
 #include "core/check.h"
+#include "data/instruction_data.h"
+#include "data/loss_mask.h"
 #include "data/token_file.h"
 
 namespace trident::data {
@@ -79,17 +81,22 @@ Status finish_interrupted_prepare(const std::filesystem::path& out_dir, bool* fi
   std::error_code ec;
   const fs::path marker = out_dir / kPendingMarker;
   if (!fs::exists(marker, ec)) return Status::ok();
-  // The marker's one line says whether the new pair has a val.bin ("val") or not ("no-val").
+  // The marker's one line says whether the new pair has a val.bin ("val") or not ("no-val"),
+  // and whether it has loss masks (" masks": instruction data) or not.
   std::ifstream in(marker);
   std::string what;
   std::getline(in, what);
+  const bool masks = what.ends_with(" masks");
+  if (masks) what.resize(what.size() - std::string(" masks").size());
   if (what != "val" && what != "no-val") {  // cut before its fsync: step 3 never began
     fs::remove(marker, ec);
     return Status::ok();
   }
-  for (const char* name : {"val.bin", "train.bin"}) {
-    const fs::path from = out_dir / (std::string(name) + ".new"), to = out_dir / name;
-    if (std::string(name) == "val.bin" && what == "no-val") {
+  for (const char* name : {"val.mask", "val.bin", "train.mask", "train.bin"}) {
+    const std::string n = name;
+    const fs::path from = out_dir / (n + ".new"), to = out_dir / name;
+    const bool gone = (n.starts_with("val.") && what == "no-val") || (n.ends_with(".mask") && !masks);
+    if (gone) {
       fs::remove(to, ec);
     } else if (fs::exists(from, ec)) {
       fs::rename(from, to, ec);
@@ -113,7 +120,24 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
 
   PrepareResult result;
   std::vector<TokenId> ids;
-  for (const fs::path& input : options.inputs) {
+  std::vector<uint8_t> mask;            // instruction data only
+  std::vector<int64_t> example_ends;    // where the split may fall (instruction data)
+  int64_t jsonl = 0;
+  for (const fs::path& input : options.inputs) jsonl += input.extension() == ".jsonl" ? 1 : 0;
+  if (jsonl > 0 && jsonl < static_cast<int64_t>(options.inputs.size()))
+    return Status::invalid("prepare: some inputs are .jsonl (instruction or chat data, trained with a loss mask) and "
+                           "some are text: prepare them into separate directories");
+  if (jsonl > 0) {
+    auto tokens = tokenize_instruction_files(tokenizer, options.inputs, options.chat_template);
+    if (!tokens.is_ok()) return tokens.status();
+    ids = std::move(tokens.value().ids);
+    mask = std::move(tokens.value().mask);
+    example_ends = std::move(tokens.value().example_ends);
+    result.documents = static_cast<int64_t>(example_ends.size());
+    result.input_bytes = tokens.value().bytes;
+    result.masks = true;
+  }
+  for (const fs::path& input : jsonl > 0 ? std::vector<fs::path>{} : options.inputs) {
     std::ifstream in(input, std::ios::binary);
     if (!in) return Status::io_error("cannot open input " + input.string());
     std::ostringstream buf;
@@ -132,8 +156,18 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
 
   const auto total = static_cast<int64_t>(ids.size());
   if (total == 0) return Status::invalid("the input files hold no text: nothing to prepare");
-  const auto val =
-      static_cast<int64_t>(std::llround(static_cast<double>(total) * options.val_fraction));
+  auto val = static_cast<int64_t>(std::llround(static_cast<double>(total) * options.val_fraction));
+  if (val > 0 && !example_ends.empty()) {  // instruction data: split at the first example end past the share
+    int64_t at = total;
+    for (int64_t end : example_ends)
+      if (end >= total - val) {
+        at = end;
+        break;
+      }
+    if (at == total)  // the last example is longer than the share: split before it
+      at = example_ends.size() > 1 ? example_ends[example_ends.size() - 2] : total;
+    val = total - at;
+  }
   if ((val == 0 && options.val_fraction > 0.0) || val == total)
     return Status::invalid("val_fraction " + std::to_string(options.val_fraction) + " of " +
                            std::to_string(total) + " tokens leaves " +
@@ -169,9 +203,17 @@ StatusOr<PrepareResult> prepare_token_files(const Tokenizer& tokenizer,
       return s;
     }
   }
+  if (result.masks) {
+    const std::span<const uint8_t> m(mask);
+    Status s = write_loss_mask(options.out_dir / "train.mask.new", m.subspan(0, static_cast<size_t>(total - val)));
+    if (s.is_ok() && val > 0)
+      s = write_loss_mask(options.out_dir / "val.mask.new", m.subspan(static_cast<size_t>(total - val)));
+    if (!s.is_ok()) return s;
+    for (uint8_t b : mask) result.trained_tokens += b;
+  }
   result.removed_old_val = val == 0 && fs::exists(options.out_dir / "val.bin", ec);
-  if (Status s = write_marker(options.out_dir / kPendingMarker, val > 0 ? "val\n" : "no-val\n"); !s.is_ok())
-    return s;
+  const std::string marker = std::string(val > 0 ? "val" : "no-val") + (result.masks ? " masks" : "") + "\n";
+  if (Status s = write_marker(options.out_dir / kPendingMarker, marker); !s.is_ok()) return s;
   if (Status s = finish_interrupted_prepare(options.out_dir); !s.is_ok()) return s;
   return result;
 }

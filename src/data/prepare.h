@@ -11,6 +11,9 @@
 // that are now training data). A single document gives exactly the tokens
 // tiktoken's encode_ordinary gives for the file, so a PyTorch script tokenizing the same file
 // sees the same stream.
+// JSONL inputs (instruction and chat data) are tokenized as data/instruction_data.h says, with
+// a loss mask per file published with the pair; a text prepare removes older masks (they would
+// describe tokens that are gone).
 // Not here: deduplication, shuffling documents, sharding into many files.
 #pragma once
 
@@ -31,6 +34,10 @@ struct PrepareOptions {
   // The fraction of tokens, taken from the end, that forms val.bin: 0 <= val_fraction < 1
   // (0: no validation split).
   double val_fraction = 0.1;
+  // Inputs ending in .jsonl are instruction or chat data (data/instruction_data.h): tokenized
+  // with a loss mask, written beside the pair (train.mask, val.mask, data/loss_mask.h), the
+  // split at an example's end. "messages" examples are rendered by this template.
+  std::string chat_template = "plain";
 };
 
 struct PrepareResult {
@@ -41,6 +48,8 @@ struct PrepareResult {
   std::filesystem::path train_path, val_path;  // val_path empty: no validation split
   bool removed_old_val = false;                // val_fraction 0 removed an older val.bin
   int bytes_per_token = 2;                     // 4: uint32 files (a vocabulary past 65,536 ids)
+  bool masks = false;                          // instruction data: train.mask (and val.mask) written
+  int64_t trained_tokens = 0;                  // with masks: tokens trained on, both files
 };
 
 // Errors name the file and what is wrong: an unreadable input (kIO), text the tokenizer

@@ -45,6 +45,15 @@ void BatchSampler::fill_row(const Batch& batch, int64_t b, int64_t start) const 
   int64_t* y = batch.targets.data_ptr<int64_t>() + b * T_;
   file_->read(start, T_, x);
   file_->read(start + 1, T_, y);
+  if (mask_)
+    for (int64_t i = 0; i < T_; ++i)
+      if (!mask_->trains(start + 1 + i)) y[i] = -1;  // cross-entropy's ignore index
+}
+
+void BatchSampler::set_loss_mask(std::shared_ptr<const LossMask> mask) {
+  TRI_CHECK(!mask || mask->size() == file_->size(), "the loss mask ", mask ? mask->name() : "", " has ",
+            mask ? mask->size() : 0, " entries for the ", file_->size(), " tokens of ", file_->name());
+  mask_ = std::move(mask);
 }
 
 SequentialSampler::SequentialSampler(std::shared_ptr<const TokenFile> file, int64_t B, int64_t T)

@@ -34,7 +34,7 @@
 // i64 as well, and one dtype for both keeps the model code simple. The cost is nothing that
 // matters: B*T*8 bytes per batch (16 KiB at B=8, T=256), against the model's activations.
 //
-// Not here: distributed sharding of batches across ranks, document-aware masking.
+// Not here: distributed sharding of batches across ranks, document-aware attention masks.
 // Thread safety: batch_at may be called from many threads; next()/restore() need external
 // ordering.
 #pragma once
@@ -43,6 +43,7 @@
 #include <memory>
 
 #include "core/tensor.h"
+#include "data/loss_mask.h"
 #include "data/token_file.h"
 
 namespace trident::data {
@@ -76,6 +77,10 @@ class BatchSampler {
   int64_t batch_size() const { return B_; }
   int64_t seq_len() const { return T_; }
   const TokenFile& file() const { return *file_; }
+  // Targets of tokens the mask does not train on become -1 (data/loss_mask.h); null: every
+  // token is a target. Throws when the mask is not the file's size.
+  void set_loss_mask(std::shared_ptr<const LossMask> mask);
+  const LossMask* loss_mask() const { return mask_.get(); }
 
  protected:
   // Checks B, T >= 1 and that the file holds at least one window of T + 1 tokens.
@@ -86,6 +91,7 @@ class BatchSampler {
   Batch empty_batch() const;
 
   std::shared_ptr<const TokenFile> file_;
+  std::shared_ptr<const LossMask> mask_;
   int64_t B_, T_;
   SamplerState state_;
 };

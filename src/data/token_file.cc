@@ -159,8 +159,6 @@ Status TokenFile::check_vocab_size(int64_t vocab_size) const {
   return Status::ok();
 }
 
-namespace {
-
 // Writes header + data to `path` atomically (write_token_file's contract).
 Status write_atomically(const std::filesystem::path& path, std::string_view header, const char* data, size_t bytes,
                         bool empty) {
@@ -199,8 +197,6 @@ Status write_atomically(const std::filesystem::path& path, std::string_view head
                             ": " + errno_text());
   return Status::ok();
 }
-
-}  // namespace
 
 Status write_token_file(const std::filesystem::path& path, std::span<const uint16_t> tokens) {
   return write_atomically(path, {}, reinterpret_cast<const char*>(tokens.data()), tokens.size_bytes(), tokens.empty());

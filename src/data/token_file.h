@@ -87,6 +87,10 @@ class TokenFile {
 Status write_token_file(const std::filesystem::path& path, std::span<const uint16_t> tokens);
 // The same for 4-byte ids, with the header of Note [uint32 token files].
 Status write_token_file32(const std::filesystem::path& path, std::span<const uint32_t> tokens);
+// `header` then `bytes` bytes of `data` to `path` as write_token_file writes (`empty`: refuse
+// an empty file, naming it). What the loss mask beside a token file is written with too.
+Status write_atomically(const std::filesystem::path& path, std::string_view header, const char* data, size_t bytes,
+                        bool empty);
 
 // The 16-byte header of a uint32 token file starts with these 8 bytes.
 inline constexpr char kTokenFile32Magic[8] = {'T', 'R', 'I', 'T', 'O', 'K', '3', '2'};

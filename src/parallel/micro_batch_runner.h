@@ -13,6 +13,12 @@ namespace trident::parallel {
 
 struct MicroBatch {
   Tensor inputs, targets;
+  // Its loss's share of the step: the backward starts from loss_seed * weight, and the sums the
+  // runners return add weight * loss. 1 for every micro-batch of equal-sized batches; a loss
+  // mask weighs each by its trained tokens (Note [Steps over masked tokens] in train/trainer.cc),
+  // and one with none (weight 0: its mean is 0/0) adds nothing.
+  double weight = 1.0;
+  double weighed(double loss) const { return weight == 1.0 ? loss : weight == 0.0 ? 0.0 : weight * loss; }
 };
 
 class MicroBatchRunner {

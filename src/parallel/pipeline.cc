@@ -296,8 +296,9 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
       Tensor y = model_.run_blocks(x, first_block, end_block);
       if (c == last_chunk) {
         Tensor loss = model_.head_loss(y, mb.targets);
-        losses[static_cast<size_t>(op.micro)] = loss.item();
-        state.out = loss_seed == 1.0 ? loss : loss * loss_seed;
+        losses[static_cast<size_t>(op.micro)] = mb.weighed(loss.item());
+        const double seed = loss_seed * mb.weight;
+        state.out = seed == 1.0 ? loss : loss * seed;
       } else {
         y = core::contiguous(y);
         // The receiver allocated compute_: a byte count that differs would hang NCCL.
@@ -394,7 +395,7 @@ double Pipeline::evaluate(const std::vector<MicroBatch>& batches) {
           c == 0 ? model_.embed(mb.inputs) : recv(act, compute_, layout_.rank_of_chunk(c - 1), tag(c - 1, i, true, m));
       const auto [first, end] = layout_.chunks[static_cast<size_t>(c)];
       const Tensor y = model_.run_blocks(x, first, end);
-      if (c == last_chunk) total += model_.head_loss(y, mb.targets).item();
+      if (c == last_chunk) total += mb.weighed(model_.head_loss(y, mb.targets).item());
       else {
         profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);
         pp_.send(core::contiguous(y), layout_.rank_of_chunk(c + 1), tag(c, i, true, m));

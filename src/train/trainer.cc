@@ -126,6 +126,10 @@ Status Trainer::init() {
     train_sampler_ = std::make_unique<data::RandomSampler>(train_file.value(), B, T,
                                                            static_cast<uint64_t>(cfg_.data.seed));
   }
+  // A loss mask beside the token file (instruction and chat data: data/loss_mask.h).
+  auto train_mask = data::LossMask::open_beside(cfg_.data.train_file, train_file.value()->size());
+  if (!train_mask.is_ok()) return train_mask.status();
+  train_sampler_->set_loss_mask(train_mask.value());
   // No validation file (`prepare --val-fraction 0`): training runs without evaluation, and
   // run() says so. A file that exists but cannot be read is still an error.
   std::error_code ec;
@@ -138,6 +142,9 @@ Status Trainer::init() {
     auto val_file = data::TokenFile::open(cfg_.data.val_file);
     if (!val_file.is_ok()) return val_file.status();
     val_file_ = val_file.value();
+    auto val_mask = data::LossMask::open_beside(cfg_.data.val_file, val_file_->size());
+    if (!val_mask.is_ok()) return val_mask.status();
+    val_mask_ = val_mask.value();
     vs = val_file_->check_vocab_size(cfg_.model.vocab_size);
     if (!vs.is_ok()) return vs;
     // Found now, not at the first evaluation: that came after the last step and lost the run.
@@ -239,6 +246,7 @@ StepMetrics Trainer::train_step() {
       data_s += since(t);
       micro.push_back({batch.inputs, batch.targets});
     }
+    if (train_sampler_->loss_mask()) weigh_by_trained_tokens(micro);
     if (poisoned) seed = std::numeric_limits<double>::quiet_NaN();
     // Aux losses start their backward from the same seed (Note [Auxiliary losses and the loss
     // seed] in nn/aux_outputs.cc); values from forwards outside a step (evaluation) are dropped.
@@ -293,14 +301,42 @@ double Trainer::evaluate() {
   MemoryCategoryGuard activations(MemoryCategory::kActivation);
   model_->eval();
   data::SequentialSampler val(val_file_, cfg_.data.batch_size, cfg_.data.seq_len);
+  val.set_loss_mask(val_mask_);
   std::vector<parallel::MicroBatch> batches;
   for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
     const data::Batch batch = local_rows(val.batch_at(i));
     batches.push_back({batch.inputs, batch.targets});
   }
+  if (val_mask_) weigh_by_trained_tokens(batches);
   const double total = runner_->evaluate(batches);
   model_->train();
   return mean_over_ranks(total / static_cast<double>(cfg_.train.eval_batches));
+}
+
+// Note [Steps over masked tokens]
+// With a loss mask (instruction and chat data, data/loss_mask.h) micro-batches hold different
+// numbers of trained tokens, and one may hold none (a window inside a long prompt): the mean of
+// per-micro-batch means would weigh a token of a nearly empty micro-batch as much as a whole
+// other one, and an empty one's mean is 0/0. So the step's loss is the mean over every trained
+// token of the step, on every rank (Hugging Face's num_items_in_batch): micro-batch i of the
+// rank weighs accum x dp x count_i / G, G the data-parallel group's trained tokens in the step
+// (one all-reduce; tensor and pipeline peers hold the same rows and are divided out), so that
+// the runners' weighted sums, averaged over ranks and divided by accum, are sum count_i loss_i
+// / G, and the gradient its gradient. A micro-batch without trained tokens weighs 0 and adds
+// nothing. Without a mask every weight is 1 and nothing changes.
+void Trainer::weigh_by_trained_tokens(std::vector<parallel::MicroBatch>& micro) const {
+  std::vector<double> counts;
+  double local = 0;
+  for (const parallel::MicroBatch& mb : micro) {
+    double n = 0;
+    for (int64_t t : to_vector<int64_t>(mb.targets)) n += t != -1 ? 1 : 0;
+    counts.push_back(n);
+    local += n;
+  }
+  const int replicas = mesh_ ? mesh_->dp_size() : 1;
+  const double global = mean_over_ranks(local) * world_size() / (world_size() / replicas);
+  for (size_t i = 0; i < micro.size(); ++i)
+    micro[i].weight = global > 0 ? counts[i] * static_cast<double>(micro.size()) * replicas / global : 0.0;
 }
 
 // Note [Preemption]

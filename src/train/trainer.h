@@ -41,6 +41,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
 #include "parallel/mesh.h"
+#include "parallel/micro_batch_runner.h"
 #include "parallel/parallelize.h"
 #include "parallel/placement.h"
 #include "parallel/update_strategy.h"
@@ -195,6 +196,9 @@ class Trainer {
   int64_t step_ = 0;
   // LoRA (train/trainer_adapters.cc): the adapters train.init_adapter or [lora] add to the
   // model before it is parallelized, and the PEFT files written after every checkpoint.
+  // Note [Steps over masked tokens] in trainer.cc. Collective.
+  void weigh_by_trained_tokens(std::vector<parallel::MicroBatch>& micro) const;
+  std::shared_ptr<const data::LossMask> val_mask_;  // beside data.val_file; null: none
   [[nodiscard]] Status apply_adapters();
   [[nodiscard]] Status write_adapter_files();
   std::optional<adapters::LoraOptions> lora_;  // the adapters' effective options; none without LoRA
