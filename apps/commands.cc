@@ -301,8 +301,14 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
   if (!trainer.is_ok()) return trainer.status();
   train::Trainer& t = *trainer.value();
   if (rank0) {
-    std::fprintf(stderr, "model: %lld parameters; %lld tokens per step; %d rank(s); starting at step %lld of %lld\n",
-                 static_cast<long long>(t.num_model_parameters()), static_cast<long long>(cfg.tokens_per_step()),
+    const int64_t trainable = t.placements().trainable_numel(), all = t.num_model_parameters();
+    const std::string trains =
+        trainable == all ? "" : " (" + std::to_string(trainable) + " trainable" +
+                                    (t.config().lora.enabled() ? ": LoRA r = " + std::to_string(t.config().lora.r) +
+                                                                     ", the base frozen)"
+                                                               : ")");
+    std::fprintf(stderr, "model: %lld parameters%s; %lld tokens per step; %d rank(s); starting at step %lld of %lld\n",
+                 static_cast<long long>(all), trains.c_str(), static_cast<long long>(cfg.tokens_per_step()),
                  world ? world->size() : 1, static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
     if (cfg.train.device == "cpu") {
       namespace k = kernels::cpu;
