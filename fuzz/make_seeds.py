@@ -180,3 +180,25 @@ write("metrics_jsonl_fuzz", "rollback", bytes([8]) + steps.encode() +
 write("metrics_jsonl_fuzz", "alert_event", bytes([3]) +
       b'{"time": "2026-11-29T00:00:00Z", "rule": "flat", "condition": "plateau", "step": 8, "value": 4.1}\n')
 write("metrics_jsonl_fuzz", "not_json", bytes([0]) + b"nan\n{}\n[1,2]\n{\"step\": -1}\n{\"step\": 1e999}\n")
+
+# ---- instruction and chat data (tests/data/instruction_data_test.cc) ----
+# The first byte picks the chat template (llama3, chatml, plain).
+QA = '{"prompt": "Q: Are we not men?\\nA:", "completion": " We are Vaxen."}\n'
+CHAT = ('{"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "2+2?"}, '
+        '{"role": "assistant", "content": "4"}]}\n')
+write("instruction_jsonl_fuzz", "prompt_completion", bytes([2]) + (QA * 3).encode())
+write("instruction_jsonl_fuzz", "chat_llama3", bytes([0]) + (CHAT + "\n" + QA).encode())
+write("instruction_jsonl_fuzz", "chat_chatml", bytes([1]) + CHAT.encode())
+write("instruction_jsonl_fuzz", "bad_role", bytes([1]) + b'{"messages": [{"role": "bot", "content": "x"}]}\n')
+
+# ---- PEFT adapter directories (tests/adapters/lora_test.cc): config NUL weights ----
+PEFT_CONFIG = ('{"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4, "lora_dropout": 0.05, '
+               '"target_modules": ["q_proj", "v_proj"], "bias": "none", "use_rslora": false, "use_dora": false, '
+               '"modules_to_save": null, "rank_pattern": {}, "alpha_pattern": {}, "fan_in_fan_out": false}')
+PEFT_HEADER = ('{"__metadata__": {"format": "pt"}, '
+               '"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": '
+               '{"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 32]}}')
+write("peft_adapter_fuzz", "adapter", PEFT_CONFIG.encode() + b"\0" + safetensors(PEFT_HEADER, bytes(32)))
+write("peft_adapter_fuzz", "regex_targets", PEFT_CONFIG.replace('["q_proj", "v_proj"]', '".*\\\\.(q|v)_proj"').encode() +
+      b"\0" + safetensors(PEFT_HEADER, bytes(32)))
+write("peft_adapter_fuzz", "dora", PEFT_CONFIG.replace('"use_dora": false', '"use_dora": true').encode() + b"\0")

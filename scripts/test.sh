@@ -29,7 +29,7 @@ fi
 # parallel): scripts/fuzz.sh runs them, and every target longer. Skipped, saying so, without clang.
 fuzz_status=0
 scripts/fuzz.sh --seconds 10 --jobs "$(nproc)" safetensors_fuzz manifest_fuzz token_file_fuzz tiktoken_ranks_fuzz \
-  hf_tokenizer_json_fuzz gpt2_vocab_fuzz http_request_fuzz || fuzz_status=$?
+  hf_tokenizer_json_fuzz gpt2_vocab_fuzz http_request_fuzz instruction_jsonl_fuzz || fuzz_status=$?
 if [ "$fuzz_status" = 3 ]; then
   echo "test: skipping the fuzz targets: no clang with libFuzzer here"
 elif [ "$fuzz_status" != 0 ]; then
