@@ -4,7 +4,9 @@
 # runs COMMAND in HOST's network namespace ($TRIDENT_NETNS_PREFIX$HOST), under HOST's
 # hostname (a UTS namespace of its own), with an environment as bare as ssh's: nothing of the
 # caller's environment passes but PATH and HOME, so what reaches a remote rank is only what
-# mpirun forwards (OMPI_* and -x variables), as on real hosts. Like ssh, it hands the words of
+# mpirun forwards (OMPI_* and -x variables), as on real hosts. The sanitizers' settings
+# (ASAN_OPTIONS, UBSAN_OPTIONS, LSAN_OPTIONS) pass too, as a machine's own environment would
+# give them: the sanitizer run of the suite sets them for every rank. Like ssh, it hands the words of
 # COMMAND to a shell (mpirun sends "PATH=...; export PATH; ... orted ..."). A host named in
 # $TRIDENT_NETNS_DOWN/ is gone (netns.Hosts.down): it answers as ssh does, with 255.
 set -eu
@@ -31,4 +33,6 @@ if ! ip netns list | grep -q "^$ns\( \|$\)"; then
   exit 255
 fi
 exec ip netns exec "$ns" unshare --uts sh -c \
-  'hostname "$1"; exec env -i PATH="$PATH" HOME="${HOME:-/root}" sh -c "$2"' netns_rsh "$host" "$*"
+  'hostname "$1"; exec env -i PATH="$PATH" HOME="${HOME:-/root}" ${ASAN_OPTIONS+"ASAN_OPTIONS=$ASAN_OPTIONS"} \
+     ${UBSAN_OPTIONS+"UBSAN_OPTIONS=$UBSAN_OPTIONS"} ${LSAN_OPTIONS+"LSAN_OPTIONS=$LSAN_OPTIONS"} sh -c "$2"' \
+  netns_rsh "$host" "$*"
