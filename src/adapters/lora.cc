@@ -50,14 +50,12 @@ class LoraWrapper final : public nn::LinearWrapper {
   Generator& gen_;
 };
 
-bool has_wildcard(const std::string& item) { return item.find_first_of("*?") != std::string::npos; }
-
 bool ends_with_component(const std::string& path, const std::string& name) {
   return path == name || (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
 }
 
 bool item_matches(const std::string& item, const std::string& path, const std::string& hf_path) {
-  if (has_wildcard(item)) return nn::parameter_pattern_matches(item, path);
+  if (is_glob(item)) return nn::parameter_pattern_matches(item, path);
   return ends_with_component(path, item) || ends_with_component(hf_path, item);
 }
 
@@ -83,6 +81,8 @@ std::string hf_module_path(const models::ModelConfig& cfg, const std::string& pa
   name.resize(name.size() - std::string(".weight").size());
   return family.hf_causal_lm_prefix + name;
 }
+
+bool is_glob(const std::string& item) { return item.find_first_of("*?") != std::string::npos; }
 
 bool is_lora_parameter(const std::string& name) {
   return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
@@ -111,6 +111,7 @@ std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions
     TRI_CHECK(!is_lora_parameter(name), "apply_lora: the model has adapters already ('", name, "')");
 
   std::vector<LoraLayerInfo> adapted;
+  std::vector<nn::LinearLayer*> layers;  // adapted[i]'s layer
   std::vector<std::string> paths;
   std::vector<bool> item_used(targets.items.size(), false);
   for (const auto& [path, module] : model.named_modules()) {
@@ -128,6 +129,7 @@ std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions
     TRI_CHECK(info.has_value(), "lora.target_modules (", targets.str(), ") names layer '", path,
               "', which is not a linear layer: only linear layers (Linear, GPT-2's Conv1D) take adapters");
     adapted.push_back(*info);
+    layers.push_back(static_cast<nn::LinearLayer*>(module));
   }
   for (size_t i = 0; i < targets.items.size(); ++i) {
     if (item_used[i]) continue;
@@ -141,11 +143,9 @@ std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions
   for (const auto& [name, p] : model.named_parameters()) Tensor(p).set_requires_grad(false);
   Generator init(static_cast<uint64_t>(options.init_seed));
   const double scaling = options.scaling();
-  std::vector<std::pair<std::string, nn::Module*>> modules = model.named_modules();
-  for (const LoraLayerInfo& layer : adapted) {
-    nn::Module* m = nullptr;
-    for (const auto& [path, module] : modules)
-      if (path == layer.path) m = module;
+  for (size_t i = 0; i < adapted.size(); ++i) {
+    const LoraLayerInfo& layer = adapted[i];
+    nn::LinearLayer* m = layers[i];
     auto a = std::make_shared<nn::Linear>(layer.in, options.r, /*bias=*/false);
     auto b = std::make_shared<nn::Linear>(options.r, layer.out, /*bias=*/false);
     {
@@ -155,7 +155,7 @@ std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions
     }
     m->add_module("lora_A", a);
     m->add_module("lora_B", b);
-    static_cast<nn::LinearLayer*>(m)->add_wrapper(
+    m->add_wrapper(
         std::make_shared<LoraWrapper>(a, b, scaling, options.dropout, model.dropout_generator()));
   }
   return adapted;

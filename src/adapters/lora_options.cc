@@ -1,7 +1,6 @@
 #include "adapters/lora_options.h"
 
 #include <cmath>
-#include <sstream>
 
 #include "core/check.h"
 
@@ -11,15 +10,7 @@ double LoraOptions::scaling() const {
   return use_rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
 }
 
-std::vector<std::string> LoraOptions::targets() const {
-  std::vector<std::string> items;
-  std::stringstream list(target_modules);
-  for (std::string item; std::getline(list, item, ',');) {
-    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) items.push_back(item.substr(b, e - b + 1));
-  }
-  return items;
-}
+std::vector<std::string> LoraOptions::targets() const { return list_items(target_modules); }
 
 void LoraOptions::validate() const {
   TRI_CHECK(dropout < 1.0, "lora.dropout = ", dropout, " is invalid: it must be in [0, 1) (1 would drop every input)");

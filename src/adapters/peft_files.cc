@@ -19,8 +19,6 @@ namespace {
 
 constexpr const char* kPeftPrefix = "base_model.model.";
 
-bool has_wildcard(const std::string& s) { return s.find_first_of("*?") != std::string::npos; }
-
 std::string number_str(double v) {
   std::ostringstream os;
   os << v;
@@ -39,7 +37,7 @@ std::string peft_config_json(const models::ModelConfig& cfg, const LoraOptions& 
   const std::vector<std::string> items = options.targets();
   nlohmann::ordered_json targets;
   bool globs = false;
-  for (const std::string& item : items) globs = globs || has_wildcard(item);
+  for (const std::string& item : items) globs = globs || is_glob(item);
   if (items.size() == 1 && items[0] == "all-linear") {
     targets = "all-linear";
   } else if (globs) {  // PEFT matches names, not globs: list the layers themselves

@@ -161,6 +161,16 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+std::vector<std::string> list_items(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) items.push_back(item.substr(b, e - b + 1));
+  }
+  return items;
+}
+
 std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates) {
   std::optional<std::string> best;
   size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;  // plausible typos only

@@ -127,4 +127,8 @@ size_t edit_distance(std::string_view a, std::string_view b);
 // The closest candidate to `word` if it is close enough to be a plausible typo.
 std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
+// The items of a comma-separated list value ("a, b,c" -> a, b, c): blanks around items
+// trimmed, empty items dropped ("" -> none). train.freeze and lora.target_modules are such lists.
+std::vector<std::string> list_items(const std::string& text);
+
 }  // namespace trident

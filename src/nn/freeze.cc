@@ -1,6 +1,5 @@
 #include "nn/freeze.h"
 
-#include <sstream>
 
 #include "core/check.h"
 #include "core/options.h"
@@ -29,12 +28,7 @@ bool parameter_pattern_matches(const std::string& pattern, const std::string& na
 }
 
 std::vector<std::string> freeze_parameters(Module& module, const std::string& patterns, const std::string& where) {
-  std::vector<std::string> items;
-  std::stringstream list(patterns);
-  for (std::string item; std::getline(list, item, ',');) {
-    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) items.push_back(item.substr(b, e - b + 1));
-  }
+  const std::vector<std::string> items = list_items(patterns);
   const std::vector<NamedTensor> params = module.named_parameters();
   std::vector<std::string> names;
   for (const auto& [name, p] : params) names.push_back(name);
