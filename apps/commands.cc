@@ -307,8 +307,16 @@ Status run_train(const TrainArgs& a, const std::vector<std::string>& overrides, 
                                     (t.config().lora.enabled() ? ": LoRA r = " + std::to_string(t.config().lora.r) +
                                                                      ", the base frozen)"
                                                                : ")");
-    std::fprintf(stderr, "model: %lld parameters%s; %lld tokens per step; %d rank(s); starting at step %lld of %lld\n",
-                 static_cast<long long>(all), trains.c_str(), static_cast<long long>(cfg.tokens_per_step()),
+    std::string stored;
+    if (const auto& q = t.quantized_base(); q && q->params() > 0) {
+      char text[160];
+      std::snprintf(text, sizeof text, "; %lld base weights in NF4, %.1f MiB (%.3f bytes each)",
+                    static_cast<long long>(q->params()), static_cast<double>(q->bytes()) / (1 << 20),
+                    static_cast<double>(q->bytes()) / static_cast<double>(q->params()));
+      stored = text;
+    }
+    std::fprintf(stderr, "model: %lld parameters%s%s; %lld tokens per step; %d rank(s); starting at step %lld of %lld\n",
+                 static_cast<long long>(all), trains.c_str(), stored.c_str(), static_cast<long long>(cfg.tokens_per_step()),
                  world ? world->size() : 1, static_cast<long long>(t.step()), static_cast<long long>(cfg.train.steps));
     if (cfg.train.device == "cpu") {
       namespace k = kernels::cpu;

@@ -24,6 +24,7 @@ LAYERS = [
     "autograd",
     "nn",
     "models",
+    "quantization",  # quantized weights (QLoRA's NF4 base), applied to a model from outside it
     "comm",
     "amp",
     "optim",

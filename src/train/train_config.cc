@@ -84,6 +84,7 @@ void TrainConfig::bind(config::ConfigTree& tree) {
   tree.bind(parallel);
   tree.bind(train);
   tree.bind(lora);
+  tree.bind(quantization);
   tree.bind(kernels);
   tree.bind(monitor);
   tree.bind_list(alerts);
@@ -94,6 +95,11 @@ void TrainConfig::validate() const {
   lora.validate();
   TRI_CHECK(!lora.enabled() || train.freeze.empty(), "train.freeze = \"", train.freeze, "\" with lora.r = ", lora.r,
             ": LoRA freezes the whole base already (only the adapters train); leave train.freeze empty");
+  // Note [Where a quantized base comes from]: ZeRO-3 keeps frozen parameters in its flat
+  // buffers, gathered per layer, which a quantized weight would have to replace.
+  TRI_CHECK(!quantization.enabled() || parallel.zero_stage < 3, "quantization.base = \"", quantization.base,
+            "\" with parallel.zero_stage = ", parallel.zero_stage,
+            ": ZeRO-3 shards the frozen base, which NF4 stores whole on each rank (0.5 bytes a weight); use zero_stage <= 2");
   for (const monitor::AlertRule& rule : alerts) {
     rule.validate();
     TRI_CHECK(!rule.has_action("rollback_and_skip") || train.checkpoint_interval > 0, "[[alerts]] '", rule.name,

@@ -18,6 +18,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/mixed_precision.h"
 #include "parallel/parallel_options.h"
+#include "quantization/quantization_options.h"
 
 namespace trident::train {
 
@@ -66,6 +67,7 @@ struct TrainConfig {
   parallel::ParallelOptions parallel;
   TrainOptions train;
   adapters::LoraOptions lora;
+  quantization::QuantizationOptions quantization;
   kernels::cpu::KernelsOptions kernels;
   monitor::MonitorOptions monitor;
   // [[alerts]] (monitor/alert_rule.h). Empty here; `trident train` starts from the plateau

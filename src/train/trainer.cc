@@ -108,6 +108,7 @@ Status Trainer::init() {
   mesh_ = par_.mesh.get();
   runner_ = par_.runner();
   update_ = par_.update.get();
+  if (Status s = quantize_base(); !s.is_ok()) return s;
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 

@@ -45,6 +45,7 @@
 #include "parallel/parallelize.h"
 #include "parallel/placement.h"
 #include "parallel/update_strategy.h"
+#include "quantization/quantized_base.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
 #include "train/run_monitor.h"
@@ -106,6 +107,8 @@ class Trainer {
   // Parameters of the whole model (under tensor or pipeline parallelism this rank holds fewer).
   int64_t num_model_parameters() const { return par_.placements->numel(); }
   const TrainConfig& config() const { return cfg_; }
+  // The base stored in NF4 ([quantization] base = "nf4"), on this rank; none otherwise.
+  const std::optional<quantization::QuantizedBase>& quantized_base() const { return quantized_base_; }
   // The ranks' named mesh (null in one process without a communicator).
   const parallel::DeviceMesh* mesh() const { return mesh_; }
   // Every parameter's placement, trainability, storage dtype and reduction group.
@@ -203,6 +206,12 @@ class Trainer {
   [[nodiscard]] Status write_adapter_files();
   std::optional<adapters::LoraOptions> lora_;  // the adapters' effective options; none without LoRA
   std::vector<adapters::LoraLayerInfo> lora_layers_;
+  // QLoRA's frozen base in NF4 (quantization/quantized_base.h), from [quantization]; applied in
+  // quantize_base() after parallelization (Note [Where a quantized base comes from]).
+  [[nodiscard]] Status quantize_base();
+  // A frozen parameter's values as a checkpoint holds them (a quantized one's dequantized).
+  Tensor frozen_values(const std::string& name) const;
+  std::optional<quantization::QuantizedBase> quantized_base_;
   FaultInjector* faults_ = fault_injector();  // a test's (train/fault_injection.h); null in real runs
   bool prev_loss_finite_ = true;  // a second non-finite loss in a row ends the run
   double last_busy_s_ = 0.0;      // the last step without communication waits (Note [Straggler times])

@@ -1,12 +1,16 @@
 // The trainer's LoRA: adapters added to the whole model before parallelization (so every
 // strategy sees them as the only trainable parameters), started from a PEFT directory when
-// train.init_adapter names one, and written as PEFT's files after every checkpoint.
+// train.init_adapter names one, and written as PEFT's files after every checkpoint; and QLoRA's
+// base, quantized to NF4 after parallelization.
+#include <set>
+
 #include "adapters/lora.h"
 #include "adapters/peft_files.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/env.h"
 #include "core/allocator.h"
 #include "core/copy.h"
+#include "parallel/placement.h"
 #include "train/trainer.h"
 
 namespace trident::train {
@@ -44,6 +48,24 @@ Status Trainer::apply_adapters() {
   cfg_.lora = options;
   lora_ = options;
   return Status::ok();
+}
+
+Status Trainer::quantize_base() {
+  if (!cfg_.quantization.enabled()) return Status::ok();
+  std::set<std::string> here;  // this rank's parameters (a pipeline stage holds its own)
+  for (const parallel::ParamPlacement* row : par_.placements->on_stage(par_.stage())) here.insert(row->name);
+  try {
+    quantized_base_ = quantization::quantize_base(*model_, cfg_.quantization,
+                                                  [&](const std::string& p) { return here.contains(p); });
+  } catch (const std::exception& e) {
+    return Status::invalid(std::string("[quantization]: ") + e.what());
+  }
+  return Status::ok();
+}
+
+Tensor Trainer::frozen_values(const std::string& name) const {
+  if (quantized_base_ && quantized_base_->contains(name)) return quantized_base_->dequantized(name);
+  return model_->parameter(name);
 }
 
 // Note [PEFT files at every checkpoint]

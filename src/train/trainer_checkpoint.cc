@@ -28,6 +28,13 @@
 namespace trident::train {
 namespace {
 
+// Whether two tensors of one shape and dtype hold the same bits.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor x = core::contiguous(core::to_device(a, Device::cpu())), y = core::contiguous(core::to_device(b, Device::cpu()));
+  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
+         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * element_size(x.dtype())) == 0;
+}
+
 // Copies `src` into parameter `dst` (shape-checked, dtype-converted) without recording.
 Status assign(const std::string& what, const Tensor& dst, const Tensor& src) {
   if (!(src.shape() == dst.shape()))
@@ -131,7 +138,7 @@ StatusOr<bool> Trainer::save_checkpoint() {
                       [&](parallel::AxisSet axes) { return mesh_ ? mesh_->group(axes).rank() : 0; }};
   std::vector<nn::NamedTensor> frozen;
   for (const parallel::ParamPlacement* row : table.on_stage(at.stage))
-    if (!row->trainable) frozen.emplace_back(row->name, model_->parameter(row->name));
+    if (!row->trainable) frozen.emplace_back(row->name, frozen_values(row->name));
   const std::vector<WrittenShard> shards = rank_shards(table, at, update_->held_pieces(), frozen, update_->rank_state());
   skipped_checkpoint_note_.clear();
   const std::string bad = first_non_finite(shards);
@@ -391,9 +398,26 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   };
   try {
     update_->load_weights(source);
-    // Frozen parameters are the trainer's to load: no strategy holds them.
-    for (const parallel::ParamPlacement* row : table.on_stage(par_.stage()))
-      if (!row->trainable) source.assign(row->name, model_->parameter(row->name));
+    // Frozen parameters are the trainer's to load: no strategy holds them. A quantized one was
+    // rebuilt from where it came from; the checkpoint must hold the same values (Note [Where a
+    // quantized base comes from] in quantization/quantized_base.h).
+    for (const parallel::ParamPlacement* row : table.on_stage(par_.stage())) {
+      if (row->trainable) continue;
+      if (!quantized_base_ || !quantized_base_->contains(row->name)) {
+        source.assign(row->name, model_->parameter(row->name));
+        continue;
+      }
+      const Tensor now = quantized_base_->dequantized(row->name);
+      Tensor saved = empty_like(now);
+      source.assign(row->name, saved);
+      if (!same_bits(saved, now))
+        return Status::invalid("checkpoint " + dir + ": the frozen base weight '" + row->name +
+                               "' differs from the one this run quantized to NF4 from " +
+                               (cfg_.train.init_from.empty() ? "its seeded initialization"
+                                                             : "train.init_from = '" + cfg_.train.init_from + "'") +
+                               ": the base changed since the checkpoint was written; resume with the base it was "
+                               "trained on");
+    }
   } catch (const StatusError& e) {
     return e.status;
   }

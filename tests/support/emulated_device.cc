@@ -22,6 +22,7 @@
 #include "kernels/cpu/pointwise.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/nf4.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/cpu/vocab_parallel_cross_entropy.h"
@@ -241,6 +242,9 @@ class EmulatedKernels final : public kernels::DeviceKernels {
     ops::dispatch_floating(dtype, "rope", [&]<class E>() {
       cpu::rope<E>(static_cast<E*>(out), static_cast<const E*>(x), B, T, H, D, params, pos0, inverse);
     });
+  }
+  void nf4_dequantize(DType dtype, void* out, const Nf4Data& w, int64_t begin, int64_t end) override {
+    ops::dispatch_floating(dtype, "nf4_dequantize", [&]<class T>() { cpu::nf4_dequantize<T>(w, begin, end, static_cast<T*>(out)); });
   }
   void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* w, const void* b,
                          int64_t N, int64_t C, double eps) override {

@@ -158,6 +158,36 @@ class Runs:
         return proc.returncode, err
 
 
+class Cli:
+    """Runs `trident` subcommands for a CLI test, collecting what went wrong in .failures."""
+
+    def __init__(self, trident, env):
+        self.trident, self.env, self.failures = trident, env, []
+
+    def run(self, args, want_ok=True):
+        """The finished process; a non-zero exit is a failure unless want_ok is False."""
+        p = subprocess.run([self.trident] + args, env=self.env, capture_output=True, text=True, errors="replace")
+        if want_ok and p.returncode != 0:
+            self.failures.append(f"{' '.join(args[:3])}: exit {p.returncode}\n{p.stderr[-1500:]}")
+        return p
+
+    def loss_of(self, args):
+        """`eval ARGS`' val_loss, or None (a failure) when it printed no JSON."""
+        p = self.run(["eval"] + args)
+        try:
+            return json.loads(p.stdout.strip().splitlines()[-1])["val_loss"]
+        except (IndexError, ValueError, KeyError):
+            self.failures.append(f"eval {args}: no JSON: {p.stdout[-500:]} {p.stderr[-500:]}")
+            return None
+
+    def refused(self, args, says):
+        """A failure unless `trident ARGS` exits non-zero with `says` in its stderr."""
+        p = self.run(args, want_ok=False)
+        if p.returncode == 0 or says not in p.stderr:
+            self.failures.append(f"{' '.join(args)}: exit {p.returncode}, wanted an error saying {says!r}: "
+                                 f"{p.stderr[-800:]}")
+
+
 def report(name, failures):
     """Prints the failures (or "NAME: ok") and returns the exit status."""
     for f in failures:

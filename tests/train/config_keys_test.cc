@@ -34,6 +34,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "train.flush_denormals", "train.max_runtime", "train.profile_step",
       "train.mfu",
       "lora.r", "lora.alpha", "lora.dropout", "lora.target_modules", "lora.use_rslora", "lora.init_seed",
+      "quantization.base", "quantization.double_quant", "quantization.skip_modules",
       "kernels.f32_gemm", "kernels.bf16_gemm", "kernels.cpu_avx512", "kernels.cuda_tf32", "kernels.cuda_cublaslt",
       "kernels.cuda_gelu_epilogue", "kernels.attention_generic", "kernels.cpu_bf16_attention",
       "monitor.port", "monitor.host", "monitor.job", "monitor.token_file", "monitor.tensorboard",

@@ -10,7 +10,8 @@ before the sleep would (the deadline below is generous: 4 minutes), with:
     record on that communicator stops one sequence number short (it never arrived);
   - one event in alerts.jsonl (rank 0's), condition hang, step 10;
   - a run without the sleep, same rule, finishes normally (the rule is quiet while steps go on);
-  - a straggler: in a 3-rank run rank 2 sleeps 3 s before the batch of step 11 (then goes on);
+  - a straggler: in a 3-rank run rank 2 sleeps 300 x a step's median compute time (at least
+    3 s) before the batch of step 11 (then goes on);
     the rule straggler (factor 100, log) fires exactly once, at step 11, naming rank 2, and the
     run finishes normally (Note [Straggler times] in src/train/trainer.cc); in the same run and
     in one process, memory_high with memory_fraction 0.0001 fires once, at step 1.
@@ -18,6 +19,7 @@ before the sleep would (the deadline below is generous: 4 minutes), with:
     hang_test.py TRIDENT
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -101,16 +103,26 @@ def main():
             ev = alerts(run)
             if len(ev) != 1 or ev[0]["condition"] != "hang" or ev[0]["step"] != 10:
                 failures.append(f"alerts.jsonl: {ev}, want one hang event at step 10")
-        # A straggler (slow, not hung) among 3 ranks.
+        # A straggler (slow, not hung) among 3 ranks. Factor 100: a loaded 2-core machine (load
+        # average 18) made single steps 25 x the median (factor 10 fired there at step 10). The
+        # sleep is 300 x the median compute time of a step (step_s less comm_wait_s, what the rule
+        # measures) in the run without a hang, at least 3 s: a step under a sanitizer is ~30 x
+        # longer, and a fixed 3 s was then below the factor.
+        rows = []
+        if os.path.exists(os.path.join(ok_run, "metrics.jsonl")):
+            with open(os.path.join(ok_run, "metrics.jsonl")) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+        compute = sorted(row["step_s"] - row.get("comm_wait_s", 0.0) for row in rows if "step_s" in row)
+        median = compute[len(compute) // 2] if compute else 0.01
+        sleep_s = min(120, max(3, math.ceil(300 * median)))
+        print(f"hang: median step compute {median * 1000:.1f} ms; the straggler sleeps {sleep_s} s")
         slow = write_alerts(os.path.join(d, "straggler.toml"), [
-            # Factor 100: the sleep is ~1000 x a tiny step; a loaded 2-core machine (load average 18)
-            # made single steps 25 x the median (factor 10 fired there at step 10).
             {"name": "slow", "condition": "straggler", "factor": 100.0, "actions": "log"},
             {"name": "memory", "condition": "memory_high", "memory_fraction": 0.0001, "actions": "log"}])
         run = os.path.join(d, "slow")
         cmd = [trident, "launch", "-n", "3", "--", "train", "--config", slow] + tiny_args(d, batch_size=6) + \
               ["--train.steps=30", "--train.eval_interval=0", f"--train.out_dir={run}"]
-        r = subprocess.run(cmd, env=dict(env, TRIDENT_TEST_SLEEP_BATCH="10:3:2"), capture_output=True, text=True,
+        r = subprocess.run(cmd, env=dict(env, TRIDENT_TEST_SLEEP_BATCH=f"10:{sleep_s}:2"), capture_output=True, text=True,
                            timeout=DEADLINE)
         if r.returncode != 0:
             failures.append(f"straggler run: exit {r.returncode}\n{r.stderr[-2000:]}")

@@ -17,37 +17,18 @@ were not merged.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runlib import prepare_corpus, report, tiny_args  # noqa: E402
+from runlib import Cli, prepare_corpus, report, tiny_args  # noqa: E402
 
 
 def main():
     trident = sys.argv[1]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    failures = []
-
-    def run(args, want_ok=True):
-        p = subprocess.run([trident] + args, env=env, capture_output=True, text=True, errors="replace")
-        if want_ok and p.returncode != 0:
-            failures.append(f"{' '.join(args[:3])}: exit {p.returncode}\n{p.stderr[-1500:]}")
-        return p
-
-    def loss_of(args):
-        p = run(["eval"] + args)
-        try:
-            return json.loads(p.stdout.strip().splitlines()[-1])["val_loss"]
-        except (IndexError, ValueError, KeyError):
-            failures.append(f"eval {args}: no JSON: {p.stdout[-500:]} {p.stderr[-500:]}")
-            return None
-
-    def refused(args, says):
-        p = run(args, want_ok=False)
-        if p.returncode == 0 or says not in p.stderr:
-            failures.append(f"{' '.join(args)}: exit {p.returncode}, wanted an error saying {says!r}: {p.stderr[-800:]}")
+    cli = Cli(trident, env)
+    failures, run, loss_of, refused = cli.failures, cli.run, cli.loss_of, cli.refused
 
     with tempfile.TemporaryDirectory(prefix="trident_lora_cli_") as d:
         prepare_corpus(trident, d, env)

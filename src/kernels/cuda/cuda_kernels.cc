@@ -13,6 +13,7 @@
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/nf4.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/vocab_parallel_cross_entropy.cuh"
 #include "kernels/cuda/vocab_parallel_embedding.cuh"
@@ -80,6 +81,10 @@ class CudaKernels final : public kernels::DeviceKernels {
   void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
             const RopeParams& params, int64_t pos0, bool inverse) override {
     launch_rope(code(dtype), out, x, B, T, H, D, params, pos0, inverse);
+    check_launch();
+  }
+  void nf4_dequantize(DType dtype, void* out, const Nf4Data& w, int64_t begin, int64_t end) override {
+    launch_nf4_dequantize(code(dtype), out, w, begin, end);
     check_launch();
   }
   void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* weight,

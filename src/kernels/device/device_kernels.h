@@ -17,6 +17,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/nf4_layout.h"
 #include "core/rope_params.h"
 #include "core/shape.h"
 
@@ -101,6 +102,9 @@ class DeviceKernels {
   // Rotary position embedding on contiguous x (B, T, H, D) (kernels/cpu/rope.h); out may equal x.
   virtual void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
                     const RopeParams& params, int64_t pos0, bool inverse) = 0;
+
+  // NF4 weights (kernels/cpu/nf4.h): weights [begin, end) of `w` dequantized into out (dtype).
+  virtual void nf4_dequantize(DType dtype, void* out, const Nf4Data& w, int64_t begin, int64_t end) = 0;
 
   // Normalization (kernels/cpu/layernorm.h, rmsnorm.h): statistics in acc_t of dtype.
   virtual void layernorm_forward(DType dtype, void* out, void* mean, void* rstd, const void* x, const void* weight,

@@ -1,0 +1,131 @@
+#include "quantization/quantized_base.h"
+
+#include "autograd/functions.h"
+#include "core/allocator.h"
+#include "core/check.h"
+#include "nn/freeze.h"
+#include "nn/linear.h"
+#include "quantization/nf4_linear.h"
+
+namespace trident::quantization {
+namespace {
+
+// Note [The NF4 view]
+// Innermost on its layer (Note [Wrapper order]): it replaces the layer's own product, so it
+// never calls inward. It checks that it is handed the weight it quantized: a wrapper above that
+// passed another (a narrowed copy, a dequantized view) would otherwise be ignored silently.
+class Nf4View final : public nn::LinearWrapper {
+ public:
+  Nf4View(std::shared_ptr<const Nf4Weight> q, Tensor weight, bool in_out, std::string param)
+      : q_(std::move(q)), weight_(std::move(weight)), in_out_(in_out), param_(std::move(param)) {}
+  nn::WrapperKind kind() const override { return nn::WrapperKind::kWeightView; }
+  std::string name() const override { return "nf4"; }
+  Tensor forward(const Tensor& x, const nn::LayerParams& p, const nn::LinearCall& call,
+                 const nn::LinearInner&) const override {
+    TRI_CHECK(p.weight.is_same(weight_), "'", param_,
+              "' is stored in NF4, but a wrapper above its view handed the layer another weight");
+    Tensor y = nf4_linear(x, q_, in_out_);
+    if (call.bias && p.bias) y = trident::add(y, *p.bias);
+    return call.act == nn::Activation::kGeluTanh ? trident::gelu_tanh(y) : y;
+  }
+
+ private:
+  std::shared_ptr<const Nf4Weight> q_;
+  Tensor weight_;
+  bool in_out_;
+  std::string param_;
+};
+
+bool names_layer(const std::string& item, const std::string& path) {
+  if (item.find_first_of("*?") != std::string::npos) return nn::parameter_pattern_matches(item, path);
+  return path == item || (path.size() > item.size() && path.ends_with(item) && path[path.size() - item.size() - 1] == '.');
+}
+
+}  // namespace
+
+bool QuantizedBase::contains(const std::string& param) const {
+  for (const QuantizedLayer& l : layers_)
+    if (l.param == param) return true;
+  return false;
+}
+
+Tensor QuantizedBase::dequantized(const std::string& param) const {
+  for (const QuantizedLayer& l : layers_)
+    if (l.param == param) return l.weight->dequantize();
+  TRI_CHECK(false, "'", param, "' is not stored in NF4");
+}
+
+int64_t QuantizedBase::params() const {
+  int64_t n = 0;
+  for (const QuantizedLayer& l : layers_) n += l.weight->numel();
+  return n;
+}
+
+int64_t QuantizedBase::bytes() const {
+  int64_t n = 0;
+  for (const QuantizedLayer& l : layers_) n += l.weight->bytes();
+  return n;
+}
+
+QuantizedBase quantize_base(nn::Module& model, const QuantizationOptions& options,
+                            const std::function<bool(const std::string& param)>& here) {
+  TRI_CHECK(options.enabled(), "quantize_base: quantization.base = \"", options.base, "\"");
+  // Everything is checked before the first weight is released: an error leaves the model whole.
+  const std::vector<std::string> skipped = options.skipped();
+  std::vector<bool> used(skipped.size(), false);
+  std::vector<std::string> paths;
+  struct Candidate {
+    std::string param;
+    nn::LinearLayer* layer;
+    Tensor weight;
+    bool in_out;
+  };
+  std::vector<Candidate> chosen;
+  bool any_linear = false;
+  for (const auto& [path, module] : model.named_modules()) {
+    paths.push_back(path);
+    auto* layer = dynamic_cast<nn::LinearLayer*>(module);
+    if (layer == nullptr) continue;
+    bool skip = false;
+    for (size_t i = 0; i < skipped.size(); ++i)
+      if (names_layer(skipped[i], path)) skip = used[i] = true;
+    const std::string param = path + ".weight";
+    Tensor w = module->parameter("weight");
+    any_linear = any_linear || here(param);
+    if (skip || !here(param) || w.requires_grad() || w.numel() == 0) continue;
+    for (const std::string& name : layer->wrapper_names())
+      TRI_CHECK(name != "nf4", "quantization.base = \"nf4\": '", param, "' is stored in NF4 already");
+    TRI_CHECK(w.impl().storage().use_count() == 1 &&
+                  w.impl().storage()->nbytes() == static_cast<size_t>(w.numel()) * element_size(w.dtype()),
+              "quantization.base = \"nf4\": '", param, "' shares its memory with other tensors (", w.str(), ", storage of ",
+              w.impl().storage()->nbytes(), " bytes held by ", w.impl().storage().use_count(),
+              " views), so quantizing it would free nothing");
+    chosen.push_back({param, layer, w, dynamic_cast<nn::Conv1D*>(module) != nullptr});
+  }
+  for (size_t i = 0; i < skipped.size(); ++i) {
+    // "lm_head" names the head whether or not it is a layer of its own: a head tied to the
+    // embedding (GPT-2's) has none, and an embedding is never quantized.
+    if (used[i] || skipped[i] == "lm_head") continue;
+    const std::optional<std::string> near = closest_match(skipped[i], paths);
+    TRI_CHECK(false, "quantization.skip_modules: '", skipped[i], "' matches no layer of the model",
+              near ? " (did you mean '" + *near + "'?)" : "", "; a name matches a layer whose path ends with it");
+  }
+  TRI_CHECK(!chosen.empty() || !any_linear, "quantization.base = \"nf4\" stores frozen linear layers in 4 bits, but no "
+            "linear layer of the model is frozen (outside quantization.skip_modules = \"", options.skip_modules,
+            "\"): train adapters on the base ([lora] r > 0) or freeze it (train.freeze)");
+
+  std::vector<QuantizedLayer> layers;
+  for (Candidate& c : chosen) {
+    std::shared_ptr<const Nf4Weight> q;
+    {
+      MemoryCategoryGuard category(MemoryCategory::kParameter);
+      q = std::make_shared<const Nf4Weight>(Nf4Weight::quantize(c.weight, options.double_quant, c.param).to(c.weight.device()));
+    }
+    c.layer->add_wrapper(std::make_shared<Nf4View>(q, c.weight, c.in_out, c.param));
+    c.weight.impl().storage()->reset_data(DataPtr());
+    layers.push_back({c.param, std::move(q), c.in_out});
+  }
+  return QuantizedBase(std::move(layers));
+}
+
+}  // namespace trident::quantization
