@@ -57,17 +57,42 @@ the JSON as "stripped_env".
            124M   L=12 C=768 NH=12 T=1024 B=4     (GPT-2, V=50257)
   llama125M       L=12 C=768 NH=12 (4 kv heads) SwiGLU 2048 T=1024 B=4 V=32000 (untied head)
 
+LoRA (issue #48; `--lora r=8,alpha=16,targets=q_proj,k_proj,v_proj,o_proj`, off by default).
+Each rep then runs, in this order, trident LoRA, trident full fine-tuning (the run without --lora),
+PyTorch LoRA and PyTorch full fine-tuning (left out with `--no-pytorch-full`), same steps,
+batch, threads and AdamW; PyTorch's runs take the probe's settings (the probe runs full
+fine-tuning, as without --lora). trident: train_step_bench --lora-r R --lora-alpha A
+--lora-targets T (adapters/lora.h: the base frozen, in the compute dtype; only the adapters
+reach the masters, AdamW and the clipping). PyTorch: the same model, every base parameter
+requires_grad_(False), and each targeted nn.Linear (GPT-2's Conv1D) wrapped by
+tests/parity/peft_lora.py as PEFT computes it, base(x) + (alpha / r) * B(A(x)), A (r, in)
+kaiming-uniform (a = sqrt(5)), B (out, r) zero, no dropout; AdamW and clip_grad_norm_ over the
+adapters alone. Targets are PEFT names (a layer whose path is the name or ends with "." + it);
+left out, or naming a layer the config's family lacks (LLaMA's q_proj on GPT-2), they are the
+family's attention projections: LLaMA q_proj,k_proj,v_proj,o_proj, GPT-2 c_attn,attn.c_proj
+(the config's "lora" says which ran and why). Reported per side ("trident_lora", "trident",
+"pytorch_lora", "pytorch"): ms/step, tokens/s, peak RSS, "params" and "trainable_params" (and
+"lora_layers"); a LoRA side's MFU counts 4 FLOPs per frozen weight and token, not 6 (trident's
+"flops_per_token", Note [MFU of a partly frozen model] in src/train/mfu.h). Ratios:
+"trident_lora_vs_full" (speedup = full's ms/step / LoRA's, peak_rss_fraction = LoRA's / full's,
+trainable_params_fraction), "trident_lora_vs_pytorch_lora" (speedup = PyTorch's ms/step /
+trident's, peak_rss_ratio = trident's / PyTorch's), "pytorch_lora_vs_full", and
+"lora_targets_met": issue #48's targets, LoRA's peak RSS <= 1/3 of full's, LoRA >= 1.3x faster
+than full, trident LoRA >= 1.5x PyTorch LoRA.
+
 PyTorch's models are tests/parity/gpt2_torch.py's nanoGPT-style GPT-2 and llama_torch.py's
 LLaMA (Hugging Face's math; Debian's torch 1.13, which must be imported by /usr/bin/python3:
 unfused attention, no scaled_dot_product_attention).
 
     bench/train_speed_compare.py --trident-bench build/bench/train_step_bench \\
         [--configs tiny,small,124M] [--precisions fp32,bf16] [--torch-settings allocator=tcmalloc]
+        [--lora r=8,alpha=16,targets=q_proj,k_proj,v_proj,o_proj [--no-pytorch-full]]
 """
 
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -99,6 +124,46 @@ STRIPPED_ENV = ("LD_PRELOAD", "ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY", "OMP_NUM
                 "GOTO_NUM_THREADS", "MKL_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
                 "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA")
 STRIPPED_PREFIXES = ("TRIDENT_CPU_",)
+# --lora: each family's linear layers (the last part of a PEFT target name) and its targets when
+# the spec names none or names layers the family does not have: attention's projections.
+LORA_LINEARS = {"llama": {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"},
+                "gpt2": {"c_attn", "c_proj", "c_fc"}}
+LORA_DEFAULT_TARGETS = {"llama": "q_proj,k_proj,v_proj,o_proj", "gpt2": "c_attn,attn.c_proj"}
+
+
+def parse_lora(text):
+    """--lora "r=8,alpha=16,targets=q_proj,k_proj" -> {"r", "alpha", "targets" (None: the family's
+    default)}; items after targets= without '=' are more targets."""
+    spec, key = {"r": 8, "alpha": 16.0, "targets": None}, None
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        k, eq, v = item.partition("=")
+        if eq and k in spec:
+            key = k
+            spec[k] = int(v) if k == "r" else float(v) if k == "alpha" else v
+        elif not eq and key == "targets":
+            spec["targets"] += "," + item
+        else:
+            sys.exit(f"--lora: {item!r}: expected r=R,alpha=A,targets=name,name,...")
+    if spec["r"] <= 0:
+        sys.exit(f"--lora: r must be positive, got {spec['r']}")
+    for t in (spec["targets"] or "").split(","):
+        if "*" in t or "?" in t or t == "all-linear":
+            sys.exit(f"--lora: target {t!r}: names only (PEFT's list rule; both sides must match it)")
+    return spec
+
+
+def lora_targets(spec, c):
+    """The targets a config's family runs: the spec's, or the family's default when it names none
+    or a layer the family lacks (LLaMA's q_proj on GPT-2). Returns (targets, note or None)."""
+    arch = c.get("arch", "gpt2")
+    if not spec["targets"]:
+        return LORA_DEFAULT_TARGETS[arch], None
+    missing = [t for t in spec["targets"].split(",") if t.rsplit(".", 1)[-1] not in LORA_LINEARS[arch]]
+    if missing:
+        return LORA_DEFAULT_TARGETS[arch], f"{arch} has no {','.join(missing)}: its default targets instead"
+    return spec["targets"], None
 
 
 def cpu_info():
@@ -197,8 +262,22 @@ def torch_worker(args):
                 p.fill_(1.0)
             else:
                 p.zero_()
+    lora = None
+    if args.lora_r > 0:
+        # PEFT's LoRA (tests/parity/peft_lora.py): the base frozen, each target wrapped as
+        # base(x) + lora_B(lora_A(x)) * alpha / r; A kaiming-uniform (a = sqrt(5)), B zero.
+        import peft_lora
+        targets = [t for t in args.lora_targets.split(",") if t]
+        wrapped = peft_lora.apply(model, model.HF_PREFIX, targets, args.lora_r, args.lora_alpha, False)
+        with torch.no_grad():
+            for layer in wrapped.values():
+                torch.nn.init.kaiming_uniform_(layer.lora_A.weight, a=math.sqrt(5))
+                layer.lora_B.weight.zero_()
+        lora = {"r": args.lora_r, "alpha": args.lora_alpha, "scaling": args.lora_alpha / args.lora_r,
+                "target_modules": args.lora_targets, "layers": list(wrapped)}
     model.train()
-    params = list(model.parameters())
+    n_params = sum(p.numel() for p in model.parameters())  # with the adapters, as trident counts
+    params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -221,7 +300,8 @@ def torch_worker(args):
     ms = statistics.median(step_ms[args.warmup:])
     config = dict(re.findall(r"^[\s-]*(CPU capability usage|ATen parallel backend): (.+)$",
                              torch.__config__.show() + "\n" + torch.__config__.parallel_info(), re.M))
-    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "params": sum(p.numel() for p in params),
+    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "params": n_params,
+                      "trainable_params": sum(p.numel() for p in params), "lora": lora,
                       "threads": torch.get_num_threads(), "cpu_capability": config.get("CPU capability usage"),
                       "parallel_backend": config.get("ATen parallel backend"),
                       "step_ms": step_ms, "losses": losses, "median_step_ms": ms,
@@ -288,9 +368,17 @@ def trident_gemm_ceiling(args, c, precision, env, gemm_flag):
     return ceiling, gemm_flag, r
 
 
-def torch_cmd(args, config, steps, warmup, precision):
+def torch_cmd(args, config, steps, warmup, precision, lora=None):
+    """lora: {"r", "alpha", "targets"} (resolved for the config), or None for full fine-tuning."""
+    extra = ["--lora-r", str(lora["r"]), "--lora-alpha", str(lora["alpha"]), "--lora-targets", lora["targets"]] \
+        if lora else []
     return [args.python, os.path.abspath(__file__), "--torch-worker", "--config", config, "--steps", str(steps),
-            "--warmup", str(warmup), "--threads", str(args.threads), "--precision", precision]
+            "--warmup", str(warmup), "--threads", str(args.threads), "--precision", precision] + extra
+
+
+def lora_flags(lora):
+    """train_step_bench's flags for a resolved LoRA spec."""
+    return ["--lora-r", str(lora["r"]), "--lora-alpha", str(lora["alpha"]), "--lora-targets", lora["targets"]]
 
 
 def probe(args, config, precision, cand):
@@ -346,7 +434,7 @@ def summarize(rs, tokens, flops_per_token, ceiling):
     ms = statistics.median(r["median_step_ms"] for r in rs)
     tps = tokens / (ms / 1e3)
     return {"ms_per_step": ms, "tokens_per_s": tps, "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
-            "params": rs[0]["params"], "mfu": flops_per_token * tps / (ceiling * 1e9) if ceiling else None,
+            "params": rs[0]["params"], "trainable_params": rs[0].get("trainable_params", rs[0]["params"]), "mfu": flops_per_token * tps / (ceiling * 1e9) if ceiling else None,
             "per_run_step_ms": [r["median_step_ms"] for r in rs], "allocator": rs[0]["allocator"],
             "blas": rs[0]["blas"], "libs": rs[0]["libs"]}
 
@@ -354,6 +442,14 @@ def summarize(rs, tokens, flops_per_token, ceiling):
 def ratios(a, b):
     return {"tokens_per_s_ratio": a["tokens_per_s"] / b["tokens_per_s"],
             "peak_rss_ratio": a["peak_rss_mib"] / b["peak_rss_mib"]}
+
+
+def lora_ratios(lora, full):
+    """LoRA against full fine-tuning on one framework: speedup (full's ms/step over LoRA's) and
+    LoRA's peak RSS as a fraction of full's."""
+    return {"speedup": full["ms_per_step"] / lora["ms_per_step"],
+            "peak_rss_fraction": lora["peak_rss_mib"] / full["peak_rss_mib"],
+            "trainable_params_fraction": lora["trainable_params"] / full["trainable_params"]}
 
 
 def pct(x):
@@ -376,8 +472,16 @@ def main():
     ap.add_argument("--probe-steps", type=int, default=2, help="timed steps per probe run")
     ap.add_argument("--probe-margin", type=float, default=0.03,
                     help="a probed setting replaces the best so far only if this much faster (0.03: 3%%)")
+    ap.add_argument("--lora", default="",
+                    help="also LoRA runs: r=8,alpha=16,targets=q_proj,k_proj,v_proj,o_proj (targets left out: "
+                         "LLaMA q/k/v/o_proj, GPT-2 c_attn,attn.c_proj)")
+    ap.add_argument("--no-pytorch-full", action="store_true",
+                    help="with --lora: skip PyTorch's full fine-tuning runs (trident LoRA, trident full, PyTorch LoRA)")
     ap.add_argument("--out", default="", help="also write the JSON here")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--lora-r", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--lora-alpha", type=float, default=16.0, help=argparse.SUPPRESS)
+    ap.add_argument("--lora-targets", default="", help=argparse.SUPPRESS)
     ap.add_argument("--config", default="tiny", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -390,6 +494,9 @@ def main():
     if not set(precisions) <= {"fp32", "bf16"}:
         sys.exit(f"--precisions: fp32 and/or bf16, got {args.precisions}")
 
+    lora_spec = parse_lora(args.lora) if args.lora else None
+    if args.no_pytorch_full and not lora_spec:
+        sys.exit("--no-pytorch-full: only with --lora (PyTorch's full runs are the comparison without it)")
     cpu = cpu_info()
     cand = torch_candidates(cpu)
     fixed = parse_settings(args.torch_settings, cand) if args.torch_settings is not None else None
@@ -404,7 +511,7 @@ def main():
               "blas_alternative": os.path.realpath(os.path.join(LIBDIR, "libblas.so.3")),
               "pytorch_settings_fixed": settings_str(fixed) if fixed else None,
               "probe_margin": None if fixed else args.probe_margin, "stripped_env": stripped_env(),
-              "probes": [], "configs": {}}
+              "lora": lora_spec, "probes": [], "configs": {}}
     gemm_flag = "--gemm-rates"
     chosen = {}  # (probe config, precision) -> settings
     for name in args.configs.split(","):
@@ -412,6 +519,13 @@ def main():
         steps = args.steps or (3 if name in ("124M", "llama125M") else 5)
         tokens, flops_per_token = c["B"] * c["T"], None
         entry = {"shape": dict(c, V=vocab(c)), "timed_steps_per_run": steps, "reps": args.reps}
+        lora = None
+        if lora_spec:
+            targets, note = lora_targets(lora_spec, c)
+            lora = dict(lora_spec, targets=targets)
+            entry["lora"] = dict(lora, targets_requested=lora_spec["targets"], targets_note=note)
+            if note:
+                print(f"{name}: --lora targets: {note} ({targets})", file=sys.stderr, flush=True)
         for prec in precisions:
             key = (PROBE_ON[name], prec)
             if fixed:
@@ -420,7 +534,10 @@ def main():
                 chosen[key], record = probe(args, PROBE_ON[name], prec, cand)
                 report["probes"].append(record)
             setting = chosen[key]
-            runs = {"trident": [], "pytorch": []}
+            # The sides, run in this order each rep; without --lora trident and PyTorch, full fine-tuning.
+            sides = ["trident", "pytorch"] if not lora else \
+                ["trident_lora", "trident", "pytorch_lora"] + ([] if args.no_pytorch_full else ["pytorch"])
+            runs = {side: [] for side in sides}
             # The GEMM rates in a process of their own: the timed runs below are plain ones, so
             # their peak RSS is the training step's alone.
             ceiling, gemm_flag, rates = trident_gemm_ceiling(args, c, prec, tri_env, gemm_flag)
@@ -430,27 +547,56 @@ def main():
                            "gemm_rates": rates.get("gemm_rates"), "gemm_rates_seconds": rates.get("gemm_rates_seconds")}
             report["trident_gemm"] = {k: rates.get(k) for k in ("cpu_isa", "f32_gemm", "bf16_gemm")}
             for rep in range(args.reps):
-                r, _ = run_child(trident_cmd(args, c, steps, prec, []), tri_env)
-                runs["trident"].append(r)
-                runs["pytorch"].append(run_child(torch_cmd(args, name, steps, args.warmup, prec),
-                                                 torch_env(setting, cand, args.threads))[0])
+                for side in sides:
+                    side_lora = lora if side.endswith("_lora") else None
+                    if side.startswith("trident"):
+                        cmd, env = trident_cmd(args, c, steps, prec, lora_flags(side_lora) if side_lora else []), tri_env
+                    else:
+                        cmd = torch_cmd(args, name, steps, args.warmup, prec, side_lora)
+                        env = torch_env(setting, cand, args.threads)
+                    runs[side].append(run_child(cmd, env)[0])
             # train_step_bench's count (Note [MFU's N] in src/train/mfu.h: N without the
-            # embedding tables a token only gathers); an older binary: every parameter.
+            # embedding tables a token only gathers; LoRA's frozen base: Note [MFU of a partly
+            # frozen model]); an older binary: every parameter. A LoRA side uses trident LoRA's.
             flops_per_token = runs["trident"][0].get("flops_per_token") or \
                 6 * runs["trident"][0]["params"] + 12 * c["L"] * c["C"] * c["T"]
+            lora_flops = runs["trident_lora"][0].get("flops_per_token") if lora else None
             e = entry[prec]
+            torch_side = runs["pytorch" if "pytorch" in runs else "pytorch_lora"][0]
             e["pytorch_settings"] = settings_str(setting)
-            e.update({"pytorch_" + k: runs["pytorch"][0][k] for k in ("cpu_capability", "parallel_backend", "threads")})
-            e["torch"] = runs["pytorch"][0]["torch"]
+            e.update({"pytorch_" + k: torch_side[k] for k in ("cpu_capability", "parallel_backend", "threads")})
+            e["torch"] = torch_side["torch"]
             for fw, rs in runs.items():
-                e[fw] = summarize(rs, tokens, flops_per_token, ceiling)
-            e.update(ratios(e["trident"], e["pytorch"]))
-            print(f"{name} {prec}: trident {e['trident']['tokens_per_s']:.0f} tok/s (MFU {pct(e['trident']['mfu'])}), "
-                  f"PyTorch [{e['pytorch_settings']}] {e['pytorch']['tokens_per_s']:.0f} tok/s "
-                  f"(MFU {pct(e['pytorch']['mfu'])}): {e['tokens_per_s_ratio']:.2f}x; peak RSS "
-                  f"{e['trident']['peak_rss_mib']:.0f} vs {e['pytorch']['peak_rss_mib']:.0f} MiB "
-                  f"({e['peak_rss_ratio']:.2f}x); ceiling {ceiling or 0:.0f} GFLOP/s", file=sys.stderr, flush=True)
-        if "fp32" in entry and "bf16" in entry:
+                e[fw] = summarize(rs, tokens, lora_flops if fw.endswith("_lora") else flops_per_token, ceiling)
+                if fw.endswith("_lora"):
+                    e[fw]["lora_layers"] = len(rs[0]["lora"]["layers"])
+            if "pytorch" in runs:
+                e.update(ratios(e["trident"], e["pytorch"]))
+                print(f"{name} {prec}: trident {e['trident']['tokens_per_s']:.0f} tok/s (MFU {pct(e['trident']['mfu'])}), "
+                      f"PyTorch [{e['pytorch_settings']}] {e['pytorch']['tokens_per_s']:.0f} tok/s "
+                      f"(MFU {pct(e['pytorch']['mfu'])}): {e['tokens_per_s_ratio']:.2f}x; peak RSS "
+                      f"{e['trident']['peak_rss_mib']:.0f} vs {e['pytorch']['peak_rss_mib']:.0f} MiB "
+                      f"({e['peak_rss_ratio']:.2f}x); ceiling {ceiling or 0:.0f} GFLOP/s", file=sys.stderr, flush=True)
+            if lora:
+                tl, pl = e["trident_lora"], e["pytorch_lora"]
+                e["trident_lora_vs_full"] = lora_ratios(tl, e["trident"])
+                e["trident_lora_vs_pytorch_lora"] = {"speedup": pl["ms_per_step"] / tl["ms_per_step"],
+                                                     "peak_rss_ratio": tl["peak_rss_mib"] / pl["peak_rss_mib"]}
+                if "pytorch" in runs:
+                    e["pytorch_lora_vs_full"] = lora_ratios(pl, e["pytorch"])
+                lf, lp = e["trident_lora_vs_full"], e["trident_lora_vs_pytorch_lora"]
+                # Issue #48's targets.
+                e["lora_targets_met"] = {"peak_rss_fraction_le_1/3": lf["peak_rss_fraction"] <= 1 / 3,
+                                         "speedup_vs_full_ge_1.3": lf["speedup"] >= 1.3,
+                                         "speedup_vs_pytorch_lora_ge_1.5": lp["speedup"] >= 1.5}
+                print(f"{name} {prec} LoRA r={lora['r']} alpha={lora['alpha']:g} [{lora['targets']}], "
+                      f"{tl['trainable_params']} trainable: trident LoRA {tl['ms_per_step']:.0f} ms/step, "
+                      f"{tl['peak_rss_mib']:.0f} MiB; trident full {e['trident']['ms_per_step']:.0f} ms, "
+                      f"{e['trident']['peak_rss_mib']:.0f} MiB ({lf['speedup']:.2f}x faster, RSS "
+                      f"{lf['peak_rss_fraction']:.2f} of full); PyTorch LoRA {pl['ms_per_step']:.0f} ms, "
+                      f"{pl['peak_rss_mib']:.0f} MiB (trident {lp['speedup']:.2f}x faster, RSS "
+                      f"{lp['peak_rss_ratio']:.2f}x)", file=sys.stderr, flush=True)
+        if "fp32" in entry and "bf16" in entry and "pytorch" in entry["fp32"]:
             entry["bf16_vs_pytorch_fp32"] = ratios(entry["bf16"]["trident"], entry["fp32"]["pytorch"])
             print(f"{name} trident bf16 vs PyTorch fp32: "
                   f"{entry['bf16_vs_pytorch_fp32']['tokens_per_s_ratio']:.2f}x tok/s, "

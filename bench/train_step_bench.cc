@@ -17,7 +17,7 @@
 //          [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
 //          [--precision fp32|bf16|fp16] [--sgemm] [--gemm-rates] [--device cpu|cuda] [--peak-tflops F] [--offload]
-//          [--profile] [--profiler-range]
+//          [--profile] [--profiler-range] [--lora-r R [--lora-alpha A] [--lora-targets q_proj,v_proj]] [--nf4]
 // --gemm-rates (CPU) adds "gemm_rates" ({engine: {"dtype", "gflops" (FLOP-weighted over the
 // step's shapes), "min_gflops", "max_gflops", "per_shape"}} for both dtypes),
 // "gemm_ceiling_gflops" (the fastest of the run's dtype: fp32/fp16 f32, bf16 bf16) and "mfu"
@@ -29,6 +29,15 @@
 // model, optimizer state and batches live on GPU 0 and each step ends with a device
 // synchronize, so the times are the GPU's; MFU is then reported against --peak-tflops.
 // --offload is ZeRO-Offload: fp32 masters and AdamW state in host memory, stepped on the CPU.
+// --lora-r R (R > 0) applies LoRA adapters of rank R before the steps (adapters/lora.h, as the
+// trainer's [lora] section does): --lora-alpha A (16) scales them by A / R, --lora-targets lists
+// the layers (Note [LoRA targets]; default q_proj,k_proj,v_proj,o_proj for LLaMA, c_attn,attn.c_proj
+// for GPT-2). The base is frozen (in the compute dtype, as the trainer stores it) and only the
+// adapters reach AdamW, the masters and the clipping; the JSON says "lora" ({"r", "alpha",
+// "scaling", "target_modules", "layers"}, null without) and "trainable_params", and
+// "flops_per_token" counts frozen weights as Note [MFU of a partly frozen model] does. --nf4 stores
+// every frozen linear layer but the head in NF4 (QLoRA: quantization/quantized_base.h); the JSON
+// says "nf4_base" ({"weights", "bytes"}).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -40,8 +49,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapters/lora.h"
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "core/allocator.h"
+#include "core/copy.h"
 #include "core/cpu_time.h"
 #include "core/device_ops.h"
 #include "core/factory.h"
@@ -55,6 +67,8 @@
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
 #include "optim/mixed_precision.h"
+#include "parallel/placement.h"
+#include "quantization/quantized_base.h"
 #include "train/mfu.h"
 
 using namespace trident;
@@ -99,6 +113,9 @@ int main(int argc, char** argv) {
   bool profiler_range_steps = false;
   double peak_tflops = 0.0;
   optim::PrecisionOptions precision;
+  adapters::LoraOptions lora;  // r = 0: no adapters
+  bool lora_targets_given = false;
+  bool nf4 = false;  // the frozen base in NF4 (QLoRA)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -130,6 +147,10 @@ int main(int argc, char** argv) {
     else if (a == "--profiler-range") profiler_range_steps = true;
     else if (a == "--peak-tflops") peak_tflops = std::stod(next());
     else if (a == "--precision") precision.dtype = next();
+    else if (a == "--lora-r") lora.r = std::stoll(next());
+    else if (a == "--lora-alpha") lora.alpha = std::stod(next());
+    else if (a == "--lora-targets") lora.target_modules = next(), lora_targets_given = true;
+    else if (a == "--nf4") nf4 = true;
     else {
       std::fprintf(stderr, "train_step_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -145,6 +166,14 @@ int main(int argc, char** argv) {
       model_storage = models::build_model(cfg);
     }
     models::CausalLM& model = *model_storage;
+    std::vector<adapters::LoraLayerInfo> lora_layers;
+    if (lora.enabled()) {
+      if (!lora_targets_given)
+        lora.target_modules = cfg.arch == "llama" ? "q_proj,k_proj,v_proj,o_proj" : "c_attn,attn.c_proj";
+      lora.validate();
+      MemoryCategoryGuard params(MemoryCategory::kParameter);
+      lora_layers = adapters::apply_lora(model, lora);  // freezes the whole base
+    }
     if (device_name != "cpu" && device_name != "cuda") {
       std::fprintf(stderr, "train_step_bench: --device must be cpu or cuda, got %s\n", device_name.c_str());
       return 2;
@@ -152,16 +181,39 @@ int main(int argc, char** argv) {
     const Device device = device_name == "cuda" ? Device::cuda() : Device::cpu();
     model.to(device);
     model.train();
-    int64_t n_params = 0;
-    for (const Tensor& p : model.parameters()) n_params += p.numel();
+    int64_t n_params = 0, n_trainable = 0;
+    std::vector<nn::NamedTensor> trainable;  // everything, or (LoRA) the adapters alone
+    for (const auto& [name, p] : model.named_parameters()) {
+      n_params += p.numel();
+      if (!p.requires_grad()) continue;
+      n_trainable += p.numel();
+      trainable.emplace_back(name, p);
+    }
+    if (precision.mixed()) {  // frozen parameters are stored in the compute dtype, as parallelize() does
+      autograd::NoGradGuard no_grad;
+      MemoryCategoryGuard params(MemoryCategory::kParameter);
+      for (auto& [name, p] : model.named_parameters())
+        if (!p.requires_grad() && p.numel() > 0 && p.dtype() != precision.compute_dtype())
+          p.set_data(core::cast(p, precision.compute_dtype()));
+    }
+    // --nf4: QLoRA's base, every frozen linear layer but the head in NF4 (quantization/quantized_base.h).
+    std::optional<quantization::QuantizedBase> nf4_base;
+    if (nf4) {
+      quantization::QuantizationOptions q;
+      q.base = "nf4";
+      nf4_base = quantization::quantize_base(model, q, [](const std::string&) { return true; });
+    }
     std::optional<optim::MasterWeights> master;
     if (precision.mixed() || offload)
-      master.emplace(model.named_parameters(), precision.compute_dtype(),
+      master.emplace(trainable, precision.compute_dtype(),
                      offload ? std::optional<Device>(Device::cpu()) : std::nullopt);
     const double loss_scale = precision.loss_scaling() ? 1024.0 : 1.0;
     optim::AdamWOptions opt_options;
-    optim::AdamW opt(master ? master->masters() : model.named_parameters(), opt_options);
-    const std::vector<Tensor> params = master ? master->master_tensors() : model.parameters();
+    optim::AdamW opt(master ? master->masters() : trainable, opt_options);
+    std::vector<Tensor> params;
+    if (master) params = master->master_tensors();
+    else
+      for (const auto& named : trainable) params.push_back(named.second);
     Generator gen(1);
     std::vector<double> step_ms, step_cpu_ms, losses;
     std::optional<profiler::ProfileReport> report;
@@ -174,6 +226,12 @@ int main(int argc, char** argv) {
       mem = device.is_cpu() ? host_allocator().stats() : device_allocator(device.type)->stats();
       host_peak = host_allocator().stats().in_use.peak;
     };
+    // The set-up's peaks (the model built whole, then cast or quantized), and the steps' from here
+    // on: "steps_allocator_peak_mib" is what training holds; "allocator_peak_mib" stays the
+    // whole process's, the larger of the two.
+    Allocator& measured = device.is_cpu() ? host_allocator() : *device_allocator(device.type);
+    const MemoryStats setup = measured.stats();
+    measured.reset_peak_stats();
     // The warm-up and timed steps, then (--profile) one more, profiled and not timed.
     for (int64_t s = 0; s < warmup + steps + (profile ? 1 : 0); ++s) {
       const bool profiled = s == warmup + steps;
@@ -237,6 +295,7 @@ int main(int argc, char** argv) {
         {"precision", precision.dtype},
         {"threads", num_threads()},
         {"params", n_params},
+        {"trainable_params", n_trainable},
         {"step_ms", step_ms},
         {"losses", losses},
         {"median_step_ms", ms},
@@ -244,13 +303,18 @@ int main(int argc, char** argv) {
         {"median_step_cpu_ms", median(std::vector<double>(step_cpu_ms.begin() + warmup, step_cpu_ms.end()))},
         {"tokens_per_s", static_cast<double>(B * T) / (ms / 1e3)},
         {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0},
-        {"allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
+        {"allocator_peak_mib", static_cast<double>(std::max(setup.in_use.peak, mem.in_use.peak)) / (1024.0 * 1024.0)},
+        {"steps_allocator_peak_mib", static_cast<double>(mem.in_use.peak) / (1024.0 * 1024.0)},
+        {"setup_allocator_peak_mib", static_cast<double>(setup.in_use.peak) / (1024.0 * 1024.0)},
         {"allocator_reserved_peak_mib", static_cast<double>(mem.peak_reserved) / (1024.0 * 1024.0)},
     };
     // Each category's own peak (they peak at different moments: their sum exceeds the total's).
-    for (int c = 0; c < kNumMemoryCategories; ++c)
-      out["allocator_peak_mib_by_category"][memory_category_name(static_cast<MemoryCategory>(c))] =
-          static_cast<double>(mem.by_category[c].peak) / (1024.0 * 1024.0);
+    for (int c = 0; c < kNumMemoryCategories; ++c) {
+      const char* name = memory_category_name(static_cast<MemoryCategory>(c));
+      out["allocator_peak_mib_by_category"][name] =
+          static_cast<double>(std::max(setup.by_category[c].peak, mem.by_category[c].peak)) / (1024.0 * 1024.0);
+      out["steps_allocator_peak_mib_by_category"][name] = static_cast<double>(mem.by_category[c].peak) / (1024.0 * 1024.0);
+    }
     if (report) {
       std::fprintf(stderr, "profile of step %lld (after the timed ones, not timed):\n%s",
                    static_cast<long long>(warmup + steps + 1), report->table().c_str());
@@ -271,8 +335,31 @@ int main(int argc, char** argv) {
       out["host_allocator_peak_mib"] = static_cast<double>(host_peak) / (1024.0 * 1024.0);
     // PaLM's count: 6 N + 12 L C T FLOPs per token, N without gather-only embeddings (Note [MFU's N]).
     const int64_t palm_params = train::palm_parameter_count(model);
-    const double flops_per_token = train::palm_flops_per_token(palm_params, cfg, T);
+    double flops_per_token = train::palm_flops_per_token(palm_params, cfg, T);
     out["palm_params"] = palm_params;
+    if (lora.enabled()) {
+      // A frozen base: 4 or 2 FLOPs per weight and token, not 6 (Note [MFU of a partly frozen model]).
+      std::vector<parallel::ParamSpec> specs;
+      for (const auto& [name, p] : model.named_parameters())
+        specs.push_back({name, p.shape(), model.block_of(name), parallel::Placement::replicate(), p.requires_grad()});
+      const parallel::PlacementTable table = parallel::PlacementTable::build(
+          specs, parallel::MeshShape{}, [](int64_t) { return 0; }, 0, precision.compute_dtype(),
+          precision.compute_dtype());
+      const train::PalmCounts counts = train::palm_counts(model, table);
+      flops_per_token = train::palm_flops_per_token(counts, cfg, T);
+      out["palm_counts"] = {{"trained", counts.trained}, {"frozen_backward", counts.frozen_backward},
+                            {"frozen_forward_only", counts.frozen_forward_only},
+                            {"blocks_backward", counts.blocks_backward}};
+      nlohmann::json layers = nlohmann::json::array();
+      for (const adapters::LoraLayerInfo& l : lora_layers) layers.push_back(l.path);
+      out["lora"] = {{"r", lora.r}, {"alpha", lora.alpha}, {"scaling", lora.scaling()},
+                     {"target_modules", lora.target_modules}, {"layers", layers}};
+    } else {
+      out["lora"] = nullptr;
+    }
+    if (nf4_base) {
+      out["nf4_base"] = {{"weights", nf4_base->params()}, {"bytes", nf4_base->bytes()}};
+    }
     out["flops_per_token"] = flops_per_token;
     const double tokens_per_s = static_cast<double>(B * T) / (ms / 1e3);
     if (gemm_rates && device.is_cpu()) {
