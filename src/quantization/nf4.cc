@@ -60,7 +60,7 @@ Nf4Weight Nf4Weight::quantize(const Tensor& w, bool double_quant, const std::str
       for (int64_t b = b0; b < b1; ++b) s = std::max(s, absmax[static_cast<size_t>(b)]);
       scale[g] = s;
       for (int64_t b = b0; b < b1; ++b) {
-        const long c = s > 0.0f ? std::lrint(absmax[static_cast<size_t>(b)] / s * 255.0f) : 0;
+        const long c = s > 0.0f ? std::lrint(static_cast<double>(absmax[static_cast<size_t>(b)]) / s * 255.0) : 0;
         codes[b / 2] |= static_cast<uint16_t>(std::clamp<long>(c, 0, 255) << (8 * (b % 2)));
       }
     }
@@ -72,10 +72,9 @@ Nf4Weight Nf4Weight::quantize(const Tensor& w, bool double_quant, const std::str
   uint16_t* codes = q.codes_.data_ptr<uint16_t>();
   parallel_for(0, blocks, 64, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const float a = absmax[static_cast<size_t>(b)];
-      const float inv = a > 0.0f ? 1.0f / a : 0.0f;
+      const double a = absmax[static_cast<size_t>(b)];
       for (int64_t i = b * kNf4Block; i < std::min(n, (b + 1) * kNf4Block); ++i)
-        codes[i / 4] |= static_cast<uint16_t>(kernels::cpu::nf4_code(x[i] * inv) << (4 * (i % 4)));
+        codes[i / 4] |= static_cast<uint16_t>(kernels::cpu::nf4_code(a > 0.0 ? x[i] / a : 0.0) << (4 * (i % 4)));
     }
   });
   return q;

@@ -102,6 +102,55 @@ TEST(Nf4, RequantizingGivesTheSameValuesBitForBit) {
   EXPECT_EQ(to_vector<float>(Nf4Weight::quantize(from_vector(grid, {64}), true).dequantize()), grid);
 }
 
+// QLoRA's scheme in float64, written from the description rather than from trident's kernels:
+// blocks of 64 in the flattened weight; a block's absmax; each weight's code the index of the
+// NF4 value nearest to weight / absmax (ties to the larger); with double quantization the
+// absmax values' 8-bit codes round(absmax / group max x 255) over groups of 256 blocks and the
+// block scale group max x (code / 255) in fp32, without it the absmax itself; the value the code
+// times the block scale, rounded once to fp32.
+std::vector<float> reference_nf4(const std::vector<float>& w, bool double_quant) {
+  const size_t n = w.size(), blocks = (n + 63) / 64;
+  std::vector<double> absmax(blocks, 0.0);
+  for (size_t i = 0; i < n; ++i) absmax[i / 64] = std::max(absmax[i / 64], std::fabs(double(w[i])));
+  std::vector<float> scale(blocks);
+  for (size_t b = 0; b < blocks; ++b) scale[b] = static_cast<float>(absmax[b]);
+  if (double_quant) {
+    for (size_t g = 0; g * 256 < blocks; ++g) {
+      double s = 0.0;
+      for (size_t b = g * 256; b < std::min(blocks, (g + 1) * 256); ++b) s = std::max(s, absmax[b]);
+      for (size_t b = g * 256; b < std::min(blocks, (g + 1) * 256); ++b) {
+        const double code = s > 0.0 ? std::nearbyint(absmax[b] / s * 255.0) : 0.0;
+        scale[b] = static_cast<float>(s) * (static_cast<float>(code) / 255.0f);
+      }
+    }
+  }
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double v = absmax[i / 64] > 0.0 ? double(w[i]) / absmax[i / 64] : 0.0;
+    int best = 0;
+    for (int c = 1; c < 16; ++c)
+      if (std::fabs(v - kNf4Values[c]) <= std::fabs(v - kNf4Values[best])) best = c;
+    out[i] = static_cast<float>(double(kNf4Values[best]) * double(scale[i / 64]));
+  }
+  return out;
+}
+
+TEST(Nf4, EqualsAFloat64ReferenceOfQlorasSchemeBitForBit) {
+  Generator gen(11);
+  // 300 x 701 weights: blocks across rows, a partial last block, 3,286 blocks in 13 groups,
+  // scales spread over two orders of magnitude.
+  std::vector<float> w = to_vector<float>(randn({300, 701}, gen));
+  for (size_t i = 0; i < w.size(); i += 331) w[i] *= 60.0f;
+  for (bool double_quant : {true, false}) {
+    const std::vector<float> want = reference_nf4(w, double_quant);
+    const std::vector<float> got = to_vector<float>(Nf4Weight::quantize(from_vector(w, {300, 701}), double_quant).dequantize());
+    ASSERT_EQ(got.size(), want.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i] ? 1 : 0;
+    EXPECT_EQ(differ, 0u) << "double_quant " << double_quant;
+  }
+}
+
 TEST(Nf4, RefusesANonFiniteWeightNamingIt) {
   std::vector<float> v(200, 0.5f);
   v[130] = NAN;

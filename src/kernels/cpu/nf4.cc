@@ -9,18 +9,18 @@ namespace {
 
 // The midpoints between neighbouring values: a value's code is how many lie below it.
 struct Midpoints {
-  float m[15];
+  double m[15];
   Midpoints() {
-    for (int i = 0; i < 15; ++i) m[i] = 0.5f * (kNf4Values[i] + kNf4Values[i + 1]);
+    for (int i = 0; i < 15; ++i) m[i] = 0.5 * (static_cast<double>(kNf4Values[i]) + kNf4Values[i + 1]);
   }
 };
 const Midpoints kMidpoints;
 
 }  // namespace
 
-int nf4_code(float v) {
+int nf4_code(double v) {
   int code = 0;
-  for (float m : kMidpoints.m) code += v >= m ? 1 : 0;
+  for (double m : kMidpoints.m) code += v >= m ? 1 : 0;
   return code;
 }
 

@@ -8,7 +8,8 @@
 namespace trident::kernels::cpu {
 
 // The index of the NF4 value nearest to v (ties to the larger; outside [-1, 1], the end value).
-int nf4_code(float v);
+// In double, so that the choice is the exact nearest value of weight / absmax.
+int nf4_code(double v);
 
 // Weights [begin, end) of the flattened NF4 weight `w`, dequantized into out[0, end - begin):
 // kNf4Values[code] x the block's scale in fp32, rounded once to T. Serial: callers split.
