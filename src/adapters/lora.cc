@@ -50,13 +50,9 @@ class LoraWrapper final : public nn::LinearWrapper {
   Generator& gen_;
 };
 
-bool ends_with_component(const std::string& path, const std::string& name) {
-  return path == name || (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
-}
-
+// Globs over trident's path; a name's suffix rule over trident's or Hugging Face's.
 bool item_matches(const std::string& item, const std::string& path, const std::string& hf_path) {
-  if (is_glob(item)) return nn::parameter_pattern_matches(item, path);
-  return ends_with_component(path, item) || ends_with_component(hf_path, item);
+  return nn::names_module(item, path) || (!nn::is_glob(item) && nn::ends_with_component(hf_path, item));
 }
 
 // in, out and the layout of a linear layer, or nullopt for any other module.
@@ -81,8 +77,6 @@ std::string hf_module_path(const models::ModelConfig& cfg, const std::string& pa
   name.resize(name.size() - std::string(".weight").size());
   return family.hf_causal_lm_prefix + name;
 }
-
-bool is_glob(const std::string& item) { return item.find_first_of("*?") != std::string::npos; }
 
 bool is_lora_parameter(const std::string& name) {
   return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");

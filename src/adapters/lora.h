@@ -59,9 +59,6 @@ struct LoraLayerInfo {
 std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions& options,
                                       const std::optional<LoraTargets>& targets = std::nullopt);
 
-// Whether a target_modules item is a glob ('*' or '?'), not a name.
-bool is_glob(const std::string& item);
-
 // Whether parameter `name` is an adapter's ("....lora_A.weight", "....lora_B.weight").
 bool is_lora_parameter(const std::string& name);
 // The adapted layer's path of an adapter parameter ("h.0.attn.c_attn.lora_A.weight" ->

@@ -11,6 +11,7 @@
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/env.h"
 #include "checkpoint/strict_json.h"
+#include "nn/freeze.h"
 #include "core/copy.h"
 #include "models/registry.h"
 
@@ -37,7 +38,7 @@ std::string peft_config_json(const models::ModelConfig& cfg, const LoraOptions& 
   const std::vector<std::string> items = options.targets();
   nlohmann::ordered_json targets;
   bool globs = false;
-  for (const std::string& item : items) globs = globs || is_glob(item);
+  for (const std::string& item : items) globs = globs || nn::is_glob(item);
   if (items.size() == 1 && items[0] == "all-linear") {
     targets = "all-linear";
   } else if (globs) {  // PEFT matches names, not globs: list the layers themselves

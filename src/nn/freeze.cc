@@ -6,6 +6,16 @@
 
 namespace trident::nn {
 
+bool is_glob(const std::string& item) { return item.find_first_of("*?") != std::string::npos; }
+
+bool ends_with_component(const std::string& path, const std::string& name) {
+  return path == name || (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
+}
+
+bool names_module(const std::string& item, const std::string& path) {
+  return is_glob(item) ? parameter_pattern_matches(item, path) : ends_with_component(path, item);
+}
+
 bool parameter_pattern_matches(const std::string& pattern, const std::string& name) {
   // Iterative glob with one backtrack point (the last '*'): linear in practice.
   size_t p = 0, n = 0, star = std::string::npos, resume = 0;

@@ -15,6 +15,14 @@ namespace trident::nn {
 // included: "h.0.*" is everything in block 0), '?' one character, everything else itself.
 bool parameter_pattern_matches(const std::string& pattern, const std::string& name);
 
+// Whether a list item is a glob (has '*' or '?').
+bool is_glob(const std::string& item);
+// Whether `path` is `name` or ends with "." + name: PEFT's rule for target_modules.
+bool ends_with_component(const std::string& path, const std::string& name);
+// Whether a layer list's item (lora.target_modules, quantization.skip_modules) names the module
+// at `path`: a glob over the whole path, or else PEFT's suffix rule.
+bool names_module(const std::string& item, const std::string& path);
+
 // Freezes every parameter of `module` whose name matches one of `patterns`, a comma-separated
 // list ("wte.weight,h.0.*"; blanks around items ignored, "" freezes nothing), and returns the
 // names frozen, in model order. Throws naming `where` (the config key), the pattern and the

@@ -36,11 +36,6 @@ class Nf4View final : public nn::LinearWrapper {
   std::string param_;
 };
 
-bool names_layer(const std::string& item, const std::string& path) {
-  if (item.find_first_of("*?") != std::string::npos) return nn::parameter_pattern_matches(item, path);
-  return path == item || (path.size() > item.size() && path.ends_with(item) && path[path.size() - item.size() - 1] == '.');
-}
-
 }  // namespace
 
 bool QuantizedBase::contains(const std::string& param) const {
@@ -88,7 +83,7 @@ QuantizedBase quantize_base(nn::Module& model, const QuantizationOptions& option
     if (layer == nullptr) continue;
     bool skip = false;
     for (size_t i = 0; i < skipped.size(); ++i)
-      if (names_layer(skipped[i], path)) skip = used[i] = true;
+      if (nn::names_module(skipped[i], path)) skip = used[i] = true;
     const std::string param = path + ".weight";
     Tensor w = module->parameter("weight");
     any_linear = any_linear || here(param);
@@ -123,7 +118,7 @@ QuantizedBase quantize_base(nn::Module& model, const QuantizationOptions& option
     }
     c.layer->add_wrapper(std::make_shared<Nf4View>(q, c.weight, c.in_out, c.param));
     c.weight.impl().storage()->reset_data(DataPtr());
-    layers.push_back({c.param, std::move(q), c.in_out});
+    layers.push_back({c.param, std::move(q)});
   }
   return QuantizedBase(std::move(layers));
 }

@@ -29,7 +29,6 @@ namespace trident::quantization {
 struct QuantizedLayer {
   std::string param;  // the weight's name ("h.0.attn.c_attn.weight")
   std::shared_ptr<const Nf4Weight> weight;
-  bool in_out = false;  // stored (in, out) (Conv1D)
 };
 
 class QuantizedBase {
