@@ -34,7 +34,8 @@
 // i64 as well, and one dtype for both keeps the model code simple. The cost is nothing that
 // matters: B*T*8 bytes per batch (16 KiB at B=8, T=256), against the model's activations.
 //
-// Not here: distributed sharding of batches across ranks, document-aware attention masks.
+// Not here: distributed sharding of batches across ranks; documents inside a row (the trainer
+// finds them from the tokens: ops/documents.h).
 // Thread safety: batch_at may be called from many threads; next()/restore() need external
 // ordering.
 #pragma once

@@ -11,6 +11,9 @@
 // where they are computed, so loss() and head_loss() stay the LM loss alone.
 //
 // Shapes: token ids (B,T) integer, T <= block_size; hidden states (B,T,C); logits (B,T,V).
+// documents (ops/documents.h; null: each row is one sequence): rows of packed documents, each
+// attending only to itself, with positions restarting at each (learned and rotary alike).
+// The pieces of a forward (embed, run_blocks) take the same documents.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +28,12 @@
 #include "nn/module.h"
 #include "nn/parallel_plan.h"
 #include "nn/part_hooks.h"
+#include "ops/documents.h"
 
 namespace trident::models {
+
+// Throws, naming `family`, unless `documents` (when given) describe token ids idx (B, T).
+void check_documents(const ops::Documents* documents, const Tensor& idx, const char* family);
 
 class CausalLM : public nn::Module {
  public:
@@ -34,17 +41,18 @@ class CausalLM : public nn::Module {
   virtual const ModelConfig& model_config() const = 0;
 
   // Logits (B,T,V) for token ids (B,T).
-  virtual Tensor forward(const Tensor& idx) const = 0;
+  virtual Tensor forward(const Tensor& idx, const ops::Documents* documents = nullptr) const = 0;
   // Mean cross-entropy of next-token targets (B,T) (ignore_index -1), a 0-dim tensor; the
   // whole model through the part hooks (embed, every block, head_loss). Only the LM loss:
   // auxiliary losses reach the backward through aux_outputs(), not through this value.
-  virtual Tensor loss(const Tensor& idx, const Tensor& targets) const = 0;
+  virtual Tensor loss(const Tensor& idx, const Tensor& targets, const ops::Documents* documents = nullptr) const = 0;
 
   // loss() in three pieces, for pipeline stages (parallel/pipeline.h): the embeddings of
   // token ids (B,T) -> (B,T,C); blocks [begin, end) -> (B,T,C); the final norm, the LM head and
   // the loss.
-  virtual Tensor embed(const Tensor& idx) const = 0;
-  virtual Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end) const = 0;
+  virtual Tensor embed(const Tensor& idx, const ops::Documents* documents = nullptr) const = 0;
+  virtual Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end,
+                            const ops::Documents* documents = nullptr) const = 0;
   virtual Tensor head_loss(const Tensor& x, const Tensor& targets) const = 0;
   int64_t num_blocks() const { return model_config().n_layer; }
 

@@ -18,7 +18,8 @@ using kernels::cpu::HeadsView;
 
 // Checks q, k, v (and names them in errors); returns the problem's sizes.
 AttentionShape check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                            std::optional<double> scale, int64_t window, const char* what) {
+                            std::optional<double> scale, int64_t window, const Documents* documents,
+                            const char* what) {
   check_floating(q, what);
   check_same_dtype(q, k, what);
   check_same_dtype(q, v, what);
@@ -43,9 +44,20 @@ AttentionShape check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, b
   TRI_CHECK(window >= 0, what, ": the sliding window must be >= 1 keys (0: none), got ", window);
   TRI_CHECK(window == 0 || causal, what, ": a sliding window (", window,
             " keys) needs the causal mask; causal=false was given");
-  return AttentionShape{B, NH, NKV, T, HS, causal,
-                        scale ? *scale : 1.0 / std::sqrt(static_cast<double>(HS)),
-                        window >= T ? 0 : window};
+  AttentionShape s{B, NH, NKV, T, HS, causal, scale ? *scale : 1.0 / std::sqrt(static_cast<double>(HS)),
+                   window >= T ? 0 : window};
+  if (documents != nullptr) {
+    TRI_CHECK(causal, what, ": document masks need the causal mask; causal=false was given");
+    for (const Tensor* bound : {&documents->start, &documents->end}) {
+      TRI_CHECK(bound->shape() == Shape({B, T}) && bound->dtype() == DType::kI64 && bound->is_contiguous(), what,
+                ": the documents' bounds must be contiguous (B, T) = (", B, ", ", T, ") i64 (ops/documents.h), got ",
+                bound->str());
+      check_same_device(q, *bound, what);
+    }
+    s.doc_start = documents->start.data_ptr<int64_t>();
+    s.doc_end = documents->end.data_ptr<int64_t>();
+  }
+  return s;
 }
 
 // The kernels need the HS dim unit-stride; any other strides are fine.
@@ -63,7 +75,7 @@ DType lse_dtype(DType dtype) { return dtype == DType::kF64 ? DType::kF64 : DType
 kernels::DeviceHeads device_heads(const Tensor& t) { return {t.raw_data(), t.stride(0), t.stride(1), t.stride(2)}; }
 
 kernels::DeviceAttentionShape device_shape(const AttentionShape& s) {
-  return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window};
+  return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window, s.doc_start, s.doc_end};
 }
 
 // An uninitialized (B, H, T, HS) tensor like x, stored (B, T, H, HS) when tokens_first.
@@ -81,8 +93,8 @@ Tensor grad_like(const Tensor& x) { return empty_heads(x, x.strides()[1] < x.str
 
 AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                            bool causal, std::optional<double> scale,
-                           AttentionOutputLayout layout, int64_t window) {
-  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, window, "attention");
+                           AttentionOutputLayout layout, int64_t window, const Documents* documents) {
+  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, window, documents, "attention");
   const Tensor q = unit_stride_rows(q_in), k = unit_stride_rows(k_in), v = unit_stride_rows(v_in);
   // See Note [Attention output layout].
   const Tensor out = empty_heads(q, layout == AttentionOutputLayout::kTokensFirst);
@@ -102,9 +114,10 @@ AttentionForward attention(const Tensor& q_in, const Tensor& k_in, const Tensor&
 
 AttentionGrads attention_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in,
                                   const Tensor& v_in, const Tensor& out_in, const Tensor& lse,
-                                  bool causal, std::optional<double> scale, int64_t window) {
+                                  bool causal, std::optional<double> scale, int64_t window,
+                                  const Documents* documents) {
   const char* what = "attention_backward";
-  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, window, what);
+  const AttentionShape s = check_inputs(q_in, k_in, v_in, causal, scale, window, documents, what);
   check_same_device(q_in, dout_in, what);
   check_same_device(q_in, out_in, what);
   check_same_device(q_in, lse, what);

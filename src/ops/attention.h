@@ -9,6 +9,8 @@
 //     scale=scale, enable_gqa=True) computes the same.
 //     window > 0 (with causal only): Mistral's sliding window, query i sees keys
 //     (i - window, i] (Note [Sliding window] in kernels/cpu/attention.h); 0: no window.
+//     documents (with causal only; ops/documents.h): rows of packed documents, a query sees
+//     only keys of its own document (Note [Document masks]); null: each row is one document.
 // q, k, v may be any strided views (e.g. slices of a (B, T, 3, NH, HS) projection,
 // permuted) as long as the HS dim is unit-stride; they are not copied then (otherwise they
 // are made contiguous first). Not supported: dropout, arbitrary masks, different query and
@@ -18,6 +20,7 @@
 #include <optional>
 
 #include "core/tensor.h"
+#include "ops/documents.h"
 
 namespace trident::ops {
 
@@ -38,7 +41,7 @@ struct AttentionForward {
 AttentionForward attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                            std::optional<double> scale = std::nullopt,
                            AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst,
-                           int64_t window = 0);
+                           int64_t window = 0, const Documents* documents = nullptr);
 
 struct AttentionGrads {
   Tensor dq;  // (B, NH, T, HS), contiguous
@@ -46,11 +49,11 @@ struct AttentionGrads {
   Tensor dv;  // (B, NKV, T, HS), contiguous
 };
 
-// Gradients of attention(q, k, v, causal, scale, window) given the upstream gradient dout
+// Gradients of attention(q, k, v, causal, scale, window, documents) given the upstream gradient dout
 // (B, NH, T, HS), the forward's output `out` and its lse.
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const Tensor& out, const Tensor& lse,
                                   bool causal, std::optional<double> scale = std::nullopt,
-                                  int64_t window = 0);
+                                  int64_t window = 0, const Documents* documents = nullptr);
 
 }  // namespace trident::ops

@@ -13,5 +13,8 @@ namespace trident::ops {
 
 // params: the base and Llama 3's scaling (core/rope_params.h); a plain double is the base.
 Tensor rope(const Tensor& x, const RopeParams& params, int64_t pos0, bool inverse = false);
+// Token (b, t) at position positions[b, t] instead: (B, T) i64 on x's device, each >= 0 (the
+// position ids of packed documents, ops/documents.h).
+Tensor rope(const Tensor& x, const RopeParams& params, const Tensor& positions, bool inverse = false);
 
 }  // namespace trident::ops

@@ -3,6 +3,7 @@
 // picks it; the trainer's step and evaluation call it, so they have no branch per layout.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -13,6 +14,9 @@ namespace trident::parallel {
 
 struct MicroBatch {
   Tensor inputs, targets;
+  // Rows of packed documents (ops/documents.h), or none.
+  std::optional<ops::Documents> documents;
+  const ops::Documents* docs() const { return documents ? &*documents : nullptr; }
   // Its loss's share of the step: the backward starts from loss_seed * weight, and the sums the
   // runners return add weight * loss. 1 for every micro-batch of equal-sized batches; a loss
   // mask weighs each by its trained tokens (Note [Steps over masked tokens] in train/trainer.cc),

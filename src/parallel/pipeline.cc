@@ -287,13 +287,13 @@ double Pipeline::train_step(const std::vector<MicroBatch>& micro, double loss_se
     Live& state = live[static_cast<size_t>(op.local_chunk)][static_cast<size_t>(op.micro)];
     if (op.forward) {
       const Tensor x = [&] {
-        if (c == 0) return model_.embed(mb.inputs);
+        if (c == 0) return model_.embed(mb.inputs, mb.docs());
         Tensor in = *state.in;
         in.set_requires_grad(true);
         return in;
       }();
       const auto [first_block, end_block] = layout_.chunks[static_cast<size_t>(c)];
-      Tensor y = model_.run_blocks(x, first_block, end_block);
+      Tensor y = model_.run_blocks(x, first_block, end_block, mb.docs());
       if (c == last_chunk) {
         Tensor loss = model_.head_loss(y, mb.targets);
         losses[static_cast<size_t>(op.micro)] = mb.weighed(loss.item());
@@ -392,9 +392,9 @@ double Pipeline::evaluate(const std::vector<MicroBatch>& batches) {
     for (int lc = 0; lc < layout_.virtual_stages; ++lc) {
       const int c = chunk_of(lc);
       const Tensor x =
-          c == 0 ? model_.embed(mb.inputs) : recv(act, compute_, layout_.rank_of_chunk(c - 1), tag(c - 1, i, true, m));
+          c == 0 ? model_.embed(mb.inputs, mb.docs()) : recv(act, compute_, layout_.rank_of_chunk(c - 1), tag(c - 1, i, true, m));
       const auto [first, end] = layout_.chunks[static_cast<size_t>(c)];
-      const Tensor y = model_.run_blocks(x, first, end);
+      const Tensor y = model_.run_blocks(x, first, end, mb.docs());
       if (c == last_chunk) total += mb.weighed(model_.head_loss(y, mb.targets).item());
       else {
         profiler::ProfileScope scope("pp.p2p", profiler::Phase::kCommunication);

@@ -22,7 +22,12 @@ const OptionTable<DataOptions>& DataOptions::table() {
           .add("grad_accum_steps", &DataOptions::grad_accum_steps, "micro-batches per optimizer step",
                Range::at_least(1))
           .add("sampler", &DataOptions::sampler, "batch order", {"random", "sequential"})
-          .add("seed", &DataOptions::seed, "random sampler seed", Range::non_negative());
+          .add("seed", &DataOptions::seed, "random sampler seed", Range::non_negative())
+          .add("document_masking", &DataOptions::document_masking,
+               "documents end at the tokenizer's end-of-text token: attention stays inside each and positions restart")
+          .add("end_of_document", &DataOptions::end_of_document,
+               "with document_masking: the token id that ends a document (-1: the tokenizer's end-of-text token)",
+               Range::at_least(-1));
   return t;
 }
 
@@ -107,6 +112,10 @@ void TrainConfig::validate() const {
               train.checkpoint_interval, " writes none during the run: set it > 0");
   }
   kernels.validate(uses_bf16_gemms());
+  TRI_CHECK(data.end_of_document < model.vocab_size, "data.end_of_document = ", data.end_of_document,
+            " is not a token id of model.vocab_size = ", model.vocab_size, " (-1: the tokenizer's end-of-text token)");
+  TRI_CHECK(data.end_of_document < 0 || data.document_masking, "data.end_of_document = ", data.end_of_document,
+            " ends documents only with data.document_masking = true");
   TRI_CHECK(data.seq_len <= model.block_size, "data.seq_len (", data.seq_len,
             ") must not exceed model.block_size (", model.block_size, ")");
   // Tokens per optimizer step must be a number: B x T x accumulation past int64 wrapped into a

@@ -32,6 +32,11 @@ struct DataOptions {
   int64_t grad_accum_steps = 1;               // micro-batches per optimizer step
   std::string sampler = "random";             // "random" or "sequential"
   int64_t seed = 1337;                        // random sampler seed
+  // Every token after the tokenizer's end-of-text token starts a document: attention stays
+  // inside documents and positions restart (ops/documents.h; Megatron's reset_attention_mask
+  // and reset_position_ids). For packed instruction examples and pretraining text alike.
+  bool document_masking = false;
+  int64_t end_of_document = -1;  // the token that ends a document; -1: the tokenizer's end-of-text
   static const OptionTable<DataOptions>& table();
 };
 

@@ -19,6 +19,7 @@
 #include "core/profiler.h"
 #include "models/registry.h"
 #include "nn/freeze.h"
+#include "ops/documents.h"
 #include "parallel/parallelize.h"
 #include "data/prepare.h"
 #include "train/hf_model_dir.h"
@@ -26,6 +27,7 @@
 #include "train/progress.h"
 #include "train/run_lock.h"
 #include "train/step_profile.h"
+#include "train/tokenizer_factory.h"
 #include "train/stop_request.h"
 
 namespace trident::train {
@@ -127,6 +129,20 @@ Status Trainer::init() {
     train_sampler_ = std::make_unique<data::RandomSampler>(train_file.value(), B, T,
                                                            static_cast<uint64_t>(cfg_.data.seed));
   }
+  if (cfg_.data.document_masking) {
+    if (cfg_.data.end_of_document >= 0) {
+      end_of_document_ = cfg_.data.end_of_document;
+    } else {
+      auto tokenizer = make_tokenizer(cfg_.data.tokenizer, cfg_.data.vocab_dir);
+      if (!tokenizer.is_ok())
+        return Status::invalid("data.document_masking = true ends documents at the tokenizer's end-of-text token: " +
+                               tokenizer.status().message() + " (or set data.end_of_document to the token id)");
+      end_of_document_ = tokenizer.value()->eot_id();
+      if (!end_of_document_)
+        return Status::invalid("data.document_masking = true needs a token that ends documents; data.tokenizer '" +
+                               cfg_.data.tokenizer + "' has no end-of-text token: set data.end_of_document");
+    }
+  }
   // A loss mask beside the token file (instruction and chat data: data/loss_mask.h).
   auto train_mask = data::LossMask::open_beside(cfg_.data.train_file, train_file.value()->size());
   if (!train_mask.is_ok()) return train_mask.status();
@@ -182,6 +198,14 @@ Status Trainer::init() {
   return Status::ok();
 }
 
+parallel::MicroBatch Trainer::micro_batch(const data::Batch& batch) const {
+  const data::Batch local = local_rows(batch);
+  parallel::MicroBatch mb{local.inputs, local.targets, std::nullopt};
+  if (end_of_document_)
+    mb.documents = ops::documents_from_positions(ops::positions_after(local.inputs, *end_of_document_), device_);
+  return mb;
+}
+
 data::Batch Trainer::local_rows(const data::Batch& batch) const {
   if (!mesh_ || mesh_->dp_size() == 1)  // tensor-parallel peers share their rows
     return {core::to_device(batch.inputs, device_), core::to_device(batch.targets, device_)};
@@ -230,7 +254,7 @@ StepMetrics Trainer::train_step() {
   double data_s = 0.0;
   auto next_batch = [&] {
     profiler::ProfileScope scope("data.next_batch", profiler::Phase::kData);
-    return local_rows(train_sampler_->next());
+    return micro_batch(train_sampler_->next());
   };
   // The step's gradient is the mean over micro-batches (times the loss scale in fp16).
   double seed = scaler_->scale() / static_cast<double>(accum);
@@ -243,9 +267,8 @@ StepMetrics Trainer::train_step() {
       if (faults_ != nullptr)  // a test's injected fault (train/fault_injection.h)
         poisoned = faults_->before_batch(train_sampler_->position(), comm_ ? comm_->rank() : 0) || poisoned;
       const auto t = Clock::now();
-      const data::Batch batch = next_batch();  // built and copied
+      micro.push_back(next_batch());  // built and copied
       data_s += since(t);
-      micro.push_back({batch.inputs, batch.targets});
     }
     if (train_sampler_->loss_mask()) weigh_by_trained_tokens(micro);
     if (poisoned) seed = std::numeric_limits<double>::quiet_NaN();
@@ -305,8 +328,7 @@ double Trainer::evaluate() {
   val.set_loss_mask(val_mask_);
   std::vector<parallel::MicroBatch> batches;
   for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
-    const data::Batch batch = local_rows(val.batch_at(i));
-    batches.push_back({batch.inputs, batch.targets});
+    batches.push_back(micro_batch(val.batch_at(i)));
   }
   if (val_mask_) weigh_by_trained_tokens(batches);
   const double total = runner_->evaluate(batches);

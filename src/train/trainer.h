@@ -131,6 +131,9 @@ class Trainer {
   int tp_size() const { return mesh_ ? mesh_->tp_size() : 1; }
   // This rank's rows of a global batch.
   data::Batch local_rows(const data::Batch& batch) const;
+  // This rank's rows of `batch` as a micro-batch, with their documents under
+  // data.document_masking.
+  parallel::MicroBatch micro_batch(const data::Batch& batch) const;
   // The mean of `v` over the ranks.
   // With `any`: also whether it is true on any rank (in and out), in the same all-reduce.
   double mean_over_ranks(double v, bool* any = nullptr) const;
@@ -202,6 +205,7 @@ class Trainer {
   // Note [Steps over masked tokens] in trainer.cc. Collective.
   void weigh_by_trained_tokens(std::vector<parallel::MicroBatch>& micro) const;
   std::shared_ptr<const data::LossMask> val_mask_;  // beside data.val_file; null: none
+  std::optional<int64_t> end_of_document_;          // data.document_masking: the end-of-text token
   [[nodiscard]] Status apply_adapters();
   [[nodiscard]] Status write_adapter_files();
   std::optional<adapters::LoraOptions> lora_;  // the adapters' effective options; none without LoRA

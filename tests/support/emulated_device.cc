@@ -238,9 +238,9 @@ class EmulatedKernels final : public kernels::DeviceKernels {
     });
   }
   void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
-            const RopeParams& params, int64_t pos0, bool inverse) override {
+            const RopeParams& params, int64_t pos0, const int64_t* positions, bool inverse) override {
     ops::dispatch_floating(dtype, "rope", [&]<class E>() {
-      cpu::rope<E>(static_cast<E*>(out), static_cast<const E*>(x), B, T, H, D, params, pos0, inverse);
+      cpu::rope<E>(static_cast<E*>(out), static_cast<const E*>(x), B, T, H, D, params, pos0, positions, inverse);
     });
   }
   void nf4_dequantize(DType dtype, void* out, const Nf4Data& w, int64_t begin, int64_t end) override {
@@ -346,7 +346,7 @@ class EmulatedKernels final : public kernels::DeviceKernels {
                          const kernels::DeviceAttentionShape& s) override {
     ops::dispatch_floating(dtype, "attention", [&]<class T>() {
       cpu::attention_forward<T>(view<T>(out), static_cast<acc_t<T>*>(lse), view<const T>(q), view<const T>(k),
-                                view<const T>(v), cpu::AttentionShape{s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window});
+                                view<const T>(v), cpu::AttentionShape{s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window, s.doc_start, s.doc_end});
     });
   }
   void attention_backward(DType dtype, DeviceHeads dq, DeviceHeads dk, DeviceHeads dv, DeviceHeads dout, DeviceHeads q,
@@ -356,7 +356,7 @@ class EmulatedKernels final : public kernels::DeviceKernels {
       cpu::attention_backward<T>(view<T>(dq), view<T>(dk), view<T>(dv), view<const T>(dout), view<const T>(q),
                                  view<const T>(k), view<const T>(v), view<const T>(out),
                                  static_cast<const acc_t<T>*>(lse),
-                                 cpu::AttentionShape{s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window});
+                                 cpu::AttentionShape{s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window, s.doc_start, s.doc_end});
     });
   }
   void adamw_update(DType dtype, void* param, const void* grad, float* m, float* v, int64_t n,

@@ -18,7 +18,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "model.dropout", "model.init_std", "model.init_seed", "model.activation_checkpointing",
       "model.layer_norm_eps",  // GPT-2's own (model.arch = "gpt2", the default)
       "data.train_file", "data.val_file", "data.tokenizer", "data.vocab_dir", "data.batch_size", "data.seq_len",
-      "data.grad_accum_steps", "data.sampler", "data.seed",
+      "data.grad_accum_steps", "data.sampler", "data.seed", "data.document_masking", "data.end_of_document",
       "optim.lr", "optim.beta1", "optim.beta2", "optim.eps", "optim.weight_decay", "optim.grad_clip",
       "lr_schedule.shape", "lr_schedule.warmup_steps", "lr_schedule.decay_steps", "lr_schedule.min_lr",
       "precision.dtype", "precision.initial_loss_scale", "precision.growth_interval", "precision.growth_factor",

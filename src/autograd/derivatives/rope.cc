@@ -21,4 +21,14 @@ Tensor rope(const Tensor& x, const RopeParams& params, int64_t pos0) {
   return out;
 }
 
+Tensor rope(const Tensor& x, const RopeParams& params, const Tensor& positions) {
+  TRI_PROFILE_OP(kRope);
+  Tensor out = ops::rope(x, params, positions);
+  if (needs_grad({x}))
+    record(kRope, {x}, {out}, [params, positions](const BackwardContext& c) {
+      return GradList{ops::rope(c.grad(), params, positions, /*inverse=*/true)};
+    });
+  return out;
+}
+
 }  // namespace trident

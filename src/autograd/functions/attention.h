@@ -19,9 +19,11 @@ using ops::AttentionOutputLayout;
 // layout kTokensFirst returns the same values stored as (B, T, NH, HS), so that
 // transpose(out, 1, 2) then a reshape to (B, T, NH * HS) copies nothing
 // (Note [Attention output layout] in ops/attention.h). window > 0 (causal only): each query
-// sees only the last `window` keys, itself included (Mistral's sliding window).
+// sees only the last `window` keys, itself included (Mistral's sliding window). documents
+// (causal only; ops/documents.h): each query sees only its own document's keys.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true,
                  std::optional<double> scale = std::nullopt,
-                 AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst, int64_t window = 0);
+                 AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst, int64_t window = 0,
+                 const ops::Documents* documents = nullptr);
 
 }  // namespace trident

@@ -13,5 +13,8 @@ namespace trident {
 // params: the rotary base (10000 in LLaMA 1/2, 500000 in LLaMA 3; a plain double) and Llama 3's
 // frequency scaling (core/rope_params.h); pos0: the position of x's first token.
 Tensor rope(const Tensor& x, const RopeParams& params = RopeParams(), int64_t pos0 = 0);
+// Token (b, t) at position positions[b, t]: (B, T) i64 on x's device (packed documents'
+// position ids, ops/documents.h).
+Tensor rope(const Tensor& x, const RopeParams& params, const Tensor& positions);
 
 }  // namespace trident

@@ -18,7 +18,7 @@
 // Results are bitwise independent of the thread count.
 //
 // What this does not do: dropout, attention masks other than causal (with or without a
-// window), different query and key lengths, or a value head size different from the
+// window and document masks), different query and key lengths, or a value head size different from the
 // query/key head size.
 //
 // Note [Sliding window]
@@ -31,6 +31,17 @@
 // no key at all in a visited tile (the window begins inside the tile): the online softmax
 // then shifts by 0, not by its still -inf running max, so that no -inf - -inf appears.
 // window >= T is the plain causal mask; window 0 means none.
+//
+// Note [Document masks]
+// A row may hold several documents back to back (packed examples; FlashAttention's varlen
+// cu_seqlens, with the documents left in their rows). doc_start[b*T + t] and doc_end[b*T + t]
+// are the first position and one past the last of the document holding position t of row b
+// (built from position ids by ops::documents_from_positions). Query t then sees keys j with
+// doc_start(t) <= j <= t (and inside its window): a document never attends to another. Like
+// the window, this only narrows each query's run of keys, and the runs still move right as t
+// grows (doc_start is non-decreasing in t), so every kernel skips the tiles wholly outside the
+// runs and masks only the tiles a boundary cuts; a packed row costs what its documents cost
+// one by one. Causal only.
 #pragma once
 
 #include <algorithm>
@@ -56,12 +67,23 @@ struct AttentionShape {
   bool causal;
   double scale;        // multiplies q . k before the softmax (1/sqrt(HS) in the usual definition)
   int64_t window = 0;  // sliding window (Note [Sliding window]); > 0 only with causal
+  // (B, T) each, or null: every row is one document (Note [Document masks]); causal only.
+  const int64_t* doc_start = nullptr;
+  const int64_t* doc_end = nullptr;
 
-  // The keys query t sees: [first_key(t), last_key(t)].
-  int64_t first_key(int64_t t) const { return window > 0 ? std::max<int64_t>(0, t - window + 1) : 0; }
+  // The keys query t of row b sees: [first_key(b, t), last_key(t)].
+  int64_t first_key(int64_t b, int64_t t) const {
+    const int64_t first = window > 0 ? std::max<int64_t>(0, t - window + 1) : 0;
+    return doc_start ? std::max(first, doc_start[b * T + t]) : first;
+  }
   int64_t last_key(int64_t t) const { return causal ? t : T - 1; }
-  // The last query that sees key j.
-  int64_t last_query(int64_t j) const { return window > 0 ? std::min(T - 1, j + window - 1) : T - 1; }
+  // The last query of row b that sees key j.
+  int64_t last_query(int64_t b, int64_t j) const {
+    const int64_t last = window > 0 ? std::min(T - 1, j + window - 1) : T - 1;
+    return doc_end ? std::min(last, doc_end[b * T + j] - 1) : last;
+  }
+  // Whether some query is masked from a key it would see under the plain causal mask.
+  bool narrowed() const { return window > 0 || doc_start != nullptr; }
 };
 
 // out (B, NH, T, HS) = attention(q (B, NH, T, HS), k, v (B, NKV, T, HS)).

@@ -20,6 +20,7 @@ template <class Acc>
 struct TilePair {
   const Acc* lse;    // (rows) logsumexp of the score rows, from the forward
   const Acc* delta;  // (rows) rowsum(dout * out)
+  int64_t b;                   // the batch row
   int64_t q0, rows, k0, cols;  // first query / key position and sizes of the two tiles
 };
 
@@ -29,9 +30,10 @@ template <class Acc, class ExpRow>
 void probabilities(Acc* p, const TilePair<Acc>& t, const AttentionShape& s, ExpRow exp_row) {
   for (int64_t r = 0; r < t.rows; ++r) {
     Acc* row = p + r * kBc;
-    // Keys [visible, kBc) are masked (causal) or padding, keys [0, first) before the window.
+    // Keys [visible, kBc) are masked (causal) or padding, keys [0, first) before the window or
+    // in an earlier document.
     const int64_t visible = std::min(t.cols, s.last_key(t.q0 + r) - t.k0 + 1);
-    const int64_t first = std::max<int64_t>(0, s.first_key(t.q0 + r) - t.k0);
+    const int64_t first = std::max<int64_t>(0, s.first_key(t.b, t.q0 + r) - t.k0);
     if (visible <= first) {
       std::fill(row, row + kBc, Acc(0));
       continue;
@@ -263,20 +265,20 @@ struct BackwardTasks {
 
   static constexpr size_t kQ = Tiles::kQueryArrays, kK = Tiles::kKeyArrays, kP = Tiles::kPairArrays;
 
-  // The query tiles [first_query_tile(j), query_tiles_end(j)) see key tile j; query tile i
-  // sees key tiles [first_key_tile(i), key_tiles_seen(i)).
+  // The query tiles [first_query_tile(j), query_tiles_end(b, j)) of row b see key tile j;
+  // query tile i sees key tiles [first_key_tile(b, i), key_tiles_seen(i)).
   int64_t first_query_tile(int64_t j) const { return s.causal ? j * kBc / kBr : 0; }
-  int64_t query_tiles_end(int64_t j) const {
-    return s.last_query(std::min(s.T, (j + 1) * kBc) - 1) / kBr + 1;
+  int64_t query_tiles_end(int64_t b, int64_t j) const {
+    return s.last_query(b, std::min(s.T, (j + 1) * kBc) - 1) / kBr + 1;
   }
-  int64_t first_key_tile(int64_t i) const { return s.first_key(i * kBr) / kBc; }
+  int64_t first_key_tile(int64_t b, int64_t i) const { return s.first_key(b, i * kBr) / kBc; }
   int64_t key_tiles_seen(int64_t i) const {
     return s.causal ? (std::min(s.T, (i + 1) * kBr) - 1) / kBc + 1 : key_tiles;
   }
   int64_t row_index(int64_t b, int64_t h, int64_t t) const { return (b * s.NH + h) * s.T + t; }
   TilePair<Acc> pair(int64_t b, int64_t h, int64_t q0, int64_t k0) const {
     const int64_t rows0 = row_index(b, h, 0);
-    return {lse + rows0 + q0, delta + rows0 + q0, q0, std::min(kBr, s.T - q0), k0, std::min(kBc, s.T - k0)};
+    return {lse + rows0 + q0, delta + rows0 + q0, b, q0, std::min(kBr, s.T - q0), k0, std::min(kBc, s.T - k0)};
   }
 
   // fused: the query side of one whole query head (T rows); dq, dk, dv accumulators (T, HSp);
@@ -300,7 +302,7 @@ struct BackwardTasks {
       for (int64_t j = 0; j < key_tiles; ++j) {
         const int64_t k0 = j * kBc;
         tiles.load_keys(ka, b, g, k0, std::min(kBc, s.T - k0), /*need_k=*/true);
-        for (int64_t i = first_query_tile(j); i < query_tiles_end(j); ++i) {
+        for (int64_t i = first_query_tile(j); i < query_tiles_end(b, j); ++i) {
           const int64_t q0 = i * kBr;
           tiles.tile(qa, q0, ka, pa, pair(b, h, q0, k0), s, dq_acc + q0 * HSp, dk_acc + k0 * HSp,
                      dv_acc + k0 * HSp);
@@ -329,7 +331,7 @@ struct BackwardTasks {
     std::fill(dk_acc, dk_acc + cols * HSp, Acc(0));
     std::fill(dv_acc, dv_acc + cols * HSp, Acc(0));
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      for (int64_t i = first_query_tile(j); i < query_tiles_end(j); ++i) {
+      for (int64_t i = first_query_tile(j); i < query_tiles_end(b, j); ++i) {
         const int64_t q0 = i * kBr;
         tiles.load_queries(qa, b, h, q0, std::min(kBr, s.T - q0));
         tiles.tile(qa, 0, ka, pa, pair(b, h, q0, k0), s, nullptr, dk_acc, dv_acc);
@@ -354,7 +356,7 @@ struct BackwardTasks {
     const int64_t q0 = i * kBr, rows = std::min(kBr, s.T - q0), g = h / group;
     tiles.load_queries(qa, b, h, q0, rows);
     std::fill(dq_acc, dq_acc + rows * HSp, Acc(0));
-    for (int64_t j = first_key_tile(i); j < key_tiles_seen(i); ++j) {
+    for (int64_t j = first_key_tile(b, i); j < key_tiles_seen(i); ++j) {
       const int64_t k0 = j * kBc;
       tiles.load_keys(ka, b, g, k0, std::min(kBc, s.T - k0), /*need_k=*/true);
       tiles.tile(qa, 0, ka, pa, pair(b, h, q0, k0), s, dq_acc, nullptr, nullptr);

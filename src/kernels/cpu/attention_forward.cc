@@ -40,14 +40,14 @@ using namespace attention_tile;
 // (The backward keeps S = Q K^T: its key-side tiles are loaded once per key tile and reused
 // over every query tile, so the transposes there are already amortized.)
 
-// The causal (and window) mask of S^T (cols keys, kBr queries from q0), key tile from k0:
-// key c is seen by queries >= k0 + c (a no-op below the diagonal), and with a window only by
-// those < k0 + c + window.
+// The causal (window, document) mask of S^T (cols keys, kBr queries from q0) of row b, key
+// tile from k0: key c is seen by queries >= k0 + c (a no-op below the diagonal), and with a
+// window or documents only by those <= last_query (Note [Document masks]).
 template <class Acc>
-void mask_scores(Acc* pt, const AttentionShape& s, int64_t q0, int64_t k0, int64_t cols) {
+void mask_scores(Acc* pt, const AttentionShape& s, int64_t b, int64_t q0, int64_t k0, int64_t cols) {
   if (!s.causal) return;
   for (int64_t c = 0; c < cols; ++c)
-    mask_outside(pt + c * kBr, kBr, k0 + c - q0, s.window > 0 ? k0 + c - q0 + s.window : kBr);
+    mask_outside(pt + c * kBr, kBr, k0 + c - q0, s.narrowed() ? s.last_query(b, k0 + c) - q0 + 1 : kBr);
 }
 
 // One key tile's step of the online softmax (Note [Online softmax]), lane-wise over the kBr
@@ -63,7 +63,7 @@ void online_softmax_step(Acc* pt, int64_t cols, Acc* m, Acc* l, Acc* alpha) {
       const V x = load(pt + c * kBr + r);
       m_new = x > m_new ? x : m_new;
     }
-    // A row that has seen no key yet (a window starting past this tile's keys) shifts by
+    // A row that has seen no key yet (a window or document starting past this tile's keys) shifts by
     // 0: e^(-inf - 0) = 0, where -inf - -inf would be NaN. Finite maxima are unchanged.
     const V m_use = m_new == minus_inf ? V{} : m_new;
     V sum{};
@@ -100,9 +100,9 @@ void store_output(HeadsView<T> out, Acc* lse, const AttentionShape& s, int64_t b
   }
 }
 
-// The key tiles query tile [q0, q0 + rows) visits: causal, up to the one holding its last
-// query; with a window, from the one holding its first query's first key.
-inline int64_t first_key_tile(const AttentionShape& s, int64_t q0) { return s.first_key(q0) / kBc; }
+// The key tiles query tile [q0, q0 + rows) of row b visits: causal, up to the one holding its
+// last query; with a window or documents, from the one holding its first query's first key.
+inline int64_t first_key_tile(const AttentionShape& s, int64_t b, int64_t q0) { return s.first_key(b, q0) / kBc; }
 inline int64_t key_tiles_end(const AttentionShape& s, int64_t q0, int64_t rows) {
   return s.causal ? (q0 + rows - 1) / kBc + 1 : ceil_div(s.T, kBc);
 }
@@ -136,7 +136,7 @@ struct ForwardTask {
     std::fill(acc, acc + rows * HSp, Acc(0));
     std::fill(m, m + kBr, -std::numeric_limits<Acc>::infinity());
     std::fill(l, l + kBr, Acc(0));
-    for (int64_t j = first_key_tile(s, q0); j < key_tiles_end(s, q0, rows); ++j) {
+    for (int64_t j = first_key_tile(s, b, q0); j < key_tiles_end(s, q0, rows); ++j) {
       const int64_t k0 = j * kBc, cols = std::min(kBc, s.T - k0);
       // K and V rows are tile_matmul operands in place when they are already Acc (and, for
       // V, whose columns are the product's columns, when HS needs no padding).
@@ -155,7 +155,7 @@ struct ForwardTask {
       if (v_rows == v_buf) load_rows(v_buf, HSp, v.row(b, g, k0), v.time_stride, cols, HS);
       // S^T (cols, kBr) = K (scale Q)^T; columns past `rows` are padding queries.
       tile_matmul<false, false>(pt, kBr, k_rows, ldk, qt, kBr, cols, kBr, HS);
-      mask_scores(pt, s, q0, k0, cols);
+      mask_scores(pt, s, b, q0, k0, cols);
       online_softmax_step(pt, cols, m, l, alpha);
       tile_matmul<true, false>(pv, HSp, pt, kBr, v_rows, ldv, rows, HSp, cols);
       rescale_and_add(acc, alpha, pv, rows, HSp);
@@ -278,12 +278,12 @@ struct ForwardTaskBf16 {
     std::fill(acc, acc + rows * HSp, 0.0f);
     std::fill(m, m + kBr, -std::numeric_limits<float>::infinity());
     std::fill(l, l + kBr, 0.0f);
-    for (int64_t j = first_key_tile(s, q0); j < key_tiles_end(s, q0, rows); ++j) {
+    for (int64_t j = first_key_tile(s, b, q0); j < key_tiles_end(s, q0, rows); ++j) {
       const int64_t k0 = j * kBc, cols = std::min(kBc, s.T - k0);
       // S^T (cols, kBr) = K Q^T, unscaled; columns past `rows` are padding queries.
       tile_dot<false>(st, kBr, kv.k_rows(b, g, s.NKV, k0), P, qt, kBr, cols, kBr, P);
       if (!(scale > 0)) scale_scores(st, cols * kBr, scale);
-      mask_scores(st, s, q0, k0, cols);
+      mask_scores(st, s, b, q0, k0, cols);
       softmax_to_pairs(p_pairs, st, cols, scale > 0 ? scale : 1.0f, m, l, alpha);
       tile_dot<true, Into::kRescale>(acc, HSp, p_pairs, kBr, kv.v_pairs(b, g, s.NKV, k0), HSp, rows, HSp,
                                      pairs(cols), alpha);

@@ -1,7 +1,9 @@
-// RoPE kernel (see rope.h): one cos/sin table for the call's positions, then every (token,
-// head) row rotated independently, so results do not depend on the thread count.
+// RoPE kernel (see rope.h): one cos/sin table for the call's positions (pos0 + t, or 0 up to
+// the largest of `positions`), then every (token, head) row rotated independently, so results
+// do not depend on the thread count.
 #include "kernels/cpu/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,12 +13,19 @@ namespace trident::kernels::cpu {
 
 template <class T>
 void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, const RopeParams& params, int64_t pos0,
-          bool inverse) {
+          const int64_t* positions, bool inverse) {
   using Acc = acc_t<T>;
   const int64_t half = D / 2;
-  // cos and sin for (t, i), t < T_len, i < D/2.
-  std::vector<Acc> cos_table(static_cast<size_t>(T_len * half)), sin_table(cos_table.size());
-  parallel_for(0, T_len, 16, [&](int64_t tb, int64_t te) {
+  // Table row u holds position pos0 + u (positions null) or u.
+  int64_t table_rows = T_len;
+  if (positions != nullptr) {
+    table_rows = 0;
+    for (int64_t r = 0; r < B * T_len; ++r) table_rows = std::max(table_rows, positions[r] + 1);
+    pos0 = 0;
+  }
+  // cos and sin for (u, i), u < table_rows, i < D/2.
+  std::vector<Acc> cos_table(static_cast<size_t>(table_rows * half)), sin_table(cos_table.size());
+  parallel_for(0, table_rows, 16, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t)
       for (int64_t i = 0; i < half; ++i) {
         const double angle = static_cast<double>(pos0 + t) * rope_inv_freq(params, i, D);
@@ -27,7 +36,7 @@ void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, co
   const int64_t rows = B * T_len * H;
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(D, 1)), [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; ++r) {
-      const int64_t t = (r / H) % T_len;
+      const int64_t t = positions != nullptr ? positions[r / H] : (r / H) % T_len;
       const Acc* c = cos_table.data() + t * half;
       const Acc* s = sin_table.data() + t * half;
       const T* xr = x + r * D;
@@ -42,7 +51,7 @@ void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, co
 }
 
 #define TRI_INSTANTIATE_ROPE(T) \
-  template void rope<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, const RopeParams&, int64_t, bool);
+  template void rope<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, const RopeParams&, int64_t, const int64_t*, bool);
 TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE_ROPE)
 #undef TRI_INSTANTIATE_ROPE
 

@@ -5,6 +5,9 @@
 //   out[i]       = x[i] cos - x[i + D/2] sin
 //   out[i + D/2] = x[i + D/2] cos + x[i] sin
 // `inverse` turns by minus the angle: the backward (a rotation's transpose is its inverse).
+// `positions` (B, T) (null: p = pos0 + t): the token at (b, t) has position positions[b*T + t]
+// instead, >= 0 (packed documents restart their positions: Note [Document masks] in
+// kernels/cpu/attention.h).
 //
 // Angles and their cos/sin are computed in double and rounded once to acc_t<T>, so positions
 // in the hundreds of thousands keep their accuracy (Hugging Face forms p * inv_freq in fp32,
@@ -21,6 +24,6 @@ namespace trident::kernels::cpu {
 
 template <class T>
 void rope(T* out, const T* x, int64_t B, int64_t T_len, int64_t H, int64_t D, const RopeParams& params, int64_t pos0,
-          bool inverse);
+          const int64_t* positions, bool inverse);
 
 }  // namespace trident::kernels::cpu

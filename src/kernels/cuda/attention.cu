@@ -17,6 +17,11 @@
 //    are register-blocked (several query rows per key load). Selected for everything else,
 //    or by TRIDENT_ATTENTION_GENERIC=1 to compare the two on the same inputs.
 //
+// Masks: causal, a sliding window and packed documents (Notes [Sliding window] and [Document
+// masks] in kernels/cpu/attention.h; the rules are Shape's in attention_common.cuh). Every
+// kernel skips the tiles wholly outside its rows' runs of keys (documents of the block's batch
+// row) and masks only the tiles a window or document boundary cuts.
+//
 // Forward: one block per (batch, query head, query tile). Under the causal mask the grid
 // runs the longest tiles (last ones) first, so the short ones fill the tail.
 //   Tensor cores: 64 queries x 64-key tiles. A lane holds two rows' scores of every 8-key

@@ -1,7 +1,7 @@
 // Fused scaled-dot-product attention on the GPU, FlashAttention-2 style: neither direction
 // materializes the (T, T) scores. Same contract as kernels/cpu/attention.h (strided heads with
 // a unit-stride head dim, grouped-query attention, optional causal mask with an optional sliding
-// window, lse cached in acc_t).
+// window and packed-document masks, lse cached in acc_t).
 // dtype codes as in cuda_types.cuh; lse is float (double for f64).
 #pragma once
 
@@ -19,6 +19,10 @@ struct AttentionDims {
   bool causal;
   double scale;
   int64_t window;  // sliding window: query i sees keys (i - window, i]; 0: none (needs causal)
+  // (B, T) i64 on the device each, or null (Note [Document masks] in kernels/cpu/attention.h):
+  // query t of row b sees no key before doc_start[b*T + t] (causal only).
+  const int64_t* doc_start = nullptr;
+  const int64_t* doc_end = nullptr;
 };
 
 // out (B, NH, T, HS) `=`; lse (B, NH, T) contiguous `=`.

@@ -35,19 +35,42 @@ struct Shape {
   int B, NH, group, T, HS;  // group = NH / NKV query heads per kv head
   bool causal;
   int window;  // sliding window (Note [Sliding window] in kernels/cpu/attention.h); 0: none
+  // (B, T) device arrays or null (Note [Document masks] in kernels/cpu/attention.h).
+  const int64_t* doc_start;
+  const int64_t* doc_end;
 
-  // Whether query qi sees key `key` (both < T).
-  __device__ __forceinline__ bool sees(int key, int qi) const {
-    return !causal || (key <= qi && (window == 0 || qi - key < window));
+  // The rules of cpu::AttentionShape: query qi of row b sees keys [first_key(b, qi), qi] under
+  // the causal mask; key `key` is seen by queries [key, queries_end(b, key)). Both move right
+  // with their argument, so tile skipping by a tile's first query / last key stays valid.
+  // A padding row or key (>= T) takes the document of position T - 1, so that no read leaves
+  // the arrays; what it computes is never stored.
+  __device__ __forceinline__ int first_key(int64_t b, int qi) const {
+    const int first = window > 0 ? max(0, qi - window + 1) : 0;
+    return doc_start ? max(first, static_cast<int>(doc_start[b * T + min(qi, T - 1)])) : first;
   }
-  // The first key query qi sees, and one past the last query that sees key `key`.
-  __device__ __forceinline__ int first_key(int qi) const { return window > 0 ? max(0, qi - window + 1) : 0; }
-  __device__ __forceinline__ int queries_end(int key) const { return window > 0 ? min(T, key + window) : T; }
+  __device__ __forceinline__ int queries_end(int64_t b, int key) const {
+    const int end = window > 0 ? min(T, key + window) : T;
+    return doc_end ? min(end, static_cast<int>(doc_end[b * T + min(key, T - 1)])) : end;
+  }
+  // Whether query qi sees key `key`, from the query's bound (first = first_key(b, qi); for
+  // query-major loops, which hoist it per row) or from the key's (end = queries_end(b, key); for
+  // key-major loops). The two agree: the document of qi starts at or before key exactly when
+  // that of key ends after qi.
+  __device__ __forceinline__ bool sees_from(int first, int key, int qi) const {
+    return !causal || (first <= key && key <= qi);
+  }
+  __device__ __forceinline__ bool seen_until(int end, int key, int qi) const {
+    return !causal || (key <= qi && qi < end);
+  }
+  __device__ __forceinline__ bool sees(int64_t b, int key, int qi) const {
+    return sees_from(first_key(b, qi), key, qi);
+  }
 };
 
 inline Shape shape_of(const AttentionDims& d) {
   return {static_cast<int>(d.B), static_cast<int>(d.NH), static_cast<int>(d.NH / d.NKV),
-          static_cast<int>(d.T), static_cast<int>(d.HS), d.causal, static_cast<int>(d.window)};
+          static_cast<int>(d.T), static_cast<int>(d.HS), d.causal, static_cast<int>(d.window),
+          d.doc_start, d.doc_end};
 }
 
 __device__ __forceinline__ float exp_acc(float x) { return expf(x); }

@@ -98,13 +98,18 @@ __global__ void gen_forward_kernel(View<T> out, acc_t<T>* lse, View<const T> q, 
   for (int e = threadIdx.x; e < Br * HS; e += blockDim.x) Os[e] = A(0);
 
   A m[R], l[R];
+  int first[R];  // each row's first key (window, document)
 #pragma unroll
-  for (int r = 0; r < R; ++r) m[r] = minus_inf<A>(), l[r] = A(0);
+  for (int r = 0; r < R; ++r) {
+    m[r] = minus_inf<A>(), l[r] = A(0);
+    first[r] = s.first_key(b, q0 + w * R + r);
+  }
   const A* q_rows = Qs + w * R * HS;
   A* o_rows = Os + w * R * HS;
   A* p_rows = Ps + w * R * 32;
   const int kend = keys_seen(s, q0, Br);
-  for (int k0 = s.first_key(q0); k0 < kend; k0 += keys) {
+  // From the block's first query's first key: the later rows' start no earlier.
+  for (int k0 = s.first_key(b, q0); k0 < kend; k0 += keys) {
     __syncthreads();  // the previous tile's K, V reads are done (and Qs, Os written)
     for (int e = threadIdx.x; e < keys * HS; e += blockDim.x) {
       const int j = e / HS, d = e % HS, key = k0 + j;
@@ -128,10 +133,11 @@ __global__ void gen_forward_kernel(View<T> out, acc_t<T>* lse, View<const T> q, 
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int qi = q0 + w * R + r;
-      const bool ok = lane < keys && key < s.T && s.sees(key, qi);
+      const bool ok = lane < keys && key < s.T && s.sees_from(first[r], key, qi);
       const A x = ok ? sc[r] * scale : minus_inf<A>();
       const A m_new = max(m[r], warp_max(x));
-      // A row that has seen no key yet keeps m = -inf; shift by 0 then (no -inf - -inf).
+      // A row that has seen no key yet (its window or document starts past this tile's keys)
+      // keeps m = -inf; shift by 0 then (no -inf - -inf).
       const A m_use = m_new == minus_inf<A>() ? A(0) : m_new;
       const A p = ok ? exp_acc(x - m_use) : A(0);
       alpha[r] = exp_acc(m[r] - m_use);
@@ -187,18 +193,20 @@ __global__ void gen_dq_kernel(View<T> dq, View<const T> dout, View<const T> q, V
   for (int e = threadIdx.x; e < Br * HS; e += blockDim.x) DQs[e] = A(0);
 
   A row_lse[R], row_delta[R];
+  int first[R];  // each row's first key (window, document)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int qi = q0 + w * R + r;
     row_lse[r] = qi < s.T ? lse[bh * s.T + qi] : A(0);
     row_delta[r] = qi < s.T ? delta[bh * s.T + qi] : A(0);
+    first[r] = s.first_key(b, qi);
   }
   const A* q_rows = Qs + w * R * HS;
   const A* g_rows = Gs + w * R * HS;
   A* dq_rows = DQs + w * R * HS;
   A* ds_rows = Ss + w * R * 32;
   const int kend = keys_seen(s, q0, Br);
-  for (int k0 = s.first_key(q0); k0 < kend; k0 += keys) {
+  for (int k0 = s.first_key(b, q0); k0 < kend; k0 += keys) {
     __syncthreads();
     for (int e = threadIdx.x; e < keys * HS; e += blockDim.x) {
       const int j = e / HS, d = e % HS, key = k0 + j;
@@ -225,7 +233,7 @@ __global__ void gen_dq_kernel(View<T> dq, View<const T> dout, View<const T> q, V
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int qi = q0 + w * R + r;
-      const bool ok = lane < keys && key < s.T && qi < s.T && s.sees(key, qi);
+      const bool ok = lane < keys && key < s.T && qi < s.T && s.sees_from(first[r], key, qi);
       const A p = ok ? exp_acc(sc[r] * scale - row_lse[r]) : A(0);
       ds_rows[r * 32 + lane] = p * (dp[r] - row_delta[r]);
     }
@@ -282,11 +290,12 @@ __global__ void gen_dkdv_kernel(View<T> dk, View<T> dv, View<const T> dout, View
   }
   const int j = threadIdx.x, key = k0 + j;
   const bool active = j < keys && key < s.T;
+  const int key_end = s.queries_end(b, key);  // one past the last query that sees this key
+  // Causal: queries before k0 see none of these keys; with a window or documents, nor do
+  // those past the last key's last query (the latest of the block's keys).
+  const int qend = s.queries_end(b, min(s.T, k0 + keys) - 1);
   for (int hh = 0; hh < s.group; ++hh) {
     const int64_t h = g * s.group + hh, rows0 = (b * s.NH + h) * s.T;
-    // Causal: queries before k0 see none of these keys; with a window, nor do those past the
-    // last key's window.
-    const int qend = s.queries_end(min(s.T, k0 + keys) - 1);
     for (int qs = s.causal ? k0 : 0; qs < qend; qs += R) {
       __syncthreads();  // the previous chunk is consumed (and the key tiles are stored)
       gen_load_rows(Qs, HS, q, b, h, qs, R, s);
@@ -315,7 +324,7 @@ __global__ void gen_dkdv_kernel(View<T> dk, View<T> dv, View<const T> dout, View
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const int qi = qs + r;
-        const bool ok = qi < s.T && s.sees(key, qi);
+        const bool ok = qi < s.T && s.seen_until(key_end, key, qi);
         p[r] = ok ? exp_acc(sc[r] * scale - Ls[r]) : A(0);
         ds[r] = p[r] * (dp[r] - Ds[r]);
       }

@@ -180,11 +180,22 @@ __device__ __forceinline__ void store_rows(const Acc (&c)[D / 8], T* head, int64
 }
 
 // Whether every (query, key) of rows [r0, r0 + rows) and keys [k0, k0 + n) is real and seen:
-// then a tile needs no mask.
-__device__ __forceinline__ bool all_seen(const Shape& s, int r0, int rows, int k0, int n) {
+// then a tile needs no mask. last_first = first_key(b, r0 + rows - 1): first keys never move
+// left as rows go down, so the last row's bounds the tile's window and document starts (a
+// document boundary inside the tile puts it past k0).
+__device__ __forceinline__ bool all_seen(const Shape& s, int last_first, int r0, int rows, int k0,
+                                         int n) {
   if (k0 + n > s.T || r0 + rows > s.T) return false;
   if (!s.causal) return true;
-  return k0 + n - 1 <= r0 && (s.window == 0 || r0 + rows - 1 - k0 < s.window);
+  return k0 + n - 1 <= r0 && last_first <= k0;
+}
+// The same test on S^T (rows are keys [key0, key0 + keys), columns queries [q0, q0 + n)):
+// first_end = queries_end(b, key0), the earliest of the keys' ends.
+__device__ __forceinline__ bool all_seen_t(const Shape& s, int first_end, int key0, int keys,
+                                           int q0, int n) {
+  if (key0 + keys > s.T || q0 + n > s.T) return false;
+  if (!s.causal) return true;
+  return key0 + keys - 1 <= q0 && q0 + n <= first_end;
 }
 
 // Note [Warp tiles]
@@ -272,9 +283,10 @@ __global__ void __launch_bounds__(kThreads)
   const T* v_head = v.row(b, g, 0);
   load_rows_async<Br, D>(Qs, q.row(b, h, 0), q.ts, q0, s.T, s.HS);
   cp_async_commit();
-  // Key tiles [jf, nkt): causal ends at the diagonal, a window starts at the first query's.
+  // Key tiles [jf, nkt): causal ends at the diagonal, a window or document starts at the first
+  // query's first key.
   const int nkt = s.causal ? (min(s.T, q0 + Br) - 1) / Bc + 1 : (s.T + Bc - 1) / Bc;
-  const int jf = s.first_key(q0) / Bc;
+  const int jf = s.first_key(b, q0) / Bc;
   load_rows_async<Bc, D>(Ks + (jf & 1) * Bc * LD, k_head, k.ts, jf * Bc, s.T, s.HS);
   load_rows_async<Bc, D>(Vs + (jf & 1) * Bc * LD, v_head, v.ts, jf * Bc, s.T, s.HS);
   cp_async_commit();
@@ -290,12 +302,16 @@ __global__ void __launch_bounds__(kThreads)
   // Rows r0 + 16 mt + gr (lo) and + 8 (hi) of each m tile: running max (log2 units) and this
   // lane's part of the sum (the quad's four parts are added at the end; they share the max).
   float m[MW][2], l[MW][2];
+  int first[MW][2];  // the rows' first keys (window, document)
 #pragma unroll
   for (int mt = 0; mt < MW; ++mt) {
     zero(o[mt]);
     m[mt][0] = m[mt][1] = -CUDART_INF_F;
     l[mt][0] = l[mt][1] = 0.f;
+    first[mt][0] = s.first_key(b, r0 + 16 * mt + gr);
+    first[mt][1] = s.first_key(b, r0 + 16 * mt + gr + 8);
   }
+  const int last_first = s.first_key(b, r0 + 16 * MW - 1);
 
   for (int j = jf; j < nkt; ++j) {
     if (j + 1 < nkt) {
@@ -317,7 +333,7 @@ __global__ void __launch_bounds__(kThreads)
       const int reach = r0 + 16 * MW - 1 - k0;
       nch = reach < 0 ? 0 : min(nch, reach / 16 + 1);
     }
-    const bool masked = !all_seen(s, r0, 16 * MW, k0, Bc);
+    const bool masked = !all_seen(s, last_first, r0, 16 * MW, k0, Bc);
 
     Acc sc[MW][2 * NC];
 #pragma unroll
@@ -343,7 +359,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int key = k0 + n * 8 + 2 * t4 + (i & 1), row = i < 2 ? row_lo : row_hi;
-          const bool ok = n / 2 < nch && (!masked || (key < s.T && s.sees(key, row)));
+          const bool ok =
+              n / 2 < nch && (!masked || (key < s.T && s.sees_from(first[mt][i >> 1], key, row)));
           sc[mt][n][i] = ok ? sc[mt][n][i] * scale_log2 : -CUDART_INF_F;
           if (i < 2) mx_lo = fmaxf(mx_lo, sc[mt][n][i]);
           else mx_hi = fmaxf(mx_hi, sc[mt][n][i]);
@@ -354,7 +371,8 @@ __global__ void __launch_bounds__(kThreads)
         mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, d));
       }
       const float mn_lo = fmaxf(m[mt][0], mx_lo), mn_hi = fmaxf(m[mt][1], mx_hi);
-      const float mu_lo = mn_lo == -CUDART_INF_F ? 0.f : mn_lo;  // a row with no key yet
+      // A row with no key yet (its window or document starts past these keys) shifts by 0.
+      const float mu_lo = mn_lo == -CUDART_INF_F ? 0.f : mn_lo;
       const float mu_hi = mn_hi == -CUDART_INF_F ? 0.f : mn_hi;
       const float alpha_lo = exp2f(m[mt][0] - mu_lo), alpha_hi = exp2f(m[mt][1] - mu_hi);
       m[mt][0] = mn_lo;
@@ -449,13 +467,14 @@ __global__ void __launch_bounds__(kThreads)
   load_rows_async<Br, D>(Gs, dout.row(b, h, 0), dout.ts, q0, s.T, s.HS);
   cp_async_commit();
   const int nkt = s.causal ? (min(s.T, q0 + Br) - 1) / Bc + 1 : (s.T + Bc - 1) / Bc;
-  const int jf = s.first_key(q0) / Bc;
+  const int jf = s.first_key(b, q0) / Bc;
   load_rows_async<Bc, D>(Ks + (jf & 1) * Bc * LD, k_head, k.ts, jf * Bc, s.T, s.HS);
   load_rows_async<Bc, D>(Vs + (jf & 1) * Bc * LD, v_head, v.ts, jf * Bc, s.T, s.HS);
   cp_async_commit();
   // This lane's rows: lse in log2 units and delta (rows past T compute garbage that is never
   // stored; their Q and dO rows are zeros, so it stays finite).
   float lse_r[MW][2], dl_r[MW][2];
+  int first[MW][2];  // and first keys (window, document)
 #pragma unroll
   for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
@@ -463,7 +482,9 @@ __global__ void __launch_bounds__(kThreads)
       const int row = r0 + 16 * mt + gr + 8 * hf;
       lse_r[mt][hf] = row < s.T ? lse[bh * s.T + row] * kLog2e : 0.f;
       dl_r[mt][hf] = row < s.T ? delta[bh * s.T + row] : 0.f;
+      first[mt][hf] = s.first_key(b, row);
     }
+  const int last_first = s.first_key(b, r0 + 16 * MW - 1);
 
   Acc acc[MW][D / 8];
 #pragma unroll
@@ -488,7 +509,7 @@ __global__ void __launch_bounds__(kThreads)
       nch = reach < 0 ? 0 : min(nch, reach / 16 + 1);
     }
     if (nch > 0) {
-      const bool masked = !all_seen(s, r0, 16 * MW, k0, Bc);
+      const bool masked = !all_seen(s, last_first, r0, 16 * MW, k0, Bc);
       // S = Q K^T and dP = dO V^T for this warp's rows.
       Acc sc[MW][2 * NC], dp[MW][2 * NC];
 #pragma unroll
@@ -505,7 +526,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int key = k0 + n * 8 + 2 * t4 + (i & 1), row = r0 + 16 * mt + gr + (i < 2 ? 0 : 8);
-            const bool ok = n / 2 < nch && (!masked || (key < s.T && s.sees(key, row)));
+            const bool ok =
+                n / 2 < nch && (!masked || (key < s.T && s.sees_from(first[mt][i >> 1], key, row)));
             const float p = ok ? exp2f(sc[mt][n][i] * scale_log2 - lse_r[mt][i >> 1]) : 0.f;
             sc[mt][n][i] = p * (dp[mt][n][i] - dl_r[mt][i >> 1]);
           }
@@ -570,9 +592,9 @@ __global__ void __launch_bounds__(kThreads)
   load_rows_async<Bc, D>(Ks, k.row(b, g, 0), k.ts, k0, s.T, s.HS);
   load_rows_async<Bc, D>(Vs, v.row(b, g, 0), v.ts, k0, s.T, s.HS);
   // Work items: (query head of the group, query tile that sees these keys).
-  // Causal: none before k0; a window: none past the last key's window.
-  const int nq = (s.queries_end(min(s.T, k0 + Bc) - 1) + Br - 1) / Br, i0 = s.causal ? k0 / Br : 0,
-            nqi = nq - i0;
+  // Causal: none before k0; a window or documents: none past the last key's last query.
+  const int nq = (s.queries_end(b, min(s.T, k0 + Bc) - 1) + Br - 1) / Br;
+  const int i0 = s.causal ? k0 / Br : 0, nqi = nq - i0;
   const int items = s.group * nqi;
   auto issue = [&](int it, int st) {
     const int64_t h = g * s.group + it / nqi;
@@ -596,6 +618,16 @@ __global__ void __launch_bounds__(kThreads)
     zero(dvf[mt]);
   }
   const int key_base = k0 + 16 * MW * w;  // this warp's first key
+  // One past the last query that sees each of this lane's keys (rows gr, gr + 8 of each m
+  // tile), this warp's first key (the earliest end) and its last (the latest).
+  int key_end[MW][2];
+#pragma unroll
+  for (int mt = 0; mt < MW; ++mt) {
+    key_end[mt][0] = s.queries_end(b, key_base + 16 * mt + gr);
+    key_end[mt][1] = s.queries_end(b, key_base + 16 * mt + gr + 8);
+  }
+  const int first_end = s.queries_end(b, key_base);
+  const int q_end = s.queries_end(b, min(s.T - 1, key_base + 16 * MW - 1));
   for (int it = 0; it < items; ++it) {
     if (it + 1 < items) {
       issue(it + 1, (it + 1) & 1);
@@ -613,14 +645,10 @@ __global__ void __launch_bounds__(kThreads)
     const int qb = (i0 + it % nqi) * Br;
     // 16-query chunks that see any of this warp's keys and hold real queries.
     const int n_first = s.causal ? max(0, min(NB, (key_base - qb) / 16)) : 0;
-    // Past the window of this warp's last key.
-    const int q_end = s.queries_end(min(s.T - 1, key_base + 16 * MW - 1));
     const int n_last = max(0, min(NB, (q_end - qb + 15) / 16));
     if (n_first < n_last) {
       // The transposed mask test: keys are rows, queries columns.
-      bool masked = key_base + 16 * MW > s.T || qb + Br > s.T;
-      if (s.causal)
-        masked = masked || key_base + 16 * MW - 1 > qb || (s.window > 0 && qb + Br - 1 - key_base >= s.window);
+      const bool masked = !all_seen_t(s, first_end, key_base, 16 * MW, qb, Br);
       // S^T = K Q^T and dP^T = V dO^T, every query chunk of the tile.
       Acc sc[MW][2 * NB], dp[MW][2 * NB];
 #pragma unroll
@@ -639,7 +667,8 @@ __global__ void __launch_bounds__(kThreads)
             const int col = n * 8 + 2 * t4 + (i & 1), qi = qb + col;
             const int key = key_base + 16 * mt + gr + (i < 2 ? 0 : 8);
             const bool ok = n / 2 >= n_first && n / 2 < n_last &&
-                            (!masked || (key < s.T && qi < s.T && s.sees(key, qi)));
+                            (!masked || (key < s.T && qi < s.T &&
+                                         s.seen_until(key_end[mt][i >> 1], key, qi)));
             const float p = ok ? exp2f(sc[mt][n][i] * scale_log2 - lse_t[col]) : 0.f;
             sc[mt][n][i] = p;
             dp[mt][n][i] = p * (dp[mt][n][i] - delta_t[col]);

@@ -28,7 +28,9 @@ void check_launch() { TRI_CUDA_CHECK(cudaGetLastError()); }
 
 Heads heads(const kernels::DeviceHeads& h) { return {h.data, h.batch_stride, h.head_stride, h.time_stride}; }
 
-AttentionDims dims(const kernels::DeviceAttentionShape& s) { return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window}; }
+AttentionDims dims(const kernels::DeviceAttentionShape& s) {
+  return {s.B, s.NH, s.NKV, s.T, s.HS, s.causal, s.scale, s.window, s.doc_start, s.doc_end};
+}
 
 class CudaKernels final : public kernels::DeviceKernels {
  public:
@@ -79,8 +81,8 @@ class CudaKernels final : public kernels::DeviceKernels {
   }
   void gemm(const kernels::GemmArgs& args) override { cuda::gemm(args); }
   void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
-            const RopeParams& params, int64_t pos0, bool inverse) override {
-    launch_rope(code(dtype), out, x, B, T, H, D, params, pos0, inverse);
+            const RopeParams& params, int64_t pos0, const int64_t* positions, bool inverse) override {
+    launch_rope(code(dtype), out, x, B, T, H, D, params, pos0, positions, inverse);
     check_launch();
   }
   void nf4_dequantize(DType dtype, void* out, const Nf4Data& w, int64_t begin, int64_t end) override {

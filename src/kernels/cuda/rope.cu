@@ -16,13 +16,14 @@ constexpr int kThreads = 256;
 
 template <class T>
 __global__ void rope_kernel(T* out, const T* x, int64_t rows, int64_t T_len, int64_t H, int64_t half, RopeParams params,
-                            int64_t pos0, bool inverse) {
+                            int64_t pos0, const int64_t* positions, bool inverse) {
   using A = acc_t<T>;
   const int64_t D = 2 * half, n = rows * half;
   for (int64_t k = global_thread(); k < n; k += grid_threads()) {
     const int64_t r = k / half, i = k % half;
-    const int64_t t = (r / H) % T_len;
-    const double angle = static_cast<double>(pos0 + t) * rope_inv_freq(params, i, D);
+    // Rows are (b, t, h) flattened, so r / H is b*T + t.
+    const int64_t p = positions != nullptr ? positions[r / H] : pos0 + (r / H) % T_len;
+    const double angle = static_cast<double>(p) * rope_inv_freq(params, i, D);
     double s, c;
     sincos(angle, &s, &c);
     const A ca = static_cast<A>(c), sa = static_cast<A>(inverse ? -s : s);
@@ -37,13 +38,13 @@ __global__ void rope_kernel(T* out, const T* x, int64_t rows, int64_t T_len, int
 }  // namespace
 
 void launch_rope(int dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
-                 const RopeParams& params, int64_t pos0, bool inverse) {
+                 const RopeParams& params, int64_t pos0, const int64_t* positions, bool inverse) {
   const int64_t rows = B * T * H, half = D / 2;
   if (rows == 0 || half == 0) return;
   dispatch_floating(dtype, "rope", [&](auto tag) {
     using E = typename decltype(tag)::type;
     rope_kernel<E><<<grid_for(rows * half, kThreads), kThreads>>>(static_cast<E*>(out), static_cast<const E*>(x), rows,
-                                                                  T, H, half, params, pos0, inverse);
+                                                                  T, H, half, params, pos0, positions, inverse);
   });
 }
 

@@ -65,6 +65,10 @@ struct DeviceAttentionShape {
   bool causal;
   double scale;
   int64_t window;  // sliding window (kernels/cpu/attention.h); 0: none
+  // Packed documents (Note [Document masks] in kernels/cpu/attention.h): (B, T) i64 on the
+  // device each, or null.
+  const int64_t* doc_start = nullptr;
+  const int64_t* doc_end = nullptr;
 };
 
 struct DeviceAdamWStep {
@@ -100,8 +104,9 @@ class DeviceKernels {
   virtual void gemm(const GemmArgs& args) = 0;
 
   // Rotary position embedding on contiguous x (B, T, H, D) (kernels/cpu/rope.h); out may equal x.
+  // positions: (B, T) i64 on the device, or null (pos0 + t).
   virtual void rope(DType dtype, void* out, const void* x, int64_t B, int64_t T, int64_t H, int64_t D,
-                    const RopeParams& params, int64_t pos0, bool inverse) = 0;
+                    const RopeParams& params, int64_t pos0, const int64_t* positions, bool inverse) = 0;
 
   // NF4 weights (kernels/cpu/nf4.h): weights [begin, end) of `w` dequantized into out (dtype).
   virtual void nf4_dequantize(DType dtype, void* out, const Nf4Data& w, int64_t begin, int64_t end) = 0;

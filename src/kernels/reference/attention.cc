@@ -10,7 +10,7 @@
 namespace trident::reference {
 
 Array attention(const Array& q, const Array& k, const Array& v, bool causal,
-                std::optional<double> scale, int64_t window) {
+                std::optional<double> scale, int64_t window, const std::vector<int64_t>& positions) {
   TRI_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.shape == v.shape,
             "reference attention: expected q (B,NH,T,HS) and k, v (B,NKV,T,HS), got ", q.shape,
             ", ", k.shape, ", ", v.shape);
@@ -35,7 +35,9 @@ Array attention(const Array& q, const Array& k, const Array& v, bool causal,
         for (int64_t j = 0; j < T; ++j) {
           double dot = 0.0;
           for (int64_t d = 0; d < HS; ++d) dot += qh[i * HS + d] * kh[j * HS + d];
-          const bool masked = (causal && j > i) || (window > 0 && j <= i - window);
+          bool masked = (causal && j > i) || (window > 0 && j <= i - window);
+          for (int64_t u = j + 1; !positions.empty() && u <= i; ++u)
+            masked = masked || positions[static_cast<size_t>(b * T + u)] == 0;
           scores[static_cast<size_t>(i * T + j)] = masked ? minus_inf : s * dot;
         }
       // Row softmax, then P @ V.

@@ -4,7 +4,9 @@
 // anything for a backward pass (the op suite differentiates it by finite differences).
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "kernels/reference/array.h"
 
@@ -16,7 +18,10 @@ namespace trident::reference {
 // with window > 0 also where key position <= query position - window (a sliding window).
 // scale defaults to 1/sqrt(HS). Matches torch.nn.functional.scaled_dot_product_attention
 // (is_causal, enable_gqa) and, with a window, Hugging Face's Mistral mask.
+// positions (B * T position ids of packed documents, or empty): also -inf where a document
+// starts (a position id 0) after the key and at or before the query.
 Array attention(const Array& q, const Array& k, const Array& v, bool causal,
-                std::optional<double> scale = std::nullopt, int64_t window = 0);
+                std::optional<double> scale = std::nullopt, int64_t window = 0,
+                const std::vector<int64_t>& positions = {});
 
 }  // namespace trident::reference

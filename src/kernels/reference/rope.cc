@@ -6,7 +6,7 @@
 namespace trident::reference {
 
 Array rope(const Array& x, double theta, int64_t pos0, double factor, double low_freq_factor,
-           double high_freq_factor, double original_max_position) {
+           double high_freq_factor, double original_max_position, const std::vector<int64_t>& positions) {
   const int64_t B = x.shape[0], T = x.shape[1], H = x.shape[2], D = x.shape[3], half = D / 2;
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
@@ -26,7 +26,8 @@ Array rope(const Array& x, double theta, int64_t pos0, double factor, double low
     for (int64_t t = 0; t < T; ++t)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t i = 0; i < half; ++i) {
-          const double angle = static_cast<double>(pos0 + t) * inv_freq[static_cast<size_t>(i)];
+          const int64_t p = positions.empty() ? pos0 + t : positions[static_cast<size_t>(b * T + t)];
+          const double angle = static_cast<double>(p) * inv_freq[static_cast<size_t>(i)];
           const double first = x.at({b, t, h, i}), second = x.at({b, t, h, i + half});
           out.at({b, t, h, i}) = first * std::cos(angle) - second * std::sin(angle);
           out.at({b, t, h, i + half}) = second * std::cos(angle) + first * std::sin(angle);

@@ -22,7 +22,7 @@ CausalSelfAttention::CausalSelfAttention(const GPT2Config& cfg)
       c_attn_(register_module("c_attn", std::make_shared<nn::Conv1D>(cfg.n_embd, 3 * cfg.n_embd))),
       c_proj_(register_module("c_proj", std::make_shared<nn::Conv1D>(cfg.n_embd, cfg.n_embd))) {}
 
-Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen) const {
+Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents) const {
   const Tensor qkv = c_attn_->forward(x);  // (B,T,3C)
   // Sizes from qkv rather than x and the config: under tensor parallelism c_attn yields this
   // rank's heads only, and with sequence parallelism x is this rank's part of the sequence
@@ -38,7 +38,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen) con
   // Tokens-first output: merging heads back into (B,T,C) is a free view.
   // See Note [Attention output layout] in ops/attention.h.
   const Tensor y = trident::attention(head_view(0), head_view(1), head_view(2), /*causal=*/true,
-                                      std::nullopt, ops::AttentionOutputLayout::kTokensFirst);
+                                      std::nullopt, ops::AttentionOutputLayout::kTokensFirst, 0, documents);
   const Tensor merged = trident::view(trident::transpose(y, 1, 2), {B, T, C});
   return maybe_dropout(c_proj_->forward(merged), cfg_.dropout, dropout_gen);
 }
@@ -59,8 +59,8 @@ Block::Block(const GPT2Config& cfg)
       ln_2_(register_module("ln_2", std::make_shared<nn::LayerNorm>(cfg.n_embd, cfg.layer_norm_eps))),
       mlp_(register_module("mlp", std::make_shared<MLP>(cfg))) {}
 
-Tensor Block::forward(const Tensor& x, Generator* dropout_gen) const {
-  const Tensor h = x + attn_->forward(ln_1_->forward(x), dropout_gen);
+Tensor Block::forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents) const {
+  const Tensor h = x + attn_->forward(ln_1_->forward(x), dropout_gen, documents);
   return h + mlp_->forward(ln_2_->forward(h), dropout_gen);
 }
 
@@ -103,23 +103,29 @@ void GPT2::init_weights() {
 // costs only the norms, the attention kernel and GELU, and frees the norm outputs, the
 // attention output and the 4C GELU output. The dropout generator is rewound for the rerun,
 // so losses and gradients are bitwise those of "none".
-Tensor GPT2::embed(const Tensor& idx) const {
+Tensor GPT2::embed(const Tensor& idx, const ops::Documents* documents) const {
   TRI_CHECK(idx.dim() == 2, "GPT2: expected token ids of shape (B, T), got ", idx.shape());
   const int64_t T = idx.size(1);
   TRI_CHECK(T <= cfg_.block_size, "GPT2: sequence length ", T, " exceeds the context length block_size=",
             cfg_.block_size);
-  const Tensor pos = core::to_device(arange(T, DType::kI64), idx.device());
-  const Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // (B,T,C) + (T,C)
+  check_documents(documents, idx, "GPT2");
+  // Packed documents: each one's positions start at 0 (B,T); else one row of positions (T).
+  const Tensor pos = documents ? documents->positions : core::to_device(arange(T, DType::kI64), idx.device());
+  const Tensor x = wte_->forward(idx) + wpe_->forward(pos);  // (B,T,C) + (B,T,C) or (T,C)
   return maybe_dropout(x, cfg_.dropout, dropout());
 }
 
 Generator* GPT2::dropout() const { return is_training() && cfg_.dropout > 0.0 ? &dropout_gen_ : nullptr; }
 
-Tensor GPT2::run_blocks(const Tensor& x, int64_t begin, int64_t end) const {
+Tensor GPT2::run_blocks(const Tensor& x, int64_t begin, int64_t end, const ops::Documents* documents) const {
   TRI_CHECK(0 <= begin && begin <= end && end <= static_cast<int64_t>(h_.size()), "GPT2: blocks [", begin, ", ", end,
             ") out of range for ", h_.size(), " layers");
   Generator* gen = dropout();
-  return run_block_stack([this, gen](int64_t i, const Tensor& in) { return h_[static_cast<size_t>(i)]->forward(in, gen); },
+  // A copy: a checkpointed block reruns in the backward, after the caller's documents may be gone.
+  const std::optional<ops::Documents> docs = documents ? std::optional(*documents) : std::nullopt;
+  return run_block_stack([this, gen, docs](int64_t i, const Tensor& in) {
+                           return h_[static_cast<size_t>(i)]->forward(in, gen, docs ? &*docs : nullptr);
+                         },
                          begin, end, x, cfg_.activation_checkpointing, is_training(), gen, part_hooks_);
 }
 
@@ -129,19 +135,21 @@ Tensor GPT2::head_loss(const Tensor& x, const Tensor& targets) const {
   return wte_->attend_loss(ln_f_->forward(x), trident::reshape(targets, {-1}));
 }
 
-Tensor GPT2::hidden(const Tensor& idx) const {
-  return ln_f_->forward(run_blocks(embed(idx), 0, static_cast<int64_t>(h_.size())));
+Tensor GPT2::hidden(const Tensor& idx, const ops::Documents* documents) const {
+  return ln_f_->forward(run_blocks(embed(idx, documents), 0, static_cast<int64_t>(h_.size()), documents));
 }
 
-Tensor GPT2::forward(const Tensor& idx) const {
+Tensor GPT2::forward(const Tensor& idx, const ops::Documents* documents) const {
   // LM head tied to wte: logits = x wte^T, one GEMM against the transposed view.
-  return nn::run_part(part_hooks_, 0, [this](const Tensor& ids) { return wte_->attend(hidden(ids)); }, idx);
+  return nn::run_part(part_hooks_, 0, [&](const Tensor& ids) { return wte_->attend(hidden(ids, documents)); }, idx);
 }
 
-Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
+Tensor GPT2::loss(const Tensor& idx, const Tensor& targets, const ops::Documents* documents) const {
   return nn::run_part(
       part_hooks_, 0,
-      [&](const Tensor& ids) { return head_loss(run_blocks(embed(ids), 0, static_cast<int64_t>(h_.size())), targets); },
+      [&](const Tensor& ids) {
+        return head_loss(run_blocks(embed(ids, documents), 0, static_cast<int64_t>(h_.size()), documents), targets);
+      },
       idx);
 }
 

@@ -24,7 +24,7 @@ namespace trident::models::gpt2 {
 class CausalSelfAttention : public nn::Module {
  public:
   explicit CausalSelfAttention(const GPT2Config& cfg);
-  Tensor forward(const Tensor& x, Generator* dropout_gen) const;  // x (B,T,C) -> (B,T,C)
+  Tensor forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents) const;  // x (B,T,C) -> (B,T,C)
   nn::Conv1D& c_attn() { return *c_attn_; }
   nn::Conv1D& c_proj() { return *c_proj_; }
 
@@ -50,7 +50,7 @@ class MLP : public nn::Module {
 class Block : public nn::Module {
  public:
   explicit Block(const GPT2Config& cfg);
-  Tensor forward(const Tensor& x, Generator* dropout_gen) const;
+  Tensor forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents) const;
   CausalSelfAttention& attn() { return *attn_; }
   MLP& mlp() { return *mlp_; }
   nn::LayerNorm& ln_1() { return *ln_1_; }
@@ -75,10 +75,11 @@ class GPT2 : public CausalLM {
   explicit GPT2(const GPT2Config& cfg);
 
   const ModelConfig& model_config() const override { return model_config_; }
-  Tensor forward(const Tensor& idx) const override;
-  Tensor loss(const Tensor& idx, const Tensor& targets) const override;
-  Tensor embed(const Tensor& idx) const override;
-  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end) const override;
+  Tensor forward(const Tensor& idx, const ops::Documents* documents = nullptr) const override;
+  Tensor loss(const Tensor& idx, const Tensor& targets, const ops::Documents* documents = nullptr) const override;
+  Tensor embed(const Tensor& idx, const ops::Documents* documents = nullptr) const override;
+  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end,
+                    const ops::Documents* documents = nullptr) const override;
   Tensor head_loss(const Tensor& x, const Tensor& targets) const override;
   int64_t block_of(const std::string& name) const override;
   std::optional<std::string> tied_head_weight() const override { return "wte.weight"; }
@@ -98,7 +99,7 @@ class GPT2 : public CausalLM {
   nn::LayerNorm& ln_f() { return *ln_f_; }
 
  private:
-  Tensor hidden(const Tensor& idx) const;  // final LayerNorm output (B,T,C)
+  Tensor hidden(const Tensor& idx, const ops::Documents* documents) const;  // final LayerNorm output (B,T,C)
   Generator* dropout() const;              // the dropout generator while training with dropout
 
   const GPT2Config cfg_;

@@ -18,20 +18,24 @@ Attention::Attention(const LlamaConfig& cfg)
                               std::make_shared<nn::Linear>(cfg.n_embd, cfg.n_kv_heads * cfg.head_size(), cfg.qkv_bias))),
       o_proj_(register_module("o_proj", std::make_shared<nn::Linear>(cfg.n_head * cfg.head_size(), cfg.n_embd, false))) {}
 
-Tensor Attention::forward(const Tensor& x) const {
+Tensor Attention::forward(const Tensor& x, const ops::Documents* documents) const {
   const int64_t HS = cfg_.head_size();
   const Tensor q = q_proj_->forward(x), k = k_proj_->forward(x), v = v_proj_->forward(x);
   // Head counts from the projections' widths: a plan that splits them leaves each rank its heads.
   const int64_t B = q.size(0), T = q.size(1), NH = q.size(2) / HS, NKV = k.size(2) / HS;
   // (B,T,H,HS) per head, rotated tokens-first (ops/rope.h), then (B,H,T,HS) views for attention.
-  const Tensor qr = trident::rope(trident::view(q, {B, T, NH, HS}), cfg_.rope);
-  const Tensor kr = trident::rope(trident::view(k, {B, T, NKV, HS}), cfg_.rope);
+  // Packed documents: positions restart at each one.
+  auto rotate = [&](const Tensor& heads) {
+    return documents ? trident::rope(heads, cfg_.rope, documents->positions) : trident::rope(heads, cfg_.rope);
+  };
+  const Tensor qr = rotate(trident::view(q, {B, T, NH, HS}));
+  const Tensor kr = rotate(trident::view(k, {B, T, NKV, HS}));
   const Tensor vh = trident::view(v, {B, T, NKV, HS});
   // Tokens-first output: merging heads back into (B,T,C) is a free view (Note [Attention
   // output layout] in ops/attention.h).
   const Tensor y = trident::attention(trident::transpose(qr, 1, 2), trident::transpose(kr, 1, 2),
                                       trident::transpose(vh, 1, 2), /*causal=*/true, std::nullopt,
-                                      ops::AttentionOutputLayout::kTokensFirst, cfg_.sliding_window);
+                                      ops::AttentionOutputLayout::kTokensFirst, cfg_.sliding_window, documents);
   return o_proj_->forward(trident::view(trident::transpose(y, 1, 2), {B, T, NH * HS}));
 }
 
@@ -52,8 +56,8 @@ Block::Block(const LlamaConfig& cfg)
           register_module("post_attention_layernorm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps))),
       mlp_(register_module("mlp", std::make_shared<MLP>(cfg))) {}
 
-Tensor Block::forward(const Tensor& x) const {
-  const Tensor h = x + self_attn_->forward(input_layernorm_->forward(x));
+Tensor Block::forward(const Tensor& x, const ops::Documents* documents) const {
+  const Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), documents);
   return h + mlp_->forward(post_attention_layernorm_->forward(h));
 }
 
@@ -81,17 +85,22 @@ void Llama::init_weights() {
   }
 }
 
-Tensor Llama::embed(const Tensor& idx) const {
+Tensor Llama::embed(const Tensor& idx, const ops::Documents* documents) const {
   TRI_CHECK(idx.dim() == 2, "Llama: expected token ids of shape (B, T), got ", idx.shape());
   TRI_CHECK(idx.size(1) <= cfg_.block_size, "Llama: sequence length ", idx.size(1),
             " exceeds the context length block_size=", cfg_.block_size);
+  check_documents(documents, idx, "Llama");
   return embed_tokens_->forward(idx);
 }
 
-Tensor Llama::run_blocks(const Tensor& x, int64_t begin, int64_t end) const {
+Tensor Llama::run_blocks(const Tensor& x, int64_t begin, int64_t end, const ops::Documents* documents) const {
   TRI_CHECK(0 <= begin && begin <= end && end <= static_cast<int64_t>(layers_.size()), "Llama: blocks [", begin, ", ",
             end, ") out of range for ", layers_.size(), " layers");
-  return run_block_stack([this](int64_t i, const Tensor& in) { return layers_[static_cast<size_t>(i)]->forward(in); },
+  // A copy: a checkpointed block reruns in the backward, after the caller's documents may be gone.
+  const std::optional<ops::Documents> docs = documents ? std::optional(*documents) : std::nullopt;
+  return run_block_stack([this, docs](int64_t i, const Tensor& in) {
+                           return layers_[static_cast<size_t>(i)]->forward(in, docs ? &*docs : nullptr);
+                         },
                          begin, end, x, cfg_.activation_checkpointing, is_training(), nullptr, part_hooks_);
 }
 
@@ -101,22 +110,26 @@ Tensor Llama::head_loss(const Tensor& x, const Tensor& targets) const {
   return lm_head_ ? lm_head_->loss(h, t) : embed_tokens_->attend_loss(h, t);
 }
 
-Tensor Llama::hidden(const Tensor& idx) const {
-  return norm_->forward(run_blocks(embed(idx), 0, static_cast<int64_t>(layers_.size())));
+Tensor Llama::hidden(const Tensor& idx, const ops::Documents* documents) const {
+  return norm_->forward(run_blocks(embed(idx, documents), 0, static_cast<int64_t>(layers_.size()), documents));
 }
 
-Tensor Llama::forward(const Tensor& idx) const {
-  return nn::run_part(
-      part_hooks_, 0,
-      [this](const Tensor& ids) { return lm_head_ ? lm_head_->forward(hidden(ids)) : embed_tokens_->attend(hidden(ids)); },
-      idx);
-}
-
-Tensor Llama::loss(const Tensor& idx, const Tensor& targets) const {
+Tensor Llama::forward(const Tensor& idx, const ops::Documents* documents) const {
   return nn::run_part(
       part_hooks_, 0,
       [&](const Tensor& ids) {
-        return head_loss(run_blocks(embed(ids), 0, static_cast<int64_t>(layers_.size())), targets);
+        const Tensor h = hidden(ids, documents);
+        return lm_head_ ? lm_head_->forward(h) : embed_tokens_->attend(h);
+      },
+      idx);
+}
+
+Tensor Llama::loss(const Tensor& idx, const Tensor& targets, const ops::Documents* documents) const {
+  return nn::run_part(
+      part_hooks_, 0,
+      [&](const Tensor& ids) {
+        return head_loss(run_blocks(embed(ids, documents), 0, static_cast<int64_t>(layers_.size()), documents),
+                         targets);
       },
       idx);
 }

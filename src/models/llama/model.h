@@ -26,7 +26,7 @@ namespace trident::models::llama {
 class Attention : public nn::Module {
  public:
   explicit Attention(const LlamaConfig& cfg);
-  Tensor forward(const Tensor& x) const;  // (B,T,C) -> (B,T,C)
+  Tensor forward(const Tensor& x, const ops::Documents* documents) const;  // (B,T,C) -> (B,T,C)
 
  private:
   const LlamaConfig cfg_;
@@ -45,7 +45,7 @@ class MLP : public nn::Module {
 class Block : public nn::Module {
  public:
   explicit Block(const LlamaConfig& cfg);
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x, const ops::Documents* documents) const;
 
  private:
   // Hugging Face's order: input_layernorm, self_attn, post_attention_layernorm, mlp.
@@ -67,10 +67,11 @@ class Llama : public CausalLM {
   explicit Llama(const LlamaConfig& cfg);
 
   const ModelConfig& model_config() const override { return model_config_; }
-  Tensor forward(const Tensor& idx) const override;
-  Tensor loss(const Tensor& idx, const Tensor& targets) const override;
-  Tensor embed(const Tensor& idx) const override;
-  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end) const override;
+  Tensor forward(const Tensor& idx, const ops::Documents* documents = nullptr) const override;
+  Tensor loss(const Tensor& idx, const Tensor& targets, const ops::Documents* documents = nullptr) const override;
+  Tensor embed(const Tensor& idx, const ops::Documents* documents = nullptr) const override;
+  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end,
+                    const ops::Documents* documents = nullptr) const override;
   Tensor head_loss(const Tensor& x, const Tensor& targets) const override;
   int64_t block_of(const std::string& name) const override;
   std::optional<std::string> tied_head_weight() const override;
@@ -85,7 +86,7 @@ class Llama : public CausalLM {
   const LlamaConfig& config() const { return cfg_; }
 
  private:
-  Tensor hidden(const Tensor& idx) const;  // the final norm's output (B,T,C)
+  Tensor hidden(const Tensor& idx, const ops::Documents* documents) const;  // the final norm's output (B,T,C)
 
   const LlamaConfig cfg_;
   const ModelConfig model_config_;
