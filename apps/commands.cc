@@ -27,6 +27,7 @@
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/gemm_rates.h"
 #include "kernels/cpu/onednn_gemm.h"
+#include "infer/engine.h"
 #include "models/generate.h"
 #include "models/registry.h"
 #include "train/hf_model_dir.h"
@@ -462,8 +463,23 @@ Status run_sample(const SampleArgs& a) {
     const std::optional<data::TokenId> eot = tok.value()->eot_id();
     prompt.push_back(eot ? *eot : '\n');
   }
-  models::SampleOptions opt{a.tokens, a.temperature, a.top_k, static_cast<uint64_t>(a.seed)};
-  const std::vector<int64_t> out = models::generate(*model.value(), prompt, opt);
+  // With a KV cache while the text fits the model's context (infer/engine.h); past it, each
+  // token from the last block_size tokens, recomputed (nanoGPT's crop).
+  std::vector<int64_t> out;
+  model.value()->eval();
+  if (static_cast<int64_t>(prompt.size()) + a.tokens <= cfg.model.block_size + 1) {
+    infer::GenerationRequest request;
+    request.prompt = prompt;
+    request.max_tokens = a.tokens;
+    request.sampling.temperature = a.temperature;
+    request.sampling.top_k = a.top_k;
+    request.sampling.seed = static_cast<uint64_t>(a.seed);
+    infer::Engine engine(*model.value(), {.max_batch = 1, .capacity = cfg.model.block_size});
+    out = engine.generate({request})[0].tokens;
+  } else {
+    models::SampleOptions opt{a.tokens, a.temperature, a.top_k, static_cast<uint64_t>(a.seed)};
+    out = models::generate(*model.value(), prompt, opt);
+  }
   std::vector<data::TokenId> ids(out.begin(), out.end());
   std::printf("%s%s\n", a.prompt.c_str(), tok.value()->decode(ids).c_str());
   return Status::ok();

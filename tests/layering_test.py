@@ -25,6 +25,7 @@ LAYERS = [
     "nn",
     "models",
     "quantization",  # quantized weights (QLoRA's NF4 base), applied to a model from outside it
+    "infer",  # generation with a KV cache: runs models; training never includes it (FORBIDDEN)
     "comm",
     "amp",
     "optim",
@@ -39,7 +40,7 @@ LAYERS = [
 # Siblings that must not see each other even though both sit above core.
 FORBIDDEN = {("kernels/cpu", "kernels/reference"), ("kernels/cuda", "kernels/reference"),
              ("kernels/device", "kernels/reference"), ("kernels/device", "kernels/cpu"),
-             ("kernels/cuda", "kernels/cpu")}
+             ("kernels/cuda", "kernels/cpu"), ("train", "infer"), ("planner", "infer")}
 
 
 def layer_of(path: str):

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "models/kv_cache_access.h"
 #include "models/model_config.h"
 #include "nn/aux_outputs.h"
 #include "nn/module.h"
@@ -55,6 +56,14 @@ class CausalLM : public nn::Module {
                             const ops::Documents* documents = nullptr) const = 0;
   virtual Tensor head_loss(const Tensor& x, const Tensor& targets) const = 0;
   int64_t num_blocks() const { return model_config().n_layer; }
+
+  // Generation with a KV cache: the new tokens idx (B, Tq) after each row's cached ones (their
+  // positions and the cache from `cache`), run through every block, each layer's keys and
+  // values added to the cache; returns the logits (B, V) of each row's last new token. No
+  // gradients, no parallelism: one process holding the whole model.
+  virtual Tensor decode(const Tensor& idx, KvCacheAccess& cache) const = 0;
+  // What decode() caches per layer and token: {key/value heads, head size}.
+  virtual std::pair<int64_t, int64_t> kv_cache_heads() const = 0;
 
   // Where parameter `name` is used: the index of its block, or kEmbedding (before the
   // blocks: the first pipeline stage) or kHead (after them: the last stage).

@@ -19,7 +19,7 @@ using kernels::cpu::HeadsView;
 // Checks q, k, v (and names them in errors); returns the problem's sizes.
 AttentionShape check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                             std::optional<double> scale, int64_t window, const Documents* documents,
-                            const char* what) {
+                            const char* what, bool fewer_queries = false) {
   check_floating(q, what);
   check_same_dtype(q, k, what);
   check_same_dtype(q, v, what);
@@ -30,11 +30,14 @@ AttentionShape check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, b
             k.shape(), ", v ", v.shape());
   TRI_CHECK(k.shape() == v.shape(), what, ": k ", k.shape(), " and v ", v.shape(),
             " must have the same shape (B, NKV, T, HS)");
-  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3), NKV = k.size(1);
+  const int64_t B = q.size(0), NH = q.size(1), Tq = q.size(2), HS = q.size(3), NKV = k.size(1), T = k.size(2);
   TRI_CHECK(k.size(0) == B, what, ": q ", q.shape(), " and k ", k.shape(),
             " have different batch sizes (dim 0)");
-  TRI_CHECK(k.size(2) == T, what, ": q ", q.shape(), " and k ", k.shape(),
-            " have different sequence lengths (dim 2); queries and keys must have the same T");
+  if (fewer_queries)
+    TRI_CHECK(Tq <= T, what, ": q ", q.shape(), " has more queries than k ", k.shape(), " has keys (dim 2)");
+  else
+    TRI_CHECK(Tq == T, what, ": q ", q.shape(), " and k ", k.shape(),
+              " have different sequence lengths (dim 2); queries and keys must have the same T");
   TRI_CHECK(k.size(3) == HS, what, ": q ", q.shape(), " and k ", k.shape(),
             " have different head sizes (dim 3)");
   TRI_CHECK(HS > 0, what, ": head size (dim 3) must be positive, got q ", q.shape());
@@ -57,6 +60,7 @@ AttentionShape check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, b
     s.doc_start = documents->start.data_ptr<int64_t>();
     s.doc_end = documents->end.data_ptr<int64_t>();
   }
+  s.Tq = Tq;
   return s;
 }
 
@@ -151,6 +155,34 @@ AttentionGrads attention_backward(const Tensor& dout_in, const Tensor& q_in, con
                                         lse.data_ptr<acc_t<T>>(), s);
   });
   return g;
+}
+
+AttentionForward attention_decode(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                  const Tensor* query_start, int64_t window, std::optional<double> scale,
+                                  AttentionOutputLayout layout) {
+  const char* what = "attention_decode";
+  AttentionShape s = check_inputs(q_in, k_in, v_in, /*causal=*/true, scale, window, nullptr, what, true);
+  TRI_CHECK(!on_device(q_in), what, ": decoding attention runs on the CPU only for now; q is on ", q_in.device());
+  std::vector<int64_t> starts;
+  if (query_start != nullptr) {
+    TRI_CHECK(query_start->shape() == Shape({s.B}), what, ": query_start must be (B) = (", s.B, "), got ",
+              query_start->str());
+    starts = to_vector<int64_t>(*query_start);
+    for (int64_t b = 0; b < s.B; ++b)
+      TRI_CHECK(starts[static_cast<size_t>(b)] >= 0 && starts[static_cast<size_t>(b)] + s.Tq <= s.T, what,
+                ": row ", b, "'s queries start at key position ", starts[static_cast<size_t>(b)], ": its ", s.Tq,
+                " queries must lie within the ", s.T, " keys");
+    s.query_start = starts.data();
+  }
+  const Tensor q = unit_stride_rows(q_in), k = unit_stride_rows(k_in), v = unit_stride_rows(v_in);
+  const Tensor out = empty_heads(q, layout == AttentionOutputLayout::kTokensFirst);
+  Tensor lse = empty({s.B, s.NH, s.Tq}, lse_dtype(q.dtype()), q.device());
+  if (out.numel() == 0) return {out, lse};
+  dispatch_floating(q.dtype(), what, [&]<class T>() {
+    kernels::cpu::attention_forward<T>(heads<T>(out), lse.data_ptr<acc_t<T>>(), heads<const T>(q),
+                                       heads<const T>(k), heads<const T>(v), s);
+  });
+  return {out, lse};
 }
 
 }  // namespace trident::ops

@@ -43,6 +43,16 @@ AttentionForward attention(const Tensor& q, const Tensor& k, const Tensor& v, bo
                            AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst,
                            int64_t window = 0, const Documents* documents = nullptr);
 
+// Decoding with a KV cache (Note [Queries after cached keys] in kernels/cpu/attention.h): q
+// (B, NH, Tq, HS) against the cached k, v (B, NKV, T, HS), Tq <= T, under the causal mask (and
+// the window), query i of row b at key position query_start[b] + i ((B) integers; null: T - Tq
+// + i, the last Tq positions). A row whose cache holds fewer than T keys starts its queries
+// where its cache ends: the keys past it are never seen. No backward. CPU only for now.
+AttentionForward attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor* query_start = nullptr, int64_t window = 0,
+                                  std::optional<double> scale = std::nullopt,
+                                  AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst);
+
 struct AttentionGrads {
   Tensor dq;  // (B, NH, T, HS), contiguous
   Tensor dk;  // (B, NKV, T, HS), contiguous

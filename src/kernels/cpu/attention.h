@@ -17,6 +17,13 @@
 // (f32, or f64 for double) and every output is rounded once on store.
 // Results are bitwise independent of the thread count.
 //
+// Note [Queries after cached keys]
+// Generation with a KV cache runs a few new queries (one per row in a decoding step) against
+// every key cached so far: q (B, NH, Tq, HS), k and v (B, NKV, T, HS), query i of row b at key
+// position query_start[b] + i, so the causal mask lets it see keys up to that position (and a
+// row whose cache is shorter than T sees none of the keys past its own end: they are its
+// future). Only the forward takes Tq != T; its query tiles simply start at their positions.
+//
 // What this does not do: dropout, attention masks other than causal (with or without a
 // window and document masks), different query and key lengths, or a value head size different from the
 // query/key head size.
@@ -84,6 +91,14 @@ struct AttentionShape {
   }
   // Whether some query is masked from a key it would see under the plain causal mask.
   bool narrowed() const { return window > 0 || doc_start != nullptr; }
+
+  // Decoding (forward only; Note [Queries after cached keys]): Tq queries per row against the
+  // T keys, query i of row b at key position query_start[b] + i, or (query_start null) the
+  // last Tq positions. Tq = 0: T queries, query i at position i.
+  int64_t Tq = 0;
+  const int64_t* query_start = nullptr;
+  int64_t queries() const { return Tq > 0 ? Tq : T; }
+  int64_t query_position(int64_t b, int64_t i) const { return (query_start ? query_start[b] : T - queries()) + i; }
 };
 
 // out (B, NH, T, HS) = attention(q (B, NH, T, HS), k, v (B, NKV, T, HS)).

@@ -43,11 +43,13 @@ using namespace attention_tile;
 // The causal (window, document) mask of S^T (cols keys, kBr queries from q0) of row b, key
 // tile from k0: key c is seen by queries >= k0 + c (a no-op below the diagonal), and with a
 // window or documents only by those <= last_query (Note [Document masks]).
+// p0: the key position of the tile's first query (its index too, unless decoding: Note
+// [Queries after cached keys]).
 template <class Acc>
-void mask_scores(Acc* pt, const AttentionShape& s, int64_t b, int64_t q0, int64_t k0, int64_t cols) {
+void mask_scores(Acc* pt, const AttentionShape& s, int64_t b, int64_t p0, int64_t k0, int64_t cols) {
   if (!s.causal) return;
   for (int64_t c = 0; c < cols; ++c)
-    mask_outside(pt + c * kBr, kBr, k0 + c - q0, s.narrowed() ? s.last_query(b, k0 + c) - q0 + 1 : kBr);
+    mask_outside(pt + c * kBr, kBr, k0 + c - p0, s.narrowed() ? s.last_query(b, k0 + c) - p0 + 1 : kBr);
 }
 
 // One key tile's step of the online softmax (Note [Online softmax]), lane-wise over the kBr
@@ -91,7 +93,7 @@ void rescale_and_add(Acc* acc, const Acc* alpha, const Acc* pv, int64_t rows, in
 template <class T, class Acc>
 void store_output(HeadsView<T> out, Acc* lse, const AttentionShape& s, int64_t b, int64_t h,
                   int64_t q0, int64_t rows, int64_t HSp, const Acc* acc, const Acc* m, const Acc* l) {
-  Acc* lse_rows = lse + (b * s.NH + h) * s.T + q0;
+  Acc* lse_rows = lse + (b * s.NH + h) * s.queries() + q0;
   for (int64_t r = 0; r < rows; ++r) {
     lse_rows[r] = m[r] + std::log(l[r]);
     const Acc inv_l = Acc(1) / l[r];
@@ -100,11 +102,12 @@ void store_output(HeadsView<T> out, Acc* lse, const AttentionShape& s, int64_t b
   }
 }
 
-// The key tiles query tile [q0, q0 + rows) of row b visits: causal, up to the one holding its
-// last query; with a window or documents, from the one holding its first query's first key.
-inline int64_t first_key_tile(const AttentionShape& s, int64_t b, int64_t q0) { return s.first_key(b, q0) / kBc; }
-inline int64_t key_tiles_end(const AttentionShape& s, int64_t q0, int64_t rows) {
-  return s.causal ? (q0 + rows - 1) / kBc + 1 : ceil_div(s.T, kBc);
+// The key tiles the query tile of `rows` queries from key position p0 of row b visits: causal,
+// up to the one holding its last query; with a window or documents, from the one holding its
+// first query's first key.
+inline int64_t first_key_tile(const AttentionShape& s, int64_t b, int64_t p0) { return s.first_key(b, p0) / kBc; }
+inline int64_t key_tiles_end(const AttentionShape& s, int64_t p0, int64_t rows) {
+  return s.causal ? (p0 + rows - 1) / kBc + 1 : ceil_div(s.T, kBc);
 }
 
 template <class T, class Acc = acc_t<T>>
@@ -128,7 +131,7 @@ struct ForwardTask {
     Acc *qt = buf[0], *k_buf = buf[1], *v_buf = buf[2], *pt = buf[3];
     Acc *acc = buf[4], *pv = buf[5], *m = buf[6], *l = buf[7], *alpha = buf[8];
     const int64_t HS = s.HS, g = h / (s.NH / s.NKV);
-    const int64_t q0 = tile * kBr, rows = std::min(kBr, s.T - q0);
+    const int64_t q0 = tile * kBr, rows = std::min(kBr, s.queries() - q0), p0 = s.query_position(b, q0);
     const Acc scale = static_cast<Acc>(s.scale);
 
     // Q^T, scaled: S^T comes out scaled (Note [Scale folded into q]).
@@ -136,7 +139,7 @@ struct ForwardTask {
     std::fill(acc, acc + rows * HSp, Acc(0));
     std::fill(m, m + kBr, -std::numeric_limits<Acc>::infinity());
     std::fill(l, l + kBr, Acc(0));
-    for (int64_t j = first_key_tile(s, b, q0); j < key_tiles_end(s, q0, rows); ++j) {
+    for (int64_t j = first_key_tile(s, b, p0); j < key_tiles_end(s, p0, rows); ++j) {
       const int64_t k0 = j * kBc, cols = std::min(kBc, s.T - k0);
       // K and V rows are tile_matmul operands in place when they are already Acc (and, for
       // V, whose columns are the product's columns, when HS needs no padding).
@@ -155,7 +158,7 @@ struct ForwardTask {
       if (v_rows == v_buf) load_rows(v_buf, HSp, v.row(b, g, k0), v.time_stride, cols, HS);
       // S^T (cols, kBr) = K (scale Q)^T; columns past `rows` are padding queries.
       tile_matmul<false, false>(pt, kBr, k_rows, ldk, qt, kBr, cols, kBr, HS);
-      mask_scores(pt, s, b, q0, k0, cols);
+      mask_scores(pt, s, b, p0, k0, cols);
       online_softmax_step(pt, cols, m, l, alpha);
       tile_matmul<true, false>(pv, HSp, pt, kBr, v_rows, ldv, rows, HSp, cols);
       rescale_and_add(acc, alpha, pv, rows, HSp);
@@ -271,19 +274,19 @@ struct ForwardTaskBf16 {
     Pair *qt = reinterpret_cast<Pair*>(buf[0]), *p_pairs = reinterpret_cast<Pair*>(buf[1]);
     float *st = buf[2], *acc = buf[3], *m = buf[4], *l = buf[5], *alpha = buf[6];
     const int64_t P = pairs(s.HS), g = h / (s.NH / s.NKV);
-    const int64_t q0 = tile * kBr, rows = std::min(kBr, s.T - q0);
+    const int64_t q0 = tile * kBr, rows = std::min(kBr, s.queries() - q0), p0 = s.query_position(b, q0);
     const float scale = static_cast<float>(s.scale);
 
     load_pair_columns(qt, kBr, q.row(b, h, q0), q.time_stride, rows, s.HS);
     std::fill(acc, acc + rows * HSp, 0.0f);
     std::fill(m, m + kBr, -std::numeric_limits<float>::infinity());
     std::fill(l, l + kBr, 0.0f);
-    for (int64_t j = first_key_tile(s, b, q0); j < key_tiles_end(s, q0, rows); ++j) {
+    for (int64_t j = first_key_tile(s, b, p0); j < key_tiles_end(s, p0, rows); ++j) {
       const int64_t k0 = j * kBc, cols = std::min(kBc, s.T - k0);
       // S^T (cols, kBr) = K Q^T, unscaled; columns past `rows` are padding queries.
       tile_dot<false>(st, kBr, kv.k_rows(b, g, s.NKV, k0), P, qt, kBr, cols, kBr, P);
       if (!(scale > 0)) scale_scores(st, cols * kBr, scale);
-      mask_scores(st, s, b, q0, k0, cols);
+      mask_scores(st, s, b, p0, k0, cols);
       softmax_to_pairs(p_pairs, st, cols, scale > 0 ? scale : 1.0f, m, l, alpha);
       tile_dot<true, Into::kRescale>(acc, HSp, p_pairs, kBr, kv.v_pairs(b, g, s.NKV, k0), HSp, rows, HSp,
                                      pairs(cols), alpha);
@@ -297,7 +300,7 @@ struct ForwardTaskBf16 {
 // tiles]).
 template <class Task>
 void run_forward_tasks(const Task& task, const AttentionShape& s, int64_t HSp) {
-  const int64_t query_tiles = ceil_div(s.T, kBr);
+  const int64_t query_tiles = ceil_div(s.queries(), kBr);
   parallel_for(0, s.B * s.NH * query_tiles, 1, [&](int64_t begin, int64_t end) {
     const typename Task::Buffers buf(Task::scratch_sizes(HSp));
     for (int64_t t = begin; t < end; ++t) {

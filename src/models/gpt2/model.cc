@@ -22,7 +22,8 @@ CausalSelfAttention::CausalSelfAttention(const GPT2Config& cfg)
       c_attn_(register_module("c_attn", std::make_shared<nn::Conv1D>(cfg.n_embd, 3 * cfg.n_embd))),
       c_proj_(register_module("c_proj", std::make_shared<nn::Conv1D>(cfg.n_embd, cfg.n_embd))) {}
 
-Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents) const {
+Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents,
+                                    KvCacheAccess* cache, int64_t layer) const {
   const Tensor qkv = c_attn_->forward(x);  // (B,T,3C)
   // Sizes from qkv rather than x and the config: under tensor parallelism c_attn yields this
   // rank's heads only, and with sequence parallelism x is this rank's part of the sequence
@@ -37,8 +38,16 @@ Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen, con
   };
   // Tokens-first output: merging heads back into (B,T,C) is a free view.
   // See Note [Attention output layout] in ops/attention.h.
-  const Tensor y = trident::attention(head_view(0), head_view(1), head_view(2), /*causal=*/true,
-                                      std::nullopt, ops::AttentionOutputLayout::kTokensFirst, 0, documents);
+  const Tensor y = [&] {
+    if (cache == nullptr)
+      return trident::attention(head_view(0), head_view(1), head_view(2), /*causal=*/true, std::nullopt,
+                                ops::AttentionOutputLayout::kTokensFirst, 0, documents);
+    // Decoding: the new keys and values join the cached ones.
+    auto tokens_first = [&](int64_t which) { return trident::view(parts[static_cast<size_t>(which)], {B, T, NH, HS}); };
+    const auto [keys, values] = cache->append(layer, tokens_first(1), tokens_first(2));
+    return trident::attention_decode(head_view(0), keys, values, cache->query_start(), 0,
+                                     ops::AttentionOutputLayout::kTokensFirst);
+  }();
   const Tensor merged = trident::view(trident::transpose(y, 1, 2), {B, T, C});
   return maybe_dropout(c_proj_->forward(merged), cfg_.dropout, dropout_gen);
 }
@@ -59,8 +68,9 @@ Block::Block(const GPT2Config& cfg)
       ln_2_(register_module("ln_2", std::make_shared<nn::LayerNorm>(cfg.n_embd, cfg.layer_norm_eps))),
       mlp_(register_module("mlp", std::make_shared<MLP>(cfg))) {}
 
-Tensor Block::forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents) const {
-  const Tensor h = x + attn_->forward(ln_1_->forward(x), dropout_gen, documents);
+Tensor Block::forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents, KvCacheAccess* cache,
+                      int64_t layer) const {
+  const Tensor h = x + attn_->forward(ln_1_->forward(x), dropout_gen, documents, cache, layer);
   return h + mlp_->forward(ln_2_->forward(h), dropout_gen);
 }
 
@@ -151,6 +161,14 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets, const ops::Documents
         return head_loss(run_blocks(embed(ids, documents), 0, static_cast<int64_t>(h_.size()), documents), targets);
       },
       idx);
+}
+
+Tensor GPT2::decode(const Tensor& idx, KvCacheAccess& cache) const {
+  TRI_CHECK(idx.dim() == 2, "GPT2: expected token ids of shape (B, T), got ", idx.shape());
+  Tensor x = wte_->forward(idx) + wpe_->forward(cache.positions());
+  for (size_t i = 0; i < h_.size(); ++i) x = h_[i]->forward(x, nullptr, nullptr, &cache, static_cast<int64_t>(i));
+  const Tensor last = trident::narrow(ln_f_->forward(x), 1, idx.size(1) - 1, 1);
+  return trident::reshape(wte_->attend(last), {idx.size(0), -1});
 }
 
 int64_t GPT2::block_of(const std::string& name) const {

@@ -24,7 +24,9 @@ namespace trident::models::gpt2 {
 class CausalSelfAttention : public nn::Module {
  public:
   explicit CausalSelfAttention(const GPT2Config& cfg);
-  Tensor forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents) const;  // x (B,T,C) -> (B,T,C)
+  // x (B,T,C) -> (B,T,C); with `cache`, decoding (see llama::Attention::forward).
+  Tensor forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents,
+                 KvCacheAccess* cache = nullptr, int64_t layer = 0) const;
   nn::Conv1D& c_attn() { return *c_attn_; }
   nn::Conv1D& c_proj() { return *c_proj_; }
 
@@ -50,7 +52,8 @@ class MLP : public nn::Module {
 class Block : public nn::Module {
  public:
   explicit Block(const GPT2Config& cfg);
-  Tensor forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents) const;
+  Tensor forward(const Tensor& x, Generator* dropout_gen, const ops::Documents* documents,
+                 KvCacheAccess* cache = nullptr, int64_t layer = 0) const;
   CausalSelfAttention& attn() { return *attn_; }
   MLP& mlp() { return *mlp_; }
   nn::LayerNorm& ln_1() { return *ln_1_; }
@@ -81,6 +84,8 @@ class GPT2 : public CausalLM {
   Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end,
                     const ops::Documents* documents = nullptr) const override;
   Tensor head_loss(const Tensor& x, const Tensor& targets) const override;
+  Tensor decode(const Tensor& idx, KvCacheAccess& cache) const override;
+  std::pair<int64_t, int64_t> kv_cache_heads() const override { return {cfg_.n_head, cfg_.n_embd / cfg_.n_head}; }
   int64_t block_of(const std::string& name) const override;
   std::optional<std::string> tied_head_weight() const override { return "wte.weight"; }
   void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }

@@ -18,24 +18,33 @@ Attention::Attention(const LlamaConfig& cfg)
                               std::make_shared<nn::Linear>(cfg.n_embd, cfg.n_kv_heads * cfg.head_size(), cfg.qkv_bias))),
       o_proj_(register_module("o_proj", std::make_shared<nn::Linear>(cfg.n_head * cfg.head_size(), cfg.n_embd, false))) {}
 
-Tensor Attention::forward(const Tensor& x, const ops::Documents* documents) const {
+Tensor Attention::forward(const Tensor& x, const ops::Documents* documents, KvCacheAccess* cache,
+                          int64_t layer) const {
   const int64_t HS = cfg_.head_size();
   const Tensor q = q_proj_->forward(x), k = k_proj_->forward(x), v = v_proj_->forward(x);
   // Head counts from the projections' widths: a plan that splits them leaves each rank its heads.
   const int64_t B = q.size(0), T = q.size(1), NH = q.size(2) / HS, NKV = k.size(2) / HS;
   // (B,T,H,HS) per head, rotated tokens-first (ops/rope.h), then (B,H,T,HS) views for attention.
   // Packed documents: positions restart at each one.
+  const Tensor* positions = cache ? &cache->positions() : documents ? &documents->positions : nullptr;
   auto rotate = [&](const Tensor& heads) {
-    return documents ? trident::rope(heads, cfg_.rope, documents->positions) : trident::rope(heads, cfg_.rope);
+    return positions ? trident::rope(heads, cfg_.rope, *positions) : trident::rope(heads, cfg_.rope);
   };
   const Tensor qr = rotate(trident::view(q, {B, T, NH, HS}));
   const Tensor kr = rotate(trident::view(k, {B, T, NKV, HS}));
   const Tensor vh = trident::view(v, {B, T, NKV, HS});
   // Tokens-first output: merging heads back into (B,T,C) is a free view (Note [Attention
   // output layout] in ops/attention.h).
-  const Tensor y = trident::attention(trident::transpose(qr, 1, 2), trident::transpose(kr, 1, 2),
-                                      trident::transpose(vh, 1, 2), /*causal=*/true, std::nullopt,
-                                      ops::AttentionOutputLayout::kTokensFirst, cfg_.sliding_window, documents);
+  const Tensor y = [&] {
+    if (cache == nullptr)
+      return trident::attention(trident::transpose(qr, 1, 2), trident::transpose(kr, 1, 2),
+                                trident::transpose(vh, 1, 2), /*causal=*/true, std::nullopt,
+                                ops::AttentionOutputLayout::kTokensFirst, cfg_.sliding_window, documents);
+    // Decoding: the new keys and values join the cached ones.
+    const auto [keys, values] = cache->append(layer, kr, vh);
+    return trident::attention_decode(trident::transpose(qr, 1, 2), keys, values, cache->query_start(),
+                                     cfg_.sliding_window, ops::AttentionOutputLayout::kTokensFirst);
+  }();
   return o_proj_->forward(trident::view(trident::transpose(y, 1, 2), {B, T, NH * HS}));
 }
 
@@ -56,8 +65,8 @@ Block::Block(const LlamaConfig& cfg)
           register_module("post_attention_layernorm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps))),
       mlp_(register_module("mlp", std::make_shared<MLP>(cfg))) {}
 
-Tensor Block::forward(const Tensor& x, const ops::Documents* documents) const {
-  const Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), documents);
+Tensor Block::forward(const Tensor& x, const ops::Documents* documents, KvCacheAccess* cache, int64_t layer) const {
+  const Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), documents, cache, layer);
   return h + mlp_->forward(post_attention_layernorm_->forward(h));
 }
 
@@ -132,6 +141,15 @@ Tensor Llama::loss(const Tensor& idx, const Tensor& targets, const ops::Document
                          targets);
       },
       idx);
+}
+
+Tensor Llama::decode(const Tensor& idx, KvCacheAccess& cache) const {
+  TRI_CHECK(idx.dim() == 2, "Llama: expected token ids of shape (B, T), got ", idx.shape());
+  Tensor x = embed_tokens_->forward(idx);
+  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, nullptr, &cache, static_cast<int64_t>(i));
+  const Tensor last = trident::narrow(norm_->forward(x), 1, idx.size(1) - 1, 1);
+  const Tensor logits = lm_head_ ? lm_head_->forward(last) : embed_tokens_->attend(last);
+  return trident::reshape(logits, {idx.size(0), -1});
 }
 
 int64_t Llama::block_of(const std::string& name) const {

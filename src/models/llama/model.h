@@ -26,7 +26,10 @@ namespace trident::models::llama {
 class Attention : public nn::Module {
  public:
   explicit Attention(const LlamaConfig& cfg);
-  Tensor forward(const Tensor& x, const ops::Documents* documents) const;  // (B,T,C) -> (B,T,C)
+  // (B,T,C) -> (B,T,C); with `cache`, decoding: x holds the new tokens, layer `layer`'s keys and
+  // values go into the cache and the queries see every cached key.
+  Tensor forward(const Tensor& x, const ops::Documents* documents, KvCacheAccess* cache = nullptr,
+                 int64_t layer = 0) const;
 
  private:
   const LlamaConfig cfg_;
@@ -45,7 +48,8 @@ class MLP : public nn::Module {
 class Block : public nn::Module {
  public:
   explicit Block(const LlamaConfig& cfg);
-  Tensor forward(const Tensor& x, const ops::Documents* documents) const;
+  Tensor forward(const Tensor& x, const ops::Documents* documents, KvCacheAccess* cache = nullptr,
+                 int64_t layer = 0) const;
 
  private:
   // Hugging Face's order: input_layernorm, self_attn, post_attention_layernorm, mlp.
@@ -73,6 +77,8 @@ class Llama : public CausalLM {
   Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end,
                     const ops::Documents* documents = nullptr) const override;
   Tensor head_loss(const Tensor& x, const Tensor& targets) const override;
+  Tensor decode(const Tensor& idx, KvCacheAccess& cache) const override;
+  std::pair<int64_t, int64_t> kv_cache_heads() const override { return {cfg_.n_kv_heads, cfg_.head_size()}; }
   int64_t block_of(const std::string& name) const override;
   std::optional<std::string> tied_head_weight() const override;
   void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }

@@ -1,0 +1,139 @@
+// Generation with a KV cache (infer/engine.h): greedy tokens equal those of generation that
+// reruns the whole context each step (models/generate.h, no cache) for GPT-2, LLaMA with
+// grouped-query attention and LLaMA with a sliding window shorter than the context; a batch of
+// prompts of different lengths, more than the batch holds (so requests join as others leave),
+// gives each request what it gives alone, greedy and sampled; stop tokens, max_tokens and a full
+// context end a request as OpenAI's API says; bad requests are refused, naming the request.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "infer/engine.h"
+#include "models/generate.h"
+#include "models/registry.h"
+#include "support/error_of.h"
+#include "support/tiny_model_configs.h"
+
+namespace trident::infer {
+namespace {
+
+using trident::testing::error_of;
+
+models::ModelConfig with_context(models::ModelConfig c, int64_t block_size) {
+  c.block_size = block_size;
+  return c;
+}
+
+std::vector<models::ModelConfig> families() {
+  models::ModelConfig window = models::testing::tiny_llama(false);
+  window.family_values["sliding_window"] = int64_t{8};
+  return {with_context(models::testing::tiny_gpt2(), 64), with_context(models::testing::tiny_llama(true), 64),
+          with_context(window, 64)};
+}
+
+std::vector<int64_t> prompt_of(int64_t n, uint64_t seed, int64_t vocab = 40) {
+  std::mt19937_64 gen(seed);
+  std::vector<int64_t> p;
+  for (int64_t i = 0; i < n; ++i) p.push_back(static_cast<int64_t>(gen() % static_cast<uint64_t>(vocab)));
+  return p;
+}
+
+GenerationRequest greedy(std::vector<int64_t> prompt, int64_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+TEST(Engine, GreedyTokensEqualGenerationWithoutACache) {
+  for (const models::ModelConfig& c : families()) {
+    const auto model = models::build_model(c);
+    model->eval();
+    Engine engine(*model, {});
+    for (int64_t n : {1, 5, 17}) {
+      const std::vector<int64_t> prompt = prompt_of(n, 10 + static_cast<uint64_t>(n));
+      models::SampleOptions uncached;
+      uncached.max_new_tokens = 30;
+      uncached.temperature = 0.0;
+      const std::vector<int64_t> want = models::generate(*model, prompt, uncached);
+      const GenerationResult got = engine.generate({greedy(prompt, 30)})[0];
+      EXPECT_EQ(got.tokens, want) << c.arch << " prompt of " << n;
+      EXPECT_EQ(got.finish_reason, "length");
+      EXPECT_EQ(got.prompt_tokens, n);
+    }
+  }
+}
+
+TEST(Engine, ABatchOfMixedPromptsGivesWhatEachGivesAlone) {
+  for (const models::ModelConfig& c : families()) {
+    const auto model = models::build_model(c);
+    model->eval();
+    std::vector<GenerationRequest> requests;
+    for (int64_t i = 0; i < 5; ++i) {
+      GenerationRequest r = greedy(prompt_of(1 + 7 * i % 20, 100 + static_cast<uint64_t>(i)), 6 + 5 * i);
+      if (i % 2 == 1) {  // sampled, each from its own seed
+        r.sampling.temperature = 0.9;
+        r.sampling.top_k = 8;
+        r.sampling.top_p = 0.9;
+        r.sampling.repetition_penalty = 1.2;
+        r.sampling.seed = static_cast<uint64_t>(i);
+      }
+      requests.push_back(r);
+    }
+    Engine batched(*model, {.max_batch = 3});
+    const std::vector<GenerationResult> together = batched.generate(requests);
+    Engine single(*model, {.max_batch = 1});
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const GenerationResult alone = single.generate({requests[i]})[0];
+      EXPECT_EQ(together[i].tokens, alone.tokens) << c.arch << " request " << i;
+      EXPECT_EQ(static_cast<int64_t>(together[i].tokens.size()), requests[i].max_tokens) << c.arch << " request " << i;
+    }
+    // Another seed draws other tokens.
+    GenerationRequest other = requests[1];
+    other.sampling.seed = 99;
+    EXPECT_NE(single.generate({other})[0].tokens, together[1].tokens) << c.arch;
+  }
+}
+
+TEST(Engine, StopTokensMaxTokensAndAFullContextEndARequest) {
+  const auto model = models::build_model(with_context(models::testing::tiny_llama(false), 32));
+  model->eval();
+  Engine engine(*model, {});
+  const std::vector<int64_t> prompt = prompt_of(6, 5);
+  const std::vector<int64_t> free = engine.generate({greedy(prompt, 10)})[0].tokens;
+  ASSERT_EQ(free.size(), 10u);
+  // A stop token ends the request before it; the first occurrence counts.
+  GenerationRequest stop = greedy(prompt, 10);
+  stop.stop_tokens = {free[3]};
+  const GenerationResult stopped = engine.generate({stop})[0];
+  const auto first = std::find(free.begin(), free.end(), free[3]) - free.begin();
+  EXPECT_EQ(stopped.tokens, std::vector<int64_t>(free.begin(), free.begin() + first));
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  // The context: 32 tokens cached at most, so 32 - 6 + 1 new tokens.
+  const GenerationResult full = engine.generate({greedy(prompt, 100)})[0];
+  EXPECT_EQ(full.tokens.size(), 27u);
+  EXPECT_EQ(full.finish_reason, "length");
+  Engine small(*model, {.max_batch = 2, .capacity = 10});
+  EXPECT_EQ(small.generate({greedy(prompt, 100)})[0].tokens.size(), 5u);
+  EXPECT_EQ(small.cache().bytes(), 2 /* k, v */ * 3 /* layers */ * 2 /* slots */ * 2 /* kv heads */ * 10 * 4 * 4);
+}
+
+TEST(Engine, BadRequestsAreNamed) {
+  const auto model = models::build_model(with_context(models::testing::tiny_gpt2(), 16));
+  model->eval();
+  Engine engine(*model, {});
+  EXPECT_NE(error_of([&] { engine.generate({greedy({}, 3)}); }).find("request 0 has an empty prompt"), std::string::npos);
+  EXPECT_NE(error_of([&] { engine.generate({greedy({1}, 3), greedy({1, 40}, 3)}); })
+                .find("request 1's prompt holds token 40, not in the vocabulary of 40"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { engine.generate({greedy(prompt_of(17, 1), 3)}); }).find("longer than the context of 16"),
+            std::string::npos);
+  EXPECT_EQ(engine.generate({greedy(prompt_of(16, 1), 3)})[0].tokens.size(), 1u);  // a full context: one token
+  GenerationRequest bad = greedy({1}, 3);
+  bad.sampling.top_p = 0.0;
+  EXPECT_NE(error_of([&] { engine.generate({bad}); }).find("top_p = 0 is invalid: allowed: (0, 1]"), std::string::npos);
+  EXPECT_NE(error_of([&] { Engine(*model, {.max_batch = 1, .capacity = 17}); }).find("block_size 16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trident::infer
