@@ -1,6 +1,7 @@
 #include "infer/engine.h"
 
 #include <algorithm>
+#include <map>
 
 #include "autograd/grad_mode.h"
 #include "core/check.h"
@@ -10,12 +11,12 @@
 namespace trident::infer {
 
 struct Engine::Running {
-  size_t index;  // in the requests
-  const GenerationRequest* request;
+  int64_t id;
+  GenerationRequest request;
   TokenSampler sampler;
   std::vector<int64_t> seen;  // prompt and new tokens
   GenerationResult result;
-  int64_t pending = -1;  // the drawn token not yet read by the model
+  int64_t pending = -1;  // the drawn token the model has not read yet
 };
 
 Engine::Engine(const models::CausalLM& model, const EngineOptions& options) : model_(model), options_(options) {
@@ -33,92 +34,129 @@ Engine::Engine(const models::CausalLM& model, const EngineOptions& options) : mo
                                      options_.max_batch, options_.capacity);
 }
 
-bool Engine::take(Running& r, int64_t token) const {
-  const GenerationRequest& q = *r.request;
+Engine::~Engine() = default;
+
+void Engine::validate(const GenerationRequest& q) const {
+  TRI_CHECK(!q.prompt.empty(), "generation: the prompt is empty");
+  TRI_CHECK(static_cast<int64_t>(q.prompt.size()) <= options_.capacity, "generation: the prompt of ", q.prompt.size(),
+            " tokens is longer than the context of ", options_.capacity, " tokens");
+  TRI_CHECK(q.max_tokens >= 1, "generation: max_tokens = ", q.max_tokens, " is invalid: allowed: >= 1");
+  const int64_t V = model_.model_config().vocab_size;
+  for (int64_t t : q.prompt)
+    TRI_CHECK(t >= 0 && t < V, "generation: the prompt holds token ", t, ", not in the vocabulary of ", V);
+  for (int64_t t : q.stop_tokens)
+    TRI_CHECK(t >= 0 && t < V, "generation: stop token ", t, " is not in the vocabulary of ", V);
+  q.sampling.validate();
+}
+
+int64_t Engine::submit(const GenerationRequest& request) {
+  validate(request);
+  auto r = std::make_unique<Running>(Running{next_id_++, request, TokenSampler(request.sampling), request.prompt, {}, -1});
+  r->result.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  queue_.push_back(std::move(r));
+  return queue_.back()->id;
+}
+
+bool Engine::take(Running& r, int64_t token, std::vector<StepEvent>& events) const {
+  const GenerationRequest& q = r.request;
   if (std::find(q.stop_tokens.begin(), q.stop_tokens.end(), token) != q.stop_tokens.end()) {
     r.result.finish_reason = "stop";
+    events.push_back({r.id, std::nullopt, "stop"});
     return true;
   }
   r.result.tokens.push_back(token);
   r.seen.push_back(token);
   r.pending = token;
-  if (static_cast<int64_t>(r.result.tokens.size()) >= q.max_tokens) {
+  // The next token needs this one cached first: no room for it ends the request.
+  if (static_cast<int64_t>(r.result.tokens.size()) >= q.max_tokens ||
+      static_cast<int64_t>(r.seen.size()) > options_.capacity)
     r.result.finish_reason = "length";
-    return true;
-  }
-  // Another token needs this one cached first: no room for it ends the request.
-  if (static_cast<int64_t>(r.seen.size()) > options_.capacity) {
-    r.result.finish_reason = "length";
-    return true;
-  }
-  return false;
+  events.push_back({r.id, token, r.result.finish_reason.empty() ? std::nullopt : std::optional(r.result.finish_reason)});
+  return !r.result.finish_reason.empty();
 }
 
-void Engine::prefill(Running& r, int64_t slot) {
-  const std::vector<int64_t>& prompt = r.request->prompt;
-  const auto n = static_cast<int64_t>(prompt.size());
+void Engine::prefill(Running& r, int64_t slot, std::vector<StepEvent>& events) {
+  const auto n = static_cast<int64_t>(r.request.prompt.size());
   cache_->reset(slot);
   cache_->begin_step(slot, 1, n);
-  const Tensor logits = model_.decode(core::to_device(from_vector(prompt, {1, n}), cache_->positions().device()), *cache_);
+  const Tensor logits =
+      model_.decode(core::to_device(from_vector(r.request.prompt, {1, n}), cache_->positions().device()), *cache_);
   cache_->end_step();
-  const std::vector<float> row = to_vector<float>(logits);
-  r.pending = -1;
-  if (!take(r, r.sampler.next(row, r.seen))) return;
-  r.pending = -1;  // ended: nothing more to read
+  take(r, r.sampler.next(to_vector<float>(logits), r.seen), events);
 }
 
-std::vector<GenerationResult> Engine::generate(const std::vector<GenerationRequest>& requests) {
+void Engine::release(size_t i) {
+  const size_t last = batch_.size() - 1;
+  if (i != last) {
+    cache_->move(static_cast<int64_t>(last), static_cast<int64_t>(i));
+    batch_[i] = std::move(batch_[last]);
+  }
+  cache_->reset(static_cast<int64_t>(last));
+  batch_.pop_back();
+}
+
+std::vector<StepEvent> Engine::step() {
   autograd::NoGradGuard no_grad;
+  std::vector<StepEvent> events;
+  // Admit queued requests into free slots; one that ends on its first token leaves at once.
+  while (!queue_.empty() && static_cast<int64_t>(batch_.size()) < options_.max_batch) {
+    batch_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+    prefill(*batch_.back(), static_cast<int64_t>(batch_.size()) - 1, events);
+    if (!batch_.back()->result.finish_reason.empty()) release(batch_.size() - 1);
+  }
+  if (batch_.empty()) return events;
+  // One token for every running request (one admitted just now too: its second).
+  const auto rows = static_cast<int64_t>(batch_.size());
+  std::vector<int64_t> ids;
+  for (const auto& r : batch_) ids.push_back(r->pending);
+  cache_->begin_step(0, rows, 1);
+  const Tensor logits = model_.decode(core::to_device(from_vector(ids, {rows, 1}), cache_->positions().device()), *cache_);
+  cache_->end_step();
+  const std::vector<float> all = to_vector<float>(logits);
+  const size_t V = all.size() / static_cast<size_t>(rows);
+  std::vector<bool> ended(batch_.size(), false);
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    Running& r = *batch_[i];
+    ended[i] = take(r, r.sampler.next(std::span(all).subspan(i * V, V), r.seen), events);
+  }
+  for (size_t i = batch_.size(); i-- > 0;)  // from the back, so a move never brings in an unvisited one
+    if (ended[i]) release(i);
+  return events;
+}
+
+void Engine::cancel(int64_t id) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it)
+    if ((*it)->id == id) {
+      queue_.erase(it);
+      return;
+    }
+  for (size_t i = 0; i < batch_.size(); ++i)
+    if (batch_[i]->id == id) return release(i);
+}
+
+bool Engine::idle() const { return queue_.empty() && batch_.empty(); }
+int64_t Engine::running() const { return static_cast<int64_t>(batch_.size()); }
+int64_t Engine::queued() const { return static_cast<int64_t>(queue_.size()); }
+
+std::vector<GenerationResult> Engine::generate(const std::vector<GenerationRequest>& requests) {
   for (size_t i = 0; i < requests.size(); ++i) {
-    const GenerationRequest& q = requests[i];
-    TRI_CHECK(!q.prompt.empty(), "generation: request ", i, " has an empty prompt");
-    TRI_CHECK(static_cast<int64_t>(q.prompt.size()) <= options_.capacity, "generation: request ", i, "'s prompt of ",
-              q.prompt.size(), " tokens is longer than the context of ", options_.capacity, " tokens");
-    TRI_CHECK(q.max_tokens >= 1, "generation: request ", i, ": max_tokens = ", q.max_tokens, " is invalid: allowed: >= 1");
-    const int64_t V = model_.model_config().vocab_size;
-    for (int64_t t : q.prompt)
-      TRI_CHECK(t >= 0 && t < V, "generation: request ", i, "'s prompt holds token ", t, ", not in the vocabulary of ", V);
-    q.sampling.validate();
+    try {
+      validate(requests[i]);
+    } catch (const Error& e) {
+      TRI_CHECK(false, "request ", i, ": ", e.message());
+    }
   }
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < requests.size(); ++i) index[submit(requests[i])] = i;
   std::vector<GenerationResult> results(requests.size());
-  std::vector<Running> batch;  // batch[i] is in cache slot i
-  size_t next = 0;
-  auto finish = [&](size_t i) {  // the request in slot i is done: the last one takes its slot
-    results[batch[i].index] = std::move(batch[i].result);
-    const size_t last = batch.size() - 1;
-    if (i != last) {
-      cache_->move(static_cast<int64_t>(last), static_cast<int64_t>(i));
-      batch[i] = std::move(batch[last]);
+  while (!idle())
+    for (const StepEvent& e : step()) {
+      GenerationResult& r = results[index.at(e.id)];
+      if (e.token) r.tokens.push_back(*e.token);
+      if (e.finish_reason) r.finish_reason = *e.finish_reason;
     }
-    cache_->reset(static_cast<int64_t>(last));
-    batch.pop_back();
-  };
-  while (next < requests.size() || !batch.empty()) {
-    // Admit waiting requests into free slots; one that ends on its first token leaves at once.
-    while (next < requests.size() && static_cast<int64_t>(batch.size()) < options_.max_batch) {
-      const GenerationRequest& q = requests[next];
-      batch.push_back(Running{next, &q, TokenSampler(q.sampling), q.prompt, {}, -1});
-      batch.back().result.prompt_tokens = static_cast<int64_t>(q.prompt.size());
-      ++next;
-      prefill(batch.back(), static_cast<int64_t>(batch.size()) - 1);
-      if (batch.back().pending < 0) finish(batch.size() - 1);
-    }
-    if (batch.empty()) continue;
-    // One token for every running request.
-    const auto rows = static_cast<int64_t>(batch.size());
-    std::vector<int64_t> ids;
-    for (const Running& r : batch) ids.push_back(r.pending);
-    cache_->begin_step(0, rows, 1);
-    const Tensor logits = model_.decode(core::to_device(from_vector(ids, {rows, 1}), cache_->positions().device()), *cache_);
-    cache_->end_step();
-    const std::vector<float> all = to_vector<float>(logits);
-    const size_t V = all.size() / static_cast<size_t>(rows);
-    std::vector<bool> ended(batch.size(), false);
-    for (size_t i = 0; i < batch.size(); ++i)
-      ended[i] = take(batch[i], batch[i].sampler.next(std::span(all).subspan(i * V, V), batch[i].seen));
-    for (size_t i = batch.size(); i-- > 0;)  // from the back, so a move never brings in an unvisited one
-      if (ended[i]) finish(i);
-  }
+  for (size_t i = 0; i < requests.size(); ++i) results[i].prompt_tokens = static_cast<int64_t>(requests[i].prompt.size());
   return results;
 }
 

@@ -1,14 +1,20 @@
 // Generation with a KV cache for any causal LM (models/causal_lm.h's decode()): each request's
 // prompt is read once (prefill) into a cache slot, then every running request takes one token
 // per step, all of them in one batched decode; a request that ends (a stop token, its
-// max_tokens, or the model's context) leaves the batch at once and a waiting one takes its slot
-// (continuous batching, as vLLM schedules). A request's tokens do not depend on the others
-// in the batch: greedy decoding gives what the request gives alone, and a sampled one draws
-// from its own seed.
+// max_tokens, or the context) leaves the batch at once and a waiting one takes its slot
+// (continuous batching, as vLLM schedules). A request's tokens do not depend on the others in
+// the batch: greedy decoding gives what the request gives alone, and a sampled one draws from
+// its own seed.
+//
+// Two ways to drive it: generate() runs a list of requests to their ends; a server submits
+// requests as they come, calls step() in its loop and streams each step's events, and cancels
+// the requests whose clients have gone. Not thread-safe: one thread drives an engine.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +39,13 @@ struct GenerationResult {
   int64_t prompt_tokens = 0;
 };
 
+// What one step did for one request: a new token, and/or its end.
+struct StepEvent {
+  int64_t id;
+  std::optional<int64_t> token;
+  std::optional<std::string> finish_reason;  // set on the request's last event
+};
+
 struct EngineOptions {
   int64_t max_batch = 8;  // requests decoded together (cache slots)
   int64_t capacity = 0;   // tokens per slot, prompt included; 0: the model's block_size
@@ -42,22 +55,42 @@ class Engine {
  public:
   // The model must be on one device, whole (no parallelism), in eval mode while generating.
   Engine(const models::CausalLM& model, const EngineOptions& options);
+  ~Engine();
 
-  // Runs every request to its end, max_batch at a time; results in request order.
+  // Queues a request; returns its id. Throws, naming the field, for a request it cannot run.
+  int64_t submit(const GenerationRequest& request);
+  // Admits queued requests into free slots (each prompt read, its first token drawn), then
+  // gives every running request one more token. Returns what happened, request by request.
+  std::vector<StepEvent> step();
+  // Drops a queued or running request (its client is gone): its slot is free at once.
+  void cancel(int64_t id);
+  // Whether nothing is queued or running.
+  bool idle() const;
+  int64_t running() const;
+  int64_t queued() const;
+
+  // Runs every request to its end; results in request order.
   std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& requests);
 
   const KvCache& cache() const { return *cache_; }
+  const EngineOptions& options() const { return options_; }
 
  private:
   struct Running;
-  // Reads request `r`'s prompt into slot `slot` and draws its first token.
-  void prefill(Running& r, int64_t slot);
-  // Appends `token` to the request; true when it has ended.
-  bool take(Running& r, int64_t token) const;
+  void validate(const GenerationRequest& request) const;
+  // Reads the request's prompt into slot `slot` and draws its first token.
+  void prefill(Running& r, int64_t slot, std::vector<StepEvent>& events);
+  // Appends `token` to the request and records the event; true when it has ended.
+  bool take(Running& r, int64_t token, std::vector<StepEvent>& events) const;
+  // The request in slot i has ended: the last slot's request takes its place.
+  void release(size_t i);
 
   const models::CausalLM& model_;
   EngineOptions options_;
   std::unique_ptr<KvCache> cache_;
+  std::deque<std::unique_ptr<Running>> queue_;
+  std::vector<std::unique_ptr<Running>> batch_;  // batch_[i] is in cache slot i
+  int64_t next_id_ = 0;
 };
 
 }  // namespace trident::infer

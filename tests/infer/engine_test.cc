@@ -6,6 +6,7 @@
 // context end a request as OpenAI's API says; bad requests are refused, naming the request.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "infer/engine.h"
@@ -122,17 +123,51 @@ TEST(Engine, BadRequestsAreNamed) {
   const auto model = models::build_model(with_context(models::testing::tiny_gpt2(), 16));
   model->eval();
   Engine engine(*model, {});
-  EXPECT_NE(error_of([&] { engine.generate({greedy({}, 3)}); }).find("request 0 has an empty prompt"), std::string::npos);
+  EXPECT_NE(error_of([&] { engine.generate({greedy({}, 3)}); }).find("request 0: generation: the prompt is empty"), std::string::npos);
   EXPECT_NE(error_of([&] { engine.generate({greedy({1}, 3), greedy({1, 40}, 3)}); })
-                .find("request 1's prompt holds token 40, not in the vocabulary of 40"),
+                .find("request 1: generation: the prompt holds token 40, not in the vocabulary of 40"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { engine.generate({greedy(prompt_of(17, 1), 3)}); }).find("longer than the context of 16"),
+  EXPECT_NE(error_of([&] { engine.generate({greedy(prompt_of(17, 1), 3)}); }).find("the prompt of 17 tokens is longer than the context of 16"),
             std::string::npos);
   EXPECT_EQ(engine.generate({greedy(prompt_of(16, 1), 3)})[0].tokens.size(), 1u);  // a full context: one token
   GenerationRequest bad = greedy({1}, 3);
   bad.sampling.top_p = 0.0;
   EXPECT_NE(error_of([&] { engine.generate({bad}); }).find("top_p = 0 is invalid: allowed: (0, 1]"), std::string::npos);
   EXPECT_NE(error_of([&] { Engine(*model, {.max_batch = 1, .capacity = 17}); }).find("block_size 16"), std::string::npos);
+}
+
+// A server's way: requests submitted while others run, one step at a time, one cancelled
+// mid-way (its slot goes to the next at once); the others get what they get alone.
+TEST(Engine, StepwiseRequestsJoinLeaveAndCancel) {
+  const auto model = models::build_model(with_context(models::testing::tiny_llama(false), 64));
+  model->eval();
+  Engine alone(*model, {.max_batch = 1});
+  Engine engine(*model, {.max_batch = 2});
+  const GenerationRequest a = greedy(prompt_of(9, 1), 12), b = greedy(prompt_of(4, 2), 12), c = greedy(prompt_of(7, 3), 5);
+  std::map<int64_t, std::vector<int64_t>> got;
+  std::map<int64_t, std::string> ends;
+  auto run = [&](int64_t steps) {
+    for (int64_t s = 0; s < steps && !engine.idle(); ++s)
+      for (const StepEvent& e : engine.step()) {
+        if (e.token) got[e.id].push_back(*e.token);
+        if (e.finish_reason) ends[e.id] = *e.finish_reason;
+      }
+  };
+  const int64_t ia = engine.submit(a), ib = engine.submit(b);
+  run(3);
+  const int64_t ic = engine.submit(c);  // queued: both slots busy
+  EXPECT_EQ(engine.running(), 2);
+  EXPECT_EQ(engine.queued(), 1);
+  engine.cancel(ia);  // a's client is gone
+  EXPECT_EQ(engine.running(), 1);
+  run(100);
+  EXPECT_TRUE(engine.idle());
+  EXPECT_EQ(ends.count(ia), 0u);
+  EXPECT_EQ(got[ib], alone.generate({b})[0].tokens);
+  EXPECT_EQ(got[ic], alone.generate({c})[0].tokens);
+  EXPECT_EQ(ends[ib], "length");
+  const std::vector<int64_t> a_alone = alone.generate({a})[0].tokens;
+  EXPECT_EQ(got[ia], std::vector<int64_t>(a_alone.begin(), a_alone.begin() + static_cast<long>(got[ia].size())));
 }
 
 }  // namespace
