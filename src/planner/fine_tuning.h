@@ -1,9 +1,11 @@
 // A fine-tuning run as the planner counts it (issue #48): LoRA's adapters ([lora], or
 // train.init_adapter's PEFT files), a frozen base (LoRA's, or train.freeze) and QLoRA's NF4
 // base ([quantization]), applied to the family's shapes by the trainer's own rules, so that the
-// memory model (planner/memory_model.h) counts what the trainer holds. Not here: what a frozen
-// base changes in the activations and in the time model's FLOPs (both still count the weights'
-// gradients).
+// memory model (planner/memory_model.h) counts what the trainer holds. The memory model leaves
+// out a frozen head's dw and a frozen embedding's gradients (Note [A frozen head and embedding]),
+// but still counts the inputs a frozen weight's product no longer keeps (Note [A frozen
+// weight's input] in autograd/derivatives/linalg.cc: over without activation checkpointing);
+// the time model still counts the frozen weights' gradient FLOPs.
 //
 // Note [The planner's fine-tuning]
 //  * Adapters: adapters::select_lora_layers (apply_lora's matching) over the modules that the

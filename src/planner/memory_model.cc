@@ -10,7 +10,6 @@
 #include "kernels/cpu/matmul.h"
 #include "models/causal_lm.h"
 #include "parallel/buckets.h"
-#include "planner/fine_tuning.h"
 #include "planner/placements.h"
 #include "models/registry.h"
 #include "ops/elementwise.h"
@@ -409,10 +408,21 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
   // pipeline's send and receive, a leaf's gradient.
   const double unit = static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
   const bool tied = shapes.tied_head_weight.has_value();
-  // A frozen tied weight's copy on a pipeline's last stage has no gradient to send back.
-  bool tied_trains = tied;
-  for (size_t i = 0; i < shapes.parameters.size(); ++i)
-    if (tied && shapes.parameters[i].name == *shapes.tied_head_weight) tied_trains = run.holding_of(i) == Holding::kTrained;
+  // Note [A frozen head and embedding]
+  // The fused head makes no dw for a frozen weight, and a frozen embedding no dense gradient
+  // (LoRA's base: the tied copy on a pipeline's last stage has none to send back either). LoRA
+  // on a tiny LLaMA had its activations (V, C) f32 over in every checkpointed layout.
+  bool head_trains = false;
+  std::vector<bool> table_trains;  // per parameter of the embedding, in shapes.parameters order
+  for (size_t i = 0; i < shapes.parameters.size(); ++i) {
+    const ParameterShape& p = shapes.parameters[i];
+    const bool trains = run.holding_of(i) == Holding::kTrained;
+    if (tied ? p.name == *shapes.tied_head_weight : p.block == CausalLM::kHead && p.shape.size() == 2 && p.shape[0] == V)
+      head_trains = trains;
+    table_trains.push_back(p.block == CausalLM::kEmbedding && trains);
+  }
+  const bool tied_trains = tied && head_trains;
+  const bool embedding_trains = std::find(table_trains.begin(), table_trains.end(), true) != table_trains.end();
   const int64_t head_rows = ceil_div(V, l.tp);  // the head's (and a tied embedding's) rows here
   const bool comm = communicator || l.ranks() > 1;
   MemoryEstimate out;
@@ -601,7 +611,8 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // bytes, fp32, C = 256). Without a pipeline it had been hidden: the vocabulary-parallel
     // head's peak was counted with its input's gradient, which comes later, and the two
     // (tokens, C) terms cancelled (Note [The fused head's peak]).
-    if (s.first && l.tp > 1)
+    // A frozen embedding's lookup keeps nothing (Note [A frozen head and embedding]).
+    if (s.first && l.tp > 1 && embedding_trains)
       act += static_cast<double>(chunk0_in_flight(l, run.model.n_layer) * tokens) *
              static_cast<double>(C * E + E + 8);
     if (!s.first) act += unit;  // receive buffer
@@ -610,9 +621,10 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // its backward at once, on the last rank).
     const int64_t outputs = l.pp == 1 ? 0 : s.last ? (l.virtual_stages > 1 ? units - 1 : 0) : units;
     act += static_cast<double>(outputs) * unit;
-    const double vc = 4.0 * static_cast<double>(head_rows * C);
-    // The head's dw as the backward hands it on: f32, or cast to the compute dtype.
-    const double vc_e = static_cast<double>(head_rows * C * E);
+    // The head's dw, f32, and as the backward hands it on: f32, or cast to the compute dtype
+    // (none for a frozen head: Note [A frozen head and embedding]).
+    const double vc = head_trains ? 4.0 * static_cast<double>(head_rows * C) : 0.0;
+    const double vc_e = head_trains ? static_cast<double>(head_rows * C * E) : 0.0;
     // Note [The recompute peak]: a block's backward, after what the forward kept.
     double blocks_backward = s.blocks == 0 ? 0.0
                                            : act + backward_working_set(shapes, mode, l, E, tokens, run.widened_bf16) +
@@ -631,14 +643,16 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     if (s.first && l.pp > 1) {
       const double unit_blocks = static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
       double tables = 0.0;
-      for (const ParameterShape& p : shapes.parameters)
-        if (p.block == CausalLM::kEmbedding && p.shape.size() == 2)
+      for (size_t i = 0; i < shapes.parameters.size(); ++i) {
+        const ParameterShape& p = shapes.parameters[i];
+        if (table_trains[i] && p.shape.size() == 2)
           tables += static_cast<double>(E) * static_cast<double>(p.shape[0] == V ? head_rows * p.shape[1]
                                                                                 : std::min(T, p.shape[0]) * p.shape[1]);
+      }
       const double at_first = act - static_cast<double>(units - in_flight_at_first_backward(l, run.model.n_layer)) *
                                         (unit_blocks + unit);
       blocks_backward = std::max(blocks_backward, at_first - unit_blocks + unit + tables);
-      if (tied) {
+      if (tied_trains) {
         // Under ZeRO in fp32 the tied weight's own gradient was folded into ZeRO's buffers and
         // cleared, so the received one becomes it and stays through that backward, beside the
         // tables' (measured: dp2 pp2 zero1, 43 MB above the count without it); under mixed
@@ -658,9 +672,11 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       // With the embedding here, its other tables' gradients reduced over the batch (GPT-2's
       // positions: (T, C) f32) join them.
       if (s.first)
-        for (const ParameterShape& p : shapes.parameters)
-          if (p.block == CausalLM::kEmbedding && p.shape.size() == 2 && p.shape[0] != V)
+        for (size_t i = 0; i < shapes.parameters.size(); ++i) {
+          const ParameterShape& p = shapes.parameters[i];
+          if (table_trains[i] && p.shape.size() == 2 && p.shape[0] != V)
             backward_end += 4.0 * static_cast<double>(std::min(T, p.shape[0]) * p.shape[1]);
+        }
       if (l.tp > 1) {
         // Vocabulary-parallel logits and their gradient, f32, and under mixed precision the
         // product's logits in the compute dtype beside them. The head input's gradient comes
@@ -698,7 +714,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         // vocabulary GEMMs read (measured on an H200, GPT-2 small bf16 b4 m1: 49 MiB of
         // activations above the count without them).
         const int64_t padded = ops::linear_cross_entropy_padded_vocabulary(V, run.on_device);
-        const double dw = 4.0 * static_cast<double>(padded * C);
+        const double dw = head_trains ? 4.0 * static_cast<double>(padded * C) : 0.0;
         const double weight_copy = padded != V ? static_cast<double>(padded * C * E) : 0.0;
         const double forward = act + static_cast<double>(tokens) * head + dw + rows * static_cast<double>(padded * E) +
                                widened + weight_copy + logits_gemm_scratch(run, static_cast<int64_t>(rows), V, C, V);
@@ -712,27 +728,6 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     raise(MemoryCategory::kActivation, std::max(act, blocks_backward));
   }
   return out;
-}
-
-RunSpec run_spec(const train::TrainConfig& cfg) {
-  RunSpec r;
-  r.model = cfg.model;
-  r.shapes = models::model_family(cfg.model.arch).shapes(cfg.model);
-  r.seq_len = cfg.data.seq_len;
-  r.global_batch = cfg.data.batch_size * cfg.data.grad_accum_steps;
-  r.compute = cfg.precision.compute_dtype();
-  r.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1024 * 1024);
-  r.on_device = cfg.train.device == "cuda";
-  using kernels::cpu::GemmType;
-  if (!r.on_device) {
-    r.gemm_engines.f32 = kernels::cpu::gemm_engine_from(GemmType::kF32, cfg.kernels.f32_gemm, "kernels.f32_gemm");
-    if (cfg.uses_bf16_gemms())
-      r.gemm_engines.bf16 = kernels::cpu::gemm_engine_from(GemmType::kBF16, cfg.kernels.bf16_gemm, "kernels.bf16_gemm");
-  }
-  r.widened_bf16 = !r.on_device && cfg.uses_bf16_gemms() && r.gemm_engines.bf16 == kernels::cpu::GemmEngine::kOpenBlas;
-  r.threads = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : num_threads();
-  apply_fine_tuning(r, cfg);
-  return r;
 }
 
 }  // namespace trident::planner

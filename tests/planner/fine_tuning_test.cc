@@ -5,11 +5,17 @@
 // the memory model make of a frozen base.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "adapters/lora.h"
+#include "adapters/peft_files.h"
 #include "core/copy.h"
 #include "models/registry.h"
 #include "nn/freeze.h"
@@ -24,6 +30,7 @@ namespace trident::planner {
 namespace {
 
 using trident::testing::error_of;
+namespace fs = std::filesystem;
 
 struct Case {
   std::string what;
@@ -118,6 +125,38 @@ TEST(FineTuning, TheNf4WeightsAndTheirBytesAreQuantizeBases) {
       EXPECT_GT(quantized, 0);
     }
   }
+}
+
+// A run that starts from PEFT's files (train.init_adapter) takes the file's rank and targets,
+// here one regular expression as PEFT may write it: the planner's adapters are those apply_lora
+// makes from the file.
+TEST(FineTuning, TakesTheAdapterOfTrainInitAdapter) {
+  const models::ModelConfig llama = models::testing::tiny_llama(false);
+  train::TrainConfig made = config_of({"", llama, "q_proj,v_proj", ""}, false);
+  made.lora.r = 6;
+  auto model = built(made);
+  std::vector<checkpoint::NamedTensor> tensors;
+  for (const auto& [name, p] : model->named_parameters())
+    if (adapters::is_lora_parameter(name)) tensors.push_back({name, p});
+  const fs::path dir = fs::temp_directory_path() / ("trident_planner_peft_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  nlohmann::json config = nlohmann::json::parse(adapters::peft_config_json(llama, made.lora, {}, ""));
+  config["target_modules"] = R"(model\.layers\.[01]\.self_attn\.(q|v)_proj)";
+  ASSERT_TRUE(adapters::write_peft_adapter(dir.string(), llama, config.dump(), tensors).is_ok());
+
+  train::TrainConfig cfg = config_of({"", llama, "", ""}, false);
+  cfg.train.init_adapter = dir.string();
+  const RunSpec run = run_spec(cfg);
+  std::vector<std::string> planned;
+  for (size_t i = 0; i < run.shapes.parameters.size(); ++i)
+    if (run.holding[i] == Holding::kTrained) planned.push_back(run.shapes.parameters[i].name);
+  std::vector<std::string> trained;
+  for (const auto& [name, p] : model->named_parameters())
+    if (p.requires_grad() && name.starts_with("layers.") && name[7] <= '1') trained.push_back(name);
+  EXPECT_EQ(planned, trained);
+  ASSERT_EQ(run.shapes.parameters[3].name, "layers.0.self_attn.q_proj.lora_A.weight");
+  EXPECT_EQ(run.shapes.parameters[3].shape, (std::vector<int64_t>{6, llama.n_embd}));  // the file's rank
+  fs::remove_all(dir);
 }
 
 // The text of an error after its "ValueError: " and before its " (file:line)".
