@@ -1,6 +1,7 @@
 #include "adapters/lora.h"
 
 #include <cmath>
+#include <map>
 #include <regex>
 
 #include "autograd/functions.h"
@@ -87,12 +88,8 @@ std::string lora_layer_path(const std::string& name) {
   return name.substr(0, name.size() - std::string(".lora_A.weight").size());
 }
 
-std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions& options,
-                                      const std::optional<LoraTargets>& given) {
-  options.validate();
-  TRI_CHECK(options.enabled(), "apply_lora: lora.r is 0");
-  const LoraTargets targets = given.value_or(LoraTargets::from(options));
-  const models::ModelConfig& cfg = model.model_config();
+std::vector<LoraLayerInfo> select_lora_layers(const std::vector<LoraCandidate>& modules, const LoraTargets& targets,
+                                              const models::ModelConfig& cfg) {
   std::optional<std::regex> regex;
   if (targets.regex) {
     try {
@@ -101,29 +98,23 @@ std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions
       TRI_CHECK(false, "lora target_modules \"", *targets.regex, "\" is not a regular expression: ", e.what());
     }
   }
-  for (const auto& [name, p] : model.named_parameters())
-    TRI_CHECK(!is_lora_parameter(name), "apply_lora: the model has adapters already ('", name, "')");
-
   std::vector<LoraLayerInfo> adapted;
-  std::vector<nn::LinearLayer*> layers;  // adapted[i]'s layer
   std::vector<std::string> paths;
   std::vector<bool> item_used(targets.items.size(), false);
-  for (const auto& [path, module] : model.named_modules()) {
-    paths.push_back(path);
-    const std::string hf = hf_module_path(cfg, path);
-    const std::optional<LoraLayerInfo> info = linear_info(path, *module);
+  for (const LoraCandidate& m : modules) {
+    paths.push_back(m.path);
+    const std::string hf = hf_module_path(cfg, m.path);
     bool wanted = regex && std::regex_match(hf, *regex);
     for (size_t i = 0; i < targets.items.size(); ++i) {
       const std::string& item = targets.items[i];
-      const bool hit = item == kAllLinear ? info.has_value() && path != "lm_head" : item_matches(item, path, hf);
+      const bool hit = item == kAllLinear ? m.linear.has_value() && m.path != "lm_head" : item_matches(item, m.path, hf);
       if (hit) item_used[i] = true;
       wanted = wanted || hit;
     }
     if (!wanted) continue;
-    TRI_CHECK(info.has_value(), "lora.target_modules (", targets.str(), ") names layer '", path,
+    TRI_CHECK(m.linear.has_value(), "lora.target_modules (", targets.str(), ") names layer '", m.path,
               "', which is not a linear layer: only linear layers (Linear, GPT-2's Conv1D) take adapters");
-    adapted.push_back(*info);
-    layers.push_back(static_cast<nn::LinearLayer*>(module));
+    adapted.push_back(*m.linear);
   }
   for (size_t i = 0; i < targets.items.size(); ++i) {
     if (item_used[i]) continue;
@@ -132,6 +123,23 @@ std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions
               near ? " (did you mean '" + *near + "'?)" : "", "; a name matches a layer whose path ends with it");
   }
   TRI_CHECK(!adapted.empty(), "lora.target_modules (", targets.str(), ") matches no layer of the model");
+  return adapted;
+}
+
+std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions& options,
+                                      const std::optional<LoraTargets>& given) {
+  options.validate();
+  TRI_CHECK(options.enabled(), "apply_lora: lora.r is 0");
+  const LoraTargets targets = given.value_or(LoraTargets::from(options));
+  for (const auto& [name, p] : model.named_parameters())
+    TRI_CHECK(!is_lora_parameter(name), "apply_lora: the model has adapters already ('", name, "')");
+  std::vector<LoraCandidate> modules;
+  std::map<std::string, nn::LinearLayer*> linear;
+  for (const auto& [path, module] : model.named_modules()) {
+    modules.push_back({path, linear_info(path, *module)});
+    if (modules.back().linear) linear[path] = static_cast<nn::LinearLayer*>(module);
+  }
+  const std::vector<LoraLayerInfo> adapted = select_lora_layers(modules, targets, model.model_config());
 
   // The base is frozen: everything there is now; the adapters, added below, train.
   for (const auto& [name, p] : model.named_parameters()) Tensor(p).set_requires_grad(false);
@@ -139,7 +147,7 @@ std::vector<LoraLayerInfo> apply_lora(models::CausalLM& model, const LoraOptions
   const double scaling = options.scaling();
   for (size_t i = 0; i < adapted.size(); ++i) {
     const LoraLayerInfo& layer = adapted[i];
-    nn::LinearLayer* m = layers[i];
+    nn::LinearLayer* m = linear.at(layer.path);
     auto a = std::make_shared<nn::Linear>(layer.in, options.r, /*bias=*/false);
     auto b = std::make_shared<nn::Linear>(options.r, layer.out, /*bias=*/false);
     {

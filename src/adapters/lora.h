@@ -52,6 +52,19 @@ struct LoraLayerInfo {
   bool in_out = false;  // its weight is (in, out) (Hugging Face's Conv1D), else (out, in)
 };
 
+// A module a target may name: its path and, for a linear layer, its features.
+struct LoraCandidate {
+  std::string path;
+  std::optional<LoraLayerInfo> linear;  // nullopt: not a linear layer (an Embedding, a norm, a block)
+};
+
+// The layers `targets` names among `modules` (every module of a model of `cfg`, in model order):
+// what apply_lora adapts, by Note [LoRA targets]. Throws naming an item that matches no module,
+// or a module named that is not linear. The planner calls it on the modules a family's shapes
+// name (planner/fine_tuning.h), so that it predicts the adapters the trainer makes.
+std::vector<LoraLayerInfo> select_lora_layers(const std::vector<LoraCandidate>& modules, const LoraTargets& targets,
+                                              const models::ModelConfig& cfg);
+
 // Adds an adapter of rank options.r to every layer `targets` names (options.target_modules when
 // not given), draws A from options.init_seed and zeroes B, and freezes every other parameter.
 // Returns the adapted layers in model order. Throws naming the item or layer that cannot be

@@ -37,11 +37,8 @@ bool parameter_pattern_matches(const std::string& pattern, const std::string& na
   return p == pattern.size();
 }
 
-std::vector<std::string> freeze_parameters(Module& module, const std::string& patterns, const std::string& where) {
+std::vector<bool> frozen_by(const std::vector<std::string>& names, const std::string& patterns, const std::string& where) {
   const std::vector<std::string> items = list_items(patterns);
-  const std::vector<NamedTensor> params = module.named_parameters();
-  std::vector<std::string> names;
-  for (const auto& [name, p] : params) names.push_back(name);
   for (const std::string& pattern : items) {
     bool any = false;
     for (const std::string& name : names) any = any || parameter_pattern_matches(pattern, name);
@@ -51,14 +48,23 @@ std::vector<std::string> freeze_parameters(Module& module, const std::string& pa
               "; names are dotted paths such as '", names.empty() ? "" : names.front(),
               "', and '*' matches any characters");
   }
+  std::vector<bool> frozen(names.size(), false);
+  for (size_t i = 0; i < names.size(); ++i)
+    for (const std::string& pattern : items) frozen[i] = frozen[i] || parameter_pattern_matches(pattern, names[i]);
+  return frozen;
+}
+
+std::vector<std::string> freeze_parameters(Module& module, const std::string& patterns, const std::string& where) {
+  const std::vector<NamedTensor> params = module.named_parameters();
+  std::vector<std::string> names;
+  for (const auto& [name, p] : params) names.push_back(name);
+  const std::vector<bool> flags = frozen_by(names, patterns, where);
   std::vector<std::string> frozen;
-  for (const auto& [name, p] : params)
-    for (const std::string& pattern : items)
-      if (parameter_pattern_matches(pattern, name)) {
-        Tensor(p).set_requires_grad(false);
-        frozen.push_back(name);
-        break;
-      }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!flags[i]) continue;
+    Tensor(params[i].second).set_requires_grad(false);
+    frozen.push_back(names[i]);
+  }
   return frozen;
 }
 

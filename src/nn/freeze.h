@@ -23,6 +23,11 @@ bool ends_with_component(const std::string& path, const std::string& name);
 // at `path`: a glob over the whole path, or else PEFT's suffix rule.
 bool names_module(const std::string& item, const std::string& path);
 
+// Which of the parameter names `names` (in model order) the comma-separated `patterns` match,
+// each item checked as freeze_parameters checks it (a pattern matching no name throws naming
+// `where`). What freeze_parameters freezes, on names alone: the planner's train.freeze.
+std::vector<bool> frozen_by(const std::vector<std::string>& names, const std::string& patterns, const std::string& where);
+
 // Freezes every parameter of `module` whose name matches one of `patterns`, a comma-separated
 // list ("wte.weight,h.0.*"; blanks around items ignored, "" freezes nothing), and returns the
 // names frozen, in model order. Throws naming `where` (the config key), the pattern and the

@@ -28,8 +28,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // What one pipeline stage holds.
 struct Stage {
-  std::vector<int64_t> numels;  // its parameters' local elements, in model order
+  std::vector<int64_t> numels;  // its trained parameters' local elements, in model order
   std::vector<int64_t> where;   // their CausalLM::block_of
+  int64_t frozen_bytes = 0;     // its frozen parameters' (Note [The planner's fine-tuning])
   int64_t blocks = 0;           // blocks over all its chunks
   int64_t chunk_blocks = 0;     // blocks of its largest chunk
   bool first = false, last = false;
@@ -53,6 +54,7 @@ Stage stage_of(const RunSpec& run, const Layout& l, int64_t layers, int stage) {
   const StageParameters& held = stages_of(run, l)[static_cast<size_t>(stage)];
   s.numels = held.numels;
   s.where = held.blocks;
+  s.frozen_bytes = held.frozen_bytes;
   return s;
 }
 
@@ -183,12 +185,35 @@ double backward_working_set(const ModelShapes& shapes, const std::string& mode, 
 // blocks' folds only (1 MiB over at tiny GPT-2's bf16 tp4 b4 before). On a later stage a
 // block's gradient is folded before its chunk's input gradient is made: one leaf fewer is
 // alive then (pp4's middle stages were one (tokens, C) over).
+// With checkpointing and one micro-batch the leaves are there too, but while the first block's
+// backward runs, when the gradients of that block and of the embedding are not made yet: a
+// frozen base's peak (LoRA on a tiny LLaMA, bf16 ckpt=full b8 m1: 1.8 MiB under without them),
+// under the parameters' at the backward's end otherwise (rerun_leaves below).
+// The first block's input needs no gradient when the embedding is frozen (LoRA): its rerun
+// makes no leaf gradient (a tiny LLaMA's tp2 pp2 first stage of two blocks: one (tokens, C)
+// over when counted).
+double rerun_leaves(const Stage& s, const Layout& l) {
+  int64_t per_chunk = l.virtual_stages > 1 ? s.chunk_blocks : s.blocks;
+  const bool embedding_trains = std::find(s.where.begin(), s.where.end(), CausalLM::kEmbedding) != s.where.end();
+  if (s.first && l.virtual_stages == 1 && !embedding_trains) per_chunk -= 1;
+  return static_cast<double>(std::clamp<int64_t>(per_chunk, 0, 2)) + (s.first ? 0.0 : 1.0);
+}
+
 double leaf_gradients(const Stage& s, const Layout& l) {
   const bool later_only = !s.first, interleaved_first = s.first && l.virtual_stages > 1;
   if (l.checkpointing == "none") return later_only ? 2.0 : interleaved_first && l.accum > l.pp ? 1.0 : 0.0;
   if (l.accum == 1) return 0.0;
-  const int64_t per_chunk = l.virtual_stages > 1 ? s.chunk_blocks : s.blocks;
-  return static_cast<double>(std::min<int64_t>(per_chunk, 2)) + (later_only ? 1.0 : 0.0);
+  return rerun_leaves(s, l);
+}
+
+// Note [Leaf gradients under ZeRO]
+// ZeRO's flat gradient buffers exist from the step's start, so the leaves count beside them
+// whatever the micro-batches; a block's parameter gradient arrives beside one leaf fewer (the
+// block's input gradient comes after its parameters'). With full fine-tuning the embedding's
+// gradient hides them; with a frozen base they are the peak beyond the buffers (LoRA on a tiny
+// LLaMA, dp2 ckpt=full b2 m2: ZeRO-1 1.0 MiB, ZeRO-2 0.5 MiB under without them).
+double zero_leaves(const Stage& s, const Layout& l) {
+  return l.checkpointing == "none" ? leaf_gradients(s, l) : rerun_leaves(s, l);
 }
 
 // Note [The tied copy's fold under interleaving]
@@ -282,10 +307,11 @@ std::vector<size_t> gradient_order(const Stage& s) {
 // following the backward's gradients as they arrive (gradient_order). A bucket is staged (f32, its
 // padded length) from its first gradient; at its last it is posted and the one posted before
 // is folded in. At each arrival: the open buckets, the posted one and the autograd gradient
-// being copied in (the compute dtype). ZeRO-3's buckets are the model's parts, so the root
+// being copied in (the compute dtype), with the leaf gradients beside a block's (Note [Leaf
+// gradients under ZeRO]). ZeRO-3's buckets are the model's parts, so the root
 // part (embedding, final norm, head) stays open from the first gradient to the last.
 double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& groups, const std::vector<int64_t>& padded,
-                   int64_t E) {
+                   int64_t E, double leaves, double unit) {
   std::vector<size_t> bucket(s.numels.size());
   std::vector<size_t> pending(groups.size());
   for (size_t j = 0; j < groups.size(); ++j) {
@@ -297,7 +323,12 @@ double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& group
   for (size_t k : gradient_order(s)) {
     const size_t j = bucket[k];
     if (pending[j] == groups[j].size()) open += padded[j];
-    peak = std::max(peak, 4.0 * static_cast<double>(open + posted) + static_cast<double>(E * s.numels[k]));
+    // A block's gradient arrives beside its leaves but one; its input's gradient comes after
+    // (Note [Leaf gradients under ZeRO]).
+    const double beside = s.where[k] >= 0 ? std::max(static_cast<double>(E * s.numels[k]) + std::max(leaves - 1.0, 0.0) * unit,
+                                                     leaves * unit)
+                                          : static_cast<double>(E * s.numels[k]);
+    peak = std::max(peak, 4.0 * static_cast<double>(open + posted) + beside);
     if (--pending[j] == 0) {
       open -= padded[j];
       posted = padded[j];
@@ -377,6 +408,21 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
   // pipeline's send and receive, a leaf's gradient.
   const double unit = static_cast<double>(tokens * C * E) / (l.sequence_parallel ? l.tp : 1);
   const bool tied = shapes.tied_head_weight.has_value();
+  // Note [A frozen head and embedding]
+  // The fused head makes no dw for a frozen weight, and a frozen embedding no dense gradient
+  // (LoRA's base: the tied copy on a pipeline's last stage has none to send back either). LoRA
+  // on a tiny LLaMA had its activations (V, C) f32 over in every checkpointed layout.
+  bool head_trains = false;
+  std::vector<bool> table_trains;  // per parameter of the embedding, in shapes.parameters order
+  for (size_t i = 0; i < shapes.parameters.size(); ++i) {
+    const ParameterShape& p = shapes.parameters[i];
+    const bool trains = run.holding_of(i) == Holding::kTrained;
+    if (tied ? p.name == *shapes.tied_head_weight : p.block == CausalLM::kHead && p.shape.size() == 2 && p.shape[0] == V)
+      head_trains = trains;
+    table_trains.push_back(p.block == CausalLM::kEmbedding && trains);
+  }
+  const bool tied_trains = tied && head_trains;
+  const bool embedding_trains = std::find(table_trains.begin(), table_trains.end(), true) != table_trains.end();
   const int64_t head_rows = ceil_div(V, l.tp);  // the head's (and a tied embedding's) rows here
   const bool comm = communicator || l.ranks() > 1;
   MemoryEstimate out;
@@ -417,10 +463,12 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       flat += bucket_sizes.back();
     }
 
-    // Parameters.
-    if (l.zero_stage == 0) raise(MemoryCategory::kParameter, static_cast<double>(E * (P + tied_copy)));
-    else if (l.zero_stage < 3) raise(MemoryCategory::kParameter, static_cast<double>(E * (flat + tied_copy)));
-    else raise(MemoryCategory::kParameter, static_cast<double>(E * flat / l.dp));
+    // Parameters: the trained ones as the layout places them, the frozen ones whole on every
+    // data-parallel rank (in the compute dtype or NF4).
+    const double frozen = static_cast<double>(s.frozen_bytes);
+    if (l.zero_stage == 0) raise(MemoryCategory::kParameter, static_cast<double>(E * (P + tied_copy)) + frozen);
+    else if (l.zero_stage < 3) raise(MemoryCategory::kParameter, static_cast<double>(E * (flat + tied_copy)) + frozen);
+    else raise(MemoryCategory::kParameter, static_cast<double>(E * flat / l.dp) + frozen);
 
     // Gradients (the last stage's tied copy accumulates its fp32 gradient for rank 0).
     // Note [The tied copy's gradient under mixed precision]
@@ -433,9 +481,10 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // was 53% under on tiny GPT-2's bf16 tp2 pp2 last stage (33 MB against 71, when later
     // gradients were cast whole); counting the fold on top of a block's, 1-2% over.
     const auto slice = [&](int64_t n) { return 4.0 * static_cast<double>(std::min(n, ops::kMixedAddSliceElements)); };
-    const double copy_grad = 4.0 * static_cast<double>(tied_copy);
+    const int64_t copy_trained = tied_trains ? tied_copy : 0;
+    const double copy_grad = 4.0 * static_cast<double>(copy_trained);
     const double copy_fold =
-        run.mixed() ? static_cast<double>(E * tied_copy) + (l.accum > 1 ? slice(tied_copy) : 0.0) : 0.0;
+        run.mixed() ? static_cast<double>(E * copy_trained) + (l.accum > 1 ? slice(copy_trained) : 0.0) : 0.0;
     const double leaves_at_head = !s.first && l.accum > 1 ? unit : 0.0;
     if (l.zero_stage == 0 && offloaded) {
       // Note [ZeRO-Offload's memory]: one rank, no pipeline; the leaves as without offload,
@@ -487,19 +536,42 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
           embedding = std::max(embedding, fold_of(s.numels[k]) - (l.accum == 1 ? 4.0 * after : 0.0));
           after += static_cast<double>(s.numels[k]);
         }
-        fold = std::max({embedding, fold_of(head_max), fold_of(block_max) + leaves * unit});
+        // A block's fold comes before its block's input gradient is made, as on a later stage:
+        // one leaf fewer (LoRA on a tiny LLaMA, bf16 ckpt=full b4 m2, r = 64 on down_proj: 9.4%
+        // over with both; full fine-tuning's embedding fold hid it).
+        fold = std::max({embedding, fold_of(head_max), fold_of(block_max) + std::max(leaves - 1.0, 0.0) * unit,
+                         leaves * unit});
       }
       const double at_head = copy_fold > 0.0 ? 4.0 * static_cast<double>(masters_before_head(s, l, static_cast<int>(r)))
                                              : 4.0 * static_cast<double>(P);
+      // Note [Leaf gradients]: one micro-batch (one stage, then), the first block's backward.
+      double first_block = 0.0;
+      if (l.accum == 1 && l.checkpointing != "none" && s.blocks > 0) {
+        int64_t first = s.layers;  // the stage's first block with trained parameters
+        for (int64_t w : s.where)
+          if (w >= 0) first = std::min(first, w);
+        int64_t later = 0;  // the elements whose gradients exist by then
+        for (size_t k = 0; k < s.numels.size(); ++k)
+          if (s.where[k] != CausalLM::kEmbedding && s.where[k] != first) later += s.numels[k];
+        first_block = 4.0 * static_cast<double>(later) + rerun_leaves(s, l) * unit;
+      }
       raise(MemoryCategory::kGradient, bucket + copy_grad +
-                                           std::max(4.0 * static_cast<double>(P) + fold,
-                                                    at_head + copy_fold + leaves_at_head));
+                                           std::max({4.0 * static_cast<double>(P) + fold,
+                                                     at_head + copy_fold + leaves_at_head, first_block}));
     } else if (l.zero_stage == 1) {
-      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat) + copy_grad +
-                                           std::max(static_cast<double>(E * p_max), copy_fold));
+      // Note [Leaf gradients under ZeRO]: a block's gradient folded beside one leaf fewer.
+      const double leaves = zero_leaves(s, l);
+      int64_t block_max = 0;
+      for (size_t k = 0; k < s.numels.size(); ++k)
+        if (s.where[k] >= 0) block_max = std::max(block_max, s.numels[k]);
+      raise(MemoryCategory::kGradient,
+            4.0 * static_cast<double>(flat) + copy_grad +
+                std::max({static_cast<double>(E * p_max), copy_fold, leaves * unit,
+                          static_cast<double>(E * block_max) + std::max(leaves - 1.0, 0.0) * unit}));
     } else {
-      raise(MemoryCategory::kGradient, 4.0 * static_cast<double>(flat / l.dp) + copy_grad +
-                                           std::max(staged_peak(s, groups, bucket_sizes, E), copy_fold));
+      raise(MemoryCategory::kGradient,
+            4.0 * static_cast<double>(flat / l.dp) + copy_grad +
+                std::max(staged_peak(s, groups, bucket_sizes, E, zero_leaves(s, l), unit), copy_fold));
     }
 
     // Optimizer state: AdamW's moments, and fp32 masters beside a bf16/fp16 model.
@@ -539,7 +611,8 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // bytes, fp32, C = 256). Without a pipeline it had been hidden: the vocabulary-parallel
     // head's peak was counted with its input's gradient, which comes later, and the two
     // (tokens, C) terms cancelled (Note [The fused head's peak]).
-    if (s.first && l.tp > 1)
+    // A frozen embedding's lookup keeps nothing (Note [A frozen head and embedding]).
+    if (s.first && l.tp > 1 && embedding_trains)
       act += static_cast<double>(chunk0_in_flight(l, run.model.n_layer) * tokens) *
              static_cast<double>(C * E + E + 8);
     if (!s.first) act += unit;  // receive buffer
@@ -548,9 +621,10 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // its backward at once, on the last rank).
     const int64_t outputs = l.pp == 1 ? 0 : s.last ? (l.virtual_stages > 1 ? units - 1 : 0) : units;
     act += static_cast<double>(outputs) * unit;
-    const double vc = 4.0 * static_cast<double>(head_rows * C);
-    // The head's dw as the backward hands it on: f32, or cast to the compute dtype.
-    const double vc_e = static_cast<double>(head_rows * C * E);
+    // The head's dw, f32, and as the backward hands it on: f32, or cast to the compute dtype
+    // (none for a frozen head: Note [A frozen head and embedding]).
+    const double vc = head_trains ? 4.0 * static_cast<double>(head_rows * C) : 0.0;
+    const double vc_e = head_trains ? static_cast<double>(head_rows * C * E) : 0.0;
     // Note [The recompute peak]: a block's backward, after what the forward kept.
     double blocks_backward = s.blocks == 0 ? 0.0
                                            : act + backward_working_set(shapes, mode, l, E, tokens, run.widened_bf16) +
@@ -569,14 +643,16 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     if (s.first && l.pp > 1) {
       const double unit_blocks = static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
       double tables = 0.0;
-      for (const ParameterShape& p : shapes.parameters)
-        if (p.block == CausalLM::kEmbedding && p.shape.size() == 2)
+      for (size_t i = 0; i < shapes.parameters.size(); ++i) {
+        const ParameterShape& p = shapes.parameters[i];
+        if (table_trains[i] && p.shape.size() == 2)
           tables += static_cast<double>(E) * static_cast<double>(p.shape[0] == V ? head_rows * p.shape[1]
                                                                                 : std::min(T, p.shape[0]) * p.shape[1]);
+      }
       const double at_first = act - static_cast<double>(units - in_flight_at_first_backward(l, run.model.n_layer)) *
                                         (unit_blocks + unit);
       blocks_backward = std::max(blocks_backward, at_first - unit_blocks + unit + tables);
-      if (tied) {
+      if (tied_trains) {
         // Under ZeRO in fp32 the tied weight's own gradient was folded into ZeRO's buffers and
         // cleared, so the received one becomes it and stays through that backward, beside the
         // tables' (measured: dp2 pp2 zero1, 43 MB above the count without it); under mixed
@@ -596,9 +672,11 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       // With the embedding here, its other tables' gradients reduced over the batch (GPT-2's
       // positions: (T, C) f32) join them.
       if (s.first)
-        for (const ParameterShape& p : shapes.parameters)
-          if (p.block == CausalLM::kEmbedding && p.shape.size() == 2 && p.shape[0] != V)
+        for (size_t i = 0; i < shapes.parameters.size(); ++i) {
+          const ParameterShape& p = shapes.parameters[i];
+          if (table_trains[i] && p.shape.size() == 2 && p.shape[0] != V)
             backward_end += 4.0 * static_cast<double>(std::min(T, p.shape[0]) * p.shape[1]);
+        }
       if (l.tp > 1) {
         // Vocabulary-parallel logits and their gradient, f32, and under mixed precision the
         // product's logits in the compute dtype beside them. The head input's gradient comes
@@ -636,7 +714,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
         // vocabulary GEMMs read (measured on an H200, GPT-2 small bf16 b4 m1: 49 MiB of
         // activations above the count without them).
         const int64_t padded = ops::linear_cross_entropy_padded_vocabulary(V, run.on_device);
-        const double dw = 4.0 * static_cast<double>(padded * C);
+        const double dw = head_trains ? 4.0 * static_cast<double>(padded * C) : 0.0;
         const double weight_copy = padded != V ? static_cast<double>(padded * C * E) : 0.0;
         const double forward = act + static_cast<double>(tokens) * head + dw + rows * static_cast<double>(padded * E) +
                                widened + weight_copy + logits_gemm_scratch(run, static_cast<int64_t>(rows), V, C, V);
@@ -650,26 +728,6 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     raise(MemoryCategory::kActivation, std::max(act, blocks_backward));
   }
   return out;
-}
-
-RunSpec run_spec(const train::TrainConfig& cfg) {
-  RunSpec r;
-  r.model = cfg.model;
-  r.shapes = models::model_family(cfg.model.arch).shapes(cfg.model);
-  r.seq_len = cfg.data.seq_len;
-  r.global_batch = cfg.data.batch_size * cfg.data.grad_accum_steps;
-  r.compute = cfg.precision.compute_dtype();
-  r.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1024 * 1024);
-  r.on_device = cfg.train.device == "cuda";
-  using kernels::cpu::GemmType;
-  if (!r.on_device) {
-    r.gemm_engines.f32 = kernels::cpu::gemm_engine_from(GemmType::kF32, cfg.kernels.f32_gemm, "kernels.f32_gemm");
-    if (cfg.uses_bf16_gemms())
-      r.gemm_engines.bf16 = kernels::cpu::gemm_engine_from(GemmType::kBF16, cfg.kernels.bf16_gemm, "kernels.bf16_gemm");
-  }
-  r.widened_bf16 = !r.on_device && cfg.uses_bf16_gemms() && r.gemm_engines.bf16 == kernels::cpu::GemmEngine::kOpenBlas;
-  r.threads = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : num_threads();
-  return r;
 }
 
 }  // namespace trident::planner

@@ -3,10 +3,12 @@
 // planner/measure.h's measurements check it category by category (tests/planner).
 //
 // Note [The memory model]
-// Per pipeline stage (the largest stage's value is the rank's), with P this rank's parameters
-// (after tensor and pipeline parallelism), E the compute dtype's bytes and dp ranks to shard over:
+// Per pipeline stage (the largest stage's value is the rank's), with P this rank's trained
+// parameters (after tensor and pipeline parallelism), E the compute dtype's bytes and dp ranks to
+// shard over:
 //  parameter       E P; ZeRO 1-2 the flat buffer (buckets padded to dp); ZeRO-3 its 1/dp shard;
-//                  the last stage's copy of a tied head.
+//                  the last stage's copy of a tied head; frozen parameters whole, in E bytes or
+//                  NF4's (Note [The planner's fine-tuning] in planner/fine_tuning.h).
 //  gradient        one process: 4 P (autograd's gradients, fp32 masters' under mixed
 //                  precision). Data parallel: + 4 P for the buckets (the gradients exist twice
 //                  until the all-reduce makes them views). ZeRO-1: the flat fp32 buffer plus the

@@ -14,21 +14,25 @@
 
 namespace trident::planner {
 
-// The run's parameters as the table's specs for `tp` ranks: a family's split_heads past tp
-// replicates the tensor (every rank holds it whole and uses its head's rows).
-std::vector<parallel::ParamSpec> parameter_specs(const models::ModelShapes& shapes, int64_t tp);
+// The run's parameters as the table's specs for `tp` ranks, trainable as run.holding says: a
+// family's split_heads past tp replicates the tensor (every rank holds it whole and uses its
+// head's rows).
+std::vector<parallel::ParamSpec> parameter_specs(const RunSpec& run, int64_t tp);
 
-// The table of `run` under `l` (all parameters trainable).
+// The table of `run` under `l` (frozen parameters stored in the compute dtype, as parallelize()
+// stores them).
 parallel::PlacementTable placements_of(const RunSpec& run, const Layout& l);
 
-// The elements each parameter of pipeline stage `stage` holds on the stage's tensor-parallel
-// rank 0 (the largest share: uneven splits give the first ranks more), in model order, and
-// their blocks (CausalLM::block_of).
+// What pipeline stage `stage` holds on its tensor-parallel rank 0 (the largest share: uneven
+// splits give the first ranks more): each trained parameter's elements, in model order, and
+// their blocks (CausalLM::block_of); and the bytes of its frozen ones (the compute dtype's, or
+// NF4's: Nf4Weight::bytes_for their shards).
 struct StageParameters {
   std::vector<int64_t> numels;
   std::vector<int64_t> blocks;
+  int64_t frozen_bytes = 0;
 };
-StageParameters stage_parameters(const parallel::PlacementTable& table, int stage);
+StageParameters stage_parameters(const RunSpec& run, const parallel::PlacementTable& table, int stage);
 // Every stage's, of placements_of(run, l): what the memory and time models read, cached per
 // (tp, pp, virtual stages) and the run's shapes in run.stage_cache, since a search evaluates
 // thousands of layouts that share them (building the table for each made `trident plan` 6x

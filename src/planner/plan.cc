@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include "planner/fine_tuning.h"
+
 namespace trident::planner {
 namespace {
 
@@ -101,11 +103,19 @@ std::string plan_table(const Plan& plan, int64_t top) {
   std::ostringstream s;
   const RunSpec& r = plan.run;
   char line[512];
+  // A fine-tuning run says how much of it trains (Note [The planner's fine-tuning]).
+  char count[96];
+  std::snprintf(count, sizeof count, "%.1fM parameters", static_cast<double>(r.shapes.num_parameters()) / 1e6);
+  std::string parameters = count;
+  if (!r.holding.empty()) {
+    std::snprintf(count, sizeof count, ", %.2fM trained", static_cast<double>(trained_parameters(r)) / 1e6);
+    parameters += count;
+  }
   std::snprintf(line, sizeof line,
-                "plan: %s L=%lld C=%lld V=%lld (%.1fM parameters), T=%lld, %lld sequences per step, %s, on %lld rank(s) "
+                "plan: %s L=%lld C=%lld V=%lld (%s), T=%lld, %lld sequences per step, %s, on %lld rank(s) "
                 "of %s (%.0f GiB each)\n",
                 r.model.arch.c_str(), static_cast<long long>(r.model.n_layer), static_cast<long long>(r.model.n_embd),
-                static_cast<long long>(r.model.vocab_size), static_cast<double>(r.shapes.num_parameters()) / 1e6,
+                static_cast<long long>(r.model.vocab_size), parameters.c_str(),
                 static_cast<long long>(r.seq_len), static_cast<long long>(r.global_batch), dtype_name(r.compute),
                 static_cast<long long>(plan.ranks), plan.cluster.shape.name.c_str(), plan.cluster.device.memory_gib);
   s << line;
@@ -172,7 +182,7 @@ nlohmann::ordered_json plan_json(const Plan& plan, int64_t top) {
   nlohmann::ordered_json j;
   j["model"] = {{"arch", plan.run.model.arch}, {"n_layer", plan.run.model.n_layer}, {"n_embd", plan.run.model.n_embd},
                 {"n_head", plan.run.model.n_head}, {"vocab_size", plan.run.model.vocab_size},
-                {"parameters", plan.run.shapes.num_parameters()}};
+                {"parameters", plan.run.shapes.num_parameters()}, {"trained_parameters", trained_parameters(plan.run)}};
   j["seq_len"] = plan.run.seq_len;
   j["global_batch"] = plan.run.global_batch;
   j["dtype"] = dtype_name(plan.run.compute);

@@ -1,11 +1,13 @@
 // What the planner plans: a run's config without its layout. The model (its shapes through
-// its family, models/model_shapes.h; never built), the sequence length, the step's global
-// batch of sequences, the compute dtype and the gradient buckets; the layout (planner/layout.h)
-// is what the planner chooses.
+// its family, models/model_shapes.h; never built), which of its parameters train and how the
+// frozen ones are stored (planner/fine_tuning.h), the sequence length, the step's global batch
+// of sequences, the compute dtype and the gradient buckets; the layout (planner/layout.h) is
+// what the planner chooses.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/gemm_engine.h"
@@ -20,9 +22,17 @@ namespace trident::planner {
 struct StageCache;
 std::shared_ptr<StageCache> new_stage_cache();
 
+// How a run holds one parameter: trained (compute dtype, fp32 gradient, masters under mixed
+// precision and AdamW's moments), frozen in the compute dtype (train.freeze, LoRA's base), or
+// frozen in NF4 (QLoRA's base: quantization/nf4.h), nothing beside it.
+enum class Holding : uint8_t { kTrained, kFrozen, kNf4 };
+
 struct RunSpec {
   models::ModelConfig model;
-  models::ModelShapes shapes;
+  models::ModelShapes shapes;  // the family's, and a LoRA run's adapters (planner/fine_tuning.h)
+  // How each of shapes.parameters is held, in its order; empty: every one trains.
+  std::vector<Holding> holding;
+  bool nf4_double_quant = true;  // quantization.double_quant, for kNf4's bytes
   int64_t seq_len = 0;       // T
   int64_t global_batch = 0;  // sequences per optimizer step, all ranks together
   DType compute = DType::kF32;
@@ -37,6 +47,7 @@ struct RunSpec {
   int threads = 1;
   std::shared_ptr<StageCache> stage_cache = new_stage_cache();  // shared by copies: same shapes
   bool mixed() const { return compute != DType::kF32; }
+  Holding holding_of(size_t parameter) const { return holding.empty() ? Holding::kTrained : holding[parameter]; }
   // The run's ranks are devices (a GPU cluster file's, whatever train.device says): their GEMMs
   // widen nothing into the device's memory.
   void place_on_device() {

@@ -6,6 +6,8 @@
 #include <random>
 #include <tuple>
 
+#include "planner/fine_tuning.h"
+
 namespace trident::planner {
 namespace {
 
@@ -43,7 +45,7 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, bool> accepted;
   auto runs = [&](const Layout& l) {
     auto [it, fresh] = accepted.try_emplace({l.tp, l.pp, l.virtual_stages, l.zero_stage, l.sequence_parallel, l.offload});
-    if (fresh) it->second = trainer_accepts(run.model, run.seq_len, l) && !prunes(run, space, l);
+    if (fresh) it->second = trainer_accepts(run.model, run.seq_len, l) && fine_tuning_accepts(run, l) && !prunes(run, space, l);
     return it->second;
   };
   for (int64_t tp : divisors(space.ranks)) {

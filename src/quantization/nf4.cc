@@ -87,6 +87,13 @@ int64_t Nf4Weight::bytes() const {
   return total;
 }
 
+int64_t Nf4Weight::bytes_for(int64_t numel, bool double_quant) {
+  const int64_t blocks = blocks_of(numel);
+  const int64_t codes = (numel + 3) / 4 * 2;  // u16, four codes each
+  if (!double_quant) return codes + blocks * 4;
+  return codes + (blocks + 1) / 2 * 2 + (blocks + kNf4ScaleGroup - 1) / kNf4ScaleGroup * 4;
+}
+
 Nf4Data Nf4Weight::data() const {
   Nf4Data d;
   d.codes = static_cast<const uint16_t*>(codes_.raw_data());

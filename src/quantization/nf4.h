@@ -46,6 +46,9 @@ class Nf4Weight {
   Device device() const { return codes_.device(); }
   // The bytes the codes and scales hold.
   int64_t bytes() const;
+  // What bytes() is for a weight of `numel` elements, without quantizing one (the planner's
+  // QLoRA base, planner/memory_model.h).
+  static int64_t bytes_for(int64_t numel, bool double_quant);
   // The addresses the kernels read (core/nf4_layout.h).
   Nf4Data data() const;
   // A copy whose codes and scales live on `device`.

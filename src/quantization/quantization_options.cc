@@ -1,5 +1,8 @@
 #include "quantization/quantization_options.h"
 
+#include "core/check.h"
+#include "nn/freeze.h"
+
 namespace trident::quantization {
 
 const OptionTable<QuantizationOptions>& QuantizationOptions::table() {
@@ -16,6 +19,22 @@ const OptionTable<QuantizationOptions>& QuantizationOptions::table() {
                "linear layers kept in full precision, comma-separated: a name matches a layer whose path ends with it, "
                "'*' and '?' match over the whole path (llm_int8_skip_modules)");
   return t;
+}
+
+std::vector<bool> QuantizationOptions::skips(const std::vector<std::string>& linear_paths,
+                                             const std::vector<std::string>& module_paths) const {
+  const std::vector<std::string> items = skipped();
+  std::vector<bool> used(items.size(), false), skip(linear_paths.size(), false);
+  for (size_t k = 0; k < linear_paths.size(); ++k)
+    for (size_t i = 0; i < items.size(); ++i)
+      if (nn::names_module(items[i], linear_paths[k])) skip[k] = used[i] = true;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (used[i] || items[i] == "lm_head") continue;
+    const std::optional<std::string> near = closest_match(items[i], module_paths);
+    TRI_CHECK(false, "quantization.skip_modules: '", items[i], "' matches no layer of the model",
+              near ? " (did you mean '" + *near + "'?)" : "", "; a name matches a layer whose path ends with it");
+  }
+  return skip;
 }
 
 }  // namespace trident::quantization

@@ -18,6 +18,11 @@ struct QuantizationOptions {
   bool enabled() const { return base == "nf4"; }
   // skip_modules split at commas, blanks trimmed, empty items dropped.
   std::vector<std::string> skipped() const { return list_items(skip_modules); }
+  // Which of the linear layers at `linear_paths` skip_modules names (nn::names_module), in order;
+  // `module_paths`, every module of the model, for the message. Throws naming an item that names
+  // no linear layer ("lm_head" excepted: a head tied to the embedding has no layer of its own).
+  // quantize_base's rule, and the planner's (planner/fine_tuning.h).
+  std::vector<bool> skips(const std::vector<std::string>& linear_paths, const std::vector<std::string>& module_paths) const;
   static const OptionTable<QuantizationOptions>& table();
 };
 

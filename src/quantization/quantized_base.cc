@@ -66,9 +66,15 @@ QuantizedBase quantize_base(nn::Module& model, const QuantizationOptions& option
                             const std::function<bool(const std::string& param)>& here) {
   TRI_CHECK(options.enabled(), "quantize_base: quantization.base = \"", options.base, "\"");
   // Everything is checked before the first weight is released: an error leaves the model whole.
-  const std::vector<std::string> skipped = options.skipped();
-  std::vector<bool> used(skipped.size(), false);
-  std::vector<std::string> paths;
+  std::vector<std::string> paths, linear_paths;
+  std::vector<std::pair<std::string, nn::Module*>> linear;
+  for (const auto& [path, module] : model.named_modules()) {
+    paths.push_back(path);
+    if (dynamic_cast<nn::LinearLayer*>(module) == nullptr) continue;
+    linear_paths.push_back(path);
+    linear.emplace_back(path, module);
+  }
+  const std::vector<bool> skipped = options.skips(linear_paths, paths);
   struct Candidate {
     std::string param;
     nn::LinearLayer* layer;
@@ -77,17 +83,13 @@ QuantizedBase quantize_base(nn::Module& model, const QuantizationOptions& option
   };
   std::vector<Candidate> chosen;
   bool any_linear = false;
-  for (const auto& [path, module] : model.named_modules()) {
-    paths.push_back(path);
+  for (size_t k = 0; k < linear.size(); ++k) {
+    const auto& [path, module] = linear[k];
     auto* layer = dynamic_cast<nn::LinearLayer*>(module);
-    if (layer == nullptr) continue;
-    bool skip = false;
-    for (size_t i = 0; i < skipped.size(); ++i)
-      if (nn::names_module(skipped[i], path)) skip = used[i] = true;
     const std::string param = path + ".weight";
     Tensor w = module->parameter("weight");
     any_linear = any_linear || here(param);
-    if (skip || !here(param) || w.requires_grad() || w.numel() == 0) continue;
+    if (skipped[k] || !here(param) || w.requires_grad() || w.numel() == 0) continue;
     for (const std::string& name : layer->wrapper_names())
       TRI_CHECK(name != "nf4", "quantization.base = \"nf4\": '", param, "' is stored in NF4 already");
     TRI_CHECK(w.impl().storage().use_count() == 1 &&
@@ -96,14 +98,6 @@ QuantizedBase quantize_base(nn::Module& model, const QuantizationOptions& option
               w.impl().storage()->nbytes(), " bytes held by ", w.impl().storage().use_count(),
               " views), so quantizing it would free nothing");
     chosen.push_back({param, layer, w, dynamic_cast<nn::Conv1D*>(module) != nullptr});
-  }
-  for (size_t i = 0; i < skipped.size(); ++i) {
-    // "lm_head" names the head whether or not it is a layer of its own: a head tied to the
-    // embedding (GPT-2's) has none, and an embedding is never quantized.
-    if (used[i] || skipped[i] == "lm_head") continue;
-    const std::optional<std::string> near = closest_match(skipped[i], paths);
-    TRI_CHECK(false, "quantization.skip_modules: '", skipped[i], "' matches no layer of the model",
-              near ? " (did you mean '" + *near + "'?)" : "", "; a name matches a layer whose path ends with it");
   }
   TRI_CHECK(!chosen.empty() || !any_linear, "quantization.base = \"nf4\" stores frozen linear layers in 4 bits, but no "
             "linear layer of the model is frozen (outside quantization.skip_modules = \"", options.skip_modules,

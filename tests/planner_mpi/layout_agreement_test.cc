@@ -68,11 +68,27 @@ class LayoutAgreementTest : public testing::MpiTrainingTest {
     cfg.train.resume = false;
     return cfg;
   }
+
+  // Every candidate layout of `base` on this job's ranks, tried by the planner and the trainer.
+  void agree(const TrainConfig& base);
 };
 
-TEST_F(LayoutAgreementTest, PlannerAndTrainerAgreeOnEveryLayout) {
+TEST_F(LayoutAgreementTest, PlannerAndTrainerAgreeOnEveryLayout) { agree(config()); }
+
+// LoRA on the attention and down_proj with the base in NF4 (Note [The planner's fine-tuning]):
+// the adapters' rows in the table (split with their layers, A before B, frozen base in the
+// compute dtype) and the layouts the trainer refuses: k and v's adapters past their 3 heads
+// (tp 6 and 12), NF4 under ZeRO-3.
+TEST_F(LayoutAgreementTest, PlannerAndTrainerAgreeOnEveryLoraLayout) {
+  TrainConfig cfg = config();
+  cfg.lora.r = 4;
+  cfg.lora.target_modules = "q_proj,k_proj,v_proj,o_proj,down_proj";
+  cfg.quantization.base = "nf4";
+  agree(cfg);
+}
+
+void LayoutAgreementTest::agree(const TrainConfig& base) {
   const int64_t n = world->size();
-  const TrainConfig base = config();
   // The planner's layouts, as keys.
   planner::RunSpec run = planner::run_spec(base);
   planner::SearchSpace space;

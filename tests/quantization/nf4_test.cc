@@ -81,6 +81,17 @@ TEST(Nf4, KeepsAGaussianWeightInHalfAByteAWeight) {
   EXPECT_EQ(dq.dequantize().shape(), w.shape());
 }
 
+// The planner counts a QLoRA base by bytes_for, without quantizing: every size where a code
+// word, a block, a scale pair or a scale group is partial.
+TEST(Nf4, BytesForIsWhatAQuantizedWeightHolds) {
+  Generator gen(5);
+  for (const int64_t n : {1, 3, 4, 63, 64, 65, 129, 64 * 255, 64 * 256, 64 * 256 + 1, 64 * 513 + 7})
+    for (const bool dq : {true, false}) {
+      const Nf4Weight q = Nf4Weight::quantize(randn({n}, gen), dq);
+      EXPECT_EQ(Nf4Weight::bytes_for(n, dq), q.bytes()) << n << " weights, double_quant " << dq;
+    }
+}
+
 TEST(Nf4, RequantizingGivesTheSameValuesBitForBit) {
   Generator gen(4);
   Tensor w = randn({37, 300}, gen);  // a partial last block, blocks across rows, two scale groups
