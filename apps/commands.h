@@ -81,6 +81,26 @@ struct SampleArgs {
 CLI::App* add_sample(CLI::App& app, SampleArgs& args);
 Status run_sample(const SampleArgs& args);
 
+// `trident serve`: an OpenAI-compatible server over a model (serve/server.h).
+struct ServeArgs {
+  std::string checkpoint;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string model_name;     // empty: the checkpoint directory's name
+  int64_t max_batch = 8;      // requests generated together
+  int64_t context = 0;        // tokens per request, prompt included; 0: the model's block_size
+  std::string chat_template;  // empty: the model directory's, else plain
+  std::string tokenizer;
+  std::string vocab_dir;
+  std::string adapter;
+  int64_t threads = 0;
+  double response_deadline_s = 600;  // one answer (a stream too) must end within this
+  int max_connections = 64;
+  int64_t max_body_bytes = 1 << 20;
+};
+CLI::App* add_serve(CLI::App& app, ServeArgs& args);
+Status run_serve(const ServeArgs& args);
+
 struct EvalArgs {
   std::string checkpoint;
   // Not given (0; the flags take 1 and up): the checkpoint config's value.

@@ -44,6 +44,7 @@ int trident_main(int argc, char** argv) {
   PrepareArgs prepare;
   TrainArgs train;
   SampleArgs sample;
+  ServeArgs serve;
   EvalArgs eval;
   ExportArgs export_args;
   TokenizeArgs tokenize;
@@ -56,6 +57,7 @@ int trident_main(int argc, char** argv) {
   CLI::App* cmd_prepare = add_prepare(app, prepare);
   CLI::App* cmd_train = add_train(app, train);
   CLI::App* cmd_sample = add_sample(app, sample);
+  CLI::App* cmd_serve = add_serve(app, serve);
   CLI::App* cmd_eval = add_eval(app, eval);
   CLI::App* cmd_export = add_export(app, export_args);
   CLI::App* cmd_tokenize = add_tokenize(app, tokenize);
@@ -80,6 +82,7 @@ int trident_main(int argc, char** argv) {
     if (*cmd_prepare) s = run_prepare(prepare);
     else if (*cmd_train) s = run_train(train, cmd_train->remaining(), &exit_code);
     else if (*cmd_sample) s = run_sample(sample);
+    else if (*cmd_serve) s = run_serve(serve);
     else if (*cmd_eval) s = run_eval(eval);
     else if (*cmd_export) s = run_export(export_args);
     else if (*cmd_tokenize) s = run_tokenize(tokenize);

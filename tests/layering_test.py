@@ -36,11 +36,13 @@ LAYERS = [
     "adapters",  # LoRA and PEFT's files: applied to a model from outside it, below the trainer
     "train",
     "planner",
+    "serve",  # the OpenAI-compatible server over infer/: nothing below sees it
 ]
 # Siblings that must not see each other even though both sit above core.
 FORBIDDEN = {("kernels/cpu", "kernels/reference"), ("kernels/cuda", "kernels/reference"),
              ("kernels/device", "kernels/reference"), ("kernels/device", "kernels/cpu"),
-             ("kernels/cuda", "kernels/cpu"), ("train", "infer"), ("planner", "infer")}
+             ("kernels/cuda", "kernels/cpu"), ("train", "infer"), ("planner", "infer"),
+             ("train", "serve"), ("planner", "serve")}
 
 
 def layer_of(path: str):

@@ -58,6 +58,13 @@ std::vector<ChatPiece> render_chat(const std::string& name, const std::vector<Ch
   return out;
 }
 
+GenerationPrompt generation_prompt(const std::string& name) {
+  if (name == "llama3") return {{{"<|start_header_id|>assistant<|end_header_id|>\n\n", false, true, false}}, "<|eot_id|>"};
+  if (name == "chatml") return {{{"<|im_start|>assistant\n", false, true, false}}, "<|im_end|>"};
+  render_chat(name, {});  // an unknown name: its error
+  return {{{"### assistant\n", false, false, false}}, ""};
+}
+
 std::string rendered_text(const std::vector<ChatPiece>& pieces, const std::string& eot_text) {
   std::string s;
   for (const ChatPiece& p : pieces) s += p.end_of_text ? eot_text : p.text;

@@ -42,6 +42,15 @@ struct ChatPiece {
 const std::vector<std::string>& chat_template_names();
 // Renders `messages` with template `name` (one of chat_template_names()).
 std::vector<ChatPiece> render_chat(const std::string& name, const std::vector<ChatMessage>& messages);
+// What follows the messages when the model is to answer (Hugging Face's add_generation_prompt):
+// the assistant's header, and the markup that ends its turn (llama3: <|eot_id|>; chatml:
+// <|im_end|>; plain: none, the tokenizer's end-of-text token ends it).
+struct GenerationPrompt {
+  std::vector<ChatPiece> header;
+  std::string end_of_turn;  // special-token text; empty: the end-of-text token
+};
+GenerationPrompt generation_prompt(const std::string& name);
+
 // The whole rendered text (end_of_text pieces as `eot_text`), for fixtures and messages.
 std::string rendered_text(const std::vector<ChatPiece>& pieces, const std::string& eot_text = "");
 

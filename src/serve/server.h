@@ -1,0 +1,65 @@
+// `trident serve`: an OpenAI-compatible HTTP server over one model (vLLM's and llama.cpp's
+// server's API surface): POST /v1/completions and /v1/chat/completions, plain or streamed
+// (server-sent events), GET /v1/models and /health. Requests are generated together by one
+// engine (serve/scheduler.h: continuous batching over a KV cache); a streaming client that goes
+// away frees its slot. Every bad request gets a 4xx in OpenAI's error shape naming the field,
+// and no request can stop the server (monitor/http_server_bounded.h bounds connections, bodies
+// and deadlines).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "infer/engine.h"
+#include "monitor/http_server_limits.h"
+
+namespace trident::monitor {
+class BoundedHttpServer;
+}
+
+namespace trident::serve {
+
+class Scheduler;
+struct CompletionRequest;
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                 // 0: any free port (bound_port() says which)
+  std::string model_name;          // what "model" must say
+  std::string chat_template;       // data/chat_template.h's name for chat completions
+  monitor::HttpServerLimits limits;
+};
+
+class Server {
+ public:
+  // `model` and `tokenizer` must outlive the server.
+  Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, const ServeOptions& options,
+         const infer::EngineOptions& engine);
+  ~Server();
+
+  // Binds the port (throws naming the address when it cannot); then run() serves until stop().
+  int bind();
+  void run();
+  void stop();
+  int bound_port() const { return port_; }
+
+ private:
+  struct Prepared;
+  Prepared prepare(const CompletionRequest& r) const;
+  std::vector<int64_t> encode(const std::string& text, bool special) const;
+
+  const models::CausalLM& model_;
+  const data::Tokenizer& tokenizer_;
+  ServeOptions options_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<monitor::BoundedHttpServer> http_;
+  std::atomic<int64_t> next_id_{0};
+  int port_ = -1;
+};
+
+}  // namespace trident::serve

@@ -1,0 +1,44 @@
+// The text of a generation as its tokens arrive, for a server's answers: what may be sent now
+// and where a stop string ends it. A token can end in the middle of a UTF-8 character (byte-level
+// tokenizers split them), and the text sent must never hold part of a stop string that the next
+// token could complete, so the undecided tail is held back until it is decided: OpenAI's and
+// vLLM's streams never show a stop string or a broken character.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace trident::serve {
+
+class TextStream {
+ public:
+  TextStream(const data::Tokenizer& tokenizer, std::vector<std::string> stop)
+      : tokenizer_(tokenizer), stop_(std::move(stop)) {}
+
+  // Adds a token; returns the text that may be sent now (possibly empty). After a stop string
+  // appears, stopped() is true and nothing more is returned.
+  std::string add(int64_t token);
+  // The generation has ended: the rest of the text (a broken last character as U+FFFD).
+  std::string finish();
+  bool stopped() const { return stopped_; }
+  // Everything sent so far.
+  const std::string& sent() const { return sent_; }
+  int64_t tokens() const { return static_cast<int64_t>(ids_.size()); }
+
+ private:
+  std::string ready(bool final);
+
+  const data::Tokenizer& tokenizer_;
+  std::vector<std::string> stop_;
+  std::vector<data::TokenId> ids_;
+  std::string sent_;
+  bool stopped_ = false;
+};
+
+// The length of the longest prefix of `s` that does not end inside a UTF-8 character.
+size_t complete_utf8_prefix(const std::string& s);
+
+}  // namespace trident::serve
