@@ -97,6 +97,8 @@ struct ServeArgs {
   double response_deadline_s = 600;  // one answer (a stream too) must end within this
   int max_connections = 64;
   int64_t max_body_bytes = 1 << 20;
+  std::string api_key;        // empty: none; else also read from TRIDENT_API_KEY
+  int64_t max_queue = 256;
 };
 CLI::App* add_serve(CLI::App& app, ServeArgs& args);
 Status run_serve(const ServeArgs& args);

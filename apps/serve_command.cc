@@ -1,6 +1,7 @@
 // `trident serve`: loads a model as `sample` does and serves it (serve/server.h) until SIGINT or
 // SIGTERM.
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -44,6 +45,9 @@ CLI::App* add_serve(CLI::App& app, ServeArgs& a) {
       ->check(number_in(1.0, true, 86400.0, "[1, 86400]"));
   c->add_option("--max-connections", a.max_connections, "connections open at once")->check(CLI::Range(1, 4096));
   c->add_option("--max-body", a.max_body_bytes, "largest request body in bytes")->check(CLI::Range(1024, 1 << 30));
+  c->add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' (default: $TRIDENT_API_KEY, else none)");
+  c->add_option("--max-queue", a.max_queue, "requests waiting for a slot; more are answered 429")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   return c;
 }
 
@@ -75,6 +79,9 @@ Status run_serve(const ServeArgs& a) {
   } catch (const std::exception& e) {
     return Status::invalid(std::string("--chat-template: ") + e.what());
   }
+  options.api_key = a.api_key;
+  if (const char* key = std::getenv("TRIDENT_API_KEY"); options.api_key.empty() && key != nullptr) options.api_key = key;
+  options.max_queue = a.max_queue;
   options.limits.response_deadline_s = a.response_deadline_s;
   options.limits.max_connections = a.max_connections;
   options.limits.max_body_bytes = static_cast<size_t>(a.max_body_bytes);

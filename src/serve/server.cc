@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "data/chat_template.h"
 #include "monitor/http_server_bounded.h"
+#include "monitor/prometheus_text.h"
 #include "serve/openai_api.h"
 #include "serve/scheduler.h"
 #include "serve/text_stream.h"
@@ -35,6 +36,24 @@ constexpr int64_t kPollMs = 1000;
 
 }  // namespace
 
+struct Server::Metrics {
+  explicit Metrics(monitor::Registry& r)
+      : completions(r.counter("trident_serve_requests_total", "requests answered, by endpoint", {{"endpoint", "completions"}})),
+        chats(r.counter("trident_serve_requests_total", "requests answered, by endpoint", {{"endpoint", "chat"}})),
+        refused(r.counter("trident_serve_refused_total", "requests answered with a 4xx or 5xx")),
+        prompt_tokens(r.counter("trident_serve_prompt_tokens_total", "prompt tokens read")),
+        generated_tokens(r.counter("trident_serve_generated_tokens_total", "tokens generated")),
+        running(r.gauge("trident_serve_running_requests", "requests in the running batch")),
+        queued(r.gauge("trident_serve_queued_requests", "requests waiting for a slot")),
+        ttft(r.histogram("trident_serve_time_to_first_token_seconds", "from a request's arrival to its first token",
+                         {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})),
+        duration(r.histogram("trident_serve_request_seconds", "from a request's arrival to its last token",
+                             {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300})) {}
+  monitor::Counter &completions, &chats, &refused, &prompt_tokens, &generated_tokens;
+  monitor::Gauge &running, &queued;
+  monitor::Histogram &ttft, &duration;
+};
+
 struct Server::Prepared {
   infer::GenerationRequest generation;
   std::vector<std::string> stop;
@@ -44,26 +63,42 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
                const infer::EngineOptions& engine)
     : model_(model), tokenizer_(tokenizer), options_(options),
       scheduler_(std::make_unique<Scheduler>(model, engine)),
+      m_(std::make_unique<Metrics>(metrics_)),
       http_(std::make_unique<monitor::BoundedHttpServer>(options.limits)) {
   auto completions = [this](bool chat) {
     return [this, chat](const httplib::Request& req, httplib::Response& res) {
+      const auto arrived = std::chrono::steady_clock::now();
+      auto seconds = [arrived] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count();
+      };
+      (chat ? m_->chats : m_->completions).inc();
       CompletionRequest r;
       Prepared p;
       try {
+        if (!options_.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + options_.api_key)
+          throw ApiError(401, "a valid API key is required: send it as 'Authorization: Bearer KEY'", "",
+                         "invalid_request_error");
+        const auto [running, queued] = scheduler_->load();
+        if (queued >= options_.max_queue)
+          throw ApiError(429, "the server is at capacity: " + std::to_string(queued) + " requests are waiting; retry later",
+                         "", "rate_limit_exceeded");
         r = parse_completion_request(req.body, chat);
         if (r.model != options_.model_name)
           throw ApiError(404, "the model '" + r.model + "' does not exist: this server serves '" + options_.model_name + "'",
                          "model");
         p = prepare(r);
       } catch (const ApiError& e) {
+        m_->refused.inc();
         return answer_error(res, e);
       }
       std::shared_ptr<Stream> stream;
       try {
         stream = scheduler_->submit(p.generation);
       } catch (const std::exception& e) {
+        m_->refused.inc();
         return answer_error(res, ApiError(400, e.what()));
       }
+      m_->prompt_tokens.inc(static_cast<double>(p.generation.prompt.size()));
       const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
       const int64_t created = now_seconds();
       const int64_t prompt_tokens = static_cast<int64_t>(p.generation.prompt.size());
@@ -72,10 +107,23 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
         std::string finish;
         for (;;) {
           const std::optional<infer::StepEvent> e = stream->next(kPollMs);
-          if (!e) continue;
-          if (e->finish_reason && *e->finish_reason == "error")
+          if (!e) {
+            if (seconds() <= options_.limits.response_deadline_s) continue;
+            scheduler_->cancel(stream);
+            m_->refused.inc();
+            return answer_error(res, ApiError(504, "the request took longer than the server's deadline of " +
+                                                       std::to_string(options_.limits.response_deadline_s) + " s",
+                                              "", "server_error"));
+          }
+          if (e->finish_reason && *e->finish_reason == "error") {
+            m_->refused.inc();
             return answer_error(res, ApiError(500, "generation failed: " + stream->error(), "", "server_error"));
-          if (e->token) text.add(*e->token);
+          }
+          if (e->token) {
+            if (text.tokens() == 0) m_->ttft.observe(seconds());
+            m_->generated_tokens.inc();
+            text.add(*e->token);
+          }
           if (text.stopped()) {
             scheduler_->cancel(stream);
             finish = "stop";
@@ -87,6 +135,7 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
             break;
           }
         }
+        m_->duration.observe(seconds());
         res.set_content(dump(completion_response(r, id, created, text.sent(), finish, {prompt_tokens, text.tokens()})),
                         "application/json");
         return;
@@ -97,7 +146,7 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, r, id, created, prompt_tokens, stream, state](size_t, httplib::DataSink& sink) {
+          [this, r, id, created, prompt_tokens, stream, state, seconds](size_t, httplib::DataSink& sink) {
             auto send = [&](const json& j) {
               const std::string line = "data: " + dump(j) + "\n\n";
               return sink.write(line.data(), line.size());
@@ -112,6 +161,10 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
                 send(json{{"error", {{"message", "generation failed: " + stream->error()}, {"type", "server_error"}}}});
                 break;
               }
+              if (e->token) {
+                if (state->tokens() == 0) m_->ttft.observe(seconds());
+                m_->generated_tokens.inc();
+              }
               std::string delta = e->token ? state->add(*e->token) : "";
               if (state->stopped()) finish = "stop";
               else if (finish) delta += state->finish();
@@ -119,6 +172,7 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
                 break;
               first = false;
               if (finish) {
+                m_->duration.observe(seconds());
                 if (state->stopped()) scheduler_->cancel(stream);
                 if (r.include_usage) {
                   json usage = completion_chunk(r, id, created, "", std::nullopt, false);
@@ -150,12 +204,19 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
                                                      {"max_model_len", scheduler_->context()}}})}}),
                     "application/json");
   });
+  http_->route("GET", "/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const auto [running, queued] = scheduler_->load();
+    m_->running.set(static_cast<double>(running));
+    m_->queued.set(static_cast<double>(queued));
+    res.set_content(monitor::prometheus_text(metrics_), monitor::kPrometheusContentType);
+  });
   http_->route("GET", "/health", [this](const httplib::Request&, httplib::Response& res) {
     const auto [running, queued] = scheduler_->load();
     res.set_content(dump(json{{"status", "ok"}, {"running", running}, {"queued", queued}}), "application/json");
   });
-  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
+  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler's own error answer, counted there
+    m_->refused.inc();
     const std::string what = res.status == 404   ? "no such endpoint: " + req.method + " " + req.path
                              : res.status == 405 ? "method " + req.method + " is not allowed on " + req.path
                              : res.status == 413 ? "the body is larger than the server accepts"

@@ -4,7 +4,9 @@
 // engine (serve/scheduler.h: continuous batching over a KV cache); a streaming client that goes
 // away frees its slot. Every bad request gets a 4xx in OpenAI's error shape naming the field,
 // and no request can stop the server (monitor/http_server_bounded.h bounds connections, bodies
-// and deadlines).
+// and deadlines). GET /metrics exposes Prometheus counters and histograms (requests, tokens,
+// time to first token, running and queued requests). With an API key, every /v1 request must
+// carry it as a bearer token (401 otherwise).
 #pragma once
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "monitor/http_server_limits.h"
+#include "monitor/registry.h"
 
 namespace trident::monitor {
 class BoundedHttpServer;
@@ -32,6 +35,8 @@ struct ServeOptions {
   int port = 8000;                 // 0: any free port (bound_port() says which)
   std::string model_name;          // what "model" must say
   std::string chat_template;       // data/chat_template.h's name for chat completions
+  std::string api_key;             // empty: none required
+  int64_t max_queue = 256;         // requests waiting beyond the running batch; more get 429
   monitor::HttpServerLimits limits;
 };
 
@@ -57,6 +62,9 @@ class Server {
   const data::Tokenizer& tokenizer_;
   ServeOptions options_;
   std::unique_ptr<Scheduler> scheduler_;
+  monitor::Registry metrics_;
+  struct Metrics;
+  std::unique_ptr<Metrics> m_;
   std::unique_ptr<monitor::BoundedHttpServer> http_;
   std::atomic<int64_t> next_id_{0};
   int port_ = -1;

@@ -146,6 +146,10 @@ def main():
             check(health.get("running") == 0, f"a gone client's request still runs: {health}")
             status, health = request(port, "GET", "/health")
             check(status == 200 and health["status"] == "ok", f"the server is not up at the end: {status} {health}")
+            status, metrics = request(port, "GET", "/metrics")
+            check(status == 200 and 'trident_serve_requests_total{endpoint="completions"}' in metrics
+                  and "trident_serve_time_to_first_token_seconds_count" in metrics
+                  and "trident_serve_refused_total 7" in metrics, f"/metrics: {status} {str(metrics)[:1500]}")
         finally:
             server.terminate()
             try:
@@ -156,6 +160,23 @@ def main():
                 failures.append("serve did not stop on SIGTERM")
             if server.returncode not in (0, -15):
                 failures.append(f"serve exited {server.returncode}: {err[-1000:]}")
+        # With an API key, a request without it is refused (401), with it served.
+        keyed = subprocess.Popen([trident, "serve", "--checkpoint", model, "--port", "0", "--threads", "1"],
+                                 env=dict(env, TRIDENT_API_KEY="sesame"), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            port = int(keyed.stdout.readline().split("http://127.0.0.1:")[1].split("/")[0])
+            body = json.dumps({"model": "model", "prompt": "line", "max_tokens": 2}).encode()
+            for headers, want in (({}, 401), ({"Authorization": "Bearer nope"}, 401),
+                                  ({"Authorization": "Bearer sesame"}, 200)):
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                c.request("POST", "/v1/completions", body=body, headers=dict(headers, **{"Content-Type": "application/json"}))
+                r = c.getresponse()
+                answer = r.read().decode()
+                check(r.status == want, f"api key {headers}: {r.status} {answer}")
+        finally:
+            keyed.terminate()
+            keyed.communicate(timeout=10)
     return report("serve_cli", failures)
 
 
