@@ -90,11 +90,12 @@ Status run_serve(const ServeArgs& a) {
   try {
     serve::Server server(*model.value(), *tok.value(), options, {.max_batch = a.max_batch, .capacity = a.context});
     const int port = server.bind();
-    std::printf("serving %s as \"%s\" on http://%s:%d/v1 (max batch %lld, context %lld tokens, chat template %s)\n",
+    std::printf("serving %s as \"%s\" on http://%s:%d/v1 (max batch %lld, context %lld tokens, KV cache %.1f MiB, "
+                "chat template %s)\n",
                 src.value().dir.c_str(), options.model_name.c_str(), a.host.c_str(), port,
                 static_cast<long long>(a.max_batch),
                 static_cast<long long>(a.context > 0 ? a.context : src.value().cfg.model.block_size),
-                options.chat_template.c_str());
+                static_cast<double>(server.cache_bytes()) / (1 << 20), options.chat_template.c_str());
     std::fflush(stdout);
     g_server = &server;
     std::signal(SIGINT, stop_on_signal);

@@ -53,6 +53,8 @@ class Scheduler {
   void cancel(const std::shared_ptr<Stream>& stream);
 
   int64_t context() const { return options_.capacity; }
+  // The KV cache's bytes (fixed when the engine is made).
+  int64_t cache_bytes() const { return engine_.cache().bytes(); }
   // Requests running and queued now.
   std::pair<int64_t, int64_t> load() const;
 

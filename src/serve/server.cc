@@ -293,6 +293,8 @@ int Server::bind() {
 
 void Server::run() { http_->listen_after_bind(); }
 
+int64_t Server::cache_bytes() const { return scheduler_->cache_bytes(); }
+
 void Server::stop() {
   if (http_) http_->stop();
 }

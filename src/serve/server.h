@@ -52,6 +52,7 @@ class Server {
   void run();
   void stop();
   int bound_port() const { return port_; }
+  int64_t cache_bytes() const;
 
  private:
   struct Prepared;
