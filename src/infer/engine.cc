@@ -140,15 +140,18 @@ int64_t Engine::running() const { return static_cast<int64_t>(batch_.size()); }
 int64_t Engine::queued() const { return static_cast<int64_t>(queue_.size()); }
 
 std::vector<GenerationResult> Engine::generate(const std::vector<GenerationRequest>& requests) {
+  // Every request is checked (submit) before any runs: a bad one names its index.
+  std::map<int64_t, size_t> index;
+  std::vector<int64_t> ids;
   for (size_t i = 0; i < requests.size(); ++i) {
     try {
-      validate(requests[i]);
+      ids.push_back(submit(requests[i]));
     } catch (const Error& e) {
+      for (int64_t id : ids) cancel(id);
       TRI_CHECK(false, "request ", i, ": ", e.message());
     }
+    index[ids.back()] = i;
   }
-  std::map<int64_t, size_t> index;
-  for (size_t i = 0; i < requests.size(); ++i) index[submit(requests[i])] = i;
   std::vector<GenerationResult> results(requests.size());
   while (!idle())
     for (const StepEvent& e : step()) {
