@@ -89,6 +89,7 @@ struct ServeArgs {
   std::string model_name;     // empty: the checkpoint directory's name
   int64_t max_batch = 8;      // requests generated together
   int64_t context = 0;        // tokens per request, prompt included; 0: the model's block_size
+  int64_t kv_cache_tokens = 0;  // the KV cache's pool shared by the batch; 0: every request's longest at once
   std::string chat_template;  // empty: the model directory's, else plain
   std::string tokenizer;
   std::string vocab_dir;

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "core/parallel.h"
 #include "data/chat_template.h"
+#include "infer/kv_cache.h"
 #include "model_source.h"
 #include "serve/server.h"
 
@@ -34,6 +35,10 @@ CLI::App* add_serve(CLI::App& app, ServeArgs& a) {
   c->add_option("--model-name", a.model_name, "the name requests give as \"model\" (default: the directory's name)");
   c->add_option("--max-batch", a.max_batch, "requests generated together")->check(CLI::Range(1, 1024));
   c->add_option("--context", a.context, "tokens per request, prompt included (0: the model's block_size)")
+      ->check(kNonNegative);
+  c->add_option("--kv-cache-tokens", a.kv_cache_tokens,
+                "tokens of keys and values the batch shares, in blocks of 64 (0: enough for every request's "
+                "longest context at once; less admits a request when its blocks are free, as llama.cpp's --ctx-size)")
       ->check(kNonNegative);
   c->add_option("--chat-template", a.chat_template,
                 "how chat messages are rendered: llama3, chatml or plain (default: the model directory's, else plain)");
@@ -88,14 +93,17 @@ Status run_serve(const ServeArgs& a) {
   options.limits.request_deadline_s = 30;
   options.limits.idle_timeout_s = 30;
   try {
-    serve::Server server(*model.value(), *tok.value(), options, {.max_batch = a.max_batch, .capacity = a.context});
+    serve::Server server(*model.value(), *tok.value(), options,
+                         {.max_batch = a.max_batch, .capacity = a.context, .cache_tokens = a.kv_cache_tokens});
     const int port = server.bind();
-    std::printf("serving %s as \"%s\" on http://%s:%d/v1 (max batch %lld, context %lld tokens, KV cache %.1f MiB, "
-                "chat template %s)\n",
+    std::printf("serving %s as \"%s\" on http://%s:%d/v1 (max batch %lld, context %lld tokens, KV cache %.1f MiB: "
+                "%lld tokens in blocks of %lld, chat template %s)\n",
                 src.value().dir.c_str(), options.model_name.c_str(), a.host.c_str(), port,
                 static_cast<long long>(a.max_batch),
                 static_cast<long long>(a.context > 0 ? a.context : src.value().cfg.model.block_size),
-                static_cast<double>(server.cache_bytes()) / (1 << 20), options.chat_template.c_str());
+                static_cast<double>(server.cache_bytes()) / (1 << 20),
+                static_cast<long long>(server.cache_bytes() / server.cache_bytes_per_token()),
+                static_cast<long long>(infer::KvCache::kBlockTokens), options.chat_template.c_str());
     std::fflush(stdout);
     g_server = &server;
     std::signal(SIGINT, stop_on_signal);

@@ -3,8 +3,9 @@
 // N new tokens each, greedy. Reports as JSON the time to the first token (every request's
 // prefill, median of the repetitions), decode tokens/s (the steps after the first token, all B
 // rows together) and the bytes a decode step reads (weights and the cache) per second, against
-// which the machine's memory bandwidth is the ceiling. --profile prints one profiled run's
-// table (not timed).
+// which the machine's memory bandwidth is the ceiling: measured in the same process with the
+// same threads (bench/memory_bandwidth.h), and the fraction of it decoding reaches (issue #49:
+// >= 0.7 at batch 1). --profile prints one profiled run's table (not timed).
 //
 // Usage: decode_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I]] [--layers L] [--embd C]
 //          [--heads NH] [--vocab V] [--B B] [--prompt P] [--tokens N] [--reps R] [--threads T]
@@ -23,6 +24,7 @@
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "infer/engine.h"
+#include "memory_bandwidth.h"
 #include "models/registry.h"
 
 using namespace trident;
@@ -117,6 +119,8 @@ int main(int argc, char** argv) {
       run(tokens);
       std::fprintf(stderr, "profile of one run (not timed):\n%s", session.stop().table().c_str());
     }
+    const double decode_gb_per_s = (static_cast<double>(weight_bytes) + cache_bytes) * steps / decode / 1e9;
+    const double memory_gb_per_s = bench::memory_read_gb_per_s();
     const nlohmann::json out = {
         {"framework", "trident"},
         {"config", {{"arch", cfg.arch}, {"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
@@ -129,7 +133,9 @@ int main(int argc, char** argv) {
         {"ttft_ms", ttft * 1e3},
         {"decode_tokens_per_s", static_cast<double>(B) * steps / decode},
         {"decode_step_ms", decode / steps * 1e3},
-        {"decode_gb_per_s", (static_cast<double>(weight_bytes) + cache_bytes) * steps / decode / 1e9},
+        {"decode_gb_per_s", decode_gb_per_s},
+        {"memory_read_gb_per_s", memory_gb_per_s},
+        {"bandwidth_fraction", decode_gb_per_s / memory_gb_per_s},
         {"weight_bytes", weight_bytes},
         {"cache_bytes", engine.cache().bytes()},
     };

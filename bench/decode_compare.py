@@ -406,9 +406,10 @@ def side(r, keys):
     return {k: r.get(k) for k in keys}
 
 
-TRIDENT_KEYS = ("ttft_ms", "decode_tokens_per_s", "decode_step_ms", "decode_gb_per_s", "weight_bytes", "cache_bytes",
-                "threads", "peak_rss_mib")
-TORCH_KEYS = TRIDENT_KEYS + ("total_ms", "first_ms", "total_runs_ms", "gqa", "allocator", "blas", "cpu_capability",
+COMMON_KEYS = ("ttft_ms", "decode_tokens_per_s", "decode_step_ms", "decode_gb_per_s", "weight_bytes", "cache_bytes",
+               "threads", "peak_rss_mib")
+TRIDENT_KEYS = COMMON_KEYS + ("memory_read_gb_per_s", "bandwidth_fraction")
+TORCH_KEYS = COMMON_KEYS + ("total_ms", "first_ms", "total_runs_ms", "gqa", "allocator", "blas", "cpu_capability",
                              "parallel_backend")
 
 
@@ -486,14 +487,18 @@ def main():
                 row = {"trident": side(t, TRIDENT_KEYS), "pytorch": side(p, TORCH_KEYS),
                        "ttft_speedup": p["ttft_ms"] / t["ttft_ms"],
                        "decode_tokens_per_s_ratio": tr / pr if tr and pr else None,
-                       "trident_decode_gb_per_s": t["decode_gb_per_s"] if tr else None}
+                       "trident_decode_gb_per_s": t["decode_gb_per_s"] if tr else None,
+                       "trident_bandwidth_fraction": t.get("bandwidth_fraction") if tr else None}
                 row["issue49_2x"] = {"ttft": row["ttft_speedup"] >= 2.0,
                                      "decode_tokens_per_s": row["decode_tokens_per_s_ratio"] >= 2.0
-                                     if row["decode_tokens_per_s_ratio"] else None}
+                                     if row["decode_tokens_per_s_ratio"] else None,
+                                     "bandwidth_70pct": row["trident_bandwidth_fraction"] >= 0.7
+                                     if B == 1 and row["trident_bandwidth_fraction"] else None}
                 e["by_batch"][str(B)] = row
                 print(f"{name} {prec} B={B}: TTFT trident {t['ttft_ms']:.1f} ms, PyTorch {p['ttft_ms']:.1f} ms "
                       f"({row['ttft_speedup']:.2f}x); decode trident {fmt(tr, '.1f')} tok/s "
-                      f"({fmt(row['trident_decode_gb_per_s'], '.2f')} GB/s), PyTorch [{e['pytorch_settings']}] "
+                      f"({fmt(row['trident_decode_gb_per_s'], '.2f')} GB/s = "
+                      f"{fmt(row['trident_bandwidth_fraction'], '.0%')} of {t.get('memory_read_gb_per_s', 0):.1f}), PyTorch [{e['pytorch_settings']}] "
                       f"{fmt(pr, '.1f')} tok/s (ratio {fmt(row['decode_tokens_per_s_ratio'], '.2f')})",
                       file=sys.stderr, flush=True)
         report["configs"][name] = entry

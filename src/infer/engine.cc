@@ -30,8 +30,16 @@ Engine::Engine(const models::CausalLM& model, const EngineOptions& options) : mo
   TRI_CHECK(!params.empty(), "generation: the model has no parameters");
   const Tensor& any = params.front().second;
   const auto [kv_heads, head_size] = model.kv_cache_heads();
+  TRI_CHECK(options_.cache_tokens >= 0, "generation: a KV cache of ", options_.cache_tokens,
+            " tokens is invalid: allowed: >= 0 (0: every slot's longest sequence at once)");
   cache_ = std::make_unique<KvCache>(KvCacheShape{c.n_layer, kv_heads, head_size, any.dtype(), any.device()},
-                                     options_.max_batch, options_.capacity);
+                                     options_.max_batch, options_.capacity, options_.cache_tokens,
+                                     model.attention_window());
+}
+
+int64_t Engine::positions_of(const GenerationRequest& q) const {
+  // The last new token is never read back, so it needs no room in the cache.
+  return std::min<int64_t>(options_.capacity, static_cast<int64_t>(q.prompt.size()) + q.max_tokens - 1);
 }
 
 Engine::~Engine() = default;
@@ -47,6 +55,10 @@ void Engine::validate(const GenerationRequest& q) const {
   for (int64_t t : q.stop_tokens)
     TRI_CHECK(t >= 0 && t < V, "generation: stop token ", t, " is not in the vocabulary of ", V);
   q.sampling.validate();
+  const int64_t prompt = static_cast<int64_t>(q.prompt.size()), need = cache_->blocks_for(positions_of(q), prompt);
+  TRI_CHECK(need <= cache_->blocks(), "generation: a prompt of ", prompt, " tokens with max_tokens = ", q.max_tokens,
+            " needs ", need * KvCache::kBlockTokens, " tokens of KV cache, but it holds ",
+            cache_->blocks() * KvCache::kBlockTokens, ": lower max_tokens or give the cache more tokens");
 }
 
 int64_t Engine::submit(const GenerationRequest& request) {
@@ -77,7 +89,6 @@ bool Engine::take(Running& r, int64_t token, std::vector<StepEvent>& events) con
 
 void Engine::prefill(Running& r, int64_t slot, std::vector<StepEvent>& events) {
   const auto n = static_cast<int64_t>(r.request.prompt.size());
-  cache_->reset(slot);
   cache_->begin_step(slot, 1, n);
   const Tensor logits =
       model_.decode(core::to_device(from_vector(r.request.prompt, {1, n}), cache_->positions().device()), *cache_);
@@ -87,11 +98,11 @@ void Engine::prefill(Running& r, int64_t slot, std::vector<StepEvent>& events) {
 
 void Engine::release(size_t i) {
   const size_t last = batch_.size() - 1;
+  cache_->reset(static_cast<int64_t>(i));
   if (i != last) {
     cache_->move(static_cast<int64_t>(last), static_cast<int64_t>(i));
     batch_[i] = std::move(batch_[last]);
   }
-  cache_->reset(static_cast<int64_t>(last));
   batch_.pop_back();
 }
 
@@ -100,6 +111,9 @@ std::vector<StepEvent> Engine::step() {
   std::vector<StepEvent> events;
   // Admit queued requests into free slots; one that ends on its first token leaves at once.
   while (!queue_.empty() && static_cast<int64_t>(batch_.size()) < options_.max_batch) {
+    const GenerationRequest& next = queue_.front()->request;
+    if (!cache_->reserve(static_cast<int64_t>(batch_.size()), positions_of(next), static_cast<int64_t>(next.prompt.size())))
+      break;  // the pool is spoken for: it waits for a running request to end
     batch_.push_back(std::move(queue_.front()));
     queue_.pop_front();
     prefill(*batch_.back(), static_cast<int64_t>(batch_.size()) - 1, events);

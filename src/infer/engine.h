@@ -2,7 +2,8 @@
 // prompt is read once (prefill) into a cache slot, then every running request takes one token
 // per step, all of them in one batched decode; a request that ends (a stop token, its
 // max_tokens, or the context) leaves the batch at once and a waiting one takes its slot
-// (continuous batching, as vLLM schedules). A request's tokens do not depend on the others in
+// (continuous batching, as vLLM schedules) when the cache's pool has the blocks it may need
+// (Note [Reserved blocks] in infer/kv_cache.h; requests are admitted in order). A request's tokens do not depend on the others in
 // the batch: greedy decoding gives what the request gives alone, and a sampled one draws from
 // its own seed.
 //
@@ -47,8 +48,9 @@ struct StepEvent {
 };
 
 struct EngineOptions {
-  int64_t max_batch = 8;  // requests decoded together (cache slots)
-  int64_t capacity = 0;   // tokens per slot, prompt included; 0: the model's block_size
+  int64_t max_batch = 8;     // requests decoded together (cache slots)
+  int64_t capacity = 0;      // tokens per slot, prompt included; 0: the model's block_size
+  int64_t cache_tokens = 0;  // the KV cache's pool, shared by the slots; 0: every slot's longest at once
 };
 
 class Engine {
@@ -78,6 +80,8 @@ class Engine {
  private:
   struct Running;
   void validate(const GenerationRequest& request) const;
+  // The positions a request may fill in the cache: its prompt and all but its last new token.
+  int64_t positions_of(const GenerationRequest& request) const;
   // Reads the request's prompt into slot `slot` and draws its first token.
   void prefill(Running& r, int64_t slot, std::vector<StepEvent>& events);
   // Appends `token` to the request and records the event; true when it has ended.

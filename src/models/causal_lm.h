@@ -64,6 +64,8 @@ class CausalLM : public nn::Module {
   virtual Tensor decode(const Tensor& idx, KvCacheAccess& cache) const = 0;
   // What decode() caches per layer and token: {key/value heads, head size}.
   virtual std::pair<int64_t, int64_t> kv_cache_heads() const = 0;
+  // The keys a query reads at most, counting its own (a sliding window: Mistral's); 0: all.
+  virtual int64_t attention_window() const { return 0; }
 
   // Where parameter `name` is used: the index of its block, or kEmbedding (before the
   // blocks: the first pipeline stage) or kHead (after them: the last stage).

@@ -157,16 +157,17 @@ AttentionGrads attention_backward(const Tensor& dout_in, const Tensor& q_in, con
   return g;
 }
 
-AttentionForward attention_decode(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                  const Tensor* query_start, int64_t window, std::optional<double> scale,
-                                  AttentionOutputLayout layout) {
-  const char* what = "attention_decode";
-  AttentionShape s = check_inputs(q_in, k_in, v_in, /*causal=*/true, scale, window, nullptr, what, true);
+namespace {
+
+// The decoding forward for attention_decode's two forms: `paged` the pools' block table.
+AttentionForward decode_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, AttentionShape s,
+                                const Tensor* query_start, const KvBlocks* paged, AttentionOutputLayout layout,
+                                const char* what) {
   TRI_CHECK(!on_device(q_in), what, ": decoding attention runs on the CPU only for now; q is on ", q_in.device());
   std::vector<int64_t> starts;
   if (query_start != nullptr) {
-    TRI_CHECK(query_start->shape() == Shape({s.B}), what, ": query_start must be (B) = (", s.B, "), got ",
-              query_start->str());
+    TRI_CHECK(query_start->shape() == Shape({s.B}) && query_start->dtype() == DType::kI64 && !on_device(*query_start),
+              what, ": query_start must be (B) = (", s.B, ") i64 on the host, got ", query_start->str());
     starts = to_vector<int64_t>(*query_start);
     for (int64_t b = 0; b < s.B; ++b)
       TRI_CHECK(starts[static_cast<size_t>(b)] >= 0 && starts[static_cast<size_t>(b)] + s.Tq <= s.T, what,
@@ -179,10 +180,62 @@ AttentionForward attention_decode(const Tensor& q_in, const Tensor& k_in, const 
   Tensor lse = empty({s.B, s.NH, s.Tq}, lse_dtype(q.dtype()), q.device());
   if (out.numel() == 0) return {out, lse};
   dispatch_floating(q.dtype(), what, [&]<class T>() {
-    kernels::cpu::attention_forward<T>(heads<T>(out), lse.data_ptr<acc_t<T>>(), heads<const T>(q),
-                                       heads<const T>(k), heads<const T>(v), s);
+    HeadsView<const T> kh = heads<const T>(k), vh = heads<const T>(v);
+    if (paged != nullptr)
+      for (HeadsView<const T>* view : {&kh, &vh}) {
+        view->block_table = paged->table.data_ptr<int64_t>();
+        view->blocks_per_row = paged->table.size(1);
+        view->block_tokens = k.size(2);
+      }
+    kernels::cpu::attention_forward<T>(heads<T>(out), lse.data_ptr<acc_t<T>>(), heads<const T>(q), kh, vh, s);
   });
   return {out, lse};
+}
+
+}  // namespace
+
+AttentionForward attention_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* query_start,
+                                  int64_t window, std::optional<double> scale, AttentionOutputLayout layout) {
+  const char* what = "attention_decode";
+  const AttentionShape s = check_inputs(q, k, v, /*causal=*/true, scale, window, nullptr, what, true);
+  return decode_forward(q, k, v, s, query_start, nullptr, layout, what);
+}
+
+AttentionForward attention_decode(const Tensor& q, const Tensor& k_blocks, const Tensor& v_blocks, const KvBlocks& blocks,
+                                  const Tensor& query_start, int64_t window, std::optional<double> scale,
+                                  AttentionOutputLayout layout) {
+  const char* what = "attention_decode (paged)";
+  TRI_CHECK(k_blocks.dim() == 4 && k_blocks.shape() == v_blocks.shape(), what,
+            ": the key and value pools must be (blocks, NKV, block_tokens, HS) alike, got k ", k_blocks.shape(), ", v ",
+            v_blocks.shape());
+  const int64_t pool = k_blocks.size(0), block_tokens = k_blocks.size(2), B = q.dim() == 4 ? q.size(0) : -1;
+  TRI_CHECK(block_tokens > 0 && block_tokens % kernels::cpu::kAttentionKeyTile == 0, what, ": blocks of ",
+            block_tokens, " tokens: allowed: a multiple of ", kernels::cpu::kAttentionKeyTile, " (one key tile)");
+  TRI_CHECK(blocks.table.dim() == 2 && blocks.table.size(0) == B && blocks.table.dtype() == DType::kI64 &&
+                blocks.table.is_contiguous() && !on_device(blocks.table),
+            what, ": the block table must be contiguous (B = ", B, ", blocks per row) i64 on the host, got ",
+            blocks.table.str());
+  TRI_CHECK(blocks.T >= 1 && blocks.T <= blocks.table.size(1) * block_tokens, what, ": ", blocks.T, " keys per row do not fit ",
+            blocks.table.size(1), " blocks of ", block_tokens, " tokens");
+  // check_inputs sees the pools as one row of (B, NKV, T, HS) would look: only their sizes matter there.
+  const Tensor k_shape = views::expand(views::narrow(views::narrow(k_blocks, 0, 0, 1), 2, 0, 1),
+                                       {B, k_blocks.size(1), blocks.T, k_blocks.size(3)});
+  AttentionShape s = check_inputs(q, k_shape, k_shape, /*causal=*/true, scale, window, nullptr, what, true);
+  check_same_dtype(q, v_blocks, what);
+  // Every block a row reads (from its first query's first visited tile to its last query's) is in the pool.
+  const std::vector<int64_t> table = to_vector<int64_t>(blocks.table), starts = to_vector<int64_t>(query_start);
+  TRI_CHECK(static_cast<int64_t>(starts.size()) == B, what, ": query_start must be (B) = (", B, "), got ",
+            query_start.str());
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t first = starts[static_cast<size_t>(b)];
+    if (first < 0 || first + s.Tq > s.T) continue;  // decode_forward names it
+    for (int64_t t = s.first_key(b, first) / block_tokens * block_tokens; t < first + s.Tq; t += block_tokens) {
+      const int64_t block = table[static_cast<size_t>(b * blocks.table.size(1) + t / block_tokens)];
+      TRI_CHECK(block >= 0 && block < pool, what, ": row ", b, " reads keys ", t, " to ", t + block_tokens - 1,
+                " from block ", block, ", not one of the pool's ", pool);
+    }
+  }
+  return decode_forward(q, k_blocks, v_blocks, s, &query_start, &blocks, layout, what);
 }
 
 }  // namespace trident::ops

@@ -53,6 +53,20 @@ AttentionForward attention_decode(const Tensor& q, const Tensor& k, const Tensor
                                   std::optional<double> scale = std::nullopt,
                                   AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst);
 
+// Decoding from a paged KV cache (Note [Paged keys and values] in kernels/cpu/attention.h):
+// k_blocks and v_blocks are pools (N, NKV, block_tokens, HS), block_tokens a multiple of
+// kernels::cpu::kAttentionKeyTile; row b's key position t is in block table[b][t /
+// block_tokens]. T is the longest row's key count; query_start as above (required). A row's
+// blocks before its window may be -1 (given back); every block it reads must be in the pool.
+struct KvBlocks {
+  Tensor table;  // (B, blocks per row) i64 on the host
+  int64_t T = 0;
+};
+AttentionForward attention_decode(const Tensor& q, const Tensor& k_blocks, const Tensor& v_blocks, const KvBlocks& blocks,
+                                  const Tensor& query_start, int64_t window = 0,
+                                  std::optional<double> scale = std::nullopt,
+                                  AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst);
+
 struct AttentionGrads {
   Tensor dq;  // (B, NH, T, HS), contiguous
   Tensor dk;  // (B, NKV, T, HS), contiguous

@@ -55,6 +55,7 @@ class Scheduler {
   int64_t context() const { return options_.capacity; }
   // The KV cache's bytes (fixed when the engine is made).
   int64_t cache_bytes() const { return engine_.cache().bytes(); }
+  int64_t cache_bytes_per_token() const { return engine_.cache().bytes_per_token(); }
   // Requests running and queued now.
   std::pair<int64_t, int64_t> load() const;
 

@@ -294,6 +294,7 @@ int Server::bind() {
 void Server::run() { http_->listen_after_bind(); }
 
 int64_t Server::cache_bytes() const { return scheduler_->cache_bytes(); }
+int64_t Server::cache_bytes_per_token() const { return scheduler_->cache_bytes_per_token(); }
 
 void Server::stop() {
   if (http_) http_->stop();

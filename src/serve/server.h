@@ -53,6 +53,7 @@ class Server {
   void stop();
   int bound_port() const { return port_; }
   int64_t cache_bytes() const;
+  int64_t cache_bytes_per_token() const;
 
  private:
   struct Prepared;

@@ -12,12 +12,15 @@
 #include "infer/engine.h"
 #include "models/generate.h"
 #include "models/registry.h"
+#include "requests.h"
 #include "support/error_of.h"
 #include "support/tiny_model_configs.h"
 
 namespace trident::infer {
 namespace {
 
+using testing::greedy;
+using testing::prompt_of;
 using trident::testing::error_of;
 
 models::ModelConfig with_context(models::ModelConfig c, int64_t block_size) {
@@ -32,19 +35,6 @@ std::vector<models::ModelConfig> families() {
           with_context(window, 64)};
 }
 
-std::vector<int64_t> prompt_of(int64_t n, uint64_t seed, int64_t vocab = 40) {
-  std::mt19937_64 gen(seed);
-  std::vector<int64_t> p;
-  for (int64_t i = 0; i < n; ++i) p.push_back(static_cast<int64_t>(gen() % static_cast<uint64_t>(vocab)));
-  return p;
-}
-
-GenerationRequest greedy(std::vector<int64_t> prompt, int64_t max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  return r;
-}
 
 TEST(Engine, GreedyTokensEqualGenerationWithoutACache) {
   for (const models::ModelConfig& c : families()) {
@@ -116,7 +106,8 @@ TEST(Engine, StopTokensMaxTokensAndAFullContextEndARequest) {
   EXPECT_EQ(full.finish_reason, "length");
   Engine small(*model, {.max_batch = 2, .capacity = 10});
   EXPECT_EQ(small.generate({greedy(prompt, 100)})[0].tokens.size(), 5u);
-  EXPECT_EQ(small.cache().bytes(), 2 /* k, v */ * 3 /* layers */ * 2 /* slots */ * 2 /* kv heads */ * 10 * 4 * 4);
+  // Each slot's 10 tokens take one block of 64 (infer/kv_cache.h).
+  EXPECT_EQ(small.cache().bytes(), 2 /* k, v */ * 3 /* layers */ * 2 /* slots */ * 2 /* kv heads */ * 64 * 4 * 4);
 }
 
 TEST(Engine, BadRequestsAreNamed) {

@@ -5,6 +5,8 @@
 // lengths), one query and several, across 64-key tiles, with grouped-query attention and a
 // sliding window, in f32 and bf16; and one decoding step's row equals the full forward's last
 // row bit for bit in f32 (what makes cached greedy generation give uncached generation's tokens).
+// The paged form (a KV cache in blocks, Note [Paged keys and values]) gives the contiguous
+// form's bits from scattered blocks, with a window's given-back blocks never read.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -98,6 +100,63 @@ TEST(AttentionDecode, BadQueriesAreNamed) {
                {"attention_decode", "row 1's queries start at key position 3", "3 queries", "5 keys"});
   const Tensor wrong = from_vector(std::vector<int64_t>{0}, {1});
   expect_error([&] { ops::attention_decode(q, kv, kv, &wrong); }, {"attention_decode", "query_start must be (B) = (2)"});
+}
+
+// Row b's keys (NKV, T, HS) scattered over a pool of 64-token blocks in the order `order`
+// (a permutation, so rows interleave); blocks before `dropped[b]` tokens are given back (-1).
+struct Paged {
+  Tensor k_pool, v_pool, table;
+};
+Paged scatter(const Tensor& k, const Tensor& v, const std::vector<int64_t>& order, const std::vector<int64_t>& dropped) {
+  const int64_t B = k.size(0), NKV = k.size(1), T = k.size(2), HS = k.size(3), bt = 64, per_row = (T + bt - 1) / bt;
+  Paged p{zeros({B * per_row, NKV, bt, HS}, k.dtype()), zeros({B * per_row, NKV, bt, HS}, k.dtype()),
+          full({B, per_row}, -1.0, DType::kI64)};
+  int64_t* table = p.table.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < per_row; ++i) {
+      const int64_t block = order[static_cast<size_t>(b * per_row + i)], n = std::min(bt, T - i * bt);
+      if ((i + 1) * bt <= dropped[static_cast<size_t>(b)]) continue;
+      table[b * per_row + i] = block;
+      for (auto [pool, src] : {std::pair{&p.k_pool, &k}, std::pair{&p.v_pool, &v}})
+        core::copy_(views::narrow(views::select(*pool, 0, block), 1, 0, n),
+                    views::narrow(views::select(*src, 0, b), 1, i * bt, n));
+    }
+  return p;
+}
+
+TEST(AttentionDecode, PagedBlocksGiveTheContiguousCachesBits) {
+  Generator gen(7);
+  const int64_t B = 3, NH = 4, NKV = 2, T = 200, HS = 16;
+  const std::vector<int64_t> order = {11, 0, 5, 2, 7, 9, 1, 4, 10, 3, 8, 6};  // 3 rows x 4 blocks
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (int64_t window : {int64_t{0}, int64_t{70}}) {
+      const Tensor k = core::cast(randn({B, NKV, T, HS}, gen), dtype), v = core::cast(randn({B, NKV, T, HS}, gen), dtype);
+      const std::vector<int64_t> starts = {10, 130, 199};  // caches of 11, 131 and 200 keys
+      const Tensor q = core::cast(randn({B, NH, 1, HS}, gen), dtype), start_t = from_vector(starts, {B});
+      // With the window, every block wholly before a row's window is given back.
+      std::vector<int64_t> dropped(B, 0);
+      if (window > 0)
+        for (int64_t b = 0; b < B; ++b) dropped[static_cast<size_t>(b)] = starts[static_cast<size_t>(b)] - window + 1;
+      const Paged p = scatter(k, v, order, dropped);
+      const Tensor want = ops::attention_decode(q, k, v, &start_t, window).out;
+      const Tensor got = ops::attention_decode(q, p.k_pool, p.v_pool, {p.table, T}, start_t, window).out;
+      EXPECT_EQ(to_vector<float>(got), to_vector<float>(want)) << dtype_name(dtype) << " window " << window;
+    }
+}
+
+TEST(AttentionDecode, BadBlocksAreNamed) {
+  const Tensor q = zeros({2, 2, 1, 8}), pool = zeros({4, 2, 64, 8}), starts = from_vector(std::vector<int64_t>{3, 70}, {2});
+  const Tensor table = from_vector(std::vector<int64_t>{0, -1, 1, 9}, {2, 2});
+  expect_error([&] { ops::attention_decode(q, pool, pool, {table, 71}, starts); },
+               {"attention_decode (paged)", "row 1 reads keys 64 to 127 from block 9", "pool's 4"});
+  const Tensor dropped = from_vector(std::vector<int64_t>{0, -1, -1, 2}, {2, 2});
+  expect_error([&] { ops::attention_decode(q, pool, pool, {dropped, 71}, starts); },
+               {"row 1 reads keys 0 to 63 from block -1"});
+  const Tensor odd = zeros({4, 2, 48, 8});
+  expect_error([&] { ops::attention_decode(q, odd, odd, {table, 71}, starts); },
+               {"blocks of 48 tokens", "a multiple of 64"});
+  expect_error([&] { ops::attention_decode(q, pool, pool, {table, 200}, starts); },
+               {"200 keys per row do not fit 2 blocks of 64 tokens"});
 }
 
 }  // namespace

@@ -24,6 +24,15 @@
 // row whose cache is shorter than T sees none of the keys past its own end: they are its
 // future). Only the forward takes Tq != T; its query tiles simply start at their positions.
 //
+// Note [Paged keys and values]
+// A KV cache in blocks (vLLM's PagedAttention): sequences of different lengths share one pool
+// of fixed-size blocks, each row reading its keys through its own list of blocks, so no row
+// reserves the longest row's length and a freed block serves any row next. The kernels read
+// keys and values a tile (kBc rows) at a time, so a block holds a whole number of tiles
+// (block_tokens % kBc == 0) and a tile never straddles two blocks. A row's blocks before its
+// first visited tile (a sliding window's past) are never read, so the cache may have given them
+// back (their entries are then -1).
+//
 // What this does not do: dropout, attention masks other than causal (with or without a
 // window and document masks), different query and key lengths, or a value head size different from the
 // query/key head size.
@@ -59,15 +68,31 @@
 namespace trident::kernels::cpu {
 
 // A (B, heads, T, HS) operand: element (b, h, t, d) is data[b*batch + h*head + t*time + d].
+// Paged (block_table set; keys and values only, forward only: Note [Paged keys and values]):
+// row b's position t is in block block_table[b * blocks_per_row + t / block_tokens], at
+// data[block * batch_stride + h*head + (t % block_tokens)*time + d].
 template <class T>
 struct HeadsView {
   T* data;
   int64_t batch_stride, head_stride, time_stride;
+  const int64_t* block_table = nullptr;
+  int64_t blocks_per_row = 0, block_tokens = 0;
 
   T* row(int64_t b, int64_t h, int64_t t) const {
+    if (block_table != nullptr) {
+      const int64_t block = block_table[b * blocks_per_row + t / block_tokens];
+      return data + block * batch_stride + h * head_stride + (t % block_tokens) * time_stride;
+    }
     return data + b * batch_stride + h * head_stride + t * time_stride;
   }
+  // Whether row b's position t is held (a paged view's given-back blocks are not).
+  bool holds(int64_t b, int64_t t) const {
+    return block_table == nullptr || block_table[b * blocks_per_row + t / block_tokens] >= 0;
+  }
 };
+
+// A paged view's block_tokens must be a multiple of this: the key rows of one tile.
+inline constexpr int64_t kAttentionKeyTile = 64;
 
 struct AttentionShape {
   int64_t B, NH, NKV, T, HS;

@@ -212,8 +212,13 @@ PackedKeysAndValues pack_keys_and_values(HeadsView<const bf16> k, HeadsView<cons
   parallel_for(0, heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bg = begin; bg < end; ++bg) {
       const int64_t b = bg / s.NKV, g = bg % s.NKV;
-      load_pair_rows(kp + bg * k_words, P, k.row(b, g, 0), k.time_stride, s.T, s.HS);
-      load_vnni(vp + bg * v_words, HSp, v.row(b, g, 0), v.time_stride, s.T, s.HS);
+      // A tile (kBc rows, even) at a time: a paged view's rows are contiguous within a tile only.
+      for (int64_t k0 = 0; k0 < s.T; k0 += kBc) {
+        if (!k.holds(b, k0)) continue;  // before the row's window: never read
+        const int64_t rows = std::min(kBc, s.T - k0);
+        load_pair_rows(kp + bg * k_words + k0 * P, P, k.row(b, g, k0), k.time_stride, rows, s.HS);
+        load_vnni(vp + bg * v_words + k0 / 2 * HSp, HSp, v.row(b, g, k0), v.time_stride, rows, s.HS);
+      }
     }
   });
   return {std::move(block), kp, vp, P, HSp, s.T};

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "core/allocator.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/fast_math.h"
 
 namespace trident::kernels::cpu::attention_tile {
@@ -30,6 +31,7 @@ namespace trident::kernels::cpu::attention_tile {
 // kColAlign, its column block; padding columns are zero-filled and never stored.
 inline constexpr int64_t kBr = 64;
 inline constexpr int64_t kBc = 64;
+static_assert(kBc == kAttentionKeyTile, "a paged cache's blocks hold whole key tiles (kernels/cpu/attention.h)");
 
 inline int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
 inline int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }

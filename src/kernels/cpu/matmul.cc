@@ -11,6 +11,7 @@
 #include "core/half.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm_engine.h"
+#include "kernels/cpu/gemv.h"
 #include "kernels/cpu/onednn_gemm.h"
 
 namespace trident::kernels::cpu {
@@ -239,11 +240,26 @@ void gemm_any(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M,
   }
 }
 
+// A decode step's product (few rows) on gemv.h's kernels: bandwidth-bound, where an engine's
+// blocking and packing only cost. Returns whether it took the product.
+template <class T>
+bool small_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda,
+                   const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bf16>) {
+    if (!gemv_applies(trans_a, M, K) || N == 0) return false;
+    normalize_leading_dims(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    gemv<T>(trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, serial);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  if (small_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, false)) return;
   gemm_any(process_engines<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Split{});
 }
 
@@ -257,6 +273,7 @@ void gemm_on(const GemmEngines& engines, bool trans_a, bool trans_b, int64_t M, 
 template <class T>
 void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const T* A, int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  if (small_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, true)) return;
   gemm_any(process_engines<T>(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Split{.serial = true});
 }
 

@@ -15,13 +15,15 @@
 namespace trident::kernels::cpu {
 
 // Uses every thread; results are bitwise independent of the thread count
-// (Note [Deterministic GEMM] in matmul.cc).
+// (Note [Deterministic GEMM] in matmul.cc). A product of at most kGemvMaxRows rows (a decode
+// step) runs on gemv.h's bandwidth-bound kernels, whose rows do not depend on each other.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc);
 
 // The same product on the given engines instead of the process's: to time or compare the
-// engines in one process (gemm_rates.h, tests). The same bits as gemm with those engines set.
+// engines in one process (gemm_rates.h, tests). The same bits as gemm with those engines set,
+// but for few rows: those stay on the engines (gemm takes gemv.h's kernels).
 // `block`: rows (or columns) per block instead of the shape's own (0), so that a part of a
 // long product can be timed in the whole product's blocks (Note [Bounded measurement]).
 template <class T>

@@ -44,9 +44,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, Generator* dropout_gen, con
                                 ops::AttentionOutputLayout::kTokensFirst, 0, documents);
     // Decoding: the new keys and values join the cached ones.
     auto tokens_first = [&](int64_t which) { return trident::view(parts[static_cast<size_t>(which)], {B, T, NH, HS}); };
-    const auto [keys, values] = cache->append(layer, tokens_first(1), tokens_first(2));
-    return trident::attention_decode(head_view(0), keys, values, cache->query_start(), 0,
-                                     ops::AttentionOutputLayout::kTokensFirst);
+    return cache->attend(layer, head_view(0), tokens_first(1), tokens_first(2), /*window=*/0);
   }();
   const Tensor merged = trident::view(trident::transpose(y, 1, 2), {B, T, C});
   return maybe_dropout(c_proj_->forward(merged), cfg_.dropout, dropout_gen);

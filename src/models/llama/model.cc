@@ -41,9 +41,7 @@ Tensor Attention::forward(const Tensor& x, const ops::Documents* documents, KvCa
                                 trident::transpose(vh, 1, 2), /*causal=*/true, std::nullopt,
                                 ops::AttentionOutputLayout::kTokensFirst, cfg_.sliding_window, documents);
     // Decoding: the new keys and values join the cached ones.
-    const auto [keys, values] = cache->append(layer, kr, vh);
-    return trident::attention_decode(trident::transpose(qr, 1, 2), keys, values, cache->query_start(),
-                                     cfg_.sliding_window, ops::AttentionOutputLayout::kTokensFirst);
+    return cache->attend(layer, trident::transpose(qr, 1, 2), kr, vh, cfg_.sliding_window);
   }();
   return o_proj_->forward(trident::view(trident::transpose(y, 1, 2), {B, T, NH * HS}));
 }

@@ -79,6 +79,7 @@ class Llama : public CausalLM {
   Tensor head_loss(const Tensor& x, const Tensor& targets) const override;
   Tensor decode(const Tensor& idx, KvCacheAccess& cache) const override;
   std::pair<int64_t, int64_t> kv_cache_heads() const override { return {cfg_.n_kv_heads, cfg_.head_size()}; }
+  int64_t attention_window() const override { return cfg_.sliding_window; }
   int64_t block_of(const std::string& name) const override;
   std::optional<std::string> tied_head_weight() const override;
   void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }

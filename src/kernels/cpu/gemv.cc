@@ -1,0 +1,170 @@
+#include "kernels/cpu/gemv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "core/dtype.h"
+#include "core/parallel.h"
+
+namespace trident::kernels::cpu {
+namespace {
+
+constexpr int64_t kLanes = 16;
+// op(B) = B^T: rows of B per group (each read once per group of A's rows).
+constexpr int64_t kRowsPerGroup = 4;
+// op(B) = B: columns per chunk, so a chunk's partial sums for every row of A stay in L1
+// (8 x 512 floats = 16 KiB) beside the 4 rows of B it is reading (8 KiB).
+constexpr int64_t kColumnChunk = 512;
+
+inline float to_f32(float v) { return v; }
+inline float to_f32(bf16 v) { return static_cast<float>(v); }
+
+// The fixed tree over the 16 lanes (the same order as _mm512_reduce_add_ps's halving).
+inline float reduce_lanes(const float* lanes) {
+  float l8[8], l4[4];
+  for (int i = 0; i < 8; ++i) l8[i] = lanes[i] + lanes[i + 8];
+  for (int i = 0; i < 4; ++i) l4[i] = l8[i] + l8[i + 4];
+  return (l4[0] + l4[2]) + (l4[1] + l4[3]);
+}
+
+#if defined(__AVX512F__)
+inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(const bf16* p, __mmask16 m) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  // The masked forms (all lanes): GCC 12 warns on the plain ones' undefined passthrough.
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xFFFF, h);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
+}
+inline float reduce16(__m512 v) {
+  alignas(64) float lanes[kLanes];
+  _mm512_store_ps(lanes, v);
+  return reduce_lanes(lanes);
+}
+#endif
+
+template <class T>
+void store(T* c, float acc, float alpha, float beta) {
+  const float v = beta == 0.0f ? alpha * acc : alpha * acc + beta * to_f32(*c);
+  *c = T(v);
+}
+
+// op(B) = B^T, B (N,K): output n of row m is dot(A[m], B[n]). A is f32 here (widened).
+template <class T>
+void dot_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
+              const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kRowsPerGroup) {
+    const int64_t rows = std::min(kRowsPerGroup, n_end - n0);
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const int64_t ms = std::min<int64_t>(4, M - m0);
+#if defined(__AVX512F__)
+      __m512 acc[4][kRowsPerGroup];
+      for (auto& a : acc)
+        for (auto& r : a) r = _mm512_setzero_ps();
+      for (int64_t k = 0; k < K; k += kLanes) {
+        const __mmask16 mask = K - k >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
+        __m512 w[kRowsPerGroup] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int64_t r = 0; r < rows; ++r) w[r] = load16(B + (n0 + r) * ldb + k, mask);
+        for (int64_t mi = 0; mi < ms; ++mi) {
+          const __m512 a = _mm512_maskz_loadu_ps(mask, A + (m0 + mi) * lda + k);
+          for (int64_t r = 0; r < rows; ++r) acc[mi][r] = _mm512_fmadd_ps(a, w[r], acc[mi][r]);
+        }
+      }
+      for (int64_t mi = 0; mi < ms; ++mi)
+        for (int64_t r = 0; r < rows; ++r) store(C + (m0 + mi) * ldc + n0 + r, reduce16(acc[mi][r]), alpha, beta);
+#else
+      float acc[4][kRowsPerGroup][kLanes] = {};
+      for (int64_t k0 = 0; k0 < K; k0 += kLanes) {
+        const int64_t len = std::min(kLanes, K - k0);
+        for (int64_t mi = 0; mi < ms; ++mi)
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* a = A + (m0 + mi) * lda + k0;
+            const T* b = B + (n0 + r) * ldb + k0;
+            for (int64_t l = 0; l < len; ++l) acc[mi][r][l] += a[l] * to_f32(b[l]);
+          }
+      }
+      for (int64_t mi = 0; mi < ms; ++mi)
+        for (int64_t r = 0; r < rows; ++r) store(C + (m0 + mi) * ldc + n0 + r, reduce_lanes(acc[mi][r]), alpha, beta);
+#endif
+    }
+  }
+}
+
+// y[c] += a * b[c] for c in [0, len): the product's one term per k.
+template <class T>
+inline void axpy(float* y, float a, const T* b, int64_t len) {
+#if defined(__AVX512F__)
+  const __m512 av = _mm512_set1_ps(a);
+  int64_t c = 0;
+  for (; c + kLanes <= len; c += kLanes)
+    _mm512_storeu_ps(y + c, _mm512_fmadd_ps(av, load16(b + c, 0xFFFF), _mm512_loadu_ps(y + c)));
+  if (c < len) {
+    const __mmask16 mask = __mmask16((1u << (len - c)) - 1);
+    _mm512_mask_storeu_ps(y + c, mask, _mm512_fmadd_ps(av, load16(b + c, mask), _mm512_maskz_loadu_ps(mask, y + c)));
+  }
+#else
+  for (int64_t c = 0; c < len; ++c) y[c] = std::fma(a, to_f32(b[c]), y[c]);
+#endif
+}
+
+// op(B) = B, B (K,N): row m's outputs [n_begin, n_end) accumulate A[m][k] * B[k] over k
+// ascending, a chunk of columns at a time; B's rows are read once per chunk for all of A's rows.
+template <class T>
+void axpy_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
+               const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  alignas(64) float y[kGemvMaxRows * kColumnChunk];
+  for (int64_t c0 = n_begin; c0 < n_end; c0 += kColumnChunk) {
+    const int64_t len = std::min(kColumnChunk, n_end - c0);
+    std::fill(y, y + M * kColumnChunk, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const T* b = B + k * ldb + c0;
+      for (int64_t m = 0; m < M; ++m) axpy(y + m * kColumnChunk, A[m * lda + k], b, len);
+    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t c = 0; c < len; ++c) store(C + m * ldc + c0 + c, y[m * kColumnChunk + c], alpha, beta);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void gemv(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16>, "gemv: float or bf16");
+  if (M == 0 || N == 0) return;
+  // A is small (M x K); bf16 rows are widened once rather than in every column group.
+  std::vector<float> widened;
+  const float* a = nullptr;
+  int64_t a_ld = lda;
+  if constexpr (std::is_same_v<T, float>) {
+    a = A;
+  } else {
+    widened.resize(static_cast<size_t>(M * K));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) widened[static_cast<size_t>(m * K + k)] = static_cast<float>(A[m * lda + k]);
+    a = widened.data();
+    a_ld = K;
+  }
+  auto columns = [&](int64_t nb, int64_t ne) {
+    if (trans_b) dot_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
+    else axpy_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
+  };
+  // Threads take whole groups of columns: about 64 KiB of B each at least, so a small product
+  // stays on one thread.
+  const int64_t group = trans_b ? kRowsPerGroup : kLanes;
+  const int64_t grain = std::max<int64_t>(group, (65536 / std::max<int64_t>(K * static_cast<int64_t>(sizeof(T)), 1) + group - 1) / group * group);
+  if (serial) return columns(0, N);
+  parallel_for(0, N, grain, columns);
+}
+
+template void gemv<float>(bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+                          float*, int64_t, bool);
+template void gemv<bf16>(bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t, const bf16*, int64_t, float,
+                         bf16*, int64_t, bool);
+
+}  // namespace trident::kernels::cpu
