@@ -101,10 +101,10 @@ TEST(KvCache, APoolSmallerThanTheBatchStillGivesEveryRequestItsTokens) {
   const auto model = models::build_model(with_context(models::testing::tiny_llama(true), 4 * kBt));
   model->eval();
   Engine alone(*model, {.max_batch = 1});
-  // 4 slots but 5 blocks: a request of 70-130 positions reserves 2-3 blocks, so 1 or 2 run at once.
+  // 4 slots but 5 blocks: a request of 69-129 positions reserves 2-3 blocks, so 1 or 2 run at once.
   Engine engine(*model, {.max_batch = 4, .cache_tokens = 5 * kBt});
   std::vector<GenerationRequest> requests;
-  for (int64_t i = 0; i < 6; ++i) requests.push_back(greedy(prompt_of(20 + 13 * i, 50 + static_cast<uint64_t>(i)), 50 + 7 * i));
+  for (int64_t i = 0; i < 5; ++i) requests.push_back(greedy(prompt_of(30 + 15 * i, 50 + static_cast<uint64_t>(i)), 40 + 5 * i));
   const std::vector<GenerationResult> got = engine.generate(requests);
   for (size_t i = 0; i < requests.size(); ++i)
     EXPECT_EQ(got[i].tokens, alone.generate({requests[i]})[0].tokens) << "request " << i;

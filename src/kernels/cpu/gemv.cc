@@ -18,9 +18,13 @@ namespace {
 constexpr int64_t kLanes = 16;
 // op(B) = B^T: rows of B per group (each read once per group of A's rows).
 constexpr int64_t kRowsPerGroup = 4;
-// op(B) = B: columns per chunk, so a chunk's partial sums for every row of A stay in L1
-// (8 x 512 floats = 16 KiB) beside the 4 rows of B it is reading (8 KiB).
-constexpr int64_t kColumnChunk = 512;
+// op(B) = B: the floats of partial sums a chunk of columns keeps in L1 for all of A's rows
+// (24 KiB): the fewer the rows, the longer the run of each row of B read at once (6144
+// columns, 24 KiB of a row, for one row of A; 768 for eight), which the hardware prefetchers
+// stream far better than short pieces of many rows.
+constexpr int64_t kPartialSums = 6144;
+// op(B) = B: rows of B read together (four streams in flight), each term still added in k order.
+constexpr int64_t kRowsTogether = 4;
 
 inline float to_f32(float v) { return v; }
 inline float to_f32(bf16 v) { return static_cast<float>(v); }
@@ -95,20 +99,25 @@ void dot_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha,
   }
 }
 
-// y[c] += a * b[c] for c in [0, len): the product's one term per k.
-template <class T>
-inline void axpy(float* y, float a, const T* b, int64_t len) {
+// y[c] += a[0] b[0][c], then + a[1] b[1][c], ... for the R rows b[r] (c in [0, len)): R terms
+// of the product per pass over y, added in k order.
+template <int R, class T>
+inline void axpy(float* y, const float* a, const T* const* b, int64_t len) {
 #if defined(__AVX512F__)
-  const __m512 av = _mm512_set1_ps(a);
-  int64_t c = 0;
-  for (; c + kLanes <= len; c += kLanes)
-    _mm512_storeu_ps(y + c, _mm512_fmadd_ps(av, load16(b + c, 0xFFFF), _mm512_loadu_ps(y + c)));
-  if (c < len) {
-    const __mmask16 mask = __mmask16((1u << (len - c)) - 1);
-    _mm512_mask_storeu_ps(y + c, mask, _mm512_fmadd_ps(av, load16(b + c, mask), _mm512_maskz_loadu_ps(mask, y + c)));
+  __m512 av[R];
+  for (int r = 0; r < R; ++r) av[r] = _mm512_set1_ps(a[r]);
+  for (int64_t c = 0; c < len; c += kLanes) {
+    const __mmask16 mask = len - c >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (len - c)) - 1);
+    __m512 acc = _mm512_maskz_loadu_ps(mask, y + c);
+    for (int r = 0; r < R; ++r) acc = _mm512_fmadd_ps(av[r], load16(b[r] + c, mask), acc);
+    _mm512_mask_storeu_ps(y + c, mask, acc);
   }
 #else
-  for (int64_t c = 0; c < len; ++c) y[c] = std::fma(a, to_f32(b[c]), y[c]);
+  for (int64_t c = 0; c < len; ++c) {
+    float acc = y[c];
+    for (int r = 0; r < R; ++r) acc = std::fma(a[r], to_f32(b[r][c]), acc);
+    y[c] = acc;
+  }
 #endif
 }
 
@@ -117,16 +126,27 @@ inline void axpy(float* y, float a, const T* b, int64_t len) {
 template <class T>
 void axpy_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
                const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
-  alignas(64) float y[kGemvMaxRows * kColumnChunk];
-  for (int64_t c0 = n_begin; c0 < n_end; c0 += kColumnChunk) {
-    const int64_t len = std::min(kColumnChunk, n_end - c0);
-    std::fill(y, y + M * kColumnChunk, 0.0f);
-    for (int64_t k = 0; k < K; ++k) {
-      const T* b = B + k * ldb + c0;
-      for (int64_t m = 0; m < M; ++m) axpy(y + m * kColumnChunk, A[m * lda + k], b, len);
+  alignas(64) float y[kPartialSums];
+  const int64_t chunk = kPartialSums / M / kLanes * kLanes;
+  for (int64_t c0 = n_begin; c0 < n_end; c0 += chunk) {
+    const int64_t len = std::min(chunk, n_end - c0);
+    std::fill(y, y + M * chunk, 0.0f);
+    int64_t k = 0;
+    for (; k + kRowsTogether <= K; k += kRowsTogether) {
+      const T* rows[kRowsTogether];
+      for (int64_t r = 0; r < kRowsTogether; ++r) rows[r] = B + (k + r) * ldb + c0;
+      for (int64_t m = 0; m < M; ++m) {
+        float a[kRowsTogether];
+        for (int64_t r = 0; r < kRowsTogether; ++r) a[r] = A[m * lda + k + r];
+        axpy<kRowsTogether>(y + m * chunk, a, rows, len);
+      }
+    }
+    for (; k < K; ++k) {
+      const T* row = B + k * ldb + c0;
+      for (int64_t m = 0; m < M; ++m) axpy<1>(y + m * chunk, A + m * lda + k, &row, len);
     }
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t c = 0; c < len; ++c) store(C + m * ldc + c0 + c, y[m * kColumnChunk + c], alpha, beta);
+      for (int64_t c = 0; c < len; ++c) store(C + m * ldc + c0 + c, y[m * chunk + c], alpha, beta);
   }
 }
 
