@@ -52,6 +52,14 @@ struct Server::Metrics {
         cancelled(r.counter("trident_serve_cancelled_total",
                             "requests ended before the engine finished them (a client gone, a stop string, a "
                             "deadline): their slots freed early")),
+        connections(r.counter("trident_serve_connections_total", "connections accepted")),
+        evicted(r.counter("trident_serve_connections_evicted_total",
+                          "idle or reading connections dropped for a newer one (max connections open)")),
+        deadline_expired(r.counter("trident_serve_deadline_expired_total",
+                                   "requests or answers ended at their deadline (request or response)")),
+        busy(r.counter("trident_serve_connections_refused_total",
+                       "connections answered 503: every connection busy answering and the queue full")),
+        open(r.gauge("trident_serve_open_connections", "connections open now")),
         running(r.gauge("trident_serve_running_requests", "requests in the running batch")),
         queued(r.gauge("trident_serve_queued_requests", "requests waiting for a slot")),
         ttft(r.histogram("trident_serve_time_to_first_token_seconds", "from a request's arrival to its first token",
@@ -61,7 +69,8 @@ struct Server::Metrics {
         batch_size(r.histogram("trident_serve_batch_size", "requests that took a token in one engine step",
                                monitor::exponential_buckets(1, 2, 11))) {}
   monitor::Counter &completions, &chats, &refused, &prompt_tokens, &generated_tokens, &cancelled;
-  monitor::Gauge &running, &queued;
+  monitor::Counter &connections, &evicted, &deadline_expired, &busy;  // the HTTP server's limits at work
+  monitor::Gauge &open, &running, &queued;
   monitor::Histogram &ttft, &duration, &batch_size;
 };
 
@@ -221,6 +230,12 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
     m_->running.set(static_cast<double>(running));
     m_->queued.set(static_cast<double>(queued));
     m_->cancelled.set_total(static_cast<double>(scheduler_->cancelled()));
+    const monitor::HttpServerLimitStats http = http_->limit_stats();
+    m_->connections.set_total(static_cast<double>(http.connections));
+    m_->evicted.set_total(static_cast<double>(http.evicted));
+    m_->deadline_expired.set_total(static_cast<double>(http.deadline_expired));
+    m_->busy.set_total(static_cast<double>(http.refused));
+    m_->open.set(static_cast<double>(http.open));
     res.set_content(monitor::prometheus_text(metrics_), monitor::kPrometheusContentType);
   });
   http_->route("GET", "/health", [this](const httplib::Request&, httplib::Response& res) {

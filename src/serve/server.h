@@ -5,8 +5,9 @@
 // away frees its slot. Every bad request gets a 4xx in OpenAI's error shape naming the field,
 // and no request can stop the server (monitor/http_server_bounded.h bounds connections, bodies
 // and deadlines). GET /metrics exposes Prometheus counters and histograms (requests, tokens,
-// time to first token, each engine step's batch size, running, queued and cancelled requests). With an API key, every /v1 request must
-// carry it as a bearer token (401 otherwise).
+// time to first token, each engine step's batch size, running, queued and cancelled requests,
+// and what the HTTP server's limits did: connections evicted, deadlines, 503s). With an API
+// key, every /v1 request must carry it as a bearer token (401 otherwise).
 #pragma once
 
 #include <atomic>
