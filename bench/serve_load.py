@@ -96,6 +96,7 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+GAUGES = ("trident_serve_host_memory_in_use_bytes", "trident_serve_host_memory_reserved_bytes")
 COUNTERS = ("trident_serve_generated_tokens_total", "trident_serve_batch_size_count", "trident_serve_batch_size_sum",
             "trident_serve_connections_evicted_total", "trident_serve_deadline_expired_total",
             "trident_serve_connections_refused_total")
@@ -108,7 +109,7 @@ def server_counters(port):
     text = c.getresponse().read().decode()
     c.close()
     out = {}
-    for name in COUNTERS:
+    for name in COUNTERS + GAUGES:
         m = re.search(r"^" + re.escape(name) + r" (\S+)$", text, re.M)
         out[name] = float(m.group(1)) if m else 0.0
     return out
@@ -218,6 +219,9 @@ def run_round(port, pid, model, clients, seconds, prompt_tokens, tokens, seed):
         # What the HTTP server's limits did in the round (drain included): all 0 unless a
         # connection was dropped for a newer one, ran past a deadline or was refused.
         "http_limits": {k.replace("trident_serve_", ""): int(after[k] - before[k]) for k in COUNTERS[3:]},
+        # trident's host allocator after the round (its cache is part of the RSS).
+        "allocator_in_use_mib": round(after[GAUGES[0]] / 2**20, 1),
+        "allocator_reserved_mib": round(after[GAUGES[1]] / 2**20, 1),
     }
 
 
@@ -284,6 +288,7 @@ def serve_and_measure(args, model_dir, max_batch, env):
         # batching would give if both had the CPU to themselves (the machine is shared).
         "cpu_per_token_ratio_per_round": cpu_ratio,
         "rss_mib_per_round": [round(r["rss_mib"], 1) for r in rounds],
+        "allocator_reserved_mib_per_round": [r["allocator_reserved_mib"] for r in rounds],
         "rss_growth_first_to_last_round_mib": round(growth, 1),
         "criterion_4x": min(speedup) >= 4.0,
         "criterion_flat_memory": abs(growth) <= args.rss_tolerance_mib,

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/allocator.h"
 #include "core/check.h"
 #include "data/chat_template.h"
 #include "monitor/http_server_bounded.h"
@@ -60,6 +61,10 @@ struct Server::Metrics {
         busy(r.counter("trident_serve_connections_refused_total",
                        "connections answered 503: every connection busy answering and the queue full")),
         open(r.gauge("trident_serve_open_connections", "connections open now")),
+        memory_in_use(r.gauge("trident_serve_host_memory_in_use_bytes",
+                              "bytes of live tensors in trident's host allocator (weights, KV cache, a step's)")),
+        memory_reserved(r.gauge("trident_serve_host_memory_reserved_bytes",
+                                "bytes trident's host allocator holds from the system: live and cached blocks")),
         running(r.gauge("trident_serve_running_requests", "requests in the running batch")),
         queued(r.gauge("trident_serve_queued_requests", "requests waiting for a slot")),
         ttft(r.histogram("trident_serve_time_to_first_token_seconds", "from a request's arrival to its first token",
@@ -70,7 +75,7 @@ struct Server::Metrics {
                                monitor::exponential_buckets(1, 2, 11))) {}
   monitor::Counter &completions, &chats, &refused, &prompt_tokens, &generated_tokens, &cancelled;
   monitor::Counter &connections, &evicted, &deadline_expired, &busy;  // the HTTP server's limits at work
-  monitor::Gauge &open, &running, &queued;
+  monitor::Gauge &open, &memory_in_use, &memory_reserved, &running, &queued;
   monitor::Histogram &ttft, &duration, &batch_size;
 };
 
@@ -236,6 +241,9 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
     m_->deadline_expired.set_total(static_cast<double>(http.deadline_expired));
     m_->busy.set_total(static_cast<double>(http.refused));
     m_->open.set(static_cast<double>(http.open));
+    const MemoryStats memory = host_allocator().stats();
+    m_->memory_in_use.set(static_cast<double>(memory.in_use.current));
+    m_->memory_reserved.set(static_cast<double>(memory.reserved));
     res.set_content(monitor::prometheus_text(metrics_), monitor::kPrometheusContentType);
   });
   http_->route("GET", "/health", [this](const httplib::Request&, httplib::Response& res) {
