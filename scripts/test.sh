@@ -22,6 +22,9 @@ fi
 if [ ! -f ../shared/data/tiktoken/cl100k_base.tiktoken ]; then
   scripts/fetch-tiktoken-ranks.sh build/data/tiktoken || echo "test: could not fetch tiktoken's rank files; tiktoken tests will skip"
 fi
+# OpenAI's Node client (npm openai, pinned) for the serve_openai_client test (it skips, saying
+# so, without it).
+scripts/install-openai-client.sh build/tools/openai-client || echo "test: could not install the npm package openai; serve_openai_client will skip"
 # The fuzz targets (fuzz/), built with clang in build-fuzz and run 10 s each, all at once: a short
 # check that the parsers still take their corpus and thousands of mutations of it without a crash
 # or sanitizer report. Only those below the training stack, whose build is about a quarter of

@@ -104,7 +104,10 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
     else bad("prompt", "is " + type_name(p) + ": a string (or a list of one string) is served");
   }
   const char* max_field = chat && present(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (present(j, max_field)) r.max_tokens = integer(j, max_field, 1, std::numeric_limits<int32_t>::max());
+  if (present(j, max_field)) {
+    r.max_tokens = integer(j, max_field, 1, std::numeric_limits<int32_t>::max());
+    r.max_tokens_field = max_field;
+  }
   if (present(j, "temperature")) r.temperature = number(j, "temperature", 0.0, 2.0);
   if (present(j, "top_p")) r.top_p = number(j, "top_p", 0.0, 1.0);
   if (r.top_p == 0.0) bad("top_p", "is 0: allowed: greater than 0, at most 1");

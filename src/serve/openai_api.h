@@ -33,6 +33,7 @@ struct CompletionRequest {
   std::string prompt;                          // completions
   std::vector<data::ChatMessage> messages;     // chat completions
   std::optional<int64_t> max_tokens;           // none: up to the context
+  std::string max_tokens_field = "max_tokens"; // the field it came from (chat: or max_completion_tokens)
   double temperature = 1.0;                    // 0: greedy
   double top_p = 1.0;
   int64_t top_k = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 
 #include "core/check.h"
 
@@ -39,8 +40,8 @@ void Stream::fail(const std::string& message) {
   cv_.notify_all();
 }
 
-Scheduler::Scheduler(const models::CausalLM& model, const infer::EngineOptions& options)
-    : engine_(model, options) {
+Scheduler::Scheduler(const models::CausalLM& model, const infer::EngineOptions& options, StepObserver on_step)
+    : on_step_(std::move(on_step)), engine_(model, options) {
   options_ = engine_.options();
   thread_ = std::thread([this] { loop(); });
 }
@@ -81,6 +82,11 @@ std::pair<int64_t, int64_t> Scheduler::load() const {
   return {running_, queued_ + static_cast<int64_t>(inbox_.size())};
 }
 
+int64_t Scheduler::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
 void Scheduler::loop() {
   std::map<int64_t, std::shared_ptr<Stream>> by_id;
   for (;;) {
@@ -101,15 +107,30 @@ void Scheduler::loop() {
         stream->fail(e.what());
       }
     }
+    int64_t freed = 0;
     for (const auto& stream : cancels)
-      if (by_id.erase(stream->id_) > 0) engine_.cancel(stream->id_);
+      if (by_id.erase(stream->id_) > 0) {  // not ended yet (an ended request left by_id)
+        engine_.cancel(stream->id_);
+        ++freed;
+      }
+    if (freed > 0) {
+      std::lock_guard lock(mu_);
+      cancelled_ += freed;
+    }
     if (engine_.idle()) {
       std::lock_guard lock(mu_);
       running_ = queued_ = 0;
       continue;
     }
     try {
-      for (const infer::StepEvent& e : engine_.step()) {
+      const std::vector<infer::StepEvent> events = engine_.step();
+      if (on_step_) {
+        std::set<int64_t> batch;
+        for (const infer::StepEvent& e : events)
+          if (e.token) batch.insert(e.id);
+        if (!batch.empty()) on_step_(static_cast<int64_t>(batch.size()));
+      }
+      for (const infer::StepEvent& e : events) {
         const auto it = by_id.find(e.id);
         if (it == by_id.end()) continue;
         it->second->push(e);

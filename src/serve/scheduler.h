@@ -2,12 +2,13 @@
 // requests from their own threads and read each request's events from its Stream as the
 // engine's steps make them; a handler whose client has gone cancels its stream, which frees the
 // request's slot at the next step. The engine runs a step whenever any request is queued or
-// running and sleeps otherwise.
+// running and sleeps otherwise. An observer sees each step's batch size (for /metrics).
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,8 +44,12 @@ class Stream {
 
 class Scheduler {
  public:
+  // Called on the scheduler's thread after each engine step with the number of requests that
+  // took a token in it (the step's batch size, newly admitted ones included).
+  using StepObserver = std::function<void(int64_t batch)>;
+
   // Owns a generation engine over `model` (which must outlive it).
-  Scheduler(const models::CausalLM& model, const infer::EngineOptions& options);
+  Scheduler(const models::CausalLM& model, const infer::EngineOptions& options, StepObserver on_step = {});
   ~Scheduler();  // stops the thread; streams still open end with an error
 
   // Queues a request (checked here, on the caller's thread: a bad one throws, naming the field).
@@ -58,17 +63,21 @@ class Scheduler {
   int64_t cache_bytes_per_token() const { return engine_.cache().bytes_per_token(); }
   // Requests running and queued now.
   std::pair<int64_t, int64_t> load() const;
+  // Requests cancelled while the engine still held them (their slots or places in the queue
+  // freed early): a client gone, a stop string, a deadline.
+  int64_t cancelled() const;
 
  private:
   void loop();
 
   infer::EngineOptions options_;
+  StepObserver on_step_;
   infer::Engine engine_;  // used by the thread only, after construction
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::pair<infer::GenerationRequest, std::shared_ptr<Stream>>> inbox_;
   std::vector<std::shared_ptr<Stream>> cancels_;
-  int64_t running_ = 0, queued_ = 0;
+  int64_t running_ = 0, queued_ = 0, cancelled_ = 0;
   bool stop_ = false;
   std::thread thread_;
 };

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/allocator.h"
 #include "core/check.h"
 #include "data/chat_template.h"
 #include "monitor/http_server_bounded.h"
@@ -30,6 +31,12 @@ void answer_error(httplib::Response& res, const ApiError& e) {
   res.set_content(e.body(), "application/json");
 }
 
+// A refused body's size as its request declared it.
+std::string body_size(const httplib::Request& req) {
+  const std::string length = req.get_header_value("Content-Length");
+  return length.empty() ? "sent in chunks" : length + " bytes";
+}
+
 // How long a handler waits for the engine's next event before asking again (the engine may be
 // busy with a long prompt; the wait is only a poll interval).
 constexpr int64_t kPollMs = 1000;
@@ -43,15 +50,33 @@ struct Server::Metrics {
         refused(r.counter("trident_serve_refused_total", "requests answered with a 4xx or 5xx")),
         prompt_tokens(r.counter("trident_serve_prompt_tokens_total", "prompt tokens read")),
         generated_tokens(r.counter("trident_serve_generated_tokens_total", "tokens generated")),
+        cancelled(r.counter("trident_serve_cancelled_total",
+                            "requests ended before the engine finished them (a client gone, a stop string, a "
+                            "deadline): their slots freed early")),
+        connections(r.counter("trident_serve_connections_total", "connections accepted")),
+        evicted(r.counter("trident_serve_connections_evicted_total",
+                          "idle or reading connections dropped for a newer one (max connections open)")),
+        deadline_expired(r.counter("trident_serve_deadline_expired_total",
+                                   "requests or answers ended at their deadline (request or response)")),
+        busy(r.counter("trident_serve_connections_refused_total",
+                       "connections answered 503: every connection busy answering and the queue full")),
+        open(r.gauge("trident_serve_open_connections", "connections open now")),
+        memory_in_use(r.gauge("trident_serve_host_memory_in_use_bytes",
+                              "bytes of live tensors in trident's host allocator (weights, KV cache, a step's)")),
+        memory_reserved(r.gauge("trident_serve_host_memory_reserved_bytes",
+                                "bytes trident's host allocator holds from the system: live and cached blocks")),
         running(r.gauge("trident_serve_running_requests", "requests in the running batch")),
         queued(r.gauge("trident_serve_queued_requests", "requests waiting for a slot")),
         ttft(r.histogram("trident_serve_time_to_first_token_seconds", "from a request's arrival to its first token",
                          {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})),
         duration(r.histogram("trident_serve_request_seconds", "from a request's arrival to its last token",
-                             {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300})) {}
-  monitor::Counter &completions, &chats, &refused, &prompt_tokens, &generated_tokens;
-  monitor::Gauge &running, &queued;
-  monitor::Histogram &ttft, &duration;
+                             {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300})),
+        batch_size(r.histogram("trident_serve_batch_size", "requests that took a token in one engine step",
+                               monitor::exponential_buckets(1, 2, 11))) {}
+  monitor::Counter &completions, &chats, &refused, &prompt_tokens, &generated_tokens, &cancelled;
+  monitor::Counter &connections, &evicted, &deadline_expired, &busy;  // the HTTP server's limits at work
+  monitor::Gauge &open, &memory_in_use, &memory_reserved, &running, &queued;
+  monitor::Histogram &ttft, &duration, &batch_size;
 };
 
 struct Server::Prepared {
@@ -62,8 +87,9 @@ struct Server::Prepared {
 Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, const ServeOptions& options,
                const infer::EngineOptions& engine)
     : model_(model), tokenizer_(tokenizer), options_(options),
-      scheduler_(std::make_unique<Scheduler>(model, engine)),
       m_(std::make_unique<Metrics>(metrics_)),
+      scheduler_(std::make_unique<Scheduler>(model, engine,
+                                             [this](int64_t batch) { m_->batch_size.observe(static_cast<double>(batch)); })),
       http_(std::make_unique<monitor::BoundedHttpServer>(options.limits)) {
   auto completions = [this](bool chat) {
     return [this, chat](const httplib::Request& req, httplib::Response& res) {
@@ -208,6 +234,16 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
     const auto [running, queued] = scheduler_->load();
     m_->running.set(static_cast<double>(running));
     m_->queued.set(static_cast<double>(queued));
+    m_->cancelled.set_total(static_cast<double>(scheduler_->cancelled()));
+    const monitor::HttpServerLimitStats http = http_->limit_stats();
+    m_->connections.set_total(static_cast<double>(http.connections));
+    m_->evicted.set_total(static_cast<double>(http.evicted));
+    m_->deadline_expired.set_total(static_cast<double>(http.deadline_expired));
+    m_->busy.set_total(static_cast<double>(http.refused));
+    m_->open.set(static_cast<double>(http.open));
+    const MemoryStats memory = host_allocator().stats();
+    m_->memory_in_use.set(static_cast<double>(memory.in_use.current));
+    m_->memory_reserved.set(static_cast<double>(memory.reserved));
     res.set_content(monitor::prometheus_text(metrics_), monitor::kPrometheusContentType);
   });
   http_->route("GET", "/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -219,7 +255,8 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
     m_->refused.inc();
     const std::string what = res.status == 404   ? "no such endpoint: " + req.method + " " + req.path
                              : res.status == 405 ? "method " + req.method + " is not allowed on " + req.path
-                             : res.status == 413 ? "the body is larger than the server accepts"
+                             : res.status == 413 ? "the body (" + body_size(req) + ") is larger than the server accepts: at most " +
+                                                       std::to_string(options_.limits.max_body_bytes) + " bytes"
                              : res.status == 411 ? "a POST needs a Content-Length"
                                                  : "the request was refused";
     res.set_content(ApiError(res.status, what).body(), "application/json");
@@ -265,14 +302,16 @@ Server::Prepared Server::prepare(const CompletionRequest& r) const {
   const int64_t context = scheduler_->context(), n = static_cast<int64_t>(prompt.size());
   const std::string field = r.chat ? "messages" : "prompt";
   if (n > context)
-    throw ApiError(400, "this model's context is " + std::to_string(context) + " tokens; the " + field + " has " +
-                            std::to_string(n), field);
+    throw ApiError(400, "'" + field + "' is " + std::to_string(n) + " tokens: this model's context is " +
+                            std::to_string(context) + " tokens", field);
   const int64_t room = context - n + 1;  // the last token needs no room in the cache
+  // The field the request named (parse_completion_request reads max_completion_tokens first).
+  const std::string& max_field = r.max_tokens_field;
   if (r.max_tokens && *r.max_tokens > room)
-    throw ApiError(400, "this model's context is " + std::to_string(context) + " tokens; the " + field + " has " +
-                            std::to_string(n) + ", leaving room for " + std::to_string(room) + " new tokens, not " +
-                            std::to_string(*r.max_tokens),
-                   r.chat ? "max_completion_tokens" : "max_tokens");
+    throw ApiError(400, "'" + max_field + "' is " + std::to_string(*r.max_tokens) + ": this model's context is " +
+                            std::to_string(context) + " tokens and the " + field + " has " + std::to_string(n) +
+                            ", leaving room for " + std::to_string(room) + " new tokens",
+                   max_field);
   p.generation.max_tokens = r.max_tokens.value_or(room);
   p.generation.sampling.temperature = r.temperature;
   p.generation.sampling.top_p = r.top_p;

@@ -5,8 +5,9 @@
 // away frees its slot. Every bad request gets a 4xx in OpenAI's error shape naming the field,
 // and no request can stop the server (monitor/http_server_bounded.h bounds connections, bodies
 // and deadlines). GET /metrics exposes Prometheus counters and histograms (requests, tokens,
-// time to first token, running and queued requests). With an API key, every /v1 request must
-// carry it as a bearer token (401 otherwise).
+// time to first token, each engine step's batch size, running, queued and cancelled requests,
+// and what the HTTP server's limits did: connections evicted, deadlines, 503s). With an API
+// key, every /v1 request must carry it as a bearer token (401 otherwise).
 #pragma once
 
 #include <atomic>
@@ -63,10 +64,10 @@ class Server {
   const models::CausalLM& model_;
   const data::Tokenizer& tokenizer_;
   ServeOptions options_;
-  std::unique_ptr<Scheduler> scheduler_;
   monitor::Registry metrics_;
   struct Metrics;
-  std::unique_ptr<Metrics> m_;
+  std::unique_ptr<Metrics> m_;  // before scheduler_: its thread observes into m_ until it stops
+  std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<monitor::BoundedHttpServer> http_;
   std::atomic<int64_t> next_id_{0};
   int port_ = -1;

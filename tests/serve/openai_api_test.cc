@@ -47,6 +47,12 @@ TEST(OpenAiApi, ReadsAChatRequestWithTextParts) {
   EXPECT_EQ(r.messages[0].role, "system");
   EXPECT_EQ(r.messages[1].content, "ab");
   EXPECT_EQ(*r.max_tokens, 7);
+  EXPECT_EQ(r.max_tokens_field, "max_completion_tokens");
+  // A chat request's max_tokens (the older name) is named as itself in errors about it (it
+  // was named max_completion_tokens).
+  const CompletionRequest old = parse_completion_request(R"({"model": "m", "messages": [{"role": "user"}], "max_tokens": 4})", true);
+  EXPECT_EQ(*old.max_tokens, 4);
+  EXPECT_EQ(old.max_tokens_field, "max_tokens");
 }
 
 TEST(OpenAiApi, BadFieldsAreNamed) {

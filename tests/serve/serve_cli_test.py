@@ -19,13 +19,12 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runlib import Cli, prepare_corpus, report, tiny_args  # noqa: E402
+from runlib import Cli, prepare_corpus, report, start_serve, stop_serve, tiny_args  # noqa: E402
 
 
 def request(port, method, path, body=None, raw=None, timeout=60):
@@ -72,12 +71,12 @@ def main():
         run(["train"] + tiny_args(d) + ["--train.steps=20", f"--train.out_dir={model}", "--optim.lr=0.01"])
         if failures:
             return report("serve_cli", failures)
-        server = subprocess.Popen([trident, "serve", "--checkpoint", model, "--port", "0", "--model-name", "tiny",
-                                   "--max-batch", "4", "--threads", "1", "--max-body", "4096"],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        server, base = start_serve(trident, ["--checkpoint", model, "--model-name", "tiny", "--max-batch", "4",
+                                             "--threads", "1", "--max-body", "4096"], env)
+        if base is None:
+            return report("serve_cli", failures + [server.error])
         try:
-            line = server.stdout.readline()
-            port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+            port = int(base.rsplit(":", 1)[1])
             status, models = request(port, "GET", "/v1/models")
             check(status == 200 and models["data"][0]["id"] == "tiny", f"/v1/models: {status} {models}")
 
@@ -151,21 +150,13 @@ def main():
                   and "trident_serve_time_to_first_token_seconds_count" in metrics
                   and "trident_serve_refused_total 7" in metrics, f"/metrics: {status} {str(metrics)[:1500]}")
         finally:
-            server.terminate()
-            try:
-                out, err = server.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                out, err = server.communicate()
-                failures.append("serve did not stop on SIGTERM")
-            if server.returncode not in (0, -15):
-                failures.append(f"serve exited {server.returncode}: {err[-1000:]}")
+            stop_serve(server, failures)
         # With an API key, a request without it is refused (401), with it served.
-        keyed = subprocess.Popen([trident, "serve", "--checkpoint", model, "--port", "0", "--threads", "1"],
-                                 env=dict(env, TRIDENT_API_KEY="sesame"), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        keyed, base = start_serve(trident, ["--checkpoint", model, "--threads", "1"], dict(env, TRIDENT_API_KEY="sesame"))
+        if base is None:
+            return report("serve_cli", failures + [keyed.error])
         try:
-            port = int(keyed.stdout.readline().split("http://127.0.0.1:")[1].split("/")[0])
+            port = int(base.rsplit(":", 1)[1])
             body = json.dumps({"model": "model", "prompt": "line", "max_tokens": 2}).encode()
             for headers, want in (({}, 401), ({"Authorization": "Bearer nope"}, 401),
                                   ({"Authorization": "Bearer sesame"}, 200)):
@@ -175,8 +166,7 @@ def main():
                 answer = r.read().decode()
                 check(r.status == want, f"api key {headers}: {r.status} {answer}")
         finally:
-            keyed.terminate()
-            keyed.communicate(timeout=10)
+            stop_serve(keyed, failures)
     return report("serve_cli", failures)
 
 

@@ -109,6 +109,32 @@ def status(port):
         return None
 
 
+def start_serve(trident, args, env):
+    """(process, base URL) of `trident serve --port 0 ARGS`, its port read from the startup line;
+    the URL is None (and the process ended) when it did not start, its stderr in process.error."""
+    proc = subprocess.Popen([trident, "serve", "--port", "0"] + args, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, errors="replace")
+    line = proc.stdout.readline()
+    if "http://127.0.0.1:" not in line:
+        proc.kill()
+        proc.error = f"serve did not start: {line!r} {proc.communicate()[1][-2000:]}"
+        return proc, None
+    return proc, "http://127.0.0.1:" + line.split("http://127.0.0.1:")[1].split("/")[0]
+
+
+def stop_serve(proc, failures):
+    """SIGTERM to a `trident serve` process: it must end within 10 s, exiting 0 (or by the signal)."""
+    proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        failures.append("serve did not stop on SIGTERM")
+    if proc.returncode not in (0, -15):
+        failures.append(f"serve exited {proc.returncode}: {err[-1000:]}")
+
+
 class _Webhook(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length", 0))
