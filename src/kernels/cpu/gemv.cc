@@ -45,11 +45,6 @@ inline __m512 load16(const bf16* p, __mmask16 m) {
   const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xFFFF, h);
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
 }
-inline float reduce16(__m512 v) {
-  alignas(64) float lanes[kLanes];
-  _mm512_store_ps(lanes, v);
-  return reduce_lanes(lanes);
-}
 #endif
 
 template <class T>
@@ -58,43 +53,79 @@ void store(T* c, float acc, float alpha, float beta) {
   *c = T(v);
 }
 
-// op(B) = B^T, B (N,K): output n of row m is dot(A[m], B[n]). A is f32 here (widened).
+#if defined(__AVX512F__)
+// The sums of four vectors' lanes, each in reduce_lanes' tree, at once: lanes 0, 4, 8 and 12
+// of the result.
+inline __m512 reduce4(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
+  // The masked forms (all lanes): GCC 12 warns on the plain ones' undefined passthrough.
+  constexpr __mmask16 kAll = 0xFFFF;
+  // lanes i + (i + 8): quarters (0 + 2, 1 + 3) of v0 and of v1, then of v2 and v3
+  const __m512 s01 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0x44), _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0xEE));
+  const __m512 s23 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, v2, v3, 0x44), _mm512_maskz_shuffle_f32x4(kAll, v2, v3, 0xEE));
+  // + (i + 4): quarter 0 + quarter 1 of each pair: one quarter (4 lanes: l4) per vector
+  const __m512 t = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, s01, s23, 0x88), _mm512_maskz_shuffle_f32x4(kAll, s01, s23, 0xDD));
+  // (l4[0] + l4[2]) + (l4[1] + l4[3]) in each quarter's first lane
+  const __m512 u = _mm512_add_ps(t, _mm512_maskz_permute_ps(kAll, t, 0x4E));
+  return _mm512_add_ps(u, _mm512_maskz_permute_ps(kAll, u, 0xB1));
+}
+
+// MS rows of A against 4 rows of B (b[0..3]): out[mi][r] = dot(A[mi], b[r]).
+template <int MS, class T>
+void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float out[][kRowsPerGroup]) {
+  __m512 acc[MS][kRowsPerGroup];
+  for (int mi = 0; mi < MS; ++mi)
+    for (int r = 0; r < kRowsPerGroup; ++r) acc[mi][r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += kLanes) {
+    const __mmask16 mask = K - k >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
+    __m512 w[kRowsPerGroup];
+    for (int r = 0; r < kRowsPerGroup; ++r) w[r] = load16(b[r] + k, mask);
+    for (int mi = 0; mi < MS; ++mi) {
+      const __m512 a = _mm512_maskz_loadu_ps(mask, A + mi * lda + k);
+      for (int r = 0; r < kRowsPerGroup; ++r) acc[mi][r] = _mm512_fmadd_ps(a, w[r], acc[mi][r]);
+    }
+  }
+  for (int mi = 0; mi < MS; ++mi) {
+    alignas(64) float lanes[kLanes];
+    _mm512_store_ps(lanes, reduce4(acc[mi][0], acc[mi][1], acc[mi][2], acc[mi][3]));
+    for (int r = 0; r < kRowsPerGroup; ++r) out[mi][r] = lanes[4 * r];
+  }
+}
+#else
+template <int MS, class T>
+void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float out[][kRowsPerGroup]) {
+  float acc[MS][kRowsPerGroup][kLanes] = {};
+  for (int64_t k0 = 0; k0 < K; k0 += kLanes) {
+    const int64_t len = std::min(kLanes, K - k0);
+    for (int mi = 0; mi < MS; ++mi)
+      for (int r = 0; r < kRowsPerGroup; ++r)
+        for (int64_t l = 0; l < len; ++l) acc[mi][r][l] = std::fma(A[mi * lda + k0 + l], to_f32(b[r][k0 + l]), acc[mi][r][l]);
+  }
+  for (int mi = 0; mi < MS; ++mi)
+    for (int r = 0; r < kRowsPerGroup; ++r) out[mi][r] = reduce_lanes(acc[mi][r]);
+}
+#endif
+
+// op(B) = B^T, B (N,K): output n of row m is dot(A[m], B[n]). A is f32 here (widened). Rows of
+// B four at a time (a last group of fewer repeats its first row and stores only its own).
 template <class T>
 void dot_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
               const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kRowsPerGroup) {
     const int64_t rows = std::min(kRowsPerGroup, n_end - n0);
+    const T* b[kRowsPerGroup];
+    for (int64_t r = 0; r < kRowsPerGroup; ++r) b[r] = B + (n0 + (r < rows ? r : 0)) * ldb;
     for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      float out[4][kRowsPerGroup];
+      const float* a = A + m0 * lda;
       const int64_t ms = std::min<int64_t>(4, M - m0);
-#if defined(__AVX512F__)
-      __m512 acc[4][kRowsPerGroup];
-      for (auto& a : acc)
-        for (auto& r : a) r = _mm512_setzero_ps();
-      for (int64_t k = 0; k < K; k += kLanes) {
-        const __mmask16 mask = K - k >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
-        __m512 w[kRowsPerGroup] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-        for (int64_t r = 0; r < rows; ++r) w[r] = load16(B + (n0 + r) * ldb + k, mask);
-        for (int64_t mi = 0; mi < ms; ++mi) {
-          const __m512 a = _mm512_maskz_loadu_ps(mask, A + (m0 + mi) * lda + k);
-          for (int64_t r = 0; r < rows; ++r) acc[mi][r] = _mm512_fmadd_ps(a, w[r], acc[mi][r]);
-        }
+      switch (ms) {
+        case 1: dot_tile<1>(a, lda, b, K, out); break;
+        case 2: dot_tile<2>(a, lda, b, K, out); break;
+        case 3: dot_tile<3>(a, lda, b, K, out); break;
+        default: dot_tile<4>(a, lda, b, K, out); break;
       }
       for (int64_t mi = 0; mi < ms; ++mi)
-        for (int64_t r = 0; r < rows; ++r) store(C + (m0 + mi) * ldc + n0 + r, reduce16(acc[mi][r]), alpha, beta);
-#else
-      float acc[4][kRowsPerGroup][kLanes] = {};
-      for (int64_t k0 = 0; k0 < K; k0 += kLanes) {
-        const int64_t len = std::min(kLanes, K - k0);
-        for (int64_t mi = 0; mi < ms; ++mi)
-          for (int64_t r = 0; r < rows; ++r) {
-            const float* a = A + (m0 + mi) * lda + k0;
-            const T* b = B + (n0 + r) * ldb + k0;
-            for (int64_t l = 0; l < len; ++l) acc[mi][r][l] += a[l] * to_f32(b[l]);
-          }
-      }
-      for (int64_t mi = 0; mi < ms; ++mi)
-        for (int64_t r = 0; r < rows; ++r) store(C + (m0 + mi) * ldc + n0 + r, reduce_lanes(acc[mi][r]), alpha, beta);
-#endif
+        for (int64_t r = 0; r < rows; ++r) store(C + (m0 + mi) * ldc + n0 + r, out[mi][r], alpha, beta);
     }
   }
 }
