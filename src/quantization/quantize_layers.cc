@@ -75,7 +75,8 @@ std::vector<QuantizedParameter> quantize_layers(nn::Module& model, const QuantSc
     check_releasable(w, l.param);
     const bool transposed = l.conv1d && scheme.blocks_along_input;
     MemoryCategoryGuard category(MemoryCategory::kParameter);
-    out.push_back({l.param, scheme.quantize(transposed ? views::transpose(w, 0, 1) : w, l.param), transposed});
+    // On the weight's device: a scheme whose kernels are the host's refuses another here, by name.
+    out.push_back({l.param, scheme.quantize(transposed ? views::transpose(w, 0, 1) : w, l.param)->to(w.device()), transposed});
     chosen.push_back(&l);
   }
   for (size_t i = 0; i < out.size(); ++i) apply(*chosen[i], out[i]);

@@ -24,6 +24,7 @@
 #include "quantization/ggml_weight.h"
 #include "quantization/quantize_layers.h"
 #include "quantization/quantized_matmul.h"
+#include "support/emulated_device.h"
 #include "support/error_of.h"
 #include "support/tiny_model_configs.h"
 
@@ -31,6 +32,7 @@ namespace trident::quantization {
 namespace {
 
 using kernels::cpu::GgmlBlockType;
+using trident::testing::emulated_device;
 using trident::testing::error_of;
 
 // ---- ggml-quants.c, transcribed (block structs as ggml-common.h declares them) ----
@@ -332,6 +334,25 @@ TEST_P(QuantizedModel, ComputesWhatTheDequantizedModelComputesAndReleasesTheWeig
   auto m = models::build_model(cfg);
   const std::string e2 = error_of([&] { quantize_layers(*m, scheme, "mlpp"); });
   EXPECT_NE(e2.find("'mlpp' matches no layer"), std::string::npos) << e2;
+}
+
+// int8/int4 run on the host only: a model on a device is refused when it is quantized, naming the
+// scheme and the device, before any weight is released; NF4 (which has device kernels) quantizes.
+TEST(QuantizedModelOnADevice, IsRefusedForHostOnlySchemes) {
+  const models::ModelConfig cfg = model_config("gpt2");
+  for (const std::string scheme : {"int8", "int4", "nf4"}) {
+    auto m = models::build_model(cfg);
+    m->to(emulated_device());
+    if (scheme == "nf4") {
+      EXPECT_EQ(quantize_layers(*m, *find_quant_scheme(scheme), "lm_head").front().weight->device(), emulated_device());
+      continue;
+    }
+    const std::string e = error_of([&] { quantize_layers(*m, *find_quant_scheme(scheme), "lm_head"); });
+    EXPECT_NE(e.find(scheme + " (Q"), std::string::npos) << e;
+    EXPECT_NE(e.find("run on the CPU only for now"), std::string::npos) << e;
+    EXPECT_NE(e.find(emulated_device().str()), std::string::npos) << e;
+    for (const auto& [name, p] : m->named_parameters()) EXPECT_GT(p.impl().storage()->nbytes(), 0u) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(FamiliesAndSchemes, QuantizedModel,

@@ -1,5 +1,6 @@
 #include "kernels/cpu/ggml_block_matvec.h"
 
+#include <algorithm>
 #include <utility>
 
 #if defined(__x86_64__)
@@ -64,8 +65,17 @@ TRI_AVX512 inline void block_avx512(const uint8_t* qs, __m512& lo, __m512& hi) {
   }
 }
 
+// lane[j]: the index vector that broadcasts lane j (_mm512_permutexvar_ps).
+alignas(64) constexpr int32_t kLane[16][16] = {
+#define TRI_LANE(j) {j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j}
+    TRI_LANE(0), TRI_LANE(1), TRI_LANE(2),  TRI_LANE(3),  TRI_LANE(4),  TRI_LANE(5),  TRI_LANE(6),  TRI_LANE(7),
+    TRI_LANE(8), TRI_LANE(9), TRI_LANE(10), TRI_LANE(11), TRI_LANE(12), TRI_LANE(13), TRI_LANE(14), TRI_LANE(15)};
+#undef TRI_LANE
+
 // Two accumulators per row of x (even and odd blocks), so that consecutive blocks' multiply-adds
-// do not wait on each other.
+// do not wait on each other. The scales of 16 blocks are widened at once and each block's is
+// broadcast by one permute: a block's scalar fp16 load, conversion and broadcast cost as much as
+// its codes' widening, and both compete for the same port.
 template <GgmlBlockType T, int M>
 TRI_AVX512 void rows_avx512(const float* x, const uint8_t* codes, const uint16_t* scales, int64_t cols, int64_t r0,
                             int64_t r1, float* y, int64_t ldy) {
@@ -75,14 +85,19 @@ TRI_AVX512 void rows_avx512(const float* x, const uint8_t* codes, const uint16_t
     for (int m = 0; m < M; ++m) acc[0][m] = acc[1][m] = _mm512_setzero_ps();
     const uint8_t* qr = codes + r * nb * cb;
     const uint16_t* dr = scales + r * nb;
-    for (int64_t b = 0; b < nb; ++b) {
-      __m512 lo, hi;
-      block_avx512<T>(qr + b * cb, lo, hi);
-      const __m512 d = _mm512_set1_ps(_cvtsh_ss(dr[b]));
-      for (int m = 0; m < M; ++m) {
-        const float* xb = x + m * cols + b * kGgmlBlock;
-        const __m512 s = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xb + 16), _mm512_mul_ps(lo, _mm512_loadu_ps(xb)));
-        acc[b & 1][m] = _mm512_fmadd_ps(s, d, acc[b & 1][m]);
+    for (int64_t g = 0; g < nb; g += 16) {
+      const int64_t n = std::min<int64_t>(16, nb - g);
+      const __m512 d16 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1), dr + g));
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t b = g + j;
+        __m512 lo, hi;
+        block_avx512<T>(qr + b * cb, lo, hi);
+        const __m512 d = _mm512_permutexvar_ps(_mm512_load_si512(kLane[j]), d16);
+        for (int m = 0; m < M; ++m) {
+          const float* xb = x + m * cols + b * kGgmlBlock;
+          const __m512 s = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xb + 16), _mm512_mul_ps(lo, _mm512_loadu_ps(xb)));
+          acc[b & 1][m] = _mm512_fmadd_ps(s, d, acc[b & 1][m]);
+        }
       }
     }
     for (int m = 0; m < M; ++m) y[m * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][m], acc[1][m]));
