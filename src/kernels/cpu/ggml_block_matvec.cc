@@ -55,13 +55,11 @@ TRI_AVX512 inline void block_avx512(const uint8_t* qs, __m512& lo, __m512& hi) {
   if constexpr (T == GgmlBlockType::kQ8_0) {
     lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
     hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16))));
-  } else {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
-    const __m128i l = _mm_sub_epi8(_mm_and_si128(v, mask), eight);
-    const __m128i h = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), mask), eight);
-    lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(l));
-    hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(h));
+  } else {  // the 16 bytes widened once, both nibbles taken from the 32-bit lanes
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    const __m512i mask = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, mask), eight));
+    hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
   }
 }
 
