@@ -55,17 +55,22 @@ void ggml_quantize_blocks(GgmlBlockType t, const float* x, int64_t n, uint8_t* c
 template <class T>
 void ggml_dequantize(GgmlBlockType t, const uint8_t* codes, const uint16_t* scales, int64_t begin, int64_t end, T* out) {
   const int64_t code_bytes = ggml_code_bytes(t);
+  float block[kGgmlBlock];
   for (int64_t i = begin; i < end;) {
-    const int64_t b = i / kGgmlBlock, stop = std::min(end, (b + 1) * kGgmlBlock);
+    const int64_t b = i / kGgmlBlock, first = i - b * kGgmlBlock, stop = std::min(end, (b + 1) * kGgmlBlock);
     const float d = f16::to_float(scales[b]);
     const uint8_t* qs = codes + b * code_bytes;
-    for (; i < stop; ++i) {
-      const int64_t j = i - b * kGgmlBlock;
-      int q;
-      if (t == GgmlBlockType::kQ8_0) q = static_cast<int8_t>(qs[j]);
-      else q = (j < kGgmlBlock / 2 ? (qs[j] & 15) : (qs[j - kGgmlBlock / 2] >> 4)) - 8;
-      out[i - begin] = static_cast<T>(static_cast<float>(q) * d);
+    // A whole block in straight loops the compiler vectorizes (prefill dequantizes every weight).
+    if (t == GgmlBlockType::kQ8_0) {
+      for (int64_t j = 0; j < kGgmlBlock; ++j) block[j] = static_cast<float>(static_cast<int8_t>(qs[j])) * d;
+    } else {
+      for (int64_t j = 0; j < kGgmlBlock / 2; ++j) {
+        block[j] = static_cast<float>((qs[j] & 15) - 8) * d;
+        block[j + kGgmlBlock / 2] = static_cast<float>((qs[j] >> 4) - 8) * d;
+      }
     }
+    for (int64_t j = first; j < stop - b * kGgmlBlock; ++j) out[b * kGgmlBlock + j - begin] = static_cast<T>(block[j]);
+    i = stop;
   }
 }
 
