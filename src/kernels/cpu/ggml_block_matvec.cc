@@ -63,6 +63,10 @@ TRI_AVX512 inline void block_avx512(const uint8_t* qs, __m512& lo, __m512& hi) {
   }
 }
 
+// How far ahead the codes are prefetched (in blocks; into the next row at a row's end, which is
+// where the stream goes next).
+constexpr int64_t kPrefetchBlocks = 32;
+
 // lane[j]: the index vector that broadcasts lane j (_mm512_permutexvar_ps).
 alignas(64) constexpr int32_t kLane[16][16] = {
 #define TRI_LANE(j) {j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j}
@@ -88,6 +92,7 @@ TRI_AVX512 void rows_avx512(const float* x, const uint8_t* codes, const uint16_t
       const __m512 d16 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1), dr + g));
       for (int64_t j = 0; j < n; ++j) {
         const int64_t b = g + j;
+        _mm_prefetch(reinterpret_cast<const char*>(qr + (b + kPrefetchBlocks) * cb), _MM_HINT_T0);
         __m512 lo, hi;
         block_avx512<T>(qr + b * cb, lo, hi);
         const __m512 d = _mm512_permutexvar_ps(_mm512_load_si512(kLane[j]), d16);
