@@ -1,5 +1,4 @@
 #include "commands.h"
-#include "model_source.h"
 #include "cli_checks.h"
 
 #include <algorithm>
@@ -29,6 +28,8 @@
 #include "kernels/cpu/gemm_rates.h"
 #include "kernels/cpu/onednn_gemm.h"
 #include "infer/engine.h"
+#include "loading/model_source.h"
+#include "loading/quantized_dir.h"
 #include "models/generate.h"
 #include "models/registry.h"
 #include "train/hf_model_dir.h"
@@ -37,6 +38,12 @@
 #include "train/trainer.h"
 
 namespace trident::cli {
+
+using loading::load_model;
+using loading::load_tokenizer;
+using loading::resolve_checkpoint;
+using loading::resolve_model_source;
+using loading::checkpoint_config;
 
 Status load_config(config::ConfigTree& tree, const std::string& file, const std::vector<std::string>& overrides) {
   if (!file.empty()) {
@@ -337,11 +344,13 @@ Status run_sample(const SampleArgs& a) {
                  "tokenizer, decoding fails at the first id past it (name the model's with --tokenizer)\n",
                  tok.value()->name().c_str(), static_cast<long long>(tok.value()->vocab_size()),
                  static_cast<long long>(cfg.model.vocab_size));
-  auto model = load_model(src.value(), a.adapter);
+  std::vector<std::string> quantized;  // their memory is released: nothing to read
+  auto model = load_model(src.value(), a.adapter, &quantized);
   if (!model.is_ok()) return model.status();
   // Sampling from NaN weights prints noise (or one id forever): say which weight is bad.
   for (const nn::NamedTensor& p : model.value()->named_parameters())
-    for (float v : to_vector<float>(p.second))
+    if (std::find(quantized.begin(), quantized.end(), p.first) == quantized.end())
+      for (float v : to_vector<float>(p.second))
       if (!std::isfinite(v))
         return Status::invalid("sample: the weights of " + src.value().dir + " are not finite ('" + p.first +
                                "' holds " + std::to_string(v) + "): nothing to sample from; use an earlier checkpoint");
@@ -434,7 +443,11 @@ Status run_eval(const EvalArgs& a) {
                            " is a LoRA run's and carries its own adapters; apply another adapter to a base model");
   auto trainer = train::Trainer::create(cfg);
   if (!trainer.is_ok()) return trainer.status();
-  if (!src.value().hf && a.adapter.empty()) {
+  if (src.value().quantized) {  // the trainer's model, with the directory's weights and quantized views
+    if (!a.adapter.empty()) return Status::invalid("eval --adapter: not with a quantized directory (" + src.value().dir + ")");
+    auto names = loading::load_quantized_dir(src.value().dir, trainer.value()->model());
+    if (!names.is_ok()) return names.status();
+  } else if (!src.value().hf && a.adapter.empty()) {
     if (Status s = trainer.value()->load_checkpoint(src.value().dir); !s.is_ok()) return s;
   } else if (!src.value().hf) {  // the base from the checkpoint, the adapters as --adapter gave them
     auto reader = checkpoint::CheckpointReader::open(checkpoint::default_env(), src.value().dir);

@@ -126,6 +126,17 @@ struct ExportArgs {
 CLI::App* add_export(CLI::App& app, ExportArgs& args);
 Status run_export(const ExportArgs& args);
 
+// `trident quantize`: a model's linear layers in int8 / int4 (GGUF's Q8_0 / Q4_0) or NF4, as a
+// quantized directory that sample, eval and serve read (loading/quantized_dir.h).
+struct QuantizeArgs {
+  std::string checkpoint;     // a checkpoint, run or Hugging Face model directory
+  std::string scheme;         // quantization/scheme.h's names
+  std::string out;
+  std::string skip = "lm_head";  // layers kept in full precision (Note [What stays in full precision])
+};
+CLI::App* add_quantize(CLI::App& app, QuantizeArgs& args);
+Status run_quantize(const QuantizeArgs& args);
+
 struct TokenizeArgs {
   std::string tokenizer = "gpt2";
   std::string vocab_dir;

@@ -11,7 +11,7 @@
 #include "core/parallel.h"
 #include "data/chat_template.h"
 #include "infer/kv_cache.h"
-#include "model_source.h"
+#include "loading/model_source.h"
 #include "serve/server.h"
 
 namespace trident::cli {
@@ -57,6 +57,7 @@ CLI::App* add_serve(CLI::App& app, ServeArgs& a) {
 }
 
 Status run_serve(const ServeArgs& a) {
+  using loading::load_model, loading::load_tokenizer, loading::resolve_model_source;
   if (a.threads > 0) set_num_threads(static_cast<int>(a.threads));
   auto src = resolve_model_source(a.checkpoint);
   if (!src.is_ok()) return src.status();

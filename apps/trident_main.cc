@@ -6,6 +6,7 @@
 //   trident train    [--config FILE] [--section.key=value ...] [--print-config] [--help-config]
 //   trident sample   --checkpoint DIR [--prompt STR] [--tokens N] [--temperature T] [--top-k K] [--seed S]
 //   trident eval     --checkpoint DIR [--batches N] [--val-file FILE]
+//   trident quantize --checkpoint DIR --scheme int8|int4|nf4 --out DIR [--skip LAYERS]
 //   trident tokenize [--tokenizer NAME|PATH] [--vocab DIR] (--text STR | --file FILE) [--allow-special]
 //   trident launch   -n N [--hostfile F] [--mpirun PATH] [--dry-run] -- COMMAND...
 //   trident gemm-rates [--config FILE] [--section.key=value ...] [--dtype all|f32|bf16] [--json]
@@ -47,6 +48,7 @@ int trident_main(int argc, char** argv) {
   ServeArgs serve;
   EvalArgs eval;
   ExportArgs export_args;
+  QuantizeArgs quantize;
   TokenizeArgs tokenize;
   LaunchArgs launch;
   GemmRatesArgs gemm_rates;
@@ -60,6 +62,7 @@ int trident_main(int argc, char** argv) {
   CLI::App* cmd_serve = add_serve(app, serve);
   CLI::App* cmd_eval = add_eval(app, eval);
   CLI::App* cmd_export = add_export(app, export_args);
+  CLI::App* cmd_quantize = add_quantize(app, quantize);
   CLI::App* cmd_tokenize = add_tokenize(app, tokenize);
   CLI::App* cmd_launch = add_launch(app, launch);
   CLI::App* cmd_gemm_rates = add_gemm_rates(app, gemm_rates);
@@ -85,6 +88,7 @@ int trident_main(int argc, char** argv) {
     else if (*cmd_serve) s = run_serve(serve);
     else if (*cmd_eval) s = run_eval(eval);
     else if (*cmd_export) s = run_export(export_args);
+    else if (*cmd_quantize) s = run_quantize(quantize);
     else if (*cmd_tokenize) s = run_tokenize(tokenize);
     else if (*cmd_launch) s = run_launch(launch, &exit_code);
     else if (*cmd_gemm_rates) s = run_gemm_rates(gemm_rates, cmd_gemm_rates->remaining());

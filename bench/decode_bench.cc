@@ -5,11 +5,14 @@
 // rows together) and the bytes a decode step reads (weights and the cache) per second, against
 // which the machine's memory bandwidth is the ceiling: measured in the same process with the
 // same threads (bench/memory_bandwidth.h), and the fraction of it decoding reaches (issue #49:
-// >= 0.7 at batch 1). --profile prints one profiled run's table (not timed).
+// >= 0.7 at batch 1). --scheme int8|int4|nf4 quantizes the linear layers as `trident quantize`
+// does (quantization/quantize_layers.h; the LM head and the embeddings stay fp32), and the bytes
+// a step reads count the quantized weights' bytes. --profile prints one profiled run's table
+// (not timed).
 //
 // Usage: decode_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I]] [--layers L] [--embd C]
 //          [--heads NH] [--vocab V] [--B B] [--prompt P] [--tokens N] [--reps R] [--threads T]
-//          [--precision fp32|bf16] [--profile]
+//          [--precision fp32|bf16] [--scheme none|int8|int4|nf4] [--profile]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +29,8 @@
 #include "infer/engine.h"
 #include "memory_bandwidth.h"
 #include "models/registry.h"
+#include "quantization/quantize_layers.h"
+#include "quantization/scheme.h"
 
 using namespace trident;
 using Clock = std::chrono::steady_clock;
@@ -44,7 +49,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   models::ModelConfig cfg;  // GPT-2 124M unless told otherwise
   int64_t B = 1, prompt = 128, tokens = 64, reps = 3, threads = 0;
-  std::string precision = "fp32";
+  std::string precision = "fp32", scheme = "none";
   bool profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -68,6 +73,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::stoll(next());
     else if (a == "--threads") threads = std::stoll(next());
     else if (a == "--precision") precision = next();
+    else if (a == "--scheme") scheme = next();
     else if (a == "--profile") profile = true;
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s\n", a.c_str());
@@ -89,6 +95,16 @@ int main(int argc, char** argv) {
     model->eval();
     int64_t weight_bytes = 0;
     for (const auto& [name, p] : model->named_parameters()) weight_bytes += p.numel() * static_cast<int64_t>(element_size(p.dtype()));
+    if (scheme != "none") {
+      const quantization::QuantScheme* s = quantization::find_quant_scheme(scheme);
+      if (s == nullptr) {
+        std::fprintf(stderr, "decode_bench: --scheme %s: allowed: none, %s\n", scheme.c_str(),
+                     quantization::quant_scheme_names().c_str());
+        return 2;
+      }
+      for (const auto& l : quantization::quantize_layers(*model, *s, "lm_head"))
+        weight_bytes += l.weight->bytes() - l.weight->numel() * static_cast<int64_t>(element_size(l.weight->dtype()));
+    }
     std::vector<infer::GenerationRequest> requests(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < prompt; ++t)
@@ -126,6 +142,7 @@ int main(int argc, char** argv) {
         {"config", {{"arch", cfg.arch}, {"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
                     {"kv_heads", kv_heads}, {"vocab_size", cfg.vocab_size}}},
         {"precision", precision},
+        {"scheme", scheme},
         {"threads", num_threads()},
         {"B", B},
         {"prompt_tokens", prompt},

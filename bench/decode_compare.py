@@ -33,6 +33,15 @@ prompts are prefilled in one (B, P) forward (trident's engine prefills each requ
 then decodes all B rows together). torch.set_flush_denormal(True) as trident flushes
 denormals. --precisions bf16: both sides' weights and cache in bf16 (PyTorch: model.to(bf16)).
 
+--schemes none,int8,int4 (fp32 only): trident's side also runs with its linear layers quantized
+(decode_bench --scheme: GGUF's Q8_0 / Q4_0 weights, fused decode kernels; the LM head and the
+embeddings stay fp32), compared with trident's fp32 run ("vs_trident_fp32") and with PyTorch. PyTorch
+1.13 has no CPU int4 decode, so int4 is compared with PyTorch's fp32; int8 also with PyTorch's dynamic
+int8 (torch.ao.quantization.quantize_dynamic over the blocks' nn.Linear layers, GPT-2's Conv1D
+turned into nn.Linear first, the head kept fp32 as trident keeps it; fbgemm quantizes each
+activation per tensor on the fly, so it is W8A8, not weight-only) when --torch-int8 dynamic (the
+default) and it runs.
+
 PyTorch's settings: train_speed_compare.py's candidates (allocator glibc / tcmalloc / jemalloc
 by LD_PRELOAD, OMP_WAIT_POLICY PASSIVE / ACTIVE, ATEN_CPU_CAPABILITY default / avx512 on an
 AVX-512 CPU, the installed OpenBLAS builds) and its coordinate search from
@@ -54,7 +63,7 @@ Usage:
     nice -n 10 bench/decode_compare.py [--trident-bench build-dev/bench/decode_bench]
         [--configs gpt2-124M,llama125M] [--precisions fp32[,bf16]] [--batch 1,8] [--prompt 128]
         [--tokens 64] [--reps 3] [--threads 2] [--torch-settings allocator=tcmalloc,wait=PASSIVE]
-        [--torch-gqa group|repeat] [--out FILE]
+        [--torch-gqa group|repeat] [--schemes none,int8,int4] [--torch-int8 dynamic|none] [--out FILE]
     bench/decode_compare.py --configs tiny,tiny-llama --batch 1,2 --prompt 16 --tokens 8 --reps 1
     /usr/bin/python3 bench/decode_compare.py --worker [decode_bench's flags] [--gqa group|repeat] [--check]
         (--check: also compares the cached logits with a forward over the whole sequence)
@@ -130,7 +139,31 @@ def worker_parser():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--gqa", default="group", choices=["group", "repeat"])
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--dynamic-int8", action="store_true",
+                    help="quantize_dynamic's int8 nn.Linear for the blocks' layers (the head stays fp32)")
     return ap
+
+
+def dynamic_int8(torch, model):
+    """The blocks' linear layers as PyTorch 1.13's dynamic int8 (fbgemm); GPT-2's Conv1D first
+    becomes an nn.Linear with the transposed weight. Returns the model and its weight bytes (int8
+    weights counted at 1 byte, their scales ignored)."""
+    nn = torch.nn
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            if type(child).__name__ == "Conv1D":
+                w = child.weight  # (in, out)
+                lin = nn.Linear(w.shape[0], w.shape[1], bias=getattr(child, "bias", None) is not None)
+                with torch.no_grad():
+                    lin.weight.copy_(w.t())
+                    if lin.bias is not None:
+                        lin.bias.copy_(child.bias)
+                setattr(parent, child_name, lin)
+    names = {n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n != "lm_head"}
+    linear_bytes = sum(m.weight.numel() * 3 for n, m in model.named_modules() if n in names)  # 4 -> 1 byte
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters()) - linear_bytes
+    model = torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)
+    return model, weight_bytes
 
 
 def build_torch_model(a, block_size):
@@ -245,6 +278,8 @@ def torch_worker(argv):
     dtype = torch.bfloat16 if a.precision == "bf16" else torch.float32
     model = build_torch_model(a, block_size).to(dtype).eval()
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())  # a tied head once
+    if a.dynamic_int8:
+        model, weight_bytes = dynamic_int8(torch, model)
     lm = CachedLM(model, a, a.B, capacity, dtype, a.gqa)
     prompts = torch.tensor([[(b * 7919 + t * 104729) % a.vocab for t in range(a.prompt)] for b in range(a.B)])
 
@@ -287,7 +322,8 @@ def torch_worker(argv):
         "framework": "pytorch", "torch": torch.__version__,
         "config": {"arch": a.arch, "n_layer": a.layers, "n_embd": a.embd, "n_head": a.heads, "kv_heads": lm.KV,
                    "vocab_size": a.vocab},
-        "precision": a.precision, "threads": torch.get_num_threads(), "B": a.B, "prompt_tokens": a.prompt,
+        "precision": a.precision, "scheme": "dynamic_int8" if a.dynamic_int8 else "none",
+        "threads": torch.get_num_threads(), "B": a.B, "prompt_tokens": a.prompt,
         "new_tokens": a.tokens, "gqa": a.gqa if lm.KV != a.heads else None,
         "ttft_ms": ttft * 1e3, "decode_tokens_per_s": a.B * steps / decode if steps else None,
         "decode_step_ms": decode / steps * 1e3 if steps else None,
@@ -345,14 +381,16 @@ def run_trident(cmd, env):
     return result
 
 
-def torch_cmd(args, c, B, prompt, tokens, reps, precision):
+def torch_cmd(args, c, B, prompt, tokens, reps, precision, dynamic_int8=False):
     return [args.python, os.path.abspath(__file__), "--worker"] + shape_flags(c) + \
-        run_flags(B, prompt, tokens, reps, args.threads, precision) + ["--gqa", args.torch_gqa]
+        run_flags(B, prompt, tokens, reps, args.threads, precision) + ["--gqa", args.torch_gqa] + \
+        (["--dynamic-int8"] if dynamic_int8 else [])
 
 
-def trident_cmd(args, c, B, precision):
+def trident_cmd(args, c, B, precision, scheme="none"):
     return [args.trident_bench] + shape_flags(c) + \
-        run_flags(B, args.prompt, args.tokens, args.reps, args.threads, precision)
+        run_flags(B, args.prompt, args.tokens, args.reps, args.threads, precision) + \
+        (["--scheme", scheme] if scheme != "none" else [])
 
 
 def probe(args, name, c, precision, cand):
@@ -413,6 +451,20 @@ TORCH_KEYS = COMMON_KEYS + ("total_ms", "first_ms", "total_runs_ms", "gqa", "all
                              "parallel_backend")
 
 
+def rate(r):
+    """Decode tokens/s, or None for a side whose run(N) was not slower than its run(1) (noise)."""
+    return r["decode_tokens_per_s"] if (r["decode_tokens_per_s"] or 0) > 0 else None
+
+
+def compare(t, p):
+    """One row: both sides and the ratios."""
+    tr, pr = rate(t), rate(p)
+    return {"trident": side(t, TRIDENT_KEYS), "pytorch": side(p, TORCH_KEYS), "ttft_speedup": p["ttft_ms"] / t["ttft_ms"],
+            "decode_tokens_per_s_ratio": tr / pr if tr and pr else None,
+            "trident_decode_gb_per_s": t["decode_gb_per_s"] if tr else None,
+            "trident_bandwidth_fraction": t.get("bandwidth_fraction") if tr else None}
+
+
 def main():
     if "--worker" in sys.argv[1:]:
         return torch_worker(sys.argv[1:])
@@ -434,8 +486,17 @@ def main():
     ap.add_argument("--probe-tokens", type=int, default=8, help="new tokens of the probe's runs")
     ap.add_argument("--probe-margin", type=float, default=0.03,
                     help="a probed setting replaces the best so far only if this much faster (0.03: 3%%)")
+    ap.add_argument("--schemes", default="none",
+                    help="trident's weights: none (fp32) and decode_bench --scheme values (int8, int4, nf4; fp32 only)")
+    ap.add_argument("--torch-int8", default="dynamic", choices=["dynamic", "none"],
+                    help="PyTorch's peer of trident's int8: quantize_dynamic's int8 Linear, or its fp32")
     ap.add_argument("--out", default="", help="also write the JSON here")
     args = ap.parse_args()
+    schemes = args.schemes.split(",")
+    if "none" not in schemes:  # decode_bench names the schemes it has
+        sys.exit(f"--schemes: none (the fp32 baseline) and any of decode_bench's --scheme values, got {args.schemes}")
+    if schemes != ["none"] and args.precisions != "fp32":
+        sys.exit("--schemes int8/int4 compare fp32 runs: use --precisions fp32")
     names = args.configs.split(",")
     for n in names:
         if n not in CONFIGS:
@@ -459,7 +520,7 @@ def main():
     report = {"benchmark": "decode_compare",
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "cpu": cpu, "threads": args.threads, "prompt_tokens": args.prompt, "new_tokens": args.tokens,
-              "reps": args.reps, "batch": batches, "precisions": precisions,
+              "reps": args.reps, "batch": batches, "precisions": precisions, "schemes": schemes,
               "trident_bench": args.trident_bench,
               "trident_settings": {"allocator": "trident caching allocator over glibc malloc (nothing preloaded)",
                                    "wait": "PASSIVE"},
@@ -482,25 +543,40 @@ def main():
                 t = run_trident(trident_cmd(args, c, B, prec), tri_env)
                 p, _ = tsc.run_child(torch_cmd(args, c, B, args.prompt, args.tokens, args.reps, prec), torch_env)
                 e["torch"] = p["torch"]
-                # A side whose run(N) was not slower than its run(1) (noise) has no decode rate.
-                tr, pr = (x["decode_tokens_per_s"] if (x["decode_tokens_per_s"] or 0) > 0 else None for x in (t, p))
-                row = {"trident": side(t, TRIDENT_KEYS), "pytorch": side(p, TORCH_KEYS),
-                       "ttft_speedup": p["ttft_ms"] / t["ttft_ms"],
-                       "decode_tokens_per_s_ratio": tr / pr if tr and pr else None,
-                       "trident_decode_gb_per_s": t["decode_gb_per_s"] if tr else None,
-                       "trident_bandwidth_fraction": t.get("bandwidth_fraction") if tr else None}
+                row = e["by_batch"][str(B)] = compare(t, p)
                 row["issue49_2x"] = {"ttft": row["ttft_speedup"] >= 2.0,
                                      "decode_tokens_per_s": row["decode_tokens_per_s_ratio"] >= 2.0
                                      if row["decode_tokens_per_s_ratio"] else None,
                                      "bandwidth_70pct": row["trident_bandwidth_fraction"] >= 0.7
                                      if B == 1 and row["trident_bandwidth_fraction"] else None}
-                e["by_batch"][str(B)] = row
                 print(f"{name} {prec} B={B}: TTFT trident {t['ttft_ms']:.1f} ms, PyTorch {p['ttft_ms']:.1f} ms "
-                      f"({row['ttft_speedup']:.2f}x); decode trident {fmt(tr, '.1f')} tok/s "
+                      f"({row['ttft_speedup']:.2f}x); decode trident {fmt(rate(t), '.1f')} tok/s "
                       f"({fmt(row['trident_decode_gb_per_s'], '.2f')} GB/s = "
-                      f"{fmt(row['trident_bandwidth_fraction'], '.0%')} of {t.get('memory_read_gb_per_s', 0):.1f}), PyTorch [{e['pytorch_settings']}] "
-                      f"{fmt(pr, '.1f')} tok/s (ratio {fmt(row['decode_tokens_per_s_ratio'], '.2f')})",
+                      f"{fmt(row['trident_bandwidth_fraction'], '.0%')} of {t.get('memory_read_gb_per_s', 0):.1f}), "
+                      f"PyTorch [{e['pytorch_settings']}] "
+                      f"{fmt(rate(p), '.1f')} tok/s (ratio {fmt(row['decode_tokens_per_s_ratio'], '.2f')})",
                       file=sys.stderr, flush=True)
+                for scheme in [x for x in schemes if x != "none"]:
+                    tq = run_trident(trident_cmd(args, c, B, prec, scheme), tri_env)
+                    pq = p
+                    if scheme in ("int8", "w8a8") and args.torch_int8 == "dynamic":
+                        pq, err = tsc.run_child(torch_cmd(args, c, B, args.prompt, args.tokens, args.reps, prec, True),
+                                                torch_env, allow_fail=True)
+                        if pq is None:
+                            print(f"PyTorch's dynamic int8 failed ({err['exit_status']}): compared with its fp32",
+                                  file=sys.stderr, flush=True)
+                            pq = p
+                    q = compare(tq, pq)
+                    q["pytorch_scheme"] = pq.get("scheme", "none")
+                    q["vs_trident_fp32"] = rate(tq) / rate(t) if rate(tq) and rate(t) else None
+                    if scheme == "int8" and B == 1:
+                        q["issue49_int8_1_7x"] = q["vs_trident_fp32"] >= 1.7 if q["vs_trident_fp32"] else None
+                    e.setdefault("schemes", {}).setdefault(scheme, {})[str(B)] = q
+                    print(f"{name} {scheme} B={B}: decode trident {fmt(rate(tq), '.1f')} tok/s "
+                          f"({fmt(q['vs_trident_fp32'], '.2f')}x trident fp32; {fmt(q['trident_decode_gb_per_s'], '.2f')} "
+                          f"GB/s), PyTorch {q['pytorch_scheme']} {fmt(rate(pq), '.1f')} tok/s (ratio "
+                          f"{fmt(q['decode_tokens_per_s_ratio'], '.2f')}); TTFT {tq['ttft_ms']:.1f} ms",
+                          file=sys.stderr, flush=True)
         report["configs"][name] = entry
     print(f"CPU: {cpu['model_name']} (family {cpu['family']} model {cpu['model']}; {' '.join(cpu['flags'])}); "
           f"{args.threads} threads", file=sys.stderr, flush=True)

@@ -36,13 +36,17 @@ LAYERS = [
     "adapters",  # LoRA and PEFT's files: applied to a model from outside it, below the trainer
     "train",
     "planner",
+    # model loading for the commands (checkpoints, Hugging Face and quantized directories): it
+    # reads train/'s configs and checkpoints, so it sits above train/ and planner/ (which cannot
+    # see it) and below serve/ and apps/ (Note [The loading layer] in loading/model_source.h)
+    "loading",
     "serve",  # the OpenAI-compatible server over infer/: nothing below sees it
 ]
 # Siblings that must not see each other even though both sit above core.
 FORBIDDEN = {("kernels/cpu", "kernels/reference"), ("kernels/cuda", "kernels/reference"),
              ("kernels/device", "kernels/reference"), ("kernels/device", "kernels/cpu"),
              ("kernels/cuda", "kernels/cpu"), ("train", "infer"), ("planner", "infer"),
-             ("train", "serve"), ("planner", "serve")}
+             ("train", "serve"), ("planner", "serve"), ("train", "loading"), ("planner", "loading")}
 
 
 def layer_of(path: str):

@@ -23,12 +23,9 @@ Nf4Weight Nf4Weight::quantize(const Tensor& w, bool double_quant, const std::str
   const Tensor f = core::contiguous(core::cast(core::to_device(w, Device::cpu()), DType::kF32));
   const float* x = f.data_ptr<float>();
   const int64_t total = w.numel();
-  Nf4Weight q(zeros({(total + 3) / 4}, DType::kU16));
-  q.shape_ = w.shape();
-  q.dtype_ = w.dtype();
-  q.numel_ = w.numel();
+  Nf4Weight q(w.shape(), w.dtype(), zeros({(total + 3) / 4}, DType::kU16));
   q.double_quant_ = double_quant;
-  const int64_t n = q.numel_, blocks = blocks_of(n);
+  const int64_t n = q.numel(), blocks = blocks_of(n);
 
   std::vector<float> absmax(static_cast<size_t>(blocks), 0.0f);
   parallel_for(0, blocks, 64, [&](int64_t b0, int64_t b1) {
@@ -106,27 +103,57 @@ Nf4Data Nf4Weight::data() const {
   return d;
 }
 
-Nf4Weight Nf4Weight::to(Device device) const {
-  Nf4Weight q = *this;
-  q.codes_ = core::to_device(codes_, device);
+std::shared_ptr<const QuantizedWeight> Nf4Weight::to(Device device) const {
+  auto q = std::make_shared<Nf4Weight>(*this);
+  q->codes_ = core::to_device(codes_, device);
   if (double_quant_) {
-    q.absmax_codes_ = core::to_device(*absmax_codes_, device);
-    q.group_scales_ = core::to_device(*group_scales_, device);
+    q->absmax_codes_ = core::to_device(*absmax_codes_, device);
+    q->group_scales_ = core::to_device(*group_scales_, device);
   } else {
-    q.absmax_ = core::to_device(*absmax_, device);
+    q->absmax_ = core::to_device(*absmax_, device);
   }
   return q;
 }
 
-Tensor Nf4Weight::dequantize(int64_t begin, int64_t end, DType dtype) const {
-  TRI_CHECK(0 <= begin && begin <= end && end <= numel_, "NF4: elements [", begin, ", ", end, ") of ", numel_);
-  return ops::nf4_dequantize(data(), device(), begin, end, dtype);
+void Nf4Weight::dequantize_into(int64_t begin, int64_t end, DType dtype, void* out) const {
+  check_range(begin, end);
+  ops::nf4_dequantize_into(data(), device(), begin, end, dtype, out);
 }
 
-Tensor Nf4Weight::dequantize() const {
-  Tensor out = empty(shape_, dtype_, device());
-  ops::nf4_dequantize_into(data(), device(), 0, numel_, dtype_, out.raw_data());
+std::vector<StoredSpec> Nf4Weight::layout(int64_t numel, bool double_quant) {
+  const int64_t blocks = blocks_of(numel);
+  std::vector<StoredSpec> out{{"codes", DType::kU16, Shape{(numel + 3) / 4}}};
+  if (double_quant) {
+    out.push_back({"absmax_codes", DType::kU16, Shape{(blocks + 1) / 2}});
+    out.push_back({"group_scales", DType::kF32, Shape{(blocks + kNf4ScaleGroup - 1) / kNf4ScaleGroup}});
+  } else {
+    out.push_back({"absmax", DType::kF32, Shape{blocks}});
+  }
   return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Nf4Weight::stored() const {
+  std::vector<std::pair<std::string, Tensor>> out{{"codes", codes_}};
+  if (double_quant_) {
+    out.emplace_back("absmax_codes", *absmax_codes_);
+    out.emplace_back("group_scales", *group_scales_);
+  } else {
+    out.emplace_back("absmax", *absmax_);
+  }
+  return out;
+}
+
+Nf4Weight Nf4Weight::from_stored(const Shape& shape, DType dtype, bool double_quant, const std::vector<Tensor>& stored) {
+  TRI_ASSERT(stored.size() == (double_quant ? 3u : 2u), "NF4: ", stored.size(), " stored tensors");
+  Nf4Weight q(shape, dtype, stored[0]);
+  q.double_quant_ = double_quant;
+  if (double_quant) {
+    q.absmax_codes_ = stored[1];
+    q.group_scales_ = stored[2];
+  } else {
+    q.absmax_ = stored[1];
+  }
+  return q;
 }
 
 }  // namespace trident::quantization

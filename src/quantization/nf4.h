@@ -25,46 +25,44 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/nf4_layout.h"
 #include "core/tensor.h"
+#include "quantization/quantized_weight.h"
 
 namespace trident::quantization {
 
-class Nf4Weight {
+class Nf4Weight final : public QuantizedWeight {
  public:
   // Quantizes `w` (any floating dtype, read in its stored order on the host; a device tensor is
   // copied there first). The result lives on the host (to() moves it). Throws naming `name`
   // when an element is not finite.
   static Nf4Weight quantize(const Tensor& w, bool double_quant, const std::string& name = "weight");
+  // The tensors stored() has for a weight of `numel` elements.
+  static std::vector<StoredSpec> layout(int64_t numel, bool double_quant);
+  // From tensors of layout()'s dtypes and shapes, in its order (a file's; the caller checked them).
+  static Nf4Weight from_stored(const Shape& shape, DType dtype, bool double_quant, const std::vector<Tensor>& stored);
 
-  const Shape& shape() const { return shape_; }
-  // The dtype quantized from, which dequantize() returns.
-  DType dtype() const { return dtype_; }
-  int64_t numel() const { return numel_; }
+  std::string scheme() const override { return "nf4"; }
   bool double_quant() const { return double_quant_; }
-  Device device() const { return codes_.device(); }
+  Device device() const override { return codes_.device(); }
   // The bytes the codes and scales hold.
-  int64_t bytes() const;
+  int64_t bytes() const override;
   // What bytes() is for a weight of `numel` elements, without quantizing one (the planner's
   // QLoRA base, planner/memory_model.h).
   static int64_t bytes_for(int64_t numel, bool double_quant);
   // The addresses the kernels read (core/nf4_layout.h).
   Nf4Data data() const;
-  // A copy whose codes and scales live on `device`.
-  Nf4Weight to(Device device) const;
-
-  // Elements [begin, end) of the flattened weight in `dtype`, on device() (ops/nf4.h).
-  Tensor dequantize(int64_t begin, int64_t end, DType dtype) const;
-  // The whole weight in dtype() and shape(), on device().
-  Tensor dequantize() const;
+  std::shared_ptr<const QuantizedWeight> to(Device device) const override;
+  // On device() (ops/nf4.h).
+  void dequantize_into(int64_t begin, int64_t end, DType dtype, void* out) const override;
+  std::vector<std::pair<std::string, Tensor>> stored() const override;
 
  private:
-  Shape shape_;
-  DType dtype_ = DType::kF32;
-  int64_t numel_ = 0;
+  Nf4Weight(Shape shape, DType dtype, Tensor codes) : QuantizedWeight(std::move(shape), dtype), codes_(std::move(codes)) {}
   bool double_quant_ = true;
-  explicit Nf4Weight(Tensor codes) : codes_(std::move(codes)) {}
   Tensor codes_;                        // u16, four 4-bit codes each
   std::optional<Tensor> absmax_codes_;  // double_quant: u16, two 8-bit codes each
   std::optional<Tensor> group_scales_;  // double_quant: f32, one per kNf4ScaleGroup blocks

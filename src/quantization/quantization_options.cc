@@ -22,7 +22,8 @@ const OptionTable<QuantizationOptions>& QuantizationOptions::table() {
 }
 
 std::vector<bool> QuantizationOptions::skips(const std::vector<std::string>& linear_paths,
-                                             const std::vector<std::string>& module_paths) const {
+                                             const std::vector<std::string>& module_paths,
+                                             const std::string& where) const {
   const std::vector<std::string> items = skipped();
   std::vector<bool> used(items.size(), false), skip(linear_paths.size(), false);
   for (size_t k = 0; k < linear_paths.size(); ++k)
@@ -31,7 +32,7 @@ std::vector<bool> QuantizationOptions::skips(const std::vector<std::string>& lin
   for (size_t i = 0; i < items.size(); ++i) {
     if (used[i] || items[i] == "lm_head") continue;
     const std::optional<std::string> near = closest_match(items[i], module_paths);
-    TRI_CHECK(false, "quantization.skip_modules: '", items[i], "' matches no layer of the model",
+    TRI_CHECK(false, where, ": '", items[i], "' matches no layer of the model",
               near ? " (did you mean '" + *near + "'?)" : "", "; a name matches a layer whose path ends with it");
   }
   return skip;

@@ -22,7 +22,9 @@ struct QuantizationOptions {
   // `module_paths`, every module of the model, for the message. Throws naming an item that names
   // no linear layer ("lm_head" excepted: a head tied to the embedding has no layer of its own).
   // quantize_base's rule, and the planner's (planner/fine_tuning.h).
-  std::vector<bool> skips(const std::vector<std::string>& linear_paths, const std::vector<std::string>& module_paths) const;
+  // `where` names the list in messages.
+  std::vector<bool> skips(const std::vector<std::string>& linear_paths, const std::vector<std::string>& module_paths,
+                          const std::string& where = "quantization.skip_modules") const;
   static const OptionTable<QuantizationOptions>& table();
 };
 

@@ -5,38 +5,9 @@
 #include "core/check.h"
 #include "nn/freeze.h"
 #include "nn/linear.h"
-#include "quantization/nf4_linear.h"
+#include "quantization/quantized_view.h"
 
 namespace trident::quantization {
-namespace {
-
-// Note [The NF4 view]
-// Innermost on its layer (Note [Wrapper order]): it replaces the layer's own product, so it
-// never calls inward. It checks that it is handed the weight it quantized: a wrapper above that
-// passed another (a narrowed copy, a dequantized view) would otherwise be ignored silently.
-class Nf4View final : public nn::LinearWrapper {
- public:
-  Nf4View(std::shared_ptr<const Nf4Weight> q, Tensor weight, bool in_out, std::string param)
-      : q_(std::move(q)), weight_(std::move(weight)), in_out_(in_out), param_(std::move(param)) {}
-  nn::WrapperKind kind() const override { return nn::WrapperKind::kWeightView; }
-  std::string name() const override { return "nf4"; }
-  Tensor forward(const Tensor& x, const nn::LayerParams& p, const nn::LinearCall& call,
-                 const nn::LinearInner&) const override {
-    TRI_CHECK(p.weight.is_same(weight_), "'", param_,
-              "' is stored in NF4, but a wrapper above its view handed the layer another weight");
-    Tensor y = nf4_linear(x, q_, in_out_);
-    if (call.bias && p.bias) y = trident::add(y, *p.bias);
-    return call.act == nn::Activation::kGeluTanh ? trident::gelu_tanh(y) : y;
-  }
-
- private:
-  std::shared_ptr<const Nf4Weight> q_;
-  Tensor weight_;
-  bool in_out_;
-  std::string param_;
-};
-
-}  // namespace
 
 bool QuantizedBase::contains(const std::string& param) const {
   for (const QuantizedLayer& l : layers_)
@@ -91,7 +62,7 @@ QuantizedBase quantize_base(nn::Module& model, const QuantizationOptions& option
     any_linear = any_linear || here(param);
     if (skipped[k] || !here(param) || w.requires_grad() || w.numel() == 0) continue;
     for (const std::string& name : layer->wrapper_names())
-      TRI_CHECK(name != "nf4", "quantization.base = \"nf4\": '", param, "' is stored in NF4 already");
+      TRI_CHECK(name != "quantized", "quantization.base = \"nf4\": '", param, "' is quantized already");
     TRI_CHECK(w.impl().storage().use_count() == 1 &&
                   w.impl().storage()->nbytes() == static_cast<size_t>(w.numel()) * element_size(w.dtype()),
               "quantization.base = \"nf4\": '", param, "' shares its memory with other tensors (", w.str(), ", storage of ",
@@ -105,12 +76,12 @@ QuantizedBase quantize_base(nn::Module& model, const QuantizationOptions& option
 
   std::vector<QuantizedLayer> layers;
   for (Candidate& c : chosen) {
-    std::shared_ptr<const Nf4Weight> q;
+    std::shared_ptr<const QuantizedWeight> q;
     {
       MemoryCategoryGuard category(MemoryCategory::kParameter);
-      q = std::make_shared<const Nf4Weight>(Nf4Weight::quantize(c.weight, options.double_quant, c.param).to(c.weight.device()));
+      q = Nf4Weight::quantize(c.weight, options.double_quant, c.param).to(c.weight.device());
     }
-    c.layer->add_wrapper(std::make_shared<Nf4View>(q, c.weight, c.in_out, c.param));
+    add_quantized_view(*c.layer, q, c.weight, c.in_out, c.param);
     c.weight.impl().storage()->reset_data(DataPtr());
     layers.push_back({c.param, std::move(q)});
   }

@@ -1,8 +1,7 @@
 // A frozen base in NF4, applied to a model from outside it (QLoRA): every frozen linear layer
 // (nn::Linear, GPT-2's Conv1D) but the skipped ones gets its weight quantized
-// (quantization/nf4.h) and a wrapper of the weight-view kind (nn/wrapper.h) that computes the
-// layer's product from the NF4 weight (quantization/nf4_linear.h); the weight's own memory is
-// released. The model, its adapters and the parallel styles above the view see a plain layer.
+// (quantization/nf4.h) and a wrapper of the weight-view kind (quantization/quantized_view.h)
+// that computes the layer's product from the NF4 weight; the weight's own memory is released. The model, its adapters and the parallel styles above the view see a plain layer.
 //
 // Note [Where a quantized base comes from]
 // Quantize after the weights are final for this rank: loaded (train.init_from), split (tensor
@@ -28,7 +27,7 @@ namespace trident::quantization {
 
 struct QuantizedLayer {
   std::string param;  // the weight's name ("h.0.attn.c_attn.weight")
-  std::shared_ptr<const Nf4Weight> weight;
+  std::shared_ptr<const QuantizedWeight> weight;
 };
 
 class QuantizedBase {

@@ -80,6 +80,8 @@ class OpCase {
   OpCase&& nondeterministic() && { deterministic_ = false; return std::move(*this); }
   // For ops that are not differentiable in some input sense (e.g. outputs only indices).
   OpCase&& no_backward() && { check_backward_ = false; return std::move(*this); }
+  // For ops whose kernels are the host's only (int8/int4 weights): the device runs skip.
+  OpCase&& on_host_only() && { host_only_ = true; return std::move(*this); }
 
   const std::string& op() const { return op_; }
   const std::string& name() const { return name_; }
@@ -90,6 +92,7 @@ class OpCase {
   const std::vector<DType>& dtypes() const { return dtypes_; }
   bool deterministic() const { return deterministic_; }
   bool check_backward() const { return check_backward_; }
+  bool host_only() const { return host_only_; }
 
  private:
   std::string op_, name_;
@@ -100,6 +103,7 @@ class OpCase {
   std::vector<DType> dtypes_ = {DType::kF32};
   bool deterministic_ = true;
   bool check_backward_ = true;
+  bool host_only_ = false;
 };
 
 void add_case(OpCase c);

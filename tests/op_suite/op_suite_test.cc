@@ -286,6 +286,7 @@ std::vector<Device> test_devices() {
 }
 
 TEST_P(OpSuite, ForwardOnDevicesMatchesFloat64Reference) {
+  if (c().host_only()) GTEST_SKIP() << "the op runs on the host only";
   for (Device device : test_devices()) {
     for (DType dtype : c().dtypes()) {
       SCOPED_TRACE(std::string("dtype ") + dtype_name(dtype) + " on " + device.str());
@@ -304,6 +305,7 @@ TEST_P(OpSuite, ForwardOnDevicesMatchesFloat64Reference) {
 
 TEST_P(OpSuite, BackwardOnDevicesMatchesFloat64Backward) {
   if (!c().check_backward()) GTEST_SKIP() << "case has no backward";
+  if (c().host_only()) GTEST_SKIP() << "the op runs on the host only";
   for (Device device : test_devices()) {
     for (DType dtype : c().dtypes()) {
       SCOPED_TRACE(std::string("dtype ") + dtype_name(dtype) + " on " + device.str());

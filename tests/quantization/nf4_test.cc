@@ -18,7 +18,7 @@
 #include "models/registry.h"
 #include "nn/freeze.h"
 #include "nn/linear.h"
-#include "quantization/nf4_matmul.h"
+#include "quantization/quantized_matmul.h"
 #include "quantization/quantized_base.h"
 #include "support/error_of.h"
 #include "support/tiny_model_configs.h"
@@ -187,7 +187,7 @@ void check_tiled_products(double tol) {
   Generator gen(9);
   // (out, in) = (1100, 320) and (in, out) = (1100, 320): 352,000 weights, two tiles of rows.
   const int64_t rows = 1100, cols = 320, M = 5;
-  ASSERT_LT(nf4_tile_rows(rows, cols), rows);
+  ASSERT_LT(quantized_tile_rows(rows, cols), rows);
   const Nf4Weight q = Nf4Weight::quantize(randn({rows, cols}, gen), true);
   const Tensor wd = q.dequantize();
   for (bool in_out : {false, true}) {
@@ -200,8 +200,8 @@ void check_tiled_products(double tol) {
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       std::vector<T> y(static_cast<size_t>(M * out)), dx(static_cast<size_t>(M * in));
-      nf4_matmul<T>(x.data(), M, q, in_out, y.data());
-      nf4_matmul_input_grad<T>(dy.data(), M, q, in_out, dx.data());
+      quantized_matmul<T>(x.data(), M, q, in_out, y.data());
+      quantized_matmul_input_grad<T>(dy.data(), M, q, in_out, dx.data());
       double err_y = 0, err_dx = 0, ref_y = 0, ref_dx = 0;
       for (size_t i = 0; i < y.size(); ++i) {
         err_y = std::max(err_y, double(std::fabs(float(y[i]) - want_y[i])));
@@ -217,9 +217,9 @@ void check_tiled_products(double tol) {
     set_num_threads(2);
     std::vector<T> y1(static_cast<size_t>(M * out)), y2(y1.size());
     set_num_threads(1);
-    nf4_matmul<T>(x.data(), M, q, in_out, y1.data());
+    quantized_matmul<T>(x.data(), M, q, in_out, y1.data());
     set_num_threads(2);
-    nf4_matmul<T>(x.data(), M, q, in_out, y2.data());
+    quantized_matmul<T>(x.data(), M, q, in_out, y2.data());
     for (size_t i = 0; i < y1.size(); ++i) ASSERT_EQ(float(y1[i]), float(y2[i])) << "thread count changed element " << i;
   }
 }

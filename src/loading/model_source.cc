@@ -1,4 +1,4 @@
-#include "model_source.h"
+#include "loading/model_source.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,12 +7,13 @@
 #include "adapters/peft_files.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/env.h"
+#include "loading/quantized_dir.h"
 #include "models/registry.h"
 #include "train/hf_model_dir.h"
 #include "train/tokenizer_factory.h"
 #include "train/trainer.h"
 
-namespace trident::cli {
+namespace trident::loading {
 
 // One checkpoint directory: its DONE marker, or (an interrupted write) its manifest alone.
 bool is_checkpoint_dir(const std::string& path) {
@@ -59,12 +60,24 @@ StatusOr<train::TrainConfig> checkpoint_config(const std::string& dir) {
 
 
 StatusOr<ModelSource> resolve_model_source(const std::string& path) {
+  if (is_quantized_dir(path)) {
+    auto info = read_quantized_dir_info(path);
+    if (!info.is_ok()) return info.status();
+    const std::string file = (std::filesystem::path(path) / "config.toml").string();
+    auto text = checkpoint::read_file(checkpoint::default_env(), file);
+    if (!text.is_ok()) return text.status();
+    ModelSource src{path, false, true, info.value().tokenizer_in_dir, {}};
+    config::ConfigTree tree;
+    src.cfg.bind(tree);
+    if (Status s = tree.load_toml_string(text.value(), file); !s.is_ok()) return s;
+    return src;
+  }
   // A trident checkpoint carries a config.json too, but is_hf_model_dir knows it by its DONE
   // marker: its weights may be sharded (ZeRO, tensor/pipeline boxes), so it is read as a checkpoint.
   // One whose write was interrupted (a manifest, no DONE) is refused as incomplete, not read as a
   // model directory without the checkpoint's checks.
   if (!is_checkpoint_dir(path) && train::is_hf_model_dir(path)) {
-    ModelSource src{path, true, {}};
+    ModelSource src{path, true, false, false, {}};
     auto model = train::hf_model_config(path, src.cfg.model);
     if (!model.is_ok()) return model.status();
     src.cfg.model = model.value();
@@ -76,12 +89,17 @@ StatusOr<ModelSource> resolve_model_source(const std::string& path) {
     return Status::io_error(dir.status().message() + " (nor is it a Hugging Face model directory: no config.json)");
   auto cfg = checkpoint_config(dir.value());
   if (!cfg.is_ok()) return cfg.status();
-  return ModelSource{dir.value(), false, cfg.value()};
+  return ModelSource{dir.value(), false, false, false, cfg.value()};
 }
 
-StatusOr<std::unique_ptr<models::CausalLM>> load_model(const ModelSource& src, const std::string& adapter) {
+StatusOr<std::unique_ptr<models::CausalLM>> load_model(const ModelSource& src, const std::string& adapter,
+                                                       std::vector<std::string>* quantized) {
   std::unique_ptr<models::CausalLM> model = models::build_model(src.cfg.model);
-  if (src.hf) {
+  if (src.quantized) {
+    auto names = load_quantized_dir(src.dir, *model);
+    if (!names.is_ok()) return names.status();
+    if (quantized != nullptr) *quantized = names.value();
+  } else if (src.hf) {
     if (Status s = train::load_hf_weights(*model, src.dir); !s.is_ok()) return s;
   } else {
     if (src.cfg.lora.enabled()) (void)adapters::apply_lora(*model, src.cfg.lora);
@@ -112,10 +130,11 @@ StatusOr<std::unique_ptr<data::Tokenizer>> load_tokenizer(const ModelSource& src
                                                           const std::string& vocab_dir) {
   const train::TrainConfig& cfg = src.cfg;
   // A model directory carries its tokenizer (tokenizer.json, tokenizer.model, ...) unless told otherwise.
-  const std::string spec = !tokenizer.empty() ? tokenizer : src.hf ? src.dir : cfg.data.tokenizer;
-  auto tok = train::make_tokenizer(spec, vocab_dir.empty() && !src.hf ? cfg.data.vocab_dir : vocab_dir);
+  const bool own_files = src.hf || src.tokenizer_in_dir;
+  const std::string spec = !tokenizer.empty() ? tokenizer : own_files ? src.dir : cfg.data.tokenizer;
+  auto tok = train::make_tokenizer(spec, vocab_dir.empty() && !own_files ? cfg.data.vocab_dir : vocab_dir);
   if (!tok.is_ok()) {
-    if (tokenizer.empty() && src.hf)
+    if (tokenizer.empty() && own_files)
       return Status::invalid(tok.status().message() + "; name the model's tokenizer with --tokenizer");
     return tok.status();
   }
@@ -125,4 +144,4 @@ StatusOr<std::unique_ptr<data::Tokenizer>> load_tokenizer(const ModelSource& src
   return std::move(tok.value());
 }
 
-}  // namespace trident::cli
+}  // namespace trident::loading

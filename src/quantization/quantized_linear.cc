@@ -1,4 +1,4 @@
-#include "quantization/nf4_linear.h"
+#include "quantization/quantized_linear.h"
 
 #include "autograd/record.h"
 #include "core/copy.h"
@@ -6,7 +6,7 @@
 #include "core/views.h"
 #include "ops/dispatch.h"
 #include "ops/linalg.h"
-#include "quantization/nf4_matmul.h"
+#include "quantization/quantized_matmul.h"
 
 namespace trident::quantization {
 namespace {
@@ -14,16 +14,16 @@ namespace {
 using autograd::BackwardContext;
 using autograd::GradList;
 
-TRI_REGISTER_OP(kNf4Linear, "nf4_linear");
+TRI_REGISTER_OP(kQuantizedLinear, "quantized_linear");
 
 // The weight as the product reads it: (in, out), a view of the dequantized weight (a device's).
-Tensor dequantized_in_out(const Nf4Weight& w, DType dtype, bool in_out) {
+Tensor dequantized_in_out(const QuantizedWeight& w, DType dtype, bool in_out) {
   Tensor d = core::cast(w.dequantize(), dtype);
   return in_out ? d : views::transpose(d, 0, 1);
 }
 
 // a (..., k) @ W-side operand: forward with `forward`, the input gradient otherwise.
-Tensor product(const Tensor& a, const Nf4Weight& w, bool in_out, bool forward) {
+Tensor product(const Tensor& a, const QuantizedWeight& w, bool in_out, bool forward) {
   const int64_t rows = w.shape()[0], cols = w.shape()[1];
   const int64_t in = in_out ? rows : cols, out = in_out ? cols : rows;
   const int64_t k = forward ? in : out, n = forward ? out : in;
@@ -38,26 +38,26 @@ Tensor product(const Tensor& a, const Nf4Weight& w, bool in_out, bool forward) {
   const int64_t M = k == 0 ? 0 : a.numel() / k;
   if (y.numel() == 0) return y;
   if (k == 0) return zeros(Shape(shape), a.dtype());
-  ops::dispatch_floating(a.dtype(), "nf4_linear", [&]<class T>() {
-    if (forward) nf4_matmul<T>(ac.data_ptr<T>(), M, w, in_out, y.data_ptr<T>());
-    else nf4_matmul_input_grad<T>(ac.data_ptr<T>(), M, w, in_out, y.data_ptr<T>());
+  ops::dispatch_floating(a.dtype(), "quantized_linear", [&]<class T>() {
+    if (forward) quantized_matmul<T>(ac.data_ptr<T>(), M, w, in_out, y.data_ptr<T>());
+    else quantized_matmul_input_grad<T>(ac.data_ptr<T>(), M, w, in_out, y.data_ptr<T>());
   });
   return y;
 }
 
 }  // namespace
 
-Tensor nf4_linear(const Tensor& x, const std::shared_ptr<const Nf4Weight>& w, bool in_out) {
-  TRI_PROFILE_OP(kNf4Linear);
-  TRI_CHECK(w != nullptr && w->shape().size() == 2, "nf4_linear: the weight is not a quantized matrix");
-  check_floating(x, "nf4_linear");
+Tensor quantized_linear(const Tensor& x, const std::shared_ptr<const QuantizedWeight>& w, bool in_out) {
+  TRI_PROFILE_OP(kQuantizedLinear);
+  TRI_CHECK(w != nullptr && w->shape().size() == 2, "quantized_linear: the weight is not a quantized matrix");
+  check_floating(x, "quantized_linear");
   const int64_t in = in_out ? w->shape()[0] : w->shape()[1];
-  TRI_CHECK(x.dim() >= 1 && x.size(-1) == in, "nf4_linear: x ", x.shape(), " does not end in the weight's ", in,
+  TRI_CHECK(x.dim() >= 1 && x.size(-1) == in, "quantized_linear: x ", x.shape(), " does not end in the weight's ", in,
             " input features (weight ", w->shape(), in_out ? ", (in, out)" : ", (out, in)", ")");
-  TRI_CHECK(x.device() == w->device(), "nf4_linear: x is on ", x.device().str(), ", the weight on ", w->device().str());
+  TRI_CHECK(x.device() == w->device(), "quantized_linear: x is on ", x.device().str(), ", the weight on ", w->device().str());
   Tensor y = product(x, *w, in_out, true);
   if (autograd::needs_grad({x}))
-    autograd::record(kNf4Linear, {x}, {y}, [w, in_out](const BackwardContext& c) {
+    autograd::record(kQuantizedLinear, {x}, {y}, [w, in_out](const BackwardContext& c) {
       return GradList{product(c.grad(), *w, in_out, false)};  // dx = dy W (out, in), dy W^T (in, out)
     });
   return y;

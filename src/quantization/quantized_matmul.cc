@@ -1,4 +1,4 @@
-#include "quantization/nf4_matmul.h"
+#include "quantization/quantized_matmul.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -6,7 +6,6 @@
 
 #include "core/check.h"
 #include "kernels/cpu/matmul.h"
-#include "ops/nf4.h"
 
 namespace trident::quantization {
 namespace {
@@ -18,15 +17,15 @@ constexpr int64_t kTileElements = int64_t{1} << 18;  // 1 MiB of f32: an L2's sh
 
 // Rows [r0, r1) of the weight (each `cols` long), dequantized into `tile`.
 template <class T>
-void dequantize_rows(const Nf4Weight& w, int64_t r0, int64_t r1, int64_t cols, T* tile) {
-  ops::nf4_dequantize_into(w.data(), Device::cpu(), r0 * cols, r1 * cols, dtype_of<T>(), tile);
+void dequantize_rows(const QuantizedWeight& w, int64_t r0, int64_t r1, int64_t cols, T* tile) {
+  w.dequantize_into(r0 * cols, r1 * cols, dtype_of<T>(), tile);
 }
 
 // out (M, cols) = a (M, rows) @ W (rows, cols), a's row stride lda: a sum over the tiles of W's
 // rows.
 template <class T>
-void product_over_rows(const T* a, int64_t lda, int64_t M, const Nf4Weight& w, int64_t rows, int64_t cols, T* out) {
-  const int64_t R = nf4_tile_rows(rows, cols);
+void product_over_rows(const T* a, int64_t lda, int64_t M, const QuantizedWeight& w, int64_t rows, int64_t cols, T* out) {
+  const int64_t R = quantized_tile_rows(rows, cols);
   std::vector<T> tile(static_cast<size_t>(R * cols));
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     for (int64_t r0 = 0; r0 < rows; r0 += R) {
@@ -50,8 +49,8 @@ void product_over_rows(const T* a, int64_t lda, int64_t M, const Nf4Weight& w, i
 // out (M, rows), row stride ldo = a (M, cols) @ W^T for W (rows, cols): each tile of W's rows
 // writes its block of out's columns.
 template <class T>
-void product_with_rows(const T* a, int64_t M, const Nf4Weight& w, int64_t rows, int64_t cols, T* out) {
-  const int64_t R = nf4_tile_rows(rows, cols);
+void product_with_rows(const T* a, int64_t M, const QuantizedWeight& w, int64_t rows, int64_t cols, T* out) {
+  const int64_t R = quantized_tile_rows(rows, cols);
   std::vector<T> tile(static_cast<size_t>(R * cols));
   for (int64_t r0 = 0; r0 < rows; r0 += R) {
     const int64_t r1 = std::min(rows, r0 + R);
@@ -60,29 +59,31 @@ void product_with_rows(const T* a, int64_t M, const Nf4Weight& w, int64_t rows, 
   }
 }
 
-void check_weight(const Nf4Weight& w) {
-  TRI_CHECK(w.shape().size() == 2, "NF4 product: the weight is ", w.shape(), ", not a matrix");
+void check_weight(const QuantizedWeight& w) {
+  TRI_CHECK(w.shape().size() == 2, w.scheme(), " product: the weight is ", w.shape(), ", not a matrix");
+  TRI_CHECK(w.device().is_cpu(), w.scheme(), " product: the weight is on ", w.device().str(), "; this product runs on the host");
 }
 
 }  // namespace
 
-int64_t nf4_tile_rows(int64_t rows, int64_t row_length) {
+int64_t quantized_tile_rows(int64_t rows, int64_t row_length) {
   int64_t r = std::max<int64_t>(1, kTileElements / std::max<int64_t>(1, row_length));
   if (r > 64) r -= r % 64;  // whole blocks of the GEMM's rows
   return std::max<int64_t>(1, std::min(r, rows));
 }
 
 template <class T>
-void nf4_matmul(const T* x, int64_t M, const Nf4Weight& w, bool in_out, T* y) {
+void quantized_matmul(const T* x, int64_t M, const QuantizedWeight& w, bool in_out, T* y) {
   check_weight(w);
   const int64_t rows = w.shape()[0], cols = w.shape()[1];
   if (M == 0) return;
+  if (!in_out && w.fused_product(dtype_of<T>(), x, M, y)) return;
   if (in_out) product_over_rows(x, rows, M, w, rows, cols, y);  // y = x W, W (in, out)
   else product_with_rows(x, M, w, rows, cols, y);               // y = x W^T, W (out, in)
 }
 
 template <class T>
-void nf4_matmul_input_grad(const T* dy, int64_t M, const Nf4Weight& w, bool in_out, T* dx) {
+void quantized_matmul_input_grad(const T* dy, int64_t M, const QuantizedWeight& w, bool in_out, T* dx) {
   check_weight(w);
   const int64_t rows = w.shape()[0], cols = w.shape()[1];
   if (M == 0) return;
@@ -90,9 +91,9 @@ void nf4_matmul_input_grad(const T* dy, int64_t M, const Nf4Weight& w, bool in_o
   else product_over_rows(dy, rows, M, w, rows, cols, dx);   // dx = dy W, W (out, in)
 }
 
-#define TRI_INSTANTIATE(T)                                                                      \
-  template void nf4_matmul<T>(const T*, int64_t, const Nf4Weight&, bool, T*);                    \
-  template void nf4_matmul_input_grad<T>(const T*, int64_t, const Nf4Weight&, bool, T*);
+#define TRI_INSTANTIATE(T)                                                                \
+  template void quantized_matmul<T>(const T*, int64_t, const QuantizedWeight&, bool, T*); \
+  template void quantized_matmul_input_grad<T>(const T*, int64_t, const QuantizedWeight&, bool, T*);
 TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE
 
