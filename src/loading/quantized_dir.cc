@@ -204,7 +204,7 @@ StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, mo
     try {
       quantization::apply_quantized_layer(model, {name, scheme.from_stored(qshape, *dtype, stored), transposed});
     } catch (const std::exception& ex) {
-      return invalid_in(file, ex.what());
+      return invalid_in(file, "parameter '" + name + "': " + ex.what());
     }
     names.push_back(name);
   }

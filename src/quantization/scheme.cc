@@ -2,6 +2,7 @@
 
 #include "quantization/ggml_weight.h"
 #include "quantization/nf4.h"
+#include "quantization/w8a8_weight.h"
 
 namespace trident::quantization {
 namespace {
@@ -40,6 +41,24 @@ QuantScheme nf4_scheme() {
   return s;
 }
 
+QuantScheme w8a8_scheme() {
+  QuantScheme s;
+  s.name = "w8a8";
+  s.format = "W8A8";
+  s.description =
+      "int8 weights per output channel x int8 activations per token (ONNX Runtime's dynamic quantization), "
+      "summed by the CPU's int8 dot products: 1 byte per weight";
+  s.blocks_along_input = true;
+  s.quantize = [](const Tensor& w, const std::string& param) {
+    return std::make_shared<const W8a8Weight>(W8a8Weight::quantize(w, param));
+  };
+  s.layout = [](const Shape& shape) { return W8a8Weight::layout(shape); };
+  s.from_stored = [](const Shape& shape, DType dtype, const std::vector<Tensor>& stored) {
+    return std::make_shared<const W8a8Weight>(W8a8Weight::from_stored(shape, dtype, stored));
+  };
+  return s;
+}
+
 }  // namespace
 
 const std::vector<QuantScheme>& quant_schemes() {
@@ -49,6 +68,7 @@ const std::vector<QuantScheme>& quant_schemes() {
       ggml_scheme(GgmlBlockType::kQ4_0, "int4",
                   "int4 weight-only, GGUF's Q4_0: blocks of 32 along the input, an fp16 scale each (0.5625 bytes per weight)"),
       nf4_scheme(),
+      w8a8_scheme(),
   };
   return schemes;
 }

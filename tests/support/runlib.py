@@ -197,6 +197,12 @@ class Cli:
             self.failures.append(f"{' '.join(args[:3])}: exit {p.returncode}\n{p.stderr[-1500:]}")
         return p
 
+    def check(self, ok, what):
+        """Prints "ok" or "FAIL" and what was checked; a failure unless ok."""
+        if not ok:
+            self.failures.append(what)
+        print(("ok   " if ok else "FAIL ") + what)
+
     def loss_of(self, args):
         """`eval ARGS`' val_loss, or None (a failure) when it printed no JSON."""
         p = self.run(["eval"] + args)
