@@ -6,13 +6,14 @@
 // which the machine's memory bandwidth is the ceiling: measured in the same process with the
 // same threads (bench/memory_bandwidth.h), and the fraction of it decoding reaches (issue #49:
 // >= 0.7 at batch 1). --scheme int8|int4|nf4 quantizes the linear layers as `trident quantize`
-// does (quantization/quantize_layers.h; the LM head and the embeddings stay fp32), and the bytes
+// does (quantization/quantize_layers.h; the LM head and the embeddings stay fp32 unless --skip
+// says otherwise: --skip "" quantizes an untied head too, as llama.cpp's Q8_0 files do), and the bytes
 // a step reads count the quantized weights' bytes. --profile prints one profiled run's table
 // (not timed).
 //
 // Usage: decode_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I]] [--layers L] [--embd C]
 //          [--heads NH] [--vocab V] [--B B] [--prompt P] [--tokens N] [--reps R] [--threads T]
-//          [--precision fp32|bf16] [--scheme none|int8|int4|nf4] [--profile]
+//          [--precision fp32|bf16] [--scheme none|int8|int4|nf4|w8a8] [--skip LAYERS] [--profile]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   models::ModelConfig cfg;  // GPT-2 124M unless told otherwise
   int64_t B = 1, prompt = 128, tokens = 64, reps = 3, threads = 0;
   std::string precision = "fp32", scheme = "none";
+  std::string skip = "lm_head";  // layers left in fp32, as trident quantize's --skip ("": none)
   bool profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoll(next());
     else if (a == "--precision") precision = next();
     else if (a == "--scheme") scheme = next();
+    else if (a == "--skip") skip = next();
     else if (a == "--profile") profile = true;
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s\n", a.c_str());
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
                      quantization::quant_scheme_names().c_str());
         return 2;
       }
-      for (const auto& l : quantization::quantize_layers(*model, *s, "lm_head"))
+      for (const auto& l : quantization::quantize_layers(*model, *s, skip, "--skip"))
         weight_bytes += l.weight->bytes() - l.weight->numel() * static_cast<int64_t>(element_size(l.weight->dtype()));
     }
     std::vector<infer::GenerationRequest> requests(static_cast<size_t>(B));

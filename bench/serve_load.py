@@ -252,8 +252,9 @@ def serve_and_measure(args, model_dir, max_batch, env):
             raise RuntimeError(f"serve did not start: {line!r} {server.stderr.read()[-2000:]}")
         log("serve_load:", line.strip())
         port = int(line.split("http://")[1].split("/")[0].rsplit(":", 1)[1])
-        # Warm-up: a few requests at once (the allocator's and threads' first use).
-        run_round(port, server.pid, "m", min(4, args.clients), 1, args.prompt, args.tokens // 4, seed=99)
+        # Warm-up at full concurrency (--warmup seconds): the allocator's blocks for a full
+        # batch's activations, the threads' first use; memory is compared from here on.
+        run_round(port, server.pid, "m", args.clients, args.warmup, args.prompt, args.tokens, seed=99)
         rss_start, _ = memory(server.pid)
         singles, rounds = [], []
         for k in range(args.rounds):
@@ -306,6 +307,8 @@ def main():
     p.add_argument("--max-batch", default="32", help="comma-separated --max-batch values, each its own server")
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=float, default=20.0,
+                   help="seconds of all the clients before the first round (not measured)")
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--prompt", type=int, default=32, help="prompt tokens (words of a fixed list)")
     p.add_argument("--tokens", type=int, default=64, help="mean max_tokens per request")

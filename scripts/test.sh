@@ -39,4 +39,9 @@ elif [ "$fuzz_status" != 0 ]; then
   exit "$fuzz_status"
 fi
 cd build
+# Tests run side by side (-j), each with every core's worth of OpenMP threads: spinning idle
+# threads (libgomp's default) then hold the cores the other test's threads wait for, and a
+# parallel region can cost a scheduler time slice. Measured on 2 cores: a KV-cache test took
+# 29.7 s beside the others and 0.1 s alone; sleeping idle threads avoid that.
+export OMP_WAIT_POLICY=PASSIVE
 ctest --output-on-failure -j "$(nproc)"

@@ -30,6 +30,8 @@ Engine::Engine(const models::CausalLM& model, const EngineOptions& options) : mo
   TRI_CHECK(!params.empty(), "generation: the model has no parameters");
   const Tensor& any = params.front().second;
   const auto [kv_heads, head_size] = model.kv_cache_heads();
+  TRI_CHECK(options_.prefill_tokens_per_step >= 0, "generation: prefill_tokens_per_step = ",
+            options_.prefill_tokens_per_step, " is invalid: allowed: >= 0 (0: no bound)");
   TRI_CHECK(options_.cache_tokens >= 0, "generation: a KV cache of ", options_.cache_tokens,
             " tokens is invalid: allowed: >= 0 (0: every slot's longest sequence at once)");
   cache_ = std::make_unique<KvCache>(KvCacheShape{c.n_layer, kv_heads, head_size, any.dtype(), any.device()},
@@ -110,10 +112,15 @@ std::vector<StepEvent> Engine::step() {
   autograd::NoGradGuard no_grad;
   std::vector<StepEvent> events;
   // Admit queued requests into free slots; one that ends on its first token leaves at once.
+  int64_t prefilled = 0;
   while (!queue_.empty() && static_cast<int64_t>(batch_.size()) < options_.max_batch) {
     const GenerationRequest& next = queue_.front()->request;
-    if (!cache_->reserve(static_cast<int64_t>(batch_.size()), positions_of(next), static_cast<int64_t>(next.prompt.size())))
+    const auto prompt = static_cast<int64_t>(next.prompt.size());
+    if (prefilled > 0 && options_.prefill_tokens_per_step > 0 && prefilled + prompt > options_.prefill_tokens_per_step)
+      break;  // this step has read its share of prompts
+    if (!cache_->reserve(static_cast<int64_t>(batch_.size()), positions_of(next), prompt))
       break;  // the pool is spoken for: it waits for a running request to end
+    prefilled += prompt;
     batch_.push_back(std::move(queue_.front()));
     queue_.pop_front();
     prefill(*batch_.back(), static_cast<int64_t>(batch_.size()) - 1, events);

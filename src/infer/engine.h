@@ -51,6 +51,10 @@ struct EngineOptions {
   int64_t max_batch = 8;     // requests decoded together (cache slots)
   int64_t capacity = 0;      // tokens per slot, prompt included; 0: the model's block_size
   int64_t cache_tokens = 0;  // the KV cache's pool, shared by the slots; 0: every slot's longest at once
+  // Prompt tokens a step reads at most before its decode (one prompt at least; 0: no bound), so
+  // that a burst of arrivals does not stall the running requests for all of their prompts at
+  // once (vLLM's max_num_batched_tokens); the rest are admitted in the next steps.
+  int64_t prefill_tokens_per_step = 2048;
 };
 
 class Engine {

@@ -146,6 +146,17 @@ TEST(Engine, StepwiseRequestsJoinLeaveAndCancel) {
   };
   const int64_t ia = engine.submit(a), ib = engine.submit(b);
   run(3);
+  {
+    // A step reads prompts up to its budget (at least one): 9 + 4 tokens do not fit 10.
+    Engine budget(*model, {.max_batch = 2, .prefill_tokens_per_step = 10});
+    budget.submit(a);
+    budget.submit(b);
+    budget.step();
+    EXPECT_EQ(budget.running(), 1);
+    EXPECT_EQ(budget.queued(), 1);
+    budget.step();
+    EXPECT_EQ(budget.running(), 2);
+  }
   const int64_t ic = engine.submit(c);  // queued: both slots busy
   EXPECT_EQ(engine.running(), 2);
   EXPECT_EQ(engine.queued(), 1);
