@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "core/views.h"
 #include "kernels/cpu/attention.h"
 #include "ops/attention.h"
@@ -166,6 +167,9 @@ Tensor KvCache::attend(int64_t layer, const Tensor& q, const Tensor& k, const Te
   TRI_CHECK(layer >= 0 && layer < shape_.layers, "KV cache: layer ", layer, " of ", shape_.layers);
   TRI_CHECK(window == window_, "KV cache: layer ", layer, " attends with a sliding window of ", window,
             " keys, but the cache keeps ", window_ == 0 ? std::string("every key") : std::to_string(window_) + " keys");
+  // Timed as the autograd ops' forwards are (the cache calls the op itself), so a profile of
+  // decoding shows its attention.
+  profiler::ProfileScope scope("attention_decode", profiler::Phase::kForward);
   store(layer, k, v);
   const ops::KvBlocks blocks{views::narrow(table_, 0, first_, rows_), longest_};
   return ops::attention_decode(q, keys_[static_cast<size_t>(layer)], values_[static_cast<size_t>(layer)], blocks,
