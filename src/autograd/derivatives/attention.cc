@@ -36,11 +36,4 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
   return f.out;
 }
 
-Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& query_start, int64_t window,
-                        AttentionOutputLayout layout) {
-  TRI_PROFILE_OP(kAttention);
-  TRI_CHECK(!needs_grad({q, k, v}), "attention_decode: decoding has no backward; run it under NoGradGuard");
-  return ops::attention_decode(q, k, v, &query_start, window, std::nullopt, layout).out;
-}
-
 }  // namespace trident

@@ -26,10 +26,4 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal 
                  AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst, int64_t window = 0,
                  const ops::Documents* documents = nullptr);
 
-// Decoding with a KV cache (ops::attention_decode): q (B, NH, Tq, HS) against the cached k, v
-// (B, NKV, T, HS), query i of row b at key position query_start[b] + i. Inference only: an
-// error if any input needs a gradient.
-Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& query_start,
-                        int64_t window = 0, AttentionOutputLayout layout = AttentionOutputLayout::kHeadsFirst);
-
 }  // namespace trident
