@@ -46,7 +46,7 @@ int64_t Engine::positions_of(const GenerationRequest& q) const {
 
 Engine::~Engine() = default;
 
-void Engine::validate(const GenerationRequest& q) const {
+void Engine::check(const GenerationRequest& q) const {
   TRI_CHECK(!q.prompt.empty(), "generation: the prompt is empty");
   TRI_CHECK(static_cast<int64_t>(q.prompt.size()) <= options_.capacity, "generation: the prompt of ", q.prompt.size(),
             " tokens is longer than the context of ", options_.capacity, " tokens");
@@ -64,7 +64,7 @@ void Engine::validate(const GenerationRequest& q) const {
 }
 
 int64_t Engine::submit(const GenerationRequest& request) {
-  validate(request);
+  check(request);
   auto r = std::make_unique<Running>(Running{next_id_++, request, TokenSampler(request.sampling), request.prompt, {}, -1});
   r->result.prompt_tokens = static_cast<int64_t>(request.prompt.size());
   queue_.push_back(std::move(r));

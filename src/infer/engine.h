@@ -65,6 +65,9 @@ class Engine {
 
   // Queues a request; returns its id. Throws, naming the field, for a request it cannot run.
   int64_t submit(const GenerationRequest& request);
+  // submit()'s checks alone. Reads only what is fixed when the engine is made (the model's
+  // shape, the cache's size), so another thread may call it while one drives the engine.
+  void check(const GenerationRequest& request) const;
   // Admits queued requests into free slots (each prompt read, its first token drawn), then
   // gives every running request one more token. Returns what happened, request by request.
   std::vector<StepEvent> step();
@@ -83,7 +86,6 @@ class Engine {
 
  private:
   struct Running;
-  void validate(const GenerationRequest& request) const;
   // The positions a request may fill in the cache: its prompt and all but its last new token.
   int64_t positions_of(const GenerationRequest& request) const;
   // Reads the request's prompt into slot `slot` and draws its first token.

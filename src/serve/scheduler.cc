@@ -57,8 +57,8 @@ Scheduler::~Scheduler() {
 
 std::shared_ptr<Stream> Scheduler::submit(const infer::GenerationRequest& request) {
   // The engine's checks, here, so the handler can answer 400 (the engine's thread checks again).
+  engine_.check(request);
   infer::GenerationRequest copy = request;
-  copy.sampling.validate();
   auto stream = std::make_shared<Stream>();
   {
     std::lock_guard lock(mu_);

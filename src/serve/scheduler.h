@@ -72,7 +72,7 @@ class Scheduler {
 
   infer::EngineOptions options_;
   StepObserver on_step_;
-  infer::Engine engine_;  // used by the thread only, after construction
+  infer::Engine engine_;  // driven by the thread only, after construction (check() is safe from any)
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::pair<infer::GenerationRequest, std::shared_ptr<Stream>>> inbox_;
