@@ -1,6 +1,7 @@
 // Decode's product with a quantized weight, alone: y (M, out) = x (M, in) W^T for GPT-2 124M's
-// block shapes, W in Q8_0 / Q4_0 (the fused kernel, each path this CPU has, 1 thread and the
-// process's threads) against the fp32 product (kernels/cpu/matmul.h's GEMM, the fp32 model's).
+// block shapes, W in Q8_0 / Q4_0 (the fused kernel, x quantized to Q8_0 in each product, each
+// path this CPU has, 1 thread and the process's threads) against the fp32 product
+// (kernels/cpu/matmul.h's GEMM, the fp32 model's).
 // Each case cycles through enough copies of its weight to fill 256 MB (decode streams the
 // weights from memory; one copy would stay in the caches). Reports as JSON each case's time per
 // product and the weight bytes read per second.
@@ -87,8 +88,9 @@ int main(int argc, char** argv) {
           if (!kernels::cpu::ggml_matvec_supports(isa)) continue;
           const double sq = time_of(reps, [&] {
             const quantization::GgmlWeight& q = qs[static_cast<size_t>(next++ % copies)];
+            const kernels::cpu::GgmlQ8Activations xq(type, xp, M, cols);  // per product, as at decode
             parallel_for(0, rows, std::max<int64_t>(16, 65536 / cols), [&](int64_t r0, int64_t r1) {
-              kernels::cpu::ggml_block_matvec(type, isa, xp, M, q.codes(), q.scales(), cols, r0, r1, y.data(), rows);
+              kernels::cpu::ggml_block_matvec(type, isa, xq, q.codes(), q.scales(), r0, r1, y.data(), rows);
             });
           });
           add(std::string(kernels::cpu::ggml_block_type_name(type)) + " " + kernels::cpu::matvec_isa_name(isa), t,

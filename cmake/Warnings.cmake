@@ -1,9 +1,22 @@
 # Compiler flags shared by every trident target.
+#
+# Note [GCC's int8 dot products]
+# GCC 12 (Debian 12's) miscompiles a plain C++ sum of int8 x int8 products when VNNI is enabled
+# (-march=native on Zen 4/5, Ice Lake and later): the vectorizer emits vpdpbusd, which reads one
+# operand as unsigned bytes, so a negative code counts as code + 256. Seen on Zen 5: a 32-term
+# dot product with a -127 x 127 term gave -868 instead of -16228 (clang 14, and GCC without
+# VNNI, give -16228). The scalar reference of the Q8_0 decode kernel was hit
+# (tests/quantization/ggml_weight_test.cc, FusedKernelsOnEveryPath..., scalar path). So GCC
+# builds turn VNNI off for the compiler's own code; the int8 kernels that use vpdpbusd on purpose
+# (kernels/cpu/int8_gemm.cc, ggml_block_matvec.cc) enable it per function with target
+# attributes and choose their path at run time, as they must for TRIDENT_NATIVE=OFF anyway.
 add_library(trident_options INTERFACE)
 target_compile_options(trident_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TRIDENT_WERROR}>>:-Werror>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TRIDENT_NATIVE}>>:-march=native>
+  # No VNNI for GCC's vectorizer (Note [GCC's int8 dot products] above).
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>,$<BOOL:${TRIDENT_NATIVE}>>:-mno-avxvnni -mno-avx512vnni>
   # Release code at -O3; test programs' own code at -O1 (Note [Test code at -O1], tests/).
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release>>:$<IF:$<BOOL:$<TARGET_PROPERTY:TRIDENT_TEST_CODE>>,-O1,-O3>>
   # Math functions never set errno and float ops never trap in trident: lets loops over

@@ -94,12 +94,13 @@ bool GgmlWeight::fused_product(DType dtype, const void* x, int64_t M, void* y) c
   if (dtype != DType::kF32 || M < 1 || M > kernels::cpu::kGgmlMatvecMaxRows) return false;
   const int64_t rows = shape()[0], cols = shape()[1];
   const kernels::cpu::MatvecIsa isa = kernels::cpu::ggml_matvec_isa();
-  const auto* xf = static_cast<const float*>(x);
+  // x in Q8_0 blocks, once, before the split (Note [Integer dot products at decode]).
+  const kernels::cpu::GgmlQ8Activations xq(type_, static_cast<const float*>(x), M, cols);
   auto* yf = static_cast<float*>(y);
   // Whole rows per thread, at least ~64K weights each: a thread's rows are its own sums, so the
   // split does not change a bit.
   parallel_for(0, rows, std::max<int64_t>(16, 65536 / cols), [&](int64_t r0, int64_t r1) {
-    kernels::cpu::ggml_block_matvec(type_, isa, xf, M, codes(), scales(), cols, r0, r1, yf, rows);
+    kernels::cpu::ggml_block_matvec(type_, isa, xq, codes(), scales(), r0, r1, yf, rows);
   });
   return true;
 }

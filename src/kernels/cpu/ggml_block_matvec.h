@@ -1,19 +1,23 @@
 // Decode's product with a Q8_0 or Q4_0 weight (kernels/cpu/ggml_blocks.h) on the host:
 // y (M, rows) = x (M, cols) W^T for a few rows of x (decode's batch, M <= kGgmlMatvecMaxRows),
-// with the dequantization fused into the dot products. At decode the product reads every weight
-// once and does M multiply-adds with it, so its time is the weight's bytes over the memory
-// bandwidth: each code byte is read once, widened to fp32 in registers, multiplied with the M
-// rows of x (which stay in L1) and each block's sum scaled by its d; no dequantized weight is
-// ever written. Prefill's many rows go through the tiled dequantize-and-GEMM path instead
+// computed as llama.cpp computes it (ggml_vec_dot_q8_0_q8_0, ggml_vec_dot_q4_0_q8_0): the rows of
+// x are quantized to Q8_0 blocks once per product (GgmlQ8Activations), and each block's 32 weight
+// codes meet the block's 32 activation codes in an exact int32 dot product, scaled once by the
+// two blocks' scales. At decode the product reads every weight once, so its time is the
+// weight's bytes over the memory bandwidth if the arithmetic per byte is light enough for the
+// cores to keep up (Note [Integer dot products at decode] in ggml_block_matvec.cc).
+// Prefill's many rows go through the tiled dequantize-and-GEMM path in fp32 instead
 // (quantization/quantized_matmul.h).
 //
-// Paths: AVX-512 (16 lanes), AVX2 + FMA (8 lanes), and plain C++; ggml_matvec_isa() picks the
-// best this CPU has at run time (AVX-512 only while kernels.cpu_avx512 is on, as AdamW's). Each
-// output element is one thread's sum in a fixed order, so a result does not depend on the thread
-// count; the paths differ from each other in summation order only. Accumulation in fp32.
+// Paths: AVX-512 VNNI (vpdpbusd on 64 bytes), AVX2 (vpmaddubsw), and plain C++;
+// ggml_matvec_isa() picks the best this CPU has at run time (AVX-512 only while
+// kernels.cpu_avx512 is on, as AdamW's). Every block's integer sum is exact on every path; the
+// fp32 sums of the scaled blocks differ between paths in order only. Each output element is one
+// thread's sum in a fixed order, so a result does not depend on the thread count.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/ggml_blocks.h"
 
@@ -28,10 +32,46 @@ MatvecIsa ggml_matvec_isa();
 // Whether this CPU runs `isa`.
 bool ggml_matvec_supports(MatvecIsa isa);
 
-// Output columns [r0, r1) of y (M, rows; row stride ldy) = x (M, cols; row stride cols) W^T,
-// W (rows, cols) in blocks of `t` (codes and scales of row r at r * cols / 32 blocks). cols is a
-// multiple of 32; 1 <= M <= kGgmlMatvecMaxRows. Serial: callers split the output columns.
-void ggml_block_matvec(GgmlBlockType t, MatvecIsa isa, const float* x, int64_t M, const uint8_t* codes,
-                       const uint16_t* scales, int64_t cols, int64_t r0, int64_t r1, float* y, int64_t ldy);
+// The rows of x (M, cols; cols a multiple of 32, finite) quantized to Q8_0 blocks exactly as
+// ggml's quantize_row_q8_0_ref does (codes, and fp16 scales), plus what the kernels for weights
+// of type `weight_type` read beside them (the scales widened to fp32 per lane, the codes' sums
+// times the weight codes' offset). Built once per product, before the rows are split over
+// threads; read-only afterwards.
+class GgmlQ8Activations {
+ public:
+  GgmlQ8Activations(GgmlBlockType weight_type, const float* x, int64_t M, int64_t cols);
+
+  GgmlBlockType weight_type() const { return weight_type_; }
+  int64_t M() const { return M_; }
+  int64_t cols() const { return cols_; }
+  int64_t blocks() const { return cols_ / kGgmlBlock; }
+  // Block pairs (the AVX-512 path's 64-byte steps): ceil(blocks / 2).
+  int64_t pairs() const { return (blocks() + 1) / 2; }
+  // Row m's codes: pairs() * 64 bytes, zeros past cols.
+  const int8_t* codes(int64_t m) const { return codes_.data() + m * pairs() * 64; }
+  // Row m's block scales (blocks(), fp32 values of the fp16 scales).
+  const float* scales(int64_t m) const { return scales_.data() + m * blocks(); }
+  // Row m's block scales, each over 8 lanes: pairs() x 16 floats (zeros past the last block).
+  const float* scale_lanes(int64_t m) const { return scale_lanes_.data() + m * pairs() * 16; }
+  // Row m's correction for the AVX-512 path's unsigned weight codes (Note [Integer dot products
+  // at decode]): -offset * (sum of block b's codes) at lane 8 (b % 2) of pair b / 2, zeros
+  // elsewhere; pairs() x 16 int32.
+  const int32_t* corrections(int64_t m) const { return corrections_.data() + m * pairs() * 16; }
+
+ private:
+  GgmlBlockType weight_type_;
+  int64_t M_, cols_;
+  std::vector<int8_t> codes_;
+  std::vector<float> scales_, scale_lanes_;
+  std::vector<int32_t> corrections_;
+};
+
+// Output columns [r0, r1) of y (M, rows; row stride ldy) = x W^T, x as GgmlQ8Activations for
+// weights of type `t`, W (rows, x.cols()) in blocks of `t` (codes and scales of row r at
+// r * cols / 32 blocks). 1 <= x.M() <= kGgmlMatvecMaxRows. Serial: callers split the output
+// columns.
+void ggml_block_matvec(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x,
+                       const uint8_t* codes, const uint16_t* scales, int64_t r0, int64_t r1,
+                       float* y, int64_t ldy);
 
 }  // namespace trident::kernels::cpu
