@@ -3,7 +3,8 @@
 // quantized row by row along its input dimension in blocks of 32 (in must be a multiple of 32);
 // GPT-2's Conv1D weights, stored (in, out), are quantized as their transpose (what llama.cpp's
 // converter stores for GPT-2 too). Products: decode's few rows by the fused matrix-vector kernel
-// (kernels/cpu/ggml_block_matvec.h), more rows through the tiled dequantize-and-GEMM path. Host
+// (kernels/cpu/ggml_block_matvec.h: x in Q8_0 blocks too, integer dot products, as llama.cpp),
+// more rows (prefill) through the tiled dequantize-and-GEMM path with x in fp32. Host
 // only for now: to() a device is refused, naming the scheme.
 //
 // Note [Q8_0 rather than per-channel int8]
