@@ -79,6 +79,8 @@ TEST(Gemv, MatchesAFloat64Product) {
       {true, 1, 37, 100, 0, 1.0f, 0.0f},   {false, 1, 37, 100, 0, 1.0f, 0.0f},  {true, 8, 70, 768, 3, 0.5f, 0.0f},
       {false, 8, 600, 300, 5, 1.0f, 1.0f}, {true, 3, 5, 15, 1, 2.0f, -0.5f},    {false, 5, 1300, 17, 0, 1.0f, 0.25f},
       {true, 7, 4, 1, 0, 1.0f, 0.0f},      {false, 2, 1, 9, 2, -1.0f, 0.0f},
+      // x W from 4 rows (Note [Rows in registers]): panels, strips and their masked tails
+      {false, 4, 2100, 40, 1, 1.0f, 0.0f}, {false, 6, 33, 18, 0, 1.0f, -1.0f}, {false, 7, 5000, 64, 3, 0.5f, 0.0f},
   };
   for (const Case& c : cases) {
     const std::string name = std::string(c.trans_b ? "x W^T" : "x W") + " M=" + std::to_string(c.M) +
@@ -111,21 +113,22 @@ TEST(Gemv, BetaZeroIgnoresC) {
 
 TEST(Gemv, ARowsBitsDoNotDependOnTheOtherRowsOrTheThreads) {
   const int saved = num_threads();
-  for (bool trans_b : {true, false}) {
-    const int64_t N = 3000, K = 700;
-    const Operands o = make(trans_b, 8, N, K, 0, false, 4);
-    std::vector<float> batch(o.c.size());
-    gemm<float>(false, trans_b, 8, N, K, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, batch.data(), o.ldc);
-    for (int threads : {1, 2}) {
-      set_num_threads(threads);
-      for (int64_t m : {int64_t{0}, int64_t{5}, int64_t{7}}) {
-        std::vector<float> alone(static_cast<size_t>(N));
-        gemm<float>(false, trans_b, 1, N, K, 1.0f, o.a.data() + m * o.lda, o.lda, o.b.data(), o.ldb, 0.0f, alone.data(), N);
-        EXPECT_EQ(alone, std::vector<float>(batch.begin() + m * o.ldc, batch.begin() + m * o.ldc + N))
-            << (trans_b ? "x W^T" : "x W") << " row " << m << " on " << threads << " threads";
+  for (bool trans_b : {true, false})
+    for (int64_t M : {int64_t{4}, int64_t{6}, int64_t{8}}) {
+      const int64_t N = 3000, K = 700;
+      const Operands o = make(trans_b, M, N, K, 0, false, 4);
+      std::vector<float> batch(o.c.size());
+      gemm<float>(false, trans_b, M, N, K, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, batch.data(), o.ldc);
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        for (int64_t m : {int64_t{0}, M - 3, M - 1}) {
+          std::vector<float> alone(static_cast<size_t>(N));
+          gemm<float>(false, trans_b, 1, N, K, 1.0f, o.a.data() + m * o.lda, o.lda, o.b.data(), o.ldb, 0.0f, alone.data(), N);
+          EXPECT_EQ(alone, std::vector<float>(batch.begin() + m * o.ldc, batch.begin() + m * o.ldc + N))
+              << (trans_b ? "x W^T" : "x W") << " row " << m << " of " << M << " on " << threads << " threads";
+        }
       }
     }
-  }
   set_num_threads(saved);
 }
 

@@ -15,6 +15,7 @@
 #include "core/factory.h"
 #include "core/rng.h"
 #include "core/views.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/reference/attention.h"
 #include "ops/attention.h"
 #include "ops/expect_error.h"
@@ -81,6 +82,26 @@ TEST(AttentionDecode, MatchesTheFullAttentionsRowsAtTheirPositions) {
   }
 }
 
+// The decode-shaped path (Tq <= kDecodeQueries, Note [Decode-shaped attention]) in f32 and f64
+// against the float64 reference: grouped-query heads (3 and 4 per kv head), rows of different
+// lengths, several queries after a cache, a sliding window, head sizes that are and are not a
+// multiple of the vector width. f64 must agree to f64 rounding: it shows the path computes
+// attention, not just the tiled path's rounding of it.
+TEST(AttentionDecode, FewQueriesMatchTheFloat64Reference) {
+  const DecodeCase cases[] = {
+      {3, 6, 2, 200, 1, 64, 0, {0, 77, 199}},      // GQA 3, one query, caches of 1, 78 and 200 keys
+      {2, 8, 2, 150, 4, 16, 0, {3, 140}},          // GQA 4, four queries
+      {2, 4, 4, 190, 16, 24, 0, {100, 174}},       // kDecodeQueries queries, HS not a multiple of 16
+      {2, 6, 3, 260, 5, 8, 45, {60, 250}},         // a sliding window across tiles
+      {1, 2, 1, 64, 2, 32, 0, {62}},               // the last keys of one full tile
+  };
+  for (const DecodeCase& c : cases) {
+    const std::string name = "B" + std::to_string(c.B) + " T" + std::to_string(c.T) + " Tq" + std::to_string(c.Tq);
+    EXPECT_LT(decode_error(c, DType::kF64), 1e-13) << name;
+    EXPECT_LT(decode_error(c, DType::kF32), 2e-6) << name;
+  }
+}
+
 TEST(AttentionDecode, OneStepEqualsTheFullForwardsLastRowBitForBit) {
   Generator gen(3);
   const int64_t B = 2, NH = 4, NKV = 2, T = 100, HS = 16;
@@ -141,6 +162,58 @@ TEST(AttentionDecode, PagedBlocksGiveTheContiguousCachesBits) {
       const Tensor want = ops::attention_decode(q, k, v, &start_t, window).out;
       const Tensor got = ops::attention_decode(q, p.k_pool, p.v_pool, {p.table, T}, start_t, window).out;
       EXPECT_EQ(to_vector<float>(got), to_vector<float>(want)) << dtype_name(dtype) << " window " << window;
+    }
+}
+
+// The decode-shaped path gives the tiled path's bits (Note [The tiled path's bits]): each query
+// of a call with at most kDecodeQueries queries equals the same query of a call with one more
+// (the tiled path) over the same keys, output and logsumexp, from contiguous and paged caches.
+TEST(AttentionDecode, FewQueriesGiveTheTiledPathsBits) {
+  constexpr int64_t kTiled = kernels::cpu::kDecodeQueries + 1;
+  struct BitsCase {
+    int64_t B, NH, NKV, T, HS, window;
+    std::vector<int64_t> starts;  // of the tiled call's kTiled queries, per row
+  };
+  const BitsCase cases[] = {
+      {3, 12, 12, 200, 64, 0, {0, 100, 183}},  // GPT-2's heads, rows of 17, 117 and 200 keys
+      {2, 12, 4, 230, 64, 0, {40, 213}},       // LLaMA's grouped heads
+      {2, 6, 2, 200, 16, 50, {90, 183}},       // a sliding window; HS below the vector block
+      {1, 4, 2, 150, 40, 70, {133}},           // HS = 40: P V's columns padded
+  };
+  const std::pair<int64_t, int64_t> subsets[] = {{0, 1}, {kTiled - 1, 1}, {5, 3}, {1, kTiled - 1}};  // (first, Tq)
+  Generator gen(11);
+  for (const BitsCase& c : cases)
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      const std::string name = std::string(dtype_name(dtype)) + " NH" + std::to_string(c.NH) + " NKV" +
+                               std::to_string(c.NKV) + " HS" + std::to_string(c.HS) + " window " + std::to_string(c.window);
+      const Tensor k = core::cast(randn({c.B, c.NKV, c.T, c.HS}, gen), dtype);
+      const Tensor v = core::cast(randn({c.B, c.NKV, c.T, c.HS}, gen), dtype);
+      const Tensor q = core::cast(randn({c.B, c.NH, kTiled, c.HS}, gen), dtype);
+      const Tensor starts = from_vector(c.starts, {c.B});
+      const ops::AttentionForward tiled = ops::attention_decode(q, k, v, &starts, c.window);
+      // A paged copy of the cache, blocks in reverse order, a window's passed blocks given back.
+      const int64_t per_row = (c.T + 63) / 64;
+      std::vector<int64_t> order(static_cast<size_t>(c.B * per_row)), dropped(static_cast<size_t>(c.B), 0);
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(order.size() - 1 - i);
+      if (c.window > 0)
+        for (size_t b = 0; b < dropped.size(); ++b) dropped[b] = c.starts[b] - c.window + 1;
+      const Paged p = scatter(k, v, order, dropped);
+      for (auto [first, Tq] : subsets) {
+        const Tensor q_few = core::contiguous(views::narrow(q, 2, first, Tq));
+        std::vector<int64_t> few_starts = c.starts;
+        for (int64_t& start : few_starts) start += first;
+        const Tensor few_start_t = from_vector(few_starts, {c.B});
+        const Tensor want = core::contiguous(views::narrow(tiled.out, 2, first, Tq));
+        const Tensor want_lse = core::contiguous(views::narrow(tiled.lse, 2, first, Tq));
+        const ops::AttentionForward contiguous = ops::attention_decode(q_few, k, v, &few_start_t, c.window);
+        const ops::AttentionForward paged =
+            ops::attention_decode(q_few, p.k_pool, p.v_pool, {p.table, c.T}, few_start_t, c.window);
+        const std::string at = name + " queries " + std::to_string(first) + "+" + std::to_string(Tq);
+        EXPECT_EQ(to_vector<double>(contiguous.out), to_vector<double>(want)) << at;
+        EXPECT_EQ(to_vector<double>(contiguous.lse), to_vector<double>(want_lse)) << at;
+        EXPECT_EQ(to_vector<double>(paged.out), to_vector<double>(want)) << at << " (paged)";
+        EXPECT_EQ(to_vector<double>(paged.lse), to_vector<double>(want_lse)) << at << " (paged)";
+      }
     }
 }
 

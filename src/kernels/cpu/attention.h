@@ -126,12 +126,31 @@ struct AttentionShape {
   int64_t query_position(int64_t b, int64_t i) const { return (query_start ? query_start[b] : T - queries()) + i; }
 };
 
+// Note [Decode-shaped attention]
+// A decoding step has one query per row (a few with speculative or chunked steps), and the tiled
+// forward pads every query tile to kBr = 64 rows: S^T = K Q^T then costs 64 queries' products and
+// exponentials for one query's (a profile of a GPT-2 124M batch-8 decoding step on 2 Emerald
+// Rapids cores: the paged attention took 17% of the step). With at most kDecodeQueries queries
+// per row (f32, f64), attention_forward runs attention_decode_forward instead: per (batch row, kv
+// head), the row's keys are read once, a tile at a time, for all the queries of all the query
+// heads sharing the kv head (grouped-query attention's heads in one pass), as the columns of one
+// small product, padded to a vector's lanes, not to 64. It gives the tiled path's bits (Note [The
+// tiled path's bits] in attention_decode_forward.cc), so cached generation still gives uncached
+// generation's tokens.
+inline constexpr int64_t kDecodeQueries = 16;
+
 // out (B, NH, T, HS) = attention(q (B, NH, T, HS), k, v (B, NKV, T, HS)).
 // lse (B, NH, T), contiguous, cached for backward: logsumexp over keys of each score row
 // (scaled and masked), in acc_t<T>. Accumulation semantics: `=` for both.
 template <class T>
 void attention_forward(HeadsView<T> out, acc_t<T>* lse, HeadsView<const T> q,
                        HeadsView<const T> k, HeadsView<const T> v, const AttentionShape& shape);
+
+// attention_forward with few queries (0 < shape.Tq <= kDecodeQueries; Note [Decode-shaped
+// attention]), for f32 and f64: the same contract and bits.
+template <class T>
+void attention_decode_forward(HeadsView<T> out, T* lse, HeadsView<const T> q, HeadsView<const T> k,
+                              HeadsView<const T> v, const AttentionShape& shape);
 
 // Gradients of attention given dout (B, NH, T, HS), the forward's inputs, its output `out`
 // and its cached lse (B, NH, T):

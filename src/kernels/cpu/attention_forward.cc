@@ -321,6 +321,8 @@ void run_forward_tasks(const Task& task, const AttentionShape& s, int64_t HSp) {
 template <class T>
 void attention_forward(HeadsView<T> out, acc_t<T>* lse, HeadsView<const T> q,
                        HeadsView<const T> k, HeadsView<const T> v, const AttentionShape& s) {
+  if constexpr (std::is_same_v<T, acc_t<T>>)
+    if (s.Tq > 0 && s.Tq <= kDecodeQueries) return attention_decode_forward(out, lse, q, k, v, s);
   const int64_t HSp = round_up(s.HS, kColAlign);
 #if TRIDENT_ATTENTION_BF16_DOT
   if constexpr (std::is_same_v<T, bf16>) {

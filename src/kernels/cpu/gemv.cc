@@ -18,6 +18,10 @@ namespace {
 constexpr int64_t kLanes = 16;
 // op(B) = B^T: rows of B per group (each read once per group of A's rows).
 constexpr int64_t kRowsPerGroup = 4;
+// op(B) = B^T: rows of A per register tile (3 x 4 accumulators). Measured on one Zen 5 core, 8
+// rows of A against 512 rows of B (K = 768, B from L3): 35 GFMA/s in tiles of 4 rows, 54 in tiles
+// of 2, 59 in tiles of 3 (3 + 3 + 2); the tile's shape does not change a sum's order.
+constexpr int64_t kTileRows = 3;
 // op(B) = B: the floats of partial sums a chunk of columns keeps in L1 for all of A's rows
 // (24 KiB): the fewer the rows, the longer the run of each row of B read at once (6144
 // columns, 24 KiB of a row, for one row of A; 768 for eight), which the hardware prefetchers
@@ -54,6 +58,16 @@ void store(T* c, float acc, float alpha, float beta) {
 }
 
 #if defined(__AVX512F__)
+// Note [Prefetching the next rows]
+// Why does dot_tile fetch the next group's rows of B itself? With more rows of A than one tile
+// holds, a group of 4 rows of B (12 KiB at K = 768) is read from memory by the first tile of
+// rows and from the cache by the others, so misses come in bursts with compute between them
+// and the hardware prefetchers, which follow misses, do not run ahead across the gaps. The
+// first tile prefetches the next group as it reads its own (one line per row per 16 k), so the
+// group is in L1 when its turn comes. One Zen 5 core, 8 rows of A against LLaMA's LM head (32000
+// x 768 from memory): 5-6 GB/s without, 9-12 GB/s with; at one row 21 -> 27-31 GB/s (noisy: a
+// shared machine). Two or four groups ahead measured no better than one.
+
 // The sums of four vectors' lanes, each in reduce_lanes' tree, at once: lanes 0, 4, 8 and 12
 // of the result.
 inline __m512 reduce4(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
@@ -69,14 +83,19 @@ inline __m512 reduce4(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
   return _mm512_add_ps(u, _mm512_maskz_permute_ps(kAll, u, 0xB1));
 }
 
-// MS rows of A against 4 rows of B (b[0..3]): out[mi][r] = dot(A[mi], b[r]).
+// MS rows of A against 4 rows of B (b[0..3]): out[mi][r] = dot(A[mi], b[r]). `next`, when not
+// null: the rows of B the following tile reads, fetched into the cache meanwhile (Note [Prefetching
+// the next rows]).
 template <int MS, class T>
-void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float out[][kRowsPerGroup]) {
+void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float out[][kRowsPerGroup],
+              const T* const* next) {
   __m512 acc[MS][kRowsPerGroup];
   for (int mi = 0; mi < MS; ++mi)
     for (int r = 0; r < kRowsPerGroup; ++r) acc[mi][r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += kLanes) {
     const __mmask16 mask = K - k >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
+    if (next != nullptr)
+      for (int r = 0; r < kRowsPerGroup; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T0);
     __m512 w[kRowsPerGroup];
     for (int r = 0; r < kRowsPerGroup; ++r) w[r] = load16(b[r] + k, mask);
     for (int mi = 0; mi < MS; ++mi) {
@@ -92,7 +111,8 @@ void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float o
 }
 #else
 template <int MS, class T>
-void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float out[][kRowsPerGroup]) {
+void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float out[][kRowsPerGroup],
+              const T* const* /*next*/) {
   float acc[MS][kRowsPerGroup][kLanes] = {};
   for (int64_t k0 = 0; k0 < K; k0 += kLanes) {
     const int64_t len = std::min(kLanes, K - k0);
@@ -113,16 +133,20 @@ void dot_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha,
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kRowsPerGroup) {
     const int64_t rows = std::min(kRowsPerGroup, n_end - n0);
     const T* b[kRowsPerGroup];
-    for (int64_t r = 0; r < kRowsPerGroup; ++r) b[r] = B + (n0 + (r < rows ? r : 0)) * ldb;
-    for (int64_t m0 = 0; m0 < M; m0 += 4) {
-      float out[4][kRowsPerGroup];
+    const T* next[kRowsPerGroup];
+    for (int64_t r = 0; r < kRowsPerGroup; ++r) {
+      b[r] = B + (n0 + (r < rows ? r : 0)) * ldb;
+      next[r] = B + std::min(n0 + kRowsPerGroup + r, n_end - 1) * ldb;  // the last group: its own last row
+    }
+    for (int64_t m0 = 0; m0 < M; m0 += kTileRows) {
+      float out[kTileRows][kRowsPerGroup];
       const float* a = A + m0 * lda;
-      const int64_t ms = std::min<int64_t>(4, M - m0);
+      const int64_t ms = std::min<int64_t>(kTileRows, M - m0);
       switch (ms) {
-        case 1: dot_tile<1>(a, lda, b, K, out); break;
-        case 2: dot_tile<2>(a, lda, b, K, out); break;
-        case 3: dot_tile<3>(a, lda, b, K, out); break;
-        default: dot_tile<4>(a, lda, b, K, out); break;
+        // Only the first tile of rows prefetches: the others read B from the cache.
+        case 1: dot_tile<1>(a, lda, b, K, out, m0 == 0 ? next : nullptr); break;
+        case 2: dot_tile<2>(a, lda, b, K, out, m0 == 0 ? next : nullptr); break;
+        default: dot_tile<3>(a, lda, b, K, out, m0 == 0 ? next : nullptr); break;
       }
       for (int64_t mi = 0; mi < ms; ++mi)
         for (int64_t r = 0; r < rows; ++r) store(C + (m0 + mi) * ldc + n0 + r, out[mi][r], alpha, beta);
@@ -181,6 +205,85 @@ void axpy_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha
   }
 }
 
+#if defined(__AVX512F__)
+// Note [Rows in registers]
+// Why does op(B) = B take another loop from 4 rows of A on? axpy_rows keeps every row's partial
+// sums in L1 and passes over them once per row of A for each few rows of B: at 8 rows that is 8
+// loads and stores of partial sums per vector of B (each also re-read from L1 7 times), and a
+// chunk of only 768 columns, so B is read in 3 KiB pieces of rows a row stride apart, which the
+// prefetchers follow poorly. On 2 Emerald Rapids cores it read B at ~9 GB/s at 8 rows against
+// 17-24 at one. Here the partial sums of all M rows for a strip of kStripVecs vectors of columns
+// live in registers (8 x 3 = 24 accumulators) over kBlockK rows of B: per row of B, 3 vector loads
+// and 3 M FMAs, with the sums spilled to a panel (M x up to kPanelFloats / M columns, in L2) once
+// per kBlockK rows. Each term is still one FMA in k order from zero, so the bits are axpy_rows'
+// (Note [Row-independent small products]).
+constexpr int64_t kRowsInRegisters = 4;  // the fewest rows of A that take this loop
+constexpr int64_t kStripVecs = 3;
+constexpr int64_t kBlockK = 16;
+constexpr int64_t kPanelFloats = 16384;  // 64 KiB of partial sums
+
+// y (M, V vectors) at row stride ldy += A (M, kn) B (kn, V vectors), rows [k0, k0 + kn) of B;
+// `first`: y starts at zero. The last vector's lanes are `last`.
+template <int M, int V, class T>
+inline void strip_rows(float* y, int64_t ldy, const float* A, int64_t lda, const T* B, int64_t ldb, int64_t k0,
+                       int64_t kn, bool first, __mmask16 last) {
+  __m512 acc[M][V];
+  for (int m = 0; m < M; ++m)
+    for (int v = 0; v < V; ++v)
+      acc[m][v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xFFFF, y + m * ldy + v * kLanes);
+  for (int64_t k = k0; k < k0 + kn; ++k) {
+    __m512 b[V];
+    for (int v = 0; v < V; ++v) b[v] = load16(B + k * ldb + v * kLanes, v == V - 1 ? last : __mmask16(0xFFFF));
+    for (int m = 0; m < M; ++m) {
+      const __m512 a = _mm512_set1_ps(A[m * lda + k]);
+      for (int v = 0; v < V; ++v) acc[m][v] = _mm512_fmadd_ps(a, b[v], acc[m][v]);
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + m * ldy + v * kLanes, v == V - 1 ? last : 0xFFFF, acc[m][v]);
+}
+
+// axpy_rows' product for M (kRowsInRegisters..kGemvMaxRows) rows (Note [Rows in registers]).
+template <int M, class T>
+void strips(int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda, const T* B,
+            int64_t ldb, float beta, T* C, int64_t ldc) {
+  alignas(64) float y[kPanelFloats];
+  const int64_t strip = kStripVecs * kLanes, panel = kPanelFloats / M / strip * strip;
+  for (int64_t p0 = n_begin; p0 < n_end; p0 += panel) {
+    const int64_t width = std::min(panel, n_end - p0);
+    for (int64_t k0 = 0; k0 < K; k0 += kBlockK) {
+      const int64_t kn = std::min(kBlockK, K - k0);
+      const T* b = B + p0;
+      int64_t c = 0;
+      for (; c + strip <= width; c += strip)
+        strip_rows<M, kStripVecs>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, 0xFFFF);
+      if (c < width) {
+        const int64_t rest = width - c, vecs = (rest + kLanes - 1) / kLanes, tail = rest - (vecs - 1) * kLanes;
+        const __mmask16 last = tail == kLanes ? __mmask16(0xFFFF) : __mmask16((1u << tail) - 1);
+        if (vecs == 1) strip_rows<M, 1>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
+        else if (vecs == 2) strip_rows<M, 2>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
+        else strip_rows<M, 3>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
+      }
+    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t c = 0; c < width; ++c) store(C + m * ldc + p0 + c, y[m * panel + c], alpha, beta);
+  }
+}
+
+template <class T>
+void strips_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
+                 const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  static_assert(kGemvMaxRows == 8, "strips_rows instantiates 4..8 rows");
+  switch (M) {
+    case 4: return strips<4>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 5: return strips<5>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 6: return strips<6>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 7: return strips<7>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    default: return strips<8>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+#endif
+
 }  // namespace
 
 template <class T>
@@ -202,8 +305,11 @@ void gemv(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A
     a_ld = K;
   }
   auto columns = [&](int64_t nb, int64_t ne) {
-    if (trans_b) dot_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
-    else axpy_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
+    if (trans_b) return dot_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
+#if defined(__AVX512F__)
+    if (M >= kRowsInRegisters) return strips_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
+#endif
+    axpy_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
   };
   // Threads take whole groups of columns: about 64 KiB of B each at least, so a small product
   // stays on one thread.
