@@ -30,8 +30,12 @@ constexpr int64_t kPartialSums = 6144;
 // op(B) = B: rows of B read together (four streams in flight), each term still added in k order.
 constexpr int64_t kRowsTogether = 4;
 
-inline float to_f32(float v) { return v; }
-inline float to_f32(bf16 v) { return static_cast<float>(v); }
+inline float to_f32(float v) {
+  return v;
+}
+inline float to_f32(bf16 v) {
+  return static_cast<float>(v);
+}
 
 // The fixed tree over the 16 lanes (the same order as _mm512_reduce_add_ps's halving).
 inline float reduce_lanes(const float* lanes) {
@@ -42,7 +46,9 @@ inline float reduce_lanes(const float* lanes) {
 }
 
 #if defined(__AVX512F__)
-inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
 inline __m512 load16(const bf16* p, __mmask16 m) {
   const __m256i h = _mm256_maskz_loadu_epi16(m, p);
   // The masked forms (all lanes): GCC 12 warns on the plain ones' undefined passthrough.
@@ -74,10 +80,13 @@ inline __m512 reduce4(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
   // The masked forms (all lanes): GCC 12 warns on the plain ones' undefined passthrough.
   constexpr __mmask16 kAll = 0xFFFF;
   // lanes i + (i + 8): quarters (0 + 2, 1 + 3) of v0 and of v1, then of v2 and v3
-  const __m512 s01 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0x44), _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0xEE));
-  const __m512 s23 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, v2, v3, 0x44), _mm512_maskz_shuffle_f32x4(kAll, v2, v3, 0xEE));
+  const __m512 s01 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0x44),
+                                   _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0xEE));
+  const __m512 s23 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, v2, v3, 0x44),
+                                   _mm512_maskz_shuffle_f32x4(kAll, v2, v3, 0xEE));
   // + (i + 4): quarter 0 + quarter 1 of each pair: one quarter (4 lanes: l4) per vector
-  const __m512 t = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, s01, s23, 0x88), _mm512_maskz_shuffle_f32x4(kAll, s01, s23, 0xDD));
+  const __m512 t = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, s01, s23, 0x88),
+                                 _mm512_maskz_shuffle_f32x4(kAll, s01, s23, 0xDD));
   // (l4[0] + l4[2]) + (l4[1] + l4[3]) in each quarter's first lane
   const __m512 u = _mm512_add_ps(t, _mm512_maskz_permute_ps(kAll, t, 0x4E));
   return _mm512_add_ps(u, _mm512_maskz_permute_ps(kAll, u, 0xB1));
@@ -95,7 +104,8 @@ void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float o
   for (int64_t k = 0; k < K; k += kLanes) {
     const __mmask16 mask = K - k >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
     if (next != nullptr)
-      for (int r = 0; r < kRowsPerGroup; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T0);
+      for (int r = 0; r < kRowsPerGroup; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T0);
     __m512 w[kRowsPerGroup];
     for (int r = 0; r < kRowsPerGroup; ++r) w[r] = load16(b[r] + k, mask);
     for (int mi = 0; mi < MS; ++mi) {
@@ -118,7 +128,8 @@ void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float o
     const int64_t len = std::min(kLanes, K - k0);
     for (int mi = 0; mi < MS; ++mi)
       for (int r = 0; r < kRowsPerGroup; ++r)
-        for (int64_t l = 0; l < len; ++l) acc[mi][r][l] = std::fma(A[mi * lda + k0 + l], to_f32(b[r][k0 + l]), acc[mi][r][l]);
+        for (int64_t l = 0; l < len; ++l)
+          acc[mi][r][l] = std::fma(A[mi * lda + k0 + l], to_f32(b[r][k0 + l]), acc[mi][r][l]);
   }
   for (int mi = 0; mi < MS; ++mi)
     for (int r = 0; r < kRowsPerGroup; ++r) out[mi][r] = reduce_lanes(acc[mi][r]);
@@ -128,15 +139,16 @@ void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float o
 // op(B) = B^T, B (N,K): output n of row m is dot(A[m], B[n]). A is f32 here (widened). Rows of
 // B four at a time (a last group of fewer repeats its first row and stores only its own).
 template <class T>
-void dot_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
-              const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+void dot_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A,
+              int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kRowsPerGroup) {
     const int64_t rows = std::min(kRowsPerGroup, n_end - n0);
     const T* b[kRowsPerGroup];
     const T* next[kRowsPerGroup];
     for (int64_t r = 0; r < kRowsPerGroup; ++r) {
       b[r] = B + (n0 + (r < rows ? r : 0)) * ldb;
-      next[r] = B + std::min(n0 + kRowsPerGroup + r, n_end - 1) * ldb;  // the last group: its own last row
+      next[r] = B + std::min(n0 + kRowsPerGroup + r, n_end - 1) *
+                        ldb;  // the last group: its own last row
     }
     for (int64_t m0 = 0; m0 < M; m0 += kTileRows) {
       float out[kTileRows][kRowsPerGroup];
@@ -144,12 +156,19 @@ void dot_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha,
       const int64_t ms = std::min<int64_t>(kTileRows, M - m0);
       switch (ms) {
         // Only the first tile of rows prefetches: the others read B from the cache.
-        case 1: dot_tile<1>(a, lda, b, K, out, m0 == 0 ? next : nullptr); break;
-        case 2: dot_tile<2>(a, lda, b, K, out, m0 == 0 ? next : nullptr); break;
-        default: dot_tile<3>(a, lda, b, K, out, m0 == 0 ? next : nullptr); break;
+        case 1:
+          dot_tile<1>(a, lda, b, K, out, m0 == 0 ? next : nullptr);
+          break;
+        case 2:
+          dot_tile<2>(a, lda, b, K, out, m0 == 0 ? next : nullptr);
+          break;
+        default:
+          dot_tile<3>(a, lda, b, K, out, m0 == 0 ? next : nullptr);
+          break;
       }
       for (int64_t mi = 0; mi < ms; ++mi)
-        for (int64_t r = 0; r < rows; ++r) store(C + (m0 + mi) * ldc + n0 + r, out[mi][r], alpha, beta);
+        for (int64_t r = 0; r < rows; ++r)
+          store(C + (m0 + mi) * ldc + n0 + r, out[mi][r], alpha, beta);
     }
   }
 }
@@ -179,8 +198,8 @@ inline void axpy(float* y, const float* a, const T* const* b, int64_t len) {
 // op(B) = B, B (K,N): row m's outputs [n_begin, n_end) accumulate A[m][k] * B[k] over k
 // ascending, a chunk of columns at a time; B's rows are read once per chunk for all of A's rows.
 template <class T>
-void axpy_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
-               const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+void axpy_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A,
+               int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
   alignas(64) float y[kPartialSums];
   const int64_t chunk = kPartialSums / M / kLanes * kLanes;
   for (int64_t c0 = n_begin; c0 < n_end; c0 += chunk) {
@@ -207,17 +226,18 @@ void axpy_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha
 
 #if defined(__AVX512F__)
 // Note [Rows in registers]
-// Why does op(B) = B take another loop from 4 rows of A on? axpy_rows keeps every row's partial
-// sums in L1 and passes over them once per row of A for each few rows of B: at 8 rows that is 8
-// loads and stores of partial sums per vector of B (each also re-read from L1 7 times), and a
-// chunk of only 768 columns, so B is read in 3 KiB pieces of rows a row stride apart, which the
-// prefetchers follow poorly. On 2 Emerald Rapids cores it read B at ~9 GB/s at 8 rows against
-// 17-24 at one. Here the partial sums of all M rows for a strip of kStripVecs vectors of columns
-// live in registers (8 x 3 = 24 accumulators) over kBlockK rows of B: per row of B, 3 vector loads
-// and 3 M FMAs, with the sums spilled to a panel (M x up to kPanelFloats / M columns, in L2) once
-// per kBlockK rows. Each term is still one FMA in k order from zero, so the bits are axpy_rows'
-// (Note [Row-independent small products]).
-constexpr int64_t kRowsInRegisters = 4;  // the fewest rows of A that take this loop
+// Why does op(B) = B take another loop (on AVX-512, for any number of rows of A)? axpy_rows keeps
+// every row's partial sums in L1 and passes over them once per row of A for each few rows of B: at
+// 8 rows that is 8 loads and stores of partial sums per vector of B (each also re-read from L1 7
+// times), and a chunk of only 768 columns, so B is read in 3 KiB pieces of rows a row stride apart,
+// which the prefetchers follow poorly. On 2 Emerald Rapids cores it read B at ~9 GB/s at 8 rows
+// against 17-24 at one. Here the partial sums of all M rows for a strip of kStripVecs vectors of
+// columns live in registers (8 x 3 = 24 accumulators) over kBlockK rows of B: per row of B, 3
+// vector loads and 3 M FMAs, with the sums spilled to a panel (M x up to kPanelFloats / M columns,
+// in L2) once per kBlockK rows. Each term is still one FMA in k order from zero, so the bits are
+// axpy_rows' (Note [Row-independent small products]). At one row too: on 2 Zen 5 cores axpy_rows
+// read GPT-2's Conv1D weights at 18-28 GB/s, this loop at 35-45 (gemv_bench, memory ~45).
+constexpr int64_t kRowsInRegisters = 1;  // the fewest rows of A that take this loop
 constexpr int64_t kStripVecs = 3;
 constexpr int64_t kBlockK = 16;
 constexpr int64_t kPanelFloats = 16384;  // 64 KiB of partial sums
@@ -225,28 +245,32 @@ constexpr int64_t kPanelFloats = 16384;  // 64 KiB of partial sums
 // y (M, V vectors) at row stride ldy += A (M, kn) B (kn, V vectors), rows [k0, k0 + kn) of B;
 // `first`: y starts at zero. The last vector's lanes are `last`.
 template <int M, int V, class T>
-inline void strip_rows(float* y, int64_t ldy, const float* A, int64_t lda, const T* B, int64_t ldb, int64_t k0,
-                       int64_t kn, bool first, __mmask16 last) {
+inline void strip_rows(float* y, int64_t ldy, const float* A, int64_t lda, const T* B, int64_t ldb,
+                       int64_t k0, int64_t kn, bool first, __mmask16 last) {
   __m512 acc[M][V];
   for (int m = 0; m < M; ++m)
     for (int v = 0; v < V; ++v)
-      acc[m][v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xFFFF, y + m * ldy + v * kLanes);
+      acc[m][v] = first
+                      ? _mm512_setzero_ps()
+                      : _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xFFFF, y + m * ldy + v * kLanes);
   for (int64_t k = k0; k < k0 + kn; ++k) {
     __m512 b[V];
-    for (int v = 0; v < V; ++v) b[v] = load16(B + k * ldb + v * kLanes, v == V - 1 ? last : __mmask16(0xFFFF));
+    for (int v = 0; v < V; ++v)
+      b[v] = load16(B + k * ldb + v * kLanes, v == V - 1 ? last : __mmask16(0xFFFF));
     for (int m = 0; m < M; ++m) {
       const __m512 a = _mm512_set1_ps(A[m * lda + k]);
       for (int v = 0; v < V; ++v) acc[m][v] = _mm512_fmadd_ps(a, b[v], acc[m][v]);
     }
   }
   for (int m = 0; m < M; ++m)
-    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + m * ldy + v * kLanes, v == V - 1 ? last : 0xFFFF, acc[m][v]);
+    for (int v = 0; v < V; ++v)
+      _mm512_mask_storeu_ps(y + m * ldy + v * kLanes, v == V - 1 ? last : 0xFFFF, acc[m][v]);
 }
 
-// axpy_rows' product for M (kRowsInRegisters..kGemvMaxRows) rows (Note [Rows in registers]).
+// axpy_rows' product for M (1..kGemvMaxRows) rows (Note [Rows in registers]).
 template <int M, class T>
-void strips(int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda, const T* B,
-            int64_t ldb, float beta, T* C, int64_t ldc) {
+void strips(int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
+            const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
   alignas(64) float y[kPanelFloats];
   const int64_t strip = kStripVecs * kLanes, panel = kPanelFloats / M / strip * strip;
   for (int64_t p0 = n_begin; p0 < n_end; p0 += panel) {
@@ -258,28 +282,44 @@ void strips(int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float*
       for (; c + strip <= width; c += strip)
         strip_rows<M, kStripVecs>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, 0xFFFF);
       if (c < width) {
-        const int64_t rest = width - c, vecs = (rest + kLanes - 1) / kLanes, tail = rest - (vecs - 1) * kLanes;
+        const int64_t rest = width - c, vecs = (rest + kLanes - 1) / kLanes,
+                      tail = rest - (vecs - 1) * kLanes;
         const __mmask16 last = tail == kLanes ? __mmask16(0xFFFF) : __mmask16((1u << tail) - 1);
-        if (vecs == 1) strip_rows<M, 1>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
-        else if (vecs == 2) strip_rows<M, 2>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
-        else strip_rows<M, 3>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
+        if (vecs == 1)
+          strip_rows<M, 1>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
+        else if (vecs == 2)
+          strip_rows<M, 2>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
+        else
+          strip_rows<M, 3>(y + c, panel, A, lda, b + c, ldb, k0, kn, k0 == 0, last);
       }
     }
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t c = 0; c < width; ++c) store(C + m * ldc + p0 + c, y[m * panel + c], alpha, beta);
+      for (int64_t c = 0; c < width; ++c)
+        store(C + m * ldc + p0 + c, y[m * panel + c], alpha, beta);
   }
 }
 
 template <class T>
-void strips_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
-                 const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
-  static_assert(kGemvMaxRows == 8, "strips_rows instantiates 4..8 rows");
+void strips_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A,
+                 int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
+  static_assert(kGemvMaxRows == 8, "strips_rows instantiates 1..8 rows");
   switch (M) {
-    case 4: return strips<4>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 5: return strips<5>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 6: return strips<6>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 7: return strips<7>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    default: return strips<8>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 1:
+      return strips<1>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 2:
+      return strips<2>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 3:
+      return strips<3>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 4:
+      return strips<4>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 5:
+      return strips<5>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 6:
+      return strips<6>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case 7:
+      return strips<7>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    default:
+      return strips<8>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
 }
 #endif
@@ -287,8 +327,8 @@ void strips_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alp
 }  // namespace
 
 template <class T>
-void gemv(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
+void gemv(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda,
+          const T* B, int64_t ldb, float beta, T* C, int64_t ldc, bool serial) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16>, "gemv: float or bf16");
   if (M == 0 || N == 0) return;
   // A is small (M x K); bf16 rows are widened once rather than in every column group.
@@ -300,28 +340,32 @@ void gemv(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A
   } else {
     widened.resize(static_cast<size_t>(M * K));
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) widened[static_cast<size_t>(m * K + k)] = static_cast<float>(A[m * lda + k]);
+      for (int64_t k = 0; k < K; ++k)
+        widened[static_cast<size_t>(m * K + k)] = static_cast<float>(A[m * lda + k]);
     a = widened.data();
     a_ld = K;
   }
   auto columns = [&](int64_t nb, int64_t ne) {
     if (trans_b) return dot_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
 #if defined(__AVX512F__)
-    if (M >= kRowsInRegisters) return strips_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
+    if (M >= kRowsInRegisters)
+      return strips_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
 #endif
     axpy_rows(M, nb, ne, K, alpha, a, a_ld, B, ldb, beta, C, ldc);
   };
   // Threads take whole groups of columns: about 64 KiB of B each at least, so a small product
   // stays on one thread.
   const int64_t group = trans_b ? kRowsPerGroup : kLanes;
-  const int64_t grain = std::max<int64_t>(group, (65536 / std::max<int64_t>(K * static_cast<int64_t>(sizeof(T)), 1) + group - 1) / group * group);
+  const int64_t grain = std::max<int64_t>(
+      group, (65536 / std::max<int64_t>(K * static_cast<int64_t>(sizeof(T)), 1) + group - 1) /
+                 group * group);
   if (serial) return columns(0, N);
   parallel_for(0, N, grain, columns);
 }
 
-template void gemv<float>(bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
-                          float*, int64_t, bool);
-template void gemv<bf16>(bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t, const bf16*, int64_t, float,
-                         bf16*, int64_t, bool);
+template void gemv<float>(bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                          const float*, int64_t, float, float*, int64_t, bool);
+template void gemv<bf16>(bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t, const bf16*,
+                         int64_t, float, bf16*, int64_t, bool);
 
 }  // namespace trident::kernels::cpu
