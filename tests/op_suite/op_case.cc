@@ -16,6 +16,8 @@ InputSpec index(const Shape& shape, int64_t high, DType dtype) {
                    .differentiable = false};
 }
 
+InputSpec q8_0_grid(const Shape& shape) { return InputSpec{.shape = shape, .kind = InputKind::kQ8_0Grid}; }
+
 static std::vector<OpCase>& case_list() {
   static std::vector<OpCase>* cases = new std::vector<OpCase>();
   return *cases;

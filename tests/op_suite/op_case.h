@@ -34,6 +34,11 @@ enum class InputKind {
   kNormal,   // N(0, 1)
   kUniform,  // U[low, high): e.g. strictly positive inputs for log, sqrt, a divisor
   kIndex,    // integers in [0, high) of an index dtype; never differentiated
+  // Values on GGUF's Q8_0 grid along the last dim (a multiple of 32): q / 64, q an integer in
+  // [-127, 127], each block of 32 holding a +-127, so rounding x to Q8_0 blocks (what decode's
+  // int8/int4 products do, Note [Integer dot products at decode]) changes nothing and the
+  // plain product is the reference for every dtype (7 significant bits: exact in bf16 and f16).
+  kQ8_0Grid,
 };
 
 enum class Layout {
@@ -61,6 +66,7 @@ struct InputSpec {
 InputSpec normal(const Shape& shape);
 InputSpec uniform(const Shape& shape, double low, double high);
 InputSpec index(const Shape& shape, int64_t high, DType dtype = DType::kI64);
+InputSpec q8_0_grid(const Shape& shape);
 
 using ForwardFn = std::function<TensorList(const TensorList&)>;
 using ReferenceFn = std::function<Arrays(const Arrays&)>;

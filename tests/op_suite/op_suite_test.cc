@@ -48,6 +48,15 @@ reference::Array generate_values(const InputSpec& spec, DType dtype, Generator& 
     case InputKind::kNormal: normal_(v, gen); break;
     case InputKind::kUniform: uniform_(v, gen, spec.low, spec.high); break;
     case InputKind::kIndex: v = core::cast(randint(0, static_cast<int64_t>(spec.high), spec.shape, gen), DType::kF64); break;
+    case InputKind::kQ8_0Grid: {
+      TRI_CHECK(spec.shape.size() >= 1 && spec.shape[spec.shape.size() - 1] % 32 == 0, "kQ8_0Grid: the last dim ",
+                spec.shape, " is not whole blocks of 32");
+      std::vector<double> q = to_vector<double>(core::cast(randint(-127, 128, spec.shape, gen), DType::kF64));
+      for (size_t b = 0; b < q.size(); b += 32) q[b + (b / 32) % 32] = (b / 32) % 2 == 0 ? 127.0 : -127.0;
+      for (double& x : q) x /= 64.0;
+      v = from_vector(q, spec.shape);
+      break;
+    }
   }
   if (spec.kind != InputKind::kIndex) v = core::cast(core::cast(v, dtype), DType::kF64);
   Tensor logical = spec.layout == Layout::kBroadcast ? core::clone(views::expand(v, logical_shape(spec))) : v;
