@@ -261,12 +261,12 @@ TEST_P(GgmlProduct, ActivationsAreGgmlsQ8_0BlocksBitForBit) {
     for (int64_t b = 0; b < cols / 32; ++b) {
       const block_q8_0& w = want[static_cast<size_t>(b)];
       ASSERT_EQ(std::memcmp(a.codes(m) + b * 32, w.qs, 32), 0) << "row " << m << ", block " << b;
-      ASSERT_EQ(a.scales(m)[b], GGML_FP16_TO_FP32(w.d)) << "row " << m << ", block " << b;
+      ASSERT_EQ(a.scale(m, b), GGML_FP16_TO_FP32(w.d)) << "row " << m << ", block " << b;
       int32_t sum = 0;
       for (const int8_t q : w.qs) sum += q;
       const int64_t lane = (b / 2) * 16 + (b % 2) * 8;
       ASSERT_EQ(a.corrections(m)[lane], -offset * sum) << "row " << m << ", block " << b;
-      for (int l = 0; l < 8; ++l) ASSERT_EQ(a.scale_lanes(m)[lane + l], a.scales(m)[b]);
+      for (int l = 0; l < 8; ++l) ASSERT_EQ(a.scale_lanes(m)[lane + l], a.scale(m, b));
     }
     // The odd last block's pair is zero past it: its codes, scales and correction.
     for (int64_t i = cols; i < a.pairs() * 64; ++i) ASSERT_EQ(a.codes(m)[i], 0) << "row " << m << ", byte " << i;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -299,28 +300,20 @@ void strips(int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float*
   }
 }
 
+template <class T, int... Ms>
+void strips_rows_of(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A, int64_t lda,
+                    const T* B, int64_t ldb, float beta, T* C, int64_t ldc, std::integer_sequence<int, Ms...>) {
+  using Fn = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, const T*, int64_t, float, T*, int64_t);
+  static constexpr Fn by_rows[] = {&strips<Ms + 1, T>...};
+  by_rows[M - 1](n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// strips<M> for M in 1..kGemvMaxRows.
 template <class T>
 void strips_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha, const float* A,
                  int64_t lda, const T* B, int64_t ldb, float beta, T* C, int64_t ldc) {
-  static_assert(kGemvMaxRows == 8, "strips_rows instantiates 1..8 rows");
-  switch (M) {
-    case 1:
-      return strips<1>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 2:
-      return strips<2>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 3:
-      return strips<3>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 4:
-      return strips<4>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 5:
-      return strips<5>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 6:
-      return strips<6>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    case 7:
-      return strips<7>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    default:
-      return strips<8>(n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  }
+  strips_rows_of<T>(M, n_begin, n_end, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                    std::make_integer_sequence<int, kGemvMaxRows>());
 }
 #endif
 

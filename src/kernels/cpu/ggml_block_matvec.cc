@@ -58,7 +58,7 @@ void rows_scalar(GgmlBlockType t, const GgmlQ8Activations& x, const uint8_t* cod
         const int8_t* xq = x.codes(m) + b * kGgmlBlock;
         int32_t s = 0;
         for (int64_t j = 0; j < kGgmlBlock; ++j) s += code_at(t, qs, j) * int32_t{xq[j]};
-        acc[m] += static_cast<float>(s) * (d * x.scales(m)[b]);
+        acc[m] += static_cast<float>(s) * (d * x.scale(m, b));
       }
     }
     for (int m = 0; m < M; ++m) y[m * ldy + r] = acc[m];
@@ -223,7 +223,7 @@ TRI_AVX2 void rows_avx2(const GgmlQ8Activations& x, const uint8_t* codes, const 
         const __m256i pairs =
             _mm256_maddubs_epi16(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(w, xv));
         const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-        acc[m] = _mm256_fmadd_ps(sum, _mm256_set1_ps(d * x.scales(m)[b]), acc[m]);
+        acc[m] = _mm256_fmadd_ps(sum, _mm256_set1_ps(d * x.scale(m, b)), acc[m]);
       }
     }
     for (int m = 0; m < M; ++m) y[m * ldy + r] = sum_avx2(acc[m]);
@@ -280,7 +280,6 @@ GgmlQ8Activations::GgmlQ8Activations(GgmlBlockType weight_type, const float* x, 
   // The weight's codes are offset by 128 (Q8_0, as unsigned bytes) or 8 (Q4_0's nibbles).
   const int32_t offset = weight_type == GgmlBlockType::kQ8_0 ? 128 : 8;
   codes_.assign(static_cast<size_t>(M * np * 64), 0);
-  scales_.resize(static_cast<size_t>(M * nb));
   scale_lanes_.assign(static_cast<size_t>(M * np * 16), 0.0f);
   corrections_.assign(static_cast<size_t>(M * np * 16), 0);
   std::vector<uint16_t> bits(static_cast<size_t>(nb));
@@ -289,7 +288,6 @@ GgmlQ8Activations::GgmlQ8Activations(GgmlBlockType weight_type, const float* x, 
     ggml_quantize_blocks(GgmlBlockType::kQ8_0, x + m * cols, cols, q, bits.data());
     for (int64_t b = 0; b < nb; ++b) {
       const float d = f16::to_float(bits[static_cast<size_t>(b)]);
-      scales_[static_cast<size_t>(m * nb + b)] = d;
       int32_t sum = 0;
       for (int64_t j = 0; j < kGgmlBlock; ++j) sum += static_cast<int8_t>(q[b * kGgmlBlock + j]);
       const int64_t lane = m * np * 16 + (b / 2) * 16 + (b % 2) * 8;

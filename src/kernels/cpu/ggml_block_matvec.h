@@ -49,8 +49,8 @@ class GgmlQ8Activations {
   int64_t pairs() const { return (blocks() + 1) / 2; }
   // Row m's codes: pairs() * 64 bytes, zeros past cols.
   const int8_t* codes(int64_t m) const { return codes_.data() + m * pairs() * 64; }
-  // Row m's block scales (blocks(), fp32 values of the fp16 scales).
-  const float* scales(int64_t m) const { return scales_.data() + m * blocks(); }
+  // Row m's block b's scale (the fp32 value of its fp16 scale).
+  float scale(int64_t m, int64_t b) const { return scale_lanes(m)[(b / 2) * 16 + (b % 2) * 8]; }
   // Row m's block scales, each over 8 lanes: pairs() x 16 floats (zeros past the last block).
   const float* scale_lanes(int64_t m) const { return scale_lanes_.data() + m * pairs() * 16; }
   // Row m's correction for the AVX-512 path's unsigned weight codes (Note [Integer dot products
@@ -62,7 +62,7 @@ class GgmlQ8Activations {
   GgmlBlockType weight_type_;
   int64_t M_, cols_;
   std::vector<int8_t> codes_;
-  std::vector<float> scales_, scale_lanes_;
+  std::vector<float> scale_lanes_;
   std::vector<int32_t> corrections_;
 };
 
