@@ -33,6 +33,7 @@ TEST_PACKAGES=(
   prometheus                   # promtool and the server for the monitoring tests (deploy/prometheus)
   iproute2                     # ip netns, veth, tc: the multihost tests' hosts (tests/support/netns.py)
   clang libclang-rt-dev libomp-dev  # libFuzzer, ASan and UBSan for the fuzz targets (fuzz/, scripts/fuzz.sh)
+  lld                          # a faster linker for the ~120 test and benchmark programs (Note [lld], cmake/BuildSpeed.cmake)
   chromium                     # headless screenshots of `trident report` (tests/train/report_screenshot_test.py)
 )
 

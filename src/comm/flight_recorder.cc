@@ -12,7 +12,7 @@ namespace {
 const auto kStart = std::chrono::steady_clock::now();
 
 // Operation names are ASCII without quotes or backslashes; escape them anyway.
-std::string quoted(const std::string& s) {
+std::string json_quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';
@@ -80,7 +80,7 @@ std::string FlightRecorder::json() const {
   bool first = true;
   for (const FlightRecord& r : records()) {
     os << (first ? "\n" : ",\n") << "  {\"comm\": " << r.comm << ", \"comm_size\": " << r.comm_size
-       << ", \"seq\": " << r.seq << ", \"op\": " << quoted(r.op) << ", \"bytes\": " << r.bytes
+       << ", \"seq\": " << r.seq << ", \"op\": " << json_quoted(r.op) << ", \"bytes\": " << r.bytes
        << ", \"started_s\": " << r.started_s << ", \"state\": \"" << (r.completed ? "completed" : "in flight")
        << "\"}";
     first = false;

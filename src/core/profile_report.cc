@@ -15,7 +15,7 @@ std::string number(double v) {
   return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
-std::string quoted(std::string_view s) {
+std::string json_quoted(std::string_view s) {
   std::string out = "\"";
   for (const char c : s) {
     if (c == '"' || c == '\\') {
@@ -126,12 +126,12 @@ std::string ProfileReport::json() const {
   std::string out = "{\"wall_ms\": " + number(wall_ms) + ", \"self_ms\": " + number(self_ms()) +
                     ", \"coverage\": " + number(coverage()) + ", \"phases\": {";
   for (int p = 0; p < kNumPhases; ++p)
-    out += std::string(p ? ", " : "") + quoted(phase_name(static_cast<Phase>(p))) + ": " +
+    out += std::string(p ? ", " : "") + json_quoted(phase_name(static_cast<Phase>(p))) + ": " +
            number(phase_ms(static_cast<Phase>(p)));
   out += "}, \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const ProfileRow& r = rows[i];
-    out += std::string(i ? ", " : "") + "{\"name\": " + quoted(r.name) + ", \"phase\": " + quoted(phase_name(r.phase)) +
+    out += std::string(i ? ", " : "") + "{\"name\": " + json_quoted(r.name) + ", \"phase\": " + json_quoted(phase_name(r.phase)) +
            ", \"calls\": " + std::to_string(r.calls) + ", \"self_ms\": " + number(r.self_ms) +
            ", \"total_ms\": " + number(r.total_ms) + "}";
   }

@@ -1,8 +1,5 @@
 #include "kernels/cuda/gemm.h"
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
-
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -13,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/kernel_switches.h"
+#include "kernels/cuda/cublas_library.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/scratch.h"
@@ -23,8 +21,8 @@ namespace {
 #define TRI_CUBLAS_CHECK(call)                                                                                  \
   do {                                                                                                          \
     const cublasStatus_t tri_cublas_status_ = (call);                                                           \
-    TRI_CHECK(tri_cublas_status_ == CUBLAS_STATUS_SUCCESS, "cuBLAS error ", cublasGetStatusName(tri_cublas_status_), \
-              " (", cublasGetStatusString(tri_cublas_status_), ") in ", #call);                                   \
+    TRI_CHECK(tri_cublas_status_ == CUBLAS_STATUS_SUCCESS, "cuBLAS error ", cublas().cublasGetStatusName(tri_cublas_status_), \
+              " (", cublas().cublasGetStatusString(tri_cublas_status_), ") in ", #call);                                   \
   } while (0)
 
 cublasHandle_t handle() {
@@ -32,9 +30,9 @@ cublasHandle_t handle() {
   // at exit can race the driver's own teardown.
   static cublasHandle_t h = [] {
     cublasHandle_t created = nullptr;
-    TRI_CUBLAS_CHECK(cublasCreate(&created));
+    TRI_CUBLAS_CHECK(cublas().cublasCreate(&created));
     // bf16/f16 outputs: no reduced-precision split-K reductions, so sums stay in fp32 as on the host.
-    TRI_CUBLAS_CHECK(cublasSetMathMode(created, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+    TRI_CUBLAS_CHECK(cublas().cublasSetMathMode(created, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     return created;
   }();
@@ -61,7 +59,7 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;  // what cuBLAS itself us
 cublasLtHandle_t lt_handle() {
   static cublasLtHandle_t h = [] {
     cublasLtHandle_t created = nullptr;
-    TRI_CUBLAS_CHECK(cublasLtCreate(&created));
+    TRI_CUBLAS_CHECK(cublas().cublasLtCreate(&created));
     return created;
   }();
   return h;
@@ -97,9 +95,9 @@ uint32_t alignment(const void* p) {
 
 cublasStatus_t set_layout_batch(cublasLtMatrixLayout_t layout, int batch, int64_t stride) {
   const cublasStatus_t st =
-      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+      cublas().cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
-  return cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+  return cublas().cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
 }
 
 // The plan for g (column-major view as in gemm(): m = N, n = M, operands swapped).
@@ -119,32 +117,32 @@ LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   bool ok = true;
   auto step = [&](cublasStatus_t status) { ok = ok && status == CUBLAS_STATUS_SUCCESS; };
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  step(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
+  step(cublas().cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
   if (!ok) return plan;
   // Lt's A is our B and Lt's B our A (C^T = op(B)^T op(A)^T).
-  step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
-  step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+  step(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+  step(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
   const cublasLtEpilogue_t epilogue =
       g.pre_gelu ? (g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                  : (g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-  step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  step(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
   if (g.pre_gelu) {  // the GELU's input (the aux matrix) has C's shape and dtype
     const int64_t ld = g.ld_pre_gelu;
-    step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
-    step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.pre_gelu,
+    step(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    step(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.pre_gelu,
                                         sizeof g.pre_gelu));
   }
   if (g.bias) {
     const int32_t bias_type = cuda_type(g.c_dtype);
-    step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+    step(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     // The heuristic reads the pointer's alignment; each call sets its own pointer.
-    step(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+    step(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
   }
   const uint64_t m = static_cast<uint64_t>(g.N), n = static_cast<uint64_t>(g.M), k = static_cast<uint64_t>(g.K);
   const cudaDataType_t in_type = cuda_type(g.dtype), out_type = cuda_type(g.c_dtype);
-  step(cublasLtMatrixLayoutCreate(&plan.a, in_type, g.trans_b ? k : m, g.trans_b ? m : k, g.ldb));
-  step(cublasLtMatrixLayoutCreate(&plan.b, in_type, g.trans_a ? n : k, g.trans_a ? k : n, g.lda));
-  step(cublasLtMatrixLayoutCreate(&plan.c, out_type, m, n, g.ldc));
+  step(cublas().cublasLtMatrixLayoutCreate(&plan.a, in_type, g.trans_b ? k : m, g.trans_b ? m : k, g.ldb));
+  step(cublas().cublasLtMatrixLayoutCreate(&plan.b, in_type, g.trans_a ? n : k, g.trans_a ? k : n, g.lda));
+  step(cublas().cublasLtMatrixLayoutCreate(&plan.c, out_type, m, n, g.ldc));
   if (ok && g.batch > 1) {
     const int batch = static_cast<int>(g.batch);
     step(set_layout_batch(plan.a, batch, g.stride_b));
@@ -153,27 +151,27 @@ LtPlan& lt_plan(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   }
   if (!ok) return plan;
   cublasLtMatmulPreference_t pref = nullptr;
-  step(cublasLtMatmulPreferenceCreate(&pref));
+  step(cublas().cublasLtMatmulPreferenceCreate(&pref));
   if (!ok) return plan;
   const uint64_t workspace = kLtWorkspaceBytes;
-  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+  step(cublas().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                             sizeof workspace));
   // Split-K partial sums only in fp32 (never in a bf16/f16 output), as the host sums.
   const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+  step(cublas().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
                                             sizeof schemes));
   // The operands' real alignments (the default assumes 256 bytes); Lt's A is our b.
   const uint32_t align_a = alignment(g.b), align_b = alignment(g.a), align_c = alignment(g.c);
-  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
-  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
-  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
-  step(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
+  step(cublas().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+  step(cublas().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+  step(cublas().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+  step(cublas().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
   cublasLtMatmulHeuristicResult_t result{};
   int found_count = 0;
   if (ok)
-    step(cublasLtMatmulAlgoGetHeuristic(lt_handle(), plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result,
+    step(cublas().cublasLtMatmulAlgoGetHeuristic(lt_handle(), plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result,
                                         &found_count));
-  cublasLtMatmulPreferenceDestroy(pref);
+  cublas().cublasLtMatmulPreferenceDestroy(pref);
   plan.usable = ok && found_count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   if (plan.usable) plan.algo = result.algo;
   return plan;
@@ -185,12 +183,12 @@ bool lt_gemm(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   LtPlan& plan = lt_plan(g, compute);
   if (!plan.usable) return false;
   if (g.bias)
-    TRI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+    TRI_CUBLAS_CHECK(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
   if (g.pre_gelu)
-    TRI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.pre_gelu,
+    TRI_CUBLAS_CHECK(cublas().cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.pre_gelu,
                                                     sizeof g.pre_gelu));
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
-  const cublasStatus_t status = cublasLtMatmul(lt_handle(), plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.c,
+  const cublasStatus_t status = cublas().cublasLtMatmul(lt_handle(), plan.op, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.c,
                                                plan.c, g.c, plan.c, &plan.algo, lt_workspace(), kLtWorkspaceBytes,
                                                nullptr);
   if (status == CUBLAS_STATUS_SUCCESS) return true;
@@ -200,7 +198,7 @@ bool lt_gemm(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   // plan, and the problem goes to the fallback from now on.
   std::fprintf(stderr, "trident: cuBLASLt refused a %lldx%lldx%lld GEMM (%s%s): %s; using the fallback\n",
                static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
-               g.bias ? "bias" : "no bias", g.pre_gelu ? ", GELU" : "", cublasGetStatusName(status));
+               g.bias ? "bias" : "no bias", g.pre_gelu ? ", GELU" : "", cublas().cublasGetStatusName(status));
   plan.usable = false;
   return false;
 }
@@ -226,12 +224,12 @@ void gemm_ex(const kernels::GemmArgs& g, cublasComputeType_t compute) {
   const int lda = static_cast<int>(std::max<int64_t>(g.lda, 1)), ldb = static_cast<int>(std::max<int64_t>(g.ldb, 1)),
             ldc = static_cast<int>(std::max<int64_t>(g.ldc, 1));
   if (g.batch == 1) {
-    TRI_CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, N, M, K, alpha, g.b, cuda_type(g.dtype), ldb, g.a,
+    TRI_CUBLAS_CHECK(cublas().cublasGemmEx(handle(), op_b, op_a, N, M, K, alpha, g.b, cuda_type(g.dtype), ldb, g.a,
                                   cuda_type(g.dtype), lda, beta, g.c, cuda_type(g.c_dtype), ldc, compute,
                                   CUBLAS_GEMM_DEFAULT));
   } else {
     TRI_CHECK(g.batch <= INT32_MAX, "gemm on cuda: batch ", g.batch, " exceeds cuBLAS's 32-bit count");
-    TRI_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle(), op_b, op_a, N, M, K, alpha, g.b, cuda_type(g.dtype), ldb,
+    TRI_CUBLAS_CHECK(cublas().cublasGemmStridedBatchedEx(handle(), op_b, op_a, N, M, K, alpha, g.b, cuda_type(g.dtype), ldb,
                                                 g.stride_b, g.a, cuda_type(g.dtype), lda, g.stride_a, beta, g.c,
                                                 cuda_type(g.c_dtype), ldc, g.stride_c, static_cast<int>(g.batch),
                                                 compute, CUBLAS_GEMM_DEFAULT));
