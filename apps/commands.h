@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -132,7 +133,8 @@ struct QuantizeArgs {
   std::string checkpoint;     // a checkpoint, run or Hugging Face model directory
   std::string scheme;         // quantization/scheme.h's names
   std::string out;
-  std::string skip = "lm_head";  // layers kept in full precision (Note [What stays in full precision])
+  // Layers kept in full precision; unset: the scheme's default_skip (Note [What stays in full precision]).
+  std::optional<std::string> skip;
 };
 CLI::App* add_quantize(CLI::App& app, QuantizeArgs& args);
 Status run_quantize(const QuantizeArgs& args);

@@ -23,9 +23,12 @@ CLI::App* add_quantize(CLI::App& app, QuantizeArgs& a) {
       ->required();
   c->add_option("--scheme", a.scheme, "how weights are stored:" + schemes)->required();
   c->add_option("--out", a.out, "the quantized directory to write")->required();
-  c->add_option("--skip", a.skip,
+  c->add_option_function<std::string>(
+      "--skip", [&a](const std::string& v) { a.skip = v; },
                 "linear layers kept in full precision, comma-separated: a name matches a layer whose path ends with it, "
-                "'*' and '?' match over the whole path (embeddings always stay)");
+                "'*' and '?' match over the whole path; \"lm_head\" is the LM head, tied or not; \"\" none (default: "
+                "nothing for int8, whose Q8_0 blocks take the head too, as llama.cpp's Q8_0 files; lm_head for the others; "
+                "embeddings always stay)");
   return c;
 }
 
@@ -50,9 +53,10 @@ Status run_quantize(const QuantizeArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   auto model = loading::load_model(src.value(), "");
   if (!model.is_ok()) return model.status();
+  const std::string skip = a.skip.value_or(scheme->default_skip);
   std::vector<quantization::QuantizedParameter> layers;
   try {
-    layers = quantization::quantize_layers(*model.value(), *scheme, a.skip, "--skip");
+    layers = quantization::quantize_layers(*model.value(), *scheme, skip, "--skip");
   } catch (const Error& e) {
     return Status::invalid("quantize --scheme " + a.scheme + ": " + e.message());
   }
@@ -63,7 +67,7 @@ Status run_quantize(const QuantizeArgs& a) {
   }
   cfg.parallel = {};  // the directory is read by one process
   cfg.train.init_from.clear();
-  loading::QuantizedDirWrite w{a.out, src.value().dir, &cfg, scheme, a.skip, src.value().hf ? src.value().dir : ""};
+  loading::QuantizedDirWrite w{a.out, src.value().dir, &cfg, scheme, skip, src.value().hf ? src.value().dir : ""};
   auto written = loading::write_quantized_dir(w, *model.value(), layers);
   if (!written.is_ok()) return written.status();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,8 +6,8 @@
 // which the machine's memory bandwidth is the ceiling: measured in the same process with the
 // same threads (bench/memory_bandwidth.h), and the fraction of it decoding reaches (issue #49:
 // >= 0.7 at batch 1). --scheme int8|int4|nf4 quantizes the linear layers as `trident quantize`
-// does (quantization/quantize_layers.h; the LM head and the embeddings stay fp32 unless --skip
-// says otherwise: --skip "" quantizes an untied head too, as llama.cpp's Q8_0 files do), and the bytes
+// does (quantization/quantize_layers.h: by default the scheme's own choice of the LM head, in Q8_0
+// for int8 as llama.cpp's Q8_0 files, fp32 for the others; --skip says otherwise; embeddings stay fp32), and the bytes
 // a step reads count the quantized weights' bytes. --profile prints one profiled run's table
 // (not timed).
 //
@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   models::ModelConfig cfg;  // GPT-2 124M unless told otherwise
   int64_t B = 1, prompt = 128, tokens = 64, reps = 3, threads = 0;
   std::string precision = "fp32", scheme = "none";
-  std::string skip = "lm_head";  // layers left in fp32, as trident quantize's --skip ("": none)
+  std::optional<std::string> skip;  // layers left in fp32, as trident quantize's --skip ("": none; unset: the scheme's default)
   bool profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
                      quantization::quant_scheme_names().c_str());
         return 2;
       }
-      for (const auto& l : quantization::quantize_layers(*model, *s, skip, "--skip"))
+      for (const auto& l : quantization::quantize_layers(*model, *s, skip.value_or(s->default_skip), "--skip"))
         weight_bytes += l.weight->bytes() - l.weight->numel() * static_cast<int64_t>(element_size(l.weight->dtype()));
     }
     std::vector<infer::GenerationRequest> requests(static_cast<size_t>(B));

@@ -6,8 +6,8 @@ directory and the fp32 checkpoint with `trident eval` on the same validation tok
 10% of the text, never trained on). Criterion: int8's perplexity within 1% of fp32's, int4's
 within 5%, w8a8's within 2% (nf4 reported alongside).
 
-Defaults: a byte-level GPT-2 (vocabulary 256, so the quantized blocks hold nearly all the weights:
-the LM head and embeddings stay fp32), L=4, NH=4, C=128, T=128, B=16, 400 steps, AdamW lr 3e-3,
+Defaults: a byte-level GPT-2 (vocabulary 256, so the quantized blocks hold nearly all the weights;
+int8 takes the LM head too, the other schemes leave it fp32, embeddings stay fp32), L=4, NH=4, C=128, T=128, B=16, 400 steps, AdamW lr 3e-3,
 warmup 40, cosine, 40 validation batches; --arch llama for the LLaMA family (SwiGLU 384, 2 kv
 heads). Prints one JSON document (and writes it with --out); exits 1 when a criterion fails.
 Needs shared/data/shakespeare.txt: prints a message and exits 77 (a skip for ctest) without it.

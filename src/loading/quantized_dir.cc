@@ -74,6 +74,16 @@ StatusOr<uint64_t> write_quantized_dir(const QuantizedDirWrite& w, models::Causa
                     {"dtype", checkpoint::safetensors_dtype_name(p.dtype())},
                     {"transposed", it->second->transposed}};
   }
+  // A tied head's quantized copy, beside the table it shares (Note [What stays in full precision]).
+  for (const auto& l : layers) {
+    if (l.tied_to.empty()) continue;
+    const Tensor table = model.parameter(l.tied_to);
+    for (const auto& [role, t] : l.weight->stored()) tensors.push_back({l.param + "." + role, t});
+    params[l.param] = {{"shape", dims(table.shape())},
+                       {"dtype", checkpoint::safetensors_dtype_name(table.dtype())},
+                       {"transposed", false},
+                       {"tied_to", l.tied_to}};
+  }
   auto out = checkpoint::AtomicFileWriter::create(env, path_in(w.out, kWeightsFileName));
   if (!out.is_ok()) return out.status();
   if (Status s = checkpoint::write_safetensors(out.value(), tensors, {{"format", "pt"}, {"trident_quantized", w.scheme->name}});
@@ -153,9 +163,18 @@ StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, mo
   std::vector<std::string> names;
   std::map<std::string, Tensor> model_params;
   for (const auto& [name, p] : model.named_parameters()) model_params.emplace(name, p);
-  for (const auto& [name, entry] : params.items())
+  const std::optional<std::string> tied = model.tied_head_weight();
+  for (const auto& [name, entry] : params.items()) {
+    if (entry.is_object() && entry.contains("tied_to")) {
+      if (!entry["tied_to"].is_string() || !tied || entry["tied_to"].get<std::string>() != *tied)
+        return invalid_in(info_path, "quantized parameter '" + name + "' is a head tied to " + entry["tied_to"].dump() +
+                                         ", but the model its config.toml builds has " +
+                                         (tied ? "its head tied to \"" + *tied + "\"" : std::string("no tied head")));
+      continue;
+    }
     if (!model_params.contains(name))
       return invalid_in(info_path, "quantized parameter '" + name + "' is not a parameter of the model its config.toml builds");
+  }
   // Each tensor as the file has it, checked against what it must be.
   auto load = [&](const std::string& name, DType dtype, const Shape& shape, const std::string& what) -> StatusOr<Tensor> {
     const checkpoint::SafetensorsEntry* e = reader.find(name);
@@ -169,14 +188,9 @@ StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, mo
     used.insert(name);
     return reader.load(name);
   };
-  for (const auto& [name, p] : model.named_parameters()) {
-    if (!params.contains(name)) {
-      auto t = load(name, p.dtype(), p.shape(), "a full-precision parameter of the model");
-      if (!t.is_ok()) return t.status();
-      core::copy_(p, t.value());
-      continue;
-    }
-    const json& e = params[name];
+  // A quantized parameter's entry `e`, checked against `p` (the model's parameter, or the table a
+  // tied head shares), its stored tensors loaded and applied.
+  auto apply_quantized = [&](const std::string& name, const json& e, const Tensor& p, const std::string& tied_to) -> Status {
     if (!e.is_object() || !e.contains("shape") || !e["shape"].is_array() || !e.contains("transposed") ||
         !e["transposed"].is_boolean() || !e.contains("dtype") || !e["dtype"].is_string())
       return invalid_in(info_path, "parameter '" + name + "' needs \"shape\", \"dtype\" and \"transposed\"");
@@ -202,12 +216,25 @@ StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, mo
       stored.push_back(t.value());
     }
     try {
-      quantization::apply_quantized_layer(model, {name, scheme.from_stored(qshape, *dtype, stored), transposed});
+      quantization::apply_quantized_layer(model, {name, scheme.from_stored(qshape, *dtype, stored), transposed, tied_to});
     } catch (const std::exception& ex) {
       return invalid_in(file, "parameter '" + name + "': " + ex.what());
     }
     names.push_back(name);
+    return Status::ok();
+  };
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (!params.contains(name)) {
+      auto t = load(name, p.dtype(), p.shape(), "a full-precision parameter of the model");
+      if (!t.is_ok()) return t.status();
+      core::copy_(p, t.value());
+      continue;
+    }
+    if (Status s = apply_quantized(name, params[name], p, ""); !s.is_ok()) return s;
   }
+  for (const auto& [name, e] : params.items())
+    if (e.contains("tied_to"))
+      if (Status s = apply_quantized(name, e, model.parameter(*tied), *tied); !s.is_ok()) return s;
   for (const checkpoint::SafetensorsEntry& e : reader.entries())
     if (!used.contains(e.name))
       return invalid_in(file, "tensor '" + e.name + "' belongs to no parameter of the model (a parameter quantized "

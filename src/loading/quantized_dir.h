@@ -10,12 +10,14 @@
 //                        with a Hugging Face directory's [model]): architecture, tokenizer, data
 //   tokenizer files      a Hugging Face source's own (tokenizer.json, vocab.json, ...), copied
 //   quantization.json    {"format": "trident-quantized", "version": 1, "scheme": "int8",
-//                         "block_format": "Q8_0", "source": DIR, "skip": "lm_head",
+//                         "block_format": "Q8_0", "source": DIR, "skip": "",
 //                         "tokenizer_in_dir": false, "parameters": {NAME: {"shape": [..],
 //                         "dtype": "F32", "transposed": bool}, ...}}: which parameters are
 //                        quantized, their shapes and dtypes as the model has them, and whether the
 //                        quantized matrix is the parameter's transpose (GPT-2's Conv1D under a
-//                        scheme whose blocks run along the input)
+//                        scheme whose blocks run along the input); a head tied to the embedding
+//                        is "lm_head.weight" with "tied_to": "wte.weight" (its table, which stays
+//                        in full precision under its own name: Note [What stays in full precision])
 // Each file is written to a temporary name, synced and renamed (checkpoint/atomic_file.h), and
 // quantization.json last, after a previous one is removed first: a directory holding it is
 // complete. Loading builds the model from config.toml, then applies the stored weights as they

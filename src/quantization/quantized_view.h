@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "nn/embedding.h"
 #include "nn/linear.h"
 #include "quantization/quantized_weight.h"
 
@@ -24,5 +25,11 @@ namespace trident::quantization {
 // The caller releases the weight's memory.
 void add_quantized_view(nn::LinearLayer& layer, std::shared_ptr<const QuantizedWeight> q, Tensor weight, bool in_out,
                         const std::string& param);
+
+// The same for a head tied to `table` (GPT-2's LM head is its token embedding): the head's
+// product (attend(), and the loss through it) reads `q`, an (num, dim) matrix; lookups still read
+// the table, which stays (Note [What stays in full precision]). `param` names the head in
+// messages ("lm_head.weight"). Refuses a table whose head is quantized already.
+void add_quantized_head(nn::Embedding& table, std::shared_ptr<const QuantizedWeight> q, const std::string& param);
 
 }  // namespace trident::quantization

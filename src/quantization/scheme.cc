@@ -9,11 +9,12 @@ namespace {
 
 using kernels::cpu::GgmlBlockType;
 
-QuantScheme ggml_scheme(GgmlBlockType type, std::string name, std::string description) {
+QuantScheme ggml_scheme(GgmlBlockType type, std::string name, std::string description, std::string default_skip) {
   QuantScheme s;
   s.name = std::move(name);
   s.format = kernels::cpu::ggml_block_type_name(type);
   s.description = std::move(description);
+  s.default_skip = std::move(default_skip);
   s.blocks_along_input = true;
   s.quantize = [type](const Tensor& w, const std::string& param) {
     return std::make_shared<const GgmlWeight>(GgmlWeight::quantize(type, w, param));
@@ -64,9 +65,12 @@ QuantScheme w8a8_scheme() {
 const std::vector<QuantScheme>& quant_schemes() {
   static const std::vector<QuantScheme> schemes{
       ggml_scheme(GgmlBlockType::kQ8_0, "int8",
-                  "int8 weight-only, GGUF's Q8_0: blocks of 32 along the input, an fp16 scale each (1.0625 bytes per weight)"),
+                  "int8 weight-only, GGUF's Q8_0: blocks of 32 along the input, an fp16 scale each (1.0625 bytes per weight); "
+                  "the LM head too, unless --skip says otherwise",
+                  ""),
       ggml_scheme(GgmlBlockType::kQ4_0, "int4",
-                  "int4 weight-only, GGUF's Q4_0: blocks of 32 along the input, an fp16 scale each (0.5625 bytes per weight)"),
+                  "int4 weight-only, GGUF's Q4_0: blocks of 32 along the input, an fp16 scale each (0.5625 bytes per weight)",
+                  "lm_head"),
       nf4_scheme(),
       w8a8_scheme(),
   };

@@ -31,6 +31,9 @@ struct QuantScheme {
   // (in, out) (GPT-2's Conv1D) is quantized as its transpose. Otherwise the weight is quantized
   // in its stored layout, flattened (NF4).
   bool blocks_along_input = true;
+  // What `trident quantize --skip` is without one (Note [What stays in full precision]): "" for
+  // int8 (the head in Q8_0, as llama.cpp's Q8_0 files), "lm_head" for the others.
+  std::string default_skip = "lm_head";
   // Quantizes `w` (floating, on any device; read on the host), named `param` in messages.
   std::function<std::shared_ptr<const QuantizedWeight>(const Tensor& w, const std::string& param)> quantize;
   // The tensors a weight of `shape` stores (QuantizedWeight::stored's roles, dtypes, shapes).
