@@ -46,7 +46,7 @@ namespace trident::kernels::cpu {
 // Measured on 2 Zen 5 cores (a shared machine): 400-620 G int8 multiply-adds x 2 per second at
 // GPT-2's shapes with 128 rows, and prompt-128 TTFT 4-5.6x the tiled path's, below fp32's
 // (bench/results/2026-11-29-prefill-int8-zen5). What is left: x's quantization is ggml's scalar
-// reference (bit for bit), 10-20% of a product's time at 128 rows.
+// reference (bit for bit, rows split over threads), 5-25% of a product's time at 128 rows.
 
 namespace {
 
