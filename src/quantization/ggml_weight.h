@@ -4,7 +4,9 @@
 // GPT-2's Conv1D weights, stored (in, out), are quantized as their transpose (what llama.cpp's
 // converter stores for GPT-2 too). Products: decode's few rows by the fused matrix-vector kernel
 // (kernels/cpu/ggml_block_matvec.h: x in Q8_0 blocks too, integer dot products, as llama.cpp),
-// more rows (prefill) through the tiled dequantize-and-GEMM path with x in fp32. Host
+// more rows (prefill) by the integer GEMM (kernels/cpu/ggml_block_gemm.h: the same arithmetic,
+// the weight repacked into panels reused by every row); bf16/f16 x and the input gradient
+// through the tiled dequantize-and-GEMM path. Host
 // only for now: to() a device is refused, naming the scheme.
 //
 // Note [Q8_0 rather than per-channel int8]
@@ -56,7 +58,8 @@ class GgmlWeight final : public QuantizedWeight {
   void dequantize_into(int64_t begin, int64_t end, DType dtype, void* out) const override;
   std::shared_ptr<const QuantizedWeight> to(Device device) const override;
   std::vector<std::pair<std::string, Tensor>> stored() const override;
-  // f32 and 1 to kGgmlMatvecMaxRows rows: the fused kernel, output columns split over threads.
+  // f32: up to kGgmlMatvecMaxRows rows the matrix-vector kernel, more the integer GEMM; output
+  // columns split over threads.
   bool fused_product(DType dtype, const void* x, int64_t M, void* y) const override;
 
   // The code bytes (blocks back to back) and the scales' fp16 bits, for the kernels.

@@ -1,7 +1,7 @@
 // Products with a quantized weight (quantization/quantized_weight.h) on the host. The scheme's
 // own kernel runs where it has one (QuantizedWeight::fused_product: Q8_0's and Q4_0's
-// matrix-vector products for decode's few rows, with x rounded to Q8_0 blocks as llama.cpp
-// rounds it; W8A8's int8 products); otherwise a tile of the weight's rows (about a
+// integer products for f32 x, rounded to Q8_0 blocks as llama.cpp rounds it; W8A8's int8
+// products); otherwise a tile of the weight's rows (about a
 // megabyte) is dequantized into a scratch buffer and multiplied with BLAS
 // (kernels/cpu/matmul.h), so the whole weight never exists at full precision. The weight is
 // 2-D, (out, in) as torch's Linear (in_out false) or (in, out) as Hugging Face's Conv1D (in_out

@@ -1,8 +1,9 @@
 // Op-suite cases: quantized_linear, the product with a frozen quantized weight
 // (quantization/quantized_linear.h), for each scheme: NF4 in both weight layouts, with blocks
 // that straddle the weight's rows and a partial last block; GGUF's Q8_0 and Q4_0 (int8, int4) on
-// (out, in) weights, with few rows of x (decode's fused kernel, f32) and more (the tiled GEMM
-// path; decode's x on Q8_0's grid); each against the float64 product with the dequantized weight. The weight is a constant of
+// (out, in) weights, with few rows of x (decode's kernel) and more (prefill's; both f32 products
+// round x to Q8_0, so x is on Q8_0's grid); each against the float64 product with the
+// dequantized weight. The weight is a constant of
 // the case (it has no gradient); x is the input checked forward, backward and by finite
 // differences (the backward in x runs the tiled path for every scheme). Products over several
 // tiles: tests/quantization/nf4_test.cc and ggml_weight_test.cc.
@@ -51,11 +52,12 @@ TRI_OP_CASES(quantized_cases) {
   quantized_case("nf4", "transposed x", normal({9, 72}).transposed(), 33, 72, false);
   quantized_case("nf4", "one row", normal({1, 130}), 130, 3, true);
   for (const std::string s : {"int8", "int4"}) {
-    // Decode's few rows on Q8_0's grid, which its products round x to (InputKind::kQ8_0Grid).
+    // x on Q8_0's grid, which the f32 products (decode's and prefill's kernels) round x to
+    // (InputKind::kQ8_0Grid); bf16 and f16 take the tiled GEMM path.
     quantized_case(s, "one row of x (decode)", q8_0_grid({1, 64}), 20, 64, false);
     quantized_case(s, "8 rows of x in a batch (decode)", q8_0_grid({2, 4, 96}), 17, 96, false);
-    quantized_case(s, "transposed x, 9 rows (tiled)", normal({9, 64}).transposed(), 33, 64, false);
-    quantized_case(s, "40 rows of x (prefill, tiled)", normal({5, 8, 32}), 12, 32, false);
+    quantized_case(s, "transposed x, 9 rows (prefill)", q8_0_grid({9, 64}).transposed(), 33, 64, false);
+    quantized_case(s, "40 rows of x (prefill)", q8_0_grid({5, 8, 32}), 12, 32, false);
   }
 }
 

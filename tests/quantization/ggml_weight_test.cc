@@ -19,6 +19,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/views.h"
+#include "kernels/cpu/ggml_block_gemm.h"
 #include "kernels/cpu/ggml_block_matvec.h"
 #include "models/registry.h"
 #include "quantization/ggml_weight.h"
@@ -277,8 +278,8 @@ TEST_P(GgmlProduct, ActivationsAreGgmlsQ8_0BlocksBitForBit) {
   }
   const std::string e = error_of([&] { kernels::cpu::GgmlQ8Activations(GetParam(), x.data(), M, 48); });
   EXPECT_NE(e.find("48 columns are not whole blocks of 32"), std::string::npos) << e;
-  const std::string e2 = error_of([&] { kernels::cpu::GgmlQ8Activations(GetParam(), x.data(), 9, 32); });
-  EXPECT_NE(e2.find("9 rows of x (1 to 8)"), std::string::npos) << e2;
+  const std::string e2 = error_of([&] { kernels::cpu::GgmlQ8Activations(GetParam(), x.data(), 0, 32); });
+  EXPECT_NE(e2.find("0 rows of x (at least 1)"), std::string::npos) << e2;
 }
 
 TEST_P(GgmlProduct, FusedKernelsOnEveryPathEqualTheFloat64ProductOfTheQuantizedRows) {
@@ -317,6 +318,80 @@ TEST_P(GgmlProduct, FusedKernelsOnEveryPathEqualTheFloat64ProductOfTheQuantizedR
                                     y.data(), 4);
   });
   EXPECT_NE(e.find("activations prepared for"), std::string::npos) << e;
+  // More rows than decode's are the prefill kernel's.
+  const std::vector<float> x9(9 * 64, 1.0f);
+  const kernels::cpu::GgmlQ8Activations xq9(GetParam(), x9.data(), 9, 64);
+  std::vector<float> y9(9 * 4);
+  const std::string e2 = error_of([&] {
+    kernels::cpu::ggml_block_matvec(GetParam(), kernels::cpu::MatvecIsa::kScalar, xq9, q.codes(), q.scales(), 0, 4,
+                                    y9.data(), 4);
+  });
+  EXPECT_NE(e2.find("9 rows of x (1 to 8"), std::string::npos) << e2;
+}
+
+// Prefill's kernel (Note [Integer GEMM at prefill]) on every path this CPU runs: even and odd
+// block counts, rows of x not a multiple of its register tile (4), weight rows not a multiple of
+// its panels (16, taken 2 at a time: 50 = 32 + 16 + 2 and 70 = 64 + 6), into a y whose rows are
+// longer than the product's (the columns past it stay untouched); the float64 product of the
+// dequantized weight and the Q8_0-rounded x, within fp32 summation error; and the same bits on
+// 1, 2 and 3 threads.
+TEST_P(GgmlProduct, PrefillKernelOnEveryPathEqualsTheFloat64ProductOfTheQuantizedRows) {
+  Generator gen(8);
+  const int threads = num_threads();
+  for (const int64_t rows : {50, 70})
+    for (const int64_t cols : {384, 352}) {
+      const GgmlWeight q = GgmlWeight::quantize(GetParam(), from_vector(hard_weights(rows, cols, 5), {rows, cols}));
+      const std::vector<float> wd = to_vector<float>(q.dequantize());
+      for (const int64_t M : {9, 11, 30, 33}) {
+        std::vector<float> x = to_vector<float>(randn({M, cols}, gen));
+        x[static_cast<size_t>(cols + 5)] = -40.0f;  // an outlier: its block's other codes are small
+        const kernels::cpu::GgmlQ8Activations xq(GetParam(), x.data(), M, cols);
+        std::vector<double> want, tol;
+        reference_product(q8_0_round_trip(x), M, wd, rows, cols, want, tol);
+        const int64_t ldy = rows + 3;
+        for (const auto isa :
+             {kernels::cpu::MatvecIsa::kScalar, kernels::cpu::MatvecIsa::kAvx2, kernels::cpu::MatvecIsa::kAvx512}) {
+          if (!kernels::cpu::ggml_matvec_supports(isa)) {
+            std::printf("this CPU has no %s: not checked\n", kernels::cpu::matvec_isa_name(isa));
+            continue;
+          }
+          std::vector<float> first;
+          for (const int n : {1, 2, 3}) {
+            set_num_threads(n);
+            std::vector<float> y(static_cast<size_t>(M * ldy), NAN);
+            kernels::cpu::ggml_block_gemm(GetParam(), isa, xq, q.codes(), q.scales(), rows, y.data(), ldy);
+            if (first.empty()) {
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t r = 0; r < ldy; ++r) {
+                  const float v = y[static_cast<size_t>(m * ldy + r)];
+                  if (r >= rows) {
+                    ASSERT_TRUE(std::isnan(v)) << "row " << m << ", column " << r << " past the product was written";
+                    continue;
+                  }
+                  const size_t i = static_cast<size_t>(m * rows + r);
+                  ASSERT_NEAR(v, want[i], tol[i]) << kernels::cpu::matvec_isa_name(isa) << ", rows " << rows
+                                                  << ", cols " << cols << ", M " << M << ", element " << m << ", " << r;
+                }
+              first = y;
+            } else {
+              ASSERT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0)
+                  << kernels::cpu::matvec_isa_name(isa) << ", M " << M << ": " << n << " threads changed the result";
+            }
+          }
+        }
+      }
+    }
+  set_num_threads(threads);
+  const GgmlWeight q = GgmlWeight::quantize(GetParam(), zeros({4, 64}));
+  const std::vector<float> x(9 * 64, 1.0f);
+  const GgmlBlockType other = GetParam() == GgmlBlockType::kQ8_0 ? GgmlBlockType::kQ4_0 : GgmlBlockType::kQ8_0;
+  const kernels::cpu::GgmlQ8Activations xq(other, x.data(), 9, 64);
+  std::vector<float> y(9 * 4);
+  const std::string e = error_of([&] {
+    kernels::cpu::ggml_block_gemm(GetParam(), kernels::cpu::MatvecIsa::kScalar, xq, q.codes(), q.scales(), 4, y.data(),
+                                  4);
+  });
+  EXPECT_NE(e.find("activations prepared for"), std::string::npos) << e;
 }
 
 // What quantizing the activations costs: the relative RMS error of the fused product against the
@@ -352,16 +427,15 @@ TEST_P(GgmlProduct, QuantizingTheActivationsAddsLessErrorThanTheWeightsOwn) {
 }
 
 TEST_P(GgmlProduct, DecodeAndPrefillPathsEqualTheFloat64ProductOnAnyThreadCount) {
-  // 1100 x 320: the tiled path's tiles cover the rows in two steps.
+  // 1100 x 320: 1100 rows are 34 steps of 32 and 12 (half a panel) for prefill's threads.
   const int64_t rows = 1100, cols = 320;
-  ASSERT_LT(quantized_tile_rows(rows, cols), rows);
   Generator gen(5);
   const GgmlWeight q = GgmlWeight::quantize(GetParam(), randn({rows, cols}, gen));
   const std::vector<float> wd = to_vector<float>(q.dequantize());
-  for (const int64_t M : {1, 3, 8, 9, 33}) {  // fused up to 8 rows (x in Q8_0), tiled beyond (x in fp32)
+  for (const int64_t M : {1, 3, 8, 9, 33}) {  // decode's kernel up to 8 rows, prefill's beyond (x in Q8_0 on both)
     const std::vector<float> x = to_vector<float>(randn({M, cols}, gen));
     std::vector<double> want, tol;
-    reference_product(M <= kernels::cpu::kGgmlMatvecMaxRows ? q8_0_round_trip(x) : x, M, wd, rows, cols, want, tol);
+    reference_product(q8_0_round_trip(x), M, wd, rows, cols, want, tol);
     std::vector<float> y1(static_cast<size_t>(M * rows)), y2(y1.size());
     set_num_threads(1);
     quantized_matmul<float>(x.data(), M, q, false, y1.data());
@@ -410,7 +484,7 @@ TEST_P(QuantizedModel, ComputesWhatTheDequantizedModelComputesAndReleasesTheWeig
   autograd::NoGradGuard no_grad;
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 2 * 8; ++i) ids.push_back((i * 7 + 3) % cfg.vocab_size);
-  for (const int64_t B : {1, 2}) {  // one row of x per layer (fused, B T = 8 rows) and 16 (tiled)
+  for (const int64_t B : {1, 2}) {  // 8 rows of x per product (decode's kernel) and 16 (prefill's)
     const Tensor x = from_vector(std::vector<int64_t>(ids.begin(), ids.begin() + B * 8), {B, 8});
     const std::vector<float> a = to_vector<float>(q->forward(x)), b = to_vector<float>(d->forward(x));
     double err = 0, ref = 0;
@@ -418,9 +492,9 @@ TEST_P(QuantizedModel, ComputesWhatTheDequantizedModelComputesAndReleasesTheWeig
       err = std::max(err, double(std::fabs(a[i] - b[i])));
       ref = std::max(ref, double(std::fabs(b[i])));
     }
-    // One row per layer goes through the fused kernels, which round x to Q8_0 for int8 and int4
-    // (Note [Integer dot products at decode]): ~0.5% per product, a few products deep.
-    const bool rounded = B == 1 && scheme_name != "nf4";
+    // int8 and int4 round x to Q8_0 in their products, decode's and prefill's (Note [Integer dot
+    // products at decode], Note [Integer GEMM at prefill]): ~0.5% per product, a few products deep.
+    const bool rounded = scheme_name != "nf4";
     EXPECT_LE(err, (rounded ? 3e-2 : 1e-5) * ref) << "batch " << B;
   }
   // Quantizing again is refused, naming the weight; an unknown skip item too.

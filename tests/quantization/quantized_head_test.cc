@@ -45,8 +45,11 @@ TEST(QuantizedHead, TheHeadReadsTheQuantizedCopyAndLookupsTheTable) {
   const std::vector<float> rows = to_vector<float>(table.weight());
   const auto q = find_quant_scheme("int8")->quantize(table.weight(), kTiedHeadParam);
   add_quantized_head(table, q, kTiedHeadParam);
-  // 16 rows: the tiled path, whose dequantized weight makes the product exact to fp32 rounding.
-  const Tensor h = randn({16, 64}, gen);
+  // 16 rows: prefill's kernel, which rounds h to Q8_0 (Note [Integer GEMM at prefill]); h on
+  // Q8_0's grid (codes / 64, each block holding a 127) makes the product exact to fp32 rounding.
+  std::vector<float> hv(16 * 64);
+  for (size_t i = 0; i < hv.size(); ++i) hv[i] = static_cast<float>(i % 32 == 0 ? 127 : int((i * 37) % 255) - 127) / 64.0f;
+  const Tensor h = from_vector(hv, {16, 64});
   const std::vector<float> got = to_vector<float>(table.attend(h));
   const std::vector<float> want = to_vector<float>(trident::linear(h, q->dequantize()));
   EXPECT_LE(max_abs_difference(got, want), 1e-5 * max_abs(want));

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "core/kernel_switches.h"
+#include "core/parallel.h"
 
 namespace trident::kernels::cpu {
 
@@ -272,8 +273,7 @@ bool cpu_supports(MatvecIsa isa) {
 GgmlQ8Activations::GgmlQ8Activations(GgmlBlockType weight_type, const float* x, int64_t M,
                                      int64_t cols)
     : weight_type_(weight_type), M_(M), cols_(cols) {
-  TRI_CHECK(1 <= M && M <= kGgmlMatvecMaxRows, "ggml_block_matvec: ", M, " rows of x (1 to ",
-            kGgmlMatvecMaxRows, ")");
+  TRI_CHECK(M >= 1, "ggml_block_matvec: ", M, " rows of x (at least 1)");
   TRI_CHECK(cols > 0 && cols % kGgmlBlock == 0, "ggml_block_matvec: ", cols,
             " columns are not whole blocks of ", kGgmlBlock);
   const int64_t nb = blocks(), np = pairs();
@@ -282,19 +282,23 @@ GgmlQ8Activations::GgmlQ8Activations(GgmlBlockType weight_type, const float* x, 
   codes_.assign(static_cast<size_t>(M * np * 64), 0);
   scale_lanes_.assign(static_cast<size_t>(M * np * 16), 0.0f);
   corrections_.assign(static_cast<size_t>(M * np * 16), 0);
-  std::vector<uint16_t> bits(static_cast<size_t>(nb));
-  for (int64_t m = 0; m < M; ++m) {
-    auto* q = reinterpret_cast<uint8_t*>(codes_.data() + m * np * 64);
-    ggml_quantize_blocks(GgmlBlockType::kQ8_0, x + m * cols, cols, q, bits.data());
-    for (int64_t b = 0; b < nb; ++b) {
-      const float d = f16::to_float(bits[static_cast<size_t>(b)]);
-      int32_t sum = 0;
-      for (int64_t j = 0; j < kGgmlBlock; ++j) sum += static_cast<int8_t>(q[b * kGgmlBlock + j]);
-      const int64_t lane = m * np * 16 + (b / 2) * 16 + (b % 2) * 8;
-      std::fill_n(scale_lanes_.begin() + lane, 8, d);
-      corrections_[static_cast<size_t>(lane)] = -offset * sum;
+  // Rows are independent: prefill's hundreds of rows are split over threads (bit for bit the
+  // same on any thread count).
+  parallel_for(0, M, std::max<int64_t>(1, 16384 / cols), [&](int64_t m0, int64_t m1) {
+    std::vector<uint16_t> bits(static_cast<size_t>(nb));
+    for (int64_t m = m0; m < m1; ++m) {
+      auto* q = reinterpret_cast<uint8_t*>(codes_.data() + m * np * 64);
+      ggml_quantize_blocks(GgmlBlockType::kQ8_0, x + m * cols, cols, q, bits.data());
+      for (int64_t b = 0; b < nb; ++b) {
+        const float d = f16::to_float(bits[static_cast<size_t>(b)]);
+        int32_t sum = 0;
+        for (int64_t j = 0; j < kGgmlBlock; ++j) sum += static_cast<int8_t>(q[b * kGgmlBlock + j]);
+        const int64_t lane = m * np * 16 + (b / 2) * 16 + (b % 2) * 8;
+        std::fill_n(scale_lanes_.begin() + lane, 8, d);
+        corrections_[static_cast<size_t>(lane)] = -offset * sum;
+      }
     }
-  }
+  });
 }
 
 const char* matvec_isa_name(MatvecIsa isa) {
@@ -328,6 +332,8 @@ void ggml_block_matvec(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& 
   TRI_CHECK(x.weight_type() == t, "ggml_block_matvec: activations prepared for ",
             ggml_block_type_name(x.weight_type()), " weights, given ", ggml_block_type_name(t));
   TRI_CHECK(ggml_matvec_supports(isa), "ggml_block_matvec: this CPU has no ", matvec_isa_name(isa));
+  TRI_CHECK(x.M() <= kGgmlMatvecMaxRows, "ggml_block_matvec: ", x.M(), " rows of x (1 to ", kGgmlMatvecMaxRows,
+            "; more are ggml_block_gemm's)");
   const auto rows = std::make_integer_sequence<int, kGgmlMatvecMaxRows>();
   const RowsFn fn = t == GgmlBlockType::kQ8_0 ? pick<GgmlBlockType::kQ8_0>(isa, x.M(), rows)
                                               : pick<GgmlBlockType::kQ4_0>(isa, x.M(), rows);

@@ -6,8 +6,8 @@
 // two blocks' scales. At decode the product reads every weight once, so its time is the
 // weight's bytes over the memory bandwidth if the arithmetic per byte is light enough for the
 // cores to keep up (Note [Integer dot products at decode] in ggml_block_matvec.cc).
-// Prefill's many rows go through the tiled dequantize-and-GEMM path in fp32 instead
-// (quantization/quantized_matmul.h).
+// Prefill's many rows go through ggml_block_gemm (ggml_block_gemm.h), which repacks the weight
+// into panels that it reuses for every row of x.
 //
 // Paths: AVX-512 VNNI (vpdpbusd on 64 bytes), AVX2 (vpmaddubsw), and plain C++;
 // ggml_matvec_isa() picks the best this CPU has at run time (AVX-512 only while
@@ -36,7 +36,8 @@ bool ggml_matvec_supports(MatvecIsa isa);
 // ggml's quantize_row_q8_0_ref does (codes, and fp16 scales), plus what the kernels for weights
 // of type `weight_type` read beside them (the scales widened to fp32 per lane, the codes' sums
 // times the weight codes' offset). Built once per product, before the rows are split over
-// threads; read-only afterwards.
+// threads (the rows are quantized in parallel, each as it would be alone); read-only afterwards.
+// Any M >= 1: ggml_block_matvec takes up to kGgmlMatvecMaxRows, ggml_block_gemm any.
 class GgmlQ8Activations {
  public:
   GgmlQ8Activations(GgmlBlockType weight_type, const float* x, int64_t M, int64_t cols);
