@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 
 #include "autograd/grad_mode.h"
 #include "core/check.h"
@@ -89,13 +90,23 @@ bool Engine::take(Running& r, int64_t token, std::vector<StepEvent>& events) con
   return !r.result.finish_reason.empty();
 }
 
-void Engine::prefill(Running& r, int64_t slot, std::vector<StepEvent>& events) {
-  const auto n = static_cast<int64_t>(r.request.prompt.size());
-  cache_->begin_step(slot, 1, n);
-  const Tensor logits =
-      model_.decode(core::to_device(from_vector(r.request.prompt, {1, n}), cache_->positions().device()), *cache_);
+void Engine::prefill(int64_t first, int64_t rows, std::vector<StepEvent>& events) {
+  const auto n = static_cast<int64_t>(batch_[static_cast<size_t>(first)]->request.prompt.size());
+  std::vector<int64_t> ids;
+  ids.reserve(static_cast<size_t>(rows * n));
+  for (int64_t i = first; i < first + rows; ++i) {
+    const std::vector<int64_t>& prompt = batch_[static_cast<size_t>(i)]->request.prompt;
+    ids.insert(ids.end(), prompt.begin(), prompt.end());
+  }
+  cache_->begin_step(first, rows, n);
+  const Tensor logits = model_.decode(core::to_device(from_vector(ids, {rows, n}), cache_->positions().device()), *cache_);
   cache_->end_step();
-  take(r, r.sampler.next(to_vector<float>(logits), r.seen), events);
+  const std::vector<float> all = to_vector<float>(logits);
+  const size_t V = all.size() / static_cast<size_t>(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    Running& r = *batch_[static_cast<size_t>(first + i)];
+    take(r, r.sampler.next(std::span(all).subspan(static_cast<size_t>(i) * V, V), r.seen), events);
+  }
 }
 
 void Engine::release(size_t i) {
@@ -111,7 +122,10 @@ void Engine::release(size_t i) {
 std::vector<StepEvent> Engine::step() {
   autograd::NoGradGuard no_grad;
   std::vector<StepEvent> events;
-  // Admit queued requests into free slots; one that ends on its first token leaves at once.
+  // Admit queued requests into free slots, then read their prompts: consecutive ones of the same
+  // length in one batched prefill (Note [Batched prefill]). One that ends on its first token
+  // leaves at once.
+  const size_t admitted_from = batch_.size();
   int64_t prefilled = 0;
   while (!queue_.empty() && static_cast<int64_t>(batch_.size()) < options_.max_batch) {
     const GenerationRequest& next = queue_.front()->request;
@@ -123,9 +137,15 @@ std::vector<StepEvent> Engine::step() {
     prefilled += prompt;
     batch_.push_back(std::move(queue_.front()));
     queue_.pop_front();
-    prefill(*batch_.back(), static_cast<int64_t>(batch_.size()) - 1, events);
-    if (!batch_.back()->result.finish_reason.empty()) release(batch_.size() - 1);
   }
+  for (size_t first = admitted_from; first < batch_.size();) {
+    size_t end = first + 1;
+    while (end < batch_.size() && batch_[end]->request.prompt.size() == batch_[first]->request.prompt.size()) ++end;
+    prefill(static_cast<int64_t>(first), static_cast<int64_t>(end - first), events);
+    first = end;
+  }
+  for (size_t i = batch_.size(); i-- > admitted_from;)  // from the back, as below
+    if (!batch_[i]->result.finish_reason.empty()) release(i);
   if (batch_.empty()) return events;
   // One token for every running request (one admitted just now too: its second).
   const auto rows = static_cast<int64_t>(batch_.size());

@@ -7,6 +7,14 @@
 // the batch: greedy decoding gives what the request gives alone, and a sampled one draws from
 // its own seed.
 //
+// Note [Batched prefill]
+// Prompts admitted in the same step are read in runs of consecutive slots with the same length,
+// each run one (rows, n) decode: its products have rows x n rows instead of n, which a
+// compute-bound prefill turns into fewer passes over each weight panel. A run's rows are the
+// same arithmetic as one prompt's (every kernel sums a row's outputs in an order that does not
+// depend on the other rows), so a prompt's tokens do not change with its neighbours; tests check
+// both equal and mixed lengths against each prompt alone.
+//
 // Two ways to drive it: generate() runs a list of requests to their ends; a server submits
 // requests as they come, calls step() in its loop and streams each step's events, and cancels
 // the requests whose clients have gone. Not thread-safe: one thread drives an engine.
@@ -88,8 +96,9 @@ class Engine {
   struct Running;
   // The positions a request may fill in the cache: its prompt and all but its last new token.
   int64_t positions_of(const GenerationRequest& request) const;
-  // Reads the request's prompt into slot `slot` and draws its first token.
-  void prefill(Running& r, int64_t slot, std::vector<StepEvent>& events);
+  // Reads the prompts of slots [first, first + rows), all of one length, into the cache in one
+  // batched step and draws each one's first token.
+  void prefill(int64_t first, int64_t rows, std::vector<StepEvent>& events);
   // Appends `token` to the request and records the event; true when it has ended.
   bool take(Running& r, int64_t token, std::vector<StepEvent>& events) const;
   // The request in slot i has ended: the last slot's request takes its place.

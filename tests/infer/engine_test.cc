@@ -6,10 +6,14 @@
 // context end a request as OpenAI's API says; bad requests are refused, naming the request.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 
+#include "autograd/grad_mode.h"
+#include "core/factory.h"
 #include "infer/engine.h"
+#include "infer/kv_cache.h"
 #include "models/generate.h"
 #include "models/registry.h"
 #include "requests.h"
@@ -36,6 +40,28 @@ std::vector<models::ModelConfig> families() {
 }
 
 
+// r sampled (temperature, top-k, top-p, a repetition penalty) from its own seed.
+GenerationRequest sampled(GenerationRequest r, uint64_t seed) {
+  r.sampling.temperature = 0.9;
+  r.sampling.top_k = 8;
+  r.sampling.top_p = 0.9;
+  r.sampling.repetition_penalty = 1.2;
+  r.sampling.seed = seed;
+  return r;
+}
+
+// The requests through an engine of max_batch slots: each gets the tokens it gets alone.
+std::vector<GenerationResult> expect_each_as_alone(const models::CausalLM& model,
+                                                   const std::vector<GenerationRequest>& requests, int64_t max_batch,
+                                                   const std::string& arch) {
+  Engine batched(model, {.max_batch = max_batch});
+  const std::vector<GenerationResult> together = batched.generate(requests);
+  Engine single(model, {.max_batch = 1});
+  for (size_t i = 0; i < requests.size(); ++i)
+    EXPECT_EQ(together[i].tokens, single.generate({requests[i]})[0].tokens) << arch << " request " << i;
+  return together;
+}
+
 TEST(Engine, GreedyTokensEqualGenerationWithoutACache) {
   for (const models::ModelConfig& c : families()) {
     const auto model = models::build_model(c);
@@ -61,28 +87,59 @@ TEST(Engine, ABatchOfMixedPromptsGivesWhatEachGivesAlone) {
     model->eval();
     std::vector<GenerationRequest> requests;
     for (int64_t i = 0; i < 5; ++i) {
-      GenerationRequest r = greedy(prompt_of(1 + 7 * i % 20, 100 + static_cast<uint64_t>(i)), 6 + 5 * i);
-      if (i % 2 == 1) {  // sampled, each from its own seed
-        r.sampling.temperature = 0.9;
-        r.sampling.top_k = 8;
-        r.sampling.top_p = 0.9;
-        r.sampling.repetition_penalty = 1.2;
-        r.sampling.seed = static_cast<uint64_t>(i);
-      }
-      requests.push_back(r);
+      const GenerationRequest r = greedy(prompt_of(1 + 7 * i % 20, 100 + static_cast<uint64_t>(i)), 6 + 5 * i);
+      requests.push_back(i % 2 == 1 ? sampled(r, static_cast<uint64_t>(i)) : r);
     }
-    Engine batched(*model, {.max_batch = 3});
-    const std::vector<GenerationResult> together = batched.generate(requests);
-    Engine single(*model, {.max_batch = 1});
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const GenerationResult alone = single.generate({requests[i]})[0];
-      EXPECT_EQ(together[i].tokens, alone.tokens) << c.arch << " request " << i;
+    const std::vector<GenerationResult> together = expect_each_as_alone(*model, requests, 3, c.arch);
+    for (size_t i = 0; i < requests.size(); ++i)
       EXPECT_EQ(static_cast<int64_t>(together[i].tokens.size()), requests[i].max_tokens) << c.arch << " request " << i;
-    }
+    Engine single(*model, {.max_batch = 1});
     // Another seed draws other tokens.
     GenerationRequest other = requests[1];
     other.sampling.seed = 99;
     EXPECT_NE(single.generate({other})[0].tokens, together[1].tokens) << c.arch;
+  }
+}
+
+// Prompts of one length admitted together are read in one batched prefill (Note [Batched
+// prefill]): each row's logits equal its prompt's alone bit for bit, and the engine's tokens
+// equal each request's alone, greedy and sampled, with runs of equal lengths between others.
+TEST(Engine, PromptsOfOneLengthReadTogetherGiveWhatEachGivesAlone) {
+  for (const models::ModelConfig& c : families()) {
+    const auto model = models::build_model(c);
+    model->eval();
+    autograd::NoGradGuard no_grad;
+    const auto [kv_heads, head_size] = model->kv_cache_heads();
+    const KvCacheShape shape{c.n_layer, kv_heads, head_size, DType::kF32, Device::cpu()};
+    const int64_t n = 24, rows = 3;
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < rows; ++i) {
+      const std::vector<int64_t> p = prompt_of(n, 300 + static_cast<uint64_t>(i));
+      ids.insert(ids.end(), p.begin(), p.end());
+    }
+    KvCache together(shape, rows, 64, 0, model->attention_window());
+    for (int64_t i = 0; i < rows; ++i) ASSERT_TRUE(together.reserve(i, n, n));
+    together.begin_step(0, rows, n);
+    const std::vector<float> batched = to_vector<float>(model->decode(from_vector(ids, {rows, n}), together));
+    together.end_step();
+    const size_t V = batched.size() / rows;
+    for (int64_t i = 0; i < rows; ++i) {
+      KvCache alone(shape, 1, 64, 0, model->attention_window());
+      ASSERT_TRUE(alone.reserve(0, n, n));
+      alone.begin_step(0, 1, n);
+      const std::vector<int64_t> row(ids.begin() + i * n, ids.begin() + (i + 1) * n);
+      const std::vector<float> one = to_vector<float>(model->decode(from_vector(row, {1, n}), alone));
+      alone.end_step();
+      ASSERT_EQ(one.size(), V);
+      EXPECT_EQ(std::memcmp(one.data(), batched.data() + i * V, V * sizeof(float)), 0) << c.arch << " row " << i;
+    }
+    std::vector<GenerationRequest> requests;
+    const int64_t lengths[] = {5, 5, 5, 12, 12, 3, 12};
+    for (int64_t i = 0; i < 7; ++i) {
+      const GenerationRequest r = greedy(prompt_of(lengths[i], 200 + static_cast<uint64_t>(i)), 4 + 3 * i);
+      requests.push_back(i % 3 == 1 ? sampled(r, static_cast<uint64_t>(i)) : r);
+    }
+    expect_each_as_alone(*model, requests, 7, c.arch);
   }
 }
 
