@@ -6,7 +6,11 @@
 // weights from memory; one copy would stay in the caches). Reports as JSON each case's time per
 // product and the weight bytes read per second.
 //
-// Usage: quantized_matvec_bench [--M M] [--reps R] [--threads T]
+// With M > 8 (prefill) the quantized cases run the integer GEMM (kernels/cpu/ggml_block_gemm.h)
+// and each case also reports G multiply-adds per second; --hot 1 keeps one copy of each weight
+// (in the caches: the kernel's arithmetic alone).
+//
+// Usage: quantized_matvec_bench [--M M] [--reps R] [--threads T] [--hot 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +23,7 @@
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "kernels/cpu/ggml_block_gemm.h"
 #include "kernels/cpu/ggml_block_matvec.h"
 #include "kernels/cpu/matmul.h"
 #include "quantization/ggml_weight.h"
@@ -45,12 +50,13 @@ double time_of(int64_t reps, const Fn& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t M = 1, reps = 200, threads = 0;
+  int64_t M = 1, reps = 200, threads = 0, hot = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--M") M = std::stoll(argv[i + 1]);
     else if (a == "--reps") reps = std::stoll(argv[i + 1]);
     else if (a == "--threads") threads = std::stoll(argv[i + 1]);
+    else if (a == "--hot") hot = std::stoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "quantized_matvec_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -64,7 +70,7 @@ int main(int argc, char** argv) {
   // (out, in) of GPT-2 124M's c_attn, c_fc, mlp.c_proj (as (out, in) matrices).
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{2304, 768}, {3072, 768}, {768, 3072}}) {
     const Tensor w = randn({rows, cols}, gen), x = randn({M, cols}, gen);
-    const int64_t copies = std::max<int64_t>(1, (int64_t{256} << 20) / (4 * rows * cols));
+    const int64_t copies = hot ? 1 : std::max<int64_t>(1, (int64_t{256} << 20) / (4 * rows * cols));
     std::vector<Tensor> ws;
     for (int64_t c = 0; c < copies; ++c) ws.push_back(core::clone(w));
     int64_t next = 0;
@@ -72,7 +78,8 @@ int main(int argc, char** argv) {
     const float* xp = x.data_ptr<float>();
     auto add = [&](const std::string& name, int nthreads, double bytes, double s) {
       out["cases"].push_back({{"shape", {rows, cols}}, {"kernel", name}, {"threads", nthreads}, {"us", s * 1e6},
-                              {"weight_gb_per_s", bytes / s / 1e9}});
+                              {"weight_gb_per_s", bytes / s / 1e9},
+                              {"g_multiply_adds_per_s", static_cast<double>(M * rows * cols) / s / 1e9}});
     };
     for (const int t : {1, all}) {
       set_num_threads(t);
@@ -88,7 +95,11 @@ int main(int argc, char** argv) {
           if (!kernels::cpu::ggml_matvec_supports(isa)) continue;
           const double sq = time_of(reps, [&] {
             const quantization::GgmlWeight& q = qs[static_cast<size_t>(next++ % copies)];
-            const kernels::cpu::GgmlQ8Activations xq(type, xp, M, cols);  // per product, as at decode
+            const kernels::cpu::GgmlQ8Activations xq(type, xp, M, cols);  // per product, as a layer pays it
+            if (M > kernels::cpu::kGgmlMatvecMaxRows) {
+              kernels::cpu::ggml_block_gemm(type, isa, xq, q.codes(), q.scales(), rows, y.data(), rows);
+              return;
+            }
             parallel_for(0, rows, std::max<int64_t>(16, 65536 / cols), [&](int64_t r0, int64_t r1) {
               kernels::cpu::ggml_block_matvec(type, isa, xq, q.codes(), q.scales(), r0, r1, y.data(), rows);
             });

@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "autograd/grad_mode.h"
@@ -21,6 +22,7 @@
 #include "core/views.h"
 #include "kernels/cpu/ggml_block_gemm.h"
 #include "kernels/cpu/ggml_block_matvec.h"
+#include "kernels/cpu/ggml_blocks.h"
 #include "models/registry.h"
 #include "quantization/ggml_weight.h"
 #include "quantization/quantize_layers.h"
@@ -244,6 +246,45 @@ std::vector<float> q8_0_round_trip(const std::vector<float>& x) {
   std::vector<float> out(x.size());
   dequantize_row_q8_0(blocks.data(), out.data(), static_cast<int64_t>(x.size()));
   return out;
+}
+
+// Every path of the row quantizer the products use (Note [Q8_0 activations in vectors]) against
+// the reference: Gaussian rows at several scales, outliers, a zero block, exact ties of roundf
+// (amax 127: id = 1, values k + 0.5 of both signs) and values an ulp either side of them.
+TEST(GgmlWeight, Q8_0RowQuantizerIsGgmlsReferenceOnEveryPath) {
+  const int64_t cols = 32 * 40;
+  Generator gen(17);
+  std::vector<float> x = to_vector<float>(randn({cols}, gen));
+  for (int64_t b = 0; b < cols / 32; ++b)
+    for (int64_t j = 0; j < 32; ++j) x[static_cast<size_t>(b * 32 + j)] *= std::ldexp(1.0f, static_cast<int>(b % 13) - 6);
+  for (size_t i = 0; i < x.size(); i += 53) x[i] *= 40.0f;
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(32 + j)] = 0.0f;
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(64 + j)] = j == 0 ? 127.0f : static_cast<float>(j - 16) + 0.5f;
+  for (int j = 0; j < 32; ++j) {
+    const float tie = static_cast<float>(j % 16 - 8) + 0.5f;
+    x[static_cast<size_t>(96 + j)] = j == 0 ? -127.0f : std::nextafter(tie, j < 16 ? 1000.0f : -1000.0f);
+  }
+  std::vector<block_q8_0> want(static_cast<size_t>(cols / 32));
+  quantize_row_q8_0_ref(x.data(), want.data(), cols);
+  using kernels::cpu::GgmlQuantizeIsa;
+  for (const GgmlQuantizeIsa isa : {GgmlQuantizeIsa::kScalar, GgmlQuantizeIsa::kAvx2, GgmlQuantizeIsa::kAvx512}) {
+    if (!kernels::cpu::ggml_quantize_supports(isa)) {
+      std::printf("this CPU has no path %d: not checked\n", static_cast<int>(isa));
+      continue;
+    }
+    std::vector<uint8_t> codes(static_cast<size_t>(cols));
+    std::vector<uint16_t> scales(static_cast<size_t>(cols / 32));
+    std::vector<int32_t> sums(static_cast<size_t>(cols / 32));
+    kernels::cpu::ggml_quantize_q8_0_row(isa, x.data(), cols, codes.data(), scales.data(), sums.data());
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const block_q8_0& w = want[static_cast<size_t>(b)];
+      ASSERT_EQ(std::memcmp(codes.data() + b * 32, w.qs, 32), 0) << "path " << static_cast<int>(isa) << ", block " << b;
+      ASSERT_EQ(scales[static_cast<size_t>(b)], w.d) << "path " << static_cast<int>(isa) << ", block " << b;
+      int32_t sum = 0;
+      for (const int8_t q : w.qs) sum += q;
+      ASSERT_EQ(sums[static_cast<size_t>(b)], sum) << "path " << static_cast<int>(isa) << ", block " << b;
+    }
+  }
 }
 
 class GgmlProduct : public ::testing::TestWithParam<GgmlBlockType> {};

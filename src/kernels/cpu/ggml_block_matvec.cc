@@ -286,16 +286,14 @@ GgmlQ8Activations::GgmlQ8Activations(GgmlBlockType weight_type, const float* x, 
   // same on any thread count).
   parallel_for(0, M, std::max<int64_t>(1, 16384 / cols), [&](int64_t m0, int64_t m1) {
     std::vector<uint16_t> bits(static_cast<size_t>(nb));
+    std::vector<int32_t> sums(static_cast<size_t>(nb));
     for (int64_t m = m0; m < m1; ++m) {
       auto* q = reinterpret_cast<uint8_t*>(codes_.data() + m * np * 64);
-      ggml_quantize_blocks(GgmlBlockType::kQ8_0, x + m * cols, cols, q, bits.data());
+      ggml_quantize_q8_0_row(x + m * cols, cols, q, bits.data(), sums.data());
       for (int64_t b = 0; b < nb; ++b) {
-        const float d = f16::to_float(bits[static_cast<size_t>(b)]);
-        int32_t sum = 0;
-        for (int64_t j = 0; j < kGgmlBlock; ++j) sum += static_cast<int8_t>(q[b * kGgmlBlock + j]);
         const int64_t lane = m * np * 16 + (b / 2) * 16 + (b % 2) * 8;
-        std::fill_n(scale_lanes_.begin() + lane, 8, d);
-        corrections_[static_cast<size_t>(lane)] = -offset * sum;
+        std::fill_n(scale_lanes_.begin() + lane, 8, f16::to_float(bits[static_cast<size_t>(b)]));
+        corrections_[static_cast<size_t>(lane)] = -offset * sums[static_cast<size_t>(b)];
       }
     }
   });

@@ -38,6 +38,17 @@ const char* ggml_block_type_name(GgmlBlockType t);
 // ggml_code_bytes) and scales (n / 32 fp16 bit patterns). Serial: callers split by blocks.
 void ggml_quantize_blocks(GgmlBlockType t, const float* x, int64_t n, uint8_t* codes, uint16_t* scales);
 
+// One row of activations into Q8_0 blocks, as ggml_quantize_blocks gives them bit for bit, and
+// each block's sum of codes (sums[n / 32]): the products' x side (Note [Integer dot products at
+// decode] in ggml_block_matvec.h), vectorized on AVX-512 and AVX2 (Note [Q8_0 activations in
+// vectors]). Serial.
+void ggml_quantize_q8_0_row(const float* x, int64_t n, uint8_t* codes, uint16_t* scales, int32_t* sums);
+// The paths of ggml_quantize_q8_0_row (the one above takes the best this CPU has).
+enum class GgmlQuantizeIsa { kScalar, kAvx2, kAvx512 };
+bool ggml_quantize_supports(GgmlQuantizeIsa isa);
+void ggml_quantize_q8_0_row(GgmlQuantizeIsa isa, const float* x, int64_t n, uint8_t* codes, uint16_t* scales,
+                            int32_t* sums);
+
 // Elements [begin, end) of a weight stored as blocks back to back (row after row), dequantized
 // into out[0, end - begin): q d in fp32 (exact: an 8-bit integer times an fp16 value), rounded
 // once to T. Serial: callers split.
