@@ -91,22 +91,26 @@ std::shared_ptr<const QuantizedWeight> GgmlWeight::to(Device device) const {
 
 std::vector<std::pair<std::string, Tensor>> GgmlWeight::stored() const { return {{"codes", codes_}, {"scales", scales_}}; }
 
-bool GgmlWeight::fused_product(DType dtype, const void* x, int64_t M, void* y) const {
+bool GgmlWeight::fused_product(DType dtype, const void* x, int64_t M, void* y, const void* bias) const {
   if (dtype != DType::kF32 || M < 1) return false;
   const int64_t rows = shape()[0], cols = shape()[1];
   const kernels::cpu::MatvecIsa isa = kernels::cpu::ggml_matvec_isa();
   // x in Q8_0 blocks, once, before the split (Note [Integer dot products at decode]).
   const kernels::cpu::GgmlQ8Activations xq(type_, static_cast<const float*>(x), M, cols);
   auto* yf = static_cast<float*>(y);
+  const auto* b = static_cast<const float*>(bias);
   if (M > kernels::cpu::kGgmlMatvecMaxRows) {
     // Prefill: the weight repacked into panels reused by every row (Note [Integer GEMM at prefill]).
-    kernels::cpu::ggml_block_gemm(type_, isa, xq, codes(), scales(), rows, yf, rows);
+    kernels::cpu::ggml_block_gemm(type_, isa, xq, codes(), scales(), rows, yf, rows, b);
     return true;
   }
   // Whole rows per thread, at least ~64K weights each: a thread's rows are its own sums, so the
   // split does not change a bit.
   parallel_for(0, rows, std::max<int64_t>(16, 65536 / cols), [&](int64_t r0, int64_t r1) {
     kernels::cpu::ggml_block_matvec(type_, isa, xq, codes(), scales(), r0, r1, yf, rows);
+    if (b != nullptr)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t r = r0; r < r1; ++r) yf[m * rows + r] += b[r];
   });
   return true;
 }

@@ -60,7 +60,7 @@ class GgmlWeight final : public QuantizedWeight {
   std::vector<std::pair<std::string, Tensor>> stored() const override;
   // f32: up to kGgmlMatvecMaxRows rows the matrix-vector kernel, more the integer GEMM; output
   // columns split over threads.
-  bool fused_product(DType dtype, const void* x, int64_t M, void* y) const override;
+  bool fused_product(DType dtype, const void* x, int64_t M, void* y, const void* bias) const override;
 
   // The code bytes (blocks back to back) and the scales' fp16 bits, for the kernels.
   const uint8_t* codes() const { return static_cast<const uint8_t*>(codes_.raw_data()); }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/parallel.h"
 #include "kernels/cpu/matmul.h"
 
 namespace trident::quantization {
@@ -73,13 +74,23 @@ int64_t quantized_tile_rows(int64_t rows, int64_t row_length) {
 }
 
 template <class T>
-void quantized_matmul(const T* x, int64_t M, const QuantizedWeight& w, bool in_out, T* y) {
+void quantized_matmul(const T* x, int64_t M, const QuantizedWeight& w, bool in_out, T* y, const T* bias) {
   check_weight(w);
   const int64_t rows = w.shape()[0], cols = w.shape()[1];
   if (M == 0) return;
-  if (!in_out && w.fused_product(dtype_of<T>(), x, M, y)) return;
+  if (!in_out && w.fused_product(dtype_of<T>(), x, M, y, bias)) return;
   if (in_out) product_over_rows(x, rows, M, w, rows, cols, y);  // y = x W, W (in, out)
   else product_with_rows(x, M, w, rows, cols, y);               // y = x W^T, W (out, in)
+  if (bias == nullptr) return;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    const int64_t out = in_out ? cols : rows;
+    parallel_for(0, M, std::max<int64_t>(1, 65536 / out), [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t o = 0; o < out; ++o) y[m * out + o] += bias[o];
+    });
+  } else {
+    TRI_CHECK(false, w.scheme(), " product: a bias is added here in f32 and f64 only, given ", dtype_of<T>());
+  }
 }
 
 template <class T>
@@ -92,7 +103,7 @@ void quantized_matmul_input_grad(const T* dy, int64_t M, const QuantizedWeight& 
 }
 
 #define TRI_INSTANTIATE(T)                                                                \
-  template void quantized_matmul<T>(const T*, int64_t, const QuantizedWeight&, bool, T*); \
+  template void quantized_matmul<T>(const T*, int64_t, const QuantizedWeight&, bool, T*, const T*); \
   template void quantized_matmul_input_grad<T>(const T*, int64_t, const QuantizedWeight&, bool, T*);
 TRI_FOR_EACH_FLOATING_TYPE(TRI_INSTANTIATE)
 #undef TRI_INSTANTIATE

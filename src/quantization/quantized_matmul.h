@@ -20,9 +20,11 @@
 
 namespace trident::quantization {
 
-// y (M, out) = x (M, in) @ W^T for W (out, in), or x @ W for W (in, out).
+// y (M, out) = x (M, in) @ W^T for W (out, in), or x @ W for W (in, out); plus bias (out) when
+// not null, f32 and f64 only (fused into the scheme's kernel where it has one; one rounded
+// addition either way).
 template <class T>
-void quantized_matmul(const T* x, int64_t M, const QuantizedWeight& w, bool in_out, T* y);
+void quantized_matmul(const T* x, int64_t M, const QuantizedWeight& w, bool in_out, T* y, const T* bias = nullptr);
 
 // dx (M, in) = dy (M, out) @ W for W (out, in), or dy @ W^T for W (in, out). Always the tiled
 // product.

@@ -20,8 +20,7 @@ class QuantizedView final : public nn::LinearWrapper {
                  const nn::LinearInner&) const override {
     TRI_CHECK(p.weight.is_same(weight_), "'", param_, "' is stored in ", q_->scheme(),
               ", but a wrapper above its view handed the layer another weight");
-    Tensor y = quantized_linear(x, q_, in_out_);
-    if (call.bias && p.bias) y = trident::add(y, *p.bias);
+    const Tensor y = quantized_linear(x, q_, in_out_, call.bias ? p.bias : std::nullopt);
     return call.act == nn::Activation::kGeluTanh ? trident::gelu_tanh(y) : y;
   }
 

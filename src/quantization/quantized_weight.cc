@@ -23,6 +23,6 @@ Tensor QuantizedWeight::dequantize() const {
   return out;
 }
 
-bool QuantizedWeight::fused_product(DType, const void*, int64_t, void*) const { return false; }
+bool QuantizedWeight::fused_product(DType, const void*, int64_t, void*, const void*) const { return false; }
 
 }  // namespace trident::quantization

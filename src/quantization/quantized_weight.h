@@ -63,10 +63,11 @@ class QuantizedWeight {
   // The scheme's layout() says what each must be for a given shape.
   virtual std::vector<std::pair<std::string, Tensor>> stored() const = 0;
 
-  // y (M, rows) = x (M, cols) W^T for this weight as an (rows, cols) matrix, by the scheme's own
-  // kernel, when it has one for `dtype` and M; false (nothing written) sends the caller to the
-  // generic tiled product. x and y are row-major and contiguous, on the host.
-  virtual bool fused_product(DType dtype, const void* x, int64_t M, void* y) const;
+  // y (M, rows) = x (M, cols) W^T (+ bias (rows), in dtype, when not null) for this weight as an
+  // (rows, cols) matrix, by the scheme's own kernel, when it has one for `dtype` and M; false
+  // (nothing written) sends the caller to the generic tiled product. x and y are row-major and
+  // contiguous, on the host. The bias is one rounded addition per output, as a separate add.
+  virtual bool fused_product(DType dtype, const void* x, int64_t M, void* y, const void* bias) const;
 
  protected:
   QuantizedWeight(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {}

@@ -130,7 +130,7 @@ std::vector<std::pair<std::string, Tensor>> W8a8Weight::stored() const {
   return {{"codes", codes}, {"scales", scales}};
 }
 
-bool W8a8Weight::fused_product(DType dtype, const void* x, int64_t M, void* y) const {
+bool W8a8Weight::fused_product(DType dtype, const void* x, int64_t M, void* y, const void* bias) const {
   if (dtype != DType::kF32 || M < 1) return false;
   const int64_t out = shape()[0], in = shape()[1];
   const auto* xf = static_cast<const float*>(x);
@@ -145,6 +145,13 @@ bool W8a8Weight::fused_product(DType dtype, const void* x, int64_t M, void* y) c
     kernels::cpu::int8_gemm(M, xq.data(), in, x_scale.data(), state_->packed, nullptr, yf, out);
   else
     kernels::cpu::onednn_int8_gemm(M, xq.data(), in, x_scale.data(), state_->onednn_weights(), nullptr, yf, out);
+  // The bias after the scaling, not in the kernels' epilogue (a multiply-add, one rounding):
+  // the separate add's bits (Note [The bias in the quantized product]).
+  if (const auto* b = static_cast<const float*>(bias))
+    parallel_for(0, M, std::max<int64_t>(1, 65536 / out), [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t o = 0; o < out; ++o) yf[m * out + o] += b[o];
+    });
   return true;
 }
 

@@ -56,7 +56,7 @@ class W8a8Weight final : public QuantizedWeight {
   std::vector<std::pair<std::string, Tensor>> stored() const override;
   // f32 inputs, any number of rows: quantized per row, multiplied in int8 (Note [Int8 GEMM
   // engines]). Uses every thread.
-  bool fused_product(DType dtype, const void* x, int64_t M, void* y) const override;
+  bool fused_product(DType dtype, const void* x, int64_t M, void* y, const void* bias) const override;
 
   // The weight's codes and scales as the int8 kernels read them.
   struct State;

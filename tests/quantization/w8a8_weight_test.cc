@@ -117,8 +117,8 @@ TEST(W8a8Weight, StoredTensorsRebuildTheSameWeight) {
   EXPECT_EQ(to_vector<float>(back.dequantize()), to_vector<float>(q.dequantize()));
   const std::vector<float> x = to_vector<float>(randn({6, cols}, gen));
   std::vector<float> a(6 * rows), b(6 * rows);
-  ASSERT_TRUE(q.fused_product(DType::kF32, x.data(), 6, a.data()));
-  ASSERT_TRUE(back.fused_product(DType::kF32, x.data(), 6, b.data()));
+  ASSERT_TRUE(q.fused_product(DType::kF32, x.data(), 6, a.data(), nullptr));
+  ASSERT_TRUE(back.fused_product(DType::kF32, x.data(), 6, b.data(), nullptr));
   EXPECT_EQ(a, b);
   EXPECT_EQ(find_quant_scheme("w8a8")->format, "W8A8");
 }

@@ -118,7 +118,7 @@ void repack_panel(GgmlBlockType t, const uint8_t* codes, const uint16_t* scales,
 
 // The reference: each output's block sums in block order, from the weight as stored.
 void columns_scalar(GgmlBlockType t, const GgmlQ8Activations& x, const BlockNumbers& xn, const uint8_t* codes,
-                    const uint16_t* scales, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+                    const uint16_t* scales, int64_t r0, int64_t r1, float* y, int64_t ldy, const float* bias) {
   const int64_t nb = x.blocks(), cb = ggml_code_bytes(t);
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t m = 0; m < x.M(); ++m) {
@@ -130,7 +130,7 @@ void columns_scalar(GgmlBlockType t, const GgmlQ8Activations& x, const BlockNumb
         for (int64_t j = 0; j < kGgmlBlock; ++j) s += code_at(t, qs, j) * int32_t{xq[j]};
         acc += static_cast<float>(s) * (f16::to_float(scales[r * nb + b]) * xn.d[static_cast<size_t>(m * nb + b)]);
       }
-      y[m * ldy + r] = acc;
+      y[m * ldy + r] = bias == nullptr ? acc : acc + bias[r];
     }
 }
 
@@ -142,6 +142,7 @@ struct Tile {
   int64_t code_stride, d_stride, nb;
   const GgmlQ8Activations* x;
   const BlockNumbers* xn;
+  const float* bias;  // at y's column 0, added as the sums are stored; nullptr: none
 };
 
 inline int32_t four_codes(const int8_t* p) {
@@ -212,6 +213,11 @@ TRI_AVX512 void tile_avx512(const Tile& t, int64_t m0, int64_t cols, float* y, i
   for (int v = 0; v < NV; ++v) {
     const int64_t n = std::clamp<int64_t>(cols - v * kPanelRows, 0, kPanelRows);
     const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+    if (t.bias != nullptr) {
+      const __m512 b = _mm512_maskz_loadu_ps(mask, t.bias + v * kPanelRows);
+#pragma GCC unroll 8
+      for (int m = 0; m < MR; ++m) acc[m][v] = _mm512_add_ps(acc[m][v], b);
+    }
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(y + (m0 + m) * ldy + v * kPanelRows, mask, acc[m][v]);
   }
@@ -288,6 +294,8 @@ TRI_AVX2 void tile_avx2(const Tile& t, int64_t h, int64_t m0, int64_t cols, floa
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     _mm256_store_ps(out, acc[m]);
+    if (t.bias != nullptr)
+      for (int64_t j = 0; j < n; ++j) out[j] += t.bias[j];
     std::copy_n(out, n, y + (m0 + m) * ldy);
   }
 }
@@ -329,10 +337,10 @@ Avx2Fn pick_avx2(int64_t mr, std::integer_sequence<int, Ms...>) {
 // Output columns [c0, c1) (c0 a multiple of kPanels x 16, c1 - c0 <= that) by the panel paths.
 void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const BlockNumbers& xn,
                     const uint8_t* codes, const uint16_t* scales, int64_t c0, int64_t c1, uint8_t* pc, float* pd,
-                    float* y, int64_t ldy) {
+                    float* y, int64_t ldy, const float* bias) {
   const int64_t nb = x.blocks(), M = x.M();
   const int64_t panels = (c1 - c0 + kPanelRows - 1) / kPanelRows;
-  const Tile tile{pc, pd, nb * kBlockBytes, nb * kPanelRows, nb, &x, &xn};
+  const Tile tile{pc, pd, nb * kBlockBytes, nb * kPanelRows, nb, &x, &xn, bias == nullptr ? nullptr : bias + c0};
   const auto tiles = std::make_integer_sequence<int, kRows>();
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t r0 = c0 + p * kPanelRows, n = std::min(kPanelRows, c1 - r0);
@@ -351,7 +359,8 @@ void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, 
     } else {
       const Avx2Fn fn = pick_avx2(mr, tiles);
       for (int64_t h = 0; h < 2 * panels; ++h) {
-        const Tile half{pc + (h / 2) * tile.code_stride, pd + (h / 2) * tile.d_stride, 0, 0, nb, &x, &xn};
+        const Tile half{pc + (h / 2) * tile.code_stride, pd + (h / 2) * tile.d_stride, 0, 0, nb, &x, &xn,
+                        tile.bias == nullptr ? nullptr : tile.bias + h * 8};
         fn(half, h % 2, m0, c1 - c0 - h * 8, y + c0 + h * 8, ldy);
       }
     }
@@ -361,7 +370,7 @@ void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, 
 }  // namespace
 
 void ggml_block_gemm(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const uint8_t* codes,
-                     const uint16_t* scales, int64_t rows, float* y, int64_t ldy) {
+                     const uint16_t* scales, int64_t rows, float* y, int64_t ldy, const float* bias) {
   TRI_CHECK(x.weight_type() == t, "ggml_block_gemm: activations prepared for ", ggml_block_type_name(x.weight_type()),
             " weights, given ", ggml_block_type_name(t));
   TRI_CHECK(ggml_matvec_supports(isa), "ggml_block_gemm: this CPU has no ", matvec_isa_name(isa));
@@ -370,7 +379,7 @@ void ggml_block_gemm(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x,
   const int64_t step = kPanels * kPanelRows, steps = (rows + step - 1) / step;
   if (isa == MatvecIsa::kScalar) {
     parallel_for(0, steps, 1, [&](int64_t s0, int64_t s1) {
-      columns_scalar(t, x, xn, codes, scales, s0 * step, std::min(rows, s1 * step), y, ldy);
+      columns_scalar(t, x, xn, codes, scales, s0 * step, std::min(rows, s1 * step), y, ldy, bias);
     });
     return;
   }
@@ -381,7 +390,8 @@ void ggml_block_gemm(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x,
     const AlignedBytes buffer(code_bytes + scale_bytes);
     float* pd = reinterpret_cast<float*>(buffer.p + code_bytes);
     for (int64_t s = s0; s < s1; ++s)
-      columns_panels(t, isa, x, xn, codes, scales, s * step, std::min(rows, (s + 1) * step), buffer.p, pd, y, ldy);
+      columns_panels(t, isa, x, xn, codes, scales, s * step, std::min(rows, (s + 1) * step), buffer.p, pd, y, ldy,
+                     bias);
   });
 }
 
