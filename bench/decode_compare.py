@@ -48,7 +48,8 @@ AVX-512 CPU, the installed OpenBLAS builds) and its coordinate search from
 glibc/PASSIVE/default/system BLAS: each other value of an axis is tried with the best so far of
 the others, one short worker run each (--probe-batch rows, --probe-tokens new tokens, the
 config's prompt, one rep, judged by run(N)'s time), and wins only if at least --probe-margin
-(3%) faster. Probed once per (config, precision); every trial is printed and in the JSON.
+(3%) faster. Probed per (config, precision, batch) at the batch's own B (--probe-batch N: once
+per (config, precision) at B=N); every trial is printed and in the JSON.
 `--torch-settings allocator=tcmalloc,wait=PASSIVE` fixes them (axes left out: the defaults) and
 skips the probe. trident runs with nothing preloaded and OMP_WAIT_POLICY=PASSIVE. Both sides
 start from the caller's environment less train_speed_compare.py's STRIPPED_ENV, with
@@ -393,12 +394,12 @@ def trident_cmd(args, c, B, precision, scheme="none"):
         (["--scheme", scheme] if scheme != "none" else [])
 
 
-def probe(args, name, c, precision, cand):
+def probe(args, name, c, precision, cand, B):
     """train_speed_compare.py's coordinate search over PyTorch's settings, each trial one short
     worker run judged by run(N)'s time (see the docstring)."""
     t0 = time.perf_counter()
     trials, tried = [], {}
-    cmd = torch_cmd(args, c, args.probe_batch, args.prompt, args.probe_tokens, 1, precision)
+    cmd = torch_cmd(args, c, B, args.prompt, args.probe_tokens, 1, precision)
 
     def trial(s):
         key = tsc.settings_str(s)
@@ -427,12 +428,12 @@ def probe(args, name, c, precision, cand):
             if r is not None and r["total_ms"] <= (1.0 - args.probe_margin) * best_r["total_ms"]:
                 best, best_r = s, r
     seconds = time.perf_counter() - t0
-    print(f"probe {name}/{precision} ({seconds:.0f} s, B={args.probe_batch}, {args.probe_tokens} tokens, margin "
+    print(f"probe {name}/{precision} ({seconds:.0f} s, B={B}, {args.probe_tokens} tokens, margin "
           f"{100 * args.probe_margin:g}%): " + "; ".join(
               f"{t['settings']} " + (f"failed ({t['exit_status']})" if t.get("failed") else f"{t['total_ms']:.0f} ms")
               for t in trials) + f" -> {tsc.settings_str(best)}", file=sys.stderr, flush=True)
     return best, {"config": name, "precision": precision, "best": tsc.settings_str(best), "seconds": seconds,
-                  "B": args.probe_batch, "new_tokens": args.probe_tokens, "prompt_tokens": args.prompt,
+                  "B": B, "new_tokens": args.probe_tokens, "prompt_tokens": args.prompt,
                   "margin": args.probe_margin, "trials": trials}
 
 
@@ -482,7 +483,9 @@ def main():
                     help="fix PyTorch's settings, skip the probe: e.g. allocator=tcmalloc,wait=PASSIVE,isa=avx512")
     ap.add_argument("--torch-gqa", default="group", choices=["group", "repeat"],
                     help="PyTorch's grouped-query attention: group (no copy) or repeat_interleave of the cache")
-    ap.add_argument("--probe-batch", type=int, default=1, help="B of the probe's runs")
+    ap.add_argument("--probe-batch", type=int, default=0,
+                    help="B of the probe's runs; 0 (the default): probe at each --batch value, whose best "
+                         "settings can differ (GPT-2's prefill at B=8 did)")
     ap.add_argument("--probe-tokens", type=int, default=8, help="new tokens of the probe's runs")
     ap.add_argument("--probe-margin", type=float, default=0.03,
                     help="a probed setting replaces the best so far only if this much faster (0.03: 3%%)")
@@ -532,18 +535,19 @@ def main():
         c = CONFIGS[name]
         entry = {"shape": dict(c, arch=c.get("arch", "gpt2"), V=c.get("V", tsc.V))}
         for prec in precisions:
-            if fixed:
-                setting = fixed
-            else:
-                setting, record = probe(args, name, c, prec, cand)
-                report["probes"].append(record)
-            torch_env = tsc.torch_env(setting, cand, args.threads)
-            e = entry[prec] = {"pytorch_settings": tsc.settings_str(setting), "by_batch": {}}
+            e = entry[prec] = {"by_batch": {}}
+            setting = fixed
             for B in batches:
+                if not fixed and (args.probe_batch == 0 or B == batches[0]):
+                    setting, record = probe(args, name, c, prec, cand, args.probe_batch or B)
+                    report["probes"].append(record)
+                torch_env = tsc.torch_env(setting, cand, args.threads)
+                e["pytorch_settings"] = tsc.settings_str(setting)
                 t = run_trident(trident_cmd(args, c, B, prec), tri_env)
                 p, _ = tsc.run_child(torch_cmd(args, c, B, args.prompt, args.tokens, args.reps, prec), torch_env)
                 e["torch"] = p["torch"]
                 row = e["by_batch"][str(B)] = compare(t, p)
+                row["pytorch_settings"] = e["pytorch_settings"]
                 row["issue49_2x"] = {"ttft": row["ttft_speedup"] >= 2.0,
                                      "decode_tokens_per_s": row["decode_tokens_per_s_ratio"] >= 2.0
                                      if row["decode_tokens_per_s_ratio"] else None,
