@@ -44,14 +44,17 @@ TEST(RopeOps, BadInputsAreNamed) {
   expect_error([] { ops::rope(zeros({1, 2, 3, 4}, DType::kI64), 10000.0, 0); }, {"rope", "i64"});
 }
 
+// From a small position and from one in the tens of thousands.
 TEST(RopeOps, APieceFromItsOwnPositionMatchesTheWholeSequence) {
   Generator gen(7);
   const Tensor x = randn({2, 40, 3, 16}, gen);
-  const std::vector<float> whole =
-      to_vector<float>(views::narrow(ops::rope(x, 500000.0, 100), 1, 25, 15));
-  const std::vector<float> piece =
-      to_vector<float>(ops::rope(core::contiguous(views::narrow(x, 1, 25, 15)), 500000.0, 125));
-  EXPECT_EQ(whole, piece);  // bit for bit: the same angles, the same products
+  for (const int64_t start : {100, 40000}) {
+    const std::vector<float> whole =
+        to_vector<float>(views::narrow(ops::rope(x, 500000.0, start), 1, 25, 15));
+    const std::vector<float> piece =
+        to_vector<float>(ops::rope(core::contiguous(views::narrow(x, 1, 25, 15)), 500000.0, start + 25));
+    EXPECT_EQ(whole, piece) << "from " << start;  // bit for bit: the same angles, the same products
+  }
 }
 
 // Given positions, each token turns by its own position's angle whichever table the kernel
