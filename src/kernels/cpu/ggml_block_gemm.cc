@@ -224,21 +224,18 @@ TRI_AVX512 void tile_avx512(const Tile& t, int64_t m0, int64_t cols, float* y, i
 }
 
 // Rows [r0, r0 + n) of the weight as a panel of the AVX-512 path (unsigned codes), one vector per
-// group of 4 inputs holding the 16 rows' 4 bytes (Q4_0: one gather per 4 bytes, whose low
-// nibbles are group g and high nibbles group g + 4).
+// group of 4 inputs holding the 16 rows' 4 bytes (Q4_0: each 4 bytes' low nibbles are group g and
+// high nibbles group g + 4).
 //
 // Note [Repacking by shuffles]
-// Q8_0's panels were gathered too, 8 gathers of 16 rows per block; at 128 rows of x (one prompt)
-// that was ~40% of the product (Q4_0, with half the gathers, ran faster than Q8_0). A block of 16
-// rows is a 16 x 8 matrix of 4-byte groups, so it is transposed instead: 16 loads, 8 inserts and
-// 32 shuffles per block, the same bytes (the GEMM tests compare every path with float64).
+// The panels were gathered, 8 gathers of 16 rows per Q8_0 block (4 per Q4_0 block); at 128 rows
+// of x (one prompt) that was ~40% of a Q8_0 product (Q4_0, with half the gathers, ran faster). A
+// block of 16 rows is a 16 x 8 (Q4_0: 16 x 4) matrix of 4-byte groups, so it is transposed
+// instead: Q8_0 16 loads, 8 inserts and 32 shuffles per block, Q4_0 16 loads, 12 inserts and 8
+// shuffles; the same bytes (the GEMM tests compare every path with float64).
 TRI_AVX512 void repack_panel_avx512(GgmlBlockType t, const uint8_t* codes, const uint16_t* scales, int64_t nb,
                                     int64_t r0, int64_t n, uint8_t* pc, float* pd) {
   const int64_t cb = ggml_code_bytes(t);
-  const __mmask16 rows = static_cast<__mmask16>((1u << n) - 1);
-  const __m512i row_offsets =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int>(nb * cb)));
   const uint8_t* base = codes + r0 * nb * cb;
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* out = pc + b * kBlockBytes;
@@ -272,12 +269,27 @@ TRI_AVX512 void repack_panel_avx512(GgmlBlockType t, const uint8_t* codes, const
                            _mm512_xor_si512(_mm512_permutex2var_epi64(u[g], second, u[g + 4]), flip));
       }
     } else {
+      // Q4_0's 16 bytes per row: a 16 x 4 transpose of 4-byte groups, row 4L + k in 128-bit lane L
+      // of vector k, so each lane is a 4 x 4 transpose (no lane crossing).
+      __m512i z[4];
+      for (int k = 0; k < 4; ++k) {
+        __m128i lane[4];
+        for (int L = 0; L < 4; ++L) {
+          const int64_t i = 4 * L + k;
+          lane[L] = i < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + (i * nb + b) * cb))
+                          : _mm_setzero_si128();
+        }
+        z[k] = _mm512_inserti32x4(
+            _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(lane[0]), lane[1], 1), lane[2], 2), lane[3], 3);
+      }
+      const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+      const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+      const __m512i v[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                            _mm512_unpackhi_epi64(t1, t3)};
       const __m512i low = _mm512_set1_epi8(15);
       for (int g = 0; g < 4; ++g) {
-        const __m512i idx = _mm512_add_epi32(row_offsets, _mm512_set1_epi32(static_cast<int>(b * cb + 4 * g)));
-        const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), rows, idx, base, 1);
-        _mm512_store_si512(out + g * 64, _mm512_and_si512(v, low));
-        _mm512_store_si512(out + (g + 4) * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        _mm512_store_si512(out + g * 64, _mm512_and_si512(v[g], low));
+        _mm512_store_si512(out + (g + 4) * 64, _mm512_and_si512(_mm512_srli_epi16(v[g], 4), low));
       }
     }
   }
