@@ -65,7 +65,18 @@ void check_weight(const QuantizedWeight& w) {
   TRI_CHECK(w.device().is_cpu(), w.scheme(), " product: the weight is on ", w.device().str(), "; this product runs on the host");
 }
 
+template <class T>
+void add_bias_rows_impl(T* y, int64_t M, int64_t n, const T* bias) {
+  parallel_for(0, M, std::max<int64_t>(1, 65536 / std::max<int64_t>(n, 1)), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      for (int64_t o = 0; o < n; ++o) y[m * n + o] += bias[o];
+  });
+}
+
 }  // namespace
+
+void add_bias_rows(float* y, int64_t M, int64_t n, const float* bias) { add_bias_rows_impl(y, M, n, bias); }
+void add_bias_rows(double* y, int64_t M, int64_t n, const double* bias) { add_bias_rows_impl(y, M, n, bias); }
 
 int64_t quantized_tile_rows(int64_t rows, int64_t row_length) {
   int64_t r = std::max<int64_t>(1, kTileElements / std::max<int64_t>(1, row_length));
@@ -83,11 +94,7 @@ void quantized_matmul(const T* x, int64_t M, const QuantizedWeight& w, bool in_o
   else product_with_rows(x, M, w, rows, cols, y);               // y = x W^T, W (out, in)
   if (bias == nullptr) return;
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    const int64_t out = in_out ? cols : rows;
-    parallel_for(0, M, std::max<int64_t>(1, 65536 / out), [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m)
-        for (int64_t o = 0; o < out; ++o) y[m * out + o] += bias[o];
-    });
+    add_bias_rows(y, M, in_out ? cols : rows, bias);
   } else {
     TRI_CHECK(false, w.scheme(), " product: a bias is added here in f32 and f64 only, given ", dtype_of<T>());
   }

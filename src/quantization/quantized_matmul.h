@@ -26,6 +26,11 @@ namespace trident::quantization {
 template <class T>
 void quantized_matmul(const T* x, int64_t M, const QuantizedWeight& w, bool in_out, T* y, const T* bias = nullptr);
 
+// y (M, n) += bias (n) in every row, in place, rows split over threads: the products' bias where
+// the scheme's kernel does not add it itself.
+void add_bias_rows(float* y, int64_t M, int64_t n, const float* bias);
+void add_bias_rows(double* y, int64_t M, int64_t n, const double* bias);
+
 // dx (M, in) = dy (M, out) @ W for W (out, in), or dy @ W^T for W (in, out). Always the tiled
 // product.
 template <class T>

@@ -14,6 +14,7 @@
 #include "kernels/cpu/int8_quantize.h"
 #include "kernels/cpu/onednn_int8_gemm.h"
 #include "ops/dispatch.h"
+#include "quantization/quantized_matmul.h"
 
 namespace trident::quantization {
 
@@ -147,11 +148,7 @@ bool W8a8Weight::fused_product(DType dtype, const void* x, int64_t M, void* y, c
     kernels::cpu::onednn_int8_gemm(M, xq.data(), in, x_scale.data(), state_->onednn_weights(), nullptr, yf, out);
   // The bias after the scaling, not in the kernels' epilogue (a multiply-add, one rounding):
   // the separate add's bits (Note [The bias in the quantized product]).
-  if (const auto* b = static_cast<const float*>(bias))
-    parallel_for(0, M, std::max<int64_t>(1, 65536 / out), [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m)
-        for (int64_t o = 0; o < out; ++o) yf[m * out + o] += b[o];
-    });
+  if (bias != nullptr) add_bias_rows(yf, M, out, static_cast<const float*>(bias));
   return true;
 }
 

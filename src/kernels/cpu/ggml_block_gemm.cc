@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "core/parallel.h"
+#include "kernels/cpu/x86_kernel_targets.h"
 
 namespace trident::kernels::cpu {
 
@@ -152,13 +153,7 @@ inline int32_t four_codes(const int8_t* p) {
 }
 
 #if defined(__x86_64__)
-// GCC 12's avx512fintrin.h seeds conversions with _mm512_undefined_*(), which
-// -Wmaybe-uninitialized reports once inlined here (a false positive, as in adamw.cc).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#define TRI_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
-#define TRI_AVX2 __attribute__((target("avx2,fma,f16c")))
+TRI_X86_INTRINSICS_BEGIN
 
 // MR rows of x from m0 against NV panels; `cols` valid output columns from y's column 0.
 template <int MR, int NV>
@@ -340,7 +335,7 @@ TRI_AVX2 void tile_avx2(const Tile& t, int64_t h, int64_t m0, int64_t cols, floa
     std::copy_n(out, n, y + (m0 + m) * ldy);
   }
 }
-#pragma GCC diagnostic pop
+TRI_X86_INTRINSICS_END
 #endif
 
 using TileFn = void (*)(const Tile&, int64_t, int64_t, float*, int64_t);

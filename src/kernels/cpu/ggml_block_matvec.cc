@@ -5,6 +5,7 @@
 #include <utility>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -12,6 +13,7 @@
 #include "core/half.h"
 #include "core/kernel_switches.h"
 #include "core/parallel.h"
+#include "kernels/cpu/x86_kernel_targets.h"
 
 namespace trident::kernels::cpu {
 
@@ -67,13 +69,7 @@ void rows_scalar(GgmlBlockType t, const GgmlQ8Activations& x, const uint8_t* cod
 }
 
 #if defined(__x86_64__)
-// GCC 12's avx512fintrin.h seeds conversions with _mm512_undefined_*(), which
-// -Wmaybe-uninitialized reports once inlined here (a false positive, as in adamw.cc).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#define TRI_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
-#define TRI_AVX2 __attribute__((target("avx2,fma,f16c")))
+TRI_X86_INTRINSICS_BEGIN
 
 // How far ahead the weight codes are prefetched, in bytes (into the next row at a row's end,
 // which is where the stream goes next).
@@ -230,7 +226,7 @@ TRI_AVX2 void rows_avx2(const GgmlQ8Activations& x, const uint8_t* codes, const 
     for (int m = 0; m < M; ++m) y[m * ldy + r] = sum_avx2(acc[m]);
   }
 }
-#pragma GCC diagnostic pop
+TRI_X86_INTRINSICS_END
 #endif
 
 using RowsFn = void (*)(const GgmlQ8Activations&, const uint8_t*, const uint16_t*, int64_t, int64_t,
@@ -255,15 +251,23 @@ RowsFn pick(MatvecIsa isa, int64_t M, std::integer_sequence<int, Ms...>) {
   return scalar[M - 1];
 }
 
+#if defined(__x86_64__)
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14, the fuzz build's compiler, does not accept
+// "f16c" in __builtin_cpu_supports.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 bool cpu_supports(MatvecIsa isa) {
 #if defined(__x86_64__)
   if (isa == MatvecIsa::kAvx512)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+           __builtin_cpu_supports("fma") && cpu_has_f16c();
   if (isa == MatvecIsa::kAvx2)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #endif
   return isa == MatvecIsa::kScalar;
 }

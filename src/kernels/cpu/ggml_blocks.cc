@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/half.h"
+#include "kernels/cpu/x86_kernel_targets.h"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -54,11 +55,8 @@ void quantize_q4_0(const float* x, uint8_t* qs, uint16_t* d_bits) {
 // half-away-from-zero is built exactly from truncation: t = trunc(v), and t + sign(v) where
 // |v - t| >= 0.5 (v - t is exact, |v| <= 127). A test compares every path with the reference.
 #if defined(__x86_64__)
-// GCC 12's avx512fintrin.h seeds results with _mm512_undefined_*(), which -Wmaybe-uninitialized
-// reports once inlined (a false positive, as in ggml_block_gemm.cc).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+TRI_X86_INTRINSICS_BEGIN
+// (Narrower targets than the dot-product kernels': these paths run on AVX-512 without VNNI.)
 #define TRI_Q8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define TRI_Q8_AVX2 __attribute__((target("avx2,fma")))
 
@@ -125,7 +123,7 @@ TRI_Q8_AVX2 void quantize_q8_0_row_avx2(const float* x, int64_t n, uint8_t* code
     sums[b] = _mm_cvtsi128_si32(s4);
   }
 }
-#pragma GCC diagnostic pop
+TRI_X86_INTRINSICS_END
 #endif
 
 void quantize_q8_0_row_scalar(const float* x, int64_t n, uint8_t* codes, uint16_t* scales, int32_t* sums) {
