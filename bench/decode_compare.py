@@ -19,6 +19,13 @@ step reads every weight once and the cache up to half-way through the new tokens
 machine's memory bandwidth is its ceiling. (The median is the upper one of an even count, as
 decode_bench takes it.)
 
+Rounds: each row runs --rounds processes per side (3 by default) in turns with its peer's (trident
+then PyTorch, PyTorch then trident, ...). The CPUs these benchmarks ran on drift in speed by up to
+2x over minutes (Zen 5 VMs: the same binary's prefill took 46-57 ms in one quarter hour and 77-112
+ms in another), so a ratio is fair only between runs next to each other: each row's ratio is the
+median of its rounds' ratios, its timings the medians of each side's rounds, and every round is
+in the JSON. An int4 row (PyTorch has no int4) is compared with PyTorch's fp32 rounds of the row.
+
 The PyTorch side: tests/parity/gpt2_torch.py's GPT-2 and llama_torch.py's LLaMA modules (the
 shapes and initialization of bench/train_speed_compare.py: N(0, 0.02) matrices, norms 1,
 biases 0), run by a KV-cache forward of this file in plain PyTorch under torch.inference_mode():
@@ -44,11 +51,15 @@ default) and it runs.
 
 PyTorch's settings: train_speed_compare.py's candidates (allocator glibc / tcmalloc / jemalloc
 by LD_PRELOAD, OMP_WAIT_POLICY PASSIVE / ACTIVE, ATEN_CPU_CAPABILITY default / avx512 on an
-AVX-512 CPU, the installed OpenBLAS builds) and its coordinate search from
+AVX-512 CPU, the installed OpenBLAS builds, OPENBLAS_CORETYPE default / SkylakeX on an AVX-512
+CPU) and its coordinate search from
 glibc/PASSIVE/default/system BLAS: each other value of an axis is tried with the best so far of
-the others, one short worker run each (--probe-batch rows, --probe-tokens new tokens, the
-config's prompt, one rep, judged by run(N)'s time), and wins only if at least --probe-margin
-(3%) faster. Probed per (config, precision, batch) at the batch's own B (--probe-batch N: once
+the others in a duel with the best so far, four short worker runs in turns (best, challenger,
+challenger, best; --probe-batch rows, --probe-tokens new tokens, the config's prompt, one rep
+each), each side judged by the faster of its two run(N) times, and wins only if at least
+--probe-margin (3%) faster. (Single runs picked settings by the machine's drift: LLaMA-125M's
+batch-1 probe once chose glibc's malloc at 475 ms over tcmalloc at 832 ms, and PyTorch's TTFT
+in the rows that followed was 263-352 ms against 166-185 ms the day before.) Probed per (config, precision, batch) at the batch's own B (--probe-batch N: once
 per (config, precision) at B=N); every trial is printed and in the JSON.
 `--torch-settings allocator=tcmalloc,wait=PASSIVE` fixes them (axes left out: the defaults) and
 skips the probe. trident runs with nothing preloaded and OMP_WAIT_POLICY=PASSIVE. Both sides
@@ -63,7 +74,7 @@ OMP_NUM_THREADS=--threads.
 Usage:
     nice -n 10 bench/decode_compare.py [--trident-bench build-dev/bench/decode_bench]
         [--configs gpt2-124M,llama125M] [--precisions fp32[,bf16]] [--batch 1,8] [--prompt 128]
-        [--tokens 64] [--reps 3] [--threads 2] [--torch-settings allocator=tcmalloc,wait=PASSIVE]
+        [--tokens 64] [--reps 3] [--rounds 3] [--threads 2] [--torch-settings allocator=tcmalloc,wait=PASSIVE]
         [--torch-gqa group|repeat] [--schemes none,int8,int4] [--torch-int8 dynamic|none] [--out FILE]
     bench/decode_compare.py --configs tiny,tiny-llama --batch 1,2 --prompt 16 --tokens 8 --reps 1
     /usr/bin/python3 bench/decode_compare.py --worker [decode_bench's flags] [--gqa group|repeat] [--check]
@@ -395,28 +406,31 @@ def trident_cmd(args, c, B, precision, scheme="none"):
 
 
 def probe(args, name, c, precision, cand, B):
-    """train_speed_compare.py's coordinate search over PyTorch's settings, each trial one short
-    worker run judged by run(N)'s time (see the docstring)."""
+    """train_speed_compare.py's coordinate search over PyTorch's settings, each challenger judged
+    against the best so far in a duel of short worker runs in turns (best, challenger, challenger,
+    best: a steady drift of the machine's speed hits both alike), each side by the faster of its
+    two run(N) times (see the docstring)."""
     t0 = time.perf_counter()
-    trials, tried = [], {}
+    trials = []
     cmd = torch_cmd(args, c, B, args.prompt, args.probe_tokens, 1, precision)
 
-    def trial(s):
-        key = tsc.settings_str(s)
-        if key not in tried:
-            r, err = tsc.run_child(cmd, tsc.torch_env(s, cand, args.threads), allow_fail=True)
-            tried[key] = r
-            if r is None:
-                trials.append({"settings": key, "failed": True, "exit_status": err["exit_status"],
-                               "stderr_tail": err["stderr"].strip().splitlines()[-3:]})
-            else:
-                trials.append({"settings": key, "total_ms": r["total_ms"], "ttft_ms": r["ttft_ms"],
-                               "cpu_capability": r["cpu_capability"], "allocator_mapped": r["allocator"],
-                               "blas": r["blas"]})
-        return tried[key]
+    def run(s, against):
+        r, err = tsc.run_child(cmd, tsc.torch_env(s, cand, args.threads), allow_fail=True)
+        entry = {"settings": tsc.settings_str(s), "against": against}
+        if r is None:
+            entry.update(failed=True, exit_status=err["exit_status"], stderr_tail=err["stderr"].strip().splitlines()[-3:])
+        else:
+            entry.update(total_ms=r["total_ms"], ttft_ms=r["ttft_ms"], cpu_capability=r["cpu_capability"],
+                         allocator_mapped=r["allocator"], blas=r["blas"])
+        trials.append(entry)
+        return r
+
+    def faster(results):
+        done = [r for r in results if r is not None]
+        return min(done, key=lambda r: r["total_ms"]) if done else None
 
     best = dict(tsc.DEFAULTS, blas=next(iter(cand["blas"])))
-    best_r = trial(best)
+    best_r = run(best, None)
     if best_r is None:
         sys.exit(f"probe {name}/{precision}: PyTorch failed with the default settings {tsc.settings_str(best)}")
     for axis, values in cand.items():
@@ -424,7 +438,14 @@ def probe(args, name, c, precision, cand, B):
             if v == best[axis] or (axis == "isa" and v.upper() == best_r["cpu_capability"]):
                 continue
             s = dict(best, **{axis: v})
-            r = trial(s)
+            key = tsc.settings_str(best)
+            first = run(best, None)
+            challenger = [run(s, key)]
+            if challenger[0] is None:
+                continue  # this setting cannot run here (recorded)
+            challenger.append(run(s, key))
+            best_r = faster([first, run(best, None)]) or best_r
+            r = faster(challenger)
             if r is not None and r["total_ms"] <= (1.0 - args.probe_margin) * best_r["total_ms"]:
                 best, best_r = s, r
     seconds = time.perf_counter() - t0
@@ -466,6 +487,53 @@ def compare(t, p):
             "trident_bandwidth_fraction": t.get("bandwidth_fraction") if tr else None}
 
 
+def median(values):
+    """The median of the values that are not None (the upper one of an even count), or None."""
+    v = sorted(x for x in values if x is not None)
+    return v[len(v) // 2] if v else None
+
+
+def in_turns(run_a, run_b, rounds):
+    """Runs a and b `rounds` times each, in turns (a b, b a, a b, ...): this machine's speed drifts
+    by up to 2x over minutes, so a ratio is only fair between runs close in time, and reversing the
+    order each round cancels a steady drift. Returns both lists of results, round by round."""
+    ra, rb = [], []
+    for i in range(rounds):
+        if i % 2 == 0:
+            ra.append(run_a())
+            rb.append(run_b())
+        else:
+            rb.append(run_b())
+            ra.append(run_a())
+    return ra, rb
+
+
+ROUND_KEYS = ("ttft_ms", "decode_tokens_per_s", "decode_step_ms", "decode_gb_per_s", "bandwidth_fraction")
+
+
+def median_side(results):
+    """One side's result over its rounds: the first round's fields, its timings the rounds' medians."""
+    out = dict(results[0])
+    for k in ROUND_KEYS:
+        if k in out:
+            out[k] = median(r.get(k) for r in results)
+    return out
+
+
+def compare_rounds(ts, ps):
+    """compare() over rounds run in turns: each side's timings are the rounds' medians, and each
+    ratio the median of the rounds' own ratios (each taken between runs next to each other)."""
+    row = compare(median_side(ts), median_side(ps))
+    rounds = [compare(t, p) for t, p in zip(ts, ps)]
+    row["ttft_speedup"] = median(r["ttft_speedup"] for r in rounds)
+    row["decode_tokens_per_s_ratio"] = median(r["decode_tokens_per_s_ratio"] for r in rounds)
+    row["rounds"] = [{"trident_ttft_ms": t["ttft_ms"], "pytorch_ttft_ms": p["ttft_ms"],
+                      "trident_decode_tokens_per_s": rate(t), "pytorch_decode_tokens_per_s": rate(p),
+                      "ttft_speedup": r["ttft_speedup"], "decode_tokens_per_s_ratio": r["decode_tokens_per_s_ratio"]}
+                     for t, p, r in zip(ts, ps, rounds)]
+    return row
+
+
 def main():
     if "--worker" in sys.argv[1:]:
         return torch_worker(sys.argv[1:])
@@ -478,6 +546,9 @@ def main():
     ap.add_argument("--prompt", type=int, default=128, help="prompt tokens P per request")
     ap.add_argument("--tokens", type=int, default=64, help="new tokens N per request (>= 2)")
     ap.add_argument("--reps", type=int, default=3, help="timed repetitions per process (median)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="processes per side and row, run in turns with the peer's (a b, b a, ...); each ratio "
+                         "is the median of the rounds' ratios")
     ap.add_argument("--threads", type=int, default=2, help="both frameworks' thread count")
     ap.add_argument("--torch-settings", default=None,
                     help="fix PyTorch's settings, skip the probe: e.g. allocator=tcmalloc,wait=PASSIVE,isa=avx512")
@@ -508,8 +579,8 @@ def main():
     if not set(precisions) <= {"fp32", "bf16"}:
         sys.exit(f"--precisions: fp32 and/or bf16, got {args.precisions}")
     batches = [int(b) for b in args.batch.split(",")]
-    if min(batches) < 1 or args.tokens < 2 or args.prompt < 1 or args.reps < 1 or args.probe_tokens < 2:
-        sys.exit("--batch >= 1, --tokens >= 2, --probe-tokens >= 2, --prompt >= 1, --reps >= 1")
+    if min(batches) < 1 or args.tokens < 2 or args.prompt < 1 or args.reps < 1 or args.probe_tokens < 2 or args.rounds < 1:
+        sys.exit("--batch >= 1, --tokens >= 2, --probe-tokens >= 2, --prompt >= 1, --reps >= 1, --rounds >= 1")
     if not os.access(args.trident_bench, os.X_OK):
         sys.exit(f"--trident-bench: {args.trident_bench} is not an executable")
     if not 0.0 <= args.probe_margin < 1.0:
@@ -523,7 +594,7 @@ def main():
     report = {"benchmark": "decode_compare",
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "cpu": cpu, "threads": args.threads, "prompt_tokens": args.prompt, "new_tokens": args.tokens,
-              "reps": args.reps, "batch": batches, "precisions": precisions, "schemes": schemes,
+              "reps": args.reps, "rounds": args.rounds, "batch": batches, "precisions": precisions, "schemes": schemes,
               "trident_bench": args.trident_bench,
               "trident_settings": {"allocator": "trident caching allocator over glibc malloc (nothing preloaded)",
                                    "wait": "PASSIVE"},
@@ -543,10 +614,12 @@ def main():
                     report["probes"].append(record)
                 torch_env = tsc.torch_env(setting, cand, args.threads)
                 e["pytorch_settings"] = tsc.settings_str(setting)
-                t = run_trident(trident_cmd(args, c, B, prec), tri_env)
-                p, _ = tsc.run_child(torch_cmd(args, c, B, args.prompt, args.tokens, args.reps, prec), torch_env)
+                ts, ps = in_turns(lambda: run_trident(trident_cmd(args, c, B, prec), tri_env),
+                                  lambda: tsc.run_child(torch_cmd(args, c, B, args.prompt, args.tokens, args.reps,
+                                                                  prec), torch_env)[0], args.rounds)
+                t, p = median_side(ts), median_side(ps)
                 e["torch"] = p["torch"]
-                row = e["by_batch"][str(B)] = compare(t, p)
+                row = e["by_batch"][str(B)] = compare_rounds(ts, ps)
                 row["pytorch_settings"] = e["pytorch_settings"]
                 row["issue49_2x"] = {"ttft": row["ttft_speedup"] >= 2.0,
                                      "decode_tokens_per_s": row["decode_tokens_per_s_ratio"] >= 2.0
@@ -560,17 +633,25 @@ def main():
                       f"PyTorch [{e['pytorch_settings']}] "
                       f"{fmt(rate(p), '.1f')} tok/s (ratio {fmt(row['decode_tokens_per_s_ratio'], '.2f')})",
                       file=sys.stderr, flush=True)
+                dynamic_ok = True
                 for scheme in [x for x in schemes if x != "none"]:
-                    tq = run_trident(trident_cmd(args, c, B, prec, scheme), tri_env)
-                    pq = p
-                    if scheme in ("int8", "w8a8") and args.torch_int8 == "dynamic":
-                        pq, err = tsc.run_child(torch_cmd(args, c, B, args.prompt, args.tokens, args.reps, prec, True),
-                                                torch_env, allow_fail=True)
-                        if pq is None:
-                            print(f"PyTorch's dynamic int8 failed ({err['exit_status']}): compared with its fp32",
-                                  file=sys.stderr, flush=True)
-                            pq = p
-                    q = compare(tq, pq)
+                    run_tq = lambda: run_trident(trident_cmd(args, c, B, prec, scheme), tri_env)  # noqa: E731
+                    if scheme in ("int8", "w8a8") and args.torch_int8 == "dynamic" and dynamic_ok:
+                        def run_pq():
+                            r, err = tsc.run_child(torch_cmd(args, c, B, args.prompt, args.tokens, args.reps, prec,
+                                                             True), torch_env, allow_fail=True)
+                            if r is None:
+                                print(f"PyTorch's dynamic int8 failed ({err['exit_status']})", file=sys.stderr,
+                                      flush=True)
+                            return r
+                        tqs, pqs = in_turns(run_tq, run_pq, args.rounds)
+                        if any(r is None for r in pqs):
+                            print("PyTorch's dynamic int8 failed: compared with its fp32", file=sys.stderr, flush=True)
+                            dynamic_ok, pqs = False, ps
+                    else:  # PyTorch's fp32 rounds (run beside trident's fp32, not these)
+                        tqs, pqs = [run_tq() for _ in range(args.rounds)], ps
+                    tq, pq = median_side(tqs), median_side(pqs)
+                    q = compare_rounds(tqs, pqs)
                     q["pytorch_scheme"] = pq.get("scheme", "none")
                     q["vs_trident_fp32"] = rate(tq) / rate(t) if rate(tq) and rate(t) else None
                     if scheme == "int8" and B == 1:
