@@ -14,7 +14,7 @@
 namespace trident {
 namespace {
 
-Tensor param(const Shape& shape, Generator& g) {
+Tensor random_param(const Shape& shape, Generator& g) {
   Tensor t = randn(shape, g) * 0.2;
   t.set_requires_grad(true);
   return t;
@@ -24,7 +24,10 @@ struct Weights {
   Generator g;
   Tensor w1, b1, w2;
   explicit Weights(int64_t C, uint64_t seed = 7)
-      : g(seed), w1(param({4 * C, C}, g)), b1(param({4 * C}, g)), w2(param({C, 4 * C}, g)) {}
+      : g(seed),
+        w1(random_param({4 * C, C}, g)),
+        b1(random_param({4 * C}, g)),
+        w2(random_param({C, 4 * C}, g)) {}
 };
 
 // A residual MLP block with dropout; the weights are captured, not inputs.

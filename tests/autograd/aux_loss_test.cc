@@ -27,7 +27,7 @@ namespace {
 constexpr double kCoefficient = 0.7;
 constexpr double kSeed = 0.375;  // as 1/accum x a loss scale would be: anything but 1
 
-Tensor param(const Shape& shape, Generator& g) {
+Tensor random_f64_param(const Shape& shape, Generator& g) {
   Tensor t = core::cast(randn(shape, g), DType::kF64);
   t.set_requires_grad(true);
   return t;
@@ -35,7 +35,8 @@ Tensor param(const Shape& shape, Generator& g) {
 
 struct Params {
   Generator g{5};
-  Tensor x1 = param({3, 4}, g), x2 = param({3, 4}, g), w = param({4, 6}, g), v = param({3, 6}, g);
+  Tensor x1 = random_f64_param({3, 4}, g), x2 = random_f64_param({3, 4}, g),
+         w = random_f64_param({4, 6}, g), v = random_f64_param({3, 6}, g);
   std::vector<Tensor> all() const { return {x1, x2, w, v}; }
 };
 

@@ -26,11 +26,7 @@ namespace {
 using testing::greedy;
 using testing::prompt_of;
 using trident::testing::error_of;
-
-models::ModelConfig with_context(models::ModelConfig c, int64_t block_size) {
-  c.block_size = block_size;
-  return c;
-}
+using models::testing::with_context;
 
 std::vector<models::ModelConfig> families() {
   models::ModelConfig window = models::testing::tiny_llama(false);

@@ -22,6 +22,7 @@ namespace {
 using testing::greedy;
 using testing::prompt_of;
 using trident::testing::error_of;
+using models::testing::with_context;
 constexpr int64_t kBt = KvCache::kBlockTokens;
 
 const KvCacheShape kShape{2, 1, 8, DType::kF32, Device::cpu()};
@@ -89,13 +90,6 @@ TEST(KvCache, BadShapesAndStepsAreNamed) {
   ASSERT_TRUE(cache.reserve(0, kBt, 1));
   EXPECT_NE(error_of([&] { step(cache, 0, kBt + 1); }).find("pass its capacity of 64"), std::string::npos);
 }
-
-models::ModelConfig with_context(models::ModelConfig c, int64_t block_size, int64_t window = 0) {
-  c.block_size = block_size;
-  if (window > 0) c.family_values["sliding_window"] = window;
-  return c;
-}
-
 
 TEST(KvCache, APoolSmallerThanTheBatchStillGivesEveryRequestItsTokens) {
   const auto model = models::build_model(with_context(models::testing::tiny_llama(true), 4 * kBt));

@@ -20,7 +20,7 @@
 namespace trident::kernels::cpu {
 namespace {
 
-struct Operands {
+struct GemvOperands {
   std::vector<float> a, b, c;  // values exactly representable in the tested type
   int64_t lda, ldb, ldc;
 };
@@ -32,14 +32,14 @@ std::vector<T> as(const std::vector<float>& v) {
   return out;
 }
 
-Operands make(bool trans_b, int64_t M, int64_t N, int64_t K, int64_t pad, bool bf16_values, uint32_t seed) {
+GemvOperands make(bool trans_b, int64_t M, int64_t N, int64_t K, int64_t pad, bool bf16_values, uint32_t seed) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> normal;
   auto value = [&] {
     const float x = normal(gen);
     return bf16_values ? static_cast<float>(bf16(x)) : x;
   };
-  Operands o;
+  GemvOperands o;
   o.lda = K + pad;
   o.ldb = (trans_b ? K : N) + pad;
   o.ldc = N + pad;
@@ -53,7 +53,7 @@ Operands make(bool trans_b, int64_t M, int64_t N, int64_t K, int64_t pad, bool b
 }
 
 // max |got - want| / max |want| over C's (M, N) elements.
-double error(const Operands& o, const std::vector<float>& got, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+double error(const GemvOperands& o, const std::vector<float>& got, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
              float beta) {
   double worst = 0, size = 0;
   for (int64_t m = 0; m < M; ++m)
@@ -87,13 +87,13 @@ TEST(Gemv, MatchesAFloat64Product) {
                              " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K);
     ASSERT_TRUE(gemv_applies(false, c.M, c.K)) << name;
     {
-      const Operands o = make(c.trans_b, c.M, c.N, c.K, c.pad, false, 1);
+      const GemvOperands o = make(c.trans_b, c.M, c.N, c.K, c.pad, false, 1);
       std::vector<float> got = o.c;
       gemm<float>(false, c.trans_b, c.M, c.N, c.K, c.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, c.beta, got.data(), o.ldc);
       EXPECT_LT(error(o, got, c.trans_b, c.M, c.N, c.K, c.alpha, c.beta), 1e-6) << "f32 " << name;
     }
     {
-      const Operands o = make(c.trans_b, c.M, c.N, c.K, c.pad, true, 2);
+      const GemvOperands o = make(c.trans_b, c.M, c.N, c.K, c.pad, true, 2);
       const std::vector<bf16> a = as<bf16>(o.a), b = as<bf16>(o.b);
       std::vector<bf16> out = as<bf16>(o.c);
       gemm<bf16>(false, c.trans_b, c.M, c.N, c.K, c.alpha, a.data(), o.lda, b.data(), o.ldb, c.beta, out.data(), o.ldc);
@@ -105,7 +105,7 @@ TEST(Gemv, MatchesAFloat64Product) {
 }
 
 TEST(Gemv, BetaZeroIgnoresC) {
-  const Operands o = make(true, 2, 20, 30, 0, false, 3);
+  const GemvOperands o = make(true, 2, 20, 30, 0, false, 3);
   std::vector<float> got(o.c.size(), std::numeric_limits<float>::quiet_NaN());
   gemm<float>(false, true, 2, 20, 30, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, got.data(), o.ldc);
   EXPECT_LT(error(o, got, true, 2, 20, 30, 1.0f, 0.0f), 1e-6);
@@ -116,7 +116,7 @@ TEST(Gemv, ARowsBitsDoNotDependOnTheOtherRowsOrTheThreads) {
   for (bool trans_b : {true, false})
     for (int64_t M : {int64_t{4}, int64_t{6}, int64_t{8}}) {
       const int64_t N = 3000, K = 700;
-      const Operands o = make(trans_b, M, N, K, 0, false, 4);
+      const GemvOperands o = make(trans_b, M, N, K, 0, false, 4);
       std::vector<float> batch(o.c.size());
       gemm<float>(false, trans_b, M, N, K, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, batch.data(), o.ldc);
       for (int threads : {1, 2}) {

@@ -19,26 +19,22 @@
 namespace trident::kernels::cpu {
 namespace {
 
-// Every path this CPU runs, the scalar one last (int8_isa.h); tests/kernels/int8_quantize_test.cc
-// says which this CPU lacks.
-std::vector<Int8Isa> supported_paths() { return int8_isa_supported_paths(); }
-
-struct Shape {
+struct W8A8Shape {
   int64_t M, N, K, pad;
 };
 
-std::string describe(const Shape& s) {
+std::string describe(const W8A8Shape& s) {
   return "M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) +
          " pad=" + std::to_string(s.pad);
 }
 
 // Codes drawn from [lo, hi] (all of [-127, 127] by default; the extremes to push the sums).
-struct Problem {
-  Shape s;
+struct W8A8Problem {
+  W8A8Shape s;
   int64_t lda, ldw, ldc;
   std::vector<int8_t> a, w;
   std::vector<float> a_scale, w_scale, bias;
-  Problem(const Shape& shape, uint32_t seed, bool extremes = false) : s(shape) {
+  W8A8Problem(const W8A8Shape& shape, uint32_t seed, bool extremes = false) : s(shape) {
     lda = s.K + s.pad, ldw = s.K + s.pad, ldc = s.N + s.pad;
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> code(-127, 127), coin(0, 1);
@@ -63,18 +59,18 @@ struct Problem {
   }
 };
 
-const Shape kShapes[] = {
+const W8A8Shape kShapes[] = {
     {1, 1, 1, 0},      {1, 17, 5, 0},    {1, 2304, 768, 0}, {3, 33, 67, 3},   {8, 49, 130, 0},
     {9, 50, 131, 2},   {13, 47, 3, 1},   {6, 16, 64, 0},    {300, 41, 100, 0}, {5, 768, 3072, 0},
     {2, 7, 4096, 5},   {257, 96, 36, 0}, {0, 5, 5, 0},      {4, 0, 5, 0},     {2, 3, 0, 0},
 };
 
 TEST(Int8Gemm, UnitScalesGiveTheExactSumRoundedOnceOnEveryPath) {
-  for (const Shape& shape : kShapes) {
-    const Problem p(shape, static_cast<uint32_t>(shape.M * 7919 + shape.N * 31 + shape.K));
+  for (const W8A8Shape& shape : kShapes) {
+    const W8A8Problem p(shape, static_cast<uint32_t>(shape.M * 7919 + shape.N * 31 + shape.K));
     const std::vector<float> ones_m(std::max<int64_t>(shape.M, 1), 1.0f), ones_n(std::max<int64_t>(shape.N, 1), 1.0f);
     const Int8PackedWeights packed(p.w.data(), shape.N, shape.K, p.ldw, ones_n.data());
-    for (Int8Isa isa : supported_paths()) {
+    for (Int8Isa isa : int8_isa_supported_paths()) {
       SCOPED_TRACE(std::string(int8_isa_name(isa)) + " " + describe(shape));
       const std::vector<float> c = p.run(packed, ones_m.data(), nullptr, isa);
       for (int64_t m = 0; m < shape.M; ++m) {
@@ -91,13 +87,13 @@ TEST(Int8Gemm, UnitScalesGiveTheExactSumRoundedOnceOnEveryPath) {
 // float(sum), a_scale * w_scale and the product (or fma with the bias) round once each:
 // |error| <= 3u (|sum x a_scale x w_scale| + |bias|) with u = 2^-24, in float64.
 TEST(Int8Gemm, ScalesAndBiasWithinTheEpiloguesRoundingAndPathsBitwiseEqual) {
-  for (const Shape& shape : kShapes) {
+  for (const W8A8Shape& shape : kShapes) {
     for (bool with_bias : {false, true}) {
-      const Problem p(shape, static_cast<uint32_t>(shape.N * 131 + shape.K + with_bias));
+      const W8A8Problem p(shape, static_cast<uint32_t>(shape.N * 131 + shape.K + with_bias));
       const Int8PackedWeights packed(p.w.data(), shape.N, shape.K, p.ldw, p.w_scale.data());
       const float* bias = with_bias ? p.bias.data() : nullptr;
       const std::vector<float> scalar = p.run(packed, p.a_scale.data(), bias, Int8Isa::kScalar);
-      for (Int8Isa isa : supported_paths()) {
+      for (Int8Isa isa : int8_isa_supported_paths()) {
         SCOPED_TRACE(std::string(int8_isa_name(isa)) + " " + describe(shape) + (with_bias ? " bias" : ""));
         const std::vector<float> c = p.run(packed, p.a_scale.data(), bias, isa);
         for (int64_t m = 0; m < shape.M; ++m)
@@ -118,11 +114,11 @@ TEST(Int8Gemm, ScalesAndBiasWithinTheEpiloguesRoundingAndPathsBitwiseEqual) {
 // All codes +-127 and long rows: the largest sums the int32 accumulators and the AVX2 path's
 // int16 pairs meet (Note [Int8 signs]); nothing saturates.
 TEST(Int8Gemm, ExtremeCodesDoNotSaturate) {
-  for (const Shape& shape : {Shape{4, 40, 3072, 0}, Shape{9, 19, 8191, 1}}) {
-    const Problem p(shape, 5, /*extremes=*/true);
+  for (const W8A8Shape& shape : {W8A8Shape{4, 40, 3072, 0}, W8A8Shape{9, 19, 8191, 1}}) {
+    const W8A8Problem p(shape, 5, /*extremes=*/true);
     const std::vector<float> ones_m(shape.M, 1.0f), ones_n(shape.N, 1.0f);
     const Int8PackedWeights packed(p.w.data(), shape.N, shape.K, p.ldw, ones_n.data());
-    for (Int8Isa isa : supported_paths()) {
+    for (Int8Isa isa : int8_isa_supported_paths()) {
       SCOPED_TRACE(std::string(int8_isa_name(isa)) + " " + describe(shape));
       const std::vector<float> c = p.run(packed, ones_m.data(), nullptr, isa);
       for (int64_t m = 0; m < shape.M; ++m)
@@ -132,7 +128,7 @@ TEST(Int8Gemm, ExtremeCodesDoNotSaturate) {
     std::vector<int8_t> same(p.a.begin(), p.a.begin() + shape.K);
     const float one = 1.0f;
     const Int8PackedWeights self(same.data(), 1, shape.K, shape.K, &one);
-    for (Int8Isa isa : supported_paths()) {
+    for (Int8Isa isa : int8_isa_supported_paths()) {
       float c = 0;
       int8_gemm(1, same.data(), shape.K, &one, self, nullptr, &c, 1, isa);
       EXPECT_EQ(c, static_cast<float>(shape.K * 127 * 127)) << int8_isa_name(isa);
@@ -142,11 +138,11 @@ TEST(Int8Gemm, ExtremeCodesDoNotSaturate) {
 
 // oneDNN's int8 matmul (onednn_int8_gemm.h) under the same contract: the scalar path's bits.
 TEST(OnednnInt8Gemm, SameBitsAsTheScalarPath) {
-  for (const Shape& shape : kShapes) {
+  for (const W8A8Shape& shape : kShapes) {
     if (shape.N == 0 || shape.K == 0) continue;  // oneDNN wants a weight
     for (bool with_bias : {false, true}) {
       SCOPED_TRACE(describe(shape) + (with_bias ? " bias" : ""));
-      const Problem p(shape, static_cast<uint32_t>(shape.M + shape.N * 3 + with_bias));
+      const W8A8Problem p(shape, static_cast<uint32_t>(shape.M + shape.N * 3 + with_bias));
       const float* bias = with_bias ? p.bias.data() : nullptr;
       const Int8PackedWeights packed(p.w.data(), shape.N, shape.K, p.ldw, p.w_scale.data());
       const OnednnInt8Weights onednn(p.w.data(), shape.N, shape.K, p.ldw, p.w_scale.data());
@@ -159,11 +155,11 @@ TEST(OnednnInt8Gemm, SameBitsAsTheScalarPath) {
 }
 
 TEST(Int8Gemm, BitsDoNotDependOnTheThreadCount) {
-  const Shape shape{37, 300, 200, 0};
-  const Problem p(shape, 11);
+  const W8A8Shape shape{37, 300, 200, 0};
+  const W8A8Problem p(shape, 11);
   const Int8PackedWeights packed(p.w.data(), shape.N, shape.K, p.ldw, p.w_scale.data());
   const int saved = num_threads();
-  for (Int8Isa isa : supported_paths()) {
+  for (Int8Isa isa : int8_isa_supported_paths()) {
     set_num_threads(1);
     const std::vector<float> one = p.run(packed, p.a_scale.data(), p.bias.data(), isa);
     set_num_threads(2);
@@ -174,8 +170,8 @@ TEST(Int8Gemm, BitsDoNotDependOnTheThreadCount) {
 }
 
 TEST(Int8Gemm, PackingKeepsEveryCodeAndScale) {
-  const Shape shape{1, 21, 13, 2};
-  const Problem p(shape, 3);
+  const W8A8Shape shape{1, 21, 13, 2};
+  const W8A8Problem p(shape, 3);
   const Int8PackedWeights packed(p.w.data(), shape.N, shape.K, p.ldw, p.w_scale.data());
   for (int64_t n = 0; n < shape.N; ++n) {
     int64_t sum = 0;

@@ -14,10 +14,6 @@
 namespace trident::kernels::cpu {
 namespace {
 
-// Every path this CPU runs, the scalar one last (int8_isa.h); tests/kernels/int8_quantize_test.cc
-// says which this CPU lacks.
-std::vector<Int8Isa> supported_paths() { return int8_isa_supported_paths(); }
-
 struct Rows {
   int64_t M, K, ldx, ldq;
   std::vector<float> x;
@@ -54,7 +50,7 @@ TEST(Int8Quantize, RowsWithinHalfAStepOnEveryPathAndBitwiseEqual) {
     Rows r(M, K, pad, static_cast<uint32_t>(M * 131 + K));
     std::vector<int8_t> reference;
     std::vector<float> reference_scale;
-    for (Int8Isa isa : supported_paths()) {
+    for (Int8Isa isa : int8_isa_supported_paths()) {
       std::vector<int8_t> q(r.x.size(), 99);
       std::vector<float> scale(M, -1.0f);
       quantize_rows_int8(r.x.data(), M, K, r.ldx, q.data(), r.ldq, scale.data(), isa);
@@ -75,7 +71,7 @@ TEST(Int8Quantize, RowsWithinHalfAStepOnEveryPathAndBitwiseEqual) {
 TEST(Int8Quantize, ZeroRowsAndNonFiniteRows) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const int64_t K = 37;
-  for (Int8Isa isa : supported_paths()) {
+  for (Int8Isa isa : int8_isa_supported_paths()) {
     SCOPED_TRACE(int8_isa_name(isa));
     std::vector<float> x(4 * K, 0.0f);
     for (int64_t k = 0; k < K; ++k) x[1 * K + k] = x[2 * K + k] = x[3 * K + k] = 0.25f * static_cast<float>(k);

@@ -23,30 +23,30 @@
 namespace trident::kernels::cpu {
 namespace {
 
-struct Problem {
+struct GemmProblem {
   bool ta, tb;
   int64_t M, N, K;
   int64_t pad;  // extra elements per stored row: leading dims above the row length
   float alpha, beta;
 };
 
-std::string describe(const Problem& p) {
+std::string describe(const GemmProblem& p) {
   return std::string(p.ta ? "A^T" : "A") + (p.tb ? " B^T" : " B") + " M=" + std::to_string(p.M) +
          " N=" + std::to_string(p.N) + " K=" + std::to_string(p.K) + " pad=" + std::to_string(p.pad) +
          " alpha=" + std::to_string(p.alpha) + " beta=" + std::to_string(p.beta);
 }
 
-// Operands stored as the GEMM sees them (transposed ones as (K,M) / (N,K)), values already
+// GemmOperands stored as the GEMM sees them (transposed ones as (K,M) / (N,K)), values already
 // rounded to In, and C's starting values.
 template <class In, class Out>
-struct Operands {
+struct GemmOperands {
   int64_t lda, ldb, ldc;
   std::vector<In> a, b;
   std::vector<Out> c;
   std::vector<double> expected;  // alpha * op(A) @ op(B) + beta * C, in float64
   std::vector<double> bound;     // |alpha| * |op(A)| @ |op(B)| + |beta * C|: the error scale
 
-  explicit Operands(const Problem& p, uint32_t seed = 7) {
+  explicit GemmOperands(const GemmProblem& p, uint32_t seed = 7) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal;
     const int64_t a_rows = p.ta ? p.K : p.M, a_cols = p.ta ? p.M : p.K;
@@ -76,7 +76,7 @@ struct Operands {
   }
 
   // Every element of C within tolerance * (K + 2) * bound of float64, and C's padding untouched.
-  void expect_result(const Problem& p, const std::vector<Out>& before, double unit_roundoff) const {
+  void expect_result(const GemmProblem& p, const std::vector<Out>& before, double unit_roundoff) const {
     for (int64_t i = 0; i < p.M; ++i) {
       for (int64_t j = 0; j < p.N; ++j) {
         const double got = static_cast<float>(c[i * ldc + j]);
@@ -90,8 +90,8 @@ struct Operands {
   }
 };
 
-std::vector<Problem> problems() {
-  std::vector<Problem> out;
+std::vector<GemmProblem> problems() {
+  std::vector<GemmProblem> out;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (int64_t pad : {0, 3}) {
@@ -107,8 +107,8 @@ std::vector<Problem> problems() {
 
 template <class In, class Out>
 void check_all(double unit_roundoff) {
-  for (const Problem& p : problems()) {
-    Operands<In, Out> ops(p);
+  for (const GemmProblem& p : problems()) {
+    GemmOperands<In, Out> ops(p);
     const std::vector<Out> before = ops.c;
     onednn_gemm_serial<In, Out>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb,
                                 p.beta, ops.c.data(), ops.ldc);
@@ -200,8 +200,8 @@ uint16_t bits_of(bf16 x) { return x.bits; }
 // Note [Deterministic GEMM], against float64 within T's rounding, and the same bits with 1
 // and 2 threads.
 template <class T>
-void expect_blocked_product_right_and_thread_count_free(const Problem& p, double unit_roundoff) {
-  Operands<T, T> ops(p);
+void expect_blocked_product_right_and_thread_count_free(const GemmProblem& p, double unit_roundoff) {
+  GemmOperands<T, T> ops(p);
   const std::vector<T> before = ops.c;
   auto run = [&](int threads) {
     std::vector<T> c = before;
@@ -221,10 +221,10 @@ void expect_blocked_product_right_and_thread_count_free(const Problem& p, double
 TEST(GemmEngine, F32BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
   std::cout << "f32 GEMM engine: " << gemm_engine_name(GemmType::kF32, gemm_engine(GemmType::kF32)) << " (oneDNN ISA "
             << onednn_cpu_isa() << ")\n";
-  for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
-                           Problem{true, true, 300, 260, 17, 1, 1.0f, 0.25f},
+  for (const GemmProblem& p : {GemmProblem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, GemmProblem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
+                           GemmProblem{true, true, 300, 260, 17, 1, 1.0f, 0.25f},
                            // longer than 16 blocks (Note [Long extents]): by columns, by rows
-                           Problem{false, true, 24, 4500, 16, 0, 1.0f, 0.0f}, Problem{true, false, 4130, 20, 12, 3, 1.0f, 0.5f}})
+                           GemmProblem{false, true, 24, 4500, 16, 0, 1.0f, 0.0f}, GemmProblem{true, false, 4130, 20, 12, 3, 1.0f, 0.5f}})
     expect_blocked_product_right_and_thread_count_free<float>(p, std::ldexp(1.0, -24));
 }
 
@@ -235,8 +235,8 @@ TEST(GemmEngine, AnExplicitBlockSplitsWhereItSays) {
   EXPECT_EQ(gemm_block_extent(600), 112);      // 3 blocks become 6 (Note [Even block counts])
   EXPECT_EQ(gemm_block_extent(32000), 2048);   // 16 blocks, a multiple of 64 (Note [Long extents])
   const GemmEngines engines = gemm_engines();
-  for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f}}) {
-    Operands<float, float> ops(p);
+  for (const GemmProblem& p : {GemmProblem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, GemmProblem{true, false, 48, 700, 33, 2, 0.5f, 1.0f}}) {
+    GemmOperands<float, float> ops(p);
     auto product = [&](int64_t block) {
       std::vector<float> c = ops.c;
       gemm_on<float>(engines, p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops.a.data(), ops.lda, ops.b.data(), ops.ldb, p.beta,
@@ -273,9 +273,9 @@ TEST(GemmEngine, EachF32EngineSetInOneProcessIgnoresTheThreadCount) {
   const GemmEngines saved = gemm_engines();
   for (const GemmEngine e : {GemmEngine::kOpenBlas, GemmEngine::kOneDnn, GemmEngine::kOpenBlas}) {
     set_gemm_engine(GemmType::kF32, e);
-    expect_blocked_product_right_and_thread_count_free<float>(Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f},
+    expect_blocked_product_right_and_thread_count_free<float>(GemmProblem{false, true, 600, 72, 40, 0, 1.0f, 0.0f},
                                                              std::ldexp(1.0, -24));
-    expect_blocked_product_right_and_thread_count_free<float>(Problem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
+    expect_blocked_product_right_and_thread_count_free<float>(GemmProblem{true, false, 48, 700, 33, 2, 0.5f, 1.0f},
                                                              std::ldexp(1.0, -24));
   }
   set_gemm_engines(saved);
@@ -284,10 +284,10 @@ TEST(GemmEngine, EachF32EngineSetInOneProcessIgnoresTheThreadCount) {
 TEST(GemmEngine, Bf16BlockedProductMatchesFloat64AndIgnoresTheThreadCount) {
   std::cout << "bf16 GEMM engine: " << gemm_engine_name(GemmType::kBF16, gemm_engine(GemmType::kBF16)) << " (oneDNN ISA "
             << onednn_cpu_isa() << ")\n";
-  for (const Problem& p : {Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, Problem{true, false, 48, 700, 33, 2, 1.0f, 1.0f}}) {
+  for (const GemmProblem& p : {GemmProblem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}, GemmProblem{true, false, 48, 700, 33, 2, 1.0f, 1.0f}}) {
     expect_blocked_product_right_and_thread_count_free<bf16>(p, std::ldexp(1.0, -8));
     // With an f32 result: exact products, f32 sums.
-    Operands<bf16, float> ops32(p);
+    GemmOperands<bf16, float> ops32(p);
     const std::vector<float> before32 = ops32.c;
     gemm_to_f32<bf16>(p.ta, p.tb, p.M, p.N, p.K, p.alpha, ops32.a.data(), ops32.lda, ops32.b.data(), ops32.ldb, p.beta,
                       ops32.c.data(), ops32.ldc);
@@ -310,10 +310,10 @@ TEST(GemmEngine, TheEnginesScratchIsWhatTheAllocatorSees) {
   const GemmEngines engines{.f32 = GemmEngine::kOneDnn, .bf16 = GemmEngine::kOneDnn};
   Allocator& host = host_allocator();
   const auto activations = [&] { return host.stats().category(MemoryCategory::kActivation); };
-  for (const Problem& p : {Problem{false, true, 96, 4500, 32, 0, 1.0f, 0.0f}, Problem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}})
+  for (const GemmProblem& p : {GemmProblem{false, true, 96, 4500, 32, 0, 1.0f, 0.0f}, GemmProblem{false, true, 600, 72, 40, 0, 1.0f, 0.0f}})
     for (int64_t one_thread = 0; const int threads : {1, 2}) {
       SCOPED_TRACE(describe(p) + " threads=" + std::to_string(threads));
-      Operands<bf16, bf16> ops(p);
+      GemmOperands<bf16, bf16> ops(p);
       const int saved = omp_get_max_threads();
       omp_set_num_threads(threads);
       const int64_t predicted =

@@ -14,10 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "support/seconds_since.h"
+
 namespace trident::monitor {
 namespace {
 
-class HttpServerTest : public testing::Test {
+class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     registry_.gauge("trident_loss", "training loss").set(2.5);
@@ -188,7 +190,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using trident::testing::seconds_since;
 
 // A connected loopback socket, or -1.
 int connect_to(int port) {

@@ -13,12 +13,13 @@
 #include <thread>
 
 #include "monitor/notify.h"
+#include "support/seconds_since.h"
 
 namespace trident::monitor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using trident::testing::seconds_since;
 
 Notification webhook_note(const std::string& rule, const std::string& url = "http://unused/") {
   Notification n;

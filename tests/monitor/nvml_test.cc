@@ -68,9 +68,9 @@ TEST(Nvml, CudaIndicesThroughCudaVisibleDevices) {
 TEST(Nvml, GaugesArriveInThePrometheusTextWithTheRanksLabels) {
   ScopedEnv library("TRIDENT_NVML_LIBRARY", fake());
   ScopedEnv visible("CUDA_VISIBLE_DEVICES", "1,0");
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   std::unique_ptr<GpuMetrics> gpu = GpuMetrics::open(0, "rank 3");  // CUDA 0 is NVML's GPU 1
-  const std::string said = testing::internal::GetCapturedStderr();
+  const std::string said = ::testing::internal::GetCapturedStderr();
   ASSERT_NE(gpu, nullptr) << said;
   EXPECT_EQ(said, "");
   Registry r;
@@ -107,17 +107,17 @@ TEST(Nvml, AbsentOrBrokenLibraryGivesOneLineAndNoMetrics) {
   };
   for (const auto& [path, want] : cases) {
     ScopedEnv library("TRIDENT_NVML_LIBRARY", path);
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     EXPECT_EQ(GpuMetrics::open(0, "rank 2"), nullptr) << path;
-    const std::string said = testing::internal::GetCapturedStderr();
+    const std::string said = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(said.rfind(want, 0), 0u) << said;
     EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
   }
   ScopedEnv library("TRIDENT_NVML_LIBRARY", fake());
   ScopedEnv fail("FAKE_NVML_INIT_RC", "9");
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(GpuMetrics::open(0, "rank 2"), nullptr);
-  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
             std::string("rank 2: no GPU metrics: NVML not usable: ") + fake() +
                 ": nvmlInit_v2 failed: Driver Not Loaded\n");
 }
@@ -129,10 +129,10 @@ TEST(Nvml, ASampleThatFailsStopsTheSamples) {
   std::unique_ptr<GpuMetrics> gpu = GpuMetrics::open(0, "rank 1");
   ASSERT_NE(gpu, nullptr);
   Registry r;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   gpu->publish(r);
   gpu->publish(r);
-  const std::string said = testing::internal::GetCapturedStderr();
+  const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(said, "rank 1: no more GPU metrics: " + std::string(fake()) +
                       ": nvmlDeviceGetHandleByIndex_v2 failed: Invalid Argument for GPU 5\n");
   EXPECT_EQ(prometheus_text(r).find("trident_gpu"), std::string::npos);

@@ -135,7 +135,7 @@ TEST(TensorBoardWriter, MaskedCrcMatchesTensorFlow) {
 }
 
 TEST(TensorBoardWriter, FileParsesBackRecordByRecord) {
-  const std::string dir = testing::TempDir() + "/tb_" + std::to_string(::getpid());
+  const std::string dir = ::testing::TempDir() + "/tb_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::string path;

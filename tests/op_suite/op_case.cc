@@ -1,5 +1,7 @@
 #include "op_case.h"
 
+#include <algorithm>
+
 namespace trident::testing {
 
 InputSpec normal(const Shape& shape) { return InputSpec{.shape = shape}; }
@@ -23,11 +25,38 @@ static std::vector<OpCase>& case_list() {
   return *cases;
 }
 
-void add_case(OpCase c) { case_list().push_back(std::move(c)); }
-const std::vector<OpCase>& all_cases() { return case_list(); }
+namespace {
 
-bool register_cases(void (*fn)()) {
-  fn();
+struct CaseGroup {
+  std::string file;
+  int line;
+  void (*fn)();
+};
+
+std::vector<CaseGroup>& case_groups() {
+  static std::vector<CaseGroup>* groups = new std::vector<CaseGroup>();
+  return *groups;
+}
+
+}  // namespace
+
+void add_case(OpCase c) { case_list().push_back(std::move(c)); }
+
+const std::vector<OpCase>& all_cases() {
+  static const bool added = [] {
+    std::vector<CaseGroup> groups = case_groups();
+    std::sort(groups.begin(), groups.end(), [](const CaseGroup& a, const CaseGroup& b) {
+      return a.file != b.file ? a.file < b.file : a.line < b.line;
+    });
+    for (const CaseGroup& g : groups) g.fn();
+    return true;
+  }();
+  (void)added;
+  return case_list();
+}
+
+bool register_cases(void (*fn)(), const char* file, int line) {
+  case_groups().push_back({file, line, fn});
   return true;
 }
 

@@ -113,12 +113,18 @@ class OpCase {
 };
 
 void add_case(OpCase c);
+// Every case, in the order of the names of the files that register them (then of their lines),
+// whatever the order of static initialization: that is the link order, which the build decides
+// (CMake's unity batches link in reverse, Note [Unity test programs] in tests/CMakeLists.txt),
+// and a case's index is part of its test's name.
 const std::vector<OpCase>& all_cases();
-bool register_cases(void (*fn)());
+// Records fn, which add_case()s a group of cases, for all_cases() to run (TRI_OP_CASES).
+bool register_cases(void (*fn)(), const char* file, int line);
 
 }  // namespace trident::testing
 
-#define TRI_OP_CASES(fn)                                                              \
-  static void fn();                                                                   \
-  [[maybe_unused]] static const bool fn##_registered = ::trident::testing::register_cases(&fn); \
+#define TRI_OP_CASES(fn)                                           \
+  static void fn();                                                \
+  [[maybe_unused]] static const bool fn##_registered =             \
+      ::trident::testing::register_cases(&fn, __FILE__, __LINE__); \
   static void fn()

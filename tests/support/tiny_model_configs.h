@@ -28,4 +28,12 @@ inline ModelConfig tiny_llama(bool tied, bool qkv_bias = false) {
   return c;
 }
 
+// c with a context of `block_size` positions and, when `sliding_window` > 0, a sliding window
+// of that many (a LLaMA family value).
+inline ModelConfig with_context(ModelConfig c, int64_t block_size, int64_t sliding_window = 0) {
+  c.block_size = block_size;
+  if (sliding_window > 0) c.family_values["sliding_window"] = sliding_window;
+  return c;
+}
+
 }  // namespace trident::models::testing
