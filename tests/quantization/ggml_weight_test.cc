@@ -250,7 +250,9 @@ std::vector<float> q8_0_round_trip(const std::vector<float>& x) {
 
 // Every path of the row quantizer the products use (Note [Q8_0 activations in vectors]) against
 // the reference: Gaussian rows at several scales, outliers, a zero block, exact ties of roundf
-// (amax 127: id = 1, values k + 0.5 of both signs) and values an ulp either side of them.
+// (amax 127: id = 1, values k + 0.5 of both signs) and values an ulp either side of them, a
+// block whose scale is an fp16 subnormal; 40 blocks: two groups of 16 for AVX-512 (Note
+// [Sixteen blocks at a time]) and 8 after them.
 TEST(GgmlWeight, Q8_0RowQuantizerIsGgmlsReferenceOnEveryPath) {
   const int64_t cols = 32 * 40;
   Generator gen(17);
@@ -258,6 +260,7 @@ TEST(GgmlWeight, Q8_0RowQuantizerIsGgmlsReferenceOnEveryPath) {
   for (int64_t b = 0; b < cols / 32; ++b)
     for (int64_t j = 0; j < 32; ++j) x[static_cast<size_t>(b * 32 + j)] *= std::ldexp(1.0f, static_cast<int>(b % 13) - 6);
   for (size_t i = 0; i < x.size(); i += 53) x[i] *= 40.0f;
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(4 * 32 + j)] *= 1e-5f;  // an fp16-subnormal scale
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(32 + j)] = 0.0f;
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(64 + j)] = j == 0 ? 127.0f : static_cast<float>(j - 16) + 0.5f;
   for (int j = 0; j < 32; ++j) {

@@ -156,11 +156,16 @@ struct ForwardTask {
       }
       if (k_rows == k_buf) load_rows(k_buf, HSp, k.row(b, g, k0), k.time_stride, cols, HS);
       if (v_rows == v_buf) load_rows(v_buf, HSp, v.row(b, g, k0), v.time_stride, cols, HS);
-      // S^T (cols, kBr) = K (scale Q)^T; columns past `rows` are padding queries.
-      tile_matmul<false, false>(pt, kBr, k_rows, ldk, qt, kBr, cols, kBr, HS);
+      // S^T (cols, kBr) = K (scale Q)^T; columns past `rows` are padding queries. A tile the
+      // causal diagonal crosses computes only what its queries see (Note [Causal tiles trimmed]).
+      const int64_t diag = p0 - k0;
+      const bool crossed = s.causal && diag < cols - 1;
+      if (crossed) causal_scores(pt, kBr, k_rows, ldk, qt, kBr, cols, kBr, HS, diag);
+      else tile_matmul<false, false>(pt, kBr, k_rows, ldk, qt, kBr, cols, kBr, HS);
       mask_scores(pt, s, b, p0, k0, cols);
       online_softmax_step(pt, cols, m, l, alpha);
-      tile_matmul<true, false>(pv, HSp, pt, kBr, v_rows, ldv, rows, HSp, cols);
+      if (crossed) causal_probabilities_times_values(pv, HSp, pt, kBr, v_rows, ldv, rows, HSp, cols, diag);
+      else tile_matmul<true, false>(pv, HSp, pt, kBr, v_rows, ldv, rows, HSp, cols);
       rescale_and_add(acc, alpha, pv, rows, HSp);
     }
     store_output(out, lse, s, b, h, q0, rows, HSp, acc, m, l);

@@ -51,6 +51,14 @@ namespace trident::kernels::cpu {
 // product's time at 128 rows. Measured 2026-11-30 (quantized_matvec_bench --M 1024 --hot 1, 2
 // Zen 5 cores): 450-500 G multiply-adds/s, ~2.8x the fp32 GEMM, about 58% of vpdpbusd's
 // measured peak; 4, 6 or 8 rows per tile made no difference.
+// x's block scales and corrections are read compact (GgmlQ8Activations::block_scales), not
+// copied out of decode's lane arrays by one thread per product, and prefill's x no longer
+// builds those arrays (Note [Sixteen blocks at a time] in ggml_blocks.cc has the measurements).
+// The kernel's ceiling: per block and 16 outputs of a row, 8 vpdpbusd and an epilogue of a
+// convert, a multiply (d_w d_x) and a multiply-add, which share vpdpbusd's two pipes on Zen 5, so
+// at most 8 / 11 = 73% of the vpdpbusd peak (840 G multiply-adds/s on 2 cores, measured by a
+// register-only loop 2026-11-30); the register tile alone (a one-off program) ran at 540-614,
+// 64-73%, and this kernel in place at 560-590 in a quiet phase of the machine.
 
 namespace {
 
@@ -58,26 +66,6 @@ constexpr int64_t kPanelRows = 16;  // weight rows per panel: one zmm of int32 s
 constexpr int64_t kPanels = 2;  // panels per thread's step: 32 output columns
 constexpr int64_t kBlockBytes = 8 * 64;  // a panel's block: 8 groups x 16 rows x 4 codes
 constexpr int kRows = 4;       // rows of x per register tile (4 x 2 zmm sums of each kind)
-
-// x's per-block numbers, compact (the activations' lane arrays are the AVX-512 decode path's):
-// d[m * nb + b], the fp32 value of block b's scale; corr[m * nb + b], its correction.
-struct BlockNumbers {
-  std::vector<float> d;
-  std::vector<int32_t> corr;
-};
-
-BlockNumbers block_numbers(const GgmlQ8Activations& x) {
-  const int64_t M = x.M(), nb = x.blocks();
-  BlockNumbers n;
-  n.d.resize(static_cast<size_t>(M * nb));
-  n.corr.resize(static_cast<size_t>(M * nb));
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t b = 0; b < nb; ++b) {
-      n.d[static_cast<size_t>(m * nb + b)] = x.scale(m, b);
-      n.corr[static_cast<size_t>(m * nb + b)] = x.corrections(m)[(b / 2) * 16 + (b % 2) * 8];
-    }
-  return n;
-}
 
 // The 32 codes of a weight block as integers (Q4_0: element j < 16 from byte j's low nibble,
 // j >= 16 from byte j - 16's high nibble, less 8).
@@ -118,7 +106,7 @@ void repack_panel(GgmlBlockType t, const uint8_t* codes, const uint16_t* scales,
 }
 
 // The reference: each output's block sums in block order, from the weight as stored.
-void columns_scalar(GgmlBlockType t, const GgmlQ8Activations& x, const BlockNumbers& xn, const uint8_t* codes,
+void columns_scalar(GgmlBlockType t, const GgmlQ8Activations& x, const uint8_t* codes,
                     const uint16_t* scales, int64_t r0, int64_t r1, float* y, int64_t ldy, const float* bias) {
   const int64_t nb = x.blocks(), cb = ggml_code_bytes(t);
   for (int64_t r = r0; r < r1; ++r)
@@ -129,7 +117,7 @@ void columns_scalar(GgmlBlockType t, const GgmlQ8Activations& x, const BlockNumb
         const int8_t* xq = x.codes(m) + b * kGgmlBlock;
         int32_t s = 0;
         for (int64_t j = 0; j < kGgmlBlock; ++j) s += code_at(t, qs, j) * int32_t{xq[j]};
-        acc += static_cast<float>(s) * (f16::to_float(scales[r * nb + b]) * xn.d[static_cast<size_t>(m * nb + b)]);
+        acc += static_cast<float>(s) * (f16::to_float(scales[r * nb + b]) * x.scale(m, b));
       }
       y[m * ldy + r] = bias == nullptr ? acc : acc + bias[r];
     }
@@ -142,7 +130,6 @@ struct Tile {
   const float* pd;
   int64_t code_stride, d_stride, nb;
   const GgmlQ8Activations* x;
-  const BlockNumbers* xn;
   const float* bias;  // at y's column 0, added as the sums are stored; nullptr: none
 };
 
@@ -164,8 +151,8 @@ TRI_AVX512 void tile_avx512(const Tile& t, int64_t m0, int64_t cols, float* y, i
   const int32_t* xcorr[MR];
   for (int m = 0; m < MR; ++m) {
     xc[m] = t.x->codes(m0 + m);
-    xd[m] = t.xn->d.data() + (m0 + m) * nb;
-    xcorr[m] = t.xn->corr.data() + (m0 + m) * nb;
+    xd[m] = t.x->block_scales(m0 + m);
+    xcorr[m] = t.x->block_corrections(m0 + m);
   }
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
@@ -321,7 +308,7 @@ TRI_AVX2 void tile_avx2(const Tile& t, int64_t h, int64_t m0, int64_t cols, floa
     const __m256 dw = _mm256_load_ps(t.pd + b * kPanelRows + h * 8);
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
-      const __m256 dx = _mm256_set1_ps(t.xn->d[static_cast<size_t>((m0 + m) * nb + b)]);
+      const __m256 dx = _mm256_set1_ps(t.x->scale(m0 + m, b));
       acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[m]), _mm256_mul_ps(dw, dx), acc[m]);
     }
   }
@@ -371,12 +358,11 @@ Avx2Fn pick_avx2(int64_t mr, std::integer_sequence<int, Ms...>) {
 }
 
 // Output columns [c0, c1) (c0 a multiple of kPanels x 16, c1 - c0 <= that) by the panel paths.
-void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const BlockNumbers& xn,
-                    const uint8_t* codes, const uint16_t* scales, int64_t c0, int64_t c1, uint8_t* pc, float* pd,
+void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const uint8_t* codes, const uint16_t* scales, int64_t c0, int64_t c1, uint8_t* pc, float* pd,
                     float* y, int64_t ldy, const float* bias) {
   const int64_t nb = x.blocks(), M = x.M();
   const int64_t panels = (c1 - c0 + kPanelRows - 1) / kPanelRows;
-  const Tile tile{pc, pd, nb * kBlockBytes, nb * kPanelRows, nb, &x, &xn, bias == nullptr ? nullptr : bias + c0};
+  const Tile tile{pc, pd, nb * kBlockBytes, nb * kPanelRows, nb, &x, bias == nullptr ? nullptr : bias + c0};
   const auto tiles = std::make_integer_sequence<int, kRows>();
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t r0 = c0 + p * kPanelRows, n = std::min(kPanelRows, c1 - r0);
@@ -395,7 +381,7 @@ void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, 
     } else {
       const Avx2Fn fn = pick_avx2(mr, tiles);
       for (int64_t h = 0; h < 2 * panels; ++h) {
-        const Tile half{pc + (h / 2) * tile.code_stride, pd + (h / 2) * tile.d_stride, 0, 0, nb, &x, &xn,
+        const Tile half{pc + (h / 2) * tile.code_stride, pd + (h / 2) * tile.d_stride, 0, 0, nb, &x,
                         tile.bias == nullptr ? nullptr : tile.bias + h * 8};
         fn(half, h % 2, m0, c1 - c0 - h * 8, y + c0 + h * 8, ldy);
       }
@@ -411,11 +397,10 @@ void ggml_block_gemm(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x,
             " weights, given ", ggml_block_type_name(t));
   TRI_CHECK(ggml_matvec_supports(isa), "ggml_block_gemm: this CPU has no ", matvec_isa_name(isa));
   if (rows <= 0) return;
-  const BlockNumbers xn = block_numbers(x);
   const int64_t step = kPanels * kPanelRows, steps = (rows + step - 1) / step;
   if (isa == MatvecIsa::kScalar) {
     parallel_for(0, steps, 1, [&](int64_t s0, int64_t s1) {
-      columns_scalar(t, x, xn, codes, scales, s0 * step, std::min(rows, s1 * step), y, ldy, bias);
+      columns_scalar(t, x, codes, scales, s0 * step, std::min(rows, s1 * step), y, ldy, bias);
     });
     return;
   }
@@ -426,7 +411,7 @@ void ggml_block_gemm(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x,
     const AlignedBytes buffer(code_bytes + scale_bytes);
     float* pd = reinterpret_cast<float*>(buffer.p + code_bytes);
     for (int64_t s = s0; s < s1; ++s)
-      columns_panels(t, isa, x, xn, codes, scales, s * step, std::min(rows, (s + 1) * step), buffer.p, pd, y, ldy,
+      columns_panels(t, isa, x, codes, scales, s * step, std::min(rows, (s + 1) * step), buffer.p, pd, y, ldy,
                      bias);
   });
 }

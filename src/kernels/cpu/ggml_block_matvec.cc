@@ -251,15 +251,6 @@ RowsFn pick(MatvecIsa isa, int64_t M, std::integer_sequence<int, Ms...>) {
   return scalar[M - 1];
 }
 
-#if defined(__x86_64__)
-// F16C from CPUID leaf 1 (ECX bit 29): clang 14, the fuzz build's compiler, does not accept
-// "f16c" in __builtin_cpu_supports.
-bool cpu_has_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-}
-#endif
-
 bool cpu_supports(MatvecIsa isa) {
 #if defined(__x86_64__)
   if (isa == MatvecIsa::kAvx512)
@@ -283,21 +274,33 @@ GgmlQ8Activations::GgmlQ8Activations(GgmlBlockType weight_type, const float* x, 
   const int64_t nb = blocks(), np = pairs();
   // The weight's codes are offset by 128 (Q8_0, as unsigned bytes) or 8 (Q4_0's nibbles).
   const int32_t offset = weight_type == GgmlBlockType::kQ8_0 ? 128 : 8;
-  codes_.assign(static_cast<size_t>(M * np * 64), 0);
-  scale_lanes_.assign(static_cast<size_t>(M * np * 16), 0.0f);
-  corrections_.assign(static_cast<size_t>(M * np * 16), 0);
+  const bool lanes = M <= kGgmlMatvecMaxRows;
+  codes_.reset(new int8_t[static_cast<size_t>(M * np * 64)]);
+  block_scales_.resize(static_cast<size_t>(M * nb));
+  block_corrections_.resize(static_cast<size_t>(M * nb));
+  if (lanes) {
+    scale_lanes_.assign(static_cast<size_t>(M * np * 16), 0.0f);
+    corrections_.assign(static_cast<size_t>(M * np * 16), 0);
+  }
   // Rows are independent: prefill's hundreds of rows are split over threads (bit for bit the
   // same on any thread count).
   parallel_for(0, M, std::max<int64_t>(1, 16384 / cols), [&](int64_t m0, int64_t m1) {
     std::vector<uint16_t> bits(static_cast<size_t>(nb));
-    std::vector<int32_t> sums(static_cast<size_t>(nb));
     for (int64_t m = m0; m < m1; ++m) {
-      auto* q = reinterpret_cast<uint8_t*>(codes_.data() + m * np * 64);
-      ggml_quantize_q8_0_row(x + m * cols, cols, q, bits.data(), sums.data());
+      auto* q = reinterpret_cast<uint8_t*>(codes_.get() + m * np * 64);
+      int32_t* corr = block_corrections_.data() + m * nb;
+      ggml_quantize_q8_0_row(x + m * cols, cols, q, bits.data(), corr);
+      std::fill(q + cols, q + np * 64, uint8_t{0});  // an odd last block's pair
+      float* d = block_scales_.data() + m * nb;
+      for (int64_t b = 0; b < nb; ++b) {
+        d[b] = f16::to_float(bits[static_cast<size_t>(b)]);
+        corr[b] *= -offset;  // the codes' sum, made the correction
+      }
+      if (!lanes) continue;
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t lane = m * np * 16 + (b / 2) * 16 + (b % 2) * 8;
-        std::fill_n(scale_lanes_.begin() + lane, 8, f16::to_float(bits[static_cast<size_t>(b)]));
-        corrections_[static_cast<size_t>(lane)] = -offset * sums[static_cast<size_t>(b)];
+        std::fill_n(scale_lanes_.begin() + lane, 8, d[b]);
+        corrections_[static_cast<size_t>(lane)] = corr[b];
       }
     }
   });

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/ggml_blocks.h"
@@ -34,10 +35,12 @@ bool ggml_matvec_supports(MatvecIsa isa);
 
 // The rows of x (M, cols; cols a multiple of 32, finite) quantized to Q8_0 blocks exactly as
 // ggml's quantize_row_q8_0_ref does (codes, and fp16 scales), plus what the kernels for weights
-// of type `weight_type` read beside them (the scales widened to fp32 per lane, the codes' sums
-// times the weight codes' offset). Built once per product, before the rows are split over
-// threads (the rows are quantized in parallel, each as it would be alone); read-only afterwards.
-// Any M >= 1: ggml_block_matvec takes up to kGgmlMatvecMaxRows, ggml_block_gemm any.
+// of type `weight_type` read beside them: each block's scale as fp32 and its correction (the
+// codes' sum times the weight codes' offset), compact for ggml_block_gemm, and for
+// ggml_block_matvec's few rows also spread over its lanes. Built once per product, before the
+// rows are split over threads (the rows are quantized in parallel, each as it would be alone);
+// read-only afterwards. Any M >= 1: ggml_block_matvec takes up to kGgmlMatvecMaxRows,
+// ggml_block_gemm any.
 class GgmlQ8Activations {
  public:
   GgmlQ8Activations(GgmlBlockType weight_type, const float* x, int64_t M, int64_t cols);
@@ -49,20 +52,29 @@ class GgmlQ8Activations {
   // Block pairs (the AVX-512 path's 64-byte steps): ceil(blocks / 2).
   int64_t pairs() const { return (blocks() + 1) / 2; }
   // Row m's codes: pairs() * 64 bytes, zeros past cols.
-  const int8_t* codes(int64_t m) const { return codes_.data() + m * pairs() * 64; }
+  const int8_t* codes(int64_t m) const { return codes_.get() + m * pairs() * 64; }
   // Row m's block b's scale (the fp32 value of its fp16 scale).
-  float scale(int64_t m, int64_t b) const { return scale_lanes(m)[(b / 2) * 16 + (b % 2) * 8]; }
+  float scale(int64_t m, int64_t b) const { return block_scales(m)[b]; }
+  // Row m's block scales (fp32 values of the fp16 scales) and corrections for the AVX-512 paths'
+  // unsigned weight codes (Note [Integer dot products at decode]: -offset * the sum of the
+  // block's codes): blocks() each.
+  const float* block_scales(int64_t m) const { return block_scales_.data() + m * blocks(); }
+  const int32_t* block_corrections(int64_t m) const { return block_corrections_.data() + m * blocks(); }
+  // Whether the lane arrays below exist: for M <= kGgmlMatvecMaxRows only (the matrix-vector
+  // kernel's; prefill's GEMM reads the compact arrays, and writing 64 bytes of lanes per block
+  // of every prompt row cost more than quantizing it).
+  bool has_lanes() const { return !scale_lanes_.empty(); }
   // Row m's block scales, each over 8 lanes: pairs() x 16 floats (zeros past the last block).
   const float* scale_lanes(int64_t m) const { return scale_lanes_.data() + m * pairs() * 16; }
-  // Row m's correction for the AVX-512 path's unsigned weight codes (Note [Integer dot products
-  // at decode]): -offset * (sum of block b's codes) at lane 8 (b % 2) of pair b / 2, zeros
-  // elsewhere; pairs() x 16 int32.
+  // Row m's corrections at lane 8 (b % 2) of pair b / 2, zeros elsewhere; pairs() x 16 int32.
   const int32_t* corrections(int64_t m) const { return corrections_.data() + m * pairs() * 16; }
 
  private:
   GgmlBlockType weight_type_;
   int64_t M_, cols_;
-  std::vector<int8_t> codes_;
+  std::unique_ptr<int8_t[]> codes_;  // not zeroed first: every byte is written once
+  std::vector<float> block_scales_;
+  std::vector<int32_t> block_corrections_;
   std::vector<float> scale_lanes_;
   std::vector<int32_t> corrections_;
 };

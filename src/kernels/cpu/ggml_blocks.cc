@@ -57,31 +57,107 @@ void quantize_q4_0(const float* x, uint8_t* qs, uint16_t* d_bits) {
 #if defined(__x86_64__)
 TRI_X86_INTRINSICS_BEGIN
 // (Narrower targets than the dot-product kernels': these paths run on AVX-512 without VNNI.)
-#define TRI_Q8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define TRI_Q8_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c")))
 #define TRI_Q8_AVX2 __attribute__((target("avx2,fma")))
 
+// 16 vectors' lanes reduced with op: lane j of the result is op over vector j's 16 lanes. A
+// tree of in-lane unpacks, then 128-bit lane shuffles: 45 operations for 16 reductions, where
+// each _mm512_reduce_* is 8 with a dependent chain.
+template <class Op>
+TRI_Q8_AVX512 inline __m512 reduce_16_lanes(const __m512 (&v)[16], Op op) {
+  __m512 u[8], w[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: [v2i (0|2), v2i+1 (0|2), v2i (1|3), v2i+1 (1|3)]
+    u[i] = op(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: one partial of each of v4i .. v4i+3
+    const __m512d a = _mm512_castps_pd(u[2 * i]), b = _mm512_castps_pd(u[2 * i + 1]);
+    w[i] = op(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 z01 = op(_mm512_shuffle_f32x4(w[0], w[1], 0x88), _mm512_shuffle_f32x4(w[0], w[1], 0xdd));
+  const __m512 z23 = op(_mm512_shuffle_f32x4(w[2], w[3], 0x88), _mm512_shuffle_f32x4(w[2], w[3], 0xdd));
+  return op(_mm512_shuffle_f32x4(z01, z23, 0x88), _mm512_shuffle_f32x4(z01, z23, 0xdd));
+}
+
+// Block b's codes (and their int32 values in q) from its 32 values and 1 / d, rounded as ggml's
+// reference rounds (Note [Q8_0 activations in vectors]).
+TRI_Q8_AVX512 inline void round_q8_0_block(const float* x, float id, uint8_t* codes, __m512i (&q)[2]) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), vid = _mm512_set1_ps(id);
+  for (int h = 0; h < 2; ++h) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * h), vid);
+    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_sub_ps(v, t), abs_mask), half, _CMP_GE_OQ);
+    const __m512 sign_one = _mm512_or_ps(one, _mm512_andnot_ps(abs_mask, v));
+    q[h] = _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, sign_one));
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtsepi32_epi8(q[0]));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16), _mm512_cvtsepi32_epi8(q[1]));
+}
+
+// F16C rounds every non-NaN float to fp16 as f16::round_from_float does (checked over every
+// finite non-negative float, 2026-11-30); NaN keeps the reference's bits.
+TRI_Q8_AVX512 inline uint16_t scale_bits(float d) {
+  return d == d ? static_cast<uint16_t>(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT)) : f16::round_from_float(d);
+}
+
+// The reductions' operations (functors with the target attribute: a lambda would not have it).
+struct MaxLanes {
+  TRI_Q8_AVX512 __m512 operator()(__m512 a, __m512 c) const { return _mm512_max_ps(a, c); }
+};
+struct AddInt32Lanes {
+  TRI_Q8_AVX512 __m512 operator()(__m512 a, __m512 c) const {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(c)));
+  }
+};
+
+// Note [Sixteen blocks at a time]
+// A block's amax and its codes' sum are horizontal reductions, and done one block at a time
+// (each a dependent chain of shuffles, then a scalar divide and a scalar fp16 rounding) they made
+// quantizing prefill's activations ~60 cycles a block: 3% of an int8 prefill (GPT-2 124M, 8
+// prompts of 128 tokens; 1.2 ms of a 7 ms product for a 1024 x 3072 x). Sixteen blocks at a time,
+// the 16 maxima and 16 sums come out of one reduction tree each (reduce_16_lanes), and the 16
+// scales and reciprocals out of one vector divide each: the same operations on the same values
+// (max is exact in any order, the sums are integers), so the same bits. Measured in turns on 2
+// Zen 5 cores (1024 rows, a one-off program): quantizing a 1024 x 3072 x took 0.82-0.85 ms
+// before, 0.51-0.54 with the compact arrays alone (GgmlQ8Activations), 0.31-0.32 with both;
+// 1024 x 768, 0.22-0.23, 0.14, 0.11-0.16 ms.
 TRI_Q8_AVX512 void quantize_q8_0_row_avx512(const float* x, int64_t n, uint8_t* codes, uint16_t* scales,
                                               int32_t* sums) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-  for (int64_t b = 0; b < n / kGgmlBlock; ++b) {
+  const int64_t nb = n / kGgmlBlock;
+  int64_t b = 0;
+  for (; b + 16 <= nb; b += 16) {
+    const float* xb = x + b * kGgmlBlock;
+    __m512 m[16];
+    for (int j = 0; j < 16; ++j)
+      m[j] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + j * kGgmlBlock), abs_mask),
+                           _mm512_and_ps(_mm512_loadu_ps(xb + j * kGgmlBlock + 16), abs_mask));
+    const __m512 amax = reduce_16_lanes(m, MaxLanes{});
+    const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    alignas(64) float id[16], dv[16];
+    _mm512_store_ps(id, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), d));
+    _mm512_store_ps(dv, d);
+    if (_mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q) == 0) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales + b), _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT));
+    } else {
+      for (int j = 0; j < 16; ++j) scales[b + j] = scale_bits(dv[j]);
+    }
+    __m512 partial[16];
+    for (int j = 0; j < 16; ++j) {
+      __m512i q[2];
+      round_q8_0_block(xb + j * kGgmlBlock, id[j], codes + (b + j) * kGgmlBlock, q);
+      partial[j] = _mm512_castsi512_ps(_mm512_add_epi32(q[0], q[1]));
+    }
+    const __m512 total = reduce_16_lanes(partial, AddInt32Lanes{});
+    _mm512_storeu_si512(sums + b, _mm512_castps_si512(total));
+  }
+  for (; b < nb; ++b) {
     const __m512 x0 = _mm512_loadu_ps(x + b * kGgmlBlock), x1 = _mm512_loadu_ps(x + b * kGgmlBlock + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(x0, abs_mask), _mm512_and_ps(x1, abs_mask)));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    scales[b] = f16::round_from_float(d);
-    const __m512 vid = _mm512_set1_ps(id);
+    scales[b] = scale_bits(d);
     __m512i q[2];
-    const __m512 xs[2] = {x0, x1};
-    for (int h = 0; h < 2; ++h) {
-      const __m512 v = _mm512_mul_ps(xs[h], vid);
-      const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __mmask16 up = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_sub_ps(v, t), abs_mask), half, _CMP_GE_OQ);
-      const __m512 sign_one = _mm512_or_ps(one, _mm512_andnot_ps(abs_mask, v));
-      q[h] = _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, sign_one));
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + b * kGgmlBlock), _mm512_cvtsepi32_epi8(q[0]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + b * kGgmlBlock + 16), _mm512_cvtsepi32_epi8(q[1]));
+    round_q8_0_block(x + b * kGgmlBlock, d != 0.0f ? 1.0f / d : 0.0f, codes + b * kGgmlBlock, q);
     sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1]));
   }
 }
@@ -140,7 +216,7 @@ void quantize_q8_0_row_scalar(const float* x, int64_t n, uint8_t* codes, uint16_
 bool ggml_quantize_supports(GgmlQuantizeIsa isa) {
 #if defined(__x86_64__)
   static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                             __builtin_cpu_supports("avx512vl"),
+                             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && cpu_has_f16c(),
                     avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (isa == GgmlQuantizeIsa::kAvx512) return avx512;
   if (isa == GgmlQuantizeIsa::kAvx2) return avx2;
