@@ -33,7 +33,10 @@ std::array<int64_t, 4> check_rope(const Tensor& x, const RopeParams& params, con
 }
 
 Tensor rope_at(const Tensor& x, const RopeParams& params, int64_t pos0, const int64_t* positions, bool inverse) {
-  const auto [B, T, H, D] = check_rope(x, params, "rope");
+  // Named copies, not a structured binding: the lambda below captures them, which clang before
+  // 16 (the fuzz build's clang 14) refuses for bindings.
+  const auto dims = check_rope(x, params, "rope");
+  const int64_t B = dims[0], T = dims[1], H = dims[2], D = dims[3];
   const Tensor xc = core::contiguous(x);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
