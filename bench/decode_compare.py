@@ -406,11 +406,8 @@ def trident_cmd(args, c, B, precision, scheme="none"):
 
 
 def probe(args, name, c, precision, cand, B):
-    """train_speed_compare.py's coordinate search over PyTorch's settings, each challenger judged
-    against the best so far in a duel of short worker runs in turns (best, challenger, challenger,
-    best: a steady drift of the machine's speed hits both alike), each side by the faster of its
-    two run(N) times (see the docstring)."""
-    t0 = time.perf_counter()
+    """train_speed_compare.py's duel_probe over short decode worker runs, each judged by its
+    run(N) time (see the docstring)."""
     trials = []
     cmd = torch_cmd(args, c, B, args.prompt, args.probe_tokens, 1, precision)
 
@@ -425,30 +422,7 @@ def probe(args, name, c, precision, cand, B):
         trials.append(entry)
         return r
 
-    def faster(results):
-        done = [r for r in results if r is not None]
-        return min(done, key=lambda r: r["total_ms"]) if done else None
-
-    best = dict(tsc.DEFAULTS, blas=next(iter(cand["blas"])))
-    best_r = run(best, None)
-    if best_r is None:
-        sys.exit(f"probe {name}/{precision}: PyTorch failed with the default settings {tsc.settings_str(best)}")
-    for axis, values in cand.items():
-        for v in values:
-            if v == best[axis] or (axis == "isa" and v.upper() == best_r["cpu_capability"]):
-                continue
-            s = dict(best, **{axis: v})
-            key = tsc.settings_str(best)
-            first = run(best, None)
-            challenger = [run(s, key)]
-            if challenger[0] is None:
-                continue  # this setting cannot run here (recorded)
-            challenger.append(run(s, key))
-            best_r = faster([first, run(best, None)]) or best_r
-            r = faster(challenger)
-            if r is not None and r["total_ms"] <= (1.0 - args.probe_margin) * best_r["total_ms"]:
-                best, best_r = s, r
-    seconds = time.perf_counter() - t0
+    best, _, seconds = tsc.duel_probe(f"{name}/{precision}", cand, run, lambda r: r["total_ms"], args.probe_margin)
     print(f"probe {name}/{precision} ({seconds:.0f} s, B={B}, {args.probe_tokens} tokens, margin "
           f"{100 * args.probe_margin:g}%): " + "; ".join(
               f"{t['settings']} " + (f"failed ({t['exit_status']})" if t.get("failed") else f"{t['total_ms']:.0f} ms")

@@ -30,18 +30,22 @@ libblas.so.3), and OpenBLAS's kernels (its own choice, and OPENBLAS_CORETYPE=Sky
 CPUs: Debian's OpenBLAS 0.3.21 runs its AVX2 kernels on Zen 4 and Zen 5, Note [OpenBLAS's
 kernels on new CPUs]). Threads are fixed: `--threads` for both frameworks. The probe walks the axes in
 that order from glibc/PASSIVE/default ISA/default BLAS, one axis at a time: every other value
-of the axis is run with the best values so far of the others, and a value replaces the best
-so far only if its run is at least `--probe-margin` (3%) faster: one short run per setting is
-noisy, and without a margin noise, not the setting, would pick PyTorch's settings (so a setting
-that wins by less stays at the default or the earlier value). 1 + (allocators - 1) + 1 + (1
-where avx512 is not already the default) + (OpenBLAS builds - 1) + (1 on AVX-512 CPUs) runs, 6
-with glibc/tcmalloc/jemalloc and one OpenBLAS on an AVX-512 CPU. Each probe run is one process, 1 untimed +
-`--probe-steps` timed steps, judged by its median step. A candidate whose run fails (a preload
-or ATEN_CPU_CAPABILITY=avx512 that this torch build cannot run) is recorded with its exit status
-and skipped; only the defaults failing ends the benchmark. The probe runs per precision on the
-config itself up to `small`, and on `small` for larger configs (PyTorch's 124M fp32 step takes
-~90 s under glibc), once per (probe config, precision): every probed setting is printed with
-its time, and the probe's wall time. `--torch-settings allocator=tcmalloc,wait=ACTIVE` fixes
+of the axis is run with the best values so far of the others, in a duel with the best so far
+(duel_probe: best, challenger, challenger, best, in turns, each side judged by the faster of its
+two runs; this machine's speed drifts by up to 2x over minutes, and single runs once chose glibc
+over tcmalloc by drift), and replaces it only if at least `--probe-margin` (3%) faster (so a
+setting that wins by less stays at the default or the earlier value). 1 + 4 per challenger runs:
+(allocators - 1) + 1 + (1 where avx512 is not already the default) + (OpenBLAS builds - 1) + (1
+on AVX-512 CPUs) challengers, 5 with glibc/tcmalloc/jemalloc and one OpenBLAS on an AVX-512 CPU.
+Each probe run is one process, 1 untimed + `--probe-steps` timed steps, judged by its median
+step. A candidate whose run fails (a preload or ATEN_CPU_CAPABILITY=avx512 that this torch build
+cannot run) is recorded with its exit status and skipped; only the defaults failing ends the
+benchmark. The probe runs per precision on the config itself up to `small`, and by default on
+`small` for larger configs (PyTorch's 124M fp32 step takes ~90 s under glibc); `--probe-on self`
+probes every config on itself, since what wins on `small` need not win on 124M
+(OMP_WAIT_POLICY=ACTIVE was within the margin on `small` and 1.5x faster on 124M, 2026-11-30).
+Once per (probe config, precision): every probed setting is printed with its time, and the
+probe's wall time. `--torch-settings allocator=tcmalloc,wait=ACTIVE` fixes
 the settings for both precisions (axes left out take the defaults) and skips the probe.
 trident runs with glibc's malloc under its own caching allocator (nothing preloaded) and
 OMP_WAIT_POLICY=PASSIVE.
@@ -404,47 +408,62 @@ def lora_flags(lora):
     return ["--lora-r", str(lora["r"]), "--lora-alpha", str(lora["alpha"]), "--lora-targets", lora["targets"]]
 
 
-def probe(args, config, precision, cand):
-    """Coordinate search for PyTorch's fastest settings (see the docstring); returns the winner,
-    every trial (a failed one with its exit status) and the probe's wall time. A candidate
-    replaces the best so far only if it is at least args.probe_margin faster."""
+def duel_probe(label, cand, run, metric, margin):
+    """The coordinate search over PyTorch's settings (see the docstring), each challenger judged
+    against the best so far in a duel of runs in turns: best, challenger, challenger, best (a
+    steady drift of the machine's speed hits both sides alike), each side by the faster of its two
+    runs, and the challenger wins only if at least `margin` faster. run(settings, against) -> a
+    run's JSON, or None when it failed (the caller records both); metric(run's JSON) -> its time.
+    Returns the best settings, the best's JSON and the wall seconds."""
     t0 = time.perf_counter()
-    trials, tried = [], {}
 
-    def trial(s):
-        """The run's JSON, or None when the run failed (recorded, and the candidate skipped)."""
-        key = settings_str(s)
-        if key not in tried:
-            r, err = run_child(torch_cmd(args, config, args.probe_steps, 1, precision), torch_env(s, cand, args.threads),
-                               allow_fail=True)
-            tried[key] = r
-            if r is None:
-                tail = err["stderr"].strip().splitlines()[-3:]
-                trials.append({"settings": key, "failed": True, "exit_status": err["exit_status"],
-                               "stderr_tail": tail})
-                print(f"probe {config}/{precision}: {key} failed (exit status {err['exit_status']}), skipped",
-                      file=sys.stderr, flush=True)
-            else:
-                trials.append({"settings": key, "ms_per_step": r["median_step_ms"], "tokens_per_s": r["tokens_per_s"],
-                               "peak_rss_mib": r["peak_rss_mib"], "cpu_capability": r["cpu_capability"],
-                               "blas": r["blas"], "allocator_mapped": r["allocator"]})
-        return tried[key]
+    def faster(results):
+        done = [r for r in results if r is not None]
+        return min(done, key=metric) if done else None
 
     best = dict(DEFAULTS, blas=next(iter(cand["blas"])))
-    best_r = trial(best)
+    best_r = run(best, None)
     if best_r is None:
-        sys.exit(f"probe {config}/{precision}: PyTorch failed with the default settings {settings_str(best)}")
+        sys.exit(f"probe {label}: PyTorch failed with the default settings {settings_str(best)}")
     for axis, values in cand.items():
         for v in values:
             if v == best[axis] or (axis == "isa" and v.upper() == best_r["cpu_capability"]):
                 continue
             s = dict(best, **{axis: v})
-            r = trial(s)
-            if r is None:
-                continue
-            if r["median_step_ms"] <= (1.0 - args.probe_margin) * best_r["median_step_ms"]:
+            key = settings_str(best)
+            first = run(best, None)
+            challenger = [run(s, key)]
+            if challenger[0] is None:
+                continue  # this setting cannot run here (recorded)
+            challenger.append(run(s, key))
+            best_r = faster([first, run(best, None)]) or best_r
+            r = faster(challenger)
+            if r is not None and metric(r) <= (1.0 - margin) * metric(best_r):
                 best, best_r = s, r
-    seconds = time.perf_counter() - t0
+    return best, best_r, time.perf_counter() - t0
+
+
+def probe(args, config, precision, cand):
+    """duel_probe over train steps of `config`; returns the winner, every trial (a failed one with
+    its exit status) and the probe's wall time."""
+    trials = []
+
+    def run(s, against):
+        r, err = run_child(torch_cmd(args, config, args.probe_steps, 1, precision), torch_env(s, cand, args.threads),
+                           allow_fail=True)
+        entry = {"settings": settings_str(s), "against": against}
+        if r is None:
+            entry.update(failed=True, exit_status=err["exit_status"],
+                         stderr_tail=err["stderr"].strip().splitlines()[-3:])
+            print(f"probe {config}/{precision}: {entry['settings']} failed (exit status {err['exit_status']}), skipped",
+                  file=sys.stderr, flush=True)
+        else:
+            entry.update(ms_per_step=r["median_step_ms"], tokens_per_s=r["tokens_per_s"], peak_rss_mib=r["peak_rss_mib"],
+                         cpu_capability=r["cpu_capability"], blas=r["blas"], allocator_mapped=r["allocator"])
+        trials.append(entry)
+        return r
+
+    best, _, seconds = duel_probe(f"{config}/{precision}", cand, run, lambda r: r["median_step_ms"], args.probe_margin)
     print(f"probe {config}/{precision} ({seconds:.0f} s, margin {100 * args.probe_margin:g}%): " + "; ".join(
         f"{t['settings']} " + (f"failed ({t['exit_status']})" if t.get("failed") else f"{t['ms_per_step']:.0f} ms")
         for t in trials) + f" -> {settings_str(best)}", file=sys.stderr, flush=True)
@@ -505,6 +524,9 @@ def main():
     ap.add_argument("--torch-settings", default=None,
                     help="fix PyTorch's settings, skip the probe: e.g. allocator=tcmalloc,wait=PASSIVE,isa=avx512")
     ap.add_argument("--probe-steps", type=int, default=2, help="timed steps per probe run")
+    ap.add_argument("--probe-on", default="small", choices=["small", "self"],
+                    help="probe larger configs on `small` (fast) or on the config itself (what they run; "
+                         "~10 minutes per precision for 124M)")
     ap.add_argument("--probe-margin", type=float, default=0.03,
                     help="a probed setting replaces the best so far only if this much faster (0.03: 3%%)")
     ap.add_argument("--lora", default="",
@@ -562,11 +584,12 @@ def main():
             if note:
                 print(f"{name}: --lora targets: {note} ({targets})", file=sys.stderr, flush=True)
         for prec in precisions:
-            key = (PROBE_ON[name], prec)
+            probe_config = name if args.probe_on == "self" else PROBE_ON[name]
+            key = (probe_config, prec)
             if fixed:
                 chosen[key] = fixed
             elif key not in chosen:
-                chosen[key], record = probe(args, PROBE_ON[name], prec, cand)
+                chosen[key], record = probe(args, probe_config, prec, cand)
                 report["probes"].append(record)
             setting = chosen[key]
             # The sides, run in this order each rep; without --lora trident and PyTorch, full fine-tuning.
