@@ -55,8 +55,9 @@ namespace trident::kernels::cpu {
 // copied out of decode's lane arrays by one thread per product, and prefill's x no longer
 // builds those arrays (Note [Sixteen blocks at a time] in ggml_blocks.cc has the measurements).
 // The kernel's ceiling: per block and 16 outputs of a row, 8 vpdpbusd and an epilogue of a
-// convert, a multiply (d_w d_x) and a multiply-add, which share vpdpbusd's two pipes on Zen 5, so
-// at most 8 / 11 = 73% of the vpdpbusd peak (840 G multiply-adds/s on 2 cores, measured by a
+// convert, a multiply (d_w d_x) and a multiply-add; if they share vpdpbusd's two pipes on Zen 5
+// (inferred: the tile without the multiply ran 8-10% faster; no counters in the VM), at most
+// 8 / 11 = 73% of the vpdpbusd peak (840 G multiply-adds/s on 2 cores, measured by a
 // register-only loop 2026-11-30); the register tile alone (a one-off program) ran at 540-614,
 // 64-73%, and this kernel in place at 560-590 in a quiet phase of the machine.
 
