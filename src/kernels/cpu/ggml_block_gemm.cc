@@ -359,8 +359,9 @@ Avx2Fn pick_avx2(int64_t mr, std::integer_sequence<int, Ms...>) {
 }
 
 // Output columns [c0, c1) (c0 a multiple of kPanels x 16, c1 - c0 <= that) by the panel paths.
-void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const uint8_t* codes, const uint16_t* scales, int64_t c0, int64_t c1, uint8_t* pc, float* pd,
-                    float* y, int64_t ldy, const float* bias) {
+void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const uint8_t* codes,
+                    const uint16_t* scales, int64_t c0, int64_t c1, uint8_t* pc, float* pd, float* y, int64_t ldy,
+                    const float* bias) {
   const int64_t nb = x.blocks(), M = x.M();
   const int64_t panels = (c1 - c0 + kPanelRows - 1) / kPanelRows;
   const Tile tile{pc, pd, nb * kBlockBytes, nb * kPanelRows, nb, &x, bias == nullptr ? nullptr : bias + c0};

@@ -5,7 +5,6 @@
 #include <utility>
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 

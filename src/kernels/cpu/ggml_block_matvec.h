@@ -60,10 +60,9 @@ class GgmlQ8Activations {
   // block's codes): blocks() each.
   const float* block_scales(int64_t m) const { return block_scales_.data() + m * blocks(); }
   const int32_t* block_corrections(int64_t m) const { return block_corrections_.data() + m * blocks(); }
-  // Whether the lane arrays below exist: for M <= kGgmlMatvecMaxRows only (the matrix-vector
-  // kernel's; prefill's GEMM reads the compact arrays, and writing 64 bytes of lanes per block
-  // of every prompt row cost more than quantizing it).
-  bool has_lanes() const { return !scale_lanes_.empty(); }
+  // The lane arrays below exist for M <= kGgmlMatvecMaxRows only, the matrix-vector kernel's
+  // (prefill's GEMM reads the compact arrays, and writing 64 bytes of lanes per block of every
+  // prompt row cost more than quantizing it).
   // Row m's block scales, each over 8 lanes: pairs() x 16 floats (zeros past the last block).
   const float* scale_lanes(int64_t m) const { return scale_lanes_.data() + m * pairs() * 16; }
   // Row m's corrections at lane 8 (b % 2) of pair b / 2, zeros elsewhere; pairs() x 16 int32.

@@ -134,12 +134,13 @@ TRI_Q8_AVX512 void quantize_q8_0_row_avx512(const float* x, int64_t n, uint8_t* 
     const __m512 amax = reduce_16_lanes(m, MaxLanes{});
     const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
     const __mmask16 nonzero = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
-    alignas(64) float id[16], dv[16];
+    alignas(64) float id[16];
     _mm512_store_ps(id, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), d));
-    _mm512_store_ps(dv, d);
     if (_mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q) == 0) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales + b), _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT));
-    } else {
+    } else {  // a NaN scale: each through scale_bits, the reference's bits
+      alignas(64) float dv[16];
+      _mm512_store_ps(dv, d);
       for (int j = 0; j < 16; ++j) scales[b + j] = scale_bits(dv[j]);
     }
     __m512 partial[16];
