@@ -34,24 +34,22 @@ void copy_kernel(D* dst, const S* src, Shape shape, Strides ds, Strides ss) {
   const int64_t inner = shape[nd - 1], dsi = ds[nd - 1], ssi = ss[nd - 1];
   int64_t outer = 1;
   for (int i = 0; i < nd - 1; ++i) outer *= shape[i];
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1));
-  parallel_for(0, outer, grain, [&](int64_t ob, int64_t oe) {
-    for (int64_t o = ob; o < oe; ++o) {
-      // Unravel the outer index into offsets.
-      int64_t rem = o, doff = 0, soff = 0;
-      for (int i = nd - 2; i >= 0; --i) {
-        const int64_t idx = rem % shape[i];
-        rem /= shape[i];
-        doff += idx * ds[i];
-        soff += idx * ss[i];
-      }
-      D* d = dst + doff;
-      const S* s = src + soff;
-      if (dsi == 1 && ssi == 1) {
-        for (int64_t j = 0; j < inner; ++j) d[j] = convert<D>(s[j]);
-      } else {
-        for (int64_t j = 0; j < inner; ++j) d[j * dsi] = convert<D>(s[j * ssi]);
-      }
+  // Rows cut into pieces: a contiguous block, coalesced into one row, still runs on every thread.
+  parallel_for_row_pieces(outer, inner, 32768, [&](int64_t o, int64_t j0, int64_t j1) {
+    // Unravel the outer index into offsets.
+    int64_t rem = o, doff = 0, soff = 0;
+    for (int i = nd - 2; i >= 0; --i) {
+      const int64_t idx = rem % shape[i];
+      rem /= shape[i];
+      doff += idx * ds[i];
+      soff += idx * ss[i];
+    }
+    D* d = dst + doff;
+    const S* s = src + soff;
+    if (dsi == 1 && ssi == 1) {
+      for (int64_t j = j0; j < j1; ++j) d[j] = convert<D>(s[j]);
+    } else {
+      for (int64_t j = j0; j < j1; ++j) d[j * dsi] = convert<D>(s[j * ssi]);
     }
   });
 }

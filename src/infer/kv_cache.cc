@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/parallel.h"
 #include "core/profiler.h"
 #include "core/views.h"
 #include "kernels/cpu/attention.h"
@@ -100,9 +101,19 @@ void KvCache::begin_step(int64_t first, int64_t rows, int64_t new_tokens) {
       ++held_[s];
       // A reused block holds another sequence's keys: the kernel reads a block's unfilled rows
       // (masked, times 0), which must be finite, and one sequence never sees another's data.
-      const size_t block_bytes = static_cast<size_t>(shape_.kv_heads * kBlockTokens * shape_.head_size) * element_size(shape_.dtype);
+      // Rows this step stores are left alone: zeroing whole blocks cost a batch-8 prefill 75 MB
+      // of memset on one thread (5 ms of GPT-2 124M's 230).
+      const int64_t lo = std::clamp(len - i * kBlockTokens, int64_t{0}, kBlockTokens);
+      const int64_t hi = std::clamp(end - i * kBlockTokens, int64_t{0}, kBlockTokens);
+      const size_t es = element_size(shape_.dtype), row_bytes = static_cast<size_t>(shape_.head_size) * es;
       for (std::vector<Tensor>* pool : {&keys_, &values_})
-        for (const Tensor& t : *pool) std::memset(static_cast<char*>(t.raw_data()) + block * block_bytes, 0, block_bytes);
+        for (const Tensor& t : *pool)
+          for (int64_t h = 0; h < shape_.kv_heads; ++h) {
+            char* rows = static_cast<char*>(t.raw_data()) +
+                         static_cast<size_t>((block * shape_.kv_heads + h) * kBlockTokens) * row_bytes;
+            std::memset(rows, 0, static_cast<size_t>(lo) * row_bytes);
+            std::memset(rows + static_cast<size_t>(hi) * row_bytes, 0, static_cast<size_t>(kBlockTokens - hi) * row_bytes);
+          }
     }
     starts.push_back(len);
     for (int64_t t = 0; t < new_tokens; ++t) positions.push_back(len + t);
@@ -149,16 +160,23 @@ void KvCache::store(int64_t layer, const Tensor& k_in, const Tensor& v_in) {
     const Tensor src = src_in->stride(3) == 1 ? *src_in : core::contiguous(*src_in);
     auto* base = static_cast<char*>((*pool)[static_cast<size_t>(layer)].raw_data());
     const auto* from = static_cast<const char*>(src.raw_data());
-    for (int64_t r = 0; r < rows_; ++r)
-      for (int64_t t = 0; t < new_tokens_; ++t) {
+    // Every (row, token) on the threads: a prefill stores megabytes per layer (GPT-2 124M at
+    // batch 8 and 128 tokens: 6 MB, 8 of its 233 ms on one thread). A decode step's few
+    // tokens stay on the calling thread.
+    const int64_t token_bytes = shape_.kv_heads * static_cast<int64_t>(row_bytes);
+    const int64_t s0 = src.stride(0), s1 = src.stride(1), s2 = src.stride(2);
+    parallel_for(0, rows_ * new_tokens_, std::max<int64_t>(1, (int64_t{1} << 16) / token_bytes), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t r = i / new_tokens_, t = i % new_tokens_;
         const int64_t pos = lengths_[static_cast<size_t>(first_ + r)] + t;
         const int64_t block = table(first_ + r, pos / kBlockTokens);
         for (int64_t h = 0; h < shape_.kv_heads; ++h) {
           const int64_t at = ((block * shape_.kv_heads + h) * kBlockTokens + pos % kBlockTokens) * shape_.head_size;
-          const int64_t in = r * src.stride(0) + t * src.stride(1) + h * src.stride(2);
+          const int64_t in = r * s0 + t * s1 + h * s2;
           std::memcpy(base + static_cast<size_t>(at) * es, from + static_cast<size_t>(in) * es, row_bytes);
         }
       }
+    });
   }
 }
 

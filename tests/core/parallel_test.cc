@@ -1,11 +1,17 @@
 // parallel_for: an exception thrown in a chunk reaches the caller (an exception leaving an
-// OpenMP region would end the process), after every other chunk has run.
+// OpenMP region would end the process), after every other chunk has run. parallel_for_dynamic:
+// every item runs once, in chunks of exactly `grain` (the last shorter), and an exception
+// reaches the caller.
 #include "core/parallel.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace trident {
 namespace {
@@ -31,6 +37,32 @@ TEST(ParallelFor, AnExceptionInAChunkReachesTheCaller) {
                                 if (ib <= 3 && 3 < ie) throw std::runtime_error("inner");
                               });
                             }),
+               std::runtime_error);
+  set_num_threads(saved);
+}
+
+TEST(ParallelForDynamic, RunsEveryItemOnceInChunksOfTheGrain) {
+  const int saved = num_threads();
+  set_num_threads(2);
+  std::vector<std::atomic<int>> seen(1003);
+  std::mutex mutex;
+  std::set<std::pair<int64_t, int64_t>> chunks;
+  std::set<int> threads;
+  parallel_for_dynamic(5, 1003, 10, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
+    const std::lock_guard lock(mutex);
+    chunks.insert({b, e});
+    threads.insert(omp_get_thread_num());
+  });
+  for (int64_t i = 0; i < 1003; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)].load(), i < 5 ? 0 : 1) << "item " << i;
+  ASSERT_EQ(chunks.size(), 100u);
+  EXPECT_EQ(*chunks.begin(), std::make_pair(int64_t{5}, int64_t{15}));
+  EXPECT_EQ(*chunks.rbegin(), std::make_pair(int64_t{995}, int64_t{1003}));
+  for (const int t : threads) EXPECT_LT(t, num_threads()) << "scratch indexed by thread number stays in bounds";
+  EXPECT_THROW(parallel_for_dynamic(0, 100, 1,
+                                    [&](int64_t b, int64_t) {
+                                      if (b == 42) throw std::runtime_error("chunk 42");
+                                    }),
                std::runtime_error);
   set_num_threads(saved);
 }

@@ -6,9 +6,14 @@
 // windowed model's long generation crossing many blocks gives the uncached generation's tokens.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 
 #include "infer/engine.h"
+#include "core/copy.h"
+#include "core/factory.h"
+#include "core/rng.h"
 #include "infer/kv_cache.h"
 #include "models/generate.h"
 #include "models/registry.h"
@@ -80,6 +85,42 @@ TEST(KvCache, ASlidingWindowHoldsARingOfBlocks) {
   }
   EXPECT_EQ(cache.length(0), capacity);
   EXPECT_EQ(most, 2);
+}
+
+// A block given back and taken again holds the last sequence's keys: the rows its new
+// sequence has not stored yet are zero before the kernel reads them (a shorter row of a step
+// reads the longest row's key count, masked, times 0), so NaN keys and values left behind
+// change nothing.
+TEST(KvCache, AReusedBlocksLeftoversNeverReachTheNextSequence) {
+  Generator gen(5);
+  // bf16: its tile products read a crossed tile's every key (f32's skip those past the last
+  // query: Note [Causal tiles trimmed] in kernels/cpu/attention_tile.h).
+  const KvCacheShape shape{1, 1, 8, DType::kBF16, Device::cpu()};
+  auto attend = [&](KvCache& cache, int64_t first, int64_t rows, const Tensor& q, const Tensor& kv) {
+    cache.begin_step(first, rows, q.size(2));
+    Tensor out = cache.attend(0, core::cast(q, DType::kBF16), core::cast(kv, DType::kBF16), core::cast(kv, DType::kBF16), 0);
+    cache.end_step();
+    return to_vector<float>(core::cast(out, DType::kF32));
+  };
+  // Slot 0 holds 5 tokens, then both slots take 20 (more than the decoding kernel's queries,
+  // so the tiled kernel runs): slot 1's 20 keys are read as 25, masked.
+  const Tensor q5 = randn({1, 1, 5, 8}, gen), kv5 = randn({1, 5, 1, 8}, gen);
+  const Tensor q20 = randn({2, 1, 20, 8}, gen), kv20 = randn({2, 20, 1, 8}, gen);
+  auto run = [&](KvCache& cache) {
+    EXPECT_TRUE(cache.reserve(0, 2 * kBt, 5) && cache.reserve(1, 2 * kBt, 20));
+    attend(cache, 0, 1, q5, kv5);
+    return attend(cache, 0, 2, q20, kv20);
+  };
+  KvCache fresh(shape, 2, 2 * kBt), reused(shape, 2, 2 * kBt);
+  const std::vector<float> want = run(fresh);
+  for (const float x : want) ASSERT_TRUE(std::isfinite(x));
+  // Every block of the pool filled with NaN and given back.
+  ASSERT_TRUE(reused.reserve(0, 2 * kBt, 2 * kBt) && reused.reserve(1, 2 * kBt, 2 * kBt));
+  const Tensor nan = full({2, 2 * kBt, 1, 8}, std::numeric_limits<float>::quiet_NaN());
+  attend(reused, 0, 2, full({2, 1, 2 * kBt, 8}, 1.0), nan);
+  reused.reset(0);
+  reused.reset(1);
+  EXPECT_EQ(run(reused), want);
 }
 
 TEST(KvCache, BadShapesAndStepsAreNamed) {

