@@ -201,6 +201,7 @@ struct PlanArgs {
   bool json = false;
   int64_t top = 10;
   bool offload = false;      // also ZeRO-Offload layouts
+  std::string layout;        // pinned axes, "dp8 tp4 pp2 ..." (planner/layout_pins.h)
   double tokens = 0;         // with price: time and cost to train on this many tokens
   double price_per_device_hour = 0;
 };

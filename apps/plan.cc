@@ -42,11 +42,13 @@ StatusOr<train::TrainConfig> read_config(const std::string& file, const std::vec
   return cfg;
 }
 
-planner::SearchSpace space_for(int64_t ranks, const planner::Cluster& cluster, bool offload) {
+planner::SearchSpace space_for(int64_t ranks, const planner::Cluster& cluster, bool offload,
+                               const planner::LayoutPins& pins = {}) {
   planner::SearchSpace space;
   space.ranks = ranks;
   space.offload = offload;
   space.max_tp = cluster.shape.devices_per_node;  // tensor parallelism within a node (Megatron's rule)
+  space.pins = pins;
   return space;
 }
 
@@ -64,6 +66,10 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
   c->add_flag("--json", a.json, "print JSON instead of a table");
   c->add_option("--top", a.top, "layouts to print")->check(CLI::Range(int64_t{1}, int64_t{100000}));
   c->add_flag("--offload", a.offload, "also consider ZeRO-Offload (optimizer state in host memory)");
+  c->add_option("--layout", a.layout,
+                "pin these axes, as the table writes a layout (\"dp8 tp4+sp pp2x2 zero1 ckpt=full b2 m8\", any of "
+                "its words): the search ranges over the rest; --parallel.* and --model.activation_checkpointing "
+                "overrides pin their axes too");
   c->add_option("--tokens", a.tokens, "with --price-per-device-hour: time and cost to train this many tokens")
       ->check(kPositive);
   c->add_option("--price-per-device-hour", a.price_per_device_hour, "price of one device for an hour")
@@ -77,12 +83,20 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   auto read = read_config(a.config_file, overrides);
   if (!read.is_ok()) return read.status();
   const train::TrainConfig& cfg = read.value();
-  int64_t ranks = a.ranks;
+  // Pinned axes (Note [Pinned layouts]): --layout's words over the overrides' keys.
+  planner::LayoutPins pins = planner::pins_from_overrides(cfg, overrides);
+  if (!a.layout.empty()) {
+    auto parsed = planner::parse_layout_pins(a.layout);
+    if (!parsed.is_ok()) return parsed.status();
+    pins = parsed.value().over(pins);
+  }
+  // dp, tp and pp pinned name the ranks; --ranks, if given, must agree (the reason says so).
+  int64_t ranks = a.ranks == 0 ? pins.ranks() : a.ranks;
   auto cluster = plan_cluster(a.cluster_file, ranks);
   if (!cluster.is_ok()) return cluster.status();
   planner::RunSpec run = planner::run_spec(cfg);
   if (cluster.value().gpu()) run.place_on_device();
-  const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(ranks, cluster.value(), a.offload),
+  const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(ranks, cluster.value(), a.offload, pins),
                                                 ranks > 1);
   const bool cost = a.tokens > 0 && a.price_per_device_hour > 0;
   if (a.json) {

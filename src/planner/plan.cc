@@ -42,6 +42,7 @@ Plan make_plan(const RunSpec& run, const Cluster& cluster, const SearchSpace& sp
   plan.run = run;
   plan.cluster = cluster;
   plan.ranks = space.ranks;
+  plan.pins = space.pins;
   const std::vector<Layout> layouts = enumerate_layouts(run, space);
   plan.layouts = static_cast<int64_t>(layouts.size());
   std::vector<Candidate> seen;
@@ -69,7 +70,9 @@ std::string no_layout_reason(const Plan& plan) {
   const RunSpec& r = plan.run;
   std::ostringstream s;
   // Nothing to rank: say which rule of enumerate_layouts left no layout, not that none fits.
-  if (plan.ranked.empty())
+  if (plan.ranked.empty() && !plan.pins.empty())
+    s << why_no_pinned_layout(r, plan.ranks, plan.pins);
+  else if (plan.ranked.empty())
     s << "no layout of " << plan.ranks << " rank(s) exists for this run: dp x tp x pp must be " << plan.ranks
       << ", with dp dividing the " << r.global_batch << " sequences of a step (data.batch_size x grad_accum_steps), tp the "
       << r.model.n_head << " heads, pp at most the " << r.model.n_layer
@@ -119,11 +122,13 @@ std::string plan_table(const Plan& plan, int64_t top) {
                 static_cast<long long>(r.seq_len), static_cast<long long>(r.global_batch), dtype_name(r.compute),
                 static_cast<long long>(plan.ranks), plan.cluster.shape.name.c_str(), plan.cluster.device.memory_gib);
   s << line;
-  std::snprintf(line, sizeof line, "%lld layouts, %lld evaluated (%s) in %.2f s, %lld fit\n\n",
+  std::snprintf(line, sizeof line, "%lld layouts, %lld evaluated (%s) in %.2f s, %lld fit\n",
                 static_cast<long long>(plan.layouts), static_cast<long long>(plan.search.evaluated),
                 plan.search.exhaustive ? "exhaustive" : "simulated annealing", plan.seconds,
                 static_cast<long long>(plan.fitting()));
   s << line;
+  if (!plan.pins.empty()) s << "pinned: " << plan.pins.str() << " (the search ranges over the other axes)\n";
+  s << "\n";
   std::snprintf(line, sizeof line, "%-4s %-44s %8s %8s %8s %8s %8s %9s | %9s %9s %9s %9s | %11s\n", "#", "layout",
                 "param", "grad", "optim", "activ", "gather", "total", "compute", "comm", "bubble", "step", "tokens/s");
   s << line;
@@ -189,6 +194,7 @@ nlohmann::ordered_json plan_json(const Plan& plan, int64_t top) {
   j["ranks"] = plan.ranks;
   j["cluster"] = plan.cluster.shape.name;
   j["layouts"] = plan.layouts;
+  j["pinned"] = plan.pins.str();
   j["evaluated"] = plan.search.evaluated;
   j["search"] = plan.search.exhaustive ? "exhaustive" : "annealing";
   j["seconds"] = plan.seconds;

@@ -33,6 +33,7 @@ struct Plan {
   Cluster cluster;
   int64_t ranks = 1;
   int64_t layouts = 0;            // in the space
+  LayoutPins pins;                // the space's pinned axes
   SearchResult search;
   std::vector<Candidate> ranked;  // the evaluated layouts: those that fit by tokens/s, then the rest by memory
   double seconds = 0.0;           // the search's wall time

@@ -41,28 +41,43 @@ bool prunes(const RunSpec& run, const SearchSpace& space, const Layout& l) {
 std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& space) {
   std::vector<Layout> out;
   const int64_t G = run.global_batch, L = run.model.n_layer;
-  // The trainer's verdict per (tp, pp, virtual stages, ZeRO, sequence parallel, offload).
+  const LayoutPins& pin = space.pins;
+  // The trainer's verdict per (tp, pp, virtual stages, ZeRO, sequence parallel, offload). A
+  // pinned ZeRO stage or offload is evaluated even where prunes() would leave it out (Note
+  // [Pinned layouts]).
+  const bool pinned_state = pin.zero_stage.has_value() || pin.offload.has_value();
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, bool> accepted;
   auto runs = [&](const Layout& l) {
     auto [it, fresh] = accepted.try_emplace({l.tp, l.pp, l.virtual_stages, l.zero_stage, l.sequence_parallel, l.offload});
-    if (fresh) it->second = trainer_accepts(run.model, run.seq_len, l) && fine_tuning_accepts(run, l) && !prunes(run, space, l);
+    if (fresh)
+      it->second = trainer_accepts(run.model, run.seq_len, l) && fine_tuning_accepts(run, l) &&
+                   (pinned_state || !prunes(run, space, l));
     return it->second;
   };
+  // A pinned value joins the space's own choices.
+  std::vector<std::string> checkpointing = space.checkpointing;
+  if (pin.checkpointing) checkpointing = {*pin.checkpointing};
+  const bool sequence_parallel = space.sequence_parallel || pin.sequence_parallel.value_or(false);
+  const bool offload = space.offload || pin.offload.value_or(false);
+  const bool pinned_batching = pin.micro_batch.has_value() || pin.accum.has_value();
   for (int64_t tp : divisors(space.ranks)) {
-    if (space.max_tp > 0 && tp > space.max_tp) continue;
+    if (pin.tp ? tp != *pin.tp : space.max_tp > 0 && tp > space.max_tp) continue;
     for (int64_t pp : divisors(space.ranks / tp)) {
       const int64_t dp = space.ranks / (tp * pp);
-      if (G % dp != 0) continue;
+      if (G % dp != 0 || (pin.pp && pp != *pin.pp) || (pin.dp && dp != *pin.dp)) continue;
       for (int64_t b : divisors(G / dp)) {
-        if (space.max_micro_batch > 0 && b > space.max_micro_batch) continue;
+        if (pin.micro_batch ? b != *pin.micro_batch : space.max_micro_batch > 0 && b > space.max_micro_batch) continue;
         const int64_t m = G / (dp * b);
-        if (pp > 1 && m < pp) continue;  // fewer micro-batches than stages: never all stages busy
-        for (int64_t v = 1; v <= (pp > 1 && space.interleaved ? std::max<int64_t>(1, L / pp) : 1); ++v) {
+        // Fewer micro-batches than stages: never all stages busy, so left out unless pinned.
+        if (pp > 1 && m < pp && !pinned_batching) continue;
+        const int64_t max_v = pin.virtual_stages ? *pin.virtual_stages
+                              : pp > 1 && space.interleaved ? std::max<int64_t>(1, L / pp) : 1;
+        for (int64_t v = 1; v <= max_v; ++v) {
           if (v > 1 && m % pp != 0) continue;  // the interleaved schedule's rule (parallel/pipeline.cc)
           for (int64_t zero = 0; zero <= 3; ++zero)
-            for (const std::string& ckpt : space.checkpointing)
-              for (int sp = 0; sp <= (tp > 1 && space.sequence_parallel ? 1 : 0); ++sp)
-                for (int off = 0; off <= (space.offload ? 1 : 0); ++off) {
+            for (const std::string& ckpt : checkpointing)
+              for (int sp = 0; sp <= (tp > 1 && sequence_parallel ? 1 : 0); ++sp)
+                for (int off = 0; off <= (offload ? 1 : 0); ++off) {
                   Layout l;
                   l.dp = dp;
                   l.tp = tp;
@@ -74,7 +89,7 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
                   l.accum = m;
                   l.offload = off == 1;
                   l.sequence_parallel = sp == 1;
-                  if (runs(l)) out.push_back(l);
+                  if (pin.admits(l) && runs(l)) out.push_back(l);
                 }
         }
       }

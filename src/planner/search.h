@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "planner/layout.h"
+#include "planner/layout_pins.h"
 #include "planner/run_spec.h"
 
 namespace trident::planner {
@@ -37,10 +38,11 @@ struct SearchSpace {
   bool interleaved = true;         // also try virtual stages > 1
   int64_t max_tp = 0;              // 0: no limit (a cluster: the devices of a node)
   int64_t max_micro_batch = 0;     // 0: no limit
+  LayoutPins pins;                 // axes fixed by the user (Note [Pinned layouts])
 };
 
-// Every layout the trainer runs (trainer_accepts: the trainer's own check) that `prunes` keeps,
-// in a fixed order.
+// Every layout the trainer runs (trainer_accepts: the trainer's own check) that `prunes` keeps
+// and the space's pins admit, in a fixed order.
 std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& space);
 // Layouts the trainer runs but the search leaves out because they cannot help: ZeRO over one
 // data-parallel rank (data parallelism's memory, with more buffers), and one CPU rank's offload

@@ -6,6 +6,9 @@
     (a 1.3B GPT on one 16 GiB device) fits nowhere there and is planned onto a cluster file;
   - bad input is an error naming it: an unknown cluster key, more ranks than the cluster has,
     a negative --tokens; ranks no layout can use (which rule), a model that fits nowhere;
+  - a --parallel.* or checkpointing override pins its axis in every ranked layout; --layout
+    evaluates the one layout it names, even one the search alone leaves out; a bad word is
+    an error naming it;
   - `train --parallel.auto=true` under mpirun -np 2 prints why it chose its layout, runs the
     plan's best layout (its printed config says so) and trains.
 
@@ -52,6 +55,26 @@ def main():
                 failures.append(f"{c['name']}: step time is not compute + exposed comm + bubble")
             if not any(o.startswith("--parallel.tp=") for o in c["overrides"]):
                 failures.append(f"{c['name']}: no overrides")
+
+    # Pinned axes (issue #53): an override pins its axis, --layout pins its words and names the
+    # ranks; a bad word is an error naming it.
+    r = run([trident, "plan", "--ranks", "4", "--json", "--top", "1000", "--parallel.tp=2",
+             "--model.activation_checkpointing=full"] + TINY, env)
+    if r.returncode != 0:
+        failures.append(f"plan --parallel.tp=2 failed: {r.stderr}")
+    else:
+        plan = json.loads(r.stdout)
+        if plan["pinned"] != "tp2 ckpt=full" or not plan["ranked"] or any(
+                c["layout"]["tp"] != 2 or c["layout"]["activation_checkpointing"] != "full" for c in plan["ranked"]):
+            failures.append(f"plan --parallel.tp=2: pinned {plan['pinned']!r}, layouts "
+                            f"{[c['name'] for c in plan['ranked']]}")
+    pinned = "dp1 tp1 pp1 zero1 ckpt=selective b4 m1"  # ZeRO on one rank: the search alone leaves it out
+    r = run([trident, "plan", "--layout", pinned] + TINY, env)
+    if r.returncode != 0 or f"1    {pinned} " not in r.stdout or "1 layouts, 1 evaluated" not in r.stdout:
+        failures.append(f"plan --layout '{pinned}' did not print that one layout: {r.stdout} {r.stderr}")
+    r = run([trident, "plan", "--layout", "dp2 tp2 ppx"] + TINY, env)
+    if r.returncode == 0 or "'ppx' needs a whole number" not in r.stderr:
+        failures.append(f"plan --layout 'dp2 tp2 ppx' was not refused naming the word: {r.stderr}")
 
     # 1.3B parameters: 16 bytes each of model state alone is 21 GB.
     big = ["--model.n_layer=24", "--model.n_embd=2048", "--model.n_head=16", "--model.block_size=2048",
