@@ -197,6 +197,7 @@ Status run_report(const ReportArgs& args);
 struct PlanArgs {
   std::string config_file;
   int64_t ranks = 0;         // 0: the cluster file's devices, or 1
+  int64_t nodes = 0;         // 0: the cluster file's nodes
   std::string cluster_file;  // a cluster file (configs/clusters/), or `trident calibrate`'s
   bool json = false;
   int64_t top = 10;

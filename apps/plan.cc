@@ -14,21 +14,28 @@
 namespace trident::cli {
 namespace {
 
-// The cluster a plan is for: the file's, or `ranks` ranks of this machine; `ranks` 0 means
-// the file's devices (or 1).
-StatusOr<planner::Cluster> plan_cluster(const std::string& file, int64_t& ranks) {
+// The cluster a plan is for: the file's (with `nodes` of its nodes, 0: the file's count), or
+// `ranks` ranks of this machine; `ranks` 0 means the cluster's devices (or 1).
+StatusOr<planner::Cluster> plan_cluster(const std::string& file, int64_t& ranks, int64_t nodes = 0) {
   if (file.empty()) {
+    if (nodes > 0)
+      return Status::invalid("--nodes " + std::to_string(nodes) +
+                             " needs --cluster: a cluster file describing one node (configs/clusters/)");
     if (ranks == 0) ranks = 1;
     return planner::local_cluster(ranks);
   }
   auto c = planner::load_cluster(file);
   if (!c.is_ok()) return c.status();
+  if (nodes > 0) c.value().shape.nodes = nodes;
   if (ranks == 0) ranks = c.value().devices();
   if (ranks > c.value().devices())
     return Status::invalid("--ranks " + std::to_string(ranks) + " is more than the " +
                            std::to_string(c.value().devices()) + " devices of --cluster " + file + " (" +
                            std::to_string(c.value().shape.nodes) + " nodes x " +
-                           std::to_string(c.value().shape.devices_per_node) + ")");
+                           std::to_string(c.value().shape.devices_per_node) + "): --nodes " +
+                           std::to_string((ranks + c.value().shape.devices_per_node - 1) /
+                                          c.value().shape.devices_per_node) +
+                           " plans that many of its nodes");
   return c;
 }
 
@@ -60,6 +67,8 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
   c->add_option("--config", a.config_file, "TOML training config (as trident train's)")->check(CLI::ExistingFile);
   c->add_option("--ranks", a.ranks, "ranks (devices) to plan for (default: the cluster's devices, or 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  c->add_option("--nodes", a.nodes, "nodes of the --cluster file's kind (default: the file's nodes)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   c->add_option("--cluster", a.cluster_file,
                 "cluster file (configs/clusters/*.toml, or trident calibrate's); default: this machine, uncalibrated")
       ->check(CLI::ExistingFile);
@@ -92,7 +101,7 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   }
   // dp, tp and pp pinned name the ranks; --ranks, if given, must agree (the reason says so).
   int64_t ranks = a.ranks == 0 ? pins.ranks() : a.ranks;
-  auto cluster = plan_cluster(a.cluster_file, ranks);
+  auto cluster = plan_cluster(a.cluster_file, ranks, a.nodes);
   if (!cluster.is_ok()) return cluster.status();
   planner::RunSpec run = planner::run_spec(cfg);
   if (cluster.value().gpu()) run.place_on_device();

@@ -89,8 +89,13 @@ double Cluster::gemm_flops(DType dtype, double rows) const {
   return peak * 1e12 * device.gemm_efficiency * rows / (rows + device.gemm_half_rows);
 }
 
-const LinkSpec& Cluster::link_for(int64_t group) const {
-  return group <= shape.devices_per_node ? static_cast<const LinkSpec&>(intra) : static_cast<const LinkSpec&>(inter);
+bool Cluster::crosses_nodes(int64_t span, int64_t ranks) const {
+  const int64_t d = shape.devices_per_node;
+  return span > d || (ranks > d && d % span != 0);
+}
+
+const LinkSpec& Cluster::link_for(int64_t span, int64_t ranks) const {
+  return crosses_nodes(span, ranks) ? static_cast<const LinkSpec&>(inter) : static_cast<const LinkSpec&>(intra);
 }
 
 namespace {

@@ -78,9 +78,13 @@ struct Cluster {
   // The GEMM rate the time model uses for `dtype` (FLOP/s) at `rows` rows (tokens of a
   // micro-batch): peak x gemm_efficiency x rows / (rows + gemm_half_rows).
   double gemm_flops(DType dtype, double rows) const;
-  // A link between `group` consecutive ranks: NVLink while the group fits in a node, else the
-  // slower network.
-  const LinkSpec& link_for(int64_t group) const;
+  // Whether groups of `span` consecutive ranks (tp's; dp x tp's: a data-parallel group's reach),
+  // aligned at multiples of span, among `ranks`, cross a node boundary: wider than a node, or
+  // not dividing it on more than one node (tp 6 on 8-device nodes: ranks 6-11 straddle two).
+  bool crosses_nodes(int64_t span, int64_t ranks) const;
+  // The link such groups talk over: the network when one crosses (a collective runs at its
+  // slowest group's pace), else NVLink (or a host's shared memory).
+  const LinkSpec& link_for(int64_t span, int64_t ranks) const;
 
   // The file's text as TOML (what calibrate writes).
   std::string to_toml() const;

@@ -32,6 +32,7 @@ Candidate evaluate(const RunSpec& run, const Layout& layout, const Cluster& clus
   c.time = predict_time(run, layout, cluster);
   c.tokens_per_s = static_cast<double>(run.tokens_per_step()) / c.time.step_s();
   c.host_fits = cluster.host_fits(c.memory.host_total(), layout.ranks());
+  c.tp_crosses_nodes = layout.tp > 1 && cluster.crosses_nodes(layout.tp, layout.ranks());
   c.fits = c.memory.total() <= cluster.memory_bytes() && c.host_fits;
   return c;
 }
@@ -144,10 +145,11 @@ std::string plan_table(const Plan& plan, int64_t top) {
     }
     // ZeRO-Offload on a device: the state the host keeps instead (Note [ZeRO-Offload's memory]).
     const std::string host = c.memory.host_total() > 0 ? "  (host " + bytes_str(c.memory.host_total()) + ")" : "";
-    std::snprintf(line, sizeof line, " %9s | %8.3fs %8.3fs %8.3fs %8.3fs | %11.0f%s%s\n",
+    std::snprintf(line, sizeof line, " %9s | %8.3fs %8.3fs %8.3fs %8.3fs | %11.0f%s%s%s\n",
                   bytes_str(c.memory.total()).c_str(), c.time.compute_s, c.time.exposed_comm_s, c.time.bubble_s,
                   c.time.step_s(), c.tokens_per_s, host.c_str(),
-                  c.fits ? "" : c.host_fits ? "  (does not fit)" : "  (does not fit the host's memory)");
+                  c.fits ? "" : c.host_fits ? "  (does not fit)" : "  (does not fit the host's memory)",
+                  c.tp_crosses_nodes ? "  (tp across nodes)" : "");
     s << line;
   }
   if (!plan.ranked.empty() && plan.ranked.front().fits) {
@@ -175,6 +177,7 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
     j["host_memory_bytes"]["total"] = c.memory.host_total();
   }
   j["fits"] = c.fits;
+  j["tp_crosses_nodes"] = c.tp_crosses_nodes;
   if (c.memory.host_total() > 0) j["host_fits"] = c.host_fits;
   j["time_s"] = {{"compute", c.time.compute_s}, {"exposed_comm", c.time.exposed_comm_s}, {"bubble", c.time.bubble_s},
                  {"step", c.time.step_s()}, {"recompute", c.time.recompute_s}, {"comm_total", c.time.comm_total_s}};

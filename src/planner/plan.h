@@ -24,6 +24,7 @@ struct Candidate {
   double tokens_per_s = 0.0;
   bool fits = false;       // the device's memory and the host's (host_fits)
   bool host_fits = true;   // ZeRO-Offload's state in the node's host memory (Cluster::host_fits)
+  bool tp_crosses_nodes = false;  // some tensor-parallel group spans two nodes (priced at the network's rate)
 };
 
 Candidate evaluate(const RunSpec& run, const Layout& layout, const Cluster& cluster, bool communicator);

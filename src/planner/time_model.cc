@@ -142,7 +142,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   out.recompute_s = m * stage_re;
   // The pipeline as its schedule runs (Note [Simulated pipeline]): the bubble without the
   // messages, and what the messages add to it exposed.
-  const LinkSpec& pp_link = cluster.link_for(l.tp * l.dp * l.pp);
+  const LinkSpec& pp_link = cluster.link_for(l.ranks(), l.ranks());
   // One activation (or its gradient) between stages: split along the sequence under SP.
   const double pp_message_bytes = tokens * C * static_cast<double>(E) / (l.sequence_parallel ? tp : 1.0);
   double pp_exposed = 0.0;
@@ -170,8 +170,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   }
 
   // Communication.
-  const LinkSpec& tp_link = cluster.link_for(l.tp);
-  const LinkSpec& dp_link = cluster.link_for(l.tp * l.dp);
+  const LinkSpec& tp_link = cluster.link_for(l.tp, l.ranks());
+  const LinkSpec& dp_link = cluster.link_for(l.tp * l.dp, l.ranks());
   double dp_s = 0.0;
   if (l.dp > 1) {
     const double grad_bytes = 4.0 * P;

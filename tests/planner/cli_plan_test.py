@@ -6,6 +6,8 @@
     (a 1.3B GPT on one 16 GiB device) fits nowhere there and is planned onto a cluster file;
   - bad input is an error naming it: an unknown cluster key, more ranks than the cluster has,
     a negative --tokens; ranks no layout can use (which rule), a model that fits nowhere;
+  - --nodes plans that many of a cluster file's nodes, and --ranks past the file's devices
+    points at it;
   - a --parallel.* or checkpointing override pins its axis in every ranked layout; --layout
     evaluates the one layout it names, even one the search alone leaves out; a bad word is
     an error naming it;
@@ -75,6 +77,16 @@ def main():
     r = run([trident, "plan", "--layout", "dp2 tp2 ppx"] + TINY, env)
     if r.returncode == 0 or "'ppx' needs a whole number" not in r.stderr:
         failures.append(f"plan --layout 'dp2 tp2 ppx' was not refused naming the word: {r.stderr}")
+
+    # --nodes plans that many of a cluster file's nodes; --ranks past the file's devices says so.
+    h100 = os.path.join(source, "configs/clusters/dgx-h100-80gb.toml")
+    r = run([trident, "plan", "--cluster", h100, "--nodes", "2", "--json", "--top", "1"] + TINY +
+            ["--data.batch_size=16"], env)
+    if r.returncode != 0 or json.loads(r.stdout)["ranks"] != 16:
+        failures.append(f"plan --nodes 2 did not plan 16 ranks: {r.stdout[:300]} {r.stderr}")
+    r = run([trident, "plan", "--cluster", h100, "--ranks", "1024"] + TINY, env)
+    if r.returncode == 0 or "--nodes 128 plans that many of its nodes" not in r.stderr:
+        failures.append(f"plan --ranks 1024 on 32 nodes did not point at --nodes: {r.stderr}")
 
     # 1.3B parameters: 16 bytes each of model state alone is 21 GB.
     big = ["--model.n_layer=24", "--model.n_embd=2048", "--model.n_head=16", "--model.block_size=2048",

@@ -20,8 +20,15 @@ TEST(Cluster, ExampleFilesLoad) {
     EXPECT_EQ(c.value().shape.devices_per_node, 8);
     EXPECT_GT(c.value().intra.bandwidth_gbs, c.value().inter.bandwidth_gbs) << f;
     // Tensor parallelism inside a node talks over NVLink; data parallelism across nodes over IB.
-    EXPECT_EQ(&c.value().link_for(8), static_cast<const LinkSpec*>(&c.value().intra));
-    EXPECT_EQ(&c.value().link_for(16), static_cast<const LinkSpec*>(&c.value().inter));
+    const Cluster& k = c.value();
+    EXPECT_EQ(&k.link_for(8, 16), static_cast<const LinkSpec*>(&k.intra));
+    EXPECT_EQ(&k.link_for(4, 64), static_cast<const LinkSpec*>(&k.intra));
+    EXPECT_EQ(&k.link_for(16, 16), static_cast<const LinkSpec*>(&k.inter));
+    // Groups of 6 on one node stay in it; on 8-device nodes, ranks 6-11 straddle two.
+    EXPECT_EQ(&k.link_for(6, 6), static_cast<const LinkSpec*>(&k.intra));
+    EXPECT_TRUE(k.crosses_nodes(6, 48));
+    EXPECT_EQ(&k.link_for(6, 48), static_cast<const LinkSpec*>(&k.inter));
+    EXPECT_FALSE(k.crosses_nodes(2, 48));
   }
 }
 

@@ -2,7 +2,8 @@
 // every layout the table prints; each pinned axis holds in every layout the plan ranks; every
 // layout the trainer accepts for a GPT-2 and a llama on 1 to 8 ranks, those the search prunes
 // included, is the one layout of its pinned plan; a layout no rank count or trainer allows is
-// named with the rule it breaks; bad words are errors naming them.
+// named with the rule it breaks; a tensor-parallel group across nodes is priced and flagged
+// as such; bad words are errors naming them.
 #include <gtest/gtest.h>
 
 #include "planner/layout_pins.h"
@@ -105,6 +106,33 @@ TEST(LayoutPins, PinsLiftTheSearchsPruningButNotTheTrainersCheck) {
   EXPECT_NE(reason("dp3", 3).find("dp 3 does not divide the 8 sequences"), std::string::npos);
   EXPECT_NE(reason("dp2 b2 m3", 2).find("b x m x dp = 12, not the 8 sequences"), std::string::npos);
   EXPECT_NE(reason("dp1 pp2x2 b8 m1", 2).find("divisible by pp 2"), std::string::npos);
+}
+
+// tp 6 on 8-device nodes: on one node its groups stay inside; on 6 nodes ranks 6-11 straddle
+// two, so its all-reduces run at the network's rate and the table says so.
+TEST(LayoutPins, ATensorParallelGroupAcrossNodesIsPricedAndFlagged) {
+  const RunSpec run = gpt_run(24, 2304, 24, 2048, 48, DType::kBF16);
+  auto c = load_cluster(TRIDENT_SOURCE_DIR "/configs/clusters/dgx-a100-80gb.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  Cluster nodes = c.value();
+  nodes.shape.nodes = 6;
+  Cluster flat = nodes;  // the same, but the network as fast as NVLink
+  static_cast<LinkSpec&>(flat.inter) = nodes.intra;
+  SearchSpace space;
+  space.ranks = 48;
+  space.pins = pins_of("dp8 tp6 pp1 zero1 ckpt=full b1 m6");
+  const Plan across = make_plan(run, nodes, space, true);
+  ASSERT_EQ(across.ranked.size(), 1u);
+  const Candidate& tp6 = across.ranked[0];
+  EXPECT_TRUE(tp6.tp_crosses_nodes);
+  EXPECT_GT(tp6.time.exposed_comm_s, make_plan(run, flat, space, true).ranked[0].time.exposed_comm_s);
+  EXPECT_NE(plan_table(across, 1).find("(tp across nodes)"), std::string::npos);
+  EXPECT_TRUE(plan_json(across, 1)["ranked"][0]["tp_crosses_nodes"].get<bool>());
+  space.pins = pins_of("dp12 tp4 pp1 zero1 ckpt=full b1 m4");
+  EXPECT_FALSE(make_plan(run, nodes, space, true).ranked.at(0).tp_crosses_nodes);
+  space.ranks = 6;
+  space.pins = pins_of("dp1 tp6 pp1 zero0 ckpt=full b1 m48");
+  EXPECT_FALSE(make_plan(run, nodes, space, false).ranked.at(0).tp_crosses_nodes);
 }
 
 TEST(LayoutPins, BadWordsAreNamed) {
