@@ -1,6 +1,7 @@
 #include "planner/time_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "models/causal_lm.h"
@@ -25,6 +26,22 @@ double saved_bytes_per_token(const std::vector<models::SavedActivation>& list, i
 }
 
 }  // namespace
+
+// Note [Overlapped data-parallel traffic]
+// DataParallel (parallel/data_parallel.h) starts a gradient bucket's collective as soon as the
+// backward completes the bucket, and only in the step's last micro-batch (the earlier ones
+// accumulate), as PyTorch DDP under no_sync does. So at most that one backward hides the
+// traffic, not the step's m backwards: the buckets become ready in turn through it, each waits
+// for the link, and the last one's collective starts when the backward ends, always exposed.
+// comm_overlap is the fraction of the backward during which the link progresses (NCCL on its
+// own stream: near 1; CPU ranks, whose MPI progresses only inside calls: 0, all exposed).
+double exposed_data_parallel_seconds(double comm_s, double grad_bytes, int64_t bucket_bytes, double last_backward_s,
+                                     double overlap) {
+  if (comm_s <= 0.0) return 0.0;
+  const double buckets = bucket_bytes > 0 ? std::max(1.0, std::ceil(grad_bytes / static_cast<double>(bucket_bytes))) : 1.0;
+  const double hidden = overlap * last_backward_s * (buckets - 1.0) / buckets;
+  return std::max(comm_s / buckets, comm_s - hidden);
+}
 
 double all_reduce_seconds(double bytes, int64_t n, const LinkSpec& link) {
   if (n <= 1) return 0.0;
@@ -203,8 +220,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     pp_s = 2.0 * m * static_cast<double>(l.virtual_stages) *
            (pp_message_bytes / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6);
   }
-  const double backward = out.compute_s * 2.0 / 3.0;
-  const double dp_exposed = std::max(dp_s - cluster.device.comm_overlap * backward, 0.0);
+  const double dp_exposed = exposed_data_parallel_seconds(dp_s, 4.0 * P, run.bucket_bytes, stage_s * 2.0 / 3.0,
+                                                         cluster.device.comm_overlap);
   out.comm_total_s = dp_s + tp_s + pp_s;
   out.exposed_comm_s = dp_exposed + tp_s + pp_exposed;
   const double L = static_cast<double>(run.model.n_layer);

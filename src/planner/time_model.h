@@ -24,8 +24,9 @@
 //                 latency); ZeRO 1-2 a reduce-scatter plus an all-gather of the parameters (the
 //                 same volume); ZeRO-3 a reduce-scatter of the gradients and an all-gather of
 //                 every part in each micro-batch's forward and backward.
-//                 The overlap fraction comm_overlap of the backward hides it (0 on CPU ranks,
-//                 whose MPI progresses only inside calls).
+//                 Bucket by bucket, the last micro-batch's backward hides it at the overlap
+//                 fraction comm_overlap, all but the last bucket's (0 on CPU ranks, whose MPI
+//                 progresses only inside calls; Note [Overlapped data-parallel traffic]).
 //  tensor parallel  4 all-reduces of a micro-batch's (tokens, C) per block (two forward, two
 //                 backward; sequence parallelism's reduce-scatter + all-gather cost the same),
 //                 6 under checkpointing (the rerun repeats the forward's), the embedding's and

@@ -1,8 +1,11 @@
 // The time model's fused loss (Note [The fused loss's time] in planner/time_model.cc): a
 // tensor-parallel-free last stage pays log-sum-exp and softmax - onehot per logit, at the
 // calibrated rate or, uncalibrated, three passes over the logits at the memory's rate; a
-// vocabulary-parallel head pays its own passes instead.
+// vocabulary-parallel head pays its own passes instead. Data-parallel traffic hides behind the
+// last micro-batch's backward bucket by bucket, at the cluster's overlap fraction.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "planner/time_model.h"
 #include "support/planner_runs.h"
@@ -77,6 +80,45 @@ TEST(TimeModel, OffloadOnCpuRanksCostsWhatTheLayoutWithoutItCosts) {
   offloaded.offload = true;
   const Cluster c;  // this machine's kind: cpu
   EXPECT_EQ(predict_time(run, offloaded, c).step_s(), predict_time(run, plain, c).step_s());
+}
+
+// Note [Overlapped data-parallel traffic]: the last micro-batch's backward hides the gradients'
+// collectives bucket by bucket, all but the last bucket's; more micro-batches hide no more.
+TEST(TimeModel, DataParallelTrafficHidesBehindTheLastMicroBatchsBackwardBucketByBucket) {
+  RunSpec run = testing::gpt_run(12, 768, 12, 1024, 64, DType::kBF16);  // 124M: 498 MB of f32 gradients
+  run.place_on_device();
+  run.bucket_bytes = 25 << 20;
+  Cluster gpus = local_cluster(8);
+  gpus.device.kind = "gpu";
+  gpus.device.peak_tflops_bf16 = 300.0;
+  gpus.device.memory_bandwidth_gbs = 2000.0;
+  gpus.intra.bandwidth_gbs = 1.0;  // slow enough that the traffic outlasts a backward
+  Layout l;
+  l.dp = 8;
+  l.micro_batch = 1;
+  l.accum = 8;
+  auto exposed = [&](double overlap, const Layout& layout) {
+    gpus.device.comm_overlap = overlap;
+    const TimeEstimate t = predict_time(run, layout, gpus);
+    return std::pair{t.exposed_comm_s, t.comm_total_s};
+  };
+  const auto [none, total] = exposed(0.0, l);
+  EXPECT_DOUBLE_EQ(none, total) << "no overlap: all of it exposed";
+  const auto [some, total_again] = exposed(1.0, l);
+  EXPECT_LT(some, total);
+  EXPECT_GT(some, total * 0.5) << "one micro-batch's backward hides little of 8 steps' worth of traffic here";
+  // Four times the micro-batches: the same traffic, the same last backward to hide it behind.
+  Layout more = l;
+  more.accum = 32;
+  run.global_batch = 256;
+  EXPECT_NEAR(exposed(1.0, more).first, some, 1e-12 * some);
+  // Fast links: what is left exposed is the last bucket's share, 1 / 19 of it (498 MB / 25 MiB).
+  gpus.intra.bandwidth_gbs = 1000.0;
+  run.global_batch = 64;
+  const double buckets = std::ceil(4.0 * static_cast<double>(run.shapes.num_parameters()) / (25 << 20));
+  EXPECT_EQ(buckets, 19.0);
+  const auto [last, fast_total] = exposed(1.0, l);
+  EXPECT_NEAR(last, fast_total / buckets, 1e-9 * fast_total);
 }
 
 }  // namespace
