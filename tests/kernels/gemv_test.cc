@@ -81,6 +81,9 @@ TEST(Gemv, MatchesAFloat64Product) {
       {true, 7, 4, 1, 0, 1.0f, 0.0f},      {false, 2, 1, 9, 2, -1.0f, 0.0f},
       // x W from 4 rows (Note [Rows in registers]): panels, strips and their masked tails
       {false, 4, 2100, 40, 1, 1.0f, 0.0f}, {false, 6, 33, 18, 0, 1.0f, -1.0f}, {false, 7, 5000, 64, 3, 0.5f, 0.0f},
+      // x W^T from 5 rows in one pass over B (Note [One pass over B for five to eight rows]):
+      // an odd last row of B, a masked tail of k; and past its size limit, the tiles
+      {true, 5, 37, 200, 1, 1.0f, 0.5f},   {true, 6, 9, 1025, 0, 1.0f, 0.0f},
   };
   for (const Case& c : cases) {
     const std::string name = std::string(c.trans_b ? "x W^T" : "x W") + " M=" + std::to_string(c.M) +
@@ -114,8 +117,8 @@ TEST(Gemv, BetaZeroIgnoresC) {
 TEST(Gemv, ARowsBitsDoNotDependOnTheOtherRowsOrTheThreads) {
   const int saved = num_threads();
   for (bool trans_b : {true, false})
-    for (int64_t M : {int64_t{4}, int64_t{6}, int64_t{8}}) {
-      const int64_t N = 3000, K = 700;
+    for (int64_t M : {int64_t{4}, int64_t{5}, int64_t{6}, int64_t{8}}) {
+      const int64_t N = 3001, K = 700;  // N odd: a last group of one row of B
       const GemvOperands o = make(trans_b, M, N, K, 0, false, 4);
       std::vector<float> batch(o.c.size());
       gemm<float>(false, trans_b, M, N, K, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, batch.data(), o.ldc);
