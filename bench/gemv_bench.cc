@@ -8,12 +8,14 @@
 // microseconds and GB/s of weight read, the ratios, and the machine's read bandwidth measured in
 // the same process (bench/memory_bandwidth.h).
 //
-// Usage: gemv_bench [--threads T] [--reps R] [--precision fp32|bf16]
+// Usage: gemv_bench [--threads T] [--reps R] [--precision fp32|bf16] [--rows 1,8 (the M values)]
 #include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm_engine.h"
+#include "kernels/cpu/gemv.h"
 #include "kernels/cpu/matmul.h"
 #include "memory_bandwidth.h"
 
@@ -98,13 +101,26 @@ nlohmann::json run_shape(const Shape& s, int64_t M, int reps) {
 int main(int argc, char** argv) {
   int threads = 2, reps = 3;
   std::string precision = "fp32";
+  std::vector<int64_t> rows = {1, 8};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
+    if (arg == "--rows" && i + 1 < argc) {
+      rows.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string item; std::getline(list, item, ',');) {
+        const int64_t m = std::atoll(item.c_str());
+        if (m < 1 || m > kernels::cpu::kGemvMaxRows) {
+          std::fprintf(stderr, "gemv_bench: --rows %s: allowed: 1 to %lld\n", item.c_str(),
+                       static_cast<long long>(kernels::cpu::kGemvMaxRows));
+          return 2;
+        }
+        rows.push_back(m);
+      }
+    } else if (arg == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (arg == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (arg == "--precision" && i + 1 < argc) precision = argv[++i];
     else {
-      std::fprintf(stderr, "usage: gemv_bench [--threads T] [--reps R] [--precision fp32|bf16]\n");
+      std::fprintf(stderr, "usage: gemv_bench [--threads T] [--reps R] [--precision fp32|bf16] [--rows 1,8]\n");
       return 2;
     }
   }
@@ -123,7 +139,7 @@ int main(int argc, char** argv) {
   const kernels::cpu::GemmType type = precision == "fp32" ? kernels::cpu::GemmType::kF32 : kernels::cpu::GemmType::kBF16;
   nlohmann::json results = nlohmann::json::array();
   for (const Shape& s : shapes)
-    for (int64_t M : {int64_t{1}, int64_t{8}})
+    for (int64_t M : rows)
       results.push_back(precision == "fp32" ? run_shape<float>(s, M, reps) : run_shape<bf16>(s, M, reps));
   const nlohmann::json out = {{"bench", "gemv"}, {"precision", precision}, {"threads", num_threads()},
                               {"engine", kernels::cpu::gemm_engine_name(type, kernels::cpu::gemm_engines().of(type))},
