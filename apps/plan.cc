@@ -16,7 +16,9 @@ namespace {
 
 // The cluster a plan is for: the file's (with `nodes` of its nodes, 0: the file's count), or
 // `ranks` ranks of this machine; `ranks` 0 means the cluster's devices (or 1).
-StatusOr<planner::Cluster> plan_cluster(const std::string& file, int64_t& ranks, int64_t nodes = 0) {
+// `ranks_from` names where a given `ranks` came from, for the error.
+StatusOr<planner::Cluster> plan_cluster(const std::string& file, int64_t& ranks, int64_t nodes = 0,
+                                        const std::string& ranks_from = "--ranks") {
   if (file.empty()) {
     if (nodes > 0)
       return Status::invalid("--nodes " + std::to_string(nodes) +
@@ -29,7 +31,7 @@ StatusOr<planner::Cluster> plan_cluster(const std::string& file, int64_t& ranks,
   if (nodes > 0) c.value().shape.nodes = nodes;
   if (ranks == 0) ranks = c.value().devices();
   if (ranks > c.value().devices())
-    return Status::invalid("--ranks " + std::to_string(ranks) + " is more than the " +
+    return Status::invalid(ranks_from + " " + std::to_string(ranks) + " is more than the " +
                            std::to_string(c.value().devices()) + " devices of --cluster " + file + " (" +
                            std::to_string(c.value().shape.nodes) + " nodes x " +
                            std::to_string(c.value().shape.devices_per_node) + "): --nodes " +
@@ -101,7 +103,8 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   }
   // dp, tp and pp pinned name the ranks; --ranks, if given, must agree (the reason says so).
   int64_t ranks = a.ranks == 0 ? pins.ranks() : a.ranks;
-  auto cluster = plan_cluster(a.cluster_file, ranks, a.nodes);
+  auto cluster = plan_cluster(a.cluster_file, ranks, a.nodes,
+                              a.ranks == 0 && ranks > 0 ? "--layout's dp x tp x pp" : "--ranks");
   if (!cluster.is_ok()) return cluster.status();
   planner::RunSpec run = planner::run_spec(cfg);
   if (cluster.value().gpu()) run.place_on_device();
