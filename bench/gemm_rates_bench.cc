@@ -6,6 +6,10 @@
 // training config.
 //
 // Usage: gemm_rates_bench [--threads N] [--seconds-per-shape S] [--configs tiny,small,124M,llama125M]
+//                         [--prefill B,T]
+//   --prefill B,T: a prefill's products instead of a step's: the blocks' forward GEMMs of B
+//   prompts of T tokens (the head runs on each prompt's last token only, so it is left out).
+//   The threaded references are then the ceiling a prefill's GEMMs could reach.
 //   tiny: L4 C256 T256 B8; small: L6 C512 T512 B4; 124M: L12 C768 T1024 B4 (GPT-2, V 50257);
 //   llama125M: L12 C768 12 heads, 4 kv heads, SwiGLU 2048, V 32000 untied, T1024 B4 (the
 //   config of bench/train_speed_compare.py)
@@ -39,6 +43,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   std::string which = "tiny,small,124M";
   k::GemmRateOptions options;
+  int64_t prefill_b = 0, prefill_t = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) {
@@ -48,7 +53,15 @@ int main(int argc, char** argv) {
     if (a == "--threads") threads = std::stoi(argv[++i]);
     else if (a == "--seconds-per-shape") options.seconds_per_shape = std::stod(argv[++i]);
     else if (a == "--configs") which = argv[++i];
-    else {
+    else if (a == "--prefill") {
+      const std::string v = argv[++i];
+      const auto comma = v.find(',');
+      if (comma == std::string::npos || (prefill_b = std::stoll(v.substr(0, comma))) <= 0 ||
+          (prefill_t = std::stoll(v.substr(comma + 1))) <= 0) {
+        std::fprintf(stderr, "gemm_rates_bench: --prefill %s: expected B,T with both positive (8,128)\n", v.c_str());
+        return 2;
+      }
+    }    else {
       std::fprintf(stderr, "gemm_rates_bench: unknown argument %s\n", a.c_str());
       return 2;
     }
@@ -74,11 +87,16 @@ int main(int argc, char** argv) {
       model.vocab_size = c->V;
       if (c->kv_heads > 0) model.family_values["n_kv_heads"] = c->kv_heads;
       if (c->intermediate > 0) model.family_values["intermediate_size"] = c->intermediate;
-      const k::GemmRates rates = k::measure_gemm_rates(models::model_family(c->arch).gemm_shapes(model, c->B, c->T),
-                                                       {k::GemmType::kF32, k::GemmType::kBF16}, options);
+      const int64_t B = prefill_b > 0 ? prefill_b : c->B, T = prefill_t > 0 ? prefill_t : c->T;
+      std::vector<k::GemmShape> shapes = models::model_family(c->arch).gemm_shapes(model, B, T);
+      if (prefill_b > 0)
+        std::erase_if(shapes, [](const k::GemmShape& s) {
+          return !s.name.ends_with(" forward") || s.name.starts_with("lm_head");
+        });
+      const k::GemmRates rates = k::measure_gemm_rates(shapes, {k::GemmType::kF32, k::GemmType::kBF16}, options);
       nlohmann::ordered_json r = {
-          {"config", {{"arch", c->arch}, {"n_layer", c->L}, {"n_embd", c->C}, {"vocab_size", c->V}, {"T", c->T},
-                      {"B", c->B}}},
+          {"config", {{"arch", c->arch}, {"n_layer", c->L}, {"n_embd", c->C}, {"vocab_size", c->V}, {"T", T},
+                      {"B", B}, {"prefill", prefill_b > 0}}},
           {"seconds", rates.seconds},
           {"gemm_ceiling_gflops", {{"f32", rates.ceiling_gflops(k::GemmType::kF32)},
                                    {"bf16", rates.ceiling_gflops(k::GemmType::kBF16)}}},
