@@ -117,10 +117,15 @@ struct EvalArgs {
 CLI::App* add_eval(CLI::App& app, EvalArgs& args);
 Status run_eval(const EvalArgs& args);
 
-// Consolidation: a checkpoint's weights (whole or sharded) as one Hugging Face safetensors file.
+// `trident export` (export_command.cc): a checkpoint's model (whole or sharded) as a Hugging Face
+// model directory, one safetensors file, or a GGUF file for llama.cpp.
 struct ExportArgs {
   std::string checkpoint;
-  std::string out;          // a directory (Hugging Face form), or a .safetensors file
+  std::string out;             // a directory (Hugging Face form), a .safetensors or a .gguf file
+  std::string format;          // hf, safetensors, gguf; "" from --out
+  std::string type = "f32";    // GGUF's weight type: f32, f16, q8_0, q4_0
+  std::string tokenizer;       // GGUF's vocabulary: "" for the checkpoint config's data.tokenizer
+  std::string vocab_dir;
   double max_shard_mb = 5000;  // the directory's shards (transformers' default: 5 GB)
   bool merge_lora = false;     // fold a LoRA run's adapters into the base weights
 };

@@ -25,6 +25,9 @@ fi
 # OpenAI's Node client (npm openai, pinned) for the serve_openai_client test (it skips, saying
 # so, without it).
 scripts/install-openai-client.sh build/tools/openai-client || echo "test: could not install the npm package openai; serve_openai_client will skip"
+# llama.cpp through node-llama-cpp (pinned, its prebuilt CPU binaries) for the GGUF export test
+# (it skips, saying so, without it).
+scripts/install-npm-tool.sh tests/export/llama_cpp build/tools/llama-cpp || echo "test: could not install node-llama-cpp; gguf_llama_cpp will skip"
 # The fuzz targets (fuzz/), built with clang in build-fuzz and run 10 s each, all at once: a short
 # check that the parsers still take their corpus and thousands of mutations of it without a crash
 # or sanitizer report. Only those below the training stack, whose build is about a quarter of

@@ -40,13 +40,15 @@ LAYERS = [
     # reads train/'s configs and checkpoints, so it sits above train/ and planner/ (which cannot
     # see it) and below serve/ and apps/ (Note [The loading layer] in loading/model_source.h)
     "loading",
+    "export",  # other tools' formats (Hugging Face directories, GGUF): only the commands see it
     "serve",  # the OpenAI-compatible server over infer/: nothing below sees it
 ]
 # Siblings that must not see each other even though both sit above core.
 FORBIDDEN = {("kernels/cpu", "kernels/reference"), ("kernels/cuda", "kernels/reference"),
              ("kernels/device", "kernels/reference"), ("kernels/device", "kernels/cpu"),
              ("kernels/cuda", "kernels/cpu"), ("train", "infer"), ("planner", "infer"),
-             ("train", "serve"), ("planner", "serve"), ("train", "loading"), ("planner", "loading")}
+             ("train", "serve"), ("planner", "serve"), ("train", "loading"), ("planner", "loading"),
+             ("train", "export"), ("planner", "export")}
 
 
 def layer_of(path: str):

@@ -38,8 +38,12 @@ void BytePairEncoder::encode(std::string_view piece, std::vector<TokenId>& out) 
   }
 }
 
-std::vector<size_t> BytePairEncoder::merge_linear(std::string_view piece) const {
+std::vector<size_t> BytePairEncoder::merge_linear(std::string_view piece, uint32_t rank_limit) const {
   TRI_ASSERT(!piece.empty(), "BPE of an empty piece");
+  auto rank_of = [&](std::string_view bytes) {
+    const uint32_t r = this->rank_of(bytes);
+    return r < rank_limit ? r : kNoRank;
+  };
   const size_t n = piece.size();
   // parts[i] = {start of part i, rank of joining part i with part i + 1}, then {n, kNoRank}
   // marking the end, exactly as tiktoken keeps them.

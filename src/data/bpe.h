@@ -50,7 +50,10 @@ class BytePairEncoder {
   }
 
   // The boundaries of the parts the merge rule leaves: 0 = b_0 < b_1 < ... < b_k = size.
-  std::vector<size_t> merge_linear(std::string_view piece) const;
+  // merge_linear with `rank_limit` joins only tokens of rank below it: for a mergeable token of
+  // rank r, merge_linear(its bytes, r) leaves the two parts whose merge makes it (how a rank
+  // file's merges are written out as pairs: ByteLevelBpeTokenizer::merges).
+  std::vector<size_t> merge_linear(std::string_view piece, uint32_t rank_limit = UINT32_MAX) const;
   std::vector<size_t> merge_heap(std::string_view piece) const;
 
  private:

@@ -85,4 +85,19 @@ std::string_view ByteLevelBpeTokenizer::token_bytes(TokenId id) const {
   return vocab_.token_bytes[id];
 }
 
+std::vector<std::pair<TokenId, TokenId>> ByteLevelBpeTokenizer::merges() const {
+  std::vector<std::pair<TokenId, TokenId>> pairs;
+  pairs.reserve(vocab_.merge_results.size());
+  for (size_t rank = 0; rank < vocab_.merge_results.size(); ++rank) {
+    const std::string& bytes = vocab_.token_bytes[vocab_.merge_results[rank]];
+    if (bytes.size() < 2) continue;
+    const std::vector<size_t> bounds = bpe_.merge_linear(bytes, static_cast<uint32_t>(rank));
+    if (bounds.size() != 3) continue;
+    const TokenId* left = bpe_.find_token(std::string_view(bytes).substr(0, bounds[1]));
+    const TokenId* right = bpe_.find_token(std::string_view(bytes).substr(bounds[1]));
+    if (left != nullptr && right != nullptr) pairs.emplace_back(*left, *right);
+  }
+  return pairs;
+}
+
 }  // namespace trident::data

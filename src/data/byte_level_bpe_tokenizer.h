@@ -62,6 +62,13 @@ class ByteLevelBpeTokenizer : public Tokenizer {
     return vocab_.special_tokens;
   }
   SplitPattern pattern() const { return options_.pattern; }
+  const BpeVocab& vocab() const { return vocab_; }
+  // The merges in priority order, each as the two tokens it joins: for GPT-2's files the lines
+  // of merges.txt; for a rank file the two parts tiktoken's rule leaves of each mergeable token
+  // when only lower ranks may join (as Hugging Face's converters write a tiktoken vocabulary's
+  // merges). What GGUF's tokenizer.ggml.merges holds. A token whose bytes no lower merges split
+  // into exactly two tokens is left out (it is only ever produced whole: data/bpe.h).
+  std::vector<std::pair<TokenId, TokenId>> merges() const;
 
  private:
   // Pieces longer than this are not cached; the cache is emptied when it holds this many.

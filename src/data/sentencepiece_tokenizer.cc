@@ -84,4 +84,25 @@ std::optional<TokenId> SentencePieceTokenizer::bos_id() const {
   return id >= 0 ? std::optional<TokenId>(static_cast<TokenId>(id)) : std::nullopt;
 }
 
+std::vector<SentencePieceTokenizer::Piece> SentencePieceTokenizer::pieces() const {
+  std::vector<Piece> out(static_cast<size_t>(processor_->GetPieceSize()));
+  for (int id = 0; id < processor_->GetPieceSize(); ++id) {
+    Piece& p = out[static_cast<size_t>(id)];
+    p.text = processor_->IdToPiece(id);
+    p.score = processor_->GetScore(id);
+    p.kind = processor_->IsUnknown(id) ? Piece::Kind::kUnknown
+             : processor_->IsControl(id) ? Piece::Kind::kControl
+             : processor_->IsByte(id)    ? Piece::Kind::kByte
+             : processor_->IsUnused(id)  ? Piece::Kind::kUnused
+                                         : Piece::Kind::kNormal;
+  }
+  return out;
+}
+
+bool SentencePieceTokenizer::adds_dummy_prefix() const {
+  std::vector<std::string> pieces;
+  if (!processor_->Encode("a", &pieces).ok() || pieces.empty()) return false;
+  return pieces.front().starts_with("\xe2\x96\x81");
+}
+
 }  // namespace trident::data

@@ -54,6 +54,18 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::optional<TokenId> bos_id() const override;
   std::string name() const override { return "sentencepiece (" + source_ + ")"; }
 
+  // The model's pieces by id, with their scores and kinds: what GGUF's "llama" vocabulary lists
+  // (tokenizer.ggml.tokens, scores and token_type).
+  struct Piece {
+    enum class Kind : uint8_t { kNormal, kUnknown, kControl, kUnused, kByte };
+    std::string text;
+    float score = 0.0f;
+    Kind kind = Kind::kNormal;
+  };
+  std::vector<Piece> pieces() const;
+  // Whether encoding puts "\u2581" before the text (the normalizer's add_dummy_prefix; Llama's does).
+  bool adds_dummy_prefix() const;
+
  private:
   SentencePieceTokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> processor,
                          std::string source);

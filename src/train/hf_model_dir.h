@@ -5,7 +5,8 @@
 // transformers' save_pretrained writes and from_pretrained reads).
 //
 // train.init_from = DIR takes the architecture from DIR/config.json (resolve_init_from) and the
-// weights from its files; `trident export --out DIR` writes one from a checkpoint.
+// weights from its files; `trident export --out DIR` writes one from a checkpoint
+// (export/hf_writer.h).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,11 @@
 #include "train/train_config.h"
 
 namespace trident::train {
+
+// A model directory's files: the config, the weights in one file, or the index of their shards.
+inline constexpr const char* kHfConfigFile = "config.json";
+inline constexpr const char* kHfSingleWeightsFile = "model.safetensors";
+inline constexpr const char* kHfWeightIndexFile = "model.safetensors.index.json";
 
 // Whether `path` is a directory holding a config.json and not a trident checkpoint (which has
 // one too, beside its manifest and DONE marker: checkpoint/checkpoint_dir.h), complete or not.
@@ -40,15 +46,5 @@ Status resolve_init_from(TrainConfig& cfg);
 // in order; the index must place exactly the tensors the shards hold). Errors name the
 // directory or the index and what is missing.
 StatusOr<std::vector<std::string>> hf_weight_files(const std::string& path);
-
-// Writes `dir` (created if missing): config.json for `cfg`, and the tensors `specs` (trident's
-// names; read(i) gives tensor i when it is written) under the family's Hugging Face names, in
-// shards of at most `max_shard_bytes` (one model.safetensors when they all fit, else
-// model-0000k-of-0000n.safetensors and the index). Each file is written to a temporary name,
-// synced and renamed. Returns the files written.
-StatusOr<std::vector<std::string>> write_hf_model_dir(const std::string& dir, const models::ModelConfig& cfg,
-                                                      const std::vector<checkpoint::TensorSpec>& specs,
-                                                      const std::function<StatusOr<Tensor>(size_t)>& read,
-                                                      int64_t max_shard_bytes);
 
 }  // namespace trident::train

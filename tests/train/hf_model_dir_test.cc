@@ -23,6 +23,7 @@
 #include "models/registry.h"
 #include "support/phrase_corpus.h"
 #include "support/tiny_run.h"
+#include "export/hf_writer.h"  // the round trip: written, then read back
 #include "train/hf_model_dir.h"
 #include "train/trainer.h"
 
@@ -127,7 +128,7 @@ TEST_F(HfModelDirTest, ReferenceDirectoriesImportBitForBitAndExportBack) {
       values.push_back(p);
     }
     const std::string out = (dir_ / (name + "_export")).string();
-    auto written = write_hf_model_dir(out, cfg.value(), specs, [&](size_t i) -> StatusOr<Tensor> { return values[i]; },
+    auto written = exporting::write_hf_model_dir(out, cfg.value(), specs, [&](size_t i) -> StatusOr<Tensor> { return values[i]; },
                                       8000);
     ASSERT_TRUE(written.is_ok()) << written.status().to_string();
     EXPECT_GT(written.value().size(), 3u);  // shards, the index and config.json

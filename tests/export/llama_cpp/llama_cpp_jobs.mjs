@@ -1,0 +1,90 @@
+// Runs GGUF files in llama.cpp (node-llama-cpp's prebuilt CPU build) for trident's tests and
+// benchmarks. Reads a JSON list of jobs from the file named by the first argument and prints one
+// JSON list of results, in order:
+//   {"op": "generate", "model": F, "prompt": TEXT | "prompt_ids": [..], "tokens": N}
+//       -> {"prompt_ids", "ids", "text"}: greedy (temperature 0), N tokens, EOG tokens included
+//   {"op": "score", "model": F, "ids": [..], "from": K}
+//       -> {"steps": [{"top": id, "top_p": p, "given_p": p}]}: teacher-forced over `ids`, llama.cpp's
+//          softmax (temperature 1, no top-k, top-p or min-p) before ids[k] for each k >= K: its argmax and the
+//          probability of the token trident chose
+//   {"op": "tokenize", "model": F, "texts": [..]} -> {"ids": [[..]], "texts": [..]} (detokenized)
+// A job that fails gives {"error": message}; the process still answers the rest.
+//
+//   node llama_cpp_jobs.mjs JOBS.json --tools DIR [--threads N]
+// DIR holds node_modules/node-llama-cpp (scripts/install-npm-tool.sh tests/export/llama_cpp DIR).
+import {readFileSync} from "node:fs";
+import path from "node:path";
+import {pathToFileURL} from "node:url";
+
+const option = (name, fallback) => {
+  const at = process.argv.indexOf(name);
+  return at > 0 ? process.argv[at + 1] : fallback;
+};
+const jobs = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const threads = Number(option("--threads", "1"));
+const packageDir = path.join(path.resolve(option("--tools", ".")), "node_modules", "node-llama-cpp");
+const main = JSON.parse(readFileSync(path.join(packageDir, "package.json"), "utf8")).main ?? "index.js";
+const {getLlama} = await import(pathToFileURL(path.join(packageDir, main)).href);
+const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
+const models = new Map();
+
+async function load(path) {
+  if (!models.has(path)) models.set(path, await llama.loadModel({modelPath: path}));
+  return models.get(path);
+}
+
+async function withSequence(model, size, fn) {
+  const context = await model.createContext({contextSize: Math.max(64, size), threads, sequences: 1});
+  try {
+    return await fn(context.getSequence());
+  } finally {
+    await context.dispose();
+  }
+}
+
+async function run(job) {
+  const model = await load(job.model);
+  if (job.op === "tokenize") {
+    const ids = job.texts.map((t) => Array.from(model.tokenize(t, false)));
+    return {ids, texts: ids.map((x) => model.detokenize(x))};
+  }
+  if (job.op === "generate") {
+    const prompt = job.prompt_ids ?? Array.from(model.tokenize(job.prompt, false));
+    const ids = await withSequence(model, prompt.length + job.tokens, async (seq) => {
+      const out = [];
+      for await (const t of seq.evaluate(prompt, {temperature: 0, yieldEogToken: true})) {
+        out.push(t);
+        if (out.length >= job.tokens) break;
+      }
+      return out;
+    });
+    return {prompt_ids: prompt, ids, text: model.detokenize(ids)};
+  }
+  if (job.op === "score") {
+    const steps = await withSequence(model, job.ids.length, async (seq) => {
+      const input = job.ids.slice(0, -1).map((t, k) =>
+        k + 1 >= job.from ? [t, {generateNext: {probabilities: true, options: {temperature: 1, topK: 0, topP: 1, minP: 0}}}] : t);
+      const out = await seq.controlledEvaluate(input);
+      const result = [];
+      for (let k = job.from - 1; k < job.ids.length - 1; ++k) {
+        const probs = out[k].next.probabilities;
+        const [top, topP] = probs.entries().next().value;
+        result.push({top, top_p: topP, given_p: probs.get(job.ids[k + 1]) ?? 0});
+      }
+      return result;
+    });
+    return {steps};
+  }
+  throw new Error(`unknown op ${JSON.stringify(job.op)}`);
+}
+
+const results = [];
+for (const job of jobs) {
+  try {
+    results.push(await run(job));
+  } catch (e) {
+    results.push({error: String(e?.message ?? e)});
+  }
+}
+console.log(JSON.stringify(results));
+process.exit(0);
