@@ -9,14 +9,19 @@
 // does (quantization/quantize_layers.h: by default the scheme's own choice of the LM head, in Q8_0
 // for int8 as llama.cpp's Q8_0 files, fp32 for the others; --skip says otherwise; embeddings stay fp32), and the bytes
 // a step reads count the quantized weights' bytes. --profile prints one profiled run's table
-// (not timed).
+// (not timed). --checkpoint DIR runs a saved model instead (a checkpoint, a Hugging Face directory
+// or a quantized directory, as `trident sample` reads them), so that another tool can run the
+// same weights (bench/llama_cpp_compare.py: the same checkpoint exported as GGUF); a quantized
+// directory's step bytes are its model.safetensors' size.
 //
-// Usage: decode_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I]] [--layers L] [--embd C]
+// Usage: decode_bench [--checkpoint DIR]
+//          [--arch gpt2|llama [--kv-heads K] [--intermediate I]] [--layers L] [--embd C]
 //          [--heads NH] [--vocab V] [--B B] [--prompt P] [--tokens N] [--reps R] [--threads T]
 //          [--precision fp32|bf16] [--scheme none|int8|int4|nf4|w8a8] [--skip LAYERS] [--profile]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +34,7 @@
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "infer/engine.h"
+#include "loading/model_source.h"
 #include "memory_bandwidth.h"
 #include "models/registry.h"
 #include "quantization/quantize_layers.h"
@@ -54,6 +60,7 @@ int main(int argc, char** argv) {
   std::string precision = "fp32", scheme = "none";
   std::optional<std::string> skip;  // layers left in fp32, as trident quantize's --skip ("": none; unset: the scheme's default)
   bool profile = false;
+  std::optional<std::string> checkpoint;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -79,6 +86,7 @@ int main(int argc, char** argv) {
     else if (a == "--scheme") scheme = next();
     else if (a == "--skip") skip = next();
     else if (a == "--profile") profile = true;
+    else if (a == "--checkpoint") checkpoint = next();
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -87,8 +95,26 @@ int main(int argc, char** argv) {
   try {
     if (threads > 0) set_num_threads(static_cast<int>(threads));
     set_flush_denormals(true);
-    cfg.block_size = std::max<int64_t>(1024, prompt + tokens);
-    auto model = models::build_model(cfg);
+    std::unique_ptr<models::CausalLM> model;
+    int64_t stored_bytes = 0;  // a quantized directory's weights, as stored
+    if (checkpoint) {
+      auto src = loading::resolve_model_source(*checkpoint);
+      if (!src.is_ok()) throw std::runtime_error(src.status().message());
+      cfg = src.value().cfg.model;
+      if (prompt + tokens > cfg.block_size)
+        throw std::runtime_error("--prompt + --tokens = " + std::to_string(prompt + tokens) + " is more than the model's " +
+                                 std::to_string(cfg.block_size) + " positions");
+      if (src.value().quantized) {
+        if (scheme != "none") throw std::runtime_error("--scheme " + scheme + ": " + *checkpoint + " is quantized already");
+        stored_bytes = static_cast<int64_t>(std::filesystem::file_size(*checkpoint + "/model.safetensors"));
+      }
+      auto loaded = loading::load_model(src.value(), "");
+      if (!loaded.is_ok()) throw std::runtime_error(loaded.status().message());
+      model = std::move(loaded.value());
+    } else {
+      cfg.block_size = std::max<int64_t>(1024, prompt + tokens);
+      model = models::build_model(cfg);
+    }
     if (precision == "bf16") {
       autograd::NoGradGuard no_grad;
       for (auto& [name, p] : model->named_parameters()) p.set_data(core::cast(p, DType::kBF16));
@@ -99,6 +125,7 @@ int main(int argc, char** argv) {
     model->eval();
     int64_t weight_bytes = 0;
     for (const auto& [name, p] : model->named_parameters()) weight_bytes += p.numel() * static_cast<int64_t>(element_size(p.dtype()));
+    if (stored_bytes > 0) weight_bytes = stored_bytes;
     if (scheme != "none") {
       const quantization::QuantScheme* s = quantization::find_quant_scheme(scheme);
       if (s == nullptr) {
@@ -143,6 +170,7 @@ int main(int argc, char** argv) {
     const double memory_gb_per_s = bench::memory_read_gb_per_s();
     const nlohmann::json out = {
         {"framework", "trident"},
+        {"checkpoint", checkpoint.value_or("")},
         {"config", {{"arch", cfg.arch}, {"n_layer", cfg.n_layer}, {"n_embd", cfg.n_embd}, {"n_head", cfg.n_head},
                     {"kv_heads", kv_heads}, {"vocab_size", cfg.vocab_size}}},
         {"precision", precision},

@@ -11,6 +11,9 @@ loads the exported files and runs them.
     matmuls quantize activations to Q8_0 and its embedding rows are quantized with the table);
   - the prompt's tokens in llama.cpp are trident's; with GPT-2's vocabulary (when its files are
     found), llama.cpp tokenizes and detokenizes a mixed text exactly as `trident tokenize`;
+  - SentencePiece (a Llama-style BPE model with byte fallback trained by spm_train, Debian's
+    sentencepiece, when present): a tiny LLaMA trained on its tokens, exported, tokenizes a
+    mixed text and continues the prompt in llama.cpp exactly as in trident;
   - bad input: a truncated export is refused naming the tensor, an unknown --type names the
     allowed ones.
 Skips (77), saying so, without node and node-llama-cpp.
@@ -143,6 +146,41 @@ def main():
                 check("ids" in got and got["ids"][i] == want and got["texts"][i] == text,
                       f"gpt2 vocabulary: llama.cpp tokenizes {text[:24]!r}... as trident "
                       f"({len(want or [])} tokens) and detokenizes it back")
+
+        # SentencePiece: llama.cpp's "llama" vocabulary from the model's pieces, scores and kinds.
+        spm_train = shutil.which("spm_train")
+        if spm_train is None:
+            print("info: spm_train not found (Debian's sentencepiece): the SentencePiece check is skipped")
+        else:
+            sp = os.path.join(d, "tokenizer")
+            subprocess.run([spm_train, f"--input={d}/text.txt", f"--model_prefix={sp}", "--model_type=bpe",
+                            "--vocab_size=300", "--byte_fallback=true", "--character_coverage=1.0",
+                            "--normalization_rule_name=identity", "--remove_extra_whitespaces=false",
+                            "--split_digits=true", "--bos_id=1", "--eos_id=2", "--unk_id=0", "--minloglevel=2"],
+                           check=True, capture_output=True)
+            run(["prepare", "--out", f"{d}/spdata", "--tokenizer", sp + ".model", f"{d}/text.txt"])
+            args = [a.replace(f"{d}/data/", f"{d}/spdata/") for a in tiny_args(d, n_embd=64)
+                    if not a.startswith(("--data.tokenizer", "--model.vocab_size"))]
+            run(["train"] + args + models["llama"] + [
+                f"--data.tokenizer={sp}.model", "--model.vocab_size=320", "--train.steps=300", "--optim.lr=0.01",
+                f"--train.out_dir={d}/sp_llama"])
+            out = f"{d}/sp-llama.gguf"
+            run(["export", "--checkpoint", f"{d}/sp_llama", "--out", out])
+            text = "line 3 says hello  world\n\tx é 🙂"
+            got = llama_cpp([{"op": "tokenize", "model": out, "texts": [text]},
+                             {"op": "generate", "model": out, "prompt": PROMPT, "tokens": 24}])
+            p = run(["tokenize", "--tokenizer", sp + ".model", "--text", text])
+            want = json.loads(p.stdout) if p.returncode == 0 else None
+            check("ids" in got[0] and got[0]["ids"][0] == want and got[0]["texts"][0] == text,
+                  f"sentencepiece: llama.cpp tokenizes {text!r} as trident ({len(want or [])} tokens, byte "
+                  f"fallback included) and detokenizes it back")
+            p = run(["tokenize", "--tokenizer", sp + ".model", "--text", PROMPT])
+            ours = run(["sample", "--checkpoint", f"{d}/sp_llama", "--prompt", PROMPT, "--tokens", "24",
+                        "--temperature", "0"]).stdout
+            ours = ours[:-1] if ours.endswith("\n") else ours  # sample ends its text with a newline
+            check(got[1].get("prompt_ids") == json.loads(p.stdout) and
+                  ours.startswith(PROMPT) and got[1].get("text") == ours[len(PROMPT):],
+                  f"sentencepiece: llama.cpp's greedy 24 tokens are trident's ({got[1].get('text')!r})")
 
         # Bad input: a truncated file names the tensor; an unknown type names the allowed ones.
         whole = f"{d}/gpt2-f32.gguf"

@@ -8,6 +8,13 @@
 //          softmax (temperature 1, no top-k, top-p or min-p) before ids[k] for each k >= K: its argmax and the
 //          probability of the token trident chose
 //   {"op": "tokenize", "model": F, "texts": [..]} -> {"ids": [[..]], "texts": [..]} (detokenized)
+//   {"op": "bench", "model": F, "prompts": [[ids]..], "tokens": N, "reps": R, "threads": T,
+//    "flash_attention": bool|"auto"}
+//       -> {"runs": [{"ttft_ms", "decode_tokens_per_s"}], "context": {...}}: B = prompts.length
+//          sequences of one context, evaluated together (node-llama-cpp batches the sequences'
+//          steps into one llama_decode), greedy, N new tokens each; the time to the first token
+//          of every sequence (their prefill) and the new tokens per second after it. A warm-up run
+//          first; each run starts from empty sequences.
 // A job that fails gives {"error": message}; the process still answers the rest.
 //
 //   node llama_cpp_jobs.mjs JOBS.json --tools DIR [--threads N]
@@ -74,6 +81,37 @@ async function run(job) {
       return result;
     });
     return {steps};
+  }
+  if (job.op === "bench") {
+    const B = job.prompts.length, longest = Math.max(...job.prompts.map((p) => p.length));
+    const context = await model.createContext({
+      contextSize: B * (longest + job.tokens), sequences: B,
+      threads: {ideal: job.threads ?? threads, min: job.threads ?? threads},
+      flashAttention: job.flash_attention ?? "auto"});
+    try {
+      const sequences = job.prompts.map(() => context.getSequence());
+      const once = async () => {
+        await Promise.all(sequences.map((s) => s.clearHistory()));
+        const start = performance.now();
+        const firsts = [];
+        await Promise.all(sequences.map(async (seq, b) => {
+          let n = 0;
+          for await (const t of seq.evaluate(job.prompts[b], {temperature: 0, yieldEogToken: true})) {
+            if (++n === 1) firsts.push(performance.now());
+            if (n >= job.tokens) break;
+          }
+        }));
+        const end = performance.now(), first = Math.max(...firsts);
+        return {ttft_ms: first - start, decode_tokens_per_s: (B * (job.tokens - 1)) / ((end - first) / 1e3)};
+      };
+      await once();  // warm-up: the weights paged in, llama.cpp's graphs built
+      const runs = [];
+      for (let r = 0; r < (job.reps ?? 3); ++r) runs.push(await once());
+      return {runs, context: {size: context.contextSize, sequences: B, batch_size: context.batchSize,
+                              flash_attention: context.flashAttention, threads: job.threads ?? threads}};
+    } finally {
+      await context.dispose();
+    }
   }
   throw new Error(`unknown op ${JSON.stringify(job.op)}`);
 }
