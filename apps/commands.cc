@@ -23,6 +23,7 @@
 #include "core/options.h"
 #include "core/parallel.h"
 #include "data/chat_template.h"
+#include "data/decode_continuation.h"
 #include "data/prepare.h"
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/gemm_rates.h"
@@ -377,8 +378,8 @@ Status run_sample(const SampleArgs& a) {
     models::SampleOptions opt{a.tokens, a.temperature, a.top_k, static_cast<uint64_t>(a.seed)};
     out = models::generate(*model.value(), prompt, opt);
   }
-  std::vector<data::TokenId> ids(out.begin(), out.end());
-  std::printf("%s%s\n", a.prompt.c_str(), tok.value()->decode(ids).c_str());
+  std::vector<data::TokenId> ids(out.begin(), out.end()), context(prompt.begin(), prompt.end());
+  std::printf("%s%s\n", a.prompt.c_str(), data::decode_continuation(*tok.value(), context, ids).c_str());
   return Status::ok();
 }
 
@@ -445,8 +446,8 @@ Status run_eval(const EvalArgs& a) {
   if (!trainer.is_ok()) return trainer.status();
   if (src.value().quantized) {  // the trainer's model, with the directory's weights and quantized views
     if (!a.adapter.empty()) return Status::invalid("eval --adapter: not with a quantized directory (" + src.value().dir + ")");
-    auto names = loading::load_quantized_dir(src.value().dir, trainer.value()->model());
-    if (!names.is_ok()) return names.status();
+    auto applied = loading::load_quantized_dir(src.value().dir, trainer.value()->model());
+    if (!applied.is_ok()) return applied.status();
   } else if (!src.value().hf && a.adapter.empty()) {
     if (Status s = trainer.value()->load_checkpoint(src.value().dir); !s.is_ok()) return s;
   } else if (!src.value().hf) {  // the base from the checkpoint, the adapters as --adapter gave them

@@ -131,6 +131,8 @@ struct ExportArgs {
 };
 CLI::App* add_export(CLI::App& app, ExportArgs& args);
 Status run_export(const ExportArgs& args);
+// A quantized directory as GGUF, its blocks copied (export_quantized.cc): run_export's for one.
+Status run_export_quantized(const ExportArgs& args);
 
 // `trident quantize`: a model's linear layers in int8 / int4 (GGUF's Q8_0 / Q4_0) or NF4, as a
 // quantized directory that sample, eval and serve read (loading/quantized_dir.h).

@@ -1,6 +1,7 @@
 // `trident export`: a checkpoint's model (any layout: whole, or sharded by ZeRO) as a Hugging
-// Face model directory (export/hf_writer.h), one safetensors file, or a GGUF file for llama.cpp
-// (export/gguf_model.h). A LoRA run's adapters are folded in with --merge-lora.
+// Face model directory (export/hf_writer.h), one safetensors file, a GGUF file for llama.cpp
+// (export/gguf_model.h), or an ONNX decoder for ONNX Runtime (export/onnx_model.h). A LoRA run's
+// adapters are folded in with --merge-lora.
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -15,7 +16,9 @@
 #include "commands.h"
 #include "export/gguf_model.h"
 #include "export/hf_writer.h"
+#include "export/onnx_model.h"
 #include "loading/model_source.h"
+#include "loading/quantized_dir.h"
 #include "models/registry.h"
 
 namespace trident::cli {
@@ -25,19 +28,24 @@ using loading::resolve_checkpoint;
 
 CLI::App* add_export(CLI::App& app, ExportArgs& a) {
   CLI::App* c = app.add_subcommand(
-      "export", "Write a checkpoint's model as a Hugging Face model directory, one safetensors file, or a GGUF file "
-                "for llama.cpp");
-  c->add_option("--checkpoint", a.checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
+      "export", "Write a checkpoint's model as a Hugging Face model directory, one safetensors file, a GGUF file "
+                "for llama.cpp, or an ONNX model for ONNX Runtime");
+  c->add_option("--checkpoint", a.checkpoint,
+                "checkpoint directory, a run directory (its latest), or a quantized directory (as GGUF: its Q8_0/Q4_0 "
+                "blocks copied)")
+      ->required();
   c->add_option("--out", a.out,
                 "a directory: config.json and the weights under Hugging Face names, sharded above --max-shard-mb "
                 "(from_pretrained loads it); a path ending in .safetensors: the weights alone, in one file; a path ending "
-                "in .gguf: a GGUF file llama.cpp runs (--type, with the tokenizer's vocabulary)")
+                "in .gguf: a GGUF file llama.cpp runs (--type, with the tokenizer's vocabulary); a path ending in .onnx: an ONNX "
+                "decoder with past key/values, as Hugging Face optimum names them, that ONNX Runtime runs (--type)")
       ->required();
-  c->add_option("--format", a.format, "hf, safetensors or gguf (default: from --out's ending)")
-      ->check(CLI::IsMember({"hf", "safetensors", "gguf"}));
+  c->add_option("--format", a.format, "hf, safetensors, gguf or onnx (default: from --out's ending)")
+      ->check(CLI::IsMember({"hf", "safetensors", "gguf", "onnx"}));
   c->add_option("--type", a.type,
                 "GGUF's weight type: f32, f16, q8_0 or q4_0 (GGUF's blocks of 32; norms, biases and GPT-2's position "
-                "embedding stay f32, as llama.cpp's converter keeps them)");
+                "embedding stay f32, as llama.cpp's converter keeps them); ONNX's: f32, f16 or int8 (linear layers' weights int8 "
+                "per output channel, dequantized by DequantizeLinear)");
   c->add_option("--tokenizer", a.tokenizer, "GGUF's vocabulary: a tokenizer name or files (default: the checkpoint "
                                             "config's data.tokenizer)");
   c->add_option("--vocab", a.vocab_dir, "the named tokenizer's files (gpt2: the vocab.json + merges.txt directory)");
@@ -50,6 +58,7 @@ CLI::App* add_export(CLI::App& app, ExportArgs& a) {
 }
 
 Status run_export(const ExportArgs& a) {
+  if (loading::is_quantized_dir(a.checkpoint)) return run_export_quantized(a);
   auto dir = resolve_checkpoint(a.checkpoint);
   if (!dir.is_ok()) return dir.status();
   // Writing into the checkpoint being read would replace its own files (model.safetensors,
@@ -105,6 +114,7 @@ Status run_export(const ExportArgs& a) {
   };
   const std::string format = !a.format.empty()               ? a.format
                              : a.out.ends_with(".gguf")        ? "gguf"
+                             : a.out.ends_with(".onnx")        ? "onnx"
                              : a.out.ends_with(".safetensors") ? "safetensors"
                                                                : "hf";
   const std::string lora_note =
@@ -130,6 +140,29 @@ Status run_export(const ExportArgs& a) {
                                   {"tokenizer", tokenizer.value()->name()}, {"tensors", types},
                                   {"bytes", written.value().bytes}};
     if (!written.value().notes.empty()) out["notes"] = written.value().notes;
+    if (a.merge_lora) out["merged_layers"] = merged;
+    if (lora.enabled()) out["lora"] = a.merge_lora ? "merged" : "not merged: the base alone (--merge-lora folds the adapters in)";
+    std::printf("%s\n", out.dump().c_str());
+    return Status::ok();
+  }
+  if (format == "onnx") {
+    // --type defaults to GGUF's f32, which ONNX shares; GGUF's block types are refused by name.
+    auto weights = exporting::parse_onnx_weights(a.type, "export --format onnx: --type");
+    if (!weights.is_ok()) return weights.status();
+    if (const std::string parent = std::filesystem::path(a.out).parent_path().string(); !parent.empty())
+      if (Status made = checkpoint::create_dirs(checkpoint::default_env(), parent); !made.is_ok()) return made;
+    auto written = exporting::write_onnx_model(a.out, cfg.value().model, specs, load, weights.value());
+    if (!written.is_ok()) return written.status();
+    const exporting::OnnxFileSummary& f = written.value().file;
+    nlohmann::ordered_json out = {{"checkpoint", dir.value()}, {"out", a.out}, {"format", "onnx"},
+                                  {"architecture", written.value().architecture},
+                                  {"type", exporting::onnx_weights_name(weights.value())}, {"opset", f.opset},
+                                  {"inputs", f.inputs.size()}, {"outputs", f.outputs.size()}, {"nodes", f.nodes},
+                                  {"initializers", f.initializers}, {"bytes", written.value().bytes}};
+    if (!f.external_data.empty()) {  // weights over 1 GB: ONNX external data beside the model
+      out["external_data"] = f.external_data;
+      out["external_bytes"] = written.value().external_bytes;
+    }
     if (a.merge_lora) out["merged_layers"] = merged;
     if (lora.enabled()) out["lora"] = a.merge_lora ? "merged" : "not merged: the base alone (--merge-lora folds the adapters in)";
     std::printf("%s\n", out.dump().c_str());

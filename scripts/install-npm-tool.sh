@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the npm packages a test or benchmark drives (OpenAI's client, llama.cpp through
-# node-llama-cpp) into DIR/node_modules, exactly as SPEC_DIR/package-lock.json pins them: `npm ci`
-# installs the lock file's tree, checked against its sha512 integrity. Optional dependencies are
-# left out (--omit=optional): node-llama-cpp's CUDA and Vulkan builds, 650 MB that the CPU tests
-# never load; a spec lists the platform package it needs as a plain dependency.
+# node-llama-cpp, ONNX Runtime through onnxruntime-node) into DIR/node_modules, exactly as
+# SPEC_DIR/package-lock.json pins them: `npm ci` installs the lock file's tree, checked against
+# its sha512 integrity. Optional dependencies are left out (--omit=optional): node-llama-cpp's
+# CUDA and Vulkan builds, 650 MB that the CPU tests never load; a spec lists the platform
+# package it needs as a plain dependency.
 #
 # Usage: scripts/install-npm-tool.sh SPEC_DIR DIR
 #
@@ -46,6 +47,8 @@ mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 cp "$spec/package.json" "$spec/package-lock.json" "$dir/"
 echo "$SCRIPT: installing" $pinned "from the npm registry into $dir"
+# onnxruntime-node's install script would download a CUDA provider; its CPU binaries ship in the package.
+export ONNXRUNTIME_NODE_INSTALL=skip
 if ! (cd "$dir" && npm ci --omit=optional --no-audit --no-fund >"$dir/npm.log" 2>&1); then
   echo "$SCRIPT: npm ci failed:" >&2
   tail -n 20 "$dir/npm.log" >&2

@@ -28,6 +28,9 @@ scripts/install-openai-client.sh build/tools/openai-client || echo "test: could 
 # llama.cpp through node-llama-cpp (pinned, its prebuilt CPU binaries) for the GGUF export test
 # (it skips, saying so, without it).
 scripts/install-npm-tool.sh tests/export/llama_cpp build/tools/llama-cpp || echo "test: could not install node-llama-cpp; gguf_llama_cpp will skip"
+# ONNX Runtime through onnxruntime-node (pinned, its CPU binaries) for the ONNX export test (it
+# skips, saying so, without it).
+scripts/install-npm-tool.sh tests/export/onnxruntime build/tools/onnxruntime || echo "test: could not install onnxruntime-node; onnx_runtime will skip"
 # The fuzz targets (fuzz/), built with clang in build-fuzz and run 10 s each, all at once: a short
 # check that the parsers still take their corpus and thousands of mutations of it without a crash
 # or sanitizer report. Only those below the training stack, whose build is about a quarter of

@@ -60,7 +60,8 @@ std::optional<std::pair<std::string, std::string>> block_of(const std::string& n
 std::optional<Mapped> map_gpt2(const std::string& hf) {
   static const std::pair<const char*, const char*> top[] = {
       {"wte.weight", "token_embd.weight"}, {"wpe.weight", "position_embd.weight"},
-      {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"}};
+      {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"},
+      {"lm_head.weight", "output.weight"}};  // a quantized copy of the tied head
   for (const auto& [from, to] : top)
     if (hf == from) return Mapped{to};
   const auto block = block_of(hf, "h.");
@@ -163,10 +164,42 @@ std::string encoded(const std::vector<float>& x, int64_t rows, int64_t cols, Ggm
   return out;
 }
 
+// A weight already in ggml's blocks, rows along the input dimension: the blocks {fp16 d, codes}
+// of each row, the rows permuted as `m` says (the transpose is the quantized matrix already).
+std::string copied_blocks(const quantization::GgmlWeight& w, const Mapped& m) {
+  namespace k = kernels::cpu;
+  const int64_t rows = w.shape()[0], per_row = w.shape()[1] / k::kGgmlBlock, code = k::ggml_code_bytes(w.type());
+  const int64_t block = 2 + code;
+  std::string out(static_cast<size_t>(rows * per_row * block), '\0');
+  const int64_t d = m.permute_heads > 0 ? rows / m.permute_heads : rows, half = d / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t from = r;  // new row h*d + 2i + j holds old row h*d + j*d/2 + i (laid_out's permutation)
+    if (m.permute_heads > 0) {
+      const int64_t h = r / d, i = (r % d) / 2, j = r % 2;
+      from = h * d + j * half + i;
+    }
+    char* dst = &out[static_cast<size_t>(r * per_row * block)];
+    for (int64_t b = 0; b < per_row; ++b) {
+      std::memcpy(dst + b * block, w.scales() + from * per_row + b, 2);
+      std::memcpy(dst + b * block + 2, w.codes() + (from * per_row + b) * code, static_cast<size_t>(code));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const models::ModelConfig& cfg,
                                             const std::vector<checkpoint::TensorSpec>& specs,
+                                            const std::function<StatusOr<Tensor>(size_t)>& read, GgufWeights weights,
+                                            const data::Tokenizer& tokenizer, const std::string& name) {
+  std::vector<GgufParameter> params;
+  for (const checkpoint::TensorSpec& s : specs) params.push_back({s, nullptr});
+  return write_gguf_model(path, cfg, params, read, weights, tokenizer, name);
+}
+
+StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const models::ModelConfig& cfg,
+                                            const std::vector<GgufParameter>& params,
                                             const std::function<StatusOr<Tensor>(size_t)>& read, GgufWeights weights,
                                             const data::Tokenizer& tokenizer, const std::string& name) {
   const models::ModelFamily& family = models::model_family(cfg.arch);
@@ -201,12 +234,20 @@ StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const model
                         : weights == GgufWeights::kF16  ? GgmlType::kF16
                         : weights == GgufWeights::kQ8_0 ? GgmlType::kQ8_0
                                                         : GgmlType::kQ4_0;
+  auto block_type = [](const quantization::GgmlWeight& w) {
+    return w.type() == kernels::cpu::GgmlBlockType::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
+  };
+  // The file's type as llama.cpp names it: the copied blocks' ("mostly Q8_0"), else --type's.
+  GgmlType file_type = want;
+  for (const GgufParameter& p : params)
+    if (p.blocks) file_type = block_type(*p.blocks);
   const std::string& a = result.architecture;
   m.emplace_back("general.architecture", GgufValue::string(a));
   m.emplace_back("general.name", GgufValue::string(name));
-  m.emplace_back("general.file_type", GgufValue::u32(want == GgmlType::kF32 ? 0 : want == GgmlType::kF16 ? 1
-                                                     : want == GgmlType::kQ4_0 ? 2 : 7));
-  if (want == GgmlType::kQ8_0 || want == GgmlType::kQ4_0) m.emplace_back("general.quantization_version", GgufValue::u32(2));
+  m.emplace_back("general.file_type", GgufValue::u32(file_type == GgmlType::kF32 ? 0 : file_type == GgmlType::kF16 ? 1
+                                                     : file_type == GgmlType::kQ4_0 ? 2 : 7));
+  if (file_type == GgmlType::kQ8_0 || file_type == GgmlType::kQ4_0)
+    m.emplace_back("general.quantization_version", GgufValue::u32(2));
   try {
     if (a == "gpt2") {
       m.emplace_back("gpt2.context_length", u32_of(hf, "n_ctx"));
@@ -237,8 +278,9 @@ StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const model
 
   std::vector<GgufTensorInfo> infos;
   std::vector<Mapped> mapped;
-  for (const checkpoint::TensorSpec& s : specs) {
-    const std::string hf_name = family.hf_name(cfg, s.name);
+  for (const GgufParameter& param : params) {
+    const checkpoint::TensorSpec& s = param.spec;
+    const std::string hf_name = s.name == "lm_head.weight" ? s.name : family.hf_name(cfg, s.name);
     const auto mp = a == "gpt2" ? map_gpt2(hf_name) : map_llama(hf_name, heads, kv_heads);
     if (!mp) return Status::invalid("export --format gguf: the parameter '" + s.name + "' (Hugging Face '" + hf_name +
                                     "') has no GGUF name in the " + a + " architecture");
@@ -253,6 +295,14 @@ StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const model
     const bool keep_f32 = shape.size() < 2 || info.name.ends_with("_norm.weight") || !info.name.ends_with(".weight") ||
                           info.name == "position_embd.weight";
     info.type = keep_f32 ? GgmlType::kF32 : want;
+    if (param.blocks) {
+      // The quantized matrix: (out, in) rows along the input, the transpose of a Conv1D weight.
+      const Shape& q = param.blocks->shape();
+      if (q.size() != 2 || shape.size() != 2 || info.ne != std::vector<int64_t>{q[1], q[0]})
+        return Status::invalid("export --format gguf: the quantized weight of '" + s.name + "' has shape " + q.str() +
+                               "; its parameter " + s.shape.str() + " needs rows of its input");
+      info.type = block_type(*param.blocks);
+    }
     if ((info.type == GgmlType::kQ8_0 || info.type == GgmlType::kQ4_0) && info.ne[0] % 32 != 0) {
       info.type = GgmlType::kF16;
       result.notes.push_back(info.name + " is F16: its rows of " + std::to_string(info.ne[0]) +
@@ -263,13 +313,15 @@ StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const model
     mapped.push_back(*mp);
   }
   auto bytes = write_gguf(path, m, infos, [&](size_t i) -> StatusOr<std::string> {
+    if (params[i].blocks) return copied_blocks(*params[i].blocks, mapped[i]);
     auto t = read(i);
     if (!t.is_ok()) return t.status();
     int64_t rows = 0, cols = 0;
     const std::vector<float> x = laid_out(t.value(), mapped[i], rows, cols);
     for (float v : x)
       if (!std::isfinite(v))
-        return Status::invalid("export --format gguf: the parameter '" + specs[i].name + "' holds a value that is not finite");
+        return Status::invalid("export --format gguf: the parameter '" + params[i].spec.name +
+                               "' holds a value that is not finite");
     return encoded(x, rows, cols, infos[i].type);
   });
   if (!bytes.is_ok()) return bytes.status();

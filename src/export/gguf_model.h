@@ -15,6 +15,12 @@
 // along the input dimension, quantized as ggml's reference quantizers do, bit for bit:
 // kernels/cpu/ggml_blocks.h). A weight whose rows are not whole blocks falls back to F16, as the
 // converter does, and the result says so.
+//
+// From a quantized directory (`trident quantize --scheme int8|int4`), the Q8_0 and Q4_0 layers
+// are copied as they are: their codes and scales are GGUF's blocks already (Note [Codes and scales
+// apart] in quantization/ggml_weight.h), so llama.cpp runs exactly trident's quantized weights. A
+// head tied to the embedding and quantized as a copy (GPT-2's under int8) is written as
+// output.weight beside the full-precision token_embd, as trident runs it.
 #pragma once
 
 #include <functional>
@@ -27,6 +33,7 @@
 #include "data/tokenizer.h"
 #include "export/gguf_file.h"
 #include "models/model_config.h"
+#include "quantization/ggml_weight.h"
 
 namespace trident::exporting {
 
@@ -42,8 +49,20 @@ struct GgufExportResult {
   std::vector<std::string> notes;                        // what differs from what was asked
 };
 
-// Writes `path` for the model `cfg` whose parameters are `specs` (trident's names, logical
-// shapes; read(i) gives parameter i, called once each, in order) with `tokenizer`'s vocabulary.
+// One parameter to write: trident's name and the parameter's logical shape, and, for a weight
+// in ggml's blocks already (a quantized directory's Q8_0/Q4_0 layer), that weight, copied.
+struct GgufParameter {
+  checkpoint::TensorSpec spec;
+  std::shared_ptr<const quantization::GgmlWeight> blocks;
+};
+
+// Writes `path` for the model `cfg` whose parameters are `params` (read(i) gives parameter i's
+// values, called once each, in order, for those without blocks) with `tokenizer`'s vocabulary.
+StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const models::ModelConfig& cfg,
+                                            const std::vector<GgufParameter>& params,
+                                            const std::function<StatusOr<Tensor>(size_t)>& read, GgufWeights weights,
+                                            const data::Tokenizer& tokenizer, const std::string& name);
+// The same for parameters that are all values (a checkpoint's).
 StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const models::ModelConfig& cfg,
                                             const std::vector<checkpoint::TensorSpec>& specs,
                                             const std::function<StatusOr<Tensor>(size_t)>& read, GgufWeights weights,

@@ -96,9 +96,10 @@ StatusOr<std::unique_ptr<models::CausalLM>> load_model(const ModelSource& src, c
                                                        std::vector<std::string>* quantized) {
   std::unique_ptr<models::CausalLM> model = models::build_model(src.cfg.model);
   if (src.quantized) {
-    auto names = load_quantized_dir(src.dir, *model);
-    if (!names.is_ok()) return names.status();
-    if (quantized != nullptr) *quantized = names.value();
+    auto applied = load_quantized_dir(src.dir, *model);
+    if (!applied.is_ok()) return applied.status();
+    if (quantized != nullptr)
+      for (const quantization::QuantizedParameter& q : applied.value()) quantized->push_back(q.param);
   } else if (src.hf) {
     if (Status s = train::load_hf_weights(*model, src.dir); !s.is_ok()) return s;
   } else {

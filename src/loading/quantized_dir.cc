@@ -148,7 +148,8 @@ StatusOr<QuantizedDirInfo> read_quantized_dir_info(const std::string& dir) {
   return out;
 }
 
-StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, models::CausalLM& model) {
+StatusOr<std::vector<quantization::QuantizedParameter>> load_quantized_dir(const std::string& dir,
+                                                                          models::CausalLM& model) {
   auto info = read_quantized_dir_info(dir);
   if (!info.is_ok()) return info.status();
   const std::string info_path = path_in(dir, kQuantizationFileName), file = path_in(dir, kWeightsFileName);
@@ -160,7 +161,7 @@ StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, mo
   autograd::NoGradGuard no_grad;
 
   std::set<std::string> used;
-  std::vector<std::string> names;
+  std::vector<quantization::QuantizedParameter> applied;
   std::map<std::string, Tensor> model_params;
   for (const auto& [name, p] : model.named_parameters()) model_params.emplace(name, p);
   const std::optional<std::string> tied = model.tied_head_weight();
@@ -216,11 +217,12 @@ StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, mo
       stored.push_back(t.value());
     }
     try {
-      quantization::apply_quantized_layer(model, {name, scheme.from_stored(qshape, *dtype, stored), transposed, tied_to});
+      quantization::QuantizedParameter q{name, scheme.from_stored(qshape, *dtype, stored), transposed, tied_to};
+      quantization::apply_quantized_layer(model, q);
+      applied.push_back(std::move(q));
     } catch (const std::exception& ex) {
       return invalid_in(file, "parameter '" + name + "': " + ex.what());
     }
-    names.push_back(name);
     return Status::ok();
   };
   for (const auto& [name, p] : model.named_parameters()) {
@@ -239,7 +241,7 @@ StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, mo
     if (!used.contains(e.name))
       return invalid_in(file, "tensor '" + e.name + "' belongs to no parameter of the model (a parameter quantized "
                               "without an entry in " + std::string(kQuantizationFileName) + "?)");
-  return names;
+  return applied;
 }
 
 }  // namespace trident::loading

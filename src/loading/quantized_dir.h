@@ -66,7 +66,9 @@ StatusOr<QuantizedDirInfo> read_quantized_dir_info(const std::string& dir);
 
 // Loads `dir`'s weights into `model` (built from its config.toml): full-precision parameters
 // copied in, quantized ones applied as views (quantization/quantize_layers.h) with their memory
-// released. Returns the quantized parameters' names. Errors: see Note [Quantized directories].
-StatusOr<std::vector<std::string>> load_quantized_dir(const std::string& dir, models::CausalLM& model);
+// released. Returns the quantized parameters as applied (`trident export` copies GGUF's blocks
+// from them). Errors: see Note [Quantized directories].
+StatusOr<std::vector<quantization::QuantizedParameter>> load_quantized_dir(const std::string& dir,
+                                                                          models::CausalLM& model);
 
 }  // namespace trident::loading

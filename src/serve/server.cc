@@ -129,7 +129,7 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
       const int64_t created = now_seconds();
       const int64_t prompt_tokens = static_cast<int64_t>(p.generation.prompt.size());
       if (!r.stream) {
-        TextStream text(tokenizer_, p.stop);
+        TextStream text(tokenizer_, p.stop, p.generation.prompt);
         std::string finish;
         for (;;) {
           const std::optional<infer::StepEvent> e = stream->next(kPollMs);
@@ -168,7 +168,7 @@ Server::Server(const models::CausalLM& model, const data::Tokenizer& tokenizer, 
       }
       // Server-sent events: a chunk per piece of text, the finish reason, optionally the usage,
       // then [DONE]. A client that stops reading cancels the request.
-      auto state = std::make_shared<TextStream>(tokenizer_, p.stop);
+      auto state = std::make_shared<TextStream>(tokenizer_, p.stop, p.generation.prompt);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",

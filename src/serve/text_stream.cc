@@ -28,7 +28,7 @@ std::string TextStream::finish() {
 }
 
 std::string TextStream::ready(bool final) {
-  std::string text = tokenizer_.decode(ids_);
+  std::string text = data::decode_continuation(tokenizer_, context_, ids_);
   // A stop string ends the text where it begins.
   size_t cut = std::string::npos;
   for (const std::string& s : stop_) cut = std::min(cut, text.find(s));

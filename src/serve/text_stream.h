@@ -5,18 +5,26 @@
 // vLLM's streams never show a stop string or a broken character.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "data/decode_continuation.h"
 #include "data/tokenizer.h"
 
 namespace trident::serve {
 
 class TextStream {
  public:
-  TextStream(const data::Tokenizer& tokenizer, std::vector<std::string> stop)
-      : tokenizer_(tokenizer), stop_(std::move(stop)) {}
+  // `context`: the prompt's tokens, whose last few are decoded before the generated ones (Note
+  // [Decoding a continuation] in data/decode_continuation.h).
+  TextStream(const data::Tokenizer& tokenizer, std::vector<std::string> stop, std::span<const int64_t> context = {})
+      : tokenizer_(tokenizer), stop_(std::move(stop)) {
+    for (size_t i = context.size() - std::min(context.size(), data::kContinuationContextTokens); i < context.size(); ++i)
+      context_.push_back(static_cast<data::TokenId>(context[i]));
+  }
 
   // Adds a token; returns the text that may be sent now (possibly empty). After a stop string
   // appears, stopped() is true and nothing more is returned.
@@ -33,6 +41,7 @@ class TextStream {
 
   const data::Tokenizer& tokenizer_;
   std::vector<std::string> stop_;
+  std::vector<data::TokenId> context_;
   std::vector<data::TokenId> ids_;
   std::string sent_;
   bool stopped_ = false;

@@ -1,6 +1,8 @@
 // SentencePiece models through the library: a BPE model with byte fallback trained here by the
 // library's trainer on a small text; our tokenizer gives the library's ids, round-trips, and
 // names bos/eos and the vocabulary size; bad model files are errors naming the file.
+#include "data/byte_tokenizer.h"
+#include "data/decode_continuation.h"
 #include "data/sentencepiece_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -122,6 +124,27 @@ TEST(SentencePieceTokenizer, BadInputIsAnErrorNamingIt) {
   auto missing = SentencePieceTokenizer::load(dir.path() / "absent.model");
   ASSERT_FALSE(missing.is_ok());
   EXPECT_EQ(missing.status().kind(), ErrorKind::kIO);
+}
+
+// A continuation keeps the space its first piece stands for (Note [Decoding a continuation]):
+// decode() of the new tokens alone drops it, as SentencePiece decodes the start of a text.
+TEST(SentencePieceTokenizer, AContinuationKeepsItsLeadingSpace) {
+  auto loaded = SentencePieceTokenizer::load(model_path());
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  const SentencePieceTokenizer& tok = *loaded.value();
+  const std::vector<TokenId> all = tok.encode("the quick brown fox jumps");
+  for (size_t cut = 1; cut < all.size(); ++cut) {
+    const std::span<const TokenId> context(all.data(), cut), rest(all.data() + cut, all.size() - cut);
+    EXPECT_EQ(tok.decode(context) + decode_continuation(tok, context, rest), "the quick brown fox jumps") << cut;
+  }
+  // "jumps" encodes as "\u2581jumps" (the model's dummy prefix): a word that follows a space.
+  const std::vector<TokenId> fox = tok.encode("the quick brown fox"), jumps = tok.encode("jumps");
+  EXPECT_EQ(tok.decode(jumps), "jumps");  // the leading space dropped: why the context is needed
+  EXPECT_EQ(decode_continuation(tok, fox, jumps), " jumps");
+  EXPECT_EQ(decode_continuation(tok, {}, jumps), "jumps");  // no context: as decode()
+  const ByteTokenizer bytes;
+  const std::vector<TokenId> a = bytes.encode("ab"), b = bytes.encode(" c\xc3");
+  EXPECT_EQ(decode_continuation(bytes, a, b), " c\xc3");  // byte-level: exactly decode(ids)
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 #include "export/gguf_vocab.h"
 #include "kernels/cpu/ggml_blocks.h"
 #include "models/registry.h"
+#include "quantization/quantize_layers.h"
+#include "quantization/scheme.h"
 #include "support/tiny_model_configs.h"
 
 namespace trident::exporting {
@@ -281,6 +283,59 @@ TEST_F(GgufTest, QuantizedWeightsAreGgmlsBlocksAndSmallTensorsStayF32) {
   const Exported e = export_model(small, GgufWeights::kQ8_0, path("small.gguf"));
   EXPECT_EQ(e.file.tensor("blk.0.attn_q.weight")->type, GgmlType::kF16);
   EXPECT_EQ(e.file.tensor("blk.0.attn_q.weight")->bytes, 16u * 16u * 2u);
+}
+
+// A quantized model's own blocks, copied (q/k rows permuted block by block, the tied head as
+// output.weight), are the bytes that quantizing its full-precision weights in the export gives:
+// both are ggml's reference quantizer.
+TEST_F(GgufTest, CopiedBlocksAreTheBlocksTheExportWouldQuantize) {
+  for (const char* arch : {"llama", "gpt2"}) {
+    models::ModelConfig cfg = std::string(arch) == "llama" ? models::testing::tiny_llama(false) : models::testing::tiny_gpt2();
+    cfg.n_embd = 64;
+    cfg.vocab_size = 256;
+    if (cfg.arch == "llama") cfg.family_values["intermediate_size"] = int64_t{96};  // whole blocks of 32
+    const Exported plain = export_model(cfg, GgufWeights::kQ8_0, path("plain.gguf"));
+    // The same weights, quantized as `trident quantize --scheme int8` does (the head too).
+    auto model = models::build_model(cfg);
+    std::vector<Tensor> values;
+    for (const auto& [n, p] : model->named_parameters()) core::copy_(p, plain.params.at(n));
+    const auto layers = quantization::quantize_layers(*model, *quantization::find_quant_scheme("int8"), "");
+    std::map<std::string, std::shared_ptr<const quantization::GgmlWeight>, std::less<>> blocks;
+    std::vector<GgufParameter> params, tied;
+    for (const auto& q : layers) {
+      auto g = std::dynamic_pointer_cast<const quantization::GgmlWeight>(q.weight);
+      ASSERT_NE(g, nullptr);
+      if (q.tied_to.empty()) blocks[q.param] = g;
+      else tied.push_back({{q.param, DType::kF32, q.weight->shape()}, g});
+    }
+    for (const auto& [n, p] : model->named_parameters()) {
+      params.push_back({{n, p.dtype(), p.shape()}, blocks.contains(n) ? blocks.at(n) : nullptr});
+      values.push_back(p);
+    }
+    params.insert(params.end(), tied.begin(), tied.end());
+    const data::ByteTokenizer bytes;
+    auto r = write_gguf_model(path("copied.gguf"), cfg, params, [&](size_t i) -> StatusOr<Tensor> { return values[i]; },
+                              GgufWeights::kF32, bytes, "copied");
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    auto copied = read_gguf(path("copied.gguf"));
+    ASSERT_TRUE(copied.is_ok()) << copied.status().to_string();
+    EXPECT_EQ(copied.value().find("general.file_type")->integer, 7);
+    size_t compared = 0;
+    for (size_t i = 0; i < copied.value().tensors.size(); ++i) {
+      const GgufTensorInfo& t = copied.value().tensors[i];
+      if (t.type != GgmlType::kQ8_0) continue;
+      // GPT-2's tied head is output.weight here; the plain export quantized token_embd instead.
+      const std::string twin = t.name == "output.weight" && plain.file.tensor("output.weight") == nullptr
+                                   ? "token_embd.weight" : t.name;
+      size_t j = 0;
+      while (plain.file.tensors[j].name != twin) ++j;
+      ASSERT_EQ(plain.file.tensors[j].ne, t.ne) << arch << " " << t.name;
+      EXPECT_EQ(read_gguf_tensor(copied.value(), i).value(), read_gguf_tensor(plain.file, j).value()) << arch << " " << t.name;
+      ++compared;
+    }
+    EXPECT_EQ(compared, layers.size()) << arch;
+    EXPECT_EQ(copied.value().tensor("token_embd.weight")->type, GgmlType::kF32);  // the lookups' table stays
+  }
 }
 
 TEST_F(GgufTest, ModelsLlamaCppCannotRunAreRefusedNamingWhy) {

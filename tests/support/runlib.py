@@ -8,6 +8,7 @@ loopback ports, metrics.jsonl and /status readers.
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -218,6 +219,29 @@ class Cli:
         if p.returncode == 0 or says not in p.stderr:
             self.failures.append(f"{' '.join(args)}: exit {p.returncode}, wanted an error saying {says!r}: "
                                  f"{p.stderr[-800:]}")
+
+
+def node_tool_missing(name, tools, package, spec):
+    """The skip message (print it, exit 77) when node or the npm `package` is not in `tools`; None
+    when both are there. `spec` is the tests/ folder scripts/install-npm-tool.sh installs from."""
+    if shutil.which("node") is None or not os.path.isfile(os.path.join(tools, "node_modules", package, "package.json")):
+        return (f"{name}: skipped: needs node and {package} in {tools}: run "
+                f"scripts/install-npm-tool.sh {spec} {tools}")
+    return None
+
+
+def run_node_jobs(script, tools, jobs, work_dir, failures):
+    """Runs a Node job script (tests/export/*/..._jobs.mjs: a JSON list of jobs in, one JSON list of
+    results out) on `jobs`; when it fails, a failure and an error result per job."""
+    path = os.path.join(work_dir, "jobs.json")
+    with open(path, "w") as f:
+        json.dump(jobs, f)
+    r = subprocess.run([shutil.which("node"), script, path, "--tools", tools], capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode != 0:
+        failures.append(f"{os.path.basename(script)} exited {r.returncode}: {r.stderr[-2000:]}")
+        return [{"error": "did not run"}] * len(jobs)
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def report(name, failures):

@@ -2,7 +2,8 @@
 // benchmarks. Reads a JSON list of jobs from the file named by the first argument and prints one
 // JSON list of results, in order:
 //   {"op": "generate", "model": F, "prompt": TEXT | "prompt_ids": [..], "tokens": N}
-//       -> {"prompt_ids", "ids", "text"}: greedy (temperature 0), N tokens, EOG tokens included
+//       -> {"prompt_ids", "ids", "text"}: greedy (temperature 0), N tokens, EOG tokens included;
+//          the text they add after the prompt
 //   {"op": "score", "model": F, "ids": [..], "from": K}
 //       -> {"steps": [{"top": id, "top_p": p, "given_p": p}]}: teacher-forced over `ids`, llama.cpp's
 //          softmax (temperature 1, no top-k, top-p or min-p) before ids[k] for each k >= K: its argmax and the
@@ -65,7 +66,9 @@ async function run(job) {
       }
       return out;
     });
-    return {prompt_ids: prompt, ids, text: model.detokenize(ids)};
+    // The text the tokens add after the prompt (a SentencePiece piece's leading space included).
+    const before = model.detokenize(prompt), all = model.detokenize([...prompt, ...ids]);
+    return {prompt_ids: prompt, ids, text: all.startsWith(before) ? all.slice(before.length) : model.detokenize(ids)};
   }
   if (job.op === "score") {
     const steps = await withSequence(model, job.ids.length, async (seq) => {
