@@ -18,6 +18,7 @@
 //          [--arch gpt2|llama [--kv-heads K] [--intermediate I]] [--layers L] [--embd C]
 //          [--heads NH] [--vocab V] [--B B] [--prompt P] [--tokens N] [--reps R] [--threads T]
 //          [--precision fp32|bf16] [--scheme none|int8|int4|nf4|w8a8] [--skip LAYERS] [--profile]
+//          [--decode-threads D] (the decode steps' threads: Note [Decode threads] in infer/engine.h)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> skip;  // layers left in fp32, as trident quantize's --skip ("": none; unset: the scheme's default)
   bool profile = false;
   std::optional<std::string> checkpoint;
+  int64_t decode_threads = 0;  // EngineOptions::decode_threads (0: --threads)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -87,6 +89,7 @@ int main(int argc, char** argv) {
     else if (a == "--skip") skip = next();
     else if (a == "--profile") profile = true;
     else if (a == "--checkpoint") checkpoint = next();
+    else if (a == "--decode-threads") decode_threads = std::stoll(next());
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -140,7 +143,7 @@ int main(int argc, char** argv) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < prompt; ++t)
         requests[static_cast<size_t>(b)].prompt.push_back((b * 7919 + t * 104729) % cfg.vocab_size);
-    infer::Engine engine(*model, {.max_batch = B, .capacity = prompt + tokens});
+    infer::Engine engine(*model, {.max_batch = B, .capacity = prompt + tokens, .decode_threads = decode_threads});
     auto run = [&](int64_t n) {
       for (auto& r : requests) r.max_tokens = n;
       const auto t0 = Clock::now();
@@ -176,6 +179,7 @@ int main(int argc, char** argv) {
         {"precision", precision},
         {"scheme", scheme},
         {"threads", num_threads()},
+        {"decode_threads", decode_threads > 0 ? decode_threads : num_threads()},
         {"B", B},
         {"prompt_tokens", prompt},
         {"new_tokens", tokens},

@@ -17,6 +17,9 @@ The weights. Each config's checkpoint is `trident train` for one step at a learn
 - q4_0: `trident quantize --scheme int4 --skip ""` (the head in Q4_0 too, as the pure Q4_0
   file has it), and GGUF Q4_0.
 
+trident's settings: --threads for the prefill; for the decode steps 1 .. --threads, probed as
+llama.cpp's are (decode_bench --decode-threads: Note [Decode threads] in src/infer/engine.h).
+
 The measurement. B requests of P prompt tokens: token (b, t) is (7919 b + 104729 t) mod V,
 decode_bench's own. N new tokens each, greedy.
 - trident (decode_bench, OMP_WAIT_POLICY=PASSIVE): TTFT is the median run of one token (every
@@ -26,9 +29,11 @@ decode_bench's own. N new tokens each, greedy.
   first token. Decode tokens/s is B (N - 1) over the time after that. The median of --reps runs
   after a warm-up.
 
-llama.cpp's settings. Its defaults: batch 512 tokens per llama_decode, an F16 KV cache, threads
-as given. Flash attention is probed at each row's batch: on and off in turns, two runs each,
-and the row uses the faster decode. The log and the JSON print the choice.
+llama.cpp's settings. Its defaults: batch 512 tokens per llama_decode, an F16 KV cache. Threads
+(1 or --threads) and flash attention (on, off) are probed at each row's batch, separately for
+decode and for TTFT (probe_llama_cpp), and each measure is taken at its best setting: llama.cpp's
+own CLI has separate thread counts for generation and prompt processing (-t, -tb). The log and
+the JSON print the choices. trident always runs --threads threads.
 
 Rounds. Each row runs --rounds processes per side, in turns: trident then llama.cpp, then
 llama.cpp then trident, and so on. These machines drift in speed by up to 2x over minutes.
@@ -72,17 +77,18 @@ def prompts(B, P, V):
     return [[(7919 * b + 104729 * t) % V for t in range(P)] for b in range(B)]
 
 
-def trident_run(a, model_dir, B):
+def trident_run(a, model_dir, B, decode_threads=0, tokens=None, reps=None):
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     out = sh([a.decode_bench, "--checkpoint", model_dir, "--B", str(B), "--prompt", str(a.prompt), "--tokens",
-              str(a.tokens), "--reps", str(a.reps), "--threads", str(a.threads)], env)
+              str(tokens or a.tokens), "--reps", str(reps or a.reps), "--threads", str(a.threads),
+              "--decode-threads", str(decode_threads or a.threads)], env)
     r = json.loads(out)
     return {"ttft_ms": r["ttft_ms"], "decode_tokens_per_s": r["decode_tokens_per_s"]}
 
 
-def llama_cpp_run(a, gguf, B, V, flash_attention):
-    job = {"op": "bench", "model": gguf, "prompts": prompts(B, a.prompt, V), "tokens": a.tokens, "reps": a.reps,
-           "threads": a.threads, "flash_attention": flash_attention}
+def llama_cpp_run(a, gguf, B, V, flash_attention, tokens=None, reps=None, threads=None):
+    job = {"op": "bench", "model": gguf, "prompts": prompts(B, a.prompt, V), "tokens": tokens or a.tokens,
+           "reps": reps or a.reps, "threads": threads or a.threads, "flash_attention": flash_attention}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump([job], f)
     try:
@@ -97,15 +103,42 @@ def llama_cpp_run(a, gguf, B, V, flash_attention):
             "context": r["context"]}
 
 
-def probe_flash_attention(a, gguf, B, V):
-    """on, off, off, on: each side judged by its faster decode."""
-    best = {True: 0.0, False: 0.0}
-    for fa in (True, False, False, True):
-        best[fa] = max(best[fa], llama_cpp_run(a, gguf, B, V, fa)["decode_tokens_per_s"])
-    choice = best[True] >= best[False]
-    print(f"  probe flash attention B={B}: on {best[True]:.1f} tok/s, off {best[False]:.1f}: {'on' if choice else 'off'}",
-          flush=True)
-    return choice, best
+def probe_llama_cpp(a, gguf, B, V):
+    """llama.cpp's best settings for this row, per measure: threads (1 .. --threads) x flash attention
+    (on, off), each setting twice in turns (16 new tokens, one run each), judged by its better
+    run. On these 2-vCPU VMs llama.cpp decodes faster on one thread (its threads spin at a
+    barrier after every op; on two, a GPT-2 Q4_0 step measured 60 tok/s against 147 on one)
+    while its prefill is faster on two, so decode and TTFT may take different settings."""
+    settings = [(t, fa) for t in sorted({1, a.threads}) for fa in (True, False)]
+    decode, ttft = {}, {}
+    for _ in range(2):
+        for st in settings:
+            r = llama_cpp_run(a, gguf, B, V, st[1], tokens=16, reps=1, threads=st[0])
+            decode[st] = max(decode.get(st, 0.0), r["decode_tokens_per_s"])
+            ttft[st] = min(ttft.get(st, float("inf")), r["ttft_ms"])
+    best_decode = max(settings, key=lambda st: decode[st])
+    best_ttft = min(settings, key=lambda st: ttft[st])
+    show = lambda st: f"{st[0]} thread{'s' if st[0] > 1 else ''}, flash attention {'on' if st[1] else 'off'}"
+    print(f"  probe B={B}: decode best with {show(best_decode)} ({decode[best_decode]:.1f} tok/s), "
+          f"TTFT with {show(best_ttft)} ({ttft[best_ttft]:.1f} ms)", flush=True)
+    table = {f"threads={t},flash_attention={fa}": {"decode_tokens_per_s": decode[(t, fa)], "ttft_ms": ttft[(t, fa)]}
+             for t, fa in settings}
+    return best_decode, best_ttft, table
+
+
+def probe_trident(a, model_dir, B):
+    """trident's decode threads (Note [Decode threads] in src/infer/engine.h): 1 .. --threads, each
+    twice in turns (16 new tokens, one run each), judged by the better run. Prefill always runs on
+    --threads."""
+    choices = sorted({1, a.threads})
+    decode = {}
+    for _ in range(2):
+        for n in choices:
+            decode[n] = max(decode.get(n, 0.0), trident_run(a, model_dir, B, n, tokens=16, reps=1)["decode_tokens_per_s"])
+    best = max(choices, key=lambda n: decode[n])
+    print(f"  probe B={B}: trident decodes best on {best} thread{'s' if best > 1 else ''} "
+          f"({', '.join(f'{n}: {decode[n]:.1f} tok/s' for n in choices)})", flush=True)
+    return best, {str(n): decode[n] for n in choices}
 
 
 def main():
@@ -163,13 +196,21 @@ def main():
                        ([] if skip is None else ["--skip", skip]))
             for B in [int(b) for b in a.batch.split(",")]:
                 print(f"{name} {t} B={B}", flush=True)
-                fa, probe = probe_flash_attention(a, gguf, B, V)
+                for_decode, for_ttft, probe = probe_llama_cpp(a, gguf, B, V)
+                ours_threads, ours_probe = probe_trident(a, ours, B)
+
+                def llama_cpp_side():
+                    r = llama_cpp_run(a, gguf, B, V, for_decode[1], threads=for_decode[0])
+                    if for_ttft != for_decode:
+                        r["ttft_ms"] = llama_cpp_run(a, gguf, B, V, for_ttft[1], threads=for_ttft[0])["ttft_ms"]
+                    return r
+
                 rounds = []
                 for r in range(a.rounds):
                     order = ("trident", "llama.cpp") if r % 2 == 0 else ("llama.cpp", "trident")
                     got = {}
                     for side in order:
-                        got[side] = trident_run(a, ours, B) if side == "trident" else llama_cpp_run(a, gguf, B, V, fa)
+                        got[side] = trident_run(a, ours, B, ours_threads) if side == "trident" else llama_cpp_side()
                     rounds.append({"trident": got["trident"], "llama.cpp": got["llama.cpp"],
                                    "decode_ratio": got["trident"]["decode_tokens_per_s"] /
                                    got["llama.cpp"]["decode_tokens_per_s"],
@@ -178,7 +219,10 @@ def main():
                           f"llama.cpp {got['llama.cpp']['decode_tokens_per_s']:.1f}; TTFT trident "
                           f"{got['trident']['ttft_ms']:.1f} ms, llama.cpp {got['llama.cpp']['ttft_ms']:.1f}", flush=True)
                 row = {"config": name, "type": t, "B": B, "trident_model": os.path.basename(ours),
-                       "llama_cpp_flash_attention": fa, "llama_cpp_probe": {"on": probe[True], "off": probe[False]},
+                       "llama_cpp_decode_settings": {"threads": for_decode[0], "flash_attention": for_decode[1]},
+                       "llama_cpp_ttft_settings": {"threads": for_ttft[0], "flash_attention": for_ttft[1]},
+                       "llama_cpp_probe": probe,
+                       "trident_decode_threads": ours_threads, "trident_probe": ours_probe,
                        "decode_ratio": statistics.median([x["decode_ratio"] for x in rounds]),
                        "ttft_ratio": statistics.median([x["ttft_ratio"] for x in rounds]),
                        "trident_decode_tokens_per_s": statistics.median(

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/parallel.h"
 
 namespace trident::infer {
 
@@ -31,6 +32,8 @@ Engine::Engine(const models::CausalLM& model, const EngineOptions& options) : mo
   TRI_CHECK(!params.empty(), "generation: the model has no parameters");
   const Tensor& any = params.front().second;
   const auto [kv_heads, head_size] = model.kv_cache_heads();
+  TRI_CHECK(options_.decode_threads >= 0, "generation: decode_threads = ", options_.decode_threads,
+            " is invalid: allowed: >= 0 (0: the process's threads)");
   TRI_CHECK(options_.prefill_tokens_per_step >= 0, "generation: prefill_tokens_per_step = ",
             options_.prefill_tokens_per_step, " is invalid: allowed: >= 0 (0: no bound)");
   TRI_CHECK(options_.cache_tokens >= 0, "generation: a KV cache of ", options_.cache_tokens,
@@ -151,9 +154,23 @@ std::vector<StepEvent> Engine::step() {
   const auto rows = static_cast<int64_t>(batch_.size());
   std::vector<int64_t> ids;
   for (const auto& r : batch_) ids.push_back(r->pending);
-  cache_->begin_step(0, rows, 1);
-  const Tensor logits = model_.decode(core::to_device(from_vector(ids, {rows, 1}), cache_->positions().device()), *cache_);
-  cache_->end_step();
+  // The step's threads (Note [Decode threads]), back to the process's on the way out, errors too.
+  struct Threads {
+    int saved = num_threads();
+    explicit Threads(int64_t n) {
+      if (n > 0 && n < saved) set_num_threads(static_cast<int>(n));
+    }
+    ~Threads() {
+      if (num_threads() != saved) set_num_threads(saved);
+    }
+  };
+  const Tensor logits = [&] {
+    const Threads threads(options_.decode_threads);
+    cache_->begin_step(0, rows, 1);
+    Tensor step = model_.decode(core::to_device(from_vector(ids, {rows, 1}), cache_->positions().device()), *cache_);
+    cache_->end_step();
+    return step;
+  }();
   const std::vector<float> all = to_vector<float>(logits);
   const size_t V = all.size() / static_cast<size_t>(rows);
   std::vector<bool> ended(batch_.size(), false);

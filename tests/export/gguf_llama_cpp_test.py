@@ -13,7 +13,9 @@ loads the exported files and runs them.
     runs trident's quantized weights exactly, with the embedding in F32 as trident keeps it):
     the same near-tie check, tighter;
   - the prompt's tokens in llama.cpp are trident's; with GPT-2's vocabulary (when its files are
-    found), llama.cpp tokenizes and detokenizes a mixed text exactly as `trident tokenize`;
+    found) and tiktoken's cl100k_base and o200k_base (when scripts/fetch-tiktoken-ranks.sh put
+    them in the build's data/tiktoken), llama.cpp tokenizes and detokenizes mixed texts exactly as
+    `trident tokenize`;
   - SentencePiece (a Llama-style BPE model with byte fallback trained by spm_train, Debian's
     sentencepiece, when present): a tiny LLaMA trained on its tokens, exported, tokenizes a
     mixed text and continues the prompt in llama.cpp exactly as in trident;
@@ -145,6 +147,29 @@ def main():
                 check("ids" in got and got["ids"][i] == want and got["texts"][i] == text,
                       f"gpt2 vocabulary: llama.cpp tokenizes {text[:24]!r}... as trident "
                       f"({len(want or [])} tokens) and detokenizes it back")
+
+        # tiktoken's rank files (cl100k_base: Llama 3's pattern, "llama-bpe"; o200k_base: "gpt-4o"):
+        # the merges rebuilt from the ranks, the pre-tokenizer by split pattern.
+        ranks = os.path.join(build, "data", "tiktoken")
+        for encoding, vocab_size in (("cl100k_base", 100352), ("o200k_base", 200064)):
+            if not os.path.isfile(os.path.join(ranks, encoding + ".tiktoken")):
+                print(f"info: {encoding}.tiktoken not found (scripts/fetch-tiktoken-ranks.sh {ranks}): skipped")
+                continue
+            ckpt = os.path.join(d, encoding)
+            run(["train"] + tiny_args(d, n_embd=32) + [f"--model.vocab_size={vocab_size}", "--train.steps=1",
+                                                      f"--train.out_dir={ckpt}"])
+            out = f"{d}/{encoding}.gguf"
+            run(["export", "--checkpoint", ckpt, "--out", out, "--tokenizer", encoding, "--vocab", ranks])
+            texts = ["Hello, world! It's 2026:\n\n  naïve café — 12345 tokens\r\n\tend",
+                     "I'LL see you'll SEE 1234567 times; 日本語 🙂 <|endoftext|>"]
+            got = llama_cpp([{"op": "tokenize", "model": out, "texts": texts}])[0]
+            for i, text in enumerate(texts):
+                p = run(["tokenize", "--tokenizer", encoding, "--vocab", ranks, "--text", text])
+                want = json.loads(p.stdout) if p.returncode == 0 else None
+                check("ids" in got and got["ids"][i] == want and got["texts"][i] == text,
+                      f"{encoding}: llama.cpp tokenizes {text[:20]!r}... as trident ({len(want or [])} tokens) "
+                      f"and detokenizes it back" + ("" if "ids" not in got or got["ids"][i] == want
+                                                   else f": llama.cpp {got['ids'][i]}, trident {want}"))
 
         # SentencePiece: llama.cpp's "llama" vocabulary from the model's pieces, scores and kinds.
         spm_train = shutil.which("spm_train")

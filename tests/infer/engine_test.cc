@@ -12,6 +12,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/factory.h"
+#include "core/parallel.h"
 #include "infer/engine.h"
 #include "infer/kv_cache.h"
 #include "models/generate.h"
@@ -74,6 +75,33 @@ TEST(Engine, GreedyTokensEqualGenerationWithoutACache) {
       EXPECT_EQ(got.finish_reason, "length");
       EXPECT_EQ(got.prompt_tokens, n);
     }
+  }
+}
+
+// Decode steps on fewer threads (Note [Decode threads]) give the same tokens, and the process's
+// thread count is back afterwards; a negative count is refused naming the option.
+TEST(Engine, DecodeThreadsChangeNoTokenAndAreRestored) {
+  const int threads = num_threads();
+  set_num_threads(2);
+  for (const models::ModelConfig& c : families()) {
+    const auto model = models::build_model(c);
+    model->eval();
+    std::vector<GenerationRequest> requests;
+    for (int64_t i = 0; i < 3; ++i)
+      requests.push_back(sampled(greedy(prompt_of(3 + 4 * i, 40 + static_cast<uint64_t>(i)), 12), static_cast<uint64_t>(i)));
+    Engine two(*model, {.max_batch = 3});
+    Engine one(*model, {.max_batch = 3, .decode_threads = 1});
+    const std::vector<GenerationResult> a = two.generate(requests), b = one.generate(requests);
+    for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << c.arch << " request " << i;
+    EXPECT_EQ(num_threads(), 2);
+  }
+  set_num_threads(threads);
+  const auto model = models::build_model(families().front());
+  try {
+    Engine bad(*model, {.decode_threads = -1});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("decode_threads = -1"), std::string::npos) << e.what();
   }
 }
 
