@@ -14,6 +14,7 @@
 #include "checkpoint/env.h"
 #include "cli_checks.h"
 #include "commands.h"
+#include "export_summary.h"
 #include "export/gguf_model.h"
 #include "export/hf_writer.h"
 #include "export/onnx_model.h"
@@ -55,6 +56,20 @@ CLI::App* add_export(CLI::App& app, ExportArgs& a) {
               "a LoRA run's checkpoint: write each adapted weight with its adapter folded in (W + alpha/r B A), a "
               "plain model with no adapter (without it: the base alone; the adapters are in <out_dir>/adapter)");
   return c;
+}
+
+Status create_parent_dirs(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? Status::ok() : checkpoint::create_dirs(checkpoint::default_env(), parent);
+}
+
+nlohmann::ordered_json gguf_summary(const exporting::GgufExportResult& written, const data::Tokenizer& tokenizer) {
+  std::map<std::string, int> types;
+  for (const auto& [tensor, type] : written.tensors) ++types[exporting::ggml_type_name(type)];
+  nlohmann::ordered_json out = {{"architecture", written.architecture}, {"tokenizer", tokenizer.name()},
+                                {"tensors", types}, {"bytes", written.bytes}};
+  if (!written.notes.empty()) out["notes"] = written.notes;
+  return out;
 }
 
 Status run_export(const ExportArgs& a) {
@@ -117,6 +132,10 @@ Status run_export(const ExportArgs& a) {
                              : a.out.ends_with(".onnx")        ? "onnx"
                              : a.out.ends_with(".safetensors") ? "safetensors"
                                                                : "hf";
+  auto add_lora = [&](nlohmann::ordered_json& out) {
+    if (a.merge_lora) out["merged_layers"] = merged;
+    if (lora.enabled()) out["lora"] = a.merge_lora ? "merged" : "not merged: the base alone (--merge-lora folds the adapters in)";
+  };
   const std::string lora_note =
       !lora.enabled() ? "" : a.merge_lora ? ", \"lora\": \"merged\"" : ", \"lora\": \"not merged: the base alone (--merge-lora folds the adapters in)\"";
   if (format == "gguf") {
@@ -126,22 +145,15 @@ Status run_export(const ExportArgs& a) {
     if (!src.is_ok()) return src.status();
     auto tokenizer = loading::load_tokenizer(src.value(), a.tokenizer, a.vocab_dir);
     if (!tokenizer.is_ok()) return tokenizer.status();
-    if (const std::string parent = std::filesystem::path(a.out).parent_path().string(); !parent.empty())
-      if (Status made = checkpoint::create_dirs(checkpoint::default_env(), parent); !made.is_ok()) return made;
+    if (Status made = create_parent_dirs(a.out); !made.is_ok()) return made;
     const std::string name = std::filesystem::path(resolved_path(dir.value())).filename().string();
     auto written = exporting::write_gguf_model(a.out, cfg.value().model, specs, load, weights.value(),
                                                *tokenizer.value(), name);
     if (!written.is_ok()) return written.status();
-    std::map<std::string, int> types;
-    for (const auto& [tensor, type] : written.value().tensors) ++types[exporting::ggml_type_name(type)];
     nlohmann::ordered_json out = {{"checkpoint", dir.value()}, {"out", a.out}, {"format", "gguf"},
-                                  {"architecture", written.value().architecture},
-                                  {"type", exporting::gguf_weights_name(weights.value())},
-                                  {"tokenizer", tokenizer.value()->name()}, {"tensors", types},
-                                  {"bytes", written.value().bytes}};
-    if (!written.value().notes.empty()) out["notes"] = written.value().notes;
-    if (a.merge_lora) out["merged_layers"] = merged;
-    if (lora.enabled()) out["lora"] = a.merge_lora ? "merged" : "not merged: the base alone (--merge-lora folds the adapters in)";
+                                  {"type", exporting::gguf_weights_name(weights.value())}};
+    out.update(gguf_summary(written.value(), *tokenizer.value()));
+    add_lora(out);
     std::printf("%s\n", out.dump().c_str());
     return Status::ok();
   }
@@ -149,8 +161,7 @@ Status run_export(const ExportArgs& a) {
     // --type defaults to GGUF's f32, which ONNX shares; GGUF's block types are refused by name.
     auto weights = exporting::parse_onnx_weights(a.type, "export --format onnx: --type");
     if (!weights.is_ok()) return weights.status();
-    if (const std::string parent = std::filesystem::path(a.out).parent_path().string(); !parent.empty())
-      if (Status made = checkpoint::create_dirs(checkpoint::default_env(), parent); !made.is_ok()) return made;
+    if (Status made = create_parent_dirs(a.out); !made.is_ok()) return made;
     auto written = exporting::write_onnx_model(a.out, cfg.value().model, specs, load, weights.value());
     if (!written.is_ok()) return written.status();
     const exporting::OnnxFileSummary& f = written.value().file;
@@ -163,8 +174,7 @@ Status run_export(const ExportArgs& a) {
       out["external_data"] = f.external_data;
       out["external_bytes"] = written.value().external_bytes;
     }
-    if (a.merge_lora) out["merged_layers"] = merged;
-    if (lora.enabled()) out["lora"] = a.merge_lora ? "merged" : "not merged: the base alone (--merge-lora folds the adapters in)";
+    add_lora(out);
     std::printf("%s\n", out.dump().c_str());
     return Status::ok();
   }
@@ -177,9 +187,7 @@ Status run_export(const ExportArgs& a) {
                 a.merge_lora ? (", \"merged_layers\": " + std::to_string(merged)).c_str() : "", lora_note.c_str());
     return Status::ok();
   }
-  if (const std::string parent = std::filesystem::path(a.out).parent_path().string(); !parent.empty()) {
-    if (Status made = checkpoint::create_dirs(checkpoint::default_env(), parent); !made.is_ok()) return made;
-  }
+  if (Status made = create_parent_dirs(a.out); !made.is_ok()) return made;
   auto out = checkpoint::AtomicFileWriter::create(checkpoint::default_env(), a.out);
   if (!out.is_ok()) return out.status();
   Status s = checkpoint::write_safetensors_streamed(out.value(), specs, load, {{"format", "pt"}});

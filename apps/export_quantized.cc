@@ -2,14 +2,11 @@
 // Q8_0 and Q4_0 blocks copied (export/gguf_quantized_dir.h). Other formats take the checkpoint
 // the directory came from.
 #include <cstdio>
-#include <filesystem>
-#include <map>
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/atomic_file.h"
-#include "checkpoint/env.h"
 #include "commands.h"
+#include "export_summary.h"
 #include "export/gguf_quantized_dir.h"
 #include "loading/model_source.h"
 #include "loading/quantized_dir.h"
@@ -32,18 +29,12 @@ Status run_export_quantized(const ExportArgs& a) {
   if (!src.is_ok()) return src.status();
   auto tokenizer = loading::load_tokenizer(src.value(), a.tokenizer, a.vocab_dir);
   if (!tokenizer.is_ok()) return tokenizer.status();
-  if (const std::string parent = std::filesystem::path(a.out).parent_path().string(); !parent.empty())
-    if (Status made = checkpoint::create_dirs(checkpoint::default_env(), parent); !made.is_ok()) return made;
+  if (Status made = create_parent_dirs(a.out); !made.is_ok()) return made;
   auto written = exporting::write_gguf_from_quantized_dir(a.checkpoint, a.out, rest.value(), *tokenizer.value());
   if (!written.is_ok()) return written.status();
-  std::map<std::string, int> types;
-  for (const auto& [tensor, type] : written.value().tensors) ++types[exporting::ggml_type_name(type)];
   nlohmann::ordered_json out = {{"quantized_dir", a.checkpoint}, {"out", a.out}, {"format", "gguf"},
-                                {"architecture", written.value().architecture},
-                                {"type", "copied blocks; the rest " + std::string(exporting::gguf_weights_name(rest.value()))},
-                                {"tokenizer", tokenizer.value()->name()}, {"tensors", types},
-                                {"bytes", written.value().bytes}};
-  if (!written.value().notes.empty()) out["notes"] = written.value().notes;
+                                {"type", "copied blocks; the rest " + std::string(exporting::gguf_weights_name(rest.value()))}};
+  out.update(gguf_summary(written.value(), *tokenizer.value()));
   std::printf("%s\n", out.dump().c_str());
   return Status::ok();
 }

@@ -1,5 +1,6 @@
 #include "export/gguf_file.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -8,6 +9,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/env.h"
+#include "kernels/cpu/ggml_blocks.h"
 
 namespace trident::exporting {
 
@@ -107,11 +109,16 @@ StatusOr<uint64_t> ggml_tensor_bytes(GgmlType t, const std::vector<int64_t>& ne)
     case GgmlType::kF32: return rows * n0 * 4;
     case GgmlType::kF16: return rows * n0 * 2;
     case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-      if (n0 % 32 != 0)
+    case GgmlType::kQ4_0: {
+      namespace k = kernels::cpu;
+      const uint64_t block = static_cast<uint64_t>(k::kGgmlBlock);
+      if (n0 % block != 0)
         return Status::invalid(std::string(ggml_type_name(t)) + " stores blocks of 32 values along ne[0], which is " +
                                std::to_string(n0));
-      return rows * (n0 / 32) * (t == GgmlType::kQ8_0 ? 34 : 18);
+      // ggml's block_q8_0 / block_q4_0: an fp16 scale, then the codes.
+      const auto codes = k::ggml_code_bytes(t == GgmlType::kQ8_0 ? k::GgmlBlockType::kQ8_0 : k::GgmlBlockType::kQ4_0);
+      return rows * (n0 / block) * (2 + static_cast<uint64_t>(codes));
+    }
   }
   return Status::invalid("unknown ggml type " + std::to_string(static_cast<uint32_t>(t)));
 }

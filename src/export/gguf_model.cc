@@ -105,6 +105,14 @@ std::optional<Mapped> map_llama(const std::string& hf, int64_t heads, int64_t kv
 int64_t int_of(const json& j, const char* key) { return j.at(key).get<int64_t>(); }
 GgufValue u32_of(const json& j, const char* key) { return GgufValue::u32(static_cast<uint32_t>(int_of(j, key))); }
 
+// convert_hf_to_gguf's permute() of q/k rows, from Hugging Face's rotate-half layout to
+// llama.cpp's interleaved pairs: reshape(heads, 2, d/2, in).swapaxes(1, 2), so row h*d + 2i + j
+// of the result is row h*d + j*d/2 + i of the weight (d = rows / heads).
+int64_t source_row(int64_t r, int64_t rows, int64_t heads) {
+  const int64_t d = rows / heads, h = r / d, i = (r % d) / 2, j = r % 2;
+  return h * d + j * (d / 2) + i;
+}
+
 // The weight as floats, laid out as GGUF stores it (rows of ne[0]).
 std::vector<float> laid_out(const Tensor& t, const Mapped& m, int64_t& rows, int64_t& cols) {
   const Tensor c = core::contiguous(core::cast(t, DType::kF32));
@@ -118,16 +126,9 @@ std::vector<float> laid_out(const Tensor& t, const Mapped& m, int64_t& rows, int
       for (int64_t j = 0; j < cols; ++j) out[j * rows + i] = p[i * cols + j];
     std::swap(rows, cols);
   }
-  if (m.permute_heads > 0) {
-    // convert_hf_to_gguf's permute(): reshape(heads, 2, d/2, in).swapaxes(1, 2): new row
-    // h*d + 2i + j holds old row h*d + j*d/2 + i.
-    const int64_t d = rows / m.permute_heads, half = d / 2;
-    for (int64_t h = 0; h < m.permute_heads; ++h)
-      for (int64_t i = 0; i < half; ++i)
-        for (int64_t j = 0; j < 2; ++j)
-          std::memcpy(&out[(h * d + 2 * i + j) * cols], &p[(h * d + j * half + i) * cols],
-                      static_cast<size_t>(cols) * sizeof(float));
-  }
+  if (m.permute_heads > 0)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(&out[r * cols], &p[source_row(r, rows, m.permute_heads) * cols], static_cast<size_t>(cols) * sizeof(float));
   return out;
 }
 
@@ -171,13 +172,8 @@ std::string copied_blocks(const quantization::GgmlWeight& w, const Mapped& m) {
   const int64_t rows = w.shape()[0], per_row = w.shape()[1] / k::kGgmlBlock, code = k::ggml_code_bytes(w.type());
   const int64_t block = 2 + code;
   std::string out(static_cast<size_t>(rows * per_row * block), '\0');
-  const int64_t d = m.permute_heads > 0 ? rows / m.permute_heads : rows, half = d / 2;
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t from = r;  // new row h*d + 2i + j holds old row h*d + j*d/2 + i (laid_out's permutation)
-    if (m.permute_heads > 0) {
-      const int64_t h = r / d, i = (r % d) / 2, j = r % 2;
-      from = h * d + j * half + i;
-    }
+    const int64_t from = m.permute_heads > 0 ? source_row(r, rows, m.permute_heads) : r;
     char* dst = &out[static_cast<size_t>(r * per_row * block)];
     for (int64_t b = 0; b < per_row; ++b) {
       std::memcpy(dst + b * block, w.scales() + from * per_row + b, 2);

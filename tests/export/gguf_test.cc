@@ -3,7 +3,6 @@
 // transposed, ggml's Q8_0 blocks). That llama.cpp itself runs them is
 // tests/export/gguf_llama_cpp_test.py.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -31,13 +30,8 @@ namespace fs = std::filesystem;
 
 class GgufTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("trident_gguf_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return (dir_.path() / name).string(); }
+  data::testing::TempDir dir_;
 };
 
 std::string bytes_of(const std::vector<float>& v) { return {reinterpret_cast<const char*>(v.data()), v.size() * 4}; }

@@ -4,7 +4,6 @@
 // OnnxRuntimeCases below with TRIDENT_ONNX_CASES set: each case's model, its inputs, and
 // trident's logits and greedy tokens for the Node script to check.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "core/copy.h"
 #include "core/factory.h"
 #include "core/rng.h"
+#include "data/test_data.h"
 #include "export/onnx_model.h"
 #include "models/generate.h"
 #include "models/registry.h"
@@ -29,13 +29,8 @@ namespace fs = std::filesystem;
 
 class OnnxExportTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("trident_onnx_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return (dir_.path() / name).string(); }
+  data::testing::TempDir dir_;
 };
 
 // A model with random weights: the init's, plus noise on every parameter, so norms and biases
@@ -194,7 +189,7 @@ TEST_F(OnnxExportTest, LargeWeightsGoToExternalDataThatIsCheckedOnReadBack) {
 // continuation of a prompt (models::generate at temperature 0).
 TEST_F(OnnxExportTest, OnnxRuntimeCases) {
   const char* env = std::getenv("TRIDENT_ONNX_CASES");
-  const fs::path out = env != nullptr && *env != '\0' ? fs::path(env) : dir_ / "cases";
+  const fs::path out = env != nullptr && *env != '\0' ? fs::path(env) : dir_.path() / "cases";
   fs::create_directories(out);
   models::ModelConfig scaled = models::testing::tiny_llama(/*tied=*/true);
   scaled.family_values["rope_theta"] = 500000.0;

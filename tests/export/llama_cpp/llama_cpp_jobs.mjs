@@ -24,11 +24,9 @@ import {readFileSync} from "node:fs";
 import path from "node:path";
 import {pathToFileURL} from "node:url";
 
-const option = (name, fallback) => {
-  const at = process.argv.indexOf(name);
-  return at > 0 ? process.argv[at + 1] : fallback;
-};
-const jobs = JSON.parse(readFileSync(process.argv[2], "utf8"));
+import {answerJobs, option, readJobs} from "../node_jobs.mjs";
+
+const jobs = readJobs();
 const threads = Number(option("--threads", "1"));
 const packageDir = path.join(path.resolve(option("--tools", ".")), "node_modules", "node-llama-cpp");
 const main = JSON.parse(readFileSync(path.join(packageDir, "package.json"), "utf8")).main ?? "index.js";
@@ -119,13 +117,5 @@ async function run(job) {
   throw new Error(`unknown op ${JSON.stringify(job.op)}`);
 }
 
-const results = [];
-for (const job of jobs) {
-  try {
-    results.push(await run(job));
-  } catch (e) {
-    results.push({error: String(e?.message ?? e)});
-  }
-}
-console.log(JSON.stringify(results));
+await answerJobs(jobs, run);
 process.exit(0);

@@ -18,15 +18,12 @@
 //
 //   node onnx_jobs.mjs JOBS.json --tools DIR
 // DIR holds node_modules/onnxruntime-node (scripts/install-npm-tool.sh tests/export/onnxruntime DIR).
-import {readFileSync} from "node:fs";
 import {createRequire} from "node:module";
 import path from "node:path";
 
-const option = (name, fallback) => {
-  const at = process.argv.indexOf(name);
-  return at > 0 ? process.argv[at + 1] : fallback;
-};
-const jobs = JSON.parse(readFileSync(process.argv[2], "utf8"));
+import {answerJobs, option, readJobs} from "../node_jobs.mjs";
+
+const jobs = readJobs();
 const require = createRequire(path.join(path.resolve(option("--tools", ".")), "node_modules", "x.js"));
 const ort = require("onnxruntime-node");
 const sessions = new Map();
@@ -125,12 +122,4 @@ async function run(job) {
   throw new Error(`unknown op ${job.op}`);
 }
 
-const results = [];
-for (const job of jobs) {
-  try {
-    results.push(await run(job));
-  } catch (e) {
-    results.push({error: String(e?.message ?? e)});
-  }
-}
-console.log(JSON.stringify(results));
+await answerJobs(jobs, run);
