@@ -97,12 +97,12 @@ int main(int argc, char** argv) {
             const quantization::GgmlWeight& q = qs[static_cast<size_t>(next++ % copies)];
             const kernels::cpu::GgmlQ8Activations xq(type, xp, M, cols);  // per product, as a layer pays it
             if (M > kernels::cpu::kGgmlMatvecMaxRows) {
-              kernels::cpu::ggml_block_gemm(type, isa, xq, q.codes(), q.scales(), rows, y.data(), rows);
+              kernels::cpu::ggml_block_gemm(isa, xq, q.panels(), y.data(), rows);
               return;
             }
-            parallel_for(0, rows, std::max<int64_t>(16, 65536 / cols), [&](int64_t r0, int64_t r1) {
-              kernels::cpu::ggml_block_matvec(type, isa, xq, q.codes(), q.scales(), r0, r1, y.data(), rows);
-            });
+            const kernels::cpu::GgmlPanels p = q.panels();  // split as GgmlWeight::fused_product splits it
+            parallel_for(0, p.panels(), std::max<int64_t>(1, 65536 / (cols * kernels::cpu::kGgmlPanelRows)),
+                         [&](int64_t p0, int64_t p1) { kernels::cpu::ggml_block_matvec(isa, xq, p, p0, p1, y.data(), rows); });
           });
           add(std::string(kernels::cpu::ggml_block_type_name(type)) + " " + kernels::cpu::matvec_isa_name(isa), t,
               static_cast<double>(qs.front().bytes()), sq);

@@ -172,12 +172,15 @@ std::string copied_blocks(const quantization::GgmlWeight& w, const Mapped& m) {
   const int64_t rows = w.shape()[0], per_row = w.shape()[1] / k::kGgmlBlock, code = k::ggml_code_bytes(w.type());
   const int64_t block = 2 + code;
   std::string out(static_cast<size_t>(rows * per_row * block), '\0');
+  std::vector<uint8_t> codes(static_cast<size_t>(per_row * code));
+  std::vector<uint16_t> scales(static_cast<size_t>(per_row));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t from = m.permute_heads > 0 ? source_row(r, rows, m.permute_heads) : r;
+    w.unpack_rows(from, from + 1, codes.data(), scales.data());
     char* dst = &out[static_cast<size_t>(r * per_row * block)];
     for (int64_t b = 0; b < per_row; ++b) {
-      std::memcpy(dst + b * block, w.scales() + from * per_row + b, 2);
-      std::memcpy(dst + b * block + 2, w.codes() + (from * per_row + b) * code, static_cast<size_t>(code));
+      std::memcpy(dst + b * block, &scales[static_cast<size_t>(b)], 2);
+      std::memcpy(dst + b * block + 2, &codes[static_cast<size_t>(b * code)], static_cast<size_t>(code));
     }
   }
   return out;

@@ -5,7 +5,7 @@
 // converter stores for GPT-2 too). Products: decode's few rows by the fused matrix-vector kernel
 // (kernels/cpu/ggml_block_matvec.h: x in Q8_0 blocks too, integer dot products, as llama.cpp),
 // more rows (prefill) by the integer GEMM (kernels/cpu/ggml_block_gemm.h: the same arithmetic,
-// the weight repacked into panels reused by every row); bf16/f16 x and the input gradient
+// the weight's panels widened once for every row); bf16/f16 x and the input gradient
 // through the tiled dequantize-and-GEMM path. Host
 // only for now: to() a device is refused, naming the scheme.
 //
@@ -27,7 +27,9 @@
 // interleaves d and qs block by block, a copy. trident has no 8-bit dtype, so the codes are
 // held as u16 elements, two code bytes each in little-endian order: the bytes in memory and in a
 // file are ggml's qs bytes in order. Shapes: codes (out, in / 2) u16 for Q8_0, (out, in / 4) u16
-// for Q4_0; scales (out, in / 32) f16.
+// for Q4_0; scales (out, in / 32) f16. That is the stored layout (stored(), from_stored()); in
+// memory the blocks are held in panels of 16 rows, the layout the kernels read
+// (kernels/cpu/ggml_panels.h), packed and unpacked byte for byte.
 #pragma once
 
 #include <memory>
@@ -36,6 +38,7 @@
 
 #include "core/tensor.h"
 #include "kernels/cpu/ggml_blocks.h"
+#include "kernels/cpu/ggml_panels.h"
 #include "quantization/quantized_weight.h"
 
 namespace trident::quantization {
@@ -53,7 +56,7 @@ class GgmlWeight final : public QuantizedWeight {
 
   std::string scheme() const override;
   kernels::cpu::GgmlBlockType type() const { return type_; }
-  Device device() const override { return codes_.device(); }
+  Device device() const override { return panel_codes_.device(); }
   int64_t bytes() const override;
   void dequantize_into(int64_t begin, int64_t end, DType dtype, void* out) const override;
   std::shared_ptr<const QuantizedWeight> to(Device device) const override;
@@ -62,16 +65,24 @@ class GgmlWeight final : public QuantizedWeight {
   // columns split over threads.
   bool fused_product(DType dtype, const void* x, int64_t M, void* y, const void* bias) const override;
 
-  // The code bytes (blocks back to back) and the scales' fp16 bits, for the kernels.
-  const uint8_t* codes() const { return static_cast<const uint8_t*>(codes_.raw_data()); }
-  const uint16_t* scales() const { return static_cast<const uint16_t*>(scales_.raw_data()); }
+  // The weight as the kernels read it.
+  kernels::cpu::GgmlPanels panels() const;
+  // Rows [r0, r1) as ggml's blocks row after row (as stored() has them): codes
+  // ((r1 - r0) * in / 32 * ggml_code_bytes bytes) and scales ((r1 - r0) * in / 32 fp16 bits).
+  void unpack_rows(int64_t r0, int64_t r1, uint8_t* codes, uint16_t* scales) const;
 
  private:
-  GgmlWeight(kernels::cpu::GgmlBlockType type, Shape shape, DType dtype, Tensor codes, Tensor scales)
-      : QuantizedWeight(std::move(shape), dtype), type_(type), codes_(std::move(codes)), scales_(std::move(scales)) {}
+  GgmlWeight(kernels::cpu::GgmlBlockType type, Shape shape, DType dtype, Tensor panel_codes, Tensor panel_scales)
+      : QuantizedWeight(std::move(shape), dtype),
+        type_(type),
+        panel_codes_(std::move(panel_codes)),
+        panel_scales_(std::move(panel_scales)) {}
+  // From ggml's rows (codes and scales of all `shape` rows, row after row), packed in parallel.
+  static GgmlWeight packed(kernels::cpu::GgmlBlockType type, const Shape& shape, DType dtype, const uint8_t* codes,
+                           const uint16_t* scales);
   kernels::cpu::GgmlBlockType type_;
-  Tensor codes_;   // u16: the code bytes, two per element
-  Tensor scales_;  // f16: one per block
+  Tensor panel_codes_;   // u16: the panels' code bytes, two per element
+  Tensor panel_scales_;  // f16: 16 per panel and block
 };
 
 }  // namespace trident::quantization

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "autograd/grad_mode.h"
 #include "core/copy.h"
@@ -120,22 +121,47 @@ std::vector<float> hard_weights(int64_t rows, int64_t cols, uint64_t seed) {
   return w;
 }
 
+// Stored (ggml's rows) -> held (panels of 16 rows) -> stored gives the same bytes, and the last
+// panel's rows past the weight are zero codes and zero scales.
+void expect_round_trip(const GgmlWeight& q) {
+  const std::vector<std::pair<std::string, Tensor>> stored = q.stored();
+  const GgmlWeight back = GgmlWeight::from_stored(q.type(), DType::kF32, {stored[0].second, stored[1].second});
+  const std::vector<std::pair<std::string, Tensor>> again = back.stored();
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(again[i].second.shape(), stored[i].second.shape());
+    EXPECT_EQ(std::memcmp(again[i].second.raw_data(), stored[i].second.raw_data(),
+                          static_cast<size_t>(stored[i].second.numel()) * element_size(stored[i].second.dtype())),
+              0)
+        << stored[i].first;
+  }
+  const kernels::cpu::GgmlPanels w = back.panels();
+  for (int64_t r = w.rows; r < w.panels() * kernels::cpu::kGgmlPanelRows; ++r)
+    for (int64_t b = 0; b < w.blocks(); ++b) {
+      ASSERT_EQ(w.scale(r, b), 0) << "padding row " << r;
+      for (int64_t j = 0; j < kernels::cpu::ggml_code_bytes(w.type); ++j) ASSERT_EQ(w.code_byte(r, b, j), 0);
+    }
+}
+
 TEST(GgmlWeight, Q8_0IsGgmlsReferenceBitForBit) {
   const int64_t rows = 37, cols = 320;
   const std::vector<float> w = hard_weights(rows, cols, 1);
   const GgmlWeight q = GgmlWeight::quantize(GgmlBlockType::kQ8_0, from_vector(w, {rows, cols}));
   std::vector<block_q8_0> ref(static_cast<size_t>(rows * cols / 32));
   for (int64_t r = 0; r < rows; ++r) quantize_row_q8_0_ref(w.data() + r * cols, ref.data() + r * cols / 32, cols);
+  const std::vector<std::pair<std::string, Tensor>> stored = q.stored();
+  const auto* codes = static_cast<const uint8_t*>(stored[0].second.raw_data());
+  const auto* scales = static_cast<const uint16_t*>(stored[1].second.raw_data());
   size_t differ = 0;
   for (size_t b = 0; b < ref.size(); ++b) {
-    differ += q.scales()[b] != ref[b].d ? 1 : 0;
-    differ += std::memcmp(q.codes() + b * 32, ref[b].qs, 32) != 0 ? 1 : 0;
+    differ += scales[b] != ref[b].d ? 1 : 0;
+    differ += std::memcmp(codes + b * 32, ref[b].qs, 32) != 0 ? 1 : 0;
   }
   EXPECT_EQ(differ, 0u);
+  expect_round_trip(q);
   std::vector<float> want(w.size());
   dequantize_row_q8_0(ref.data(), want.data(), static_cast<int64_t>(w.size()));
   EXPECT_EQ(to_vector<float>(q.dequantize()), want);
-  EXPECT_EQ(q.bytes(), rows * cols / 32 * 34);
+  EXPECT_EQ(q.bytes(), 48 * cols / 32 * 34);  // 37 rows in 3 panels of 16
 }
 
 TEST(GgmlWeight, Q4_0IsGgmlsReferenceBitForBit) {
@@ -146,16 +172,20 @@ TEST(GgmlWeight, Q4_0IsGgmlsReferenceBitForBit) {
   const GgmlWeight q = GgmlWeight::quantize(GgmlBlockType::kQ4_0, from_vector(w, {rows, cols}));
   std::vector<block_q4_0> ref(static_cast<size_t>(rows * cols / 32));
   for (int64_t r = 0; r < rows; ++r) quantize_row_q4_0_ref(w.data() + r * cols, ref.data() + r * cols / 32, cols);
+  const std::vector<std::pair<std::string, Tensor>> stored = q.stored();
+  const auto* codes = static_cast<const uint8_t*>(stored[0].second.raw_data());
+  const auto* scales = static_cast<const uint16_t*>(stored[1].second.raw_data());
   size_t differ = 0;
   for (size_t b = 0; b < ref.size(); ++b) {
-    differ += q.scales()[b] != ref[b].d ? 1 : 0;
-    differ += std::memcmp(q.codes() + b * 16, ref[b].qs, 16) != 0 ? 1 : 0;
+    differ += scales[b] != ref[b].d ? 1 : 0;
+    differ += std::memcmp(codes + b * 16, ref[b].qs, 16) != 0 ? 1 : 0;
   }
   EXPECT_EQ(differ, 0u);
+  expect_round_trip(q);
   std::vector<float> want(w.size());
   dequantize_row_q4_0(ref.data(), want.data(), static_cast<int64_t>(w.size()));
   EXPECT_EQ(to_vector<float>(q.dequantize()), want);
-  EXPECT_EQ(q.bytes(), rows * cols / 32 * 18);
+  EXPECT_EQ(q.bytes(), 48 * cols / 32 * 18);  // 37 rows in 3 panels of 16
   // Dequantizing a range that starts and ends inside blocks.
   EXPECT_EQ(to_vector<float>(q.dequantize(45, 1000, DType::kF32)),
             std::vector<float>(want.begin() + 45, want.begin() + 1000));
@@ -292,9 +322,25 @@ TEST(GgmlWeight, Q8_0RowQuantizerIsGgmlsReferenceOnEveryPath) {
 
 class GgmlProduct : public ::testing::TestWithParam<GgmlBlockType> {};
 
+// y (M rows of ldy floats) against the float64 product (M x rows: want, within tol), and its
+// columns past `rows` untouched (NaN).
+void expect_product(const std::vector<float>& y, int64_t M, int64_t rows, int64_t ldy, const std::vector<double>& want,
+                    const std::vector<double>& tol, const std::string& what) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t r = 0; r < ldy; ++r) {
+      const float v = y[static_cast<size_t>(m * ldy + r)];
+      if (r >= rows) {
+        ASSERT_TRUE(std::isnan(v)) << what << ": row " << m << ", column " << r << " past the product was written";
+        continue;
+      }
+      const size_t i = static_cast<size_t>(m * rows + r);
+      ASSERT_NEAR(v, want[i], tol[i]) << what << ", element " << m << ", " << r;
+    }
+}
+
 TEST_P(GgmlProduct, ActivationsAreGgmlsQ8_0BlocksBitForBit) {
   Generator gen(6);
-  const int64_t M = 3, cols = 352;  // 11 blocks: the last pair holds one
+  const int64_t M = 3, cols = 352;  // 11 blocks
   std::vector<float> x = to_vector<float>(randn({M, cols}, gen));
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(cols + j)] = 0.0f;                            // a zero block
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(2 * cols + j)] = static_cast<float>(j - 16) * 0.5f;  // ties
@@ -309,15 +355,8 @@ TEST_P(GgmlProduct, ActivationsAreGgmlsQ8_0BlocksBitForBit) {
       ASSERT_EQ(a.scale(m, b), GGML_FP16_TO_FP32(w.d)) << "row " << m << ", block " << b;
       int32_t sum = 0;
       for (const int8_t q : w.qs) sum += q;
-      const int64_t lane = (b / 2) * 16 + (b % 2) * 8;
-      ASSERT_EQ(a.corrections(m)[lane], -offset * sum) << "row " << m << ", block " << b;
-      for (int l = 0; l < 8; ++l) ASSERT_EQ(a.scale_lanes(m)[lane + l], a.scale(m, b));
-    }
-    // The odd last block's pair is zero past it: its codes, scales and correction.
-    for (int64_t i = cols; i < a.pairs() * 64; ++i) ASSERT_EQ(a.codes(m)[i], 0) << "row " << m << ", byte " << i;
-    for (int64_t l = 8; l < 16; ++l) {
-      ASSERT_EQ(a.scale_lanes(m)[(a.pairs() - 1) * 16 + l], 0.0f);
-      ASSERT_EQ(a.corrections(m)[(a.pairs() - 1) * 16 + l], 0);
+      ASSERT_EQ(a.block_corrections(m)[b], -offset * sum) << "row " << m << ", block " << b;
+      ASSERT_EQ(a.block_scales(m)[b], a.scale(m, b));
     }
   }
   const std::string e = error_of([&] { kernels::cpu::GgmlQ8Activations(GetParam(), x.data(), M, 48); });
@@ -344,11 +383,18 @@ TEST_P(GgmlProduct, FusedKernelsOnEveryPathEqualTheFloat64ProductOfTheQuantizedR
         const kernels::cpu::GgmlQ8Activations xq(GetParam(), x.data(), M, cols);
         std::vector<double> want, tol;
         reference_product(q8_0_round_trip(x), M, wd, rows, cols, want, tol);
-        std::vector<float> y(static_cast<size_t>(M * rows), NAN);
-        kernels::cpu::ggml_block_matvec(GetParam(), isa, xq, q.codes(), q.scales(), 0, rows, y.data(), rows);
-        for (size_t i = 0; i < y.size(); ++i)
-          ASSERT_NEAR(y[i], want[i], tol[i]) << kernels::cpu::matvec_isa_name(isa) << ", cols " << cols << ", M " << M
-                                             << ", element " << i;
+        // Into a y whose rows are longer than the product's: the columns past it stay untouched
+        // (the last panel holds 6 rows), and each panel range gives the same bits.
+        const int64_t ldy = rows + 3;
+        std::vector<float> y(static_cast<size_t>(M * ldy), NAN), split(y);
+        const kernels::cpu::GgmlPanels w = q.panels();
+        kernels::cpu::ggml_block_matvec(isa, xq, w, 0, w.panels(), y.data(), ldy);
+        kernels::cpu::ggml_block_matvec(isa, xq, w, 0, 2, split.data(), ldy);
+        kernels::cpu::ggml_block_matvec(isa, xq, w, 2, w.panels(), split.data(), ldy);
+        ASSERT_EQ(std::memcmp(y.data(), split.data(), y.size() * sizeof(float)), 0);
+        expect_product(y, M, rows, ldy, want, tol,
+                       std::string(kernels::cpu::matvec_isa_name(isa)) + ", cols " + std::to_string(cols) + ", M " +
+                           std::to_string(M));
       }
     }
   }
@@ -358,8 +404,7 @@ TEST_P(GgmlProduct, FusedKernelsOnEveryPathEqualTheFloat64ProductOfTheQuantizedR
   const kernels::cpu::GgmlQ8Activations xq(other, x.data(), 1, 64);
   std::vector<float> y(4);
   const std::string e = error_of([&] {
-    kernels::cpu::ggml_block_matvec(GetParam(), kernels::cpu::MatvecIsa::kScalar, xq, q.codes(), q.scales(), 0, 4,
-                                    y.data(), 4);
+    kernels::cpu::ggml_block_matvec(kernels::cpu::MatvecIsa::kScalar, xq, q.panels(), 0, 1, y.data(), 4);
   });
   EXPECT_NE(e.find("activations prepared for"), std::string::npos) << e;
   // More rows than decode's are the prefill kernel's.
@@ -367,8 +412,7 @@ TEST_P(GgmlProduct, FusedKernelsOnEveryPathEqualTheFloat64ProductOfTheQuantizedR
   const kernels::cpu::GgmlQ8Activations xq9(GetParam(), x9.data(), 9, 64);
   std::vector<float> y9(9 * 4);
   const std::string e2 = error_of([&] {
-    kernels::cpu::ggml_block_matvec(GetParam(), kernels::cpu::MatvecIsa::kScalar, xq9, q.codes(), q.scales(), 0, 4,
-                                    y9.data(), 4);
+    kernels::cpu::ggml_block_matvec(kernels::cpu::MatvecIsa::kScalar, xq9, q.panels(), 0, 1, y9.data(), 4);
   });
   EXPECT_NE(e2.find("9 rows of x (1 to 8"), std::string::npos) << e2;
 }
@@ -403,19 +447,11 @@ TEST_P(GgmlProduct, PrefillKernelOnEveryPathEqualsTheFloat64ProductOfTheQuantize
           for (const int n : {1, 2, 3}) {
             set_num_threads(n);
             std::vector<float> y(static_cast<size_t>(M * ldy), NAN);
-            kernels::cpu::ggml_block_gemm(GetParam(), isa, xq, q.codes(), q.scales(), rows, y.data(), ldy);
+            kernels::cpu::ggml_block_gemm(isa, xq, q.panels(), y.data(), ldy);
             if (first.empty()) {
-              for (int64_t m = 0; m < M; ++m)
-                for (int64_t r = 0; r < ldy; ++r) {
-                  const float v = y[static_cast<size_t>(m * ldy + r)];
-                  if (r >= rows) {
-                    ASSERT_TRUE(std::isnan(v)) << "row " << m << ", column " << r << " past the product was written";
-                    continue;
-                  }
-                  const size_t i = static_cast<size_t>(m * rows + r);
-                  ASSERT_NEAR(v, want[i], tol[i]) << kernels::cpu::matvec_isa_name(isa) << ", rows " << rows
-                                                  << ", cols " << cols << ", M " << M << ", element " << m << ", " << r;
-                }
+              expect_product(y, M, rows, ldy, want, tol,
+                             std::string(kernels::cpu::matvec_isa_name(isa)) + ", rows " + std::to_string(rows) +
+                                 ", cols " + std::to_string(cols) + ", M " + std::to_string(M));
               first = y;
             } else {
               ASSERT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0)
@@ -432,8 +468,7 @@ TEST_P(GgmlProduct, PrefillKernelOnEveryPathEqualsTheFloat64ProductOfTheQuantize
   const kernels::cpu::GgmlQ8Activations xq(other, x.data(), 9, 64);
   std::vector<float> y(9 * 4);
   const std::string e = error_of([&] {
-    kernels::cpu::ggml_block_gemm(GetParam(), kernels::cpu::MatvecIsa::kScalar, xq, q.codes(), q.scales(), 4, y.data(),
-                                  4);
+    kernels::cpu::ggml_block_gemm(kernels::cpu::MatvecIsa::kScalar, xq, q.panels(), y.data(), 4);
   });
   EXPECT_NE(e.find("activations prepared for"), std::string::npos) << e;
 }
@@ -453,8 +488,8 @@ TEST_P(GgmlProduct, QuantizingTheActivationsAddsLessErrorThanTheWeightsOwn) {
   reference_product(x, M, wd, rows, cols, weight_only, tol);
   const kernels::cpu::GgmlQ8Activations xq(GetParam(), x.data(), M, cols);
   std::vector<float> y(static_cast<size_t>(M * rows));
-  kernels::cpu::ggml_block_matvec(GetParam(), kernels::cpu::ggml_matvec_isa(), xq, q.codes(), q.scales(), 0, rows,
-                                  y.data(), rows);
+  kernels::cpu::ggml_block_matvec(kernels::cpu::ggml_matvec_isa(), xq, q.panels(), 0, q.panels().panels(), y.data(),
+                                  rows);
   double e_act = 0, e_w = 0, norm = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     e_act += (y[i] - weight_only[i]) * (y[i] - weight_only[i]);

@@ -67,8 +67,8 @@ TEST(QuantizedBias, EveryPathOfThePrefillGemmAddsItAsTheAddWould) {
     for (const MatvecIsa isa : {MatvecIsa::kAvx512, MatvecIsa::kAvx2, MatvecIsa::kScalar}) {
       if (!kernels::cpu::ggml_matvec_supports(isa)) continue;
       std::vector<float> fused(static_cast<size_t>(M * out)), separate(fused.size());
-      kernels::cpu::ggml_block_gemm(type, isa, xq, q.codes(), q.scales(), out, fused.data(), out, bias.data());
-      kernels::cpu::ggml_block_gemm(type, isa, xq, q.codes(), q.scales(), out, separate.data(), out);
+      kernels::cpu::ggml_block_gemm(isa, xq, q.panels(), fused.data(), out, bias.data());
+      kernels::cpu::ggml_block_gemm(isa, xq, q.panels(), separate.data(), out);
       for (int64_t m = 0; m < M; ++m)
         for (int64_t o = 0; o < out; ++o) separate[static_cast<size_t>(m * out + o)] += bias[static_cast<size_t>(o)];
       EXPECT_EQ(std::memcmp(fused.data(), separate.data(), fused.size() * sizeof(float)), 0)

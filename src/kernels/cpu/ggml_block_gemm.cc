@@ -29,11 +29,12 @@ namespace trident::kernels::cpu {
 // arithmetic at a quarter of the instructions.
 //
 // The layout: vpdpbusd with one operand broadcast (4 bytes of x's row m) and the other 16 weight
-// rows' 4 codes of the same 4 inputs sums 16 output columns at once, with no horizontal sums. So
-// each product repacks a panel of 16 weight rows at a time: per block b, per group g of 4 inputs,
-// one 64-byte vector of [row 0's codes 4g..4g+3, row 1's, ..., row 15's], and the 16 rows' block
-// scales as fp32. A thread repacks kPanels panels (32 output columns) once and runs every row of
-// x against them, kRows rows of x at a time (4 x 2 int32 sums + 4 x 2 fp32 sums in registers).
+// rows' 4 codes of the same 4 inputs sums 16 output columns at once, with no horizontal sums. The
+// weight is held in that layout (Note [Sixteen rows a panel] in ggml_panels.cc); a product widens
+// a panel of 16 weight rows at a time into a buffer: per block b, per group g of 4 inputs, one
+// 64-byte vector of [row 0's codes 4g..4g+3, row 1's, ..., row 15's] (Q4_0's nibbles to bytes,
+// Q8_0's codes made unsigned), and the 16 rows' block scales as fp32. A thread widens kPanels
+// panels (32 output columns) once and runs every row of x against them, kRows rows of x at a time (4 x 2 int32 sums + 4 x 2 fp32 sums in registers).
 // A block's int32 sums start at x's correction (AVX-512: the weight codes made unsigned, as at
 // decode) and, after the 8 groups, are converted and multiply-added, scaled by d_w d_x, into the
 // fp32 sums: the same block-order sum decode computes, so the paths differ in rounding only.
@@ -41,8 +42,8 @@ namespace trident::kernels::cpu {
 //
 // AVX2 has no vpdpbusd: vpmaddubsw's pairs of u8 x s8 products must fit int16, so it multiplies
 // |w| by x signed as w (llama.cpp's trick; 2 x 127 x 127 fits) and widens by vpmaddwd, on 8
-// columns (half a panel) at a time, from a panel of signed codes (repacked in plain C++; only
-// AVX-512's repack gathers). The scalar path reads the weight as stored.
+// columns (half a panel) at a time, from a panel of signed codes (widened in plain C++). The
+// scalar path reads the weight's panels as they are.
 //
 // Measured on 2 Zen 5 cores (a shared machine): 400-620 G int8 multiply-adds x 2 per second at
 // GPT-2's shapes with 128 rows, and prompt-128 TTFT 4-5.6x the tiled path's, below fp32's
@@ -68,11 +69,11 @@ constexpr int64_t kPanels = 2;  // panels per thread's step: 32 output columns
 constexpr int64_t kBlockBytes = 8 * 64;  // a panel's block: 8 groups x 16 rows x 4 codes
 constexpr int kRows = 4;       // rows of x per register tile (4 x 2 zmm sums of each kind)
 
-// The 32 codes of a weight block as integers (Q4_0: element j < 16 from byte j's low nibble,
+// Code j of row r's block b as an integer (Q4_0: element j < 16 from byte j's low nibble,
 // j >= 16 from byte j - 16's high nibble, less 8).
-inline int code_at(GgmlBlockType t, const uint8_t* qs, int64_t j) {
-  if (t == GgmlBlockType::kQ8_0) return static_cast<int8_t>(qs[j]);
-  return (j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4)) - 8;
+inline int code_at(const GgmlPanels& w, int64_t r, int64_t b, int64_t j) {
+  if (w.type == GgmlBlockType::kQ8_0) return static_cast<int8_t>(w.code_byte(r, b, j));
+  return (j < 16 ? (w.code_byte(r, b, j) & 15) : (w.code_byte(r, b, j - 16) >> 4)) - 8;
 }
 
 // A 64-byte-aligned buffer for one thread's panels.
@@ -85,40 +86,41 @@ struct AlignedBytes {
   uint8_t* p;
 };
 
-// Weight rows [r0, r0 + n) (n <= 16) as a panel: codes (nb x kBlockBytes) and scales (nb x 16
-// fp32) of the AVX2 path, its codes signed; rows past n zero codes and zero scales.
-void repack_panel(GgmlBlockType t, const uint8_t* codes, const uint16_t* scales, int64_t nb,
-                  int64_t r0, int64_t n, uint8_t* pc, float* pd) {
-  const int64_t cb = ggml_code_bytes(t);
+// Panel p of the weight as the AVX2 path's panel: codes (nb x kBlockBytes, one signed byte per
+// code, group g of 4 inputs at g * 64) and scales (nb x 16 fp32); the weight's padding rows are
+// zero codes and zero scales already.
+void widen_panel(const GgmlPanels& w, int64_t p, uint8_t* pc, float* pd) {
+  const int64_t nb = w.blocks();
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* out = pc + b * kBlockBytes;
-    for (int64_t i = 0; i < kPanelRows; ++i) {
-      if (i >= n) {
-        for (int64_t j = 0; j < kGgmlBlock; ++j) out[(j / 4) * 64 + i * 4 + j % 4] = 0;
-        pd[b * kPanelRows + i] = 0.0f;
-        continue;
-      }
-      const uint8_t* qs = codes + ((r0 + i) * nb + b) * cb;
-      for (int64_t j = 0; j < kGgmlBlock; ++j)
-        out[(j / 4) * 64 + i * 4 + j % 4] = static_cast<uint8_t>(code_at(t, qs, j));
-      pd[b * kPanelRows + i] = f16::to_float(scales[(r0 + i) * nb + b]);
+    const uint8_t* in = w.block_codes(p, b);
+    const uint16_t* d = w.block_scales(p, b);
+    if (w.type == GgmlBlockType::kQ8_0) {
+      std::memcpy(out, in, kBlockBytes);
+    } else {
+      for (int64_t g = 0; g < 4; ++g)
+        for (int64_t k = 0; k < 64; ++k) {
+          const uint8_t v = in[g * 64 + k];
+          out[g * 64 + k] = static_cast<uint8_t>((v & 15) - 8);
+          out[(g + 4) * 64 + k] = static_cast<uint8_t>((v >> 4) - 8);
+        }
     }
+    for (int64_t i = 0; i < kPanelRows; ++i) pd[b * kPanelRows + i] = f16::to_float(d[i]);
   }
 }
 
 // The reference: each output's block sums in block order, from the weight as stored.
-void columns_scalar(GgmlBlockType t, const GgmlQ8Activations& x, const uint8_t* codes,
-                    const uint16_t* scales, int64_t r0, int64_t r1, float* y, int64_t ldy, const float* bias) {
-  const int64_t nb = x.blocks(), cb = ggml_code_bytes(t);
+void columns_scalar(const GgmlQ8Activations& x, const GgmlPanels& w, int64_t r0, int64_t r1, float* y,
+                    int64_t ldy, const float* bias) {
+  const int64_t nb = x.blocks();
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t m = 0; m < x.M(); ++m) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* qs = codes + (r * nb + b) * cb;
         const int8_t* xq = x.codes(m) + b * kGgmlBlock;
         int32_t s = 0;
-        for (int64_t j = 0; j < kGgmlBlock; ++j) s += code_at(t, qs, j) * int32_t{xq[j]};
-        acc += static_cast<float>(s) * (f16::to_float(scales[r * nb + b]) * x.scale(m, b));
+        for (int64_t j = 0; j < kGgmlBlock; ++j) s += code_at(w, r, b, j) * int32_t{xq[j]};
+        acc += static_cast<float>(s) * (f16::to_float(w.scale(r, b)) * x.scale(m, b));
       }
       y[m * ldy + r] = bias == nullptr ? acc : acc + bias[r];
     }
@@ -206,78 +208,29 @@ TRI_AVX512 void tile_avx512(const Tile& t, int64_t m0, int64_t cols, float* y, i
   }
 }
 
-// Rows [r0, r0 + n) of the weight as a panel of the AVX-512 path (unsigned codes), one vector per
-// group of 4 inputs holding the 16 rows' 4 bytes (Q4_0: each 4 bytes' low nibbles are group g and
-// high nibbles group g + 4).
-//
-// Note [Repacking by shuffles]
-// The panels were gathered, 8 gathers of 16 rows per Q8_0 block (4 per Q4_0 block); at 128 rows
-// of x (one prompt) that was ~40% of a Q8_0 product (Q4_0, with half the gathers, ran faster). A
-// block of 16 rows is a 16 x 8 (Q4_0: 16 x 4) matrix of 4-byte groups, so it is transposed
-// instead: Q8_0 16 loads, 8 inserts and 32 shuffles per block, Q4_0 16 loads, 12 inserts and 8
-// shuffles; the same bytes (the GEMM tests compare every path with float64).
-TRI_AVX512 void repack_panel_avx512(GgmlBlockType t, const uint8_t* codes, const uint16_t* scales, int64_t nb,
-                                    int64_t r0, int64_t n, uint8_t* pc, float* pd) {
-  const int64_t cb = ggml_code_bytes(t);
-  const uint8_t* base = codes + r0 * nb * cb;
+// Panel p of the weight as the AVX-512 path's panel (unsigned codes: Q8_0's with 0x80 flipped,
+// Q4_0's nibbles, low ones group g and high ones group g + 4 of vector g). The weight is held
+// transposed already (Note [Sixteen rows a panel] in ggml_panels.cc; this was a transpose of
+// loads and shuffles from ggml's rows, ~40% of a Q8_0 product at 128 rows when it gathered).
+TRI_AVX512 void widen_panel_avx512(const GgmlPanels& w, int64_t p, uint8_t* pc, float* pd) {
+  const int64_t nb = w.blocks();
+  const __m512i low = _mm512_set1_epi8(15), flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* out = pc + b * kBlockBytes;
-    if (t == GgmlBlockType::kQ8_0) {
-      // A 16 x 8 transpose of 4-byte groups by loads and shuffles (Note [Repacking by shuffles]):
-      // rows i and i + 8 share a vector, one per 256-bit half, and each half is transposed 8 x 8.
-      __m512i z[8], u[8];
-      for (int i = 0; i < 8; ++i) {
-        const __m256i lo = i < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + (i * nb + b) * cb))
-                                 : _mm256_setzero_si256();
-        const __m256i hi = i + 8 < n
-                               ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + ((i + 8) * nb + b) * cb))
-                               : _mm256_setzero_si256();
-        z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-      }
-      for (int k = 0; k < 2; ++k) {  // rows 0-3 (k = 0) and 4-7 (k = 1) of each half
-        const __m512i t0 = _mm512_unpacklo_epi32(z[4 * k], z[4 * k + 1]), t1 = _mm512_unpackhi_epi32(z[4 * k], z[4 * k + 1]);
-        const __m512i t2 = _mm512_unpacklo_epi32(z[4 * k + 2], z[4 * k + 3]),
-                      t3 = _mm512_unpackhi_epi32(z[4 * k + 2], z[4 * k + 3]);
-        u[4 * k] = _mm512_unpacklo_epi64(t0, t2);      // groups 0 and 4 (per 128-bit lane)
-        u[4 * k + 1] = _mm512_unpackhi_epi64(t0, t2);  // 1 and 5
-        u[4 * k + 2] = _mm512_unpacklo_epi64(t1, t3);  // 2 and 6
-        u[4 * k + 3] = _mm512_unpackhi_epi64(t1, t3);  // 3 and 7
-      }
-      const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);    // groups 0-3: lanes 0 and 2
-      const __m512i second = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);  // groups 4-7: lanes 1 and 3
-      const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-      for (int g = 0; g < 4; ++g) {
-        _mm512_store_si512(out + g * 64, _mm512_xor_si512(_mm512_permutex2var_epi64(u[g], first, u[g + 4]), flip));
-        _mm512_store_si512(out + (g + 4) * 64,
-                           _mm512_xor_si512(_mm512_permutex2var_epi64(u[g], second, u[g + 4]), flip));
-      }
+    const uint8_t* in = w.block_codes(p, b);
+    if (w.type == GgmlBlockType::kQ8_0) {
+      for (int g = 0; g < 8; ++g)
+        _mm512_store_si512(out + g * 64, _mm512_xor_si512(_mm512_loadu_si512(in + g * 64), flip));
     } else {
-      // Q4_0's 16 bytes per row: a 16 x 4 transpose of 4-byte groups, row 4L + k in 128-bit lane L
-      // of vector k, so each lane is a 4 x 4 transpose (no lane crossing).
-      __m512i z[4];
-      for (int k = 0; k < 4; ++k) {
-        __m128i lane[4];
-        for (int L = 0; L < 4; ++L) {
-          const int64_t i = 4 * L + k;
-          lane[L] = i < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + (i * nb + b) * cb))
-                          : _mm_setzero_si128();
-        }
-        z[k] = _mm512_inserti32x4(
-            _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(lane[0]), lane[1], 1), lane[2], 2), lane[3], 3);
-      }
-      const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-      const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-      const __m512i v[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
-                            _mm512_unpackhi_epi64(t1, t3)};
-      const __m512i low = _mm512_set1_epi8(15);
       for (int g = 0; g < 4; ++g) {
-        _mm512_store_si512(out + g * 64, _mm512_and_si512(v[g], low));
-        _mm512_store_si512(out + (g + 4) * 64, _mm512_and_si512(_mm512_srli_epi16(v[g], 4), low));
+        const __m512i v = _mm512_loadu_si512(in + g * 64);
+        _mm512_store_si512(out + g * 64, _mm512_and_si512(v, low));
+        _mm512_store_si512(out + (g + 4) * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
       }
     }
+    _mm512_store_ps(pd + b * kPanelRows,
+                    _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.block_scales(p, b)))));
   }
-  for (int64_t i = 0; i < kPanelRows; ++i)
-    for (int64_t b = 0; b < nb; ++b) pd[b * kPanelRows + i] = i < n ? _cvtsh_ss(scales[(r0 + i) * nb + b]) : 0.0f;
 }
 
 TRI_AVX2 inline __m256 zero_avx2() { return _mm256_setzero_ps(); }
@@ -359,22 +312,21 @@ Avx2Fn pick_avx2(int64_t mr, std::integer_sequence<int, Ms...>) {
 }
 
 // Output columns [c0, c1) (c0 a multiple of kPanels x 16, c1 - c0 <= that) by the panel paths.
-void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const uint8_t* codes,
-                    const uint16_t* scales, int64_t c0, int64_t c1, uint8_t* pc, float* pd, float* y, int64_t ldy,
-                    const float* bias) {
+void columns_panels(MatvecIsa isa, const GgmlQ8Activations& x, const GgmlPanels& w, int64_t c0, int64_t c1,
+                    uint8_t* pc, float* pd, float* y, int64_t ldy, const float* bias) {
   const int64_t nb = x.blocks(), M = x.M();
   const int64_t panels = (c1 - c0 + kPanelRows - 1) / kPanelRows;
   const Tile tile{pc, pd, nb * kBlockBytes, nb * kPanelRows, nb, &x, bias == nullptr ? nullptr : bias + c0};
   const auto tiles = std::make_integer_sequence<int, kRows>();
   for (int64_t p = 0; p < panels; ++p) {
-    const int64_t r0 = c0 + p * kPanelRows, n = std::min(kPanelRows, c1 - r0);
+    const int64_t wp = c0 / kPanelRows + p;
 #if defined(__x86_64__)
     if (isa == MatvecIsa::kAvx512) {
-      repack_panel_avx512(t, codes, scales, nb, r0, n, pc + p * tile.code_stride, pd + p * tile.d_stride);
+      widen_panel_avx512(w, wp, pc + p * tile.code_stride, pd + p * tile.d_stride);
       continue;
     }
 #endif
-    repack_panel(t, codes, scales, nb, r0, n, pc + p * tile.code_stride, pd + p * tile.d_stride);
+    widen_panel(w, wp, pc + p * tile.code_stride, pd + p * tile.d_stride);
   }
   for (int64_t m0 = 0; m0 < M; m0 += kRows) {
     const int64_t mr = std::min<int64_t>(kRows, M - m0);
@@ -393,16 +345,18 @@ void columns_panels(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, 
 
 }  // namespace
 
-void ggml_block_gemm(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const uint8_t* codes,
-                     const uint16_t* scales, int64_t rows, float* y, int64_t ldy, const float* bias) {
-  TRI_CHECK(x.weight_type() == t, "ggml_block_gemm: activations prepared for ", ggml_block_type_name(x.weight_type()),
-            " weights, given ", ggml_block_type_name(t));
+void ggml_block_gemm(MatvecIsa isa, const GgmlQ8Activations& x, const GgmlPanels& w, float* y, int64_t ldy,
+                     const float* bias) {
+  TRI_CHECK(x.weight_type() == w.type, "ggml_block_gemm: activations prepared for ",
+            ggml_block_type_name(x.weight_type()), " weights, given ", ggml_block_type_name(w.type));
+  TRI_CHECK(x.cols() == w.cols, "ggml_block_gemm: x has ", x.cols(), " columns, the weight ", w.cols);
   TRI_CHECK(ggml_matvec_supports(isa), "ggml_block_gemm: this CPU has no ", matvec_isa_name(isa));
+  const int64_t rows = w.rows;
   if (rows <= 0) return;
   const int64_t step = kPanels * kPanelRows, steps = (rows + step - 1) / step;
   if (isa == MatvecIsa::kScalar) {
     parallel_for(0, steps, 1, [&](int64_t s0, int64_t s1) {
-      columns_scalar(t, x, codes, scales, s0 * step, std::min(rows, s1 * step), y, ldy, bias);
+      columns_scalar(x, w, s0 * step, std::min(rows, s1 * step), y, ldy, bias);
     });
     return;
   }
@@ -417,8 +371,7 @@ void ggml_block_gemm(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x,
     if (buffer == nullptr) buffer = std::make_unique<AlignedBytes>(code_bytes + scale_bytes);
     float* pd = reinterpret_cast<float*>(buffer->p + code_bytes);
     for (int64_t s = s0; s < s1; ++s)
-      columns_panels(t, isa, x, codes, scales, s * step, std::min(rows, (s + 1) * step), buffer->p, pd, y, ldy,
-                     bias);
+      columns_panels(isa, x, w, s * step, std::min(rows, (s + 1) * step), buffer->p, pd, y, ldy, bias);
   });
 }
 

@@ -17,12 +17,11 @@
 
 namespace trident::kernels::cpu {
 
-// y (x.M(), rows; row stride ldy) = x W^T, x as GgmlQ8Activations for weights of type `t`, W
-// (rows, x.cols()) in blocks of `t` (codes and scales of row r at r * cols / 32 blocks). Any
-// M >= 1; parallel over the output columns (parallel_for). With `bias` (rows values), y's rows
-// are x W^T + bias, added to each register tile's sums as they are stored: the same one rounding
-// a separate add gives.
-void ggml_block_gemm(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x, const uint8_t* codes,
-                     const uint16_t* scales, int64_t rows, float* y, int64_t ldy, const float* bias = nullptr);
+// y (x.M(), w.rows; row stride ldy) = x W^T, x as GgmlQ8Activations for w's type, W in panels
+// (kernels/cpu/ggml_panels.h). Any M >= 1; parallel over the output columns (parallel_for). With
+// `bias` (w.rows values), y's rows are x W^T + bias, added to each register tile's sums as they
+// are stored: the same one rounding a separate add gives.
+void ggml_block_gemm(MatvecIsa isa, const GgmlQ8Activations& x, const GgmlPanels& w, float* y, int64_t ldy,
+                     const float* bias = nullptr);
 
 }  // namespace trident::kernels::cpu

@@ -3,17 +3,19 @@
 // computed as llama.cpp computes it (ggml_vec_dot_q8_0_q8_0, ggml_vec_dot_q4_0_q8_0): the rows of
 // x are quantized to Q8_0 blocks once per product (GgmlQ8Activations), and each block's 32 weight
 // codes meet the block's 32 activation codes in an exact int32 dot product, scaled once by the
-// two blocks' scales. At decode the product reads every weight once, so its time is the
+// two blocks' scales. The weight is read in panels of 16 rows (kernels/cpu/ggml_panels.h), 16
+// outputs at a time. At decode the product reads every weight once, so its time is the
 // weight's bytes over the memory bandwidth if the arithmetic per byte is light enough for the
 // cores to keep up (Note [Integer dot products at decode] in ggml_block_matvec.cc).
-// Prefill's many rows go through ggml_block_gemm (ggml_block_gemm.h), which repacks the weight
-// into panels that it reuses for every row of x.
+// Prefill's many rows go through ggml_block_gemm (ggml_block_gemm.h), which widens a few panels
+// at a time into a buffer that it reuses for every row of x.
 //
 // Paths: AVX-512 VNNI (vpdpbusd on 64 bytes), AVX2 (vpmaddubsw), and plain C++;
 // ggml_matvec_isa() picks the best this CPU has at run time (AVX-512 only while
-// kernels.cpu_avx512 is on, as AdamW's). Every block's integer sum is exact on every path; the
-// fp32 sums of the scaled blocks differ between paths in order only. Each output element is one
-// thread's sum in a fixed order, so a result does not depend on the thread count.
+// kernels.cpu_avx512 is on, as AdamW's). Every block's integer sum is exact on every path, and
+// the scaled blocks are summed in fp32 in block order on every path: they differ only in where a
+// multiply-add is fused. Each output element is one thread's sum, so a result does not depend on
+// the thread count.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "kernels/cpu/ggml_blocks.h"
+#include "kernels/cpu/ggml_panels.h"
 
 namespace trident::kernels::cpu {
 
@@ -36,11 +39,9 @@ bool ggml_matvec_supports(MatvecIsa isa);
 // The rows of x (M, cols; cols a multiple of 32, finite) quantized to Q8_0 blocks exactly as
 // ggml's quantize_row_q8_0_ref does (codes, and fp16 scales), plus what the kernels for weights
 // of type `weight_type` read beside them: each block's scale as fp32 and its correction (the
-// codes' sum times the weight codes' offset), compact for ggml_block_gemm, and for
-// ggml_block_matvec's few rows also spread over its lanes. Built once per product, before the
-// rows are split over threads (the rows are quantized in parallel, each as it would be alone);
-// read-only afterwards. Any M >= 1: ggml_block_matvec takes up to kGgmlMatvecMaxRows,
-// ggml_block_gemm any.
+// codes' sum times the weight codes' offset). Built once per product, before the output is split
+// over threads (the rows are quantized in parallel, each as it would be alone); read-only
+// afterwards. Any M >= 1: ggml_block_matvec takes up to kGgmlMatvecMaxRows, ggml_block_gemm any.
 class GgmlQ8Activations {
  public:
   GgmlQ8Activations(GgmlBlockType weight_type, const float* x, int64_t M, int64_t cols);
@@ -49,24 +50,15 @@ class GgmlQ8Activations {
   int64_t M() const { return M_; }
   int64_t cols() const { return cols_; }
   int64_t blocks() const { return cols_ / kGgmlBlock; }
-  // Block pairs (the AVX-512 path's 64-byte steps): ceil(blocks / 2).
-  int64_t pairs() const { return (blocks() + 1) / 2; }
-  // Row m's codes: pairs() * 64 bytes, zeros past cols.
-  const int8_t* codes(int64_t m) const { return codes_.get() + m * pairs() * 64; }
+  // Row m's codes: cols bytes, block b's 32 at b * 32.
+  const int8_t* codes(int64_t m) const { return codes_.get() + m * cols_; }
   // Row m's block b's scale (the fp32 value of its fp16 scale).
   float scale(int64_t m, int64_t b) const { return block_scales(m)[b]; }
-  // Row m's block scales (fp32 values of the fp16 scales) and corrections for the AVX-512 paths'
-  // unsigned weight codes (Note [Integer dot products at decode]: -offset * the sum of the
-  // block's codes): blocks() each.
+  // Row m's block scales (fp32 values of the fp16 scales) and corrections for the unsigned weight
+  // codes (Note [Integer dot products at decode]: -offset * the sum of the block's codes):
+  // blocks() each.
   const float* block_scales(int64_t m) const { return block_scales_.data() + m * blocks(); }
   const int32_t* block_corrections(int64_t m) const { return block_corrections_.data() + m * blocks(); }
-  // The lane arrays below exist for M <= kGgmlMatvecMaxRows only, the matrix-vector kernel's
-  // (prefill's GEMM reads the compact arrays, and writing 64 bytes of lanes per block of every
-  // prompt row cost more than quantizing it).
-  // Row m's block scales, each over 8 lanes: pairs() x 16 floats (zeros past the last block).
-  const float* scale_lanes(int64_t m) const { return scale_lanes_.data() + m * pairs() * 16; }
-  // Row m's corrections at lane 8 (b % 2) of pair b / 2, zeros elsewhere; pairs() x 16 int32.
-  const int32_t* corrections(int64_t m) const { return corrections_.data() + m * pairs() * 16; }
 
  private:
   GgmlBlockType weight_type_;
@@ -74,16 +66,12 @@ class GgmlQ8Activations {
   std::unique_ptr<int8_t[]> codes_;  // not zeroed first: every byte is written once
   std::vector<float> block_scales_;
   std::vector<int32_t> block_corrections_;
-  std::vector<float> scale_lanes_;
-  std::vector<int32_t> corrections_;
 };
 
-// Output columns [r0, r1) of y (M, rows; row stride ldy) = x W^T, x as GgmlQ8Activations for
-// weights of type `t`, W (rows, x.cols()) in blocks of `t` (codes and scales of row r at
-// r * cols / 32 blocks). 1 <= x.M() <= kGgmlMatvecMaxRows. Serial: callers split the output
-// columns.
-void ggml_block_matvec(GgmlBlockType t, MatvecIsa isa, const GgmlQ8Activations& x,
-                       const uint8_t* codes, const uint16_t* scales, int64_t r0, int64_t r1,
+// Output columns of panels [p0, p1) of y (M, w.rows; row stride ldy) = x W^T (the panels' rows
+// below w.rows), x as GgmlQ8Activations for w's type, W in panels (kernels/cpu/ggml_panels.h).
+// 1 <= x.M() <= kGgmlMatvecMaxRows. Serial: callers split the panels.
+void ggml_block_matvec(MatvecIsa isa, const GgmlQ8Activations& x, const GgmlPanels& w, int64_t p0, int64_t p1,
                        float* y, int64_t ldy);
 
 }  // namespace trident::kernels::cpu
