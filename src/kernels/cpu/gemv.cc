@@ -73,7 +73,18 @@ void store(T* c, float acc, float alpha, float beta) {
 // first tile prefetches the next group as it reads its own (one line per row per 16 k), so the
 // group is in L1 when its turn comes. One Zen 5 core, 8 rows of A against LLaMA's LM head (32000
 // x 768 from memory): 5-6 GB/s without, 9-12 GB/s with; at one row 21 -> 27-31 GB/s (noisy: a
-// shared machine). Two or four groups ahead measured no better than one.
+// shared machine). Two or four groups ahead measured no better than one. Since Note [One row of B
+// at a time], only several tiles of rows prefetch: with one tile (1 to 3 rows) B streams in order
+// and the prefetches cost (Zen 4, one thread, LLaMA 125M's products: 30 GB/s without, 25 with).
+//
+// Note [One row of B at a time]
+// A group's 4 rows of B used to be read side by side, one vector of each per step of k: four
+// streams 4 K bytes apart. One Zen 4 thread read LLaMA 125M's products (x W^T, 400 MB) at 16-17
+// GB/s that way and at 29-30 one row after another (a one-off program in turns), and
+// llama.cpp's one-row dot product decoded its f32 LLaMA at 65 tok/s against trident's 53 on two
+// threads (bench/results/2026-11-30-decode-panels-zen4). Each row's sum is the same 16 lanes over
+// k ascending and the same tree, so the bits do not change (Note [Row-independent small
+// products]).
 
 // The sums of four vectors' lanes, each in reduce_lanes' tree, at once: lanes 0, 4, 8 and 12
 // of the result.
@@ -93,25 +104,21 @@ inline __m512 reduce4(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
   return _mm512_add_ps(u, _mm512_maskz_permute_ps(kAll, u, 0xB1));
 }
 
-// MS rows of A against 4 rows of B (b[0..3]): out[mi][r] = dot(A[mi], b[r]). `next`, when not
-// null: the rows of B the following tile reads, fetched into the cache meanwhile (Note [Prefetching
-// the next rows]).
+// MS rows of A against 4 rows of B (b[0..3]): out[mi][r] = dot(A[mi], b[r]), B's rows one after
+// another (Note [One row of B at a time]). `next`, when not null: the rows of B the following tile
+// reads, fetched into the cache meanwhile (Note [Prefetching the next rows]).
 template <int MS, class T>
 void dot_tile(const float* A, int64_t lda, const T* const* b, int64_t K, float out[][kRowsPerGroup],
               const T* const* next) {
   __m512 acc[MS][kRowsPerGroup];
-  for (int mi = 0; mi < MS; ++mi)
-    for (int r = 0; r < kRowsPerGroup; ++r) acc[mi][r] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += kLanes) {
-    const __mmask16 mask = K - k >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
-    if (next != nullptr)
-      for (int r = 0; r < kRowsPerGroup; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T0);
-    __m512 w[kRowsPerGroup];
-    for (int r = 0; r < kRowsPerGroup; ++r) w[r] = load16(b[r] + k, mask);
-    for (int mi = 0; mi < MS; ++mi) {
-      const __m512 a = _mm512_maskz_loadu_ps(mask, A + mi * lda + k);
-      for (int r = 0; r < kRowsPerGroup; ++r) acc[mi][r] = _mm512_fmadd_ps(a, w[r], acc[mi][r]);
+  for (int r = 0; r < kRowsPerGroup; ++r) {
+    for (int mi = 0; mi < MS; ++mi) acc[mi][r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += kLanes) {
+      const __mmask16 mask = K - k >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
+      if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T0);
+      const __m512 w = load16(b[r] + k, mask);
+      for (int mi = 0; mi < MS; ++mi)
+        acc[mi][r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, A + mi * lda + k), w, acc[mi][r]);
     }
   }
   for (int mi = 0; mi < MS; ++mi) {
@@ -212,16 +219,19 @@ void dot_rows(int64_t M, int64_t n_begin, int64_t n_end, int64_t K, float alpha,
       float out[kTileRows][kRowsPerGroup];
       const float* a = A + m0 * lda;
       const int64_t ms = std::min<int64_t>(kTileRows, M - m0);
+      // Only the first of several tiles of rows prefetches: the others read B from the cache. A
+      // lone tile streams B in order, which the hardware prefetchers follow (Note [One row of B
+      // at a time]).
+      const T* const* fetch = m0 == 0 && M > kTileRows ? next : nullptr;
       switch (ms) {
-        // Only the first tile of rows prefetches: the others read B from the cache.
         case 1:
-          dot_tile<1>(a, lda, b, K, out, m0 == 0 ? next : nullptr);
+          dot_tile<1>(a, lda, b, K, out, fetch);
           break;
         case 2:
-          dot_tile<2>(a, lda, b, K, out, m0 == 0 ? next : nullptr);
+          dot_tile<2>(a, lda, b, K, out, fetch);
           break;
         default:
-          dot_tile<3>(a, lda, b, K, out, m0 == 0 ? next : nullptr);
+          dot_tile<3>(a, lda, b, K, out, fetch);
           break;
       }
       for (int64_t mi = 0; mi < ms; ++mi)
