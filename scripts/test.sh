@@ -31,13 +31,13 @@ scripts/install-npm-tool.sh tests/export/llama_cpp build/tools/llama-cpp || echo
 # ONNX Runtime through onnxruntime-node (pinned, its CPU binaries) for the ONNX export test (it
 # skips, saying so, without it).
 scripts/install-npm-tool.sh tests/export/onnxruntime build/tools/onnxruntime || echo "test: could not install onnxruntime-node; onnx_runtime will skip"
-# The fuzz targets (fuzz/), built with clang in build-fuzz and run 10 s each, all at once: a short
+# The fuzz targets (fuzz/), built with clang in build-fuzz and run 5 s each, all at once: a short
 # check that the parsers still take their corpus and thousands of mutations of it without a crash
 # or sanitizer report. Only those below the training stack, whose build is about a quarter of
 # trident's; config_toml_fuzz, hf_config_fuzz and hf_index_fuzz link all of it (models, kernels,
 # parallel): scripts/fuzz.sh runs them, and every target longer. Skipped, saying so, without clang.
 fuzz_status=0
-scripts/fuzz.sh --seconds 10 --jobs "$(nproc)" safetensors_fuzz manifest_fuzz token_file_fuzz tiktoken_ranks_fuzz \
+scripts/fuzz.sh --seconds 5 --jobs "$(nproc)" safetensors_fuzz manifest_fuzz token_file_fuzz tiktoken_ranks_fuzz \
   hf_tokenizer_json_fuzz gpt2_vocab_fuzz http_request_fuzz instruction_jsonl_fuzz || fuzz_status=$?
 if [ "$fuzz_status" = 3 ]; then
   echo "test: skipping the fuzz targets: no clang with libFuzzer here"
