@@ -246,7 +246,9 @@ Status DecoderBuilder::build() {
   const std::vector<OnnxDim> kv_present = {"batch_size", d_.kv_heads, "past_sequence_length + sequence_length", d_.head_dim};
   g_.input("input_ids", TensorProto::INT64, ids_dims);
   g_.input("attention_mask", TensorProto::INT64, {"batch_size", "past_sequence_length + sequence_length"});
-  if (d_.type == "llama") g_.input("position_ids", TensorProto::INT64, ids_dims);
+  // Both families take position_ids, as optimum's exports of them do: a row's positions restart
+  // after the padding its attention_mask hides (left-padded batches).
+  g_.input("position_ids", TensorProto::INT64, ids_dims);
   for (int64_t i = 0; i < d_.layers; ++i) {
     g_.input("past_key_values." + std::to_string(i) + ".key", TensorProto::FLOAT, kv_past);
     g_.input("past_key_values." + std::to_string(i) + ".value", TensorProto::FLOAT, kv_past);
@@ -279,7 +281,7 @@ Status DecoderBuilder::build() {
     if (!wte.is_ok()) return wte.status();
     if (!wpe.is_ok()) return wpe.status();
     x = g_.op("Add", {g_.op("Gather", {table("wte.weight", *wte.value()), "input_ids"}),
-                      g_.op("Gather", {table("wpe.weight", *wpe.value()), query_pos})});
+                      g_.op("Gather", {table("wpe.weight", *wpe.value()), "position_ids"})});
   } else {
     auto emb = get("model.embed_tokens.weight", {d_.vocab, d_.embd});
     if (!emb.is_ok()) return emb.status();

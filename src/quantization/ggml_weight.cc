@@ -88,9 +88,11 @@ GgmlWeight GgmlWeight::from_stored(GgmlBlockType type, DType dtype, const std::v
                 static_cast<const uint16_t*>(scales.raw_data()));
 }
 
+// The stored size, which reports and files compare: the panels' padding rows (at most 15 per
+// weight) are not counted.
 int64_t GgmlWeight::bytes() const {
-  return panel_codes_.numel() * static_cast<int64_t>(element_size(panel_codes_.dtype())) +
-         panel_scales_.numel() * static_cast<int64_t>(element_size(panel_scales_.dtype()));
+  const int64_t blocks = shape()[0] * (shape()[1] / kGgmlBlock);
+  return blocks * (kernels::cpu::ggml_code_bytes(type_) + 2);
 }
 
 kernels::cpu::GgmlPanels GgmlWeight::panels() const {
@@ -151,7 +153,7 @@ bool GgmlWeight::fused_product(DType dtype, const void* x, int64_t M, void* y, c
   auto* yf = static_cast<float*>(y);
   const auto* b = static_cast<const float*>(bias);
   if (M > kernels::cpu::kGgmlMatvecMaxRows) {
-    // Prefill: the weight repacked into panels reused by every row (Note [Integer GEMM at prefill]).
+    // Prefill: each panel widened once for every row (Note [Integer GEMM at prefill]).
     kernels::cpu::ggml_block_gemm(isa, xq, panels(), yf, rows, b);
     return true;
   }

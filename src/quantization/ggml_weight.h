@@ -23,13 +23,13 @@
 // GGUF stores a Q8_0 tensor as blocks {fp16 d; int8 qs[32]} back to back (34 bytes), Q4_0 as
 // {fp16 d; uint8 qs[16]} (18 bytes). trident keeps the codes of all blocks in one tensor and the
 // scales in another, each block's bytes exactly ggml's: a file can name them as two tensors
-// (safetensors has no block dtypes), the kernels stream two arrays, and a GGUF writer
-// interleaves d and qs block by block, a copy. trident has no 8-bit dtype, so the codes are
-// held as u16 elements, two code bytes each in little-endian order: the bytes in memory and in a
-// file are ggml's qs bytes in order. Shapes: codes (out, in / 2) u16 for Q8_0, (out, in / 4) u16
-// for Q4_0; scales (out, in / 32) f16. That is the stored layout (stored(), from_stored()); in
-// memory the blocks are held in panels of 16 rows, the layout the kernels read
-// (kernels/cpu/ggml_panels.h), packed and unpacked byte for byte.
+// (safetensors has no block dtypes), and a GGUF writer interleaves d and qs block by block, a
+// copy. trident has no 8-bit dtype, so the codes are stored as u16 elements, two code bytes each
+// in little-endian order: the bytes in a file are ggml's qs bytes in order. Shapes: codes (out,
+// in / 2) u16 for Q8_0, (out, in / 4) u16 for Q4_0; scales (out, in / 32) f16. That is the
+// stored layout (stored(), from_stored()). In memory the codes and the scales are two arrays
+// too, in panels of 16 rows, the layout the kernels read (kernels/cpu/ggml_panels.h), packed
+// and unpacked byte for byte.
 #pragma once
 
 #include <memory>

@@ -60,9 +60,8 @@ StatusOr<OnnxExportResult> export_model(const models::CausalLM& model, const std
                           inline_bytes);
 }
 
-std::vector<std::string> optimum_inputs(int64_t layers, bool position_ids) {
-  std::vector<std::string> v = {"input_ids", "attention_mask"};
-  if (position_ids) v.push_back("position_ids");
+std::vector<std::string> optimum_inputs(int64_t layers) {
+  std::vector<std::string> v = {"input_ids", "attention_mask", "position_ids"};
   for (int64_t i = 0; i < layers; ++i)
     for (const char* kv : {".key", ".value"}) v.push_back("past_key_values." + std::to_string(i) + kv);
   return v;
@@ -91,7 +90,7 @@ TEST_F(OnnxExportTest, GraphsHaveOptimumNamesAndTheAskedWeightTypes) {
       const OnnxFileSummary& f = r.value().file;
       EXPECT_EQ(r.value().architecture, name);
       EXPECT_EQ(f.opset, 17);
-      EXPECT_EQ(f.inputs, optimum_inputs(cfg.n_layer, std::string(name) == "llama"));
+      EXPECT_EQ(f.inputs, optimum_inputs(cfg.n_layer));
       EXPECT_EQ(f.outputs, optimum_outputs(cfg.n_layer));
       EXPECT_EQ(r.value().bytes, fs::file_size(path(std::string(name) + ".onnx")));
       for (const std::string& op : f.op_types) EXPECT_TRUE(standard.count(op)) << op;
@@ -226,7 +225,7 @@ TEST_F(OnnxExportTest, OnnxRuntimeCases) {
                         {"layers", cfg.n_layer},
                         {"kv_heads", kv_heads},
                         {"head_dim", head_dim},
-                        {"position_ids", cfg.arch == "llama"},
+                        {"position_ids", true},
                         {"ids", {std::vector<int64_t>(ids.begin(), ids.begin() + 12), std::vector<int64_t>(ids.begin() + 12, ids.end())}},
                         {"logits", std::vector<float>(l, l + logits.numel())},
                         {"prompt", prompt},

@@ -161,7 +161,7 @@ TEST(GgmlWeight, Q8_0IsGgmlsReferenceBitForBit) {
   std::vector<float> want(w.size());
   dequantize_row_q8_0(ref.data(), want.data(), static_cast<int64_t>(w.size()));
   EXPECT_EQ(to_vector<float>(q.dequantize()), want);
-  EXPECT_EQ(q.bytes(), 48 * cols / 32 * 34);  // 37 rows in 3 panels of 16
+  EXPECT_EQ(q.bytes(), rows * cols / 32 * 34);  // the stored size: 37 rows, not 3 panels' 48
 }
 
 TEST(GgmlWeight, Q4_0IsGgmlsReferenceBitForBit) {
@@ -185,7 +185,7 @@ TEST(GgmlWeight, Q4_0IsGgmlsReferenceBitForBit) {
   std::vector<float> want(w.size());
   dequantize_row_q4_0(ref.data(), want.data(), static_cast<int64_t>(w.size()));
   EXPECT_EQ(to_vector<float>(q.dequantize()), want);
-  EXPECT_EQ(q.bytes(), 48 * cols / 32 * 18);  // 37 rows in 3 panels of 16
+  EXPECT_EQ(q.bytes(), rows * cols / 32 * 18);
   // Dequantizing a range that starts and ends inside blocks.
   EXPECT_EQ(to_vector<float>(q.dequantize(45, 1000, DType::kF32)),
             std::vector<float>(want.begin() + 45, want.begin() + 1000));
@@ -368,7 +368,7 @@ TEST_P(GgmlProduct, ActivationsAreGgmlsQ8_0BlocksBitForBit) {
 TEST_P(GgmlProduct, FusedKernelsOnEveryPathEqualTheFloat64ProductOfTheQuantizedRows) {
   const int64_t rows = 70;
   Generator gen(4);
-  for (const int64_t cols : {384, 352}) {  // an even and an odd number of blocks
+  for (const int64_t cols : {384, 352}) {  // 12 and 11 blocks
     const GgmlWeight q = GgmlWeight::quantize(GetParam(), from_vector(hard_weights(rows, cols, 3), {rows, cols}));
     const std::vector<float> wd = to_vector<float>(q.dequantize());
     for (const auto isa :

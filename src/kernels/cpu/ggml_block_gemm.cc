@@ -52,9 +52,9 @@ namespace trident::kernels::cpu {
 // product's time at 128 rows. Measured 2026-11-30 (quantized_matvec_bench --M 1024 --hot 1, 2
 // Zen 5 cores): 450-500 G multiply-adds/s, ~2.8x the fp32 GEMM, about 58% of vpdpbusd's
 // measured peak; 4, 6 or 8 rows per tile made no difference.
-// x's block scales and corrections are read compact (GgmlQ8Activations::block_scales), not
-// copied out of decode's lane arrays by one thread per product, and prefill's x no longer
-// builds those arrays (Note [Sixteen blocks at a time] in ggml_blocks.cc has the measurements).
+// x's block scales and corrections are read compact (GgmlQ8Activations::block_scales); they
+// were copied out of lane arrays decode's old kernel read, by one thread per product (Note
+// [Sixteen blocks at a time] in ggml_blocks.cc has the measurements).
 // The kernel's ceiling: per block and 16 outputs of a row, 8 vpdpbusd and an epilogue of a
 // convert, a multiply (d_w d_x) and a multiply-add; if they share vpdpbusd's two pipes on Zen 5
 // (inferred: the tile without the multiply ran 8-10% faster; no counters in the VM), at most
@@ -109,7 +109,7 @@ void widen_panel(const GgmlPanels& w, int64_t p, uint8_t* pc, float* pd) {
   }
 }
 
-// The reference: each output's block sums in block order, from the weight as stored.
+// The reference: each output's block sums in block order, from the weight's panels as they are.
 void columns_scalar(const GgmlQ8Activations& x, const GgmlPanels& w, int64_t r0, int64_t r1, float* y,
                     int64_t ldy, const float* bias) {
   const int64_t nb = x.blocks();

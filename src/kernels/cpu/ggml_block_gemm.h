@@ -4,7 +4,7 @@
 // (GgmlQ8Activations), each block's 32 x 32 dot product exact in int32, scaled by the two
 // blocks' fp16 scales and summed over the blocks in fp32 in block order (Note [Integer GEMM at
 // prefill] in ggml_block_gemm.cc). Decode's few rows use ggml_block_matvec instead, which reads
-// the weight once as it is stored.
+// each of the weight's panels once, as it is held.
 //
 // Paths as ggml_block_matvec's (MatvecIsa: AVX-512 VNNI, AVX2, plain C++). Every block's integer
 // sum is exact on every path; paths differ in the fp32 sums' rounding only. Each output element

@@ -40,7 +40,7 @@ void ggml_quantize_blocks(GgmlBlockType t, const float* x, int64_t n, uint8_t* c
 
 // One row of activations into Q8_0 blocks, as ggml_quantize_blocks gives them bit for bit, and
 // each block's sum of codes (sums[n / 32]): the products' x side (Note [Integer dot products at
-// decode] in ggml_block_matvec.h), vectorized on AVX-512 and AVX2 (Note [Q8_0 activations in
+// decode] in ggml_block_matvec.cc), vectorized on AVX-512 and AVX2 (Note [Q8_0 activations in
 // vectors]). Serial.
 void ggml_quantize_q8_0_row(const float* x, int64_t n, uint8_t* codes, uint16_t* scales, int32_t* sums);
 // The paths of ggml_quantize_q8_0_row (the one above takes the best this CPU has).
