@@ -45,12 +45,12 @@ GgmlWeight GgmlWeight::quantize(GgmlBlockType type, const Tensor& w, const std::
   for (int64_t i = 0; i < out * in; ++i)
     TRI_CHECK(std::isfinite(x[i]), format, ": '", name, "' holds ", x[i], " at element ", i,
               ": only finite weights can be quantized");
-  const int64_t nb_all = out * (in / kGgmlBlock);
-  std::vector<uint8_t> codes(static_cast<size_t>(out * code_bytes_per_row(type, in)));
-  std::vector<uint16_t> scales(static_cast<size_t>(nb_all));
+  const int64_t row_bytes = code_bytes_per_row(type, in), nb = in / kGgmlBlock;
+  // ggml's rows first (the quantizer's and the overflow check's layout), then packed.
+  std::vector<uint8_t> codes(static_cast<size_t>(out * row_bytes));
+  std::vector<uint16_t> scales(static_cast<size_t>(out * nb));
   uint8_t* c = codes.data();
   uint16_t* s = scales.data();
-  const int64_t row_bytes = code_bytes_per_row(type, in), nb = in / kGgmlBlock;
   parallel_for(0, out, std::max<int64_t>(1, 65536 / std::max<int64_t>(in, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) kernels::cpu::ggml_quantize_blocks(type, x + r * in, in, c + r * row_bytes, s + r * nb);
   });

@@ -69,13 +69,6 @@ constexpr int64_t kPanels = 2;  // panels per thread's step: 32 output columns
 constexpr int64_t kBlockBytes = 8 * 64;  // a panel's block: 8 groups x 16 rows x 4 codes
 constexpr int kRows = 4;       // rows of x per register tile (4 x 2 zmm sums of each kind)
 
-// Code j of row r's block b as an integer (Q4_0: element j < 16 from byte j's low nibble,
-// j >= 16 from byte j - 16's high nibble, less 8).
-inline int code_at(const GgmlPanels& w, int64_t r, int64_t b, int64_t j) {
-  if (w.type == GgmlBlockType::kQ8_0) return static_cast<int8_t>(w.code_byte(r, b, j));
-  return (j < 16 ? (w.code_byte(r, b, j) & 15) : (w.code_byte(r, b, j - 16) >> 4)) - 8;
-}
-
 // A 64-byte-aligned buffer for one thread's panels.
 struct AlignedBytes {
   explicit AlignedBytes(size_t n)
@@ -119,7 +112,7 @@ void columns_scalar(const GgmlQ8Activations& x, const GgmlPanels& w, int64_t r0,
       for (int64_t b = 0; b < nb; ++b) {
         const int8_t* xq = x.codes(m) + b * kGgmlBlock;
         int32_t s = 0;
-        for (int64_t j = 0; j < kGgmlBlock; ++j) s += code_at(w, r, b, j) * int32_t{xq[j]};
+        for (int64_t j = 0; j < kGgmlBlock; ++j) s += w.code(r, b, j) * int32_t{xq[j]};
         acc += static_cast<float>(s) * (f16::to_float(w.scale(r, b)) * x.scale(m, b));
       }
       y[m * ldy + r] = bias == nullptr ? acc : acc + bias[r];
@@ -135,12 +128,6 @@ struct Tile {
   const GgmlQ8Activations* x;
   const float* bias;  // at y's column 0, added as the sums are stored; nullptr: none
 };
-
-inline int32_t four_codes(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 #if defined(__x86_64__)
 TRI_X86_INTRINSICS_BEGIN
@@ -178,7 +165,7 @@ TRI_AVX512 void tile_avx512(const Tile& t, int64_t m0, int64_t cols, float* y, i
       for (int v = 0; v < NV; ++v) w[v] = _mm512_load_si512(wb + v * t.code_stride + g * 64);
 #pragma GCC unroll 8
       for (int m = 0; m < MR; ++m) {
-        const __m512i a = _mm512_set1_epi32(four_codes(xc[m] + b * kGgmlBlock + 4 * g));
+        const __m512i a = _mm512_set1_epi32(ggml_four_codes(xc[m] + b * kGgmlBlock + 4 * g));
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) s[m][v] = _mm512_dpbusd_epi32(s[m][v], w[v], a);
       }
@@ -254,7 +241,7 @@ TRI_AVX2 void tile_avx2(const Tile& t, int64_t h, int64_t m0, int64_t cols, floa
       const __m256i aw = _mm256_abs_epi8(w);
 #pragma GCC unroll 8
       for (int m = 0; m < MR; ++m) {
-        const __m256i a = _mm256_set1_epi32(four_codes(t.x->codes(m0 + m) + b * kGgmlBlock + 4 * g));
+        const __m256i a = _mm256_set1_epi32(ggml_four_codes(t.x->codes(m0 + m) + b * kGgmlBlock + 4 * g));
         const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w));
         s[m] = _mm256_add_epi32(s[m], _mm256_madd_epi16(pairs, ones));
       }

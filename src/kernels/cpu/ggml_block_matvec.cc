@@ -39,13 +39,6 @@ namespace trident::kernels::cpu {
 
 namespace {
 
-// Code j of row r's block b as an integer: Q8_0's byte, Q4_0's nibble less 8 (j < 16 from byte
-// j's low nibble, j >= 16 from byte j - 16's high nibble).
-inline int code_at(const GgmlPanels& w, int64_t r, int64_t b, int64_t j) {
-  if (w.type == GgmlBlockType::kQ8_0) return static_cast<int8_t>(w.code_byte(r, b, j));
-  return (j < 16 ? (w.code_byte(r, b, j) & 15) : (w.code_byte(r, b, j - 16) >> 4)) - 8;
-}
-
 // The reference: each block's exact integer sum, scaled by d_w d_x, summed in block order.
 template <int M>
 void panels_scalar(const GgmlQ8Activations& x, const GgmlPanels& w, int64_t p0, int64_t p1, float* y,
@@ -58,19 +51,12 @@ void panels_scalar(const GgmlQ8Activations& x, const GgmlPanels& w, int64_t p0, 
       for (int m = 0; m < M; ++m) {
         const int8_t* xq = x.codes(m) + b * kGgmlBlock;
         int32_t s = 0;
-        for (int64_t j = 0; j < kGgmlBlock; ++j) s += code_at(w, r, b, j) * int32_t{xq[j]};
+        for (int64_t j = 0; j < kGgmlBlock; ++j) s += w.code(r, b, j) * int32_t{xq[j]};
         acc[m] += static_cast<float>(s) * (d * x.scale(m, b));
       }
     }
     for (int m = 0; m < M; ++m) y[m * ldy + r] = acc[m];
   }
-}
-
-// x's 4 codes from p, as one int32 to broadcast.
-inline int32_t four_codes(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
 }
 
 // The rows of x's arrays a kernel reads.
@@ -123,7 +109,7 @@ TRI_AVX512 void panels_avx512(const GgmlQ8Activations& x, const GgmlPanels& w, i
           const __m512i v = _mm512_xor_si512(_mm512_loadu_si512(wb + g * 64), flip);
           for (int m = 0; m < M; ++m)
             s[m][g % K] = _mm512_dpbusd_epi32(
-                s[m][g % K], v, _mm512_set1_epi32(four_codes(xr.codes[m] + b * kGgmlBlock + 4 * g)));
+                s[m][g % K], v, _mm512_set1_epi32(ggml_four_codes(xr.codes[m] + b * kGgmlBlock + 4 * g)));
         }
       } else {
 #pragma GCC unroll 4
@@ -132,8 +118,8 @@ TRI_AVX512 void panels_avx512(const GgmlQ8Activations& x, const GgmlPanels& w, i
           const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
           for (int m = 0; m < M; ++m) {
             const int8_t* xb = xr.codes[m] + b * kGgmlBlock;
-            s[m][0] = _mm512_dpbusd_epi32(s[m][0], lo, _mm512_set1_epi32(four_codes(xb + 4 * g)));
-            s[m][K - 1] = _mm512_dpbusd_epi32(s[m][K - 1], hi, _mm512_set1_epi32(four_codes(xb + 16 + 4 * g)));
+            s[m][0] = _mm512_dpbusd_epi32(s[m][0], lo, _mm512_set1_epi32(ggml_four_codes(xb + 4 * g)));
+            s[m][K - 1] = _mm512_dpbusd_epi32(s[m][K - 1], hi, _mm512_set1_epi32(ggml_four_codes(xb + 16 + 4 * g)));
           }
         }
       }
@@ -179,7 +165,7 @@ TRI_AVX2 void panels_avx2(const GgmlQ8Activations& x, const GgmlPanels& w, int64
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + g * 64));
             const __m256i av = _mm256_sign_epi8(v, v);
             for (int m = 0; m < M; ++m) {
-              const __m256i a = _mm256_set1_epi32(four_codes(xr.codes[m] + b * kGgmlBlock + 4 * g));
+              const __m256i a = _mm256_set1_epi32(ggml_four_codes(xr.codes[m] + b * kGgmlBlock + 4 * g));
               s[m] = _mm256_add_epi32(s[m], _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(a, v)), ones));
             }
           }
@@ -189,8 +175,8 @@ TRI_AVX2 void panels_avx2(const GgmlQ8Activations& x, const GgmlPanels& w, int64
             const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
             for (int m = 0; m < M; ++m) {
               const int8_t* xb = xr.codes[m] + b * kGgmlBlock;
-              const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(four_codes(xb + 4 * g)));
-              const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(four_codes(xb + 16 + 4 * g)));
+              const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ggml_four_codes(xb + 4 * g)));
+              const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ggml_four_codes(xb + 16 + 4 * g)));
               s[m] = _mm256_add_epi32(s[m], _mm256_madd_epi16(_mm256_add_epi16(pl, ph), ones));
             }
           }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -28,6 +29,13 @@
 namespace trident::kernels::cpu {
 
 inline constexpr int64_t kGgmlMatvecMaxRows = 8;
+
+// 4 codes of x from p, as one int32 for the kernels to broadcast.
+inline int32_t ggml_four_codes(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 enum class MatvecIsa { kScalar, kAvx2, kAvx512 };
 const char* matvec_isa_name(MatvecIsa isa);

@@ -41,6 +41,12 @@ struct GgmlPanels {
     return block_codes(r / kGgmlPanelRows, b)[(j / 4) * 64 + (r % kGgmlPanelRows) * 4 + j % 4];
   }
   uint16_t scale(int64_t r, int64_t b) const { return block_scales(r / kGgmlPanelRows, b)[r % kGgmlPanelRows]; }
+  // Code j of row r's block b as an integer: Q8_0's byte, Q4_0's nibble less 8 (j < 16 from
+  // byte j's low nibble, j >= 16 from byte j - 16's high nibble). For the plain C++ paths.
+  int code(int64_t r, int64_t b, int64_t j) const {
+    if (type == GgmlBlockType::kQ8_0) return static_cast<int8_t>(code_byte(r, b, j));
+    return (j < 16 ? (code_byte(r, b, j) & 15) : (code_byte(r, b, j - 16) >> 4)) - 8;
+  }
 };
 
 // Rows [r0, r1) of a weight stored as ggml's blocks row after row (codes: that row range's
