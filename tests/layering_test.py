@@ -23,6 +23,7 @@ LAYERS = [
     "ops",
     "autograd",
     "nn",
+    "moe",  # mixture-of-experts layers, routing and grouped expert products: what families build with
     "models",
     "quantization",  # quantized weights (QLoRA's NF4 base), applied to a model from outside it
     "infer",  # generation with a KV cache: runs models; training never includes it (FORBIDDEN)

@@ -14,6 +14,7 @@
 #include "autograd/functions/join.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/loss.h"
+#include "autograd/functions/moe.h"
 #include "autograd/functions/norm.h"
 #include "autograd/functions/pointwise.h"
 #include "autograd/functions/reduce.h"

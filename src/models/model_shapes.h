@@ -66,6 +66,9 @@ struct ModelShapes {
   std::pair<int64_t, int64_t> head_matmul{0, 0};
   int64_t attention_heads = 0;  // query heads per block
   int64_t head_size = 0;
+  // Blocks with a mixture-of-experts MLP: their parameters are listed, but `block` and
+  // `block_matmuls` describe a dense block (the planner refuses such a model: issue #51).
+  int64_t sparse_blocks = 0;
 
   int64_t num_parameters() const;
   // Elements the parameters of blocks [begin, end) (and, by the flags, the embedding and the

@@ -77,7 +77,8 @@ TEST(ModelConfig, FilesAndOverridesSetTheSelectorFirst) {
 }
 
 TEST(CausalLM, PartsBlocksAndPipelinePlacesAgree) {
-  for (const ModelConfig& cfg : {tiny_gpt2(), tiny_llama(false), tiny_llama(true)}) {
+  for (const ModelConfig& cfg :
+       {tiny_gpt2(), tiny_llama(false), tiny_llama(true), testing::tiny_mixtral(), testing::tiny_qwen2_moe()}) {
     const std::unique_ptr<CausalLM> model = build_model(cfg);
     std::set<std::string> seen;
     const auto parts = model->parts();
@@ -249,7 +250,7 @@ TEST(ParallelPlan, PatternsMatchWholeComponents) {
 }
 
 TEST(CausalLM, GenerationWorksThroughTheContract) {
-  for (const ModelConfig& cfg : {tiny_gpt2(), tiny_llama(false)}) {
+  for (const ModelConfig& cfg : {tiny_gpt2(), tiny_llama(false), testing::tiny_mixtral(), testing::tiny_qwen2_moe()}) {
     const std::unique_ptr<CausalLM> model = build_model(cfg);
     model->eval();
     const std::vector<int64_t> greedy = generate(*model, {1, 2, 3}, SampleOptions{12, 0.0, 0, 1});

@@ -79,6 +79,8 @@ TEST(ModelShapes, MatchTheBuiltModelOfEveryFamily) {
   check_family(tiny_gpt2());
   check_family(tiny_llama(false, false));
   check_family(tiny_llama(true, true));
+  check_family(testing::tiny_mixtral());
+  check_family(testing::tiny_qwen2_moe());
 }
 
 TEST(ModelShapes, MatmulFlopsAreTheGemmShapes) {

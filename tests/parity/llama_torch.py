@@ -14,7 +14,12 @@ sampler, schedule, AdamW, clipping, evaluation) is gpt2_torch.py's, reused from 
           _compute_llama3_parameters). Grouped-query attention: each kv head repeated n_head / n_kv_heads
           times (repeat_kv), causal softmax(q k^T / sqrt(HS)) v; with --sliding-window W (Mistral)
           query i sees keys i - W < j <= i (HF's sliding_window_overlay). Linear weights (out, in); q, k,
-          v biases with --qkv-bias (Qwen2). Weights from safetensors with HF names, "model."
+          v biases with --qkv-bias (Qwen2). With --num-experts E, the MLP of every
+          --decoder-sparse-step-th layer is transformers' MixtralSparseMoeBlock (Qwen2MoeSparseMoeBlock
+          with --qkv-bias: --no-norm-topk-prob, a sigmoid-gated shared expert), a loop over the
+          experts; the loss adds --router-aux-loss-coef x the mean over layers of
+          load_balancing_loss_func on each layer's router logits, and --router-z-loss-coef x the
+          mean z-loss. Weights from safetensors with HF names, "model."
           prefix optional (--init).
 
 Usage: llama_torch.py (gpt2_torch.py's arguments) --n-kv-heads K --intermediate-size I
@@ -117,17 +122,95 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class Block(nn.Module):
+class Expert(nn.Module):
+    """MixtralBlockSparseTop2MLP (w1 gate, w3 up, w2 down) or Qwen2MoeMLP (gate/up/down_proj)."""
+
+    def __init__(self, C, width, mixtral):
+        super().__init__()
+        self.names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+        # Hugging Face's registration order: Mixtral's w1, w2, w3.
+        order = ("w1", "w2", "w3") if mixtral else self.names
+        shapes = {self.names[0]: (C, width), self.names[1]: (C, width), self.names[2]: (width, C)}
+        for n in order:
+            setattr(self, n, nn.Linear(*shapes[n], bias=False))
+
+    def forward(self, x):
+        g, u, d = (getattr(self, n) for n in self.names)
+        return d(F.silu(g(x)) * u(x))
+
+
+def load_balancing_loss_func(gate_logits, num_experts, top_k):
+    """transformers' load_balancing_loss_func (Mixtral, Qwen2-MoE) without an attention mask."""
+    concatenated_gate_logits = torch.cat(list(gate_logits), dim=0)
+    routing_weights = torch.nn.functional.softmax(concatenated_gate_logits, dim=-1)
+    _, selected_experts = torch.topk(routing_weights, top_k, dim=-1)
+    expert_mask = torch.nn.functional.one_hot(selected_experts, num_experts)
+    tokens_per_expert = torch.mean(expert_mask.float(), dim=0)
+    router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    overall_loss = torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0))
+    return overall_loss * num_experts
+
+
+class SparseMoeBlock(nn.Module):
+    """MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock's forward, as transformers writes it (a loop
+    over the experts, index_add_ back into the tokens), returning the router logits beside."""
+
     def __init__(self, a):
+        super().__init__()
+        C, self.E, self.top_k = a.n_embd, a.num_experts, a.top_k
+        self.norm_topk_prob = a.norm_topk_prob
+        mixtral = not a.qkv_bias
+        self.gate = nn.Linear(C, self.E, bias=False)
+        self.experts = nn.ModuleList([Expert(C, a.moe_intermediate_size, mixtral) for _ in range(self.E)])
+        self.shared_expert = None
+        if a.shared_expert_intermediate_size > 0:
+            self.shared_expert = Expert(C, a.shared_expert_intermediate_size, False)
+            self.shared_expert_gate = nn.Linear(C, 1, bias=False)
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits = self.gate(hidden_states)
+        routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
+        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        if self.norm_topk_prob:
+            routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+        routing_weights = routing_weights.to(hidden_states.dtype)
+        final_hidden_states = torch.zeros((batch_size * sequence_length, hidden_dim), dtype=hidden_states.dtype)
+        expert_mask = F.one_hot(selected_experts, num_classes=self.E).permute(2, 1, 0)
+        for expert_idx in range(self.E):
+            idx, top_x = torch.where(expert_mask[expert_idx])
+            current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
+            current_hidden_states = self.experts[expert_idx](current_state) * routing_weights[top_x, idx, None]
+            final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        if self.shared_expert is not None:
+            shared = F.sigmoid(self.shared_expert_gate(hidden_states)) * self.shared_expert(hidden_states)
+            final_hidden_states = final_hidden_states + shared
+        return final_hidden_states.reshape(batch_size, sequence_length, hidden_dim), router_logits
+
+
+class Block(nn.Module):
+    def __init__(self, a, layer):
         super().__init__()
         self.input_layernorm = RMSNorm(a.n_embd, a.rms_norm_eps)
         self.self_attn = Attention(a)
         self.post_attention_layernorm = RMSNorm(a.n_embd, a.rms_norm_eps)
-        self.mlp = MLP(a)
+        self.sparse = a.num_experts > 0 and (layer + 1) % a.decoder_sparse_step == 0
+        if not self.sparse:
+            self.mlp = MLP(a)
+        elif a.qkv_bias:  # Qwen2-MoE keeps the name "mlp"
+            self.mlp = SparseMoeBlock(a)
+        else:
+            self.block_sparse_moe = SparseMoeBlock(a)
 
-    def forward(self, x):
+    def forward(self, x, router_logits):
         h = x + self.self_attn(self.input_layernorm(x))
-        return h + self.mlp(self.post_attention_layernorm(h))
+        n = self.post_attention_layernorm(h)
+        if not self.sparse:
+            return h + self.mlp(n)
+        y, logits = (self.mlp if hasattr(self, "mlp") else self.block_sparse_moe)(n)
+        router_logits.append(logits)
+        return h + y
 
 
 class Llama(nn.Module):
@@ -137,18 +220,31 @@ class Llama(nn.Module):
         super().__init__()
         self.block_size = a.block_size
         self.embed_tokens = nn.Embedding(a.vocab_size, a.n_embd)
-        self.layers = nn.ModuleList([Block(a) for _ in range(a.n_layer)])
+        self.layers = nn.ModuleList([Block(a, i) for i in range(a.n_layer)])
+        self.moe = a
         self.norm = RMSNorm(a.n_embd, a.rms_norm_eps)
         self.lm_head = None if a.tie_word_embeddings else nn.Linear(a.n_embd, a.vocab_size, bias=False)
 
     def forward(self, idx, targets):
         assert idx.shape[1] <= self.block_size
         x = self.embed_tokens(idx)
+        router_logits = []
         for layer in self.layers:
-            x = layer(x)
+            x = layer(x, router_logits)
         x = self.norm(x)
         logits = self.lm_head(x) if self.lm_head is not None else torch.matmul(x, self.embed_tokens.weight.t())
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        if not router_logits:
+            return loss
+        # The router's losses, each layer's by transformers' function on that layer's logits,
+        # the mean over the layers times the coefficient; and ST-MoE's z-loss likewise. They
+        # join the gradient, not the reported value (trident reports the LM loss): aux - aux.detach()
+        # is exactly 0.
+        L = len(router_logits)
+        aux = sum(load_balancing_loss_func((g,), self.moe.num_experts, self.moe.top_k) for g in router_logits) / L
+        z = sum(torch.logsumexp(g, dim=-1).pow(2).mean() for g in router_logits) / L
+        extra = self.moe.router_aux_loss_coef * aux + self.moe.router_z_loss_coef * z
+        return loss + (extra - extra.detach())
 
     def load_hf(self, tensors, path):
         def rename(n):
@@ -220,6 +316,14 @@ def main():
     ap.add_argument("--rope-high-freq-factor", type=float, default=4.0)
     ap.add_argument("--rope-original-max-position", type=int, default=8192)
     ap.add_argument("--sliding-window", type=int, default=0, help="Mistral's sliding window (0: none)")
+    ap.add_argument("--num-experts", type=int, default=0, help="a sparse MoE MLP with E experts (0: dense)")
+    ap.add_argument("--top-k", type=int, default=2)
+    ap.add_argument("--moe-intermediate-size", type=int, default=0)
+    ap.add_argument("--shared-expert-intermediate-size", type=int, default=0)
+    ap.add_argument("--no-norm-topk-prob", dest="norm_topk_prob", action="store_false")
+    ap.add_argument("--decoder-sparse-step", type=int, default=1)
+    ap.add_argument("--router-aux-loss-coef", type=float, default=0.0)
+    ap.add_argument("--router-z-loss-coef", type=float, default=0.0)
     ap.add_argument("--write-hf-dir", default="", help="write a random init as a Hugging Face directory and exit")
     ap.add_argument("--hf-dtype", choices=["bf16", "f32"], default="bf16")
     ap.add_argument("--hf-shards", type=int, default=1)

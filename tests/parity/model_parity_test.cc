@@ -72,7 +72,21 @@ struct ParityCase {
   double lora_alpha = 16.0;
   std::string lora_targets = "";
   bool lora_rslora = false;
+  // A mixture of experts (issue #51): Mixtral's sparse MLP (Qwen2-MoE's with qkv_bias).
+  int64_t num_experts = 0, top_k = 2, moe_intermediate = 0, shared_expert_intermediate = 0, sparse_step = 1;
+  bool norm_topk_prob = true;
+  double aux_loss_coef = 0.0, z_loss_coef = 0.0;
 };
+
+// `c` with a sparse MoE MLP of E experts.
+ParityCase with_moe(ParityCase c, std::string name, int64_t experts, int64_t top_k, int64_t width, double aux_coef,
+                    double z_coef, bool norm_topk_prob = true, int64_t shared = 0, int64_t sparse_step = 1) {
+  c.name = std::move(name);
+  c.num_experts = experts, c.top_k = top_k, c.moe_intermediate = width;
+  c.aux_loss_coef = aux_coef, c.z_loss_coef = z_coef, c.norm_topk_prob = norm_topk_prob;
+  c.shared_expert_intermediate = shared, c.sparse_step = sparse_step;
+  return c;
+}
 
 // `c` with LoRA of rank r on `targets`.
 ParityCase with_lora(ParityCase c, std::string name, int64_t r, double alpha, std::string targets, bool rslora) {
@@ -154,7 +168,15 @@ TrainConfig trident_config(const ParityCase& c, const fs::path& dir, const std::
                                {"qkv_bias", c.qkv_bias},
                                {"rope_scaling_factor", c.rope_scaling_factor},
                                {"rope_original_max_position", c.rope_original_max_position},
-                               {"sliding_window", c.sliding_window}};
+                               {"sliding_window", c.sliding_window},
+                               {"num_local_experts", c.num_experts},
+                               {"num_experts_per_tok", c.top_k},
+                               {"moe_intermediate_size", c.moe_intermediate},
+                               {"shared_expert_intermediate_size", c.shared_expert_intermediate},
+                               {"norm_topk_prob", c.norm_topk_prob},
+                               {"decoder_sparse_step", c.sparse_step},
+                               {"router_aux_loss_coef", c.aux_loss_coef},
+                               {"router_z_loss_coef", c.z_loss_coef}};
   cfg.model.n_layer = c.n_layer;
   cfg.model.n_head = c.n_head;
   cfg.model.n_embd = c.n_embd;
@@ -216,6 +238,15 @@ std::string torch_args(const ParityCase& c, const fs::path& dir) {
                   (long long)(c.n_kv_heads > 0 ? c.n_kv_heads : c.n_head), (long long)c.intermediate_size, c.rope_theta,
                   c.tie_word_embeddings ? " --tie-word-embeddings" : "", c.qkv_bias ? " --qkv-bias" : "",
                   c.rope_scaling_factor, (long long)c.rope_original_max_position, (long long)c.sliding_window);
+    args += buf;
+  }
+  if (c.num_experts > 0) {
+    std::snprintf(buf, sizeof buf,
+                  " --num-experts %lld --top-k %lld --moe-intermediate-size %lld --shared-expert-intermediate-size %lld"
+                  " --decoder-sparse-step %lld --router-aux-loss-coef %.17g --router-z-loss-coef %.17g%s",
+                  (long long)c.num_experts, (long long)c.top_k, (long long)c.moe_intermediate,
+                  (long long)c.shared_expert_intermediate, (long long)c.sparse_step, c.aux_loss_coef, c.z_loss_coef,
+                  c.norm_topk_prob ? "" : " --no-norm-topk-prob");
     args += buf;
   }
   if (c.lora_r > 0) args += " --lora-adapter '" + (dir / "adapter_init").string() + "'";
@@ -418,6 +449,13 @@ TEST_P(ParityTest, PerStepLossesMatchPyTorch) {
     check_resolves(off, "sliding window");
   }
 
+  if (c.aux_loss_coef > 0) {
+    ParityCase off = c;
+    off.aux_loss_coef = 0.0;
+    off.z_loss_coef = 0.0;
+    check_resolves(off, "router losses");
+  }
+
   if (c.lora_r > 0) check_lora_run(c);
   // The run must have learned something, or the comparison says little (an adapter of rank r
   // on a frozen random base learns less in 20 steps).
@@ -466,7 +504,17 @@ INSTANTIATE_TEST_SUITE_P(
         // LoRA on GPT-2's Conv1D layers (c_proj names two layers per block), rsLoRA's scaling.
         with_lora(ParityCase{"", 2, 2, 64, 32, 256, 4, 32, 1, 20, 1e-2, 1e-3, 3, 0, 0.9, 0.95, 1e-8, 0.1, 0.5, 10, 4,
                              1337},
-                  "lora_gpt2_rslora", 8, 16.0, "c_attn,c_proj,c_fc", true)),
+                  "lora_gpt2_rslora", 8, 16.0, "c_attn,c_proj,c_fc", true),
+        // Mixtral (issue #51): 4 experts per layer, top-2 renormalised, the load-balancing and
+        // z losses (large coefficients, so that they move the run), GQA 4/2.
+        with_moe(ParityCase{"", 2, 4, 64, 32, 256, 4, 32, 2, 20, 2e-3, 1e-4, 5, 0, 0.9, 0.95, 1e-8, 0.1, 1.0, 10, 4,
+                            21, "llama", 2, 176},
+                 "mixtral_top2", 4, 2, 96, 0.5, 0.05),
+        // Qwen2-MoE: q/k/v biases, a tied head, the second layer sparse (the first dense), raw
+        // top-2 weights of 6 experts, a sigmoid-gated shared expert.
+        with_moe(ParityCase{"", 2, 4, 48, 32, 256, 6, 24, 1, 20, 2e-3, 2e-4, 3, 14, 0.8, 0.99, 1e-6, 0.05, 0.0, 7, 3,
+                            42, "llama", 0, 128, 10000.0, true, true},
+                 "qwen2_moe_shared", 6, 2, 32, 0.3, 0.0, false, 64, 2)),
     [](const ::testing::TestParamInfo<ParityCase>& info) { return info.param.name; });
 
 }  // namespace

@@ -13,6 +13,12 @@ void LlamaConfig::validate() const {
   TRI_CHECK(sliding_window >= 0, "model: sliding_window (", sliding_window,
             ") must be >= 1 keys, or 0 for none");
   TRI_CHECK(intermediate_size >= 1, "model: intermediate_size (", intermediate_size, ") must be at least 1");
+  if (num_local_experts > 0) {
+    TRI_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_local_experts, "model: num_experts_per_tok (",
+              num_experts_per_tok, ") must be between 1 and num_local_experts (", num_local_experts, ")");
+    TRI_CHECK(decoder_sparse_step >= 1 && decoder_sparse_step <= n_layer, "model: decoder_sparse_step (",
+              decoder_sparse_step, ") must be between 1 and n_layer (", n_layer, "): layer i is sparse when (i + 1) % step == 0");
+  }
   TRI_CHECK(!rope.scaled() || rope.high_freq_factor > rope.low_freq_factor, "model: rope_high_freq_factor (",
             rope.high_freq_factor, ") must exceed rope_low_freq_factor (", rope.low_freq_factor,
             ") for Llama 3's RoPE scaling");
@@ -44,6 +50,15 @@ LlamaConfig LlamaConfig::from(const ModelConfig& cfg) {
   c.init_std = cfg.init_std;
   c.init_seed = cfg.init_seed;
   c.activation_checkpointing = cfg.activation_checkpointing;
+  c.num_local_experts = cfg.family_int("num_local_experts");
+  c.num_experts_per_tok = cfg.family_int("num_experts_per_tok");
+  c.moe_intermediate_size = cfg.family_int("moe_intermediate_size");
+  c.shared_expert_intermediate_size = cfg.family_int("shared_expert_intermediate_size");
+  c.norm_topk_prob = cfg.family_bool("norm_topk_prob");
+  c.decoder_sparse_step = cfg.family_int("decoder_sparse_step");
+  c.router_aux_loss_coef = cfg.family_float("router_aux_loss_coef");
+  c.router_z_loss_coef = cfg.family_float("router_z_loss_coef");
+  c.moe_capacity_factor = cfg.family_float("moe_capacity_factor");
   return c;
 }
 
@@ -69,11 +84,29 @@ ModelConfig LlamaConfig::to_model_config() const {
                        {"rms_norm_eps", rms_norm_eps},
                        {"tie_word_embeddings", tie_word_embeddings},
                        {"qkv_bias", qkv_bias},
-                       {"sliding_window", sliding_window}};
+                       {"sliding_window", sliding_window},
+                       {"num_local_experts", num_local_experts},
+                       {"num_experts_per_tok", num_experts_per_tok},
+                       {"moe_intermediate_size", moe_intermediate_size},
+                       {"shared_expert_intermediate_size", shared_expert_intermediate_size},
+                       {"norm_topk_prob", norm_topk_prob},
+                       {"decoder_sparse_step", decoder_sparse_step},
+                       {"router_aux_loss_coef", router_aux_loss_coef},
+                       {"router_z_loss_coef", router_z_loss_coef},
+                       {"moe_capacity_factor", moe_capacity_factor}};
   return cfg;
 }
 
+int64_t LlamaConfig::sparse_layers() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < n_layer; ++i) n += sparse_layer(i) ? 1 : 0;
+  return n;
+}
+
 void LlamaConfig::check_tensor_parallel(int64_t tp) const {
+  TRI_CHECK(num_local_experts == 0, "tensor parallelism: model.num_local_experts = ", num_local_experts,
+            " with parallel.tp = ", tp, " is not supported yet: a mixture-of-experts model trains with data "
+            "parallelism and ZeRO (issue #51: tensor parallelism of the dense part)");
   TRI_CHECK(n_head % tp == 0, "tensor parallelism: model.n_head (", n_head, ") must be divisible by parallel.tp (", tp,
             "): each rank computes whole attention heads");
   TRI_CHECK(n_kv_heads % tp == 0 || tp % n_kv_heads == 0, "tensor parallelism: model.n_kv_heads (", n_kv_heads,

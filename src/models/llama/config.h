@@ -29,8 +29,25 @@ struct LlamaConfig {
   double init_std = 0.02;          // N(0, init_std) for every matrix (Hugging Face's initializer_range)
   int64_t init_seed = 1337;
   std::string activation_checkpointing = "none";
+  // A sparse mixture-of-experts MLP (moe/sparse_moe.h) on every decoder_sparse_step-th layer
+  // when num_local_experts > 0 (Mixtral; Qwen2-MoE with qkv_bias), Hugging Face's names.
+  int64_t num_local_experts = 0;         // E; 0: every MLP dense
+  int64_t num_experts_per_tok = 2;       // top-k
+  int64_t moe_intermediate_size = 0;     // each expert's width; 0: intermediate_size
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE's sigmoid-gated shared expert; 0: none
+  bool norm_topk_prob = true;            // renormalise the k routing weights (Mixtral: yes)
+  int64_t decoder_sparse_step = 1;       // layer i is sparse when (i + 1) % step == 0
+  double router_aux_loss_coef = 0.001;   // the load-balancing loss (Note [The load-balancing loss])
+  double router_z_loss_coef = 0.0;       // ST-MoE's router z-loss
+  double moe_capacity_factor = 0.0;      // 0: dropless; else tokens over capacity are dropped
 
   int64_t head_size() const { return n_embd / n_head; }
+  // Whether layer `i`'s MLP is a mixture of experts, and how many layers' are.
+  bool sparse_layer(int64_t i) const {
+    return num_local_experts > 0 && (i + 1) % decoder_sparse_step == 0;
+  }
+  int64_t sparse_layers() const;
+  int64_t expert_intermediate() const { return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size; }
   // Throws naming the keys when the sizes are inconsistent.
   void validate() const;
   // Throws, naming the keys, when `tp` tensor-parallel ranks cannot split this model by its

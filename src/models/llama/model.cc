@@ -1,5 +1,6 @@
 #include "models/llama/model.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "autograd/functions.h"
@@ -56,16 +57,41 @@ Tensor MLP::forward(const Tensor& x) const {
   return down_proj_->forward(trident::swiglu(gate_proj_->forward(x), up_proj_->forward(x)));
 }
 
-Block::Block(const LlamaConfig& cfg)
+moe::MoeConfig moe_config(const LlamaConfig& cfg) {
+  moe::MoeConfig m;
+  m.hidden = cfg.n_embd;
+  m.experts = cfg.num_local_experts;
+  m.top_k = cfg.num_experts_per_tok;
+  m.expert_intermediate = cfg.expert_intermediate();
+  m.shared_intermediate = cfg.shared_expert_intermediate_size;
+  m.norm_topk_prob = cfg.norm_topk_prob;
+  m.capacity_factor = cfg.moe_capacity_factor;
+  m.aux_loss_coef = cfg.router_aux_loss_coef;
+  m.z_loss_coef = cfg.router_z_loss_coef;
+  m.moe_layers = std::max<int64_t>(cfg.sparse_layers(), 1);
+  // Qwen2-MoE is the sparse Qwen2 (q/k/v biases); Mixtral the sparse Mistral.
+  m.naming = cfg.qkv_bias ? moe::MoeNaming::kQwen2Moe : moe::MoeNaming::kMixtral;
+  return m;
+}
+
+Block::Block(const LlamaConfig& cfg, int64_t layer, nn::AuxOutputs* aux)
     : input_layernorm_(register_module("input_layernorm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps))),
       self_attn_(register_module("self_attn", std::make_shared<Attention>(cfg))),
       post_attention_layernorm_(
-          register_module("post_attention_layernorm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps))),
-      mlp_(register_module("mlp", std::make_shared<MLP>(cfg))) {}
+          register_module("post_attention_layernorm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps))) {
+  if (!cfg.sparse_layer(layer)) {
+    mlp_ = register_module("mlp", std::make_shared<MLP>(cfg));
+  } else {
+    const moe::MoeConfig m = moe_config(cfg);
+    moe_ = register_module(m.naming == moe::MoeNaming::kMixtral ? "block_sparse_moe" : "mlp",
+                           std::make_shared<moe::SparseMoe>(m, aux));
+  }
+}
 
 Tensor Block::forward(const Tensor& x, const ops::Documents* documents, KvCacheAccess* cache, int64_t layer) const {
   const Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), documents, cache, layer);
-  return h + mlp_->forward(post_attention_layernorm_->forward(h));
+  const Tensor n = post_attention_layernorm_->forward(h);
+  return h + (moe_ ? moe_->forward(n) : mlp_->forward(n));
 }
 
 Llama::Llama(const LlamaConfig& cfg)
@@ -73,7 +99,7 @@ Llama::Llama(const LlamaConfig& cfg)
   cfg_.validate();
   embed_tokens_ = register_module("embed_tokens", std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.n_embd));
   for (int64_t i = 0; i < cfg.n_layer; ++i)
-    layers_.push_back(register_module("layers." + std::to_string(i), std::make_shared<Block>(cfg)));
+    layers_.push_back(register_module("layers." + std::to_string(i), std::make_shared<Block>(cfg, i, &aux_outputs())));
   norm_ = register_module("norm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps));
   if (!cfg.tie_word_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<nn::Linear>(cfg.n_embd, cfg.vocab_size, false));

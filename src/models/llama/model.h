@@ -9,7 +9,8 @@
 //
 // By config: Llama 3's RoPE frequency scaling (core/rope_params.h), Qwen2's q/k/v biases and
 // Mistral's sliding-window attention (every layer; Note [Sliding window] in
-// kernels/cpu/attention.h).
+// kernels/cpu/attention.h), Mixtral's and Qwen2-MoE's sparse mixture-of-experts MLPs
+// (moe/sparse_moe.h).
 #pragma once
 
 #include <memory>
@@ -17,6 +18,7 @@
 
 #include "models/causal_lm.h"
 #include "models/llama/config.h"
+#include "moe/sparse_moe.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
@@ -47,7 +49,9 @@ class MLP : public nn::Module {
 
 class Block : public nn::Module {
  public:
-  explicit Block(const LlamaConfig& cfg);
+  // Layer `layer` of the model: its MLP a mixture of experts when cfg.sparse_layer(layer),
+  // whose router adds its losses to `aux`.
+  Block(const LlamaConfig& cfg, int64_t layer, nn::AuxOutputs* aux);
   Tensor forward(const Tensor& x, const ops::Documents* documents, KvCacheAccess* cache = nullptr,
                  int64_t layer = 0) const;
 
@@ -56,8 +60,12 @@ class Block : public nn::Module {
   std::shared_ptr<nn::RMSNorm> input_layernorm_;
   std::shared_ptr<Attention> self_attn_;
   std::shared_ptr<nn::RMSNorm> post_attention_layernorm_;
-  std::shared_ptr<MLP> mlp_;
+  std::shared_ptr<MLP> mlp_;             // dense layers
+  std::shared_ptr<moe::SparseMoe> moe_;  // sparse layers: "block_sparse_moe" (Mixtral) or "mlp" (Qwen2-MoE)
 };
+
+// The mixture-of-experts layer of `cfg` (every sparse layer's).
+moe::MoeConfig moe_config(const LlamaConfig& cfg);
 
 // The contract (models/causal_lm.h); LLaMA's answers: blocks are layers.N; embed_tokens is
 // the embedding; norm and lm_head (when untied) are the head; part 0 holds embed_tokens,

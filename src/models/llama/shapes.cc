@@ -30,6 +30,33 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
     if (cfg.qkv_bias) add(l + "self_attn.v_proj.bias", {KV}, i, 0, KVH);
     add(l + "self_attn.o_proj.weight", {C, Q}, i, 1);
     add(l + "post_attention_layernorm.weight", {C}, i);
+    if (cfg.sparse_layer(i)) {
+      // Llama's moe::SparseMoe, in its registration order; its experts are not tp-split.
+      ++s.sparse_blocks;
+      const int64_t E = cfg.num_local_experts, EI = cfg.expert_intermediate(), SI = cfg.shared_expert_intermediate_size;
+      const bool mixtral = !cfg.qkv_bias;
+      const std::string m = l + (mixtral ? "block_sparse_moe." : "mlp.");
+      add(m + "gate.weight", {E, C}, i);
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = m + "experts." + std::to_string(e) + ".";
+        if (mixtral) {
+          add(x + "w1.weight", {EI, C}, i);
+          add(x + "w2.weight", {C, EI}, i);
+          add(x + "w3.weight", {EI, C}, i);
+        } else {
+          add(x + "gate_proj.weight", {EI, C}, i);
+          add(x + "up_proj.weight", {EI, C}, i);
+          add(x + "down_proj.weight", {C, EI}, i);
+        }
+      }
+      if (SI > 0) {
+        add(m + "shared_expert.gate_proj.weight", {SI, C}, i);
+        add(m + "shared_expert.up_proj.weight", {SI, C}, i);
+        add(m + "shared_expert.down_proj.weight", {C, SI}, i);
+        add(m + "shared_expert_gate.weight", {1, C}, i);
+      }
+      continue;
+    }
     add(l + "mlp.gate_proj.weight", {I, C}, i, 0);
     add(l + "mlp.up_proj.weight", {I, C}, i, 0);
     add(l + "mlp.down_proj.weight", {C, I}, i, 1);
