@@ -202,6 +202,10 @@ StatusOr<GgufExportResult> write_gguf_model(const std::string& path, const model
                                             const std::function<StatusOr<Tensor>(size_t)>& read, GgufWeights weights,
                                             const data::Tokenizer& tokenizer, const std::string& name) {
   const models::ModelFamily& family = models::model_family(cfg.arch);
+  if (const int64_t sparse = family.shapes(cfg).sparse_blocks; sparse > 0)
+    return Status::invalid("export --format gguf: the model has " + std::to_string(sparse) +
+                           " mixture-of-experts blocks; llama.cpp's expert tensors are not written yet (issue #51): "
+                           "export --format hf writes them as Mixtral / Qwen2-MoE");
   json hf;
   try {
     hf = json::parse(family.to_hf_config(cfg));

@@ -395,6 +395,10 @@ StatusOr<OnnxExportResult> write_onnx_model(const std::string& path, const model
                                             const std::vector<checkpoint::TensorSpec>& specs,
                                             const std::function<StatusOr<Tensor>(size_t)>& read, OnnxWeights weights,
                                             uint64_t inline_bytes) {
+  if (const int64_t sparse = models::model_family(cfg.arch).shapes(cfg).sparse_blocks; sparse > 0)
+    return Status::invalid("export --format onnx: the model has " + std::to_string(sparse) +
+                           " mixture-of-experts blocks; their ONNX graph is not written yet (issue #51): export "
+                           "--format hf writes them as Mixtral / Qwen2-MoE");
   auto dims = dims_of(cfg);
   if (!dims.is_ok()) return dims.status();
   const models::ModelFamily& family = models::model_family(cfg.arch);

@@ -64,6 +64,14 @@ SparseMoe::SparseMoe(const MoeConfig& cfg, nn::AuxOutputs* aux) : cfg_(cfg), aux
 }
 
 Tensor SparseMoe::run_experts(const Tensor& xs, const std::vector<int64_t>& offsets) const {
+  if (std::any_of(experts_.begin(), experts_.end(), [](const auto& e) { return e->wrapped(); })) {
+    // Wrapped layers (adapters, quantized views): each expert through its own layers.
+    std::vector<Tensor> parts;
+    for (size_t e = 0; e < experts_.size(); ++e)
+      if (offsets[e + 1] > offsets[e])
+        parts.push_back(experts_[e]->forward(trident::narrow(xs, 0, offsets[e], offsets[e + 1] - offsets[e])));
+    return parts.size() == 1 ? parts[0] : trident::concat(parts, 0);
+  }
   std::vector<Tensor> gate, up, down;
   for (const auto& e : experts_) {
     gate.push_back(e->gate_weight());

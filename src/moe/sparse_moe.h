@@ -23,8 +23,11 @@
 // recorded without their coefficients; "moe_dropped" (choices dropped by the capacity, per
 // layer) and "moe_max_load" (the busiest expert's share of the choices) are metrics.
 //
-// Not here: expert parallelism (the experts' rows sent to the ranks holding them, issue #51),
-// adapters on the experts (the grouped products read the experts' weights directly).
+// An expert whose layers carry wrappers (LoRA's factors, a quantized view: nn/wrapper.h) makes the
+// layer run its experts one by one through their layers, so that the wrappers apply; the grouped
+// products read the weights directly.
+//
+// Not here: expert parallelism (the experts' rows sent to the ranks holding them, issue #51).
 #pragma once
 
 #include <memory>
@@ -47,6 +50,11 @@ class SwiGluExpert : public nn::Module {
   const Tensor& gate_weight() const { return gate_->weight(); }
   const Tensor& up_weight() const { return up_->weight(); }
   const Tensor& down_weight() const { return down_->weight(); }
+  // Whether a layer carries a wrapper (an adapter, a quantized view): then the experts run one
+  // by one through their layers instead of the grouped products.
+  bool wrapped() const {
+    return !gate_->wrappers().empty() || !up_->wrappers().empty() || !down_->wrappers().empty();
+  }
 
  private:
   std::shared_ptr<nn::Linear> gate_, up_, down_;

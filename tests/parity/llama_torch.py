@@ -278,8 +278,11 @@ def write_hf_dir(args):
         with open(os.path.join(args.write_hf_dir, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": size}, "weight_map": weight_map}, f, indent=2)
     qwen2, mistral = args.qkv_bias, not args.qkv_bias and args.sliding_window > 0
-    config = {"model_type": "qwen2" if qwen2 else "mistral" if mistral else "llama",
-              "architectures": ["Qwen2ForCausalLM" if qwen2 else "MistralForCausalLM" if mistral else "LlamaForCausalLM"],
+    moe = args.num_experts > 0
+    model_type = ("qwen2_moe" if qwen2 else "mixtral") if moe else "qwen2" if qwen2 else "mistral" if mistral else "llama"
+    architecture = {"qwen2_moe": "Qwen2MoeForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                    "mistral": "MistralForCausalLM", "llama": "LlamaForCausalLM"}[model_type]
+    config = {"model_type": model_type, "architectures": [architecture],
               "num_hidden_layers": args.n_layer, "num_attention_heads": args.n_head,
               "num_key_value_heads": args.n_kv_heads, "hidden_size": args.n_embd,
               "intermediate_size": args.intermediate_size, "max_position_embeddings": args.block_size,
@@ -291,11 +294,24 @@ def write_hf_dir(args):
                   "original_max_position_embeddings": args.rope_original_max_position},
               "initializer_range": 0.02, "torch_dtype": "bfloat16" if dtype == "BF16" else "float32",
               "transformers_version": "4.46.0"}
+    if moe and qwen2:  # Qwen2MoeConfig's fields; intermediate_size is the dense layers' width
+        config.update({"num_experts": args.num_experts, "num_experts_per_tok": args.top_k,
+                       "moe_intermediate_size": args.moe_intermediate_size,
+                       "shared_expert_intermediate_size": args.shared_expert_intermediate_size,
+                       "norm_topk_prob": args.norm_topk_prob, "decoder_sparse_step": args.decoder_sparse_step,
+                       "mlp_only_layers": [], "output_router_logits": args.router_aux_loss_coef > 0,
+                       "router_aux_loss_coef": args.router_aux_loss_coef})
+    elif moe:  # MixtralConfig's: intermediate_size is each expert's width
+        assert args.moe_intermediate_size == args.intermediate_size and args.decoder_sparse_step == 1
+        config.update({"num_local_experts": args.num_experts, "num_experts_per_tok": args.top_k,
+                       "output_router_logits": args.router_aux_loss_coef > 0,
+                       "router_aux_loss_coef": args.router_aux_loss_coef, "router_jitter_noise": 0.0,
+                       "sliding_window": args.sliding_window or None})
     if qwen2:
         config.update({"use_sliding_window": False, "sliding_window": 4096})
     elif mistral:
         config.update({"sliding_window": args.sliding_window})
-    else:
+    elif not moe:
         config.update({"attention_bias": False, "mlp_bias": False})
     with open(os.path.join(args.write_hf_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)

@@ -11,8 +11,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/env.h"
 #include "checkpoint/safetensors.h"
@@ -76,13 +79,13 @@ class HfModelDirTest : public ::testing::Test {
   // The reference writes a tiny LLaMA (GQA 4/2; a Mistral with a window) or a Qwen2 (biases,
   // tied head) directory.
   std::string write_reference(const std::string& name, const std::string& dtype, int shards, bool qwen2,
-                              int window = 0) {
+                              int window = 0, const std::string& extra = "") {
     const std::string out = (dir_ / name).string();
     const std::string cmd = "OMP_WAIT_POLICY=PASSIVE " + python_ + " '" + script() +
                             "' --n-layer 2 --n-head 4 --n-embd 32 --block-size 16 --vocab-size 64 --n-kv-heads " +
                             (qwen2 ? "4" : "2") + " --intermediate-size 48 --hf-dtype " + dtype + " --hf-shards " +
                             std::to_string(shards) + (qwen2 ? " --qkv-bias --tie-word-embeddings" : "") +
-                            " --sliding-window " + std::to_string(window) +
+                            " --sliding-window " + std::to_string(window) + extra +
                             " --write-hf-dir '" + out + "' > '" + out + ".log' 2>&1";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     return out;
@@ -140,6 +143,66 @@ TEST_F(HfModelDirTest, ReferenceDirectoriesImportBitForBitAndExportBack) {
     const std::unique_ptr<models::CausalLM> again = models::build_model(again_cfg.value());
     ASSERT_TRUE(load_hf_weights(*again, out).is_ok());
     EXPECT_EQ(model_tensors(*again), imported);
+  }
+}
+
+// Mixtral and Qwen2-MoE directories (issue #51): experts under their Hugging Face names, the
+// config's expert keys, and back.
+TEST_F(HfModelDirTest, MixtureOfExpertsDirectoriesImportBitForBitAndExportBack) {
+  using Case = std::tuple<std::string, bool, std::string>;
+  for (const auto& [name, qwen2, extra] :
+       {Case{"mixtral_f32", false,
+             " --num-experts 4 --top-k 2 --moe-intermediate-size 48 --router-aux-loss-coef 0.02"},
+        Case{"qwen2_moe_f32", true,
+             " --num-experts 6 --top-k 3 --moe-intermediate-size 16 --shared-expert-intermediate-size 40"
+             " --no-norm-topk-prob --decoder-sparse-step 2"}}) {
+    SCOPED_TRACE(name);
+    const std::string in = write_reference(name, "f32", 2, qwen2, 0, extra);
+    auto cfg = hf_model_config(in, models::ModelConfig{});
+    ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+    const models::ModelConfig& c = cfg.value();
+    EXPECT_EQ(c.family_int("num_local_experts"), qwen2 ? 6 : 4);
+    EXPECT_EQ(c.family_int("num_experts_per_tok"), qwen2 ? 3 : 2);
+    EXPECT_EQ(c.family_int("moe_intermediate_size"), qwen2 ? 16 : 48);
+    EXPECT_EQ(c.family_int("shared_expert_intermediate_size"), qwen2 ? 40 : 0);
+    EXPECT_EQ(c.family_bool("norm_topk_prob"), !qwen2);
+    EXPECT_EQ(c.family_int("decoder_sparse_step"), qwen2 ? 2 : 1);
+    EXPECT_EQ(c.family_float("router_aux_loss_coef"), qwen2 ? 0.0 : 0.02);  // only with output_router_logits
+    const std::unique_ptr<models::CausalLM> model = models::build_model(c);
+    ASSERT_TRUE(load_hf_weights(*model, in).is_ok());
+    const auto files = file_tensors(in);
+    const auto imported = model_tensors(*model);
+    const models::ModelFamily& family = models::model_family("llama");
+    size_t compared = 0, experts = 0;
+    for (const auto& [param, values] : imported) {
+      const auto it = files.find(family.hf_name(c, param));
+      ASSERT_NE(it, files.end()) << param;
+      EXPECT_EQ(values, it->second) << param;
+      ++compared;
+      experts += param.find(".experts.") != std::string::npos ? 1 : 0;
+    }
+    EXPECT_EQ(compared, files.size());
+    EXPECT_EQ(experts, qwen2 ? 6u * 3u : 2u * 4u * 3u);  // Qwen2-MoE: layer 1 only
+    std::vector<checkpoint::TensorSpec> specs;
+    std::vector<Tensor> values;
+    for (const auto& [n, p] : model->named_parameters()) {
+      specs.push_back({n, p.dtype(), p.shape()});
+      values.push_back(p);
+    }
+    const std::string out = (dir_ / (name + "_export")).string();
+    auto written = exporting::write_hf_model_dir(out, c, specs, [&](size_t i) -> StatusOr<Tensor> { return values[i]; },
+                                                 int64_t{1} << 30);
+    ASSERT_TRUE(written.is_ok()) << written.status().to_string();
+    EXPECT_EQ(file_tensors(out), files);
+    const nlohmann::json config = nlohmann::json::parse(std::ifstream(out + "/config.json"));
+    EXPECT_EQ(config.at("model_type"), qwen2 ? "qwen2_moe" : "mixtral");
+    auto again_cfg = hf_model_config(out, models::ModelConfig{});
+    ASSERT_TRUE(again_cfg.is_ok()) << again_cfg.status().to_string();
+    for (const char* key : {"num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "shared_expert_intermediate_size", "decoder_sparse_step"})
+      EXPECT_EQ(again_cfg.value().family_int(key), c.family_int(key)) << key;
+    EXPECT_EQ(again_cfg.value().family_bool("norm_topk_prob"), c.family_bool("norm_topk_prob"));
+    EXPECT_EQ(again_cfg.value().family_float("router_aux_loss_coef"), c.family_float("router_aux_loss_coef"));
   }
 }
 

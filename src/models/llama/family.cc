@@ -1,5 +1,7 @@
 #include "models/llama/family.h"
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "models/llama/model.h"
@@ -20,13 +22,59 @@ int64_t sliding_window(const nlohmann::json& j, const std::string& type, const s
   TRI_CHECK(j.at("sliding_window").is_number_integer() && j.at("sliding_window").get<int64_t>() >= 1, where,
             ": sliding_window ", j.at("sliding_window").dump(), " must be a positive integer or null");
   const int64_t window = j.at("sliding_window").get<int64_t>();
-  if (type != "qwen2") return window;
+  if (type != "qwen2" && type != "qwen2_moe") return window;
   if (!j.value("use_sliding_window", false)) return 0;
   const int64_t layers = j.value("num_hidden_layers", int64_t{0}), from = j.value("max_window_layers", layers);
   if (from >= layers) return 0;
   TRI_CHECK(from == 0, where, ": use_sliding_window with max_window_layers ", from, " of ", layers,
             " windows only some layers; trident implements a window on every layer (max_window_layers 0) or none");
   return window;
+}
+
+// Mixtral's and Qwen2-MoE's sparse MLP as [model] keys (none for the dense types). The load-balancing
+// loss's coefficient is router_aux_loss_coef only where output_router_logits is true: otherwise
+// transformers trains such a model without the loss, and so does trident.
+void moe_from_hf(const nlohmann::json& j, const std::string& type, const std::string& where,
+                 std::map<std::string, OptionValue>& values) {
+  if (type != "mixtral" && type != "qwen2_moe") return;
+  const bool mixtral = type == "mixtral";
+  auto integer = [&](const char* key, int64_t fallback, int64_t at_least) {
+    if (!j.contains(key) || j.at(key).is_null()) return fallback;
+    TRI_CHECK(j.at(key).is_number_integer() && j.at(key).get<int64_t>() >= at_least, where, ": \"", key, "\" = ",
+              j.at(key).dump(), " is invalid: allowed: an integer >= ", at_least);
+    return j.at(key).get<int64_t>();
+  };
+  auto boolean = [&](const char* key, bool fallback) {
+    if (!j.contains(key) || j.at(key).is_null()) return fallback;
+    TRI_CHECK(j.at(key).is_boolean(), where, ": \"", key, "\" = ", j.at(key).dump(), " is invalid: allowed: true or false");
+    return j.at(key).get<bool>();
+  };
+  auto number = [&](const char* key, double fallback) {
+    if (!j.contains(key) || j.at(key).is_null()) return fallback;
+    TRI_CHECK(j.at(key).is_number() && j.at(key).get<double>() >= 0, where, ": \"", key, "\" = ", j.at(key).dump(),
+              " is invalid: allowed: a number >= 0");
+    return j.at(key).get<double>();
+  };
+  const int64_t experts = integer(mixtral ? "num_local_experts" : "num_experts", mixtral ? 8 : 60, 1);
+  const int64_t top_k = integer("num_experts_per_tok", mixtral ? 2 : 4, 1);
+  TRI_CHECK(top_k <= experts, where, ": num_experts_per_tok ", top_k, " exceeds the ", experts, " experts");
+  TRI_CHECK(number("router_jitter_noise", 0.0) == 0.0, where, ": router_jitter_noise ",
+            j.value("router_jitter_noise", 0.0), " (multiplicative noise on the router's input) is not implemented");
+  values["num_local_experts"] = experts;
+  values["num_experts_per_tok"] = top_k;
+  values["router_aux_loss_coef"] = boolean("output_router_logits", false) ? number("router_aux_loss_coef", 0.001) : 0.0;
+  if (mixtral) {  // every layer sparse; intermediate_size is each expert's width
+    values["moe_intermediate_size"] = std::get<int64_t>(values.at("intermediate_size"));
+    return;
+  }
+  values["moe_intermediate_size"] = integer("moe_intermediate_size", 1408, 1);
+  values["shared_expert_intermediate_size"] = integer("shared_expert_intermediate_size", 5632, 1);
+  values["norm_topk_prob"] = boolean("norm_topk_prob", false);
+  values["decoder_sparse_step"] = integer("decoder_sparse_step", 1, 1);
+  TRI_CHECK(!j.contains("mlp_only_layers") || j.at("mlp_only_layers").is_null() ||
+                (j.at("mlp_only_layers").is_array() && j.at("mlp_only_layers").empty()),
+            where, ": mlp_only_layers ", j.value("mlp_only_layers", nlohmann::json()).dump(),
+            " is not implemented (dense layers by decoder_sparse_step are)");
 }
 
 // A LlamaConfig / MistralConfig / Qwen2Config as the [model] section, refusing what this
@@ -113,8 +161,9 @@ ModelConfig from_hf(const std::string& text, const std::string& where) {
                      {"rope_original_max_position", original},
                      {"rms_norm_eps", number(j, "rms_norm_eps", "rms_norm_eps", 1e-6)},
                      {"tie_word_embeddings", tied},
-                     {"qkv_bias", type == "qwen2"},
+                     {"qkv_bias", type == "qwen2" || type == "qwen2_moe"},
                      {"sliding_window", window < positions ? window : int64_t{0}}};
+  moe_from_hf(j, type, where, c.family_values);
   return c;  // model_config_from_hf validates it
 }
 
@@ -171,7 +220,7 @@ ModelFamily family() {
   f.build = [](const ModelConfig& cfg) -> std::unique_ptr<CausalLM> {
     return std::make_unique<Llama>(LlamaConfig::from(cfg));
   };
-  f.hf_model_types = {"llama", "mistral", "qwen2"};
+  f.hf_model_types = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe"};
   f.from_hf_config = from_hf;
   f.to_hf_config = [](const ModelConfig& cfg) { return hf_config_json(LlamaConfig::from(cfg)); };
   f.hf_name = [](const ModelConfig&, const std::string& name) {

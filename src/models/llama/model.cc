@@ -223,14 +223,36 @@ std::optional<std::string> Llama::parameter_name_from_hf(std::string_view hf_nam
 
 std::string Llama::hf_config_json() const { return llama::hf_config_json(cfg_); }
 
+namespace {
+
+// What transformers' Mixtral and Qwen2-MoE can express: throws naming the key otherwise.
+void check_hf_moe(const LlamaConfig& cfg) {
+  const char* type = cfg.qkv_bias ? "Qwen2-MoE" : "Mixtral";
+  if (cfg.qkv_bias) {
+    TRI_CHECK(cfg.shared_expert_intermediate_size > 0, "Hugging Face export: model.shared_expert_intermediate_size = 0: ",
+              type, " (the sparse model with q/k/v biases) always has a shared expert");
+  } else {
+    TRI_CHECK(cfg.shared_expert_intermediate_size == 0, "Hugging Face export: model.shared_expert_intermediate_size = ",
+              cfg.shared_expert_intermediate_size, ": ", type, " has no shared expert (Qwen2-MoE, with qkv_bias, does)");
+    TRI_CHECK(cfg.decoder_sparse_step == 1 && cfg.norm_topk_prob, "Hugging Face export: model.decoder_sparse_step = ",
+              cfg.decoder_sparse_step, ", model.norm_topk_prob = ", cfg.norm_topk_prob ? "true" : "false", ": ", type,
+              " has experts on every layer (step 1) and renormalised weights (true)");
+  }
+}
+
+}  // namespace
+
 std::string hf_config_json(const LlamaConfig& cfg) {
   std::ostringstream os;
   os.precision(17);
   // Qwen2 is LLaMA with q/k/v biases, Mistral LLaMA with a sliding window: transformers reads
-  // such models as those.
+  // such models as those. With experts: Qwen2-MoE and Mixtral.
+  const bool moe = cfg.num_local_experts > 0;
   const bool qwen2 = cfg.qkv_bias, mistral = !qwen2 && cfg.sliding_window > 0;
-  const std::string type = qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
-  const std::string architecture = qwen2 ? "Qwen2ForCausalLM" : mistral ? "MistralForCausalLM" : "LlamaForCausalLM";
+  if (moe) check_hf_moe(cfg);
+  const std::string type = moe ? (qwen2 ? "qwen2_moe" : "mixtral") : qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
+  const std::string architecture = moe ? (qwen2 ? "Qwen2MoeForCausalLM" : "MixtralForCausalLM")
+                                   : qwen2 ? "Qwen2ForCausalLM" : mistral ? "MistralForCausalLM" : "LlamaForCausalLM";
   os << "{\n"
      << "  \"model_type\": \"" << type << "\",\n"
      << "  \"architectures\": [\"" << architecture << "\"],\n"
@@ -238,7 +260,7 @@ std::string hf_config_json(const LlamaConfig& cfg) {
      << "  \"num_attention_heads\": " << cfg.n_head << ",\n"
      << "  \"num_key_value_heads\": " << cfg.n_kv_heads << ",\n"
      << "  \"hidden_size\": " << cfg.n_embd << ",\n"
-     << "  \"intermediate_size\": " << cfg.intermediate_size << ",\n"
+     << "  \"intermediate_size\": " << (moe && !qwen2 ? cfg.expert_intermediate() : cfg.intermediate_size) << ",\n"
      << "  \"max_position_embeddings\": " << cfg.block_size << ",\n"
      << "  \"vocab_size\": " << cfg.vocab_size << ",\n"
      << "  \"rope_theta\": " << cfg.rope.theta << ",\n"
@@ -252,13 +274,27 @@ std::string hf_config_json(const LlamaConfig& cfg) {
     os << "null";
   os << ",\n"
      << "  \"hidden_act\": \"silu\",\n";
+  if (moe) {
+    os << "  \"" << (qwen2 ? "num_experts" : "num_local_experts") << "\": " << cfg.num_local_experts << ",\n"
+       << "  \"num_experts_per_tok\": " << cfg.num_experts_per_tok << ",\n"
+       << "  \"output_router_logits\": " << (cfg.router_aux_loss_coef > 0 ? "true" : "false") << ",\n"
+       << "  \"router_aux_loss_coef\": " << cfg.router_aux_loss_coef << ",\n";
+    if (qwen2)
+      os << "  \"moe_intermediate_size\": " << cfg.expert_intermediate() << ",\n"
+         << "  \"shared_expert_intermediate_size\": " << cfg.shared_expert_intermediate_size << ",\n"
+         << "  \"norm_topk_prob\": " << (cfg.norm_topk_prob ? "true" : "false") << ",\n"
+         << "  \"decoder_sparse_step\": " << cfg.decoder_sparse_step << ",\n"
+         << "  \"mlp_only_layers\": [],\n";
+    else
+      os << "  \"router_jitter_noise\": 0.0,\n";
+  }
   if (qwen2 && cfg.sliding_window > 0)  // every layer windowed: max_window_layers 0
     os << "  \"use_sliding_window\": true,\n  \"sliding_window\": " << cfg.sliding_window
        << ",\n  \"max_window_layers\": 0,\n";
   else if (qwen2)
     os << "  \"use_sliding_window\": false,\n";
-  else if (mistral)
-    os << "  \"sliding_window\": " << cfg.sliding_window << ",\n";
+  else if (mistral || (moe && !qwen2))
+    os << "  \"sliding_window\": " << (cfg.sliding_window > 0 ? std::to_string(cfg.sliding_window) : "null") << ",\n";
   else
     os << "  \"attention_bias\": false,\n";
   os << "  \"tie_word_embeddings\": " << (cfg.tie_word_embeddings ? "true" : "false") << ",\n"
