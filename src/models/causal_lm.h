@@ -72,6 +72,14 @@ class CausalLM : public nn::Module {
   static constexpr int64_t kEmbedding = -1;
   static constexpr int64_t kHead = -2;
   virtual int64_t block_of(const std::string& name) const = 0;
+  // A mixture of experts: how many experts each sparse layer has (0: none), and the expert a
+  // parameter belongs to (-1: not an expert's; a router and a shared expert are not). Expert
+  // parallelism places parameters by it (parallel/expert_parallel.h).
+  virtual int64_t num_experts() const { return 0; }
+  virtual int64_t expert_of(const std::string& name) const {
+    (void)name;
+    return -1;
+  }
   // The parameter shared by the embedding and the LM head (GPT-2's wte.weight), if the head
   // is tied: a pipeline keeps a copy on its last stage and sends its gradient back.
   virtual std::optional<std::string> tied_head_weight() const = 0;

@@ -69,6 +69,7 @@ struct ModelShapes {
   // Blocks with a mixture-of-experts MLP: their parameters are listed, but `block` and
   // `block_matmuls` describe a dense block (the planner refuses such a model: issue #51).
   int64_t sparse_blocks = 0;
+  int64_t experts = 0;  // of each sparse block
 
   int64_t num_parameters() const;
   // Elements the parameters of blocks [begin, end) (and, by the flags, the embedding and the

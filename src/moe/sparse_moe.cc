@@ -63,20 +63,24 @@ SparseMoe::SparseMoe(const MoeConfig& cfg, nn::AuxOutputs* aux) : cfg_(cfg), aux
   }
 }
 
-Tensor SparseMoe::run_experts(const Tensor& xs, const std::vector<int64_t>& offsets) const {
-  if (std::any_of(experts_.begin(), experts_.end(), [](const auto& e) { return e->wrapped(); })) {
+Tensor SparseMoe::run_experts(const Tensor& xs, const std::vector<int64_t>& offsets, int64_t first) const {
+  const size_t count = offsets.size() - 1;
+  const auto begin = experts_.begin() + first, end = begin + static_cast<std::ptrdiff_t>(count);
+  if (std::any_of(begin, end, [](const auto& e) { return e->wrapped(); })) {
     // Wrapped layers (adapters, quantized views): each expert through its own layers.
     std::vector<Tensor> parts;
-    for (size_t e = 0; e < experts_.size(); ++e)
+    for (size_t e = 0; e < count; ++e)
       if (offsets[e + 1] > offsets[e])
-        parts.push_back(experts_[e]->forward(trident::narrow(xs, 0, offsets[e], offsets[e + 1] - offsets[e])));
+        parts.push_back(experts_[static_cast<size_t>(first) + e]->forward(
+            trident::narrow(xs, 0, offsets[e], offsets[e + 1] - offsets[e])));
+    if (parts.empty()) return trident::narrow(xs, 0, 0, 0);
     return parts.size() == 1 ? parts[0] : trident::concat(parts, 0);
   }
   std::vector<Tensor> gate, up, down;
-  for (const auto& e : experts_) {
-    gate.push_back(e->gate_weight());
-    up.push_back(e->up_weight());
-    down.push_back(e->down_weight());
+  for (auto it = begin; it != end; ++it) {
+    gate.push_back((*it)->gate_weight());
+    up.push_back((*it)->up_weight());
+    down.push_back((*it)->down_weight());
   }
   const Tensor h = trident::swiglu(trident::grouped_linear(xs, gate, offsets), trident::grouped_linear(xs, up, offsets));
   return trident::grouped_linear(h, down, offsets);
@@ -110,7 +114,15 @@ Tensor SparseMoe::forward(const Tensor& x) const {
   for (size_t i = 0; i < token_of_row.size(); ++i) token_of_row[i] = r.slot_of_row[i] / k;
   const Tensor tokens = indices(token_of_row, x.device());
   const Tensor xs = trident::embedding(xf, tokens);
-  const Tensor ys = run_experts(xs, r.offsets);
+  const Tensor ys = [&] {
+    if (!dispatch_) return run_experts(xs, r.offsets, 0);
+    std::vector<int64_t> counts(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) counts[static_cast<size_t>(e)] = r.kept(e);
+    return dispatch_->run(xs, counts, [this, first = dispatch_->first()](const Tensor& rows,
+                                                                        const std::vector<int64_t>& offsets) {
+      return run_experts(rows, offsets, first);
+    });
+  }();
   const Tensor row_weights = trident::embedding(weights, indices(r.slot_of_row, x.device()));
   Tensor y = trident::scatter_add_rows(ys * row_weights, tokens, N);
   if (shared_expert_)

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "moe/expert_dispatch.h"
 #include "moe/moe_config.h"
 #include "moe/routing.h"
 #include "nn/aux_outputs.h"
@@ -71,10 +72,14 @@ class SparseMoe : public nn::Module {
   const MoeConfig& config() const { return cfg_; }
   // The routing of the last forward (tests, monitoring).
   const Routing& last_routing() const { return last_; }
+  // Expert parallelism (moe/expert_dispatch.h), set from outside; null: every expert here.
+  void set_dispatch(std::shared_ptr<const ExpertDispatch> dispatch) { dispatch_ = std::move(dispatch); }
+  const ExpertDispatch* dispatch() const { return dispatch_.get(); }
 
  private:
-  // The experts on their rows: xs (M, C) sorted by expert, group e [offsets[e], offsets[e+1]).
-  Tensor run_experts(const Tensor& xs, const std::vector<int64_t>& offsets) const;
+  // Experts [first, first + count) on their rows: xs (R, C) sorted by expert, expert first + e
+  // the rows [offsets[e], offsets[e + 1]).
+  Tensor run_experts(const Tensor& xs, const std::vector<int64_t>& offsets, int64_t first) const;
 
   const MoeConfig cfg_;
   nn::AuxOutputs* aux_;
@@ -83,6 +88,7 @@ class SparseMoe : public nn::Module {
   std::shared_ptr<SwiGluExpert> shared_expert_;      // null without one
   std::shared_ptr<nn::Linear> shared_expert_gate_;   // (1, C)
   mutable Routing last_;
+  std::shared_ptr<const ExpertDispatch> dispatch_;
 };
 
 }  // namespace trident::moe

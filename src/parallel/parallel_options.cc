@@ -16,6 +16,11 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                "pipeline-parallel stages: the blocks split into consecutive chunks on this many ranks; "
                "data.grad_accum_steps micro-batches stream through them",
                Range::at_least(1))
+          .add("ep", &ParallelOptions::ep,
+               "expert-parallel degree: a mixture-of-experts layer's experts split over this many ranks, tokens "
+               "sent to their experts' ranks (all-to-all); those ranks are also data-parallel replicas of every "
+               "dense parameter",
+               Range::at_least(1))
           .add("virtual_stages", &ParallelOptions::virtual_stages,
                "model chunks per pipeline rank (more than 1: the interleaved schedule)", Range::at_least(1))
           .add("pipeline_schedule", &ParallelOptions::pipeline_schedule, "order of the micro-batches' forwards and backwards",

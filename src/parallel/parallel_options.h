@@ -13,6 +13,7 @@ struct ParallelOptions {
   int64_t tp = 1;            // tensor-parallel degree (parallel/tensor_parallel.h); dp = ranks / tp
   bool sequence_parallel = false;  // with tp > 1: activations outside the tp layers split along T
   int64_t pp = 1;                  // pipeline stages (parallel/pipeline.h)
+  int64_t ep = 1;                  // expert-parallel degree: ranks holding other experts (expert_parallel.h)
   int64_t virtual_stages = 1;      // model chunks per pipeline rank (the interleaved schedule)
   std::string pipeline_schedule = "1f1b";
   std::string pipeline_layers;     // blocks per chunk, "3,1,..."; empty: balanced

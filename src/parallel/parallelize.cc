@@ -8,6 +8,7 @@
 #include "core/allocator.h"
 #include "core/copy.h"
 #include "models/registry.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/onebit_adam.h"
 #include "parallel/pipeline.h"
 #include "parallel/replicated_update.h"
@@ -47,6 +48,12 @@ void check_layout(const ParallelOptions& options, int world_size) {
   TRI_CHECK(world_size % model_parallel == 0, "parallel.tp (", options.tp, ") x parallel.pp (", options.pp,
             ") must divide the number of ranks (", world_size,
             "): start the run with mpirun or trident launch on a multiple of tp x pp ranks");
+  TRI_CHECK(world_size % (model_parallel * options.ep) == 0, "parallel.ep (", options.ep, ") x parallel.tp (",
+            options.tp, ") x parallel.pp (", options.pp, ") must divide the number of ranks (", world_size, ")");
+  TRI_CHECK(options.ep == 1 || (options.pp == 1 && options.tp == 1 && options.grad_compression == "none"),
+            "parallel.ep = ", options.ep, " with parallel.pp = ", options.pp, ", parallel.tp = ", options.tp,
+            ", parallel.grad_compression = ", options.grad_compression,
+            " is not supported yet: expert parallelism composes with data parallelism and ZeRO 1-3 (issue #51)");
   TRI_CHECK(options.pp == 1 || options.zero_stage <= 1, "parallel.zero_stage = ", options.zero_stage,
             " with parallel.pp = ", options.pp, " is not supported; pipeline parallelism composes with ZeRO stages 0-1");
   TRI_CHECK(options.pp > 1 || (options.virtual_stages == 1 && options.pipeline_layers.empty()),
@@ -78,6 +85,13 @@ void check_layout(const ParallelOptions& options, int world_size) {
 
 void check_layout(const models::ModelConfig& model, const ParallelOptions& options, int world_size, int64_t seq_len) {
   check_layout(options, world_size);
+  if (options.ep > 1) {
+    const int64_t experts = models::model_family(model.arch).shapes(model).experts;
+    TRI_CHECK(experts > 0, "parallel.ep = ", options.ep,
+              " splits a mixture of experts' experts; this model has none (model.num_local_experts = 0)");
+    TRI_CHECK(experts % options.ep == 0, "parallel.ep (", options.ep, ") must divide the ", experts,
+              " experts of each sparse layer (model.num_local_experts): each expert-parallel rank holds as many");
+  }
   if (options.tp > 1) {
     models::model_family(model.arch).check_tensor_parallel(model, options.tp);
     TRI_CHECK(model.vocab_size >= options.tp, "tensor parallelism: model.vocab_size (", model.vocab_size,
@@ -99,7 +113,8 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
   Parallelized out;
   std::vector<ParamSpec> specs;  // the logical shapes, before tensor parallelism shards them
   for (const auto& [name, p] : model.named_parameters())
-    specs.push_back({name, p.shape(), model.block_of(name), Placement::replicate(), p.requires_grad()});
+    specs.push_back({name, p.shape(), model.block_of(name), Placement::replicate(), p.requires_grad(),
+                     model.expert_of(name), model.num_experts()});
   // 1-3: the mesh, tensor parallelism, the pipeline.
   if (comm) {
     std::shared_ptr<comm::Communicator> collectives = comm;
@@ -107,7 +122,8 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
     // Before the mesh splits it: every axis's communicator inherits the choice.
     collectives->set_hierarchy(comm::parse_hierarchy(options.hierarchical), options.intra_host_gbps,
                                options.inter_host_gbps);
-    out.mesh = std::make_unique<DeviceMesh>(collectives, MeshShape::fill(collectives->size(), options.tp, options.pp));
+    out.mesh = std::make_unique<DeviceMesh>(collectives,
+                                            MeshShape::fill(collectives->size(), options.tp, options.pp, options.ep));
     if (out.mesh->tp_size() > 1)
       out.tp_plan = TensorParallelPlan::apply(model, out.mesh->tp(), options.sequence_parallel);
     if (out.mesh->pp_size() > 1) {
@@ -120,6 +136,9 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
           options.pipeline_schedule, options.sequence_parallel ? options.tp : 1);
     }
   }
+  // Expert parallelism: each ep rank keeps its experts and sends the others' rows away.
+  comm::Communicator* ep = out.mesh && out.mesh->size(MeshAxis::kEP) > 1 ? &out.mesh->axis(MeshAxis::kEP) : nullptr;
+  if (ep != nullptr) apply_expert_parallel(model, *ep);
   if (!out.pipeline) out.sequential = std::make_unique<SequentialRunner>(model);
   TRI_CHECK(device.is_cpu() || options.grad_compression == "none" || options.grad_compression == "bf16",
             "parallel.grad_compression = ", options.grad_compression, " runs on host tensors; train.device is ", device,
@@ -152,8 +171,11 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
     }
   }
   std::vector<nn::NamedTensor> trainable;  // this rank's, in model order
-  for (const auto& [name, p] : out.pipeline ? out.pipeline->parameters() : model.named_parameters())
-    if (table.at(name).trainable) trainable.emplace_back(name, p);
+  for (const auto& [name, p] : out.pipeline ? out.pipeline->parameters() : model.named_parameters()) {
+    const ParamPlacement& row = table.at(name);
+    if (row.on_ep_rank() && row.expert_rank() != out.mesh->rank(MeshAxis::kEP)) continue;  // another ep rank's expert
+    if (row.trainable) trainable.emplace_back(name, p);
+  }
   std::vector<ParamGroup> groups;
   for (const auto& [axes, names] : table.reduction_groups(out.stage())) {
     ParamGroup g{axes, out.mesh ? &out.mesh->group(axes) : nullptr, {}};
@@ -194,6 +216,11 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
       zeros.back()->set_split(std::move(split));
     }
     auto zero = std::make_unique<ZeroUpdate>(std::move(zeros), tp, pp);
+    if (ep != nullptr) {
+      std::vector<bool> expert_groups;
+      for (const ParamGroup& g : groups) expert_groups.push_back(!g.reduce_over.contains(MeshAxis::kEP));
+      zero->set_expert_parallel(ep, std::move(expert_groups));
+    }
     if (options.zero_stage == 3) model.set_part_hooks(zero.get());
     out.update = std::move(zero);
   } else {
@@ -208,8 +235,10 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
           bucket_bytes);
     // Data parallelism whenever there is a communicator, also with one rank (mpirun -np 1):
     // the same code path as with many.
-    out.update = std::make_unique<ReplicatedUpdate>(std::move(groups), std::move(master), bucket_bytes, adamw,
-                                                    &table, tp, pp, options);
+    auto replicated = std::make_unique<ReplicatedUpdate>(std::move(groups), std::move(master), bucket_bytes, adamw,
+                                                         &table, tp, pp, options);
+    replicated->set_expert_parallel(ep);
+    out.update = std::move(replicated);
   }
   // 8: the parameters are in the compute dtype now (MasterWeights or ZeRO switched them).
   if (out.pipeline && precision.mixed()) {

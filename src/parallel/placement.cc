@@ -71,11 +71,19 @@ ParamPlacement place_parameter(const ParamSpec& spec, const MeshShape& mesh, int
   row.storage = spec.trainable ? compute : frozen_storage;
   row.on[static_cast<size_t>(MeshAxis::kTP)] = mesh.tp > 1 ? spec.tp : Placement::replicate();
   row.on[static_cast<size_t>(MeshAxis::kPP)] = mesh.pp > 1 ? Placement::on_stage(stage) : Placement::replicate();
+  AxisSet replicas = kDataParallelAxes;
+  if (spec.expert >= 0 && mesh.ep > 1) {
+    TRI_CHECK(spec.experts % mesh.ep == 0 && spec.expert < spec.experts, "placement of '", spec.name, "': expert ",
+              spec.expert, " of ", spec.experts, " cannot be placed on ", mesh.ep,
+              " expert-parallel ranks (they must divide the experts)");
+    row.on[static_cast<size_t>(MeshAxis::kEP)] = Placement::on_stage(static_cast<int>(spec.expert / (spec.experts / mesh.ep)));
+    replicas = replicas.without(MeshAxis::kEP);
+  }
   if (spec.trainable) {
-    row.reduce_over = kDataParallelAxes;
+    row.reduce_over = replicas;
     row.state_sharded = zero_stage >= 1;
-    // ZeRO-3 partitions the parameter itself over the data-parallel ranks.
-    if (zero_stage == 3 && mesh.size(kDataParallelAxes) > 1) row.on[static_cast<size_t>(MeshAxis::kDP)] = Placement::flat();
+    // ZeRO-3 partitions the parameter itself over the ranks that hold it alike.
+    if (zero_stage == 3 && mesh.size(replicas) > 1) row.on[static_cast<size_t>(MeshAxis::kDP)] = Placement::flat();
   }
   return row;
 }

@@ -22,6 +22,9 @@
 //   flat             the elements of its flattening are partitioned among the ranks in an
 //                    order the update strategy chooses (ZeRO-3's buckets); the table says
 //                    only that they are
+// An expert's parameters sit on one ep coordinate (stage(s) along ep: the ranks holding
+// experts [s E/ep, (s + 1) E/ep)) and their gradients are averaged over dp x cp, the ranks
+// holding the same experts (Megatron's expert-data-parallel group), not over ep.
 // Beside the parameter, its optimizer state (fp32 masters and AdamW's moments) is flat-sharded
 // over the reduction group under ZeRO 1-3 (`state_sharded`), whole on every rank otherwise.
 // A frozen parameter has no state, no gradient and no reduction group, and is replicated over
@@ -85,6 +88,10 @@ struct ParamPlacement {
   const Placement& on_axis(MeshAxis a) const { return on[static_cast<size_t>(a)]; }
   // The pipeline stage that holds it (0 without a pipeline).
   int stage() const { return on_axis(MeshAxis::kPP).stage; }
+  // An expert's parameter placed by expert parallelism: only the ranks at ep coordinate
+  // expert_rank() hold it.
+  bool on_ep_rank() const { return on_axis(MeshAxis::kEP).kind == Placement::Kind::kStage; }
+  int expert_rank() const { return on_axis(MeshAxis::kEP).stage; }
   bool tp_split() const { return on_axis(MeshAxis::kTP).is_shard(); }
   // Its shape on rank `tp_rank` of `tp` tensor-parallel ranks.
   Shape local_shape(int tp, int tp_rank) const;
@@ -107,6 +114,8 @@ struct ParamSpec {
   int64_t block = 0;
   Placement tp;  // replicate, or shard(dim, blocks)
   bool trainable = true;
+  // A mixture-of-experts layer's expert parameter: its expert of `experts` (-1: not one).
+  int64_t expert = -1, experts = 0;
 };
 
 class PlacementTable {

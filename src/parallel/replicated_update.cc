@@ -75,8 +75,8 @@ StepOutcome ReplicatedUpdate::step(const StepContext& ctx) {
     return out;
   }
   const std::vector<nn::NamedTensor> w = weights();
-  if (tp_ != nullptr || pp_ != nullptr) {
-    out.grad_norm = clip_grad_norm_sharded(w, placements_, tp_, pp_, ctx.max_norm);
+  if (tp_ != nullptr || pp_ != nullptr || ep_ != nullptr) {
+    out.grad_norm = clip_grad_norm_sharded(w, placements_, tp_, pp_, ctx.max_norm, ep_);
   } else {
     std::vector<Tensor> tensors;
     for (const auto& [name, t] : w) tensors.push_back(t);

@@ -55,6 +55,11 @@ class ReplicatedUpdate final : public UpdateStrategy {
   const PlacementTable* placements_;
   comm::Communicator* tp_;
   comm::Communicator* pp_;
+  comm::Communicator* ep_ = nullptr;
+
+ public:
+  // Expert parallelism: the experts' gradient squares are summed over `ep` for the norm.
+  void set_expert_parallel(comm::Communicator* ep) { ep_ = ep; }
 };
 
 }  // namespace trident::parallel

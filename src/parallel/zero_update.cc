@@ -36,10 +36,14 @@ StepOutcome ZeroUpdate::step(const StepContext& ctx) {
   // overflow. Every rank decides alike: the replicated parameters' squares are not summed
   // over tensor parallelism, so the norm need not be bit-identical across its ranks.
   StepOutcome out;
-  const bool by_split = tp_ != nullptr || pp_ != nullptr;
-  double sq[2] = {0.0, 0.0};
-  for (auto& z : groups_) {
-    const std::array<double, 2> g = z->grad_squares(by_split);
+  const bool by_split = tp_ != nullptr || pp_ != nullptr || ep_ != nullptr;
+  double sq[2] = {0.0, 0.0}, expert_sq = 0.0;
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    const std::array<double, 2> g = groups_[k]->grad_squares(by_split);
+    if (ep_ != nullptr && expert_groups_[k]) {
+      expert_sq += g[0] + g[1];  // one ep rank's experts: summed over ep below
+      continue;
+    }
     sq[0] += g[0];
     sq[1] += g[1];
   }
@@ -47,8 +51,13 @@ StepOutcome ZeroUpdate::step(const StepContext& ctx) {
   if (!by_split) {
     norm = std::sqrt(sq[1]);
   } else {
-    Tensor t = from_vector(std::vector<double>{sq[0], sq[1]}, Shape{2});
     profiler::ProfileScope comm_scope("zero.all_reduce", profiler::Phase::kCommunication);
+    if (ep_ != nullptr) {
+      Tensor e = from_vector(std::vector<double>{expert_sq}, Shape{1});
+      ep_->all_reduce(e);
+      sq[1] += e.item();
+    }
+    Tensor t = from_vector(std::vector<double>{sq[0], sq[1]}, Shape{2});
     if (tp_ != nullptr) {
       Tensor split = views::narrow(t, 0, 0, 1);
       tp_->all_reduce(split);

@@ -47,6 +47,16 @@ class ZeroUpdate final : public UpdateStrategy, public nn::PartHooks {
   std::vector<std::unique_ptr<ZeroOptimizer>> groups_;
   comm::Communicator* tp_;
   comm::Communicator* pp_;
+  comm::Communicator* ep_ = nullptr;
+  std::vector<bool> expert_groups_;
+
+ public:
+  // Expert parallelism: groups[k] holds experts' parameters when expert_groups[k], and their
+  // gradient squares are summed over `ep` for the norm.
+  void set_expert_parallel(comm::Communicator* ep, std::vector<bool> expert_groups) {
+    ep_ = ep;
+    expert_groups_ = std::move(expert_groups);
+  }
   // Steps taken: every group's count, and a pipeline stage's whose parameters are all frozen
   // (no group, but the same collectives as the other stages).
   int64_t steps_ = 0;

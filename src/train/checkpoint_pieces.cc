@@ -143,7 +143,10 @@ std::vector<WrittenShard> rank_shards(const parallel::PlacementTable& table, con
   }
   for (const auto& [name, t] : frozen) {
     const parallel::ParamPlacement& row = table.at(name);
-    if (writes(row, false, parallel::kDataParallelAxes)) list.add(name, row, 0, t.numel(), true, t);
+    // A frozen expert (expert parallelism) is held alike only by its own ep rank's replicas.
+    const parallel::AxisSet replicas =
+        row.on_ep_rank() ? parallel::kDataParallelAxes.without(parallel::MeshAxis::kEP) : parallel::kDataParallelAxes;
+    if (writes(row, false, replicas)) list.add(name, row, 0, t.numel(), true, t);
   }
   for (const auto& [name, t] : rank_state) list.push_whole(rank_state_name(at.world_rank, name), t);
   return list.take();

@@ -183,6 +183,14 @@ int64_t Llama::block_of(const std::string& name) const {
   return kEmbedding;
 }
 
+int64_t Llama::expert_of(const std::string& name) const {
+  // layers.N.{block_sparse_moe,mlp}.experts.M.<layer>.weight
+  const size_t at = name.find(".experts.");
+  if (at == std::string::npos || !name.starts_with("layers.")) return -1;
+  const size_t begin = at + 9, end = name.find('.', begin);
+  return std::stoll(name.substr(begin, end - begin));
+}
+
 std::optional<std::string> Llama::tied_head_weight() const {
   if (lm_head_) return std::nullopt;
   return "embed_tokens.weight";

@@ -89,6 +89,8 @@ class Llama : public CausalLM {
   std::pair<int64_t, int64_t> kv_cache_heads() const override { return {cfg_.n_kv_heads, cfg_.head_size()}; }
   int64_t attention_window() const override { return cfg_.sliding_window; }
   int64_t block_of(const std::string& name) const override;
+  int64_t num_experts() const override { return cfg_.num_local_experts; }
+  int64_t expert_of(const std::string& name) const override;
   std::optional<std::string> tied_head_weight() const override;
   void set_part_hooks(nn::PartHooks* hooks) override { part_hooks_ = hooks; }
   Generator& dropout_generator() const override { return dropout_gen_; }

@@ -33,6 +33,7 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
     if (cfg.sparse_layer(i)) {
       // Llama's moe::SparseMoe, in its registration order; its experts are not tp-split.
       ++s.sparse_blocks;
+      s.experts = cfg.num_local_experts;
       const int64_t E = cfg.num_local_experts, EI = cfg.expert_intermediate(), SI = cfg.shared_expert_intermediate_size;
       const bool mixtral = !cfg.qkv_bias;
       const std::string m = l + (mixtral ? "block_sparse_moe." : "mlp.");
