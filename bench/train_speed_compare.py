@@ -122,8 +122,13 @@ CONFIGS = {
     "small": dict(L=6, C=512, NH=8, T=512, B=4),
     "124M": dict(L=12, C=768, NH=12, T=1024, B=4),
     "llama125M": dict(arch="llama", L=12, C=768, NH=12, KV=4, I=2048, T=1024, B=4, V=32000),
+    # bench/moe_compare.py's pair (issue #51): 8 experts, top-2, each expert half the dense MLP's
+    # width, so a token's active parameters are the dense model's and the MLPs hold 4x as many.
+    "llama_dense": dict(arch="llama", L=4, C=384, NH=6, KV=2, I=1024, T=256, B=8, V=8192),
+    "moe8x2": dict(arch="llama", L=4, C=384, NH=6, KV=2, I=1024, T=256, B=8, V=8192, E=8, K=2, EI=512),
 }
-PROBE_ON = {"tiny": "tiny", "small": "small", "124M": "small", "llama125M": "small"}
+PROBE_ON = {"tiny": "tiny", "small": "small", "124M": "small", "llama125M": "small", "llama_dense": "llama_dense",
+            "moe8x2": "moe8x2"}
 V = 50257  # GPT-2's; a config's own "V" wins
 
 
@@ -276,7 +281,13 @@ def torch_worker(args):
                                          rms_norm_eps=1e-6, tie_word_embeddings=False, qkv_bias=False,
                                          rope_scaling_factor=0.0, rope_low_freq_factor=1.0,
                                          rope_high_freq_factor=4.0, rope_original_max_position=8192,
-                                         sliding_window=0))
+                                         sliding_window=0,
+                                         # a mixture of experts as transformers writes it (a loop over
+                                         # the experts), with trident's default load-balancing loss
+                                         num_experts=c.get("E", 0), top_k=c.get("K", 2),
+                                         moe_intermediate_size=c.get("EI", 0), shared_expert_intermediate_size=0,
+                                         norm_topk_prob=True, decoder_sparse_step=1, router_aux_loss_coef=0.001,
+                                         router_z_loss_coef=0.0))
     else:
         model = GPT2(c["L"], c["NH"], c["C"], c["T"], V)
     with torch.no_grad():
@@ -374,6 +385,8 @@ def run_child(cmd, env, allow_fail=False):
 def trident_cmd(args, c, steps, precision, extra, warmup=None):
     family = ["--arch", "llama", "--kv-heads", str(c["KV"]), "--intermediate", str(c["I"])] \
         if c.get("arch") == "llama" else []
+    if c.get("E"):
+        family += ["--experts", str(c["E"]), "--top-k", str(c["K"]), "--expert-intermediate", str(c["EI"])]
     return [args.trident_bench] + family + ["--layers", str(c["L"]), "--embd", str(c["C"]), "--heads", str(c["NH"]),
             "--vocab", str(vocab(c)), "--T", str(c["T"]), "--B", str(c["B"]), "--steps", str(steps),
             "--warmup", str(args.warmup if warmup is None else warmup), "--threads", str(args.threads),

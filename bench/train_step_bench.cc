@@ -13,7 +13,8 @@
 // the host), so that a profiler started with its capture off records only them, without
 // synchronizing per op (bench/gpu_kernel_profile.py: Nsight Compute's --profile-from-start off).
 //
-// Usage: train_step_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I] [--sliding-window W]]
+// Usage: train_step_bench [--arch gpt2|llama [--kv-heads K] [--intermediate I] [--sliding-window W]
+//                           [--experts E [--top-k K] [--expert-intermediate I]]]
 //          [--layers L] [--embd C] [--heads NH] [--vocab V] [--T T] [--B B]
 //          [--steps N] [--warmup W] [--threads N] [--checkpointing none|selective|full]
 //          [--precision fp32|bf16|fp16] [--sgemm] [--gemm-rates] [--device cpu|cuda] [--peak-tflops F] [--offload]
@@ -129,6 +130,9 @@ int main(int argc, char** argv) {
     else if (a == "--kv-heads") cfg.family_values["n_kv_heads"] = int64_t{std::stoll(next())};
     else if (a == "--intermediate") cfg.family_values["intermediate_size"] = int64_t{std::stoll(next())};
     else if (a == "--sliding-window") cfg.family_values["sliding_window"] = int64_t{std::stoll(next())};
+    else if (a == "--experts") cfg.family_values["num_local_experts"] = int64_t{std::stoll(next())};
+    else if (a == "--top-k") cfg.family_values["num_experts_per_tok"] = int64_t{std::stoll(next())};
+    else if (a == "--expert-intermediate") cfg.family_values["moe_intermediate_size"] = int64_t{std::stoll(next())};
     else if (a == "--layers") cfg.n_layer = std::stoll(next());
     else if (a == "--embd") cfg.n_embd = std::stoll(next());
     else if (a == "--heads") cfg.n_head = std::stoll(next());

@@ -1,6 +1,8 @@
 #include "moe/sparse_moe.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "autograd/functions.h"
 #include "core/copy.h"
@@ -21,6 +23,16 @@ ExpertNames expert_names(MoeNaming naming) {
 Tensor indices(const std::vector<int64_t>& values, const Device& device) {
   Tensor t = from_vector(values, {static_cast<int64_t>(values.size())});
   return device.is_cpu() ? t : core::to_device(t, device);
+}
+
+// TRIDENT_MOE_GROUPED=0 runs the experts one by one through their layers (the wrapped experts'
+// path): the loop of per-expert products the grouped ones replace, for benchmarks to compare.
+bool grouped_products() {
+  static const bool on = [] {
+    const char* v = std::getenv("TRIDENT_MOE_GROUPED");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
 }
 
 // sigmoid(z) = (1 + tanh(z / 2)) / 2, from the differentiable pointwise ops.
@@ -66,7 +78,7 @@ SparseMoe::SparseMoe(const MoeConfig& cfg, nn::AuxOutputs* aux) : cfg_(cfg), aux
 Tensor SparseMoe::run_experts(const Tensor& xs, const std::vector<int64_t>& offsets, int64_t first) const {
   const size_t count = offsets.size() - 1;
   const auto begin = experts_.begin() + first, end = begin + static_cast<std::ptrdiff_t>(count);
-  if (std::any_of(begin, end, [](const auto& e) { return e->wrapped(); })) {
+  if (!grouped_products() || std::any_of(begin, end, [](const auto& e) { return e->wrapped(); })) {
     // Wrapped layers (adapters, quantized views): each expert through its own layers.
     std::vector<Tensor> parts;
     for (size_t e = 0; e < count; ++e)

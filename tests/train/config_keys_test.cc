@@ -23,7 +23,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "lr_schedule.shape", "lr_schedule.warmup_steps", "lr_schedule.decay_steps", "lr_schedule.min_lr",
       "precision.dtype", "precision.initial_loss_scale", "precision.growth_interval", "precision.growth_factor",
       "precision.backoff_factor", "precision.hysteresis", "precision.min_loss_scale",
-      "parallel.tp", "parallel.sequence_parallel", "parallel.pp", "parallel.virtual_stages",
+      "parallel.tp", "parallel.sequence_parallel", "parallel.pp", "parallel.ep", "parallel.virtual_stages",
       "parallel.pipeline_schedule", "parallel.pipeline_layers", "parallel.zero_stage", "parallel.bucket_mb",
       "parallel.offload_optimizer",
       "parallel.hierarchical", "parallel.intra_host_gbps", "parallel.inter_host_gbps",
