@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/check.h"
@@ -27,13 +28,13 @@ Routing route_top_k(const float* probs, int64_t tokens, int64_t experts, int64_t
   std::vector<int64_t> order(static_cast<size_t>(experts));
   for (int64_t n = 0; n < tokens; ++n) {
     const float* p = probs + n * experts;
-    for (int64_t e = 0; e < experts; ++e)
-      TRI_CHECK(std::isfinite(p[e]), "moe: the router's probability of expert ", e, " for token ", n, " is ", p[e],
-                " (non-finite: the router's logits overflowed or are NaN)");
     std::iota(order.begin(), order.end(), int64_t{0});
-    // Most probable first; ties to the lower index.
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [p](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    // Most probable first; ties to the lower index; NaN below everything.
+    const auto rank = [p](int64_t e) { return std::isnan(p[e]) ? -std::numeric_limits<float>::infinity() : p[e]; };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+      const float ra = rank(a), rb = rank(b);
+      return ra > rb || (ra == rb && a < b);
+    });
     for (int64_t j = 0; j < k; ++j) {
       r.expert_of_slot[static_cast<size_t>(n * k + j)] = order[static_cast<size_t>(j)];
       ++r.routed[static_cast<size_t>(order[static_cast<size_t>(j)])];

@@ -41,8 +41,10 @@ struct Routing {
 int64_t expert_capacity(double capacity_factor, int64_t tokens, int64_t k, int64_t experts);
 
 // Routes `tokens` rows of `probs` (row-major, tokens x experts) to their top-k experts
-// (Note [Top-k and capacity]); capacity 0: dropless. Throws for k outside [1, experts] or a
-// non-finite probability (naming the token and expert).
+// (Note [Top-k and capacity]); capacity 0: dropless. Throws for k outside [1, experts]. A NaN
+// probability ranks below every number (ties to the lower index): the choice stays the same
+// on every rank and the NaN reaches the loss, where the trainer's non-finite handling sees it
+// (a rank that threw here would leave the others waiting in their collectives).
 Routing route_top_k(const float* probs, int64_t tokens, int64_t experts, int64_t k, int64_t capacity);
 
 }  // namespace trident::moe

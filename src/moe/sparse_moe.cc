@@ -79,13 +79,13 @@ Tensor SparseMoe::run_experts(const Tensor& xs, const std::vector<int64_t>& offs
   const size_t count = offsets.size() - 1;
   const auto begin = experts_.begin() + first, end = begin + static_cast<std::ptrdiff_t>(count);
   if (!grouped_products() || std::any_of(begin, end, [](const auto& e) { return e->wrapped(); })) {
-    // Wrapped layers (adapters, quantized views): each expert through its own layers.
+    // Wrapped layers (adapters, quantized views): each expert through its own layers, an
+    // expert without rows too, so that every expert's parameters get a (zero) gradient on every
+    // rank and data parallelism's buckets fill alike everywhere.
     std::vector<Tensor> parts;
     for (size_t e = 0; e < count; ++e)
-      if (offsets[e + 1] > offsets[e])
-        parts.push_back(experts_[static_cast<size_t>(first) + e]->forward(
-            trident::narrow(xs, 0, offsets[e], offsets[e + 1] - offsets[e])));
-    if (parts.empty()) return trident::narrow(xs, 0, 0, 0);
+      parts.push_back(experts_[static_cast<size_t>(first) + e]->forward(
+          trident::narrow(xs, 0, offsets[e], offsets[e + 1] - offsets[e])));
     return parts.size() == 1 ? parts[0] : trident::concat(parts, 0);
   }
   std::vector<Tensor> gate, up, down;
@@ -108,7 +108,10 @@ Tensor SparseMoe::forward(const Tensor& x) const {
   const Tensor logits32 = logits.dtype() == DType::kF32 ? logits : trident::to(logits, DType::kF32);
   const Tensor probs = trident::softmax(logits32, -1);
   const Tensor host_probs = core::contiguous(core::to_device(detach(probs), Device::cpu()));
-  last_ = route_top_k(host_probs.data_ptr<float>(), N, E, k, expert_capacity(cfg_.capacity_factor, N, k, E));
+  // The capacity drops tokens while training only: evaluation and generation are dropless, as
+  // Hugging Face's models are, so a token's output never depends on the rest of its batch.
+  const double capacity_factor = is_training() ? cfg_.capacity_factor : 0.0;
+  last_ = route_top_k(host_probs.data_ptr<float>(), N, E, k, expert_capacity(capacity_factor, N, k, E));
   const Routing& r = last_;
 
   // The chosen probabilities, slot by slot (N * k, 1); renormalised over each token's k.
@@ -140,7 +143,7 @@ Tensor SparseMoe::forward(const Tensor& x) const {
   if (shared_expert_)
     y = y + sigmoid(shared_expert_gate_->forward(xf)) * shared_expert_->forward(xf);
 
-  if (aux_ != nullptr) {
+  if (aux_ != nullptr && N > 0) {
     // Note [The load-balancing loss]: E sum_e f_e P_e, f the constant share of choices.
     std::vector<float> share(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) share[static_cast<size_t>(e)] = static_cast<float>(r.routed[static_cast<size_t>(e)]) / static_cast<float>(std::max<int64_t>(N, 1));

@@ -27,7 +27,8 @@
 // layer run its experts one by one through their layers, so that the wrappers apply; the grouped
 // products read the weights directly.
 //
-// Not here: expert parallelism (the experts' rows sent to the ranks holding them, issue #51).
+// Expert parallelism plugs in through set_dispatch (moe/expert_dispatch.h): the routing, losses
+// and grouped products stay here, the exchange of rows is parallel/expert_parallel.h's.
 #pragma once
 
 #include <memory>

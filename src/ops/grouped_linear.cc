@@ -124,8 +124,9 @@ std::vector<Tensor> grouped_linear_backward_weights(const Tensor& dy_in, const T
   check_floating(dy_in, "grouped_linear_backward_weights");
   check_same_dtype(dy_in, x_in, "grouped_linear_backward_weights");
   check_same_device(dy_in, x_in, "grouped_linear_backward_weights");
-  TRI_CHECK(dy_in.dim() == 2 && x_in.dim() == 2 && dy_in.size(0) == x_in.size(0) && offsets.size() >= 2 &&
-                offsets.front() == 0 && offsets.back() == x_in.size(0),
+  TRI_CHECK(offsets.size() >= 2, "grouped_linear_backward_weights: ", offsets.size(), " group offsets (at least 2)");
+  TRI_CHECK(dy_in.dim() == 2 && x_in.dim() == 2 && dy_in.size(0) == x_in.size(0) && offsets.front() == 0 &&
+                offsets.back() == x_in.size(0),
             "grouped_linear_backward_weights: dy ", dy_in.shape(), " and x ", x_in.shape(), " do not match ",
             offsets.size() - 1, " groups ending at row ", offsets.back());
   const Tensor dy = core::contiguous(dy_in), x = core::contiguous(x_in);

@@ -79,6 +79,10 @@ ParamPlacement place_parameter(const ParamSpec& spec, const MeshShape& mesh, int
     row.on[static_cast<size_t>(MeshAxis::kEP)] = Placement::on_stage(static_cast<int>(spec.expert / (spec.experts / mesh.ep)));
     replicas = replicas.without(MeshAxis::kEP);
   }
+  TRI_CHECK(spec.trainable || row.on_axis(MeshAxis::kEP).kind != Placement::Kind::kStage, "placement of '", spec.name,
+            "': a frozen expert (train.freeze, LoRA's or QLoRA's base) with parallel.ep = ", mesh.ep,
+            " is not supported yet: its checkpoint pieces are written by data-parallel rank 0 of every ep rank "
+            "(issue #51); train it with parallel.ep = 1");
   if (spec.trainable) {
     row.reduce_over = replicas;
     row.state_sharded = zero_stage >= 1;

@@ -249,6 +249,25 @@ TEST(SparseMoe, AnExpertNoTokenChoseGetsAZeroGradient) {
         }
 }
 
+TEST(SparseMoe, EvaluationIsDroplessAndNoTokensAddNoLoss) {
+  MoeConfig cfg = base(2);
+  cfg.capacity_factor = 0.5;
+  nn::AuxOutputs aux;
+  SparseMoe moe(cfg, &aux);
+  Generator gen(6);
+  const Tensor x = randn({kTokens, cfg.hidden}, gen);
+  autograd::NoGradGuard no_grad;
+  (void)moe.forward(x);
+  EXPECT_GT(moe.last_routing().dropped, 0);  // training: the capacity drops
+  moe.eval();
+  (void)moe.forward(x);
+  EXPECT_EQ(moe.last_routing().dropped, 0);  // evaluation and generation: dropless
+  (void)aux.take();
+  const Tensor none = moe.forward(zeros({0, cfg.hidden}));
+  EXPECT_EQ(none.shape(), Shape({0, cfg.hidden}));
+  EXPECT_TRUE(aux.take().empty());  // no NaN mean over no tokens
+}
+
 TEST(Routing, TopKMostProbableFirstTiesToTheLowerExpert) {
   const std::vector<float> probs = {0.1f, 0.4f, 0.4f, 0.1f,   // token 0: a tie between 1 and 2
                                     0.7f, 0.1f, 0.05f, 0.15f};  // token 1
@@ -274,14 +293,11 @@ TEST(Routing, ACapacityKeepsTheFirstTokensInOrderAndCountsTheRest) {
   EXPECT_EQ(expert_capacity(0.0, 5, 1, 3), 0);  // dropless
 }
 
-TEST(Routing, BadArgumentsAreClearErrors) {
-  const std::vector<float> probs = {0.5f, std::nanf(""), 0.25f, 0.25f};
-  try {
-    route_top_k(probs.data(), 2, 2, 1, 0);
-    FAIL() << "a NaN probability was routed";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("expert 1 for token 0"), std::string::npos) << e.what();
-  }
+TEST(Routing, ANaNRanksLastAndBadArgumentsAreClearErrors) {
+  const std::vector<float> probs = {std::nanf(""), 0.1f, 0.25f, 0.25f};
+  // NaN below everything, ties to the lower index: the same choice on every rank.
+  EXPECT_EQ(route_top_k(probs.data(), 1, 4, 2, 0).expert_of_slot, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(route_top_k(probs.data(), 2, 2, 1, 0).expert_of_slot, (std::vector<int64_t>{1, 0}));
   EXPECT_THROW(route_top_k(probs.data(), 1, 4, 5, 0), std::exception);
   EXPECT_THROW(expert_capacity(-1.0, 4, 1, 2), std::exception);
 }
