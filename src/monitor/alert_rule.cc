@@ -20,9 +20,10 @@ const OptionTable<AlertRule>& AlertRule::table() {
                "hang: no step finished for `timeout` seconds (every rank watches itself); straggler: a rank's step "
                "time without communication waits above `factor` x the median across ranks; memory_high: a rank's host has "
                "used more than `memory_fraction` of its memory, or its device allocator holds more than that fraction "
-               "of the device's limit",
+               "of the device's limit; expert_collapse: a mixture of experts' busiest expert took more than `fraction` of "
+               "the routing choices (moe_max_load) for `window` steps in a row",
                std::vector<std::string>{"plateau", "not_finite", "loss_spike", "grad_norm_spike", "throughput_drop",
-                                        "hang", "straggler", "memory_high"})
+                                        "hang", "straggler", "memory_high", "expert_collapse"})
           .add("metric", &AlertRule::metric, "the metric the plateau condition watches",
                std::vector<std::string>{"val_loss"})
           .add("patience", &AlertRule::patience, "evaluations in a row without improvement", Range::at_least(1))
@@ -33,11 +34,14 @@ const OptionTable<AlertRule>& AlertRule::table() {
                "rollback_and_skip (restore the newest checkpoint before the step, skip the batches since; see "
                "rollback_limit)")
           .add("window", &AlertRule::window,
-               "spikes: steps of history for the z-score; throughput_drop: steps before it may fire",
+               "spikes: steps of history for the z-score; throughput_drop: steps before it may fire; expert_collapse: "
+               "steps in a row",
                Range::at_least(2))
           .add("threshold", &AlertRule::threshold, "spikes: the z-score above which a value is a spike",
                Range::positive())
-          .add("fraction", &AlertRule::fraction, "throughput_drop: fires below fraction x the run's median tokens/s",
+          .add("fraction", &AlertRule::fraction,
+               "throughput_drop: fires below fraction x the run's median tokens/s; expert_collapse: the busiest "
+               "expert's share of the choices above which a step counts",
                Range::between(0.0, 1.0))
           .add("factor", &AlertRule::factor, "straggler: fires above factor x the median step time across ranks",
                Range::at_least(1.0))
@@ -96,7 +100,7 @@ void AlertRule::validate() const {
                 "condition = \"hang\": log, notify, stop (dump this rank's state, exit 76)");
   TRI_CHECK(!has_action("rollback_and_skip") ||
                 (condition != "plateau" && condition != "hang" && condition != "straggler" &&
-                 condition != "memory_high"), "[[alerts]] '", name,
+                 condition != "memory_high" && condition != "expert_collapse"), "[[alerts]] '", name,
             "': rollback_and_skip needs a per-step condition (not_finite, loss_spike, grad_norm_spike, "
             "throughput_drop), not condition = \"", condition, "\"");
   TRI_CHECK(email_to.empty() || !smtp_url.empty(), "[[alerts]] '", name, "': email_to = \"", email_to,

@@ -13,7 +13,7 @@ namespace trident::monitor {
 
 bool StepCondition::is_step_condition(const std::string& c) {
   return c == "not_finite" || c == "loss_spike" || c == "grad_norm_spike" || c == "throughput_drop" ||
-         c == "straggler" || c == "memory_high";
+         c == "straggler" || c == "memory_high" || c == "expert_collapse";
 }
 
 StepCondition::StepCondition(const AlertRule& rule) : rule_(rule) {
@@ -103,6 +103,7 @@ std::optional<AlertEvent> StepCondition::observe(const StepSample& s) {
   if (c == "straggler" || c == "memory_high") return std::nullopt;  // observe_ranks
   if (c == "loss_spike") return spike(s, s.loss, "loss");
   if (c == "grad_norm_spike") return spike(s, s.skipped ? std::nan("") : s.grad_norm, "grad_norm");
+  if (c == "expert_collapse") return collapse(s);
   return throughput(s);
 }
 
@@ -154,6 +155,31 @@ std::optional<AlertEvent> StepCondition::observe_ranks(int64_t step, const RankS
      << ")";
   AlertEvent e = event({step, 0, 0, 0, false}, "step_busy_seconds", *slowest, os.str());
   e.best = median;
+  quiet_ = rule_.window;
+  return e;
+}
+
+std::optional<AlertEvent> StepCondition::collapse(const StepSample& s) {
+  // window_ holds the run of steps above `fraction` (saved with the rule's state).
+  const double load = s.max_expert_load;
+  if (quiet_ > 0) {
+    --quiet_;
+    window_.clear();
+    return std::nullopt;
+  }
+  if (!(load > rule_.fraction)) {  // also NaN: no mixture of experts this step
+    window_.clear();
+    return std::nullopt;
+  }
+  window_.emplace_back(s.step, load);
+  if (static_cast<int64_t>(window_.size()) < rule_.window) return std::nullopt;
+  std::ostringstream os;
+  os << "the busiest expert took " << load << " of the routing choices (moe_max_load) for " << window_.size()
+     << " steps in a row, above fraction " << rule_.fraction << " (steps " << window_.front().first << "-" << s.step
+     << ")";
+  AlertEvent e = event(s, "moe_max_load", load, os.str());
+  e.best = rule_.fraction;
+  window_.clear();
   quiet_ = rule_.window;
   return e;
 }

@@ -13,6 +13,10 @@
 //   memory_high      a rank's host has used more than `memory_fraction` of its memory, or
 //                    its device allocator holds more than that fraction of the device's
 //                    limit (observe_ranks; quiet for `window` steps after firing)
+//   expert_collapse  a mixture of experts' busiest expert took more than `fraction` of the
+//                    routing choices (the step's moe_max_load, mean over layers and ranks) for
+//                    `window` steps in a row (quiet for `window` steps after firing); a step
+//                    without the value (a dense model) resets the count
 //
 // Not here: the plateau rule (evaluations, alert_rule.h), the hang watchdog (watchdog.h),
 // acting on an event (train/run_monitor.cc). Not thread-safe: the training thread owns them.
@@ -20,6 +24,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <string>
@@ -39,6 +44,7 @@ struct StepSample {
   double grad_norm = 0.0;
   double tokens_per_s = 0.0;
   bool skipped = false;  // the fp16 loss scaler skipped this step (inf/NaN gradients by design)
+  double max_expert_load = std::numeric_limits<double>::quiet_NaN();  // moe_max_load; NaN: none
 };
 
 // Note [Spike counting]
@@ -104,6 +110,7 @@ class StepCondition {
  private:
   std::optional<AlertEvent> spike(const StepSample& s, double x, const char* metric);
   std::optional<AlertEvent> throughput(const StepSample& s);
+  std::optional<AlertEvent> collapse(const StepSample& s);
   AlertEvent event(const StepSample& s, const char* metric, double value, std::string detail) const;
 
   AlertRule rule_;

@@ -223,7 +223,8 @@ void RunMonitor::on_step(const StepMetrics& m) {
   publish_memory(m.memory ? *m.memory : memory());
   publish_comm();
   publish_system(/*force=*/false);
-  const monitor::StepSample sample{m.step, m.loss, m.grad_norm, m.tokens_per_s, m.skipped};
+  monitor::StepSample sample{m.step, m.loss, m.grad_norm, m.tokens_per_s, m.skipped};
+  if (const auto load = m.aux.find("moe_max_load"); load != m.aux.end()) sample.max_expert_load = load->second;
   for (auto& [i, rule] : step_rules_)
     if (std::optional<monitor::AlertEvent> e = rule.observe(sample)) fire(cfg_.alerts[i], *e);
   recent_step_s_ = recent_step_s_ == 0.0 ? m.step_s : 0.9 * recent_step_s_ + 0.1 * m.step_s;

@@ -148,6 +148,30 @@ TEST(StepConditions, ThroughputDropAgainstTheRunsMedian) {
   EXPECT_EQ(fired, std::vector<int64_t>{7});
 }
 
+TEST(StepConditions, ExpertCollapseNeedsWindowStepsInARowAboveFraction) {
+  AlertRule r = rule("expert_collapse", /*window=*/3);
+  r.fraction = 0.5;
+  StepCondition c(r);
+  // Steps 2-3 above, 4 below (the run restarts), 5-7 above: fires at 7; then quiet for 3 steps
+  // (8-10), so 8-12 above fires next at 13; a dense step (NaN) resets the run.
+  const std::vector<double> load = {0.3, 0.6, 0.7, 0.4, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, kNaN, 0.9};
+  std::vector<int64_t> fired;
+  for (size_t i = 0; i < load.size(); ++i) {
+    StepSample s{static_cast<int64_t>(i) + 1, 3, 1, 1000, false};
+    s.max_expert_load = load[i];
+    if (std::optional<AlertEvent> e = c.observe(s)) {
+      fired.push_back(e->step);
+      EXPECT_EQ(e->metric, "moe_max_load");
+      EXPECT_DOUBLE_EQ(e->best, 0.5);
+      EXPECT_NE(e->detail.find("for 3 steps in a row"), std::string::npos) << e->detail;
+    }
+  }
+  EXPECT_EQ(fired, (std::vector<int64_t>{7, 13}));
+  // A dense model's steps never fire it.
+  StepCondition dense(r);
+  for (int64_t i = 1; i <= 10; ++i) EXPECT_FALSE(dense.observe({i, 3, 1, 1000, false}));
+}
+
 TEST(StepConditions, StragglerIsTheRankAboveFactorTimesTheMedian) {
   AlertRule r = rule("straggler", /*window=*/2);
   r.factor = 3.0;
