@@ -74,49 +74,40 @@ void check_groups(const char* what, const Tensor& x, const std::vector<Tensor>& 
 
 }  // namespace
 
-Tensor grouped_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in, const std::vector<int64_t>& offsets) {
-  check_groups("grouped_linear", x_in, weights_in, offsets, 1);
-  const Tensor x = core::contiguous(x_in);
+namespace {
+
+// Group e's rows of a (M, K) times weights[e] (stored (out, in)): transposed (W_e^T, the forward)
+// or not (W_e, the input's gradient), into a new (M, N) matrix.
+Tensor per_group_product(const char* what, const Tensor& a_in, const std::vector<Tensor>& weights_in,
+                         const std::vector<int64_t>& offsets, bool transposed) {
+  check_groups(what, a_in, weights_in, offsets, transposed ? 1 : 0);
+  const Tensor a = core::contiguous(a_in);
   std::vector<Tensor> weights;
   for (const Tensor& w : weights_in) weights.push_back(core::contiguous(w));
-  const int64_t in = x.size(1), out_features = weights[0].size(0);
-  Tensor out = empty({x.size(0), out_features}, x.dtype(), x.device());
-  const size_t esize = element_size(x.dtype());
+  const int64_t K = a.size(1), N = weights[0].size(transposed ? 0 : 1), ldw = weights[0].size(1);
+  if (K == 0 || N == 0) return zeros({a.size(0), N}, a.dtype(), a.device());
+  Tensor out = empty({a.size(0), N}, a.dtype(), a.device());
+  const size_t esize = element_size(a.dtype());
   std::vector<Product> products;
   for (size_t e = 0; e < weights.size(); ++e) {
     const int64_t rows = offsets[e + 1] - offsets[e];
-    if (rows == 0 || out_features == 0) continue;
-    // y_e = x_e W_e^T
-    products.push_back({false, true, rows, out_features, in,
-                        static_cast<const char*>(x.raw_data()) + offsets[e] * in * esize, in, weights[e].raw_data(), in,
-                        static_cast<char*>(out.raw_data()) + offsets[e] * out_features * esize, out_features});
+    if (rows == 0) continue;
+    products.push_back({false, transposed, rows, N, K, static_cast<const char*>(a.raw_data()) + offsets[e] * K * esize,
+                        K, weights[e].raw_data(), ldw, static_cast<char*>(out.raw_data()) + offsets[e] * N * esize, N});
   }
-  if (in == 0) return zeros(out.shape(), out.dtype(), out.device());
-  run_products(products, x.dtype(), x.device());
+  run_products(products, a.dtype(), a.device());
   return out;
 }
 
-Tensor grouped_linear_backward_input(const Tensor& dy_in, const std::vector<Tensor>& weights_in,
+}  // namespace
+
+Tensor grouped_linear(const Tensor& x, const std::vector<Tensor>& weights, const std::vector<int64_t>& offsets) {
+  return per_group_product("grouped_linear", x, weights, offsets, /*transposed=*/true);  // y_e = x_e W_e^T
+}
+
+Tensor grouped_linear_backward_input(const Tensor& dy, const std::vector<Tensor>& weights,
                                      const std::vector<int64_t>& offsets) {
-  check_groups("grouped_linear_backward_input", dy_in, weights_in, offsets, 0);
-  const Tensor dy = core::contiguous(dy_in);
-  std::vector<Tensor> weights;
-  for (const Tensor& w : weights_in) weights.push_back(core::contiguous(w));
-  const int64_t out_features = dy.size(1), in = weights[0].size(1);
-  if (out_features == 0) return zeros({dy.size(0), in}, dy.dtype(), dy.device());
-  Tensor dx = empty({dy.size(0), in}, dy.dtype(), dy.device());
-  const size_t esize = element_size(dy.dtype());
-  std::vector<Product> products;
-  for (size_t e = 0; e < weights.size(); ++e) {
-    const int64_t rows = offsets[e + 1] - offsets[e];
-    if (rows == 0 || in == 0) continue;
-    // dx_e = dy_e W_e
-    products.push_back({false, false, rows, in, out_features,
-                        static_cast<const char*>(dy.raw_data()) + offsets[e] * out_features * esize, out_features,
-                        weights[e].raw_data(), in, static_cast<char*>(dx.raw_data()) + offsets[e] * in * esize, in});
-  }
-  run_products(products, dy.dtype(), dy.device());
-  return dx;
+  return per_group_product("grouped_linear_backward_input", dy, weights, offsets, /*transposed=*/false);  // dy_e W_e
 }
 
 std::vector<Tensor> grouped_linear_backward_weights(const Tensor& dy_in, const Tensor& x_in,

@@ -94,6 +94,19 @@ class HfModelDirTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// `model`'s parameters as a Hugging Face directory `out` of `cfg`, in shards of `shard_bytes`.
+StatusOr<std::vector<std::string>> export_model(const models::CausalLM& model, const models::ModelConfig& cfg,
+                                                const std::string& out, int64_t shard_bytes) {
+  std::vector<checkpoint::TensorSpec> specs;
+  std::vector<Tensor> values;
+  for (const auto& [n, p] : model.named_parameters()) {
+    specs.push_back({n, p.dtype(), p.shape()});
+    values.push_back(p);
+  }
+  return exporting::write_hf_model_dir(out, cfg, specs, [&](size_t i) -> StatusOr<Tensor> { return values[i]; },
+                                       shard_bytes);
+}
+
 TEST_F(HfModelDirTest, ReferenceDirectoriesImportBitForBitAndExportBack) {
   using Case = std::tuple<std::string, std::string, int, bool, int>;
   for (const auto& [name, dtype, shards, qwen2, window] :
@@ -124,15 +137,8 @@ TEST_F(HfModelDirTest, ReferenceDirectoriesImportBitForBitAndExportBack) {
     EXPECT_EQ(compared, files.size());  // no file tensor left over (a tied head writes none)
 
     // Export (sharded at 8 kB), re-import: the same tensors; the export holds the input's values.
-    std::vector<checkpoint::TensorSpec> specs;
-    std::vector<Tensor> values;
-    for (const auto& [n, p] : model->named_parameters()) {
-      specs.push_back({n, p.dtype(), p.shape()});
-      values.push_back(p);
-    }
     const std::string out = (dir_ / (name + "_export")).string();
-    auto written = exporting::write_hf_model_dir(out, cfg.value(), specs, [&](size_t i) -> StatusOr<Tensor> { return values[i]; },
-                                      8000);
+    auto written = export_model(*model, cfg.value(), out, 8000);
     ASSERT_TRUE(written.is_ok()) << written.status().to_string();
     EXPECT_GT(written.value().size(), 3u);  // shards, the index and config.json
     EXPECT_TRUE(fs::exists(out + "/model.safetensors.index.json"));
@@ -183,15 +189,8 @@ TEST_F(HfModelDirTest, MixtureOfExpertsDirectoriesImportBitForBitAndExportBack) 
     }
     EXPECT_EQ(compared, files.size());
     EXPECT_EQ(experts, qwen2 ? 6u * 3u : 2u * 4u * 3u);  // Qwen2-MoE: layer 1 only
-    std::vector<checkpoint::TensorSpec> specs;
-    std::vector<Tensor> values;
-    for (const auto& [n, p] : model->named_parameters()) {
-      specs.push_back({n, p.dtype(), p.shape()});
-      values.push_back(p);
-    }
     const std::string out = (dir_ / (name + "_export")).string();
-    auto written = exporting::write_hf_model_dir(out, c, specs, [&](size_t i) -> StatusOr<Tensor> { return values[i]; },
-                                                 int64_t{1} << 30);
+    auto written = export_model(*model, c, out, int64_t{1} << 30);
     ASSERT_TRUE(written.is_ok()) << written.status().to_string();
     EXPECT_EQ(file_tensors(out), files);
     const nlohmann::json config = nlohmann::json::parse(std::ifstream(out + "/config.json"));

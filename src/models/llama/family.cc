@@ -38,39 +38,42 @@ void moe_from_hf(const nlohmann::json& j, const std::string& type, const std::st
                  std::map<std::string, OptionValue>& values) {
   if (type != "mixtral" && type != "qwen2_moe") return;
   const bool mixtral = type == "mixtral";
-  auto integer = [&](const char* key, int64_t fallback, int64_t at_least) {
-    if (!j.contains(key) || j.at(key).is_null()) return fallback;
-    TRI_CHECK(j.at(key).is_number_integer() && j.at(key).get<int64_t>() >= at_least, where, ": \"", key, "\" = ",
-              j.at(key).dump(), " is invalid: allowed: an integer >= ", at_least);
-    return j.at(key).get<int64_t>();
+  // config.json's `json_key` as the [model] key `key` (hf_config_value: its type and range), or
+  // transformers' default when absent or null.
+  auto field = [&](const char* json_key, const char* key, OptionValue fallback) {
+    if (!j.contains(json_key) || j.at(json_key).is_null()) return fallback;
+    return hf_config_value(j.at(json_key), json_key, "llama", key, where);
   };
-  auto boolean = [&](const char* key, bool fallback) {
-    if (!j.contains(key) || j.at(key).is_null()) return fallback;
-    TRI_CHECK(j.at(key).is_boolean(), where, ": \"", key, "\" = ", j.at(key).dump(), " is invalid: allowed: true or false");
-    return j.at(key).get<bool>();
+  auto integer = [&](const char* json_key, const char* key, int64_t fallback) {
+    return std::get<int64_t>(field(json_key, key, fallback));
   };
-  auto number = [&](const char* key, double fallback) {
-    if (!j.contains(key) || j.at(key).is_null()) return fallback;
-    TRI_CHECK(j.at(key).is_number() && j.at(key).get<double>() >= 0, where, ": \"", key, "\" = ", j.at(key).dump(),
-              " is invalid: allowed: a number >= 0");
-    return j.at(key).get<double>();
+  auto boolean = [&](const char* json_key, const char* key, bool fallback) {
+    return std::get<bool>(field(json_key, key, fallback));
   };
-  const int64_t experts = integer(mixtral ? "num_local_experts" : "num_experts", mixtral ? 8 : 60, 1);
-  const int64_t top_k = integer("num_experts_per_tok", mixtral ? 2 : 4, 1);
+  const int64_t experts = integer(mixtral ? "num_local_experts" : "num_experts", "num_local_experts", mixtral ? 8 : 60);
+  const int64_t top_k = integer("num_experts_per_tok", "num_experts_per_tok", mixtral ? 2 : 4);
+  TRI_CHECK(experts >= 1, where, ": \"", mixtral ? "num_local_experts" : "num_experts", "\" = ", experts,
+            " is invalid: allowed: >= 1");
   TRI_CHECK(top_k <= experts, where, ": num_experts_per_tok ", top_k, " exceeds the ", experts, " experts");
-  TRI_CHECK(number("router_jitter_noise", 0.0) == 0.0, where, ": router_jitter_noise ",
-            j.value("router_jitter_noise", 0.0), " (multiplicative noise on the router's input) is not implemented");
+  TRI_CHECK(!j.contains("router_jitter_noise") || j.at("router_jitter_noise").is_null() ||
+                (j.at("router_jitter_noise").is_number() && j.at("router_jitter_noise").get<double>() == 0.0),
+            where, ": router_jitter_noise ", j.value("router_jitter_noise", nlohmann::json()).dump(),
+            " (multiplicative noise on the router's input) is not implemented: allowed: 0 or null");
   values["num_local_experts"] = experts;
   values["num_experts_per_tok"] = top_k;
-  values["router_aux_loss_coef"] = boolean("output_router_logits", false) ? number("router_aux_loss_coef", 0.001) : 0.0;
+  const bool output_router_logits = j.contains("output_router_logits") && j.at("output_router_logits").is_boolean() &&
+                                    j.at("output_router_logits").get<bool>();
+  values["router_aux_loss_coef"] =
+      output_router_logits ? std::get<double>(field("router_aux_loss_coef", "router_aux_loss_coef", 0.001)) : 0.0;
   if (mixtral) {  // every layer sparse; intermediate_size is each expert's width
     values["moe_intermediate_size"] = std::get<int64_t>(values.at("intermediate_size"));
     return;
   }
-  values["moe_intermediate_size"] = integer("moe_intermediate_size", 1408, 1);
-  values["shared_expert_intermediate_size"] = integer("shared_expert_intermediate_size", 5632, 1);
-  values["norm_topk_prob"] = boolean("norm_topk_prob", false);
-  values["decoder_sparse_step"] = integer("decoder_sparse_step", 1, 1);
+  values["moe_intermediate_size"] = integer("moe_intermediate_size", "moe_intermediate_size", 1408);
+  values["shared_expert_intermediate_size"] =
+      integer("shared_expert_intermediate_size", "shared_expert_intermediate_size", 5632);
+  values["norm_topk_prob"] = boolean("norm_topk_prob", "norm_topk_prob", false);
+  values["decoder_sparse_step"] = integer("decoder_sparse_step", "decoder_sparse_step", 1);
   TRI_CHECK(!j.contains("mlp_only_layers") || j.at("mlp_only_layers").is_null() ||
                 (j.at("mlp_only_layers").is_array() && j.at("mlp_only_layers").empty()),
             where, ": mlp_only_layers ", j.value("mlp_only_layers", nlohmann::json()).dump(),
