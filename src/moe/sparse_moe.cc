@@ -98,7 +98,8 @@ Tensor SparseMoe::run_experts(const Tensor& xs, const std::vector<int64_t>& offs
   return trident::grouped_linear(h, down, offsets);
 }
 
-Tensor SparseMoe::forward(const Tensor& x) const {
+Tensor SparseMoe::forward(const Tensor& part) const {
+  const Tensor x = scope_ ? scope_->enter(part) : part;
   const int64_t C = cfg_.hidden, E = cfg_.experts, k = cfg_.top_k;
   TRI_CHECK(x.dim() >= 1 && x.size(-1) == C, "moe: expected inputs (..., ", C, "), got ", x.shape());
   const int64_t N = x.numel() / C;
@@ -160,7 +161,8 @@ Tensor SparseMoe::forward(const Tensor& x) const {
     const int64_t busiest = *std::max_element(r.routed.begin(), r.routed.end());
     aux_->add_metric("moe_max_load", static_cast<double>(busiest) / static_cast<double>(std::max<int64_t>(N * k, 1)));
   }
-  return trident::reshape(y, x.shape().span());
+  y = trident::reshape(y, x.shape().span());
+  return scope_ ? scope_->leave(y) : y;
 }
 
 }  // namespace trident::moe

@@ -29,6 +29,7 @@
 //
 // Expert parallelism plugs in through set_dispatch (moe/expert_dispatch.h): the routing, losses
 // and grouped products stay here, the exchange of rows is parallel/expert_parallel.h's.
+// Sequence parallelism through set_token_scope (moe/token_scope.h).
 #pragma once
 
 #include <memory>
@@ -38,6 +39,7 @@
 #include "moe/expert_dispatch.h"
 #include "moe/moe_config.h"
 #include "moe/routing.h"
+#include "moe/token_scope.h"
 #include "nn/aux_outputs.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -76,6 +78,9 @@ class SparseMoe : public nn::Module {
   // Expert parallelism (moe/expert_dispatch.h), set from outside; null: every expert here.
   void set_dispatch(std::shared_ptr<const ExpertDispatch> dispatch) { dispatch_ = std::move(dispatch); }
   const ExpertDispatch* dispatch() const { return dispatch_.get(); }
+  // Sequence parallelism (moe/token_scope.h), set from outside; null: the input is the whole
+  // micro-batch.
+  void set_token_scope(std::shared_ptr<const TokenScope> scope) { scope_ = std::move(scope); }
 
  private:
   // Experts [first, first + count) on their rows: xs (R, C) sorted by expert, expert first + e
@@ -90,6 +95,7 @@ class SparseMoe : public nn::Module {
   std::shared_ptr<nn::Linear> shared_expert_gate_;   // (1, C)
   mutable Routing last_;
   std::shared_ptr<const ExpertDispatch> dispatch_;
+  std::shared_ptr<const TokenScope> scope_;
 };
 
 }  // namespace trident::moe

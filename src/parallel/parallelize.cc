@@ -50,10 +50,10 @@ void check_layout(const ParallelOptions& options, int world_size) {
             "): start the run with mpirun or trident launch on a multiple of tp x pp ranks");
   TRI_CHECK(world_size % (model_parallel * options.ep) == 0, "parallel.ep (", options.ep, ") x parallel.tp (",
             options.tp, ") x parallel.pp (", options.pp, ") must divide the number of ranks (", world_size, ")");
-  TRI_CHECK(options.ep == 1 || (options.pp == 1 && options.tp == 1 && options.grad_compression == "none"),
-            "parallel.ep = ", options.ep, " with parallel.pp = ", options.pp, ", parallel.tp = ", options.tp,
-            ", parallel.grad_compression = ", options.grad_compression,
-            " is not supported yet: expert parallelism composes with data parallelism and ZeRO 1-3 (issue #51)");
+  TRI_CHECK(options.ep == 1 || options.grad_compression == "none", "parallel.ep = ", options.ep,
+            " with parallel.grad_compression = ", options.grad_compression,
+            " is not supported: compressed gradients average one data-parallel group, expert parallelism reduces "
+            "experts and dense parameters over different ones");
   TRI_CHECK(options.pp == 1 || options.zero_stage <= 1, "parallel.zero_stage = ", options.zero_stage,
             " with parallel.pp = ", options.pp, " is not supported; pipeline parallelism composes with ZeRO stages 0-1");
   TRI_CHECK(options.pp > 1 || (options.virtual_stages == 1 && options.pipeline_layers.empty()),

@@ -21,6 +21,8 @@ TRI_REGISTER_OP(kGatherFromTp, "gather_from_tp");
 TRI_REGISTER_OP(kVocabParallelCrossEntropy, "vocab_parallel_cross_entropy");
 TRI_REGISTER_OP(kGatherSequence, "gather_sequence");
 TRI_REGISTER_OP(kReduceScatterSequence, "reduce_scatter_sequence");
+TRI_REGISTER_OP(kGatherWholeSequence, "gather_whole_sequence");
+TRI_REGISTER_OP(kSplitSequence, "split_sequence");
 
 namespace {
 
@@ -69,7 +71,34 @@ Tensor reduce_scatter_dim1(const Tensor& x, comm::Communicator& comm) {
   return out;
 }
 
+// This rank's block of dim 1 of (B, T, ...): (B, T/n, ...), contiguous.
+Tensor block_of_dim1(const Tensor& x, comm::Communicator& comm) {
+  const int64_t n = comm.size();
+  TRI_CHECK(x.dim() >= 2 && x.size(1) % n == 0, "sequence parallelism: the sequence length ", x.dim() >= 2 ? x.size(1) : 0,
+            " must be divisible by the ", n, " tensor-parallel ranks");
+  const int64_t t = x.size(1) / n;
+  return core::contiguous(views::narrow(x, 1, comm.rank() * t, t));
+}
+
 }  // namespace
+
+Tensor gather_whole_sequence(const Tensor& x, comm::Communicator& comm) {
+  TRI_PROFILE_OP(kGatherWholeSequence);
+  Tensor out = all_gather_dim1(x, comm);
+  if (needs_grad({x}))
+    record(kGatherWholeSequence, {x}, {out},
+           [c = &comm](const BackwardContext& ctx) { return GradList{block_of_dim1(ctx.grad(), *c)}; });
+  return out;
+}
+
+Tensor split_sequence(const Tensor& x, comm::Communicator& comm) {
+  TRI_PROFILE_OP(kSplitSequence);
+  Tensor out = block_of_dim1(x, comm);
+  if (needs_grad({x}))
+    record(kSplitSequence, {x}, {out},
+           [c = &comm](const BackwardContext& ctx) { return GradList{all_gather_dim1(ctx.grad(), *c)}; });
+  return out;
+}
 
 Tensor gather_sequence(const Tensor& x, comm::Communicator& comm) {
   TRI_PROFILE_OP(kGatherSequence);

@@ -14,6 +14,13 @@
 //                               (entering a column-parallel layer: replaces copy_to_tp)
 //   reduce_scatter_sequence(x)  forward reduce-scatter along dim 1, backward all-gather
 //                               (leaving a row-parallel layer: replaces reduce_from_tp)
+//   gather_whole_sequence(x)    forward all-gather along dim 1, backward this rank's block
+//   split_sequence(x)           forward this rank's block of dim 1, backward all-gather
+//                               (the pair around a layer every rank runs whole on the
+//                               whole sequence: each rank's gradient is then the whole
+//                               one, not a part to be summed; Megatron's
+//                               gather_from_sequence_parallel_region without reduction, and
+//                               scatter_to_sequence_parallel_region)
 //
 // vocab_parallel_cross_entropy: the mean cross-entropy of logits whose vocabulary is split
 // across the ranks, (N, V_r) on rank r holding ids [vocab_begin, vocab_begin + V_r), without
@@ -37,6 +44,8 @@ Tensor reduce_from_tp(const Tensor& x, comm::Communicator& comm);
 Tensor gather_from_tp(const Tensor& x, comm::Communicator& comm, const std::vector<int64_t>& widths);
 Tensor gather_sequence(const Tensor& x, comm::Communicator& comm);
 Tensor reduce_scatter_sequence(const Tensor& x, comm::Communicator& comm);
+Tensor gather_whole_sequence(const Tensor& x, comm::Communicator& comm);
+Tensor split_sequence(const Tensor& x, comm::Communicator& comm);
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab_begin,
                                     comm::Communicator& comm);
 

@@ -7,6 +7,7 @@
 #include "autograd/record.h"
 #include "core/copy.h"
 #include "core/views.h"
+#include "moe/sparse_moe.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
@@ -213,6 +214,20 @@ class SequenceSplitNorm final : public TpWrapper<nn::NormWrapper> {
   comm::Communicator& tp_;
 };
 
+// Sequence parallelism's mixture-of-experts layer: it gathers the whole sequence, runs whole on
+// every tensor-parallel rank (its router and experts are replicated over tp) and keeps this
+// rank's part of the output. The gradients each rank computes are then the whole ones, so the
+// pair's backward takes a block and gathers instead of summing (tp_collectives.h).
+class SequenceWholeMoe final : public moe::TokenScope {
+ public:
+  explicit SequenceWholeMoe(comm::Communicator& tp) : tp_(tp) {}
+  Tensor enter(const Tensor& x) const override { return gather_whole_sequence(x, tp_); }
+  Tensor leave(const Tensor& y) const override { return split_sequence(y, tp_); }
+
+ private:
+  comm::Communicator& tp_;
+};
+
 // This rank's rows of a vocabulary of V rows, and every rank's width.
 VocabSplit vocab_split(const TpStyleTarget& t, int64_t V) {
   const int n = t.tp.size();
@@ -307,6 +322,9 @@ void register_tp_styles(TpStyleRegistry& r) {
   };
   add_tp_style<nn::LayerNorm>(r, kSequenceParallel, {}, sequence_norm);
   add_tp_style<nn::RMSNorm>(r, kSequenceParallel, {}, sequence_norm);
+  add_tp_style<moe::SparseMoe>(r, kSequenceParallel, {}, [](moe::SparseMoe& l, const TpStyleTarget& t) {
+    if (t.sequence_parallel) l.set_token_scope(std::make_shared<SequenceWholeMoe>(t.tp));
+  });
 }
 
 }  // namespace trident::parallel

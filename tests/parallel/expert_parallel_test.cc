@@ -1,11 +1,13 @@
 // Expert parallelism (issue #51, parallel/expert_parallel.h): a tiny Mixtral-shaped LLaMA (4
 // experts, top-2, load-balancing and z losses) trained with its experts split over ep ranks,
-// alone and with data parallelism and ZeRO 1 and 3, gives the single-process run's per-step
-// losses within 1e-5 relative. The single process sees the same micro-batches: a batch of
-// B / ranks rows and ranks x the accumulation, so that each of its micro-batches is one rank's
-// and the router's losses (nonlinear in a batch's routing) are taken over the same rows.
-// Also: a forward's all_to_all_v element counts are the routing's rows, summed over the ranks;
-// each rank holds only its experts; a checkpoint saved at one ep size resumes at another.
+// alone and with data parallelism, ZeRO 1 and 3, tensor parallelism (the experts replicated
+// over tp) and pipeline parallelism, gives the single-process run's per-step losses within
+// 1e-5 relative. The single process sees the same micro-batches: a batch of B / d rows and d x
+// the accumulation (d data-parallel ranks: dp x ep), so that each of its micro-batches is one
+// data rank's and the router's losses (nonlinear in a batch's routing) are taken over the same
+// rows. Also: a forward's all_to_all_v element counts are the routing's rows, summed over the
+// ranks; each rank holds only its experts; a checkpoint saved at one ep size resumes at
+// another, and one saved at ep 2 x tp 2 in other layouts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,9 +39,10 @@ class ExpertParallelTest : public testing::MpiTrainingTest {
     cfg.train.out_dir = (dir / out).string();
     return cfg;
   }
-  // The single process over the same micro-batches as `ranks` ranks.
+  // The single process over the same micro-batches as the layout's data-parallel ranks (dp x
+  // ep: the world over tp x pp).
   Run single(TrainConfig cfg) {
-    const int n = world->size();
+    const int n = static_cast<int>(world->size() / (cfg.parallel.tp * cfg.parallel.pp)); std::fprintf(stderr, "LAYOUT ep%ld tp%ld pp%ld data ranks %d\n", (long)cfg.parallel.ep, (long)cfg.parallel.tp, (long)cfg.parallel.pp, n);
     cfg.parallel = {};
     cfg.data.batch_size /= n;
     cfg.data.grad_accum_steps *= n;
@@ -55,15 +58,31 @@ TEST_F(ExpertParallelTest, LayoutsGiveTheSingleProcessLosses) {
     const char* name;
     int64_t ep, zero;
     const char* checkpointing;
+    int64_t tp = 1, pp = 1;
+    bool sequence_parallel = false;
   };
-  const std::vector<Layout> layouts = {{"ep2", 2, 0, "none"},          {"ep2_zero1", 2, 1, "none"},
-                                       {"ep2_zero3", 2, 3, "full"},    {"ep4", 4, 0, "none"},
-                                       {"ep4_zero1", 4, 1, "selective"}};
+  // With tp the experts and router are replicated over the tensor-parallel ranks and see the
+  // whole sequence (gathered under sequence parallelism), and the ep groups are the ranks of
+  // one tp coordinate.
+  const std::vector<Layout> layouts = {{"ep2", 2, 0, "none"},
+                                       {"ep2_zero1", 2, 1, "none"},
+                                       {"ep2_zero3", 2, 3, "full"},
+                                       {"ep4", 4, 0, "none"},
+                                       {"ep4_zero1", 4, 1, "selective"},
+                                       {"tp2", 1, 0, "none", 2},
+                                       {"ep2_tp2", 2, 0, "none", 2},
+                                       {"ep2_tp2_zero1", 2, 1, "selective", 2},
+                                       {"tp2_sp", 1, 0, "full", 2, 1, true},
+                                       {"ep2_tp2_sp_zero3", 2, 3, "none", 2, 1, true},
+                                       {"ep2_pp2", 2, 0, "none", 1, 2}};
   for (const Layout& l : layouts) {
-    if (n % l.ep != 0) continue;
+    if (n % (l.ep * l.tp * l.pp) != 0 || (l.ep == 1 && l.tp * l.pp == 1)) continue;
     SCOPED_TRACE(l.name);
     TrainConfig cfg = config(l.name);
     cfg.parallel.ep = l.ep;
+    cfg.parallel.tp = l.tp;
+    cfg.parallel.pp = l.pp;
+    cfg.parallel.sequence_parallel = l.sequence_parallel;
     cfg.parallel.zero_stage = l.zero;
     cfg.model.activation_checkpointing = l.checkpointing;
     const Run ref = single(cfg);
@@ -131,6 +150,36 @@ TEST_F(ExpertParallelTest, ACheckpointResumesAtAnotherExpertParallelSize) {
     ASSERT_EQ(rest.losses.size(), 4u) << "ep " << ep;
     expect_close(rest.losses, std::vector<double>(whole.losses.begin() + 4, whole.losses.end()),
                  "resumed at ep " + std::to_string(ep));
+  }
+}
+
+TEST_F(ExpertParallelTest, AnExpertAndTensorParallelCheckpointResumesInOtherLayouts) {
+  if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks: ep 2 x tp 2";
+  // Saved at ep 2 x tp 2 after 4 steps, resumed at tp 2 alone and at ep 2 x pp 2: two data
+  // ranks each, so the same micro-batches, and the uninterrupted run's losses.
+  TrainConfig cfg = config("whole_ep2_tp2");
+  cfg.parallel.ep = 2;
+  cfg.parallel.tp = 2;
+  cfg.train.checkpoint_interval = 4;
+  const Run whole = train(cfg, world);
+  ASSERT_EQ(whole.losses.size(), 8u);
+  struct Resumed {
+    const char* name;
+    int64_t ep, tp, pp;
+  };
+  for (const Resumed& r : {Resumed{"tp2", 1, 2, 1}, Resumed{"ep2_pp2", 2, 1, 2}}) {
+    TrainConfig run = config(std::string("resume_") + r.name);
+    run.parallel.ep = 2;
+    run.parallel.tp = 2;
+    run.train.checkpoint_interval = 4;
+    ASSERT_EQ(train(run, world, 4).losses.size(), 4u);
+    run.parallel.ep = r.ep;
+    run.parallel.tp = r.tp;
+    run.parallel.pp = r.pp;
+    const Run rest = train(run, world);
+    ASSERT_EQ(rest.losses.size(), 4u) << r.name;
+    expect_close(rest.losses, std::vector<double>(whole.losses.begin() + 4, whole.losses.end()),
+                 std::string("ep2 x tp2 resumed at ") + r.name);
   }
 }
 

@@ -104,9 +104,6 @@ int64_t LlamaConfig::sparse_layers() const {
 }
 
 void LlamaConfig::check_tensor_parallel(int64_t tp) const {
-  TRI_CHECK(num_local_experts == 0, "tensor parallelism: model.num_local_experts = ", num_local_experts,
-            " with parallel.tp = ", tp, " is not supported yet: a mixture-of-experts model trains with data "
-            "parallelism and ZeRO (issue #51: tensor parallelism of the dense part)");
   TRI_CHECK(n_head % tp == 0, "tensor parallelism: model.n_head (", n_head, ") must be divisible by parallel.tp (", tp,
             "): each rank computes whole attention heads");
   TRI_CHECK(n_kv_heads % tp == 0 || tp % n_kv_heads == 0, "tensor parallelism: model.n_kv_heads (", n_kv_heads,

@@ -207,14 +207,23 @@ nn::ParallelPlan Llama::parallel_plan(int64_t tp) const {
       {"layers.*.self_attn.k_proj", kv, 1, cfg_.n_kv_heads},
       {"layers.*.self_attn.v_proj", kv, 1, cfg_.n_kv_heads},
       {"layers.*.self_attn.o_proj", style::kRowwise},
-      {"layers.*.mlp.gate_proj", style::kColumnwise},
-      {"layers.*.mlp.up_proj", style::kColumnwise},
-      {"layers.*.mlp.down_proj", style::kRowwise},
       {"layers.*.input_layernorm", style::kSequenceParallel},
       {"layers.*.post_attention_layernorm", style::kSequenceParallel},
       {"norm", style::kSequenceParallel},
       {"embed_tokens", style::kVocabParallel},  // and the head when tied
   };
+  // The dense MLPs, where there are any. A mixture-of-experts layer's router and experts are
+  // replicated over tp (Megatron's expert tensor parallelism of 1) and see the whole sequence,
+  // gathered by its sequence-parallel style when the ranks split it.
+  if (cfg_.sparse_layers() < cfg_.n_layer) {
+    plan.push_back({"layers.*.mlp.gate_proj", style::kColumnwise});
+    plan.push_back({"layers.*.mlp.up_proj", style::kColumnwise});
+    plan.push_back({"layers.*.mlp.down_proj", style::kRowwise});
+  }
+  for (int64_t i = 0; i < cfg_.n_layer; ++i)
+    if (cfg_.sparse_layer(i))
+      plan.push_back({"layers." + std::to_string(i) + (cfg_.qkv_bias ? ".mlp" : ".block_sparse_moe"),
+                      style::kSequenceParallel});
   if (lm_head_) plan.push_back({"lm_head", style::kVocabParallel});
   return plan;
 }
