@@ -50,6 +50,7 @@ pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 # Debian builds cpp-httplib as a shared library (httplib.h declares, libcpp-httplib defines).
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 if(TRIDENT_BUILD_TESTS)
   find_package(GTest)
   if(NOT GTest_FOUND)

@@ -23,6 +23,7 @@ MAIN_PACKAGES=(
   libopenmpi-dev openmpi-bin # MPI: the communication engine between processes (src/comm)
   libcpp-httplib-dev         # the monitoring HTTP server: /metrics, /status, run control (src/monitor)
   libcurl4-openssl-dev       # alert notifications: webhooks and SMTP e-mail (src/monitor/notify.h)
+  liburing-dev               # the NVMe tier's asynchronous I/O (src/offload/nvme_file.h)
   libonnx-dev libprotobuf-dev protobuf-compiler  # ONNX export: onnx.proto, protoc and protobuf-lite (src/export/onnx_graph.h)
   fortunes                   # the main job's corpus
 )
@@ -37,6 +38,7 @@ TEST_PACKAGES=(
   lld                          # a faster linker for the ~120 test and benchmark programs (Note [lld], cmake/BuildSpeed.cmake)
   chromium                     # headless screenshots of `trident report` (tests/train/report_screenshot_test.py)
   python3-onnx                 # onnx.checker on exported ONNX files (tests/export/onnx_runtime_test.py)
+  fio                          # the disk's bandwidth beside the NVMe tier's (bench/nvme_offload_bench.py)
   sentencepiece                # spm_train: a SentencePiece model for the GGUF vocabulary check (tests/export/gguf_llama_cpp_test.py)
 )
 

@@ -30,6 +30,7 @@ LAYERS = [
     "comm",
     "amp",
     "optim",
+    "offload",  # the NVMe tier's files (io_uring, checksums): what ZeRO-Infinity keeps on disk
     "parallel",  # strategies wrap models and optimizers (ZeRO shards the optimizer)
     "data",
     "checkpoint",

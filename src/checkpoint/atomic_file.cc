@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 #include "checkpoint/status_macros.h"
 
 namespace trident::checkpoint {
@@ -65,7 +65,7 @@ Status AtomicFileWriter::append(std::string_view data) {
   if (!file_) return Status::io_error("append to '" + path_ + "' after commit");
   CKPT_RETURN_IF_ERROR(file_->append(data));
   size_ += data.size();
-  crc32c_ = crc32c_extend(crc32c_, data.data(), data.size());
+  crc32c_ = core::crc32c_extend(crc32c_, data.data(), data.size());
   return Status::ok();
 }
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "checkpoint/atomic_file.h"
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 #include "checkpoint/status_macros.h"
 #include "checkpoint/strict_json.h"
 #include "core/copy.h"
@@ -32,7 +32,7 @@ std::string done_json(uint64_t manifest_size, uint32_t manifest_crc) {
   j["format"] = kDoneFormat;
   j["version"] = kDoneVersion;
   j["manifest_size"] = manifest_size;
-  j["manifest_crc32c"] = crc32c_to_hex(manifest_crc);
+  j["manifest_crc32c"] = core::crc32c_to_hex(manifest_crc);
   return j.dump() + "\n";
 }
 
@@ -43,7 +43,7 @@ StatusOr<uint32_t> file_crc32c(Env* env, const std::string& path) {
   for (uint64_t at = 0; at < file->size(); at += block.size()) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), file->size() - at));
     CKPT_RETURN_IF_ERROR(file->read(at, n, block.data()));
-    crc = crc32c_extend(crc, block.data(), n);
+    crc = core::crc32c_extend(crc, block.data(), n);
   }
   return crc;
 }
@@ -65,7 +65,7 @@ Status verify_file(Env* env, const std::string& dir, const ManifestFile& f, bool
   CKPT_ASSIGN_OR_RETURN(uint32_t crc, file_crc32c(env, path));
   if (crc != f.crc32c) {
     return Status::invalid(where + ": file '" + f.name + "' is corrupt: its CRC-32C is " +
-                           crc32c_to_hex(crc) + ", the manifest says " + crc32c_to_hex(f.crc32c));
+                           core::crc32c_to_hex(crc) + ", the manifest says " + core::crc32c_to_hex(f.crc32c));
   }
   return Status::ok();
 }
@@ -87,7 +87,7 @@ StatusOr<Manifest> read_manifest(Env* env, const std::string& dir, const std::st
   if (!done.is_object() || done.size() != 4 || format == done.end() || *format != kDoneFormat ||
       version == done.end() || *version != kDoneVersion || size == done.end() ||
       !size->is_number_unsigned() || crc == done.end() || !crc->is_string() ||
-      !crc32c_from_hex(crc->get<std::string>())) {
+      !core::crc32c_from_hex(crc->get<std::string>())) {
     return Status::invalid(done_where + " is not a version-1 completion marker: " + done.dump());
   }
   const std::string manifest_path = join_path(dir, kManifestFileName);
@@ -96,15 +96,15 @@ StatusOr<Manifest> read_manifest(Env* env, const std::string& dir, const std::st
   }
   CKPT_ASSIGN_OR_RETURN(std::string text, read_file(env, manifest_path));
   const uint64_t want_size = size->get<uint64_t>();
-  const uint32_t want_crc = *crc32c_from_hex(crc->get<std::string>());
+  const uint32_t want_crc = *core::crc32c_from_hex(crc->get<std::string>());
   if (text.size() != want_size) {
     return Status::invalid(where + ": " + kManifestFileName + " is " + std::to_string(text.size()) +
                            " bytes, " + kDoneFileName + " says " + std::to_string(want_size));
   }
-  if (crc32c(text) != want_crc) {
+  if (core::crc32c(text) != want_crc) {
     return Status::invalid(where + ": " + kManifestFileName + " is corrupt: its CRC-32C is " +
-                           crc32c_to_hex(crc32c(text)) + ", " + kDoneFileName + " says " +
-                           crc32c_to_hex(want_crc));
+                           core::crc32c_to_hex(core::crc32c(text)) + ", " + kDoneFileName + " says " +
+                           core::crc32c_to_hex(want_crc));
   }
   return parse_manifest(text, where + ": " + kManifestFileName);
 }
@@ -306,7 +306,7 @@ StatusOr<std::string> CheckpointReader::read_file(const std::string& name) const
     return Status::invalid("checkpoint '" + dir_ + "' has no file '" + name + "'");
   }
   CKPT_ASSIGN_OR_RETURN(std::string data, checkpoint::read_file(env_, join_path(dir_, name)));
-  if (data.size() != f->size || crc32c(data) != f->crc32c) {
+  if (data.size() != f->size || core::crc32c(data) != f->crc32c) {
     return Status::invalid("checkpoint '" + dir_ + "': file '" + name +
                            "' changed since the checkpoint was opened (size or CRC-32C differ "
                            "from the manifest)");

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 #include "checkpoint/status_macros.h"
 #include "checkpoint/strict_json.h"
 
@@ -281,7 +281,7 @@ std::string manifest_to_json(const Manifest& m) {
   for (const auto& [k, v] : m.metadata) j["metadata"][k] = v;
   j["files"] = ordered_json::array();
   for (const ManifestFile& f : m.files)
-    j["files"].push_back({{"name", f.name}, {"size", f.size}, {"crc32c", crc32c_to_hex(f.crc32c)}});
+    j["files"].push_back({{"name", f.name}, {"size", f.size}, {"crc32c", core::crc32c_to_hex(f.crc32c)}});
   j["tensors"] = ordered_json::object();
   for (const auto& [name, t] : m.tensors) {
     ordered_json shards = ordered_json::array();
@@ -342,7 +342,7 @@ StatusOr<Manifest> parse_manifest(std::string_view text, const std::string& wher
     CKPT_ASSIGN_OR_RETURN(file.name, f.string("name"));
     CKPT_ASSIGN_OR_RETURN(file.size, f.unsigned_int("size"));
     CKPT_ASSIGN_OR_RETURN(std::string crc, f.string("crc32c"));
-    auto parsed = crc32c_from_hex(crc);
+    auto parsed = core::crc32c_from_hex(crc);
     if (!parsed) {
       return Status::invalid(f.where() + ": crc32c '" + crc + "' is not 8 lowercase hex digits");
     }

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 
 namespace trident::monitor {
 namespace {
@@ -73,9 +73,9 @@ TensorBoardWriter::~TensorBoardWriter() {
 void TensorBoardWriter::write_record(const std::string& data) {
   std::string header;
   put_fixed(header, static_cast<uint64_t>(data.size()));
-  put_fixed(header, tfrecord_masked_crc(checkpoint::crc32c(header)));
+  put_fixed(header, tfrecord_masked_crc(core::crc32c(header)));
   std::string footer;
-  put_fixed(footer, tfrecord_masked_crc(checkpoint::crc32c(data)));
+  put_fixed(footer, tfrecord_masked_crc(core::crc32c(data)));
   std::fwrite(header.data(), 1, header.size(), file_);
   std::fwrite(data.data(), 1, data.size(), file_);
   std::fwrite(footer.data(), 1, footer.size(), file_);

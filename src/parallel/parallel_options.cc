@@ -35,6 +35,20 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
           .add("offload_optimizer", &ParallelOptions::offload_optimizer,
                "ZeRO-Offload: keep fp32 master weights and AdamW state in host memory and step them on the CPU "
                "(with train.device = cuda: a model whose optimizer state does not fit on the GPU)")
+          .add("offload_optimizer_device", &ParallelOptions::offload_optimizer_device,
+               "where offload_optimizer keeps the optimizer state: cpu (host memory, ZeRO-Offload) or nvme (files "
+               "under nvme_path, read and written bucket by bucket around each step: ZeRO-Infinity; needs "
+               "zero_stage 1-3)",
+               {"cpu", "nvme"})
+          .add("nvme_path", &ParallelOptions::nvme_path,
+               "offload_optimizer_device = nvme: the directory (on a fast local disk) for each rank's scratch "
+               "file of optimizer state; removed at the end of the run")
+          .add("nvme_buffer_count", &ParallelOptions::nvme_buffer_count,
+               "offload_optimizer_device = nvme: buckets of optimizer state in host memory at once (the one "
+               "stepped, those read ahead, those being written)",
+               Range::between(2, 64))
+          .add("nvme_queue_depth", &ParallelOptions::nvme_queue_depth,
+               "offload_optimizer_device = nvme: disk requests in flight per rank (io_uring)", Range::between(1, 1024))
           .add("hierarchical", &ParallelOptions::hierarchical,
                "collectives over several hosts: reduce inside each host first, so that fewer bytes cross hosts "
                "(on), one ring through every rank (off), or on where the hosts' link is the bottleneck (auto)",

@@ -20,6 +20,12 @@ struct ParallelOptions {
   int64_t zero_stage = 0;    // 0: data parallel (replicated optimizer state)
   double bucket_mb = 25.0;   // gradient bucket size for the all-reduces (MiB)
   bool offload_optimizer = false;  // ZeRO-Offload: fp32 masters and AdamW state in host memory
+  // ZeRO-Infinity: with offload_optimizer, "nvme" keeps that state in files under nvme_path
+  // instead (parallel/zero/state_store.h), nvme_buffer_count buckets of it in host memory.
+  std::string offload_optimizer_device = "cpu";
+  std::string nvme_path;
+  int64_t nvme_buffer_count = 4;
+  int64_t nvme_queue_depth = 8;
   std::string hierarchical = "auto";  // collectives over several hosts (comm/communicator.h)
   double intra_host_gbps = 0;         // link bandwidths for hierarchical = auto; 0: measured
   double inter_host_gbps = 0;

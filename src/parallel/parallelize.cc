@@ -64,6 +64,14 @@ void check_layout(const ParallelOptions& options, int world_size) {
             "parallel.offload_optimizer with several ranks needs ZeRO (parallel.zero_stage 1-3, as DeepSpeed's "
             "ZeRO-Offload): ",
             world_size, " ranks, tp ", options.tp, ", pp ", options.pp, ", zero_stage 0 requested");
+  if (options.offload_optimizer_device == "nvme") {
+    TRI_CHECK(options.offload_optimizer && options.zero_stage > 0,
+              "parallel.offload_optimizer_device = \"nvme\" keeps ZeRO's offloaded optimizer state on disk: it needs "
+              "parallel.offload_optimizer = true and parallel.zero_stage 1-3 (got offload_optimizer = ",
+              options.offload_optimizer ? "true" : "false", ", zero_stage = ", options.zero_stage, ")");
+    TRI_CHECK(!options.nvme_path.empty(), "parallel.offload_optimizer_device = \"nvme\" needs parallel.nvme_path: "
+                                          "a directory on a fast local disk for the optimizer state's files");
+  }
   // Note [Compressed gradients' compositions]: a compressor replaces the averaging of whole
   // replicated gradients: data parallelism's buckets, and ZeRO-1's (averaged whole, then this
   // rank's shard taken). ZeRO-2/3 reduce-scatter every micro-batch into gradient shards, and
@@ -208,9 +216,16 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
             if (it != g.params.end()) parts.back().push_back(static_cast<size_t>(it - g.params.begin()));
           }
         }
+      std::optional<zero::NvmeStateOptions> nvme;
+      if (options.offload_optimizer && options.offload_optimizer_device == "nvme") {
+        TRI_CHECK(device.is_cpu(), "parallel.offload_optimizer_device = \"nvme\" runs with train.device = cpu for "
+                                   "now (the tier behind host memory on a GPU is not built yet); got ", device);
+        nvme = zero::NvmeStateOptions{options.nvme_path, static_cast<int>(options.nvme_buffer_count),
+                                      static_cast<int>(options.nvme_queue_depth)};
+      }
       zeros.push_back(std::make_unique<ZeroOptimizer>(g.params, *g.comm, static_cast<int>(options.zero_stage),
                                                       bucket_bytes, adamw, parts, compute, options.offload_optimizer,
-                                                      reducer_for(options, *g.comm)));
+                                                      reducer_for(options, *g.comm), nvme));
       std::vector<bool> split;
       for (const auto& [name, p] : g.params) split.push_back(table.at(name).tp_split());
       zeros.back()->set_split(std::move(split));

@@ -51,7 +51,7 @@ zero::ZeroLayout checked_layout(const std::vector<nn::NamedTensor>& params, cons
 ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                              int64_t bucket_bytes, const optim::AdamWOptions& options,
                              const std::vector<std::vector<size_t>>& parts, DType compute, bool offload,
-                             std::unique_ptr<GradReducer> reducer)
+                             std::unique_ptr<GradReducer> reducer, const std::optional<zero::NvmeStateOptions>& nvme)
     : comm_(comm),
       compute_(compute),
       offload_(offload),
@@ -59,9 +59,9 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
       alive_(std::make_shared<bool>(true)) {
   // The policies are chosen here, and only here. See Note [ZeRO's allocation order].
   if (reducer) zero::FlatGradients::prepare(*reducer, layout_);
-  if (has_masters())
-    master_shard_ = zero::shard_state_buffer(layout_, offload_ ? Device::cpu() : layout_.device(),
-                                             MemoryCategory::kOptimizerState);
+  TRI_CHECK(!nvme || offload_, "ZeRO: the NVMe tier holds offloaded optimizer state (offload must be on)");
+  state_ = nvme ? zero::nvme_state(layout_, has_masters(), *nvme)
+                : zero::memory_state(layout_, offload_ ? Device::cpu() : layout_.device(), has_masters());
   const auto take = [this](const Bucket& b, const Tensor& into) { take_values(b, into); };
   if (stage == 3) params_ = std::make_unique<zero::ShardedParameters>(layout_, comm_, compute_, take);
   else params_ = std::make_unique<zero::ReplicatedParameters>(layout_, comm_, compute_, stage, take);
@@ -72,7 +72,7 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
       }};
   if (stage == 1) grads_ = std::make_unique<zero::FlatGradients>(layout_, comm_, std::move(hooks), std::move(reducer));
   else grads_ = std::make_unique<zero::StagedGradients>(layout_, comm_, std::move(hooks));
-  adamw_ = std::make_unique<zero::ShardedAdamW>(layout_, options, compute_, offload_);
+  adamw_ = std::make_unique<zero::ShardedAdamW>(layout_, options, compute_, offload_, *state_);
   std::weak_ptr<bool> alive = alive_;
   for (size_t k = 0; k < layout_.num_params(); ++k)
     autograd::register_grad_ready_hook(layout_.param(k), [this, k, alive](const Tensor&) {
@@ -99,7 +99,11 @@ void ZeroOptimizer::take_values(const Bucket& b, const Tensor& into) {
     profiler::ProfileScope scope("zero.broadcast", profiler::Phase::kCommunication);
     comm_.broadcast(values, 0);
   }
-  if (has_masters()) core::copy_(layout_.shard_of(*master_shard_, b), flat_slice(values, comm_.rank() * n, n));
+  if (has_masters()) {
+    const zero::BucketState s = state_->acquire(b);
+    core::copy_(*s.masters, flat_slice(values, comm_.rank() * n, n));
+    state_->release(b, true);
+  }
   if (mixed()) core::copy_(into, values);  // rounded to the compute dtype
 }
 
@@ -125,10 +129,6 @@ void ZeroOptimizer::add_grad(const std::string& name, const Tensor& grad) {
   TRI_CHECK(grad.shape() == layout_.param(k).shape(), "ZeRO: gradient ", grad.shape(), " for parameter '", name,
             "' of shape ", layout_.param(k).shape());
   grads_->add(k, grad);
-}
-
-Tensor ZeroOptimizer::shard_masters(const Bucket& b) const {
-  return master_shard_ ? layout_.shard_of(*master_shard_, b) : params_->shard(b);
 }
 
 std::array<double, 2> ZeroOptimizer::grad_squares(bool by_split) {
@@ -168,7 +168,7 @@ void ZeroOptimizer::step(double lr) {
   profiler::ProfileScope scope("zero.step", profiler::Phase::kOptimizer);
   ++step_;
   adamw_->step(lr, step_,
-               {[this](const Bucket& b) { return shard_masters(b); }, [this](const Bucket& b) { return params_->shard(b); },
+               {[this](const Bucket& b) { return params_->shard(b); },
                 [this](const Bucket& b) { return grads_->shard(layout_.index_of(b)); }});
   // Stages 1-2: everyone's updated shards, in place into the flat parameters. (Stage 3
   // gathers them when the next forward needs them.)
@@ -194,37 +194,43 @@ std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces_of(int rank) const {
 
 std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces() {
   std::vector<Piece> out = pieces_of(comm_.rank());
+  // The parameters (their f32 values), then AdamW's m and v: pieces_of's order.
+  const size_t per_kind = out.size() / 3;
   size_t i = 0;
-  // The parameters (their f32 values), then AdamW's m and v.
-  const std::function<Tensor(const Bucket&)> shards[] = {[&](const Bucket& b) { return shard_masters(b); },
-                                                         [&](const Bucket& b) { return adamw_->exp_avg(b); },
-                                                         [&](const Bucket& b) { return adamw_->exp_avg_sq(b); }};
-  for (const auto& shard_of : shards)
-    for (const Bucket& b : layout_.buckets()) {
-      const Tensor shard = shard_of(b);
-      for (const Segment& s : b.mine) out[i++].values = flat_slice(shard, s.flat - layout_.shard_begin(b), s.length);
+  for (const Bucket& b : layout_.buckets()) {
+    const zero::BucketState state = state_->acquire(b);
+    const Tensor kinds[] = {state.masters ? *state.masters : params_->shard(b), *state.m, *state.v};
+    for (const Segment& s : b.mine) {
+      for (size_t k = 0; k < 3; ++k) {
+        const Tensor v = flat_slice(kinds[k], s.flat - layout_.shard_begin(b), s.length);
+        out[k * per_kind + i].values = state_->resident() ? v : core::clone(v);  // the tier's buffer is reused
+      }
+      ++i;
     }
-  TRI_ASSERT(i == out.size(), "ZeRO: pieces and segments disagree");
+    state_->release(b, false);
+  }
+  TRI_ASSERT(3 * i == out.size(), "ZeRO: pieces and segments disagree");
   return out;
 }
 
 void ZeroOptimizer::load(const RangeReader& read, bool with_state, int64_t step) {
   for (const Bucket& b : layout_.buckets()) {
     params_->load_bucket(b, read);
+    const zero::BucketState state = state_->acquire(b);
     for (const Segment& s : b.mine) {
       const int64_t at = s.flat - layout_.shard_begin(b);
       const std::string& name = layout_.name(s.param);
       std::optional<Tensor> masters;
-      if (master_shard_) {
-        masters = flat_slice(layout_.shard_of(*master_shard_, b), at, s.length);
+      if (state.masters) {
+        masters = flat_slice(*state.masters, at, s.length);
         core::copy_(*masters, read(name, s.in_param, s.in_param + s.length));
       }
       params_->load_segment(b, s, masters, read);
       if (!with_state) continue;
-      core::copy_(flat_slice(adamw_->exp_avg(b), at, s.length), read(name + ".exp_avg", s.in_param, s.in_param + s.length));
-      core::copy_(flat_slice(adamw_->exp_avg_sq(b), at, s.length),
-                  read(name + ".exp_avg_sq", s.in_param, s.in_param + s.length));
+      core::copy_(flat_slice(*state.m, at, s.length), read(name + ".exp_avg", s.in_param, s.in_param + s.length));
+      core::copy_(flat_slice(*state.v, at, s.length), read(name + ".exp_avg_sq", s.in_param, s.in_param + s.length));
     }
+    state_->release(b, true);
   }
   step_ = step;
 }

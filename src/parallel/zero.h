@@ -53,6 +53,7 @@
 #include "optim/adamw.h"
 #include "parallel/grad_reducer.h"
 #include "parallel/zero/layout.h"
+#include "parallel/zero/state_store.h"
 
 namespace trident::parallel::zero {
 class GradientShards;
@@ -76,11 +77,14 @@ class ZeroOptimizer : public nn::PartHooks {
   // updated shard goes back to the parameters' device while the host steps the next.
   // `reducer` (stage 1, parallel.grad_compression): averages each whole bucket instead of the
   // reduce-scatter, and this rank keeps its shard of the mean (Note [Compressed gradients'
-  // compositions] in parallelize.cc).
+  // compositions] in parallelize.cc). `nvme` (ZeRO-Infinity's optimizer tier, with `offload`
+  // of a host model): the masters, m and v live in a file under nvme->dir instead
+  // (zero/state_store.h).
   ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                 int64_t bucket_bytes, const optim::AdamWOptions& options,
                 const std::vector<std::vector<size_t>>& parts = {}, DType compute = DType::kF32,
-                bool offload = false, std::unique_ptr<GradReducer> reducer = nullptr);
+                bool offload = false, std::unique_ptr<GradReducer> reducer = nullptr,
+                const std::optional<zero::NvmeStateOptions>& nvme = std::nullopt);
   ~ZeroOptimizer();
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
@@ -109,6 +113,8 @@ class ZeroOptimizer : public nn::PartHooks {
   // from fresh gradients.
   void skip_step();
   int64_t step_count() const { return step_; }
+  // The optimizer state's store (zero/state_store.h): its NVMe traffic, for tests and metrics.
+  const zero::StateStore& state() const { return *state_; }
   GradReducer* reducer() const;
 
   // Stage 3, as the model's part hooks: gathers part `part`'s parameters around its forward.
@@ -126,7 +132,8 @@ class ZeroOptimizer : public nn::PartHooks {
     std::optional<Tensor> values;  // (end - begin) f32 elements; absent from pieces_of()
   };
   // This rank's pieces with their values (views of the shards: write them before stepping;
-  // the parameters' are the fp32 masters under mixed precision).
+  // copies when the state is on NVMe; the parameters' are the fp32 masters under mixed
+  // precision).
   std::vector<Piece> pieces();
   // Where rank `rank`'s pieces are, without values (for the rank that writes the manifest).
   std::vector<Piece> pieces_of(int rank) const;
@@ -144,7 +151,6 @@ class ZeroOptimizer : public nn::PartHooks {
   // them become its masters, and `into` (the bucket's parameters in the compute dtype) gets
   // them all; the parameters become views of `into`.
   void take_values(const Bucket& b, const Tensor& into);
-  Tensor shard_masters(const Bucket& b) const;  // their f32 values: the masters, or the parameters
   bool mixed() const { return compute_ != DType::kF32; }
   bool has_masters() const { return mixed() || offload_; }  // a master shard apart from the parameters
 
@@ -152,9 +158,9 @@ class ZeroOptimizer : public nn::PartHooks {
   const DType compute_;  // the parameters' dtype
   const bool offload_;
   zero::ZeroLayout layout_;
-  // Mixed precision or offload: f32 masters, concatenated shards (bucket b's at begin/N), on
-  // the optimizer's device (pinned host memory when offloaded).
-  std::optional<Tensor> master_shard_;
+  // The masters (mixed precision or offload), m and v: in memory on the optimizer's device
+  // (pinned host memory when offloaded), or on NVMe.
+  std::unique_ptr<zero::StateStore> state_;
   std::unique_ptr<zero::ParameterHolder> params_;
   std::unique_ptr<zero::GradientShards> grads_;
   std::unique_ptr<zero::ShardedAdamW> adamw_;

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 #include "checkpoint_test_util.h"
 #include "fault_injection_env.h"
 
@@ -20,7 +20,7 @@ TEST(AtomicFile, CommitReplacesAndLeavesNoTemporary) {
   auto written = write_file_atomically(env, path, "new contents").value();
   EXPECT_EQ(testing::slurp(path), "new contents");
   EXPECT_EQ(written.size, 12u);
-  EXPECT_EQ(written.crc32c, crc32c("new contents"));
+  EXPECT_EQ(written.crc32c, core::crc32c("new contents"));
   EXPECT_EQ(env->list_dir(dir.path()).value(), std::vector<std::string>{"f.json"});
   EXPECT_EQ(AtomicFileWriter::temp_path_for("a/b/f.json"), "a/b/.f.json.tmp");
   EXPECT_EQ(AtomicFileWriter::temp_path_for("f.json"), ".f.json.tmp");

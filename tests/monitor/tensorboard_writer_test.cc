@@ -13,7 +13,7 @@
 
 #include <unistd.h>
 
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 
 namespace trident::monitor {
 namespace {
@@ -114,11 +114,11 @@ std::vector<Event> parse_file(const std::string& path) {
     uint32_t len_crc, data_crc;
     std::memcpy(&len, file.data() + pos, 8);
     std::memcpy(&len_crc, file.data() + pos + 8, 4);
-    EXPECT_EQ(len_crc, tfrecord_masked_crc(checkpoint::crc32c(file.data() + pos, 8))) << "length CRC at " << pos;
+    EXPECT_EQ(len_crc, tfrecord_masked_crc(core::crc32c(file.data() + pos, 8))) << "length CRC at " << pos;
     EXPECT_LE(pos + 12 + len + 4, file.size()) << "truncated record at " << pos;
     const std::string data = file.substr(pos + 12, len);
     std::memcpy(&data_crc, file.data() + pos + 12 + len, 4);
-    EXPECT_EQ(data_crc, tfrecord_masked_crc(checkpoint::crc32c(data))) << "data CRC at " << pos;
+    EXPECT_EQ(data_crc, tfrecord_masked_crc(core::crc32c(data))) << "data CRC at " << pos;
     events.push_back(parse_event(data));
     pos += 12 + len + 4;
   }
@@ -131,7 +131,7 @@ TEST(TensorBoardWriter, MaskedCrcMatchesTensorFlow) {
   // crc32c("123456789") = 0xe3069283 (the standard check value); rotated right by 15 plus the delta.
   const uint32_t crc = 0xe3069283u;
   EXPECT_EQ(tfrecord_masked_crc(crc), ((crc >> 15) | (crc << 17)) + 0xa282ead8u);
-  EXPECT_EQ(checkpoint::crc32c("123456789"), crc);
+  EXPECT_EQ(core::crc32c("123456789"), crc);
 }
 
 TEST(TensorBoardWriter, FileParsesBackRecordByRecord) {

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 #include "checkpoint/env.h"
 #include "checkpoint/safetensors.h"
 #include "config/config_tree.h"
@@ -568,14 +568,14 @@ void rewrite_checkpoint_file(const fs::path& dir, const std::string& file, const
   for (nlohmann::json& f : manifest["files"]) {
     if (f["name"] != file) continue;
     char crc[9];
-    std::snprintf(crc, sizeof crc, "%08x", checkpoint::crc32c(contents));
+    std::snprintf(crc, sizeof crc, "%08x", core::crc32c(contents));
     f["size"] = contents.size();
     f["crc32c"] = crc;
   }
   const std::string text = manifest.dump(1);
   std::ofstream(dir / "manifest.json", std::ios::binary | std::ios::trunc) << text;
   char crc[9];
-  std::snprintf(crc, sizeof crc, "%08x", checkpoint::crc32c(text));
+  std::snprintf(crc, sizeof crc, "%08x", core::crc32c(text));
   const nlohmann::json done = {{"format", "trident-checkpoint-done"}, {"version", 1}, {"manifest_size", text.size()},
                                {"manifest_crc32c", crc}};
   std::ofstream(dir / "DONE", std::ios::binary | std::ios::trunc) << done.dump();

@@ -10,6 +10,10 @@
 // goes back to the parameters' device (rounded on the host first under mixed precision: 2P/N
 // pinned bytes) while the host steps the next.
 //
+// Where m, v and the masters are kept (memory, or ZeRO-Infinity's NVMe tier) is the state
+// store's (state_store.h): a store that is not resident is stepped bucket by bucket, the next
+// buckets read ahead while one steps.
+//
 // Not here: the layout (layout.h), the gradients' reduction (gradients.h), the parameters'
 // gathers (parameters.h), the norm and clipping (zero.cc).
 #pragma once
@@ -21,26 +25,23 @@
 #include "core/allocator.h"
 #include "optim/adamw.h"
 #include "parallel/zero/layout.h"
+#include "parallel/zero/state_store.h"
 
 namespace trident::parallel::zero {
-
-// A buffer of this rank's concatenated shards' size, f32 zeros, on `state_device`: the
-// optimizer's, pinned host memory when that is not the parameters' device (so its copies to
-// and from the device run at full speed).
-Tensor shard_state_buffer(const ZeroLayout& layout, Device state_device, MemoryCategory category);
 
 class ShardedAdamW {
  public:
   // Bucket b's shards that a step reads and writes.
   struct Shards {
-    std::function<Tensor(const Bucket&)> masters;  // the f32 values AdamW steps
-    std::function<Tensor(const Bucket&)> params;   // the parameters' shard, compute dtype
+    std::function<Tensor(const Bucket&)> params;   // the parameters' shard, compute dtype; the
+                                                   // f32 values AdamW steps when `state` has no masters
     std::function<Tensor(const Bucket&)> grads;    // the averaged gradient shard on the device
   };
-  // Allocates m and v (MemoryCategory::kOptimizerState) on the state device (the host when
-  // `offload`), and an offloaded device model's host buffers: the gradient shard (kGradient)
-  // and, under mixed precision, the rounded parameters.
-  ShardedAdamW(const ZeroLayout& layout, const optim::AdamWOptions& options, DType compute, bool offload);
+  // Has `state` allocate m and v (MemoryCategory::kOptimizerState), and allocates an offloaded
+  // device model's host buffers: the gradient shard (kGradient) and, under mixed precision, the
+  // rounded parameters.
+  ShardedAdamW(const ZeroLayout& layout, const optim::AdamWOptions& options, DType compute, bool offload,
+               StateStore& state);
   ~ShardedAdamW();
   ShardedAdamW(const ShardedAdamW&) = delete;
   ShardedAdamW& operator=(const ShardedAdamW&) = delete;
@@ -58,14 +59,16 @@ class ShardedAdamW {
   // values into the parameters' shard.
   void step(double lr, int64_t step, const Shards& shards);
 
-  Tensor exp_avg(const Bucket& b) const { return layout_.shard_of(m_, b); }
-  Tensor exp_avg_sq(const Bucket& b) const { return layout_.shard_of(v_, b); }
 
  private:
+  // AdamW on these buckets' segments (their states in `states`, alike ordered).
+  void update(double lr, int64_t step, const std::vector<const Bucket*>& buckets,
+              const std::vector<BucketState>& states, const Shards& shards) const;
+
   const ZeroLayout& layout_;
   const optim::AdamWOptions options_;
   const bool masters_apart_;  // mixed precision or offload: the masters are not the parameters
-  Tensor m_, v_;                       // concatenated shards, bucket b's at begin/N
+  StateStore& state_;
   std::optional<Tensor> host_grads_;   // offload: the gradient shard, copied to the host to step
   std::optional<Tensor> host_params_;  // offload, mixed: the stepped masters rounded, on their way back
   bool copies_in_flight_ = false;      // copies between host and device not yet waited for

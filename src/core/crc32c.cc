@@ -1,4 +1,4 @@
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 
 #include <array>
 #include <bit>
@@ -8,7 +8,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace trident::checkpoint {
+namespace trident::core {
 
 // Note [Why CRC-32C]
 // Why CRC-32C rather than xxh64 (or a cryptographic hash)? The checksum only has to catch
@@ -122,4 +122,4 @@ std::optional<uint32_t> crc32c_from_hex(std::string_view hex) {
   return v;
 }
 
-}  // namespace trident::checkpoint
+}  // namespace trident::core

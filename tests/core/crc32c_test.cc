@@ -1,11 +1,11 @@
-#include "checkpoint/crc32c.h"
+#include "core/crc32c.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace trident::checkpoint {
+namespace trident::core {
 namespace {
 
 // Published test vectors: the CRC catalogue's check value for "123456789" and the iSCSI
@@ -55,4 +55,4 @@ TEST(Crc32c, HexRoundTrip) {
 }
 
 }  // namespace
-}  // namespace trident::checkpoint
+}  // namespace trident::core

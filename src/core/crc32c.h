@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace trident::checkpoint {
+namespace trident::core {
 
 // The CRC of (the data `crc` was computed over) followed by data[0, n). crc32c_extend(0, ...)
 // starts a new checksum, so crc32c_extend(crc32c(a), b) == crc32c(a + b).
@@ -40,4 +40,4 @@ uint32_t crc32c_extend_hardware(uint32_t crc, const void* data, size_t n);
 bool crc32c_hardware_available();
 }  // namespace detail
 
-}  // namespace trident::checkpoint
+}  // namespace trident::core

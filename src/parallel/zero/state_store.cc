@@ -1,0 +1,210 @@
+#include "parallel/zero/state_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/copy.h"
+#include "core/factory.h"
+#include "offload/nvme_file.h"
+
+namespace trident::parallel::zero {
+
+Tensor shard_state_buffer(const ZeroLayout& layout, Device state_device, MemoryCategory category) {
+  if (state_device == layout.device()) return zeros_in(category, layout.shard_total(), DType::kF32, layout.device());
+  MemoryCategoryGuard guard(category);
+  Tensor t = empty_pinned({layout.shard_total()}, DType::kF32);
+  fill_(t, 0.0);
+  return t;
+}
+
+namespace {
+
+class MemoryState final : public StateStore {
+ public:
+  MemoryState(const ZeroLayout& layout, Device device, bool masters) : layout_(layout), device_(device) {
+    if (masters) masters_ = shard_state_buffer(layout, device, MemoryCategory::kOptimizerState);
+  }
+  void allocate_moments() override {
+    m_ = shard_state_buffer(layout_, device_, MemoryCategory::kOptimizerState);
+    v_ = shard_state_buffer(layout_, device_, MemoryCategory::kOptimizerState);
+  }
+  bool resident() const override { return true; }
+  BucketState acquire(const Bucket& b) override {
+    BucketState s;
+    if (masters_) s.masters = layout_.shard_of(*masters_, b);
+    if (m_) {  // before allocate_moments (the masters' first values): none yet
+      s.m = layout_.shard_of(*m_, b);
+      s.v = layout_.shard_of(*v_, b);
+    }
+    return s;
+  }
+
+ private:
+  const ZeroLayout& layout_;
+  const Device device_;
+  std::optional<Tensor> masters_;
+  std::optional<Tensor> m_, v_;
+};
+
+class NvmeState final : public StateStore {
+ public:
+  NvmeState(const ZeroLayout& layout, bool masters, const NvmeStateOptions& options)
+      : layout_(layout), arrays_(masters ? 3 : 2), buffer_count_(options.buffer_count) {
+    TRI_CHECK(layout.device().is_cpu(), "parallel.offload_optimizer_device = \"nvme\" steps the optimizer on the host; "
+                                        "the parameters are on ", layout.device());
+    TRI_CHECK(options.buffer_count >= 1, "parallel.nvme_buffer_count = ", options.buffer_count, " (at least 1)");
+    int64_t offset = 0, largest = 0;
+    for (const Bucket& b : layout.buckets()) {
+      region_.push_back(offset);
+      offset += arrays_ * part_bytes(b);
+      largest = std::max(largest, part_bytes(b));
+    }
+    written_.assign(layout.buckets().size(), false);
+    buffers_.reserve(static_cast<size_t>(options.buffer_count));  // Buffer pointers stay valid
+    largest_part_ = largest;
+    static std::atomic<int> files{0};
+    const std::string name = "trident-" + std::to_string(::getpid()) + "-" + std::to_string(files++) + ".optimizer";
+    offload::NvmeFileOptions o;
+    o.queue_depth = options.queue_depth;
+    file_ = offload::NvmeFile::create(options.dir / name, offset, o, "parallel.nvme_path");
+  }
+  ~NvmeState() override {
+    try {
+      flush();
+    } catch (...) {  // destructors must not throw; the tier is scratch
+    }
+  }
+  bool resident() const override { return false; }
+
+  void prefetch(const Bucket& b) override {
+    const size_t k = layout_.index_of(b);
+    if (find(k) != nullptr) return;
+    Buffer* free = take_free();
+    if (free != nullptr) start_read(*free, k);
+  }
+
+  BucketState acquire(const Bucket& b) override {
+    const size_t k = layout_.index_of(b);
+    Buffer* buf = find(k);
+    if (buf == nullptr) {
+      buf = take_free();
+      TRI_CHECK(buf != nullptr, "the NVMe tier: all ", buffer_count_,
+                " staging buffers are held (parallel.nvme_buffer_count): release one before acquiring another");
+      start_read(*buf, k);
+    }
+    if (buf->read) file_->wait(*std::exchange(buf->read, std::nullopt));
+    if (buf->write) file_->wait(*std::exchange(buf->write, std::nullopt));  // the same bytes, again
+    buf->held = true;
+    const int64_t n = layout_.shard_len(b), part = part_bytes(b) / 4;
+    BucketState s;
+    int at = 0;
+    if (arrays_ == 3) s.masters = flat_slice(buf->data, part * at++, n);
+    s.m = flat_slice(buf->data, part * at++, n);
+    s.v = flat_slice(buf->data, part * at, n);
+    return s;
+  }
+
+  void release(const Bucket& b, bool modified) override {
+    Buffer* buf = find(layout_.index_of(b));
+    TRI_CHECK(buf != nullptr && buf->held, "the NVMe tier: releasing a bucket that is not acquired");
+    buf->held = false;
+    if (!modified) return;
+    const size_t k = layout_.index_of(b);
+    buf->write = file_->write(region_[k], buf->data.data_ptr<float>(), arrays_ * part_bytes(b));
+    written_[k] = true;
+  }
+
+  void flush() override {
+    for (Buffer& buf : buffers_) {
+      if (buf.read) file_->wait(*std::exchange(buf.read, std::nullopt));
+      if (buf.write) file_->wait(*std::exchange(buf.write, std::nullopt));
+    }
+  }
+  int64_t bytes_read() const override { return file_->bytes_read(); }
+  int64_t bytes_written() const override { return file_->bytes_written(); }
+
+ private:
+  struct Buffer {
+    Tensor data;                       // arrays_ parts of the largest bucket, 4096-byte aligned
+    int64_t bucket = -1;               // whose state it holds
+    bool held = false;                 // acquired, not yet released
+    std::optional<int64_t> read, write;  // tickets in flight
+  };
+
+  // One array's bytes in bucket b's region, aligned for O_DIRECT.
+  int64_t part_bytes(const Bucket& b) const { return offload::nvme_aligned(layout_.shard_len(b) * 4); }
+
+  Buffer* find(size_t k) {
+    for (Buffer& buf : buffers_)
+      if (buf.bucket == static_cast<int64_t>(k)) return &buf;
+    return nullptr;
+  }
+
+  // A buffer to load another bucket into: a new one while fewer than buffer_count exist, else
+  // the one not held that was filled longest ago (its write waited for); null when all are held.
+  Buffer* take_free() {
+    if (static_cast<int>(buffers_.size()) < buffer_count_) {
+      buffers_.push_back({aligned_buffer(arrays_ * largest_part_ / 4), -1, false, std::nullopt, std::nullopt});
+      order_.push_back(buffers_.size() - 1);
+      return &buffers_.back();
+    }
+    for (size_t i = 0; i < order_.size(); ++i) {
+      Buffer& buf = buffers_[order_[i]];
+      if (buf.held || buf.read) continue;
+      if (buf.write) file_->wait(*std::exchange(buf.write, std::nullopt));
+      std::rotate(order_.begin() + static_cast<std::ptrdiff_t>(i), order_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                  order_.end());  // now the most recently filled
+      buf.bucket = -1;
+      return &buf;
+    }
+    return nullptr;
+  }
+
+  void start_read(Buffer& buf, size_t k) {
+    buf.bucket = static_cast<int64_t>(k);
+    const Bucket& b = layout_.buckets()[k];
+    if (!written_[k]) {  // never written: zeros
+      fill_(flat_slice(buf.data, 0, arrays_ * part_bytes(b) / 4), 0.0);
+      return;
+    }
+    buf.read = file_->read(region_[k], buf.data.data_ptr<float>(), arrays_ * part_bytes(b));
+  }
+
+  // `elements` f32 zeros whose first element is aligned for O_DIRECT, in the optimizer's
+  // memory category.
+  static Tensor aligned_buffer(int64_t elements) {
+    constexpr int64_t kSlack = offload::kNvmeAlignment / 4;
+    const Tensor raw = zeros_in(MemoryCategory::kOptimizerState, elements + kSlack, DType::kF32, Device::cpu());
+    const auto addr = reinterpret_cast<uintptr_t>(raw.data_ptr<float>());
+    const int64_t pad = static_cast<int64_t>((offload::kNvmeAlignment - addr % offload::kNvmeAlignment) %
+                                             offload::kNvmeAlignment) / 4;
+    return flat_slice(raw, pad, elements);
+  }
+
+  const ZeroLayout& layout_;
+  const int64_t arrays_;  // masters, m, v; or m, v
+  const int buffer_count_;
+  std::vector<int64_t> region_;  // bucket -> offset in the file
+  std::vector<bool> written_;
+  int64_t largest_part_ = 0;
+  std::vector<Buffer> buffers_;
+  std::vector<size_t> order_;  // buffers_, least recently filled first
+  std::unique_ptr<offload::NvmeFile> file_;
+};
+
+}  // namespace
+
+std::unique_ptr<StateStore> memory_state(const ZeroLayout& layout, Device device, bool masters) {
+  return std::make_unique<MemoryState>(layout, device, masters);
+}
+
+std::unique_ptr<StateStore> nvme_state(const ZeroLayout& layout, bool masters, const NvmeStateOptions& options) {
+  return std::make_unique<NvmeState>(layout, masters, options);
+}
+
+}  // namespace trident::parallel::zero

@@ -1,0 +1,168 @@
+// ZeRO-Infinity's optimizer tier (parallel.offload_optimizer_device = "nvme", issue #52): each
+// rank's fp32 masters and AdamW moments in a scratch file under parallel.nvme_path, stepped
+// bucket by bucket with the next buckets read ahead, on 1 and 2 ranks:
+//   - tiny GPT-2 and llama, ZeRO 1, 2 and 3 (fp32, and bf16 whose masters are apart), small
+//     buckets so that the tier holds many regions and the staging buffers are reused within a
+//     step: 20 steps' losses equal the in-memory run's bit for bit;
+//   - a checkpoint of a tier run resumes in a plain run, and a plain run's in a tier run, to the
+//     uninterrupted run's losses bit for bit;
+//   - the tier's files are scratch: none is left under nvme_path when the run ends;
+//   - a byte changed in the tier's file mid-run ends the run with the file and offset, and the
+//     last checkpoint resumes (in a plain run) to the uninterrupted losses;
+//   - the keys are checked: nvme without offload or without ZeRO, and a path that is not a
+//     directory, are errors naming the keys.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "support/error_of.h"
+#include "support/mpi_training_test.h"
+
+namespace trident::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class NvmeOffloadTest : public testing::MpiTrainingTest {
+ protected:
+  TrainConfig config(const std::string& arch, const std::string& out) const {
+    TrainConfig cfg = testing::tiny_run_config(dir);
+    cfg.model.arch = arch;
+    if (arch == "llama") cfg.model.family_values = {{"n_kv_heads", int64_t{1}}, {"intermediate_size", int64_t{48}}};
+    cfg.train.eval_interval = 0;
+    cfg.train.out_dir = (dir / out).string();
+    cfg.parallel.bucket_mb = 0.004;  // about 1000 elements a bucket: dozens of regions
+    return cfg;
+  }
+  // The tier's directory, one per rank's process (as a node-local disk would be).
+  fs::path tier_dir() const {
+    const fs::path p = dir / ("nvme_rank" + std::to_string(world->rank()));
+    fs::create_directories(p);
+    return p;
+  }
+  void on_nvme(TrainConfig& cfg) const {
+    cfg.parallel.offload_optimizer = true;
+    cfg.parallel.offload_optimizer_device = "nvme";
+    cfg.parallel.nvme_path = tier_dir().string();
+    cfg.parallel.nvme_buffer_count = 3;
+    cfg.train.out_dir += "_nvme";
+  }
+};
+
+TEST_F(NvmeOffloadTest, TheTierGivesTheInMemoryLossesBitForBit) {
+  for (const std::string arch : {"gpt2", "llama"})
+    for (const std::string dtype : {"fp32", "bf16"})
+      for (int64_t stage : {1, 2, 3}) {
+        if (dtype == "bf16" && stage == 2) continue;  // bf16's masters apart: stages 1 and 3 cover it
+        const std::string what = arch + " " + dtype + " ZeRO-" + std::to_string(stage) + ", " +
+                                 std::to_string(world->size()) + " ranks";
+        SCOPED_TRACE(what);
+        TrainConfig cfg = config(arch, arch + dtype + std::to_string(stage));
+        cfg.precision.dtype = dtype;
+        cfg.parallel.zero_stage = stage;
+        const Run plain = train(cfg, world);
+        on_nvme(cfg);
+        const Run tier = train(cfg, world);
+        ASSERT_EQ(plain.losses.size(), 20u);
+        EXPECT_EQ(tier.losses, plain.losses);
+        EXPECT_TRUE(fs::is_empty(tier_dir())) << "the tier's files outlived the run";
+      }
+}
+
+TEST_F(NvmeOffloadTest, CheckpointsMoveBetweenTheTierAndMemory) {
+  TrainConfig cfg = config("llama", "whole");
+  cfg.parallel.zero_stage = 2;
+  cfg.train.steps = 12;
+  const Run whole = train(cfg, world);
+  ASSERT_EQ(whole.losses.size(), 12u);
+  const std::vector<double> tail(whole.losses.begin() + 6, whole.losses.end());
+  for (const bool first_on_nvme : {true, false}) {
+    TrainConfig run = config("llama", first_on_nvme ? "nvme_then_plain" : "plain_then_nvme");
+    run.parallel.zero_stage = 2;
+    run.train.steps = 12;
+    run.train.checkpoint_interval = 6;
+    TrainConfig first = run, second = run;
+    (first_on_nvme ? first : second).parallel.offload_optimizer = true;
+    (first_on_nvme ? first : second).parallel.offload_optimizer_device = "nvme";
+    (first_on_nvme ? first : second).parallel.nvme_path = tier_dir().string();
+    ASSERT_EQ(train(first, world, 6).losses.size(), 6u);
+    second.train.resume = true;
+    const Run rest = train(second, world);
+    EXPECT_EQ(rest.losses, tail) << (first_on_nvme ? "saved on the tier, resumed in memory"
+                                                   : "saved in memory, resumed on the tier");
+  }
+}
+
+TEST_F(NvmeOffloadTest, AByteChangedInTheTierEndsTheRunNamingTheFileAndTheCheckpointIsIntact) {
+  if (world->size() != 1) GTEST_SKIP() << "one rank: the fault is this process's";
+  TrainConfig cfg = config("gpt2", "fault");
+  cfg.parallel.zero_stage = 1;
+  cfg.train.steps = 8;
+  cfg.train.checkpoint_interval = 4;
+  const Run whole = train(cfg, world);
+  on_nvme(cfg);
+  std::string message;
+  int64_t steps = 0;
+  {
+    auto t = train::Trainer::create(cfg, world);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    t.value()->show_progress = false;
+    t.value()->on_step = [&](const StepMetrics& m) {
+      if (++steps != 5) return;
+      // After step 5 (a checkpoint at 4): a byte of the first bucket's region changes on disk.
+      // That region was written first in the step and its buffer reused since, so the next
+      // step reads it from the disk.
+      ASSERT_EQ(std::distance(fs::directory_iterator(tier_dir()), fs::directory_iterator{}), 1);
+      const fs::path file = fs::directory_iterator(tier_dir())->path();
+      std::FILE* f = std::fopen(file.c_str(), "r+b");
+      ASSERT_NE(f, nullptr);
+      std::fseek(f, 100, SEEK_SET);
+      const int c = std::fgetc(f);
+      std::fseek(f, 100, SEEK_SET);
+      std::fputc(c ^ 0xff, f);
+      std::fclose(f);
+    };
+    message = testing::error_of([&] {
+      const Status s = t.value()->run();
+      if (!s.is_ok()) throw std::runtime_error(s.to_string());
+    });
+  }
+  EXPECT_EQ(steps, 5) << "the run went on after the tier's bytes changed";
+  EXPECT_NE(message.find("the NVMe tier's file '" + tier_dir().string()), std::string::npos) << message;
+  EXPECT_NE(message.find("at offset 0 are not what was written there"), std::string::npos) << message;
+  EXPECT_TRUE(fs::is_empty(tier_dir()));
+  // The checkpoint at step 4 is whole: a plain run resumes from it to the uninterrupted losses.
+  cfg.parallel = {};
+  cfg.parallel.zero_stage = 1;
+  cfg.train.resume = true;
+  const Run rest = train(cfg, world);
+  EXPECT_EQ(rest.losses, std::vector<double>(whole.losses.begin() + 4, whole.losses.end()));
+}
+
+TEST_F(NvmeOffloadTest, TheKeysAreChecked) {
+  TrainConfig cfg = config("gpt2", "keys");
+  cfg.parallel.offload_optimizer_device = "nvme";
+  cfg.parallel.nvme_path = tier_dir().string();
+  cfg.parallel.zero_stage = 1;
+  std::string e = testing::error_of([&] { train::Trainer::check_layout(cfg, world->size()); });
+  EXPECT_NE(e.find("parallel.offload_optimizer = true and parallel.zero_stage 1-3"), std::string::npos) << e;
+  cfg.parallel.offload_optimizer = true;
+  cfg.parallel.nvme_path = "";
+  e = testing::error_of([&] { train::Trainer::check_layout(cfg, world->size()); });
+  EXPECT_NE(e.find("needs parallel.nvme_path"), std::string::npos) << e;
+  cfg.parallel.nvme_path = (dir / "no_such_directory").string();
+  std::string created = testing::error_of([&] {
+    auto t = train::Trainer::create(cfg, world);
+    if (!t.is_ok()) throw std::runtime_error(t.status().to_string());
+  });
+  EXPECT_NE(created.find("parallel.nvme_path = '" + cfg.parallel.nvme_path + "' is not a directory"),
+            std::string::npos)
+      << created;
+}
+
+}  // namespace
+}  // namespace trident::train
