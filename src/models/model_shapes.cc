@@ -16,6 +16,12 @@ int64_t ParameterShape::numel_on_rank(int64_t tp) const {
   return numel() / dim * split_blocks * ((block + tp - 1) / tp);
 }
 
+bool ModelShapes::is_sparse(int64_t block) const {
+  for (int64_t b : sparse_layers)
+    if (b == block) return true;
+  return false;
+}
+
 int64_t ModelShapes::num_parameters() const {
   int64_t n = 0;
   for (const ParameterShape& p : parameters) n += p.numel();

@@ -26,6 +26,9 @@ struct ParameterShape {
   int64_t split_heads = 0;
   // Equal blocks along split_dim, each split alike (GPT-2's c_attn: q, k and v side by side: 3).
   int64_t split_blocks = 1;
+  // A mixture-of-experts layer's expert parameter: its expert (CausalLM::expert_of); -1: not
+  // one (a router and a shared expert are not). Expert parallelism places it on one ep rank.
+  int64_t expert = -1;
   int64_t numel() const;
   // Elements on one of `tp` ranks (the largest share: a split that does not divide evenly, a
   // vocabulary, gives the first ranks one row more; parallel/tensor_parallel.h).
@@ -50,6 +53,10 @@ struct SavedActivation {
   // A tp-split tensor of so many heads (0: no limit): past that many ranks each rank computes
   // one head's share (a replicated k or v projection's output).
   int64_t split_heads = 0;
+  bool i64 = false;  // int64 whatever the compute dtype (a mixture of experts' row indices)
+  // A mixture of experts' per routed row: k per token dropless, fewer under a capacity factor
+  // below 1 (ModelShapes::capacity_factor).
+  bool routed = false;
 };
 
 struct ModelShapes {
@@ -66,10 +73,22 @@ struct ModelShapes {
   std::pair<int64_t, int64_t> head_matmul{0, 0};
   int64_t attention_heads = 0;  // query heads per block
   int64_t head_size = 0;
-  // Blocks with a mixture-of-experts MLP: their parameters are listed, but `block` and
-  // `block_matmuls` describe a dense block (the planner refuses such a model: issue #51).
+  // Blocks with a mixture-of-experts MLP (moe/sparse_moe.h): `block` and `block_matmuls`
+  // describe the dense ones, `sparse_block` and `sparse_block_matmuls` these. A sparse block's
+  // per-token entries count its routed rows at k rows per token (dropless routing, and under
+  // expert parallelism balanced routing: Note [The planner's mixture of experts] in
+  // planner/memory_model.cc).
   int64_t sparse_blocks = 0;
-  int64_t experts = 0;  // of each sparse block
+  std::vector<int64_t> sparse_layers;  // their block indices
+  int64_t experts = 0;                 // of each sparse block
+  int64_t experts_per_token = 0;       // k: the rows each token is routed to
+  double capacity_factor = 0.0;        // model.moe_capacity_factor (0: dropless)
+  std::vector<SavedActivation> sparse_block;
+  // What every token runs through in a sparse block (attention, the router, a shared expert),
+  // and one expert's products per routed row (k per token).
+  std::vector<std::pair<int64_t, int64_t>> sparse_block_matmuls;
+  std::vector<std::pair<int64_t, int64_t>> expert_matmuls;
+  bool is_sparse(int64_t block) const;
 
   int64_t num_parameters() const;
   // Elements the parameters of blocks [begin, end) (and, by the flags, the embedding and the

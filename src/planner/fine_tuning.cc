@@ -140,6 +140,10 @@ bool fine_tuning_accepts(const RunSpec& run, const Layout& l, std::string* why) 
   };
   const std::vector<ParameterShape>& params = run.shapes.parameters;
   for (size_t i = 0; i < params.size(); ++i) {
+    // The placement table's own refusal (parallel/placement.cc), before it would throw.
+    if (run.holding_of(i) != Holding::kTrained && params[i].expert >= 0 && l.ep > 1)
+      return refuse("a frozen expert ('" + params[i].name + "') with parallel.ep = " + std::to_string(l.ep) +
+                    " is not supported yet (issue #51); train it with parallel.ep = 1");
     if (run.holding_of(i) == Holding::kNf4 && l.zero_stage == 3)
       return refuse("quantization.base = \"nf4\" with parallel.zero_stage = 3: ZeRO-3 shards the frozen base, which "
                     "NF4 stores whole on each rank; use zero_stage <= 2");

@@ -12,6 +12,7 @@ std::string Layout::pipeline_schedule() const { return virtual_stages > 1 ? "int
 std::vector<std::string> Layout::overrides() const {
   std::vector<std::string> o = {
       "--parallel.tp=" + std::to_string(tp),
+      "--parallel.ep=" + std::to_string(ep),
       "--parallel.pp=" + std::to_string(pp),
       "--parallel.virtual_stages=" + std::to_string(virtual_stages),
       "--parallel.pipeline_schedule=" + pipeline_schedule(),
@@ -19,7 +20,7 @@ std::vector<std::string> Layout::overrides() const {
       std::string("--parallel.offload_optimizer=") + (offload ? "true" : "false"),
       std::string("--parallel.sequence_parallel=") + (sequence_parallel ? "true" : "false"),
       "--model.activation_checkpointing=" + checkpointing,
-      "--data.batch_size=" + std::to_string(micro_batch * dp),
+      "--data.batch_size=" + std::to_string(micro_batch * data_parallel()),
       "--data.grad_accum_steps=" + std::to_string(accum),
   };
   return o;
@@ -28,6 +29,7 @@ std::vector<std::string> Layout::overrides() const {
 parallel::ParallelOptions Layout::parallel_options(const parallel::ParallelOptions& base) const {
   parallel::ParallelOptions o = base;
   o.tp = tp;
+  o.ep = ep;
   o.pp = pp;
   o.virtual_stages = virtual_stages;
   o.pipeline_schedule = pipeline_schedule();
@@ -41,13 +43,15 @@ parallel::ParallelOptions Layout::parallel_options(const parallel::ParallelOptio
 void Layout::apply(train::TrainConfig& cfg) const {
   cfg.parallel = parallel_options(cfg.parallel);
   cfg.model.activation_checkpointing = checkpointing;
-  cfg.data.batch_size = micro_batch * dp;
+  cfg.data.batch_size = micro_batch * data_parallel();
   cfg.data.grad_accum_steps = accum;
 }
 
 std::string Layout::str() const {
   std::ostringstream s;
-  s << "dp" << dp << " tp" << tp << (sequence_parallel ? "+sp" : "") << " pp" << pp;
+  s << "dp" << dp;
+  if (ep > 1) s << " ep" << ep;  // Note [The planner's ep axis]
+  s << " tp" << tp << (sequence_parallel ? "+sp" : "") << " pp" << pp;
   if (virtual_stages > 1) s << "x" << virtual_stages;
   s << " zero" << zero_stage << (offload ? "+offload" : "") << " ckpt=" << checkpointing << " b" << micro_batch
     << " m" << accum;
@@ -58,13 +62,14 @@ Layout layout_of(const train::TrainConfig& cfg, int64_t ranks) {
   Layout l;
   l.tp = cfg.parallel.tp;
   l.pp = cfg.parallel.pp;
-  l.dp = std::max<int64_t>(1, ranks / (l.tp * l.pp));
+  l.ep = cfg.parallel.ep;
+  l.dp = std::max<int64_t>(1, ranks / (l.ep * l.tp * l.pp));
   l.virtual_stages = cfg.parallel.virtual_stages;
   l.zero_stage = cfg.parallel.zero_stage;
   l.offload = cfg.parallel.offload_optimizer;
   l.sequence_parallel = cfg.parallel.sequence_parallel;
   l.checkpointing = cfg.model.activation_checkpointing;
-  l.micro_batch = std::max<int64_t>(1, cfg.data.batch_size / l.dp);
+  l.micro_batch = std::max<int64_t>(1, cfg.data.batch_size / l.data_parallel());
   l.accum = cfg.data.grad_accum_steps;
   return l;
 }

@@ -26,7 +26,7 @@ bool admits_one(const std::optional<T>& pin, const T& value) {
 bool LayoutPins::empty() const { return str().empty(); }
 
 bool LayoutPins::admits(const Layout& l) const {
-  return admits_one(dp, l.dp) && admits_one(tp, l.tp) && admits_one(pp, l.pp) &&
+  return admits_one(dp, l.dp) && admits_one(ep, l.ep) && admits_one(tp, l.tp) && admits_one(pp, l.pp) &&
          admits_one(virtual_stages, l.virtual_stages) && admits_one(zero_stage, l.zero_stage) &&
          admits_one(micro_batch, l.micro_batch) && admits_one(accum, l.accum) &&
          admits_one(checkpointing, l.checkpointing) && admits_one(sequence_parallel, l.sequence_parallel) &&
@@ -43,6 +43,7 @@ std::string LayoutPins::str() const {
   };
   auto on = [](bool b) { return b ? "on" : "off"; };
   if (dp) word("dp", *dp);
+  if (ep) word("ep", *ep);
   if (tp) word("tp", *tp);
   if (sequence_parallel) word("sequence_parallel=", on(*sequence_parallel));
   if (pp) word("pp", *pp);
@@ -55,7 +56,7 @@ std::string LayoutPins::str() const {
   return s.str();
 }
 
-int64_t LayoutPins::ranks() const { return dp ? *dp * tp.value_or(1) * pp.value_or(1) : 0; }
+int64_t LayoutPins::ranks() const { return dp ? *dp * ep.value_or(1) * tp.value_or(1) * pp.value_or(1) : 0; }
 
 LayoutPins LayoutPins::over(const LayoutPins& base) const {
   LayoutPins p = base;
@@ -63,6 +64,7 @@ LayoutPins LayoutPins::over(const LayoutPins& base) const {
     if (from) into = from;
   };
   take(p.dp, dp);
+  take(p.ep, ep);
   take(p.tp, tp);
   take(p.pp, pp);
   take(p.virtual_stages, virtual_stages);
@@ -78,7 +80,7 @@ LayoutPins LayoutPins::over(const LayoutPins& base) const {
 StatusOr<LayoutPins> parse_layout_pins(const std::string& text) {
   LayoutPins p;
   const std::string allowed =
-      "allowed words: dpN, tpN or tpN+sp, ppN or ppNxV, zeroN or zeroN+offload, ckpt=none|selective|full, bN, mN";
+      "allowed words: dpN, epN, tpN or tpN+sp, ppN or ppNxV, zeroN or zeroN+offload, ckpt=none|selective|full, bN, mN";
   auto bad = [&](const std::string& word, const std::string& why) {
     return Status::invalid("--layout '" + text + "': '" + word + "' " + why + " (" + allowed + ")");
   };
@@ -107,6 +109,8 @@ StatusOr<LayoutPins> parse_layout_pins(const std::string& text) {
       else p.checkpointing = mode;
     } else if (w.starts_with("dp")) {
       s = number(w.substr(2), p.dp);
+    } else if (w.starts_with("ep")) {
+      s = number(w.substr(2), p.ep);
     } else if (w.starts_with("tp")) {
       auto [digits, sp] = split("+sp", w.substr(2));
       s = number(digits, p.tp);
@@ -149,6 +153,7 @@ LayoutPins pins_from_overrides(const train::TrainConfig& cfg, const std::vector<
   for (const std::string& o : overrides) {
     const std::string key = o.substr(0, o.find('='));
     if (key == "--parallel.tp") p.tp = cfg.parallel.tp;
+    else if (key == "--parallel.ep") p.ep = cfg.parallel.ep;
     else if (key == "--parallel.pp") p.pp = cfg.parallel.pp;
     else if (key == "--parallel.virtual_stages") p.virtual_stages = cfg.parallel.virtual_stages;
     else if (key == "--parallel.zero_stage") p.zero_stage = cfg.parallel.zero_stage;
@@ -164,20 +169,24 @@ std::string why_no_pinned_layout(const RunSpec& run, int64_t ranks, const Layout
   Layout l;
   l.tp = pins.tp.value_or(1);
   l.pp = pins.pp.value_or(1);
-  if (ranks % (l.tp * l.pp) != 0)
-    return head + "tp x pp = " + std::to_string(l.tp * l.pp) + " does not divide the " + std::to_string(ranks) + " ranks";
-  l.dp = pins.dp.value_or(ranks / (l.tp * l.pp));
+  l.ep = pins.ep.value_or(1);
+  const std::string ep = l.ep > 1 ? "ep x " : "";  // named where pinned (Note [The planner's ep axis])
+  if (ranks % (l.ep * l.tp * l.pp) != 0)
+    return head + ep + "tp x pp = " + std::to_string(l.ep * l.tp * l.pp) + " does not divide the " +
+           std::to_string(ranks) + " ranks";
+  l.dp = pins.dp.value_or(ranks / (l.ep * l.tp * l.pp));
   if (l.ranks() != ranks)
-    return head + "dp x tp x pp = " + std::to_string(l.ranks()) + ", not the " + std::to_string(ranks) +
+    return head + "dp x " + ep + "tp x pp = " + std::to_string(l.ranks()) + ", not the " + std::to_string(ranks) +
            " ranks (--ranks, or the cluster's devices)";
-  const int64_t G = run.global_batch;
-  if (G % l.dp != 0)
-    return head + "dp " + std::to_string(l.dp) + " does not divide the " + std::to_string(G) +
+  const int64_t G = run.global_batch, replicas = l.data_parallel();
+  const std::string dp = l.ep > 1 ? "dp x ep" : "dp";  // the ranks that split the sequences
+  if (G % replicas != 0)
+    return head + dp + " " + std::to_string(replicas) + " does not divide the " + std::to_string(G) +
            " sequences of a step (data.batch_size x data.grad_accum_steps)";
-  if (pins.micro_batch && pins.accum && *pins.micro_batch * *pins.accum * l.dp != G)
-    return head + "b x m x dp = " + std::to_string(*pins.micro_batch * *pins.accum * l.dp) + ", not the " +
+  if (pins.micro_batch && pins.accum && *pins.micro_batch * *pins.accum * replicas != G)
+    return head + "b x m x " + dp + " = " + std::to_string(*pins.micro_batch * *pins.accum * replicas) + ", not the " +
            std::to_string(G) + " sequences of a step";
-  const int64_t per_rank = G / l.dp;
+  const int64_t per_rank = G / replicas;
   if ((pins.micro_batch && per_rank % *pins.micro_batch != 0) || (pins.accum && per_rank % *pins.accum != 0))
     return head + "b x m must be the " + std::to_string(per_rank) + " sequences of each data-parallel rank's step";
   l.micro_batch = pins.micro_batch.value_or(pins.accum ? per_rank / *pins.accum : 1);

@@ -22,7 +22,7 @@
 namespace trident::planner {
 
 struct LayoutPins {
-  std::optional<int64_t> dp, tp, pp, virtual_stages, zero_stage, micro_batch, accum;
+  std::optional<int64_t> dp, ep, tp, pp, virtual_stages, zero_stage, micro_batch, accum;
   std::optional<std::string> checkpointing;
   std::optional<bool> sequence_parallel, offload;
 
@@ -31,21 +31,22 @@ struct LayoutPins {
   bool admits(const Layout& l) const;
   // The pinned axes ("tp4 sequence_parallel=on zero1 ckpt=full"); "" when none.
   std::string str() const;
-  // The ranks the pins name when dp is pinned: dp x tp x pp, an unpinned tp or pp 1; else 0.
+  // The ranks the pins name when dp is pinned: dp x ep x tp x pp, an unpinned ep, tp or pp 1;
+  // else 0.
   int64_t ranks() const;
   // These pins over `base`'s: each axis pinned in either, this one's value where both are.
   LayoutPins over(const LayoutPins& base) const;
 };
 
 // Pins from a layout as Layout::str() writes it, any of its words in any order: "dp8",
-// "tp4" or "tp4+sp" (sequence parallel), "pp2" or "pp2x3" (3 virtual stages: the
+// "ep2" (expert parallelism: Note [The planner's ep axis]), "tp4" or "tp4+sp" (sequence parallel), "pp2" or "pp2x3" (3 virtual stages: the
 // interleaved schedule), "zero1" or "zero1+offload", "ckpt=none|selective|full", "b2" (the
 // micro-batch), "m8" (micro-batches per step). An unknown or repeated word is an error naming
 // it and what is allowed.
 StatusOr<LayoutPins> parse_layout_pins(const std::string& text);
 
 // Pins from a config's layout keys that the command line set: each of `overrides`
-// ("--section.key=value", as trident plan takes them) naming parallel.tp, parallel.pp,
+// ("--section.key=value", as trident plan takes them) naming parallel.tp, parallel.ep, parallel.pp,
 // parallel.virtual_stages, parallel.zero_stage, parallel.sequence_parallel,
 // parallel.offload_optimizer or model.activation_checkpointing pins that axis to the value
 // `cfg` holds (the overrides applied and checked).

@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "models/causal_lm.h"
 #include "parallel/buckets.h"
+#include "planner/block_activations.h"
 #include "planner/placements.h"
 #include "models/registry.h"
 #include "ops/elementwise.h"
@@ -31,8 +32,10 @@ struct Stage {
   std::vector<int64_t> numels;  // its trained parameters' local elements, in model order
   std::vector<int64_t> where;   // their CausalLM::block_of
   int64_t frozen_bytes = 0;     // its frozen parameters' (Note [The planner's fine-tuning])
+  std::vector<bool> expert;     // placed by expert parallelism (reduced over dp alone)
   int64_t blocks = 0;           // blocks over all its chunks
   int64_t chunk_blocks = 0;     // blocks of its largest chunk
+  std::vector<std::pair<int64_t, int64_t>> chunks;  // its chunks' blocks [begin, end)
   bool first = false, last = false;
   int64_t layers = 0;           // the model's
 };
@@ -49,11 +52,13 @@ Stage stage_of(const RunSpec& run, const Layout& l, int64_t layers, int stage) {
     const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
     s.blocks += e - b;
     s.chunk_blocks = std::max(s.chunk_blocks, e - b);
+    s.chunks.emplace_back(b, e);
   }
   // The stage's parameters and their shares, as the trainer places them.
   const StageParameters& held = stages_of(run, l)[static_cast<size_t>(stage)];
   s.numels = held.numels;
   s.where = held.blocks;
+  s.expert = held.expert;
   s.frozen_bytes = held.frozen_bytes;
   return s;
 }
@@ -62,106 +67,6 @@ int64_t sum(const std::vector<int64_t>& v) {
   int64_t n = 0;
   for (int64_t x : v) n += x;
   return n;
-}
-
-// The ranks sharing a saved activation: tensor parallelism's split ones, and under sequence
-// parallelism every one but those kept gathered.
-double split_of(const SavedActivation& a, const Layout& l) {
-  if (a.tp_split && a.split_heads > 0) return static_cast<double>(std::min(l.tp, a.split_heads));
-  return a.tp_split || (l.sequence_parallel && !a.sp_gathered) ? static_cast<double>(l.tp) : 1.0;
-}
-
-// Bytes per token of a list of saved activations under `mode` ("full": the first entry only).
-double saved_bytes_per_token(const std::vector<SavedActivation>& list, const std::string& mode, const Layout& l,
-                             int64_t E) {
-  double bytes = 0.0;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const SavedActivation& a = list[i];
-    const bool kept = mode == "full" ? i == 0 : mode == "selective" ? a.kept_selective : a.kept_none;
-    if (!kept) continue;
-    bytes += static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
-  }
-  return bytes;
-}
-
-// Note [The recompute peak]
-// Under activation checkpointing a block's backward first reruns its forward (autograd/
-// derivatives/activation_checkpoint.cc): what "none" keeps and the mode did not comes back,
-// beside everything the forward kept. The peak is in the backward of the block's first matrix
-// product pair (GPT-2's MLP, measured on 124M): besides those, the incoming gradient, the rerun's
-// output, the gradient of the largest kept tensor, the gradient of the block's input width
-// and the largest weight's f32 gradient (made in the activation category, then handed to the
-// parameter); a tied head's scaled dw waits for the embedding's through the whole backward.
-// Under "selective" the rerun takes the first run's matrix products back, and the region drops
-// its list of them before the backward (autograd/derivatives/activation_checkpoint.cc): those
-// the backward does not read (kept by "selective", not by "none": LLaMA's q and k before RoPE,
-// both families' products that feed a residual add) are freed then, so the block being
-// back-propagated holds them no more. Counting them put pp4's middle stages (one block each)
-// 5-12% over (per-rank allocator peaks, tiny GPT-2 and LLaMA, fp32).
-// Under tensor parallelism the products are dropped too, and the peak is one of three moments
-// (allocator traces of tiny LLaMA and GPT-2 tp2 pipelines' first stages, fp32 and bf16; the
-// first two also without checkpointing):
-//  * the backward of the block's last product (row-parallel: LLaMA's down_proj), with no
-//    input-width gradient yet; under sequence parallelism the incoming gradient is there
-//    twice, split and gathered whole. The peak where a widened weight-gradient GEMM's scratch
-//    is large (bf16 on CPUs without native bf16).
-//  * the backward of the first product, with the input-width gradient, as without tensor
-//    parallelism, beside an f32 weight gradient of the block (counted as the largest's) but no
-//    widened scratch (GPT-2's MLP in fp32).
-//  * the rerun's end, before anything is dropped (below).
-// Counted as one moment with the dropped products kept, tiny LLaMA bf16 tp2 pp2 b4 m2 first
-// stages were 8.6% (tp2) and 5.8% (tp2+sp) over with "selective" and 1.8% over / 1.0% under with
-// "none"; GPT-2 fp32 tp2 pp2x2 b4 m2 4.9% over. Now within 0.7%
-// (bench/results/2026-11-28-planner-tp-recompute-zen3). Without tensor parallelism the one
-// moment, widened scratch and input-width gradient together, was measured exact (pp4's middle
-// stages in bf16) and is left as it was.
-// Sequence parallelism splits the block-width tensors, tensor parallelism the split ones.
-// Without checkpointing the same backward has nothing to rerun and no rerun output; it is the
-// peak of a pipeline's first stages, which keep several micro-batches and no head (GPT-2 124M
-// pp4 b1 m4 and pp2 b2 m2: 28 and 47 MB above the kept activations, measured).
-double backward_working_set(const ModelShapes& shapes, const std::string& mode, const Layout& l, int64_t E,
-                             int64_t tokens, bool widened) {
-  const double tp = static_cast<double>(l.tp);
-  double rerun = 0.0, dropped = 0.0, largest = 0.0;
-  for (size_t i = 0; i < shapes.block.size(); ++i) {
-    const SavedActivation& a = shapes.block[i];
-    const double bytes = static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / split_of(a, l);
-    const bool kept = mode == "full" ? i == 0 : mode == "selective" ? a.kept_selective : a.kept_none;
-    if (a.kept_none && !kept) rerun += bytes;
-    if (mode == "selective" && a.kept_selective && !a.kept_none) dropped += bytes;
-    if (a.kept_none) largest = std::max(largest, bytes);
-  }
-  const double whole = static_cast<double>(shapes.block.front().per_token * E);
-  const double width = whole / (l.sequence_parallel ? tp : 1.0);
-  // The incoming gradient and, when a rerun made one, its output; then with the input-width
-  // gradient (the first product's backward) or without it (the last product's, tensor parallel).
-  const double rerun_output = mode == "none" ? 0.0 : 1.0;
-  const double with_input = rerun - dropped + largest + (2.0 + rerun_output) * width;
-  const double gathered = l.sequence_parallel ? whole : 0.0;  // the incoming gradient, gathered
-  const double without_input = rerun - dropped + largest + (1.0 + rerun_output) * width + gathered;
-  // Under tensor parallelism the rerun's end can be higher: nothing dropped yet, and beside
-  // the incoming gradient the last row-parallel product's output reduced again (its all-reduce
-  // or reduce-scatter is not a product the rerun takes back) with the rerun's output, or under
-  // sequence parallelism inside its reduce-scatter: the product's whole copy, the scattered
-  // output and the norm's split output before it.
-  const double rerun_end = l.tp > 1 && mode != "none" ? rerun + 3.0 * width + gathered : 0.0;
-  double weight = 0.0, weight_f32 = 0.0;
-  for (const auto& [k, n] : shapes.block_matmuls) {
-    double w = 4.0 * static_cast<double>(k * n) / tp;
-    weight_f32 = std::max(weight_f32, w);
-    // Under widened bf16 GEMMs (Note [Widened head GEMMs]) the weight's gradient GEMM also
-    // holds its bf16 output and f32 copies of both operands, (tokens, in) and (tokens, out),
-    // the larger split by tensor parallelism (measured: tiny GPT-2 bf16 pp4 on a Zen 3, a
-    // middle stage 1.75 MB above the count without them at 256 tokens, 3 MB at 512: exactly
-    // these terms).
-    if (widened)
-      w += static_cast<double>(E * k * n) / tp +
-           4.0 * static_cast<double>(tokens) * (static_cast<double>(std::max(k, n)) / tp + static_cast<double>(std::min(k, n)));
-    weight = std::max(weight, w);
-  }
-  const double t = static_cast<double>(tokens);
-  if (l.tp == 1) return t * with_input + weight;
-  return std::max({t * without_input + weight, t * with_input + weight_f32, t * rerun_end});
 }
 
 // Note [Leaf gradients]
@@ -310,8 +215,10 @@ std::vector<size_t> gradient_order(const Stage& s) {
 // being copied in (the compute dtype), with the leaf gradients beside a block's (Note [Leaf
 // gradients under ZeRO]). ZeRO-3's buckets are the model's parts, so the root
 // part (embedding, final norm, head) stays open from the first gradient to the last.
-double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& groups, const std::vector<int64_t>& padded,
-                   int64_t E, double leaves, double unit) {
+// With several reduction groups (expert parallelism) each group's optimizer posts its own
+// buckets: `owner` names each bucket's group.
+double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& groups, const std::vector<size_t>& owner,
+                   const std::vector<int64_t>& padded, int64_t E, double leaves, double unit) {
   std::vector<size_t> bucket(s.numels.size());
   std::vector<size_t> pending(groups.size());
   for (size_t j = 0; j < groups.size(); ++j) {
@@ -319,7 +226,13 @@ double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& group
     for (size_t k : groups[j]) bucket[k] = j;
   }
   double peak = 0.0;
-  int64_t open = 0, posted = 0;  // staged elements: buckets still filling; the one posted last
+  int64_t open = 0;  // staged elements: buckets still filling
+  std::vector<int64_t> posted_by(owner.empty() ? 1 : *std::max_element(owner.begin(), owner.end()) + 1, 0);
+  auto posted_sum = [&] {
+    int64_t n = 0;
+    for (int64_t p : posted_by) n += p;
+    return n;
+  };
   for (size_t k : gradient_order(s)) {
     const size_t j = bucket[k];
     if (pending[j] == groups[j].size()) open += padded[j];
@@ -328,10 +241,10 @@ double staged_peak(const Stage& s, const std::vector<std::vector<size_t>>& group
     const double beside = s.where[k] >= 0 ? std::max(static_cast<double>(E * s.numels[k]) + std::max(leaves - 1.0, 0.0) * unit,
                                                      leaves * unit)
                                           : static_cast<double>(E * s.numels[k]);
-    peak = std::max(peak, 4.0 * static_cast<double>(open + posted) + beside);
+    peak = std::max(peak, 4.0 * static_cast<double>(open + posted_sum()) + beside);
     if (--pending[j] == 0) {
       open -= padded[j];
-      posted = padded[j];
+      posted_by[owner[j]] = padded[j];  // the group's previous one folded in
     }
   }
   return peak;
@@ -444,23 +357,46 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const int64_t P = sum(s.numels);
     const int64_t p_max = s.numels.empty() ? 0 : *std::max_element(s.numels.begin(), s.numels.end());
     const int64_t tied_copy = (l.pp > 1 && tied && s.last) ? head_rows * C : 0;
-    // ZeRO's flat buffer: buckets (ZeRO-3: the model's parts, the root first) each padded to a
-    // multiple of dp; each bucket's parameters (indices into s.numels).
+    // ZeRO's flat buffers, one per reduction group (parallel/parallelize.cc: one ZeroOptimizer
+    // each): the dense parameters over dp x ep, the experts expert parallelism places over dp
+    // (Note [Placements]); without expert parallelism one group over dp. Each group's buckets
+    // (ZeRO-3: the model's parts, the root first) are padded to a multiple of its ranks; each
+    // bucket's parameters (indices into s.numels) and its group.
+    std::vector<std::pair<std::vector<size_t>, int64_t>> reductions(1, {{}, l.data_parallel()});
+    for (size_t k = 0; k < s.numels.size(); ++k) {
+      if (s.expert[k] && reductions.size() == 1) reductions.push_back({{}, l.dp});
+      reductions[s.expert[k] ? 1 : 0].first.push_back(k);
+    }
     std::vector<std::vector<size_t>> groups;
-    if (l.zero_stage == 3) {
-      groups.assign(static_cast<size_t>(run.model.n_layer) + 1, {});
-      for (size_t k = 0; k < s.numels.size(); ++k)
-        groups[s.where[k] >= 0 ? static_cast<size_t>(s.where[k]) + 1 : 0].push_back(k);
-    } else {
-      groups = parallel::group_in_buckets(s.numels, std::max<int64_t>(1, run.bucket_bytes / 4));
+    std::vector<size_t> owner;
+    for (size_t g = 0; g < reductions.size(); ++g) {
+      const std::vector<size_t>& members = reductions[g].first;
+      std::vector<std::vector<size_t>> buckets;
+      if (l.zero_stage == 3) {
+        buckets.assign(static_cast<size_t>(run.model.n_layer) + 1, {});
+        for (size_t k : members) buckets[s.where[k] >= 0 ? static_cast<size_t>(s.where[k]) + 1 : 0].push_back(k);
+      } else {
+        std::vector<int64_t> numels;
+        for (size_t k : members) numels.push_back(s.numels[k]);
+        for (const std::vector<size_t>& b : parallel::group_in_buckets(numels, std::max<int64_t>(1, run.bucket_bytes / 4))) {
+          buckets.emplace_back();
+          for (size_t j : b) buckets.back().push_back(members[j]);
+        }
+      }
+      for (auto& b : buckets) {
+        groups.push_back(std::move(b));
+        owner.push_back(g);
+      }
     }
     std::vector<int64_t> bucket_sizes;
-    int64_t flat = 0;
-    for (const auto& g : groups) {
+    int64_t flat = 0, shard = 0;  // every group's flat buffer, and this rank's shards of them
+    for (size_t j = 0; j < groups.size(); ++j) {
       int64_t n = 0;
-      for (size_t k : g) n += s.numels[k];
-      bucket_sizes.push_back(ceil_div(n, l.dp) * l.dp);
+      for (size_t k : groups[j]) n += s.numels[k];
+      const int64_t ranks = reductions[owner[j]].second;
+      bucket_sizes.push_back(ceil_div(n, ranks) * ranks);
       flat += bucket_sizes.back();
+      shard += bucket_sizes.back() / ranks;
     }
 
     // Parameters: the trained ones as the layout places them, the frozen ones whole on every
@@ -468,7 +404,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const double frozen = static_cast<double>(s.frozen_bytes);
     if (l.zero_stage == 0) raise(MemoryCategory::kParameter, static_cast<double>(E * (P + tied_copy)) + frozen);
     else if (l.zero_stage < 3) raise(MemoryCategory::kParameter, static_cast<double>(E * (flat + tied_copy)) + frozen);
-    else raise(MemoryCategory::kParameter, static_cast<double>(E * flat / l.dp) + frozen);
+    else raise(MemoryCategory::kParameter, static_cast<double>(E * shard) + frozen);
 
     // Gradients (the last stage's tied copy accumulates its fp32 gradient for rank 0).
     // Note [The tied copy's gradient under mixed precision]
@@ -570,12 +506,12 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
                           static_cast<double>(E * block_max) + std::max(leaves - 1.0, 0.0) * unit}));
     } else {
       raise(MemoryCategory::kGradient,
-            4.0 * static_cast<double>(flat / l.dp) + copy_grad +
-                std::max(staged_peak(s, groups, bucket_sizes, E, zero_leaves(s, l), unit), copy_fold));
+            4.0 * static_cast<double>(shard) + copy_grad +
+                std::max(staged_peak(s, groups, owner, bucket_sizes, E, zero_leaves(s, l), unit), copy_fold));
     }
 
     // Optimizer state: AdamW's moments, and fp32 masters beside a bf16/fp16 model.
-    const int64_t state_elems = l.zero_stage == 0 ? P : flat / l.dp;
+    const int64_t state_elems = l.zero_stage == 0 ? P : shard;
     const double masters = run.mixed() || l.offload ? 4.0 : 0.0;
     if (offloaded) {
       // Note [ZeRO-Offload's memory]: and, under mixed precision, the masters rounded to the
@@ -587,20 +523,35 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       raise(MemoryCategory::kOptimizerState, (8.0 + masters) * static_cast<double>(state_elems));
     }
 
-    // ZeRO-3's gathered parts: the root through the whole forward, and two blocks.
+    // ZeRO-3's gathered parts: the root through the whole forward, and two blocks; each
+    // group's optimizer gathers its own (the parts' hooks are chained).
     if (l.zero_stage == 3) {
-      int64_t two = 0;
-      for (size_t i = 1; i + 1 < bucket_sizes.size(); ++i) two = std::max(two, bucket_sizes[i] + bucket_sizes[i + 1]);
-      if (bucket_sizes.size() == 2) two = bucket_sizes[1];
-      raise(MemoryCategory::kGatheredParameter, static_cast<double>(E * (bucket_sizes.front() + two)));
+      int64_t gathered = 0;
+      for (size_t g = 0; g < reductions.size(); ++g) {
+        std::vector<int64_t> sizes;
+        for (size_t j = 0; j < groups.size(); ++j)
+          if (owner[j] == g) sizes.push_back(bucket_sizes[j]);
+        int64_t two = 0;
+        for (size_t i = 1; i + 1 < sizes.size(); ++i) two = std::max(two, sizes[i] + sizes[i + 1]);
+        if (sizes.size() == 2) two = sizes[1];
+        gathered += sizes.front() + two;
+      }
+      raise(MemoryCategory::kGatheredParameter, static_cast<double>(E * gathered));
     }
 
     // Activations.
     const std::string& mode = l.checkpointing;
-    const double block = saved_bytes_per_token(shapes.block, mode, l, E);
+    // What one unit in flight (the stage's blocks, or under interleaving its largest chunk's)
+    // keeps per token: dense and sparse blocks alike (planner/block_activations.h).
+    double per_unit = 0.0, stage_bytes = 0.0;
+    for (const auto& [b, e] : s.chunks) {
+      const double chunk = blocks_bytes_per_token(shapes, b, e, mode, l, E);
+      per_unit = std::max(per_unit, chunk);
+      stage_bytes += chunk;
+    }
+    if (l.virtual_stages == 1) per_unit = stage_bytes;
     const int64_t units = in_flight(l, r);
-    const int64_t blocks_per_unit = l.virtual_stages > 1 ? s.chunk_blocks : s.blocks;
-    double act = static_cast<double>(units) * static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
+    double act = static_cast<double>(units) * static_cast<double>(tokens) * per_unit;
     act += 16.0 * static_cast<double>(l.micro_batch * T * l.accum);  // every micro-batch's ids and targets (int64)
     // Note [The vocabulary-parallel embedding's saved tensors]
     // Under tensor parallelism the embedding looks up local ids (int64) and masks the rows of
@@ -625,9 +576,9 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // (none for a frozen head: Note [A frozen head and embedding]).
     const double vc = head_trains ? 4.0 * static_cast<double>(head_rows * C) : 0.0;
     const double vc_e = head_trains ? static_cast<double>(head_rows * C * E) : 0.0;
-    // Note [The recompute peak]: a block's backward, after what the forward kept.
+    // Note [The recompute peak] (block_activations.cc): a block's backward, after what the forward kept.
     double blocks_backward = s.blocks == 0 ? 0.0
-                                           : act + backward_working_set(shapes, mode, l, E, tokens, run.widened_bf16) +
+                                           : act + blocks_working_set(shapes, s.chunks, mode, l, E, tokens, run.widened_bf16) +
                                                  (tied && l.pp == 1 ? vc_e : 0.0);
     // Note [The embedding's backward in a pipeline]
     // On a pipeline's first stage the backward of chunk 0 ends in the embedding's, which makes
@@ -641,7 +592,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // micro-batch is in flight. Without a pipeline, the head's stage counts these
     // (Note [The fused head's peak]).
     if (s.first && l.pp > 1) {
-      const double unit_blocks = static_cast<double>(tokens) * block * static_cast<double>(blocks_per_unit);
+      const double unit_blocks = static_cast<double>(tokens) * per_unit;
       double tables = 0.0;
       for (size_t i = 0; i < shapes.parameters.size(); ++i) {
         const ParameterShape& p = shapes.parameters[i];

@@ -4,8 +4,9 @@
 //
 // Note [The memory model]
 // Per pipeline stage (the largest stage's value is the rank's), with P this rank's trained
-// parameters (after tensor and pipeline parallelism), E the compute dtype's bytes and dp ranks to
-// shard over:
+// parameters (after tensor, pipeline and expert parallelism), E the compute dtype's bytes and dp
+// ranks to shard over (dense parameters: dp x ep; the experts expert parallelism places: dp,
+// in buffers of their own: Note [The planner's mixture of experts] in block_activations.cc):
 //  parameter       E P; ZeRO 1-2 the flat buffer (buckets padded to dp); ZeRO-3 its 1/dp shard;
 //                  the last stage's copy of a tied head; frozen parameters whole, in E bytes or
 //                  NF4's (Note [The planner's fine-tuning] in planner/fine_tuning.h).
@@ -21,7 +22,8 @@
 //  gathered        ZeRO-3: the root part (embeddings, final norm, head: gathered through the whole
 //                  forward) and two blocks (the one running and the one prefetched).
 //  activation      what the in-flight micro-batches keep (the family's SavedActivation lists per
-//                  checkpointing mode; 1F1B keeps min(p - r, m) on stage r), the token ids of
+//                  checkpointing mode, a mixture of experts' sparse blocks with their routed
+//                  rows; 1F1B keeps min(p - r, m) on stage r), the token ids of
 //                  the step's micro-batches, a pipeline stage's receive buffer, and the head's
 //                  peak (Note [The fused head's peak]).
 //

@@ -16,7 +16,7 @@ std::vector<parallel::ParamSpec> parameter_specs(const RunSpec& run, int64_t tp)
     const bool split = p.split_dim >= 0 && !(p.split_heads > 0 && tp > p.split_heads);
     specs.push_back({p.name, Shape(p.shape), p.block,
                      split ? parallel::Placement::shard(p.split_dim, p.split_blocks) : parallel::Placement::replicate(),
-                     run.holding_of(i) == Holding::kTrained});
+                     run.holding_of(i) == Holding::kTrained, p.expert, p.expert >= 0 ? run.shapes.experts : 0});
   }
   return specs;
 }
@@ -25,7 +25,7 @@ parallel::PlacementTable placements_of(const RunSpec& run, const Layout& l) {
   const parallel::PipelineLayout pipeline = parallel::PipelineLayout::make(
       run.model.n_layer, static_cast<int>(l.pp), static_cast<int>(l.virtual_stages));
   return parallel::PlacementTable::build(
-      parameter_specs(run, l.tp), parallel::MeshShape{l.pp, l.dp, 1, 1, l.tp},
+      parameter_specs(run, l.tp), parallel::MeshShape{l.pp, l.dp, l.ep, 1, l.tp},
       [&](int64_t block) { return pipeline.stage_of_block(block); }, l.zero_stage, run.compute, run.compute);
 }
 
@@ -35,11 +35,13 @@ StageParameters stage_parameters(const RunSpec& run, const parallel::PlacementTa
   StageParameters s;
   const int tp = static_cast<int>(table.mesh().tp);
   for (const parallel::ParamPlacement* p : table.on_stage(stage)) {
+    if (p->on_ep_rank() && p->expert_rank() != 0) continue;  // another ep rank's expert
     const int64_t n = p->local_shape(tp, 0).product();
     const Holding h = holding.at(p->name);
     if (h == Holding::kTrained) {
       s.numels.push_back(n);
       s.blocks.push_back(p->block);
+      s.expert.push_back(p->on_ep_rank());
     } else {
       s.frozen_bytes += h == Holding::kNf4 ? quantization::Nf4Weight::bytes_for(n, run.nf4_double_quant)
                                            : n * static_cast<int64_t>(element_size(p->storage));
@@ -50,8 +52,8 @@ StageParameters stage_parameters(const RunSpec& run, const parallel::PlacementTa
 
 struct StageCache {
   std::mutex mu;
-  // (fingerprint of the shapes, tp, pp, virtual stages) -> every stage's parameters.
-  std::map<std::tuple<uint64_t, int64_t, int64_t, int64_t>, std::vector<StageParameters>> stages;
+  // (fingerprint of the shapes, tp, pp, virtual stages, ep) -> every stage's parameters.
+  std::map<std::tuple<uint64_t, int64_t, int64_t, int64_t, int64_t>, std::vector<StageParameters>> stages;
 };
 
 std::shared_ptr<StageCache> new_stage_cache() { return std::make_shared<StageCache>(); }
@@ -74,6 +76,7 @@ uint64_t fingerprint(const RunSpec& run) {
     mix(p.split_dim);
     mix(p.split_heads);
     mix(p.split_blocks);
+    mix(p.expert);
     mix(static_cast<int64_t>(run.holding_of(i)));
     mix(-7);  // a separator
   }
@@ -86,7 +89,7 @@ uint64_t fingerprint(const RunSpec& run) {
 
 const std::vector<StageParameters>& stages_of(const RunSpec& run, const Layout& l) {
   StageCache& cache = *run.stage_cache;
-  const auto key = std::make_tuple(fingerprint(run), l.tp, l.pp, l.virtual_stages);
+  const auto key = std::make_tuple(fingerprint(run), l.tp, l.pp, l.virtual_stages, l.ep);
   std::lock_guard<std::mutex> lock(cache.mu);
   auto it = cache.stages.find(key);
   if (it == cache.stages.end()) {

@@ -24,17 +24,20 @@ std::vector<parallel::ParamSpec> parameter_specs(const RunSpec& run, int64_t tp)
 parallel::PlacementTable placements_of(const RunSpec& run, const Layout& l);
 
 // What pipeline stage `stage` holds on its tensor-parallel rank 0 (the largest share: uneven
-// splits give the first ranks more): each trained parameter's elements, in model order, and
-// their blocks (CausalLM::block_of); and the bytes of its frozen ones (the compute dtype's, or
-// NF4's: Nf4Weight::bytes_for their shards).
+// splits give the first ranks more) and expert-parallel rank 0 (every ep rank holds as many
+// experts): each trained parameter's elements, in model order, their blocks
+// (CausalLM::block_of) and whether each is an expert's placed by expert parallelism (its
+// gradient reduced and ZeRO-sharded over dp alone); and the bytes of its frozen ones (the
+// compute dtype's, or NF4's: Nf4Weight::bytes_for their shards).
 struct StageParameters {
   std::vector<int64_t> numels;
   std::vector<int64_t> blocks;
+  std::vector<bool> expert;
   int64_t frozen_bytes = 0;
 };
 StageParameters stage_parameters(const RunSpec& run, const parallel::PlacementTable& table, int stage);
 // Every stage's, of placements_of(run, l): what the memory and time models read, cached per
-// (tp, pp, virtual stages) and the run's shapes in run.stage_cache, since a search evaluates
+// (tp, pp, virtual stages, ep) and the run's shapes in run.stage_cache, since a search evaluates
 // thousands of layouts that share them (building the table for each made `trident plan` 6x
 // slower). Thread-safe.
 const std::vector<StageParameters>& stages_of(const RunSpec& run, const Layout& l);

@@ -165,7 +165,7 @@ std::string plan_table(const Plan& plan, int64_t top) {
 nlohmann::ordered_json candidate_json(const Candidate& c) {
   nlohmann::ordered_json j;
   const Layout& l = c.layout;
-  j["layout"] = {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"virtual_stages", l.virtual_stages},
+  j["layout"] = {{"dp", l.dp}, {"ep", l.ep}, {"tp", l.tp}, {"pp", l.pp}, {"virtual_stages", l.virtual_stages},
                  {"zero_stage", l.zero_stage}, {"activation_checkpointing", l.checkpointing},
                  {"micro_batch", l.micro_batch}, {"grad_accum_steps", l.accum}, {"offload", l.offload},
                  {"sequence_parallel", l.sequence_parallel}};

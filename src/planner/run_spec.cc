@@ -10,8 +10,6 @@ RunSpec run_spec(const train::TrainConfig& cfg) {
   RunSpec r;
   r.model = cfg.model;
   r.shapes = models::model_family(cfg.model.arch).shapes(cfg.model);
-  TRI_CHECK(r.shapes.sparse_blocks == 0, "trident plan: the model has ", r.shapes.sparse_blocks,
-            " mixture-of-experts blocks (model.num_local_experts > 0); the planner does not model their memory and time yet (issue #51)");
   r.seq_len = cfg.data.seq_len;
   r.global_batch = cfg.data.batch_size * cfg.data.grad_accum_steps;
   r.compute = cfg.precision.compute_dtype();

@@ -22,16 +22,16 @@ std::vector<int64_t> divisors(int64_t n) {
   return d;
 }
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, std::string, int64_t, bool, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, std::string, int64_t, bool, bool>;
 Key key_of(const Layout& l) {
-  return {l.dp, l.tp, l.pp, l.virtual_stages, l.zero_stage, l.checkpointing, l.micro_batch, l.offload,
+  return {l.dp, l.ep, l.tp, l.pp, l.virtual_stages, l.zero_stage, l.checkpointing, l.micro_batch, l.offload,
           l.sequence_parallel};
 }
 
 }  // namespace
 
 bool prunes(const RunSpec& run, const SearchSpace& space, const Layout& l) {
-  if (l.zero_stage > 0 && l.dp == 1) return true;  // ZeRO over one rank: data parallelism's memory and more
+  if (l.zero_stage > 0 && l.data_parallel() == 1) return true;  // ZeRO over one rank: data parallelism's memory and more
   // Offload without ZeRO (one rank) moves state between buffers of one memory on a CPU.
   if (l.offload && l.zero_stage == 0 && !run.on_device) return true;
   (void)space;
@@ -46,9 +46,10 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
   // pinned ZeRO stage or offload is evaluated even where prunes() would leave it out (Note
   // [Pinned layouts]).
   const bool pinned_state = pin.zero_stage.has_value() || pin.offload.has_value();
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, bool> accepted;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>, bool> accepted;
   auto runs = [&](const Layout& l) {
-    auto [it, fresh] = accepted.try_emplace({l.tp, l.pp, l.virtual_stages, l.zero_stage, l.sequence_parallel, l.offload});
+    auto [it, fresh] = accepted.try_emplace(
+        {l.ep, l.tp, l.pp, l.virtual_stages, l.zero_stage, l.sequence_parallel, l.offload});
     if (fresh)
       it->second = trainer_accepts(run.model, run.seq_len, l) && fine_tuning_accepts(run, l) &&
                    (pinned_state || !prunes(run, space, l));
@@ -63,34 +64,46 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
   for (int64_t tp : divisors(space.ranks)) {
     if (pin.tp ? tp != *pin.tp : space.max_tp > 0 && tp > space.max_tp) continue;
     for (int64_t pp : divisors(space.ranks / tp)) {
-      const int64_t dp = space.ranks / (tp * pp);
-      if (G % dp != 0 || (pin.pp && pp != *pin.pp) || (pin.dp && dp != *pin.dp)) continue;
-      for (int64_t b : divisors(G / dp)) {
-        if (pin.micro_batch ? b != *pin.micro_batch : space.max_micro_batch > 0 && b > space.max_micro_batch) continue;
-        const int64_t m = G / (dp * b);
-        // Fewer micro-batches than stages: never all stages busy, so left out unless pinned.
-        if (pp > 1 && m < pp && !pinned_batching) continue;
-        const int64_t max_v = pin.virtual_stages ? *pin.virtual_stages
-                              : pp > 1 && space.interleaved ? std::max<int64_t>(1, L / pp) : 1;
-        for (int64_t v = 1; v <= max_v; ++v) {
-          if (v > 1 && m % pp != 0) continue;  // the interleaved schedule's rule (parallel/pipeline.cc)
-          for (int64_t zero = 0; zero <= 3; ++zero)
-            for (const std::string& ckpt : checkpointing)
-              for (int sp = 0; sp <= (tp > 1 && sequence_parallel ? 1 : 0); ++sp)
-                for (int off = 0; off <= (offload ? 1 : 0); ++off) {
-                  Layout l;
-                  l.dp = dp;
-                  l.tp = tp;
-                  l.pp = pp;
-                  l.virtual_stages = v;
-                  l.zero_stage = zero;
-                  l.checkpointing = ckpt;
-                  l.micro_batch = b;
-                  l.accum = m;
-                  l.offload = off == 1;
-                  l.sequence_parallel = sp == 1;
-                  if (pin.admits(l) && runs(l)) out.push_back(l);
-                }
+      for (int64_t ep : divisors(space.ranks / (tp * pp))) {
+        // Note [The planner's ep axis]: ep splits a mixture of experts' experts (the trainer
+        // checks that it divides them); a dense model has none to split.
+        if (pin.ep ? ep != *pin.ep
+                   : ep > 1 && (run.shapes.experts == 0 || run.shapes.experts % ep != 0))
+          continue;
+        const int64_t dp = space.ranks / (tp * pp * ep), replicas = dp * ep;
+        if (G % replicas != 0 || (pin.pp && pp != *pin.pp) || (pin.dp && dp != *pin.dp)) continue;
+        for (int64_t b : divisors(G / replicas)) {
+          if (pin.micro_batch ? b != *pin.micro_batch
+                              : space.max_micro_batch > 0 && b > space.max_micro_batch)
+            continue;
+          const int64_t m = G / (replicas * b);
+          // Fewer micro-batches than stages: never all stages busy, so left out unless pinned.
+          if (pp > 1 && m < pp && !pinned_batching) continue;
+          const int64_t max_v = pin.virtual_stages            ? *pin.virtual_stages
+                                : pp > 1 && space.interleaved ? std::max<int64_t>(1, L / pp)
+                                                              : 1;
+          for (int64_t v = 1; v <= max_v; ++v) {
+            if (v > 1 && m % pp != 0)
+              continue;  // the interleaved schedule's rule (parallel/pipeline.cc)
+            for (int64_t zero = 0; zero <= 3; ++zero)
+              for (const std::string& ckpt : checkpointing)
+                for (int sp = 0; sp <= (tp > 1 && sequence_parallel ? 1 : 0); ++sp)
+                  for (int off = 0; off <= (offload ? 1 : 0); ++off) {
+                    Layout l;
+                    l.dp = dp;
+                    l.ep = ep;
+                    l.tp = tp;
+                    l.pp = pp;
+                    l.virtual_stages = v;
+                    l.zero_stage = zero;
+                    l.checkpointing = ckpt;
+                    l.micro_batch = b;
+                    l.accum = m;
+                    l.offload = off == 1;
+                    l.sequence_parallel = sp == 1;
+                    if (pin.admits(l) && runs(l)) out.push_back(l);
+                  }
+          }
         }
       }
     }
@@ -119,11 +132,11 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
   std::map<Key, size_t> index;
   for (size_t i = 0; i < layouts.size(); ++i) index.emplace(key_of(layouts[i]), i);
   // The knobs' values that occur, to move between.
-  std::vector<std::tuple<int64_t, int64_t>> shapes;  // (tp, pp)
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes;  // (tp, pp, ep)
   std::vector<int64_t> micro, virt;
   std::vector<std::string> ckpts;
   for (const Layout& l : layouts) {
-    shapes.emplace_back(l.tp, l.pp);
+    shapes.emplace_back(l.tp, l.pp, l.ep);
     micro.push_back(l.micro_batch);
     virt.push_back(l.virtual_stages);
     ckpts.push_back(l.checkpointing);
@@ -163,19 +176,20 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
         case 1: l.zero_stage = static_cast<int64_t>(pick(4)); break;
         case 2: l.micro_batch = micro[pick(micro.size())]; break;
         case 3: {
-          const auto [tp, pp] = shapes[pick(shapes.size())];
+          const auto [tp, pp, ep] = shapes[pick(shapes.size())];
           l.tp = tp;
           l.pp = pp;
-          l.dp = ranks / (tp * pp);
+          l.ep = ep;
+          l.dp = ranks / (tp * pp * ep);
           l.virtual_stages = pick(2) == 0 ? 1 : virt[pick(virt.size())];
           if (l.pp > 1 && l.zero_stage > 1) l.zero_stage = 1;
-          if (l.dp == 1) l.zero_stage = 0;
+          if (l.data_parallel() == 1) l.zero_stage = 0;
           if (l.tp == 1) l.sequence_parallel = false;
-          if (G % l.dp != 0) continue;
+          if (G % l.data_parallel() != 0) continue;
           // The nearest micro-batch that divides this shape's share.
           int64_t best = 0;
           for (int64_t b : micro)
-            if ((G / l.dp) % b == 0 && (best == 0 || std::llabs(b - at.micro_batch) < std::llabs(best - at.micro_batch)))
+            if ((G / l.data_parallel()) % b == 0 && (best == 0 || std::llabs(b - at.micro_batch) < std::llabs(best - at.micro_batch)))
               best = b;
           l.micro_batch = best;
           break;
@@ -186,8 +200,8 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
           else l.offload = !l.offload;
           break;
       }
-      if (l.micro_batch <= 0 || G % (l.dp * l.micro_batch) != 0) continue;
-      l.accum = G / (l.dp * l.micro_batch);
+      if (l.micro_batch <= 0 || G % (l.data_parallel() * l.micro_batch) != 0) continue;
+      l.accum = G / (l.data_parallel() * l.micro_batch);
       const auto it = index.find(key_of(l));
       if (it != index.end() && !(layouts[it->second] == at)) return it->second;
     }
@@ -227,22 +241,23 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
     for (int64_t v : virt) around.push_back(at), around.back().virtual_stages = v;
     around.push_back(at), around.back().sequence_parallel = !at.sequence_parallel;
     around.push_back(at), around.back().offload = !at.offload;
-    for (const auto& [tp, pp] : shapes)
+    for (const auto& [tp, pp, ep] : shapes)
       for (int64_t b : micro)
         for (int64_t v : virt)
           for (bool sp : {false, true}) {
             Layout l = at;
             l.tp = tp;
             l.pp = pp;
-            l.dp = ranks / (tp * pp);
+            l.ep = ep;
+            l.dp = ranks / (tp * pp * ep);
             l.micro_batch = b;
             l.virtual_stages = v;
             l.sequence_parallel = sp;
             around.push_back(l);
           }
     for (Layout& l : around) {
-      if (l.dp <= 0 || l.micro_batch <= 0 || G % (l.dp * l.micro_batch) != 0) continue;
-      l.accum = G / (l.dp * l.micro_batch);
+      if (l.dp <= 0 || l.micro_batch <= 0 || G % (l.data_parallel() * l.micro_batch) != 0) continue;
+      l.accum = G / (l.data_parallel() * l.micro_batch);
       const auto it = index.find(key_of(l));
       if (it != index.end() && eval(it->second) > here) improved = true;
     }

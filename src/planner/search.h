@@ -1,19 +1,21 @@
 // The layouts of a run on a number of ranks, and the search for the fastest that fits.
 //
 // Note [Layout search]
-// The space: every dp x tp x pp = ranks, virtual stages (interleaved 1F1B: m divisible by pp),
+// The space: every dp x ep x tp x pp = ranks (ep > 1 only for a mixture of experts, dividing
+// its experts: Note [The planner's ep axis]), virtual stages (interleaved 1F1B: m divisible by pp),
 // ZeRO 0-3, each layout the trainer runs (its own check, parallel::check_layout: the family's
 // tensor-parallel rule, at least a block per pipeline chunk, ZeRO 2-3 without a pipeline,
-// offload under ZeRO) and `prunes` keeps (ZeRO needs dp > 1),
+// offload under ZeRO, the compositions expert parallelism has) and `prunes` keeps (ZeRO
+// needs dp x ep > 1),
 // activation checkpointing, micro-batch b dividing the global batch's share of a data-parallel
 // rank (m = G / (dp b); a pipeline needs m >= pp: with fewer micro-batches than stages some
 // stage is always idle, so the planner does not list it), sequence parallelism with tp > 1,
 // and offload where asked. Small spaces are enumerated and every layout evaluated; large ones
 // (thousands of devices, every knob) are searched by simulated annealing over the same space:
-// a move changes one knob (or moves to another dp x tp x pp with the nearest micro-batch), a
+// a move changes one knob (or moves to another dp x ep x tp x pp with the nearest micro-batch), a
 // worse layout is accepted with probability exp(-relative loss / temperature) as the
 // temperature cools, and the best layout seen is kept, with restarts from it; then a polish
-// tries every single-knob neighbour of the best (a new dp x tp x pp with any micro-batch,
+// tries every single-knob neighbour of the best (a new dp x ep x tp x pp with any micro-batch,
 // virtual stages and sequence parallelism) while one is better. Evaluations are cached.
 // tests/planner/search_test checks that it finds the exhaustive optimum on every space small
 // enough to enumerate there.

@@ -21,7 +21,8 @@ bool cluster_is_host(const Cluster& c) { return !c.gpu(); }
 double saved_bytes_per_token(const std::vector<models::SavedActivation>& list, int64_t E, int64_t tp) {
   double b = 0.0;
   for (const auto& a : list)
-    if (a.kept_none) b += static_cast<double>(a.per_token * (a.f32 ? 4 : E)) / (a.tp_split ? static_cast<double>(tp) : 1.0);
+    if (a.kept_none)
+      b += static_cast<double>(a.per_token * (a.i64 ? 8 : a.f32 ? 4 : E)) / (a.tp_split ? static_cast<double>(tp) : 1.0);
   return b;
 }
 
@@ -79,7 +80,42 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   else if (l.checkpointing == "selective") block_re = tokens * (block_attn / attn_rate + block_mem / 3.0 / mem_rate);
   const double block_bwd =
       tokens * (3.0 * block_mm / gemm + 3.5 * block_attn / attn_rate + block_mem / mem_rate) - block_fwd + block_re;
-  auto block_seconds = [&](double blocks) { return std::make_pair(blocks * (block_fwd + block_bwd), blocks * block_re); };
+  // Note [The time of a mixture of experts]
+  // A sparse block's products: what every token runs through (attention, the router, a shared
+  // expert) and k routed rows per token through one expert's SwiGLU (the active parameters;
+  // under expert parallelism the rows a rank's experts see, N k on average with balanced
+  // routing), at the GEMM rate of the micro-batch's rows. The grouped products are no
+  // kept_or_computed product, so "selective" reruns them. Their rows travel by all_to_all_v
+  // over the ep group: two exchanges forward and two backward per block and micro-batch
+  // (another two in a checkpointed rerun), N k C elements each, (ep - 1) / ep of them off
+  // the rank; counted exposed.
+  const double sparse_dense_mm = static_cast<double>(models::matmul_flops_per_token(s.sparse_block_matmuls)) / tp;
+  const double expert_mm = static_cast<double>(s.experts_per_token * models::matmul_flops_per_token(s.expert_matmuls));
+  const double sparse_mem = 3.0 * saved_bytes_per_token(s.sparse_block, E, l.tp);
+  const double sparse_fwd =
+      tokens * ((sparse_dense_mm + expert_mm) / gemm + block_attn / attn_rate + sparse_mem / 3.0 / mem_rate);
+  double sparse_re = 0.0;
+  if (l.checkpointing == "full") sparse_re = sparse_fwd;
+  else if (l.checkpointing == "selective")
+    sparse_re = tokens * (expert_mm / gemm + block_attn / attn_rate + sparse_mem / 3.0 / mem_rate);
+  const double sparse_bwd = tokens * (3.0 * (sparse_dense_mm + expert_mm) / gemm + 3.5 * block_attn / attn_rate +
+                                      sparse_mem / mem_rate) -
+                            sparse_fwd + sparse_re;
+  // Blocks [begin, end)'s forward and backward, and their rerun, per micro-batch.
+  auto block_seconds = [&](int64_t begin, int64_t end) {
+    double t = 0.0, re = 0.0;
+    for (int64_t b = begin; b < end; ++b) {
+      const bool sparse = s.is_sparse(b);
+      t += sparse ? sparse_fwd + sparse_bwd : block_fwd + block_bwd;
+      re += sparse ? sparse_re : block_re;
+    }
+    return std::make_pair(t, re);
+  };
+  auto sparse_in = [&](int64_t begin, int64_t end) {
+    int64_t n = 0;
+    for (int64_t b = begin; b < end; ++b) n += s.is_sparse(b) ? 1 : 0;
+    return static_cast<double>(n);
+  };
   // The head's product forward and its two backward, and the vocabulary-parallel loss's
   // passes (half forward, half backward) on the last chunk.
   double head_fwd = tokens * head_mm / gemm, head_bwd = 2.0 * head_fwd;
@@ -88,12 +124,18 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
                                                                      static_cast<int>(l.virtual_stages));
   const std::vector<StageParameters>& stages = stages_of(run, l);
   double stage_s = 0.0, stage_re = 0.0;
-  int64_t stage_params_max = 0;
+  int64_t stage_params_max = 0, stage_experts_max = 0;  // dense and ep-placed expert elements
+  double stage_sparse = 0.0;  // the sparse blocks of the slowest stage
   for (int r = 0; r < l.pp; ++r) {
-    int64_t blocks = 0;
+    double t = 0.0, re = 0.0, sparse = 0.0;
     for (int c = 0; c < pl.num_chunks(); ++c)
-      if (pl.rank_of_chunk(c) == r) blocks += pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first;
-    auto [t, re] = block_seconds(static_cast<double>(blocks));
+      if (pl.rank_of_chunk(c) == r) {
+        const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
+        const auto [ct, cre] = block_seconds(b, e);
+        t += ct;
+        re += cre;
+        sparse += sparse_in(b, e);
+      }
     if (r == l.pp - 1) {
       // Note [The vocabulary-parallel loss's time]
       // A vocabulary-parallel loss (parallel/tp_collectives.cc) materializes its (tokens, V / tp)
@@ -133,16 +175,24 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     if (t > stage_s) {
       stage_s = t;
       stage_re = re;
+      stage_sparse = sparse;
     }
-    int64_t params = 0;  // the stage's, as the trainer places them
-    for (int64_t n : stages[static_cast<size_t>(r)].numels) params += n;
-    stage_params_max = std::max(stage_params_max, params);
+    int64_t params = 0, experts = 0;  // the stage's, as the trainer places them
+    const StageParameters& held = stages[static_cast<size_t>(r)];
+    for (size_t k = 0; k < held.numels.size(); ++k) (held.expert[k] ? experts : params) += held.numels[k];
+    if (params + experts > stage_params_max + stage_experts_max) {
+      stage_params_max = params;
+      stage_experts_max = experts;
+    }
   }
   const double m = static_cast<double>(l.accum);
   TimeEstimate out;
-  const double P = static_cast<double>(stage_params_max);
-  const double dp = static_cast<double>(l.dp);
-  const double stepped = l.zero_stage > 0 ? P / dp : P;
+  // Dense parameters are replicated (and ZeRO-sharded) over dp x ep, experts placed by expert
+  // parallelism over dp.
+  const double P_dense = static_cast<double>(stage_params_max), P_experts = static_cast<double>(stage_experts_max);
+  const double P = P_dense + P_experts;
+  const double dp = static_cast<double>(l.data_parallel());
+  const double stepped = l.zero_stage > 0 ? P_dense / dp + P_experts / static_cast<double>(l.dp) : P;
   double optimizer = 36.0 * stepped / mem_rate;
   // ZeRO-Offload: AdamW on the host (kOffloadHostGBs), the gradients down (one rank's every
   // micro-batch in the compute dtype; ZeRO's fp32 shard once) and the compute-dtype parameters
@@ -168,8 +218,10 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     for (int c = 0; c < pl.num_chunks(); ++c) {
       const double blocks = static_cast<double>(pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first);
       const bool last = c == pl.num_chunks() - 1;
-      costs.forward.push_back(blocks * block_fwd + (last ? head_fwd : 0.0));
-      costs.backward.push_back(blocks * block_bwd + (last ? head_bwd : 0.0));
+      const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
+      const double sparse = sparse_in(b, e);
+      costs.forward.push_back((blocks - sparse) * block_fwd + sparse * sparse_fwd + (last ? head_fwd : 0.0));
+      costs.backward.push_back((blocks - sparse) * block_bwd + sparse * sparse_bwd + (last ? head_bwd : 0.0));
     }
     const std::string schedule = l.pipeline_schedule();
     const double ideal = simulate_pipeline(pl, schedule, static_cast<int>(l.accum), costs);
@@ -188,18 +240,27 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
 
   // Communication.
   const LinkSpec& tp_link = cluster.link_for(l.tp, l.ranks());
-  const LinkSpec& dp_link = cluster.link_for(l.tp * l.dp, l.ranks());
+  const LinkSpec& dp_link = cluster.link_for(l.tp * l.ep * l.dp, l.ranks());
   double dp_s = 0.0;
-  if (l.dp > 1) {
-    const double grad_bytes = 4.0 * P;
-    if (l.zero_stage < 3) {
-      dp_s = all_reduce_seconds(grad_bytes, l.dp, dp_link);  // ZeRO 1-2: reduce-scatter + all-gather, the same
-    } else {
-      // ZeRO-3: the gradients' reduce-scatter, and every part gathered in each micro-batch's
-      // forward and backward (nothing gathered after the step).
-      dp_s = reduce_scatter_seconds(grad_bytes, l.dp, dp_link) +
-             2.0 * m * reduce_scatter_seconds(static_cast<double>(E) * P, l.dp, dp_link);
-    }
+  // One reduction group: `params` elements over `n` ranks.
+  auto reduce = [&](double params, int64_t n) {
+    if (n <= 1 || params <= 0.0) return 0.0;
+    const double grad_bytes = 4.0 * params;
+    if (l.zero_stage < 3) return all_reduce_seconds(grad_bytes, n, dp_link);  // ZeRO 1-2: reduce-scatter + all-gather, the same
+    // ZeRO-3: the gradients' reduce-scatter, and every part gathered in each micro-batch's
+    // forward and backward (nothing gathered after the step).
+    return reduce_scatter_seconds(grad_bytes, n, dp_link) +
+           2.0 * m * reduce_scatter_seconds(static_cast<double>(E) * params, n, dp_link);
+  };
+  dp_s = reduce(P_dense, l.data_parallel()) + reduce(P_experts, l.dp);
+  // Note [The time of a mixture of experts]: the rows' exchanges.
+  double ep_s = 0.0;
+  if (l.ep > 1 && stage_sparse > 0.0) {
+    const LinkSpec& ep_link = cluster.link_for(l.tp * l.ep, l.ranks());
+    const double k = static_cast<double>(l.ep - 1);
+    const double bytes = tokens * static_cast<double>(s.experts_per_token) * C * static_cast<double>(E);
+    const double one = k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) + k * ep_link.latency_us * 1e-6;
+    ep_s = m * stage_sparse * (l.checkpointing == "none" ? 4.0 : 6.0) * one;
   }
   double tp_s = 0.0;
   if (l.tp > 1) {
@@ -222,16 +283,18 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   }
   const double dp_exposed = exposed_data_parallel_seconds(dp_s, 4.0 * P, run.bucket_bytes, stage_s * 2.0 / 3.0,
                                                          cluster.device.comm_overlap);
-  out.comm_total_s = dp_s + tp_s + pp_s;
-  out.exposed_comm_s = dp_exposed + tp_s + pp_exposed;
-  const double L = static_cast<double>(run.model.n_layer);
+  out.comm_total_s = dp_s + tp_s + pp_s + ep_s;
+  out.exposed_comm_s = dp_exposed + tp_s + pp_exposed + ep_s;
+  const double L = static_cast<double>(run.model.n_layer), Ls = static_cast<double>(s.sparse_blocks);
   const double tokens_step = static_cast<double>(run.tokens_per_step());
-  out.model_flops = tokens_step * (3.0 * (L * models::matmul_flops_per_token(s.block_matmuls) +
-                                          2.0 * static_cast<double>(s.head_matmul.first * s.head_matmul.second)) +
+  const double dense_flops = static_cast<double>(models::matmul_flops_per_token(s.block_matmuls));
+  const double sparse_flops = static_cast<double>(models::matmul_flops_per_token(s.sparse_block_matmuls)) + expert_mm;
+  const double blocks_flops = (L - Ls) * dense_flops + Ls * sparse_flops;  // per token, forward
+  out.model_flops = tokens_step * (3.0 * (blocks_flops + 2.0 * static_cast<double>(s.head_matmul.first * s.head_matmul.second)) +
                                    3.0 * L * 2.0 * T * attn_q);
   out.hardware_flops = out.model_flops;
-  if (l.checkpointing == "full")
-    out.hardware_flops += tokens_step * L * (static_cast<double>(models::matmul_flops_per_token(s.block_matmuls)) + 2.0 * T * attn_q);
+  if (l.checkpointing == "full") out.hardware_flops += tokens_step * (blocks_flops + L * 2.0 * T * attn_q);
+  else if (l.checkpointing == "selective") out.hardware_flops += tokens_step * Ls * expert_mm;
   return out;
 }
 

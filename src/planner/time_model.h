@@ -18,8 +18,12 @@
 //             loss's exps per logit (fused_loss_ns_per_logit) and its f32 dw's passes (Note [The
 //             fused loss's time]), with tp > 1 the vocabulary-parallel loss's passes.
 //  fold       under mixed precision, each micro-batch's gradients folded into the f32 ones.
+//  experts    a mixture of experts' sparse blocks: k routed rows per token through one expert's
+//             products, and under expert parallelism the rows' all_to_all_v (Note [The time of
+//             a mixture of experts] in time_model.cc).
 // Per step: m micro-batches, the optimizer (AdamW reads and writes 36 bytes per parameter it
-// steps, masters and moments included; ZeRO steps 1/dp of them), and
+// steps, masters and moments included; ZeRO steps 1/dp of them: the dense ones over dp x ep,
+// the experts over dp, each group reduced over its own ranks), and
 //  data parallel  a ring all-reduce of the fp32 gradients (2 (n-1)/n bytes / bw + 2 (n-1)
 //                 latency); ZeRO 1-2 a reduce-scatter plus an all-gather of the parameters (the
 //                 same volume); ZeRO-3 a reduce-scatter of the gradients and an all-gather of

@@ -46,7 +46,16 @@ void check_family(const ModelConfig& cfg) {
     EXPECT_EQ(s.shape, params[i].second.shape().vec()) << s.name;
     EXPECT_EQ(s.block, model->block_of(s.name)) << s.name;
     EXPECT_EQ(s.split_dim, split.contains(s.name) ? split[s.name] : -1) << s.name;
+    EXPECT_EQ(s.expert, model->expert_of(s.name)) << s.name;
     total += params[i].second.numel();
+  }
+  // A mixture of experts' sparse blocks, as the model's.
+  EXPECT_EQ(shapes.experts, model->num_experts());
+  EXPECT_EQ(static_cast<int64_t>(shapes.sparse_layers.size()), shapes.sparse_blocks);
+  if (shapes.sparse_blocks > 0) {
+    EXPECT_FALSE(shapes.sparse_block.empty());
+    EXPECT_EQ(shapes.sparse_block.front().per_token, cfg.n_embd);  // the block's input first
+    EXPECT_FALSE(shapes.expert_matmuls.empty());
   }
   EXPECT_EQ(shapes.tied_head_weight, model->tied_head_weight());
   EXPECT_EQ(shapes.num_parameters(), total);
@@ -93,6 +102,16 @@ TEST(ModelShapes, MatmulFlopsAreTheGemmShapes) {
     for (const auto& g : model_family(cfg.arch).gemm_shapes(cfg, 2, 4)) gemm += g.flops() * static_cast<double>(g.count);
     EXPECT_NEAR(3.0 * static_cast<double>(per_token) * 8, gemm, 1e-6 * gemm) << cfg.arch;
   }
+  // A sparse block's active products per token: what every token runs through and k rows
+  // through one expert.
+  const ModelConfig moe = testing::tiny_mixtral();
+  const ModelShapes s = model_family(moe.arch).shapes(moe);
+  const int64_t dense = matmul_flops_per_token(s.block_matmuls), sparse = matmul_flops_per_token(s.sparse_block_matmuls);
+  const int64_t C = moe.n_embd, I = 12;  // tiny_mixtral's moe_intermediate_size
+  EXPECT_EQ(s.experts_per_token, 2);
+  EXPECT_EQ(matmul_flops_per_token(s.expert_matmuls), 2 * 3 * C * I);
+  // The router (C, E) in place of the dense MLP's three products.
+  EXPECT_EQ(sparse - 2 * C * s.experts, dense - matmul_flops_per_token({s.block_matmuls.end() - 3, s.block_matmuls.end()}));
 }
 
 }  // namespace

@@ -33,13 +33,17 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
     if (cfg.sparse_layer(i)) {
       // Llama's moe::SparseMoe, in its registration order; its experts are not tp-split.
       ++s.sparse_blocks;
+      s.sparse_layers.push_back(i);
       s.experts = cfg.num_local_experts;
+      s.experts_per_token = cfg.num_experts_per_tok;
+      s.capacity_factor = cfg.moe_capacity_factor;
       const int64_t E = cfg.num_local_experts, EI = cfg.expert_intermediate(), SI = cfg.shared_expert_intermediate_size;
       const bool mixtral = !cfg.qkv_bias;
       const std::string m = l + (mixtral ? "block_sparse_moe." : "mlp.");
       add(m + "gate.weight", {E, C}, i);
       for (int64_t e = 0; e < E; ++e) {
         const std::string x = m + "experts." + std::to_string(e) + ".";
+        const size_t first = s.parameters.size();
         if (mixtral) {
           add(x + "w1.weight", {EI, C}, i);
           add(x + "w2.weight", {C, EI}, i);
@@ -49,6 +53,7 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
           add(x + "up_proj.weight", {EI, C}, i);
           add(x + "down_proj.weight", {C, EI}, i);
         }
+        for (size_t j = first; j < s.parameters.size(); ++j) s.parameters[j].expert = e;
       }
       if (SI > 0) {
         add(m + "shared_expert.gate_proj.weight", {SI, C}, i);
@@ -89,6 +94,55 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
       {"SwiGLU output (down_proj's input)", I, false, true},
       {"down_proj output", C, false, false, false, true, true},
   };
+  if (s.sparse_blocks > 0) {
+    // moe::SparseMoe::forward after the attention half (the dense block's first 14 entries):
+    // the router's fp32 softmax and z-loss log-softmax, the routing's int64 indices, and per
+    // routed row (K per token) the gathered input, the experts' gate and up (SwiGLU's inputs),
+    // SwiGLU's output (down's input) and down's output (weighted by its row's probability).
+    // grouped_linear keeps nothing for "selective" (it is no kept_or_computed product); the
+    // router's and the shared expert's linears do. Under expert parallelism the rows the
+    // experts see arrive by all_to_all_v; the gathered input kept is theirs (the rows are as
+    // many under balanced routing), with one more int64 index (counted by the memory model).
+    const int64_t K = cfg.num_experts_per_tok, E = cfg.num_local_experts, EI = cfg.expert_intermediate();
+    const int64_t SI = cfg.shared_expert_intermediate_size;
+    s.sparse_block.assign(s.block.begin(), s.block.begin() + 14);
+    auto keep = [&](std::string what, int64_t per_token, bool f32, bool none, bool selective, bool i64 = false,
+                    bool routed = false) {
+      SavedActivation a{std::move(what), per_token, f32, false, none, selective};
+      a.i64 = i64;
+      a.routed = routed;
+      s.sparse_block.push_back(a);
+    };
+    keep("router logits", E, false, false, true);
+    keep("router probabilities", E, true, true, false);
+    keep("router log-softmax (z-loss)", E, true, true, false);
+    keep("z-loss log-sum-exp", 1, true, true, false);
+    keep("chosen probabilities' indices", K, false, true, false, true);
+    if (cfg.norm_topk_prob) {
+      keep("chosen probabilities (renormalised's numerator)", K, true, true, false);
+      keep("their sum", 1, true, true, false);
+    }
+    keep("token of each row", K, false, true, false, true, true);
+    keep("rows at the experts (gate and up's input)", K * C, false, true, false, false, true);
+    keep("expert gate", K * EI, false, true, false, false, true);
+    keep("expert up", K * EI, false, true, false, false, true);
+    keep("expert SwiGLU output (down's input)", K * EI, false, true, false, false, true);
+    keep("expert outputs", K * C, false, true, false, false, true);
+    keep("slot of each row", K, false, true, false, true, true);
+    keep("row weights", K, false, true, false, false, true);
+    if (SI > 0) {
+      keep("shared expert gate logit", 1, false, false, true);
+      keep("shared expert gate's tanh", 1, false, true, false);
+      keep("shared expert gate (sigmoid)", 1, false, true, false);
+      keep("shared expert gate", SI, false, true, true);
+      keep("shared expert up", SI, false, true, true);
+      keep("shared expert SwiGLU output", SI, false, true, false);
+      keep("shared expert output", C, false, true, true);
+    }
+    s.sparse_block_matmuls = {{C, Q}, {C, KV}, {C, KV}, {Q, C}, {C, E}};
+    if (SI > 0) s.sparse_block_matmuls.insert(s.sparse_block_matmuls.end(), {{C, SI}, {C, SI}, {SI, C}, {C, 1}});
+    s.expert_matmuls = {{C, EI}, {C, EI}, {EI, C}};
+  }
   s.head = {
       {"final input (norm's)", C},
       {"norm statistics", 1, true},
