@@ -3,7 +3,7 @@
 // bytes per allocator category and step time (planner/plan.h) beside the measured ones
 // (planner/measure.h), as JSON lines on rank 0, one per layout.
 //
-// Usage: plan_accuracy_bench [--config tiny|small|124M] [--cluster FILE (calibrated: trident calibrate)]
+// Usage: plan_accuracy_bench [--config tiny|small|124M|tiny-moe] [--cluster FILE (calibrated: trident calibrate)]
 //          [--steps N] [--warmup N] [--only SUBSTRING] [--limit N] [--stride K] [--skip-file FILE]
 //          [--predict-only N] [--offload] [--section.key=value ...]
 // --stride K measures every K-th listed layout (a sample, where running them all takes too long);
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
       const auto& stages = predicted.memory.stage_peak_bytes;
       const auto& per_rank = measured.value().rank_peak_bytes;
       for (size_t q = 0; q < per_rank.size(); ++q) {
-        const size_t stage = q / static_cast<size_t>(layout.dp * layout.tp);
+        const size_t stage = q / static_cast<size_t>(layout.dp * layout.ep * layout.tp);
         for (int k = 0; k < kNumMemoryCategories; ++k) {
           const auto cat = static_cast<MemoryCategory>(k);
           if (cat == MemoryCategory::kOther || stage >= stages.size()) continue;
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
       // model depends on the stage the most.
       nlohmann::json by_rank = nlohmann::json::array();
       for (size_t q = 0; q < per_rank.size(); ++q) {
-        const size_t stage = q / static_cast<size_t>(layout.dp * layout.tp);
+        const size_t stage = q / static_cast<size_t>(layout.dp * layout.ep * layout.tp);
         const size_t a = static_cast<size_t>(MemoryCategory::kActivation);
         by_rank.push_back({stage < stages.size() ? stages[stage][a] : 0, per_rank[q][a]});
       }

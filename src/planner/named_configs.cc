@@ -14,7 +14,13 @@ std::vector<std::string> named_config_overrides(const std::string& name) {
   if (name == "tiny") return make(4, 256, 4, 256, 8);
   if (name == "small") return make(6, 512, 8, 512, 4);
   if (name == "124M") return make(12, 768, 12, 1024, 4);
-  TRI_CHECK(false, "unknown config name '", name, "': tiny, small or 124M");
+  if (name == "tiny-moe") {
+    std::vector<std::string> o = make(4, 256, 4, 256, 8);
+    o.insert(o.end(), {"--model.arch=llama", "--model.n_kv_heads=2", "--model.num_local_experts=4",
+                       "--model.num_experts_per_tok=2", "--model.moe_intermediate_size=512"});
+    return o;
+  }
+  TRI_CHECK(false, "unknown config name '", name, "': tiny, small, 124M or tiny-moe");
   return {};
 }
 
