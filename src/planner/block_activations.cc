@@ -56,9 +56,11 @@ namespace {
 // router that sends a rank more than its share makes that rank's activations larger, up to
 // ep times the routed rows' part. How far that is from balanced on the tiny Mixtral of
 // tests/planner_mpi (untrained: its busiest expert takes 33% of the choices, not 25%), without
-// checkpointing, dropless: the activations 2.8% (ep2 b4 m1), 5.7% (ep4 b4 m1) and 6.4% (ep2
-// b2 m2, the peak over two micro-batches' routings) above the prediction; with selective or
-// full checkpointing the routed rows are not kept and they were within 0.2%.
+// checkpointing, dropless: the activations 2.7-3.0% (ep2 b4 m1, b2 m2 in the bench), 5.7% (ep4
+// b4 m1), 6.4% (ep2 b2 m2) and 9.5% (ep2 b1 m4: the peak over four micro-batches of 256
+// tokens' routings) above the prediction (bench/plan_accuracy_bench --config tiny-moe, 2
+// ranks, every ep2 layout); with selective or full checkpointing the routed rows are not kept
+// and every layout was within 0.2%.
 // A capacity factor c below 1 (model.moe_capacity_factor, training only) caps each expert at
 // c N k / E rows of each rank's tokens, so a rank keeps at most c N k rows, and exactly that
 // once every expert is full, whatever the routing: the prediction (routed_share) is then an
