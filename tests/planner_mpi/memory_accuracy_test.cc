@@ -226,6 +226,12 @@ TEST(MemoryModel, MixtureOfExperts) {
   check(tiny_moe({batch}), {"dp1 ep4 tp1 pp1 zero3 ckpt=full b4 m1", "dp1 ep4 tp1 pp1 zero2 ckpt=selective b2 m2",
                             "dp2 ep2 tp1 pp1 zero3 ckpt=selective b4 m1"});
   check(tiny_moe({batch}), {"dp1 ep4 tp1 pp1 zero1 ckpt=none b4 m1"}, std::nullopt, kModelState);
+  // Expert parallelism with tensor parallelism (the router and experts replicated over tp, whole
+  // sequences; gathered under sequence parallelism) and with a pipeline.
+  check(tiny_moe({capacity, batch}), {"dp1 ep2 tp2 pp1 zero0 ckpt=none b4 m2", "dp1 ep2 tp2+sp pp1 zero1 ckpt=none b4 m2",
+                                      "dp1 ep2 tp1 pp2 zero0 ckpt=none b4 m2"});
+  check(tiny_moe({batch}), {"dp1 ep2 tp2 pp1 zero1 ckpt=full b4 m2", "dp1 ep2 tp2+sp pp1 zero0 ckpt=selective b4 m2",
+                            "dp1 ep2 tp1 pp2 zero1 ckpt=full b4 m2"});
 }
 
 // LoRA and QLoRA (Note [The planner's fine-tuning]): the frozen base in the compute dtype or

@@ -109,6 +109,7 @@ ModelShapes model_shapes(const LlamaConfig& cfg) {
     auto keep = [&](std::string what, int64_t per_token, bool f32, bool none, bool selective, bool i64 = false,
                     bool routed = false) {
       SavedActivation a{std::move(what), per_token, f32, false, none, selective};
+      a.sp_gathered = true;  // the layer runs on the whole sequence (its sequence-parallel style gathers it)
       a.i64 = i64;
       a.routed = routed;
       s.sparse_block.push_back(a);
