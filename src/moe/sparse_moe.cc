@@ -58,7 +58,8 @@ Tensor SwiGluExpert::forward(const Tensor& x) const {
   return down_->forward(trident::swiglu(gate_->forward(x), up_->forward(x)));
 }
 
-SparseMoe::SparseMoe(const MoeConfig& cfg, nn::AuxOutputs* aux) : cfg_(cfg), aux_(aux) {
+SparseMoe::SparseMoe(const MoeConfig& cfg, nn::AuxOutputs* aux, int64_t layer)
+    : cfg_(cfg), aux_(aux), layer_(layer) {
   TRI_CHECK(cfg.hidden >= 1 && cfg.experts >= 1 && cfg.expert_intermediate >= 1, "moe: hidden ", cfg.hidden,
             ", experts ", cfg.experts, " and expert width ", cfg.expert_intermediate, " must be at least 1");
   TRI_CHECK(cfg.top_k >= 1 && cfg.top_k <= cfg.experts, "moe: num_experts_per_tok (", cfg.top_k,
@@ -160,6 +161,9 @@ Tensor SparseMoe::forward(const Tensor& part) const {
     aux_->add_metric("moe_dropped", static_cast<double>(r.dropped));
     const int64_t busiest = *std::max_element(r.routed.begin(), r.routed.end());
     aux_->add_metric("moe_max_load", static_cast<double>(busiest) / static_cast<double>(std::max<int64_t>(N * k, 1)));
+    const std::vector<double> routed(r.routed.begin(), r.routed.end()), dropped = {static_cast<double>(r.dropped)};
+    aux_->add_layer_sums(layer_, "moe_tokens", routed);
+    aux_->add_layer_sums(layer_, "moe_dropped", dropped);
   }
   y = trident::reshape(y, x.shape().span());
   return scope_ ? scope_->leave(y) : y;

@@ -21,7 +21,10 @@
 // (ST-MoE) is the mean over tokens of logsumexp(logits)^2, per layer likewise. Both go
 // through the model's AuxOutputs (nn/aux_outputs.h) as "moe_aux_loss" and "moe_z_loss",
 // recorded without their coefficients; "moe_dropped" (choices dropped by the capacity, per
-// layer) and "moe_max_load" (the busiest expert's share of the choices) are metrics.
+// layer) and "moe_max_load" (the busiest expert's share of the choices) are metrics. Per
+// layer, the choices per expert before dropping ("moe_tokens", E values) and the dropped ones
+// ("moe_dropped", one) are added to the layer's sums (AuxOutputs::add_layer_sums), which the
+// trainer writes per layer (Note [Tokens per expert] in train/moe_metrics.h).
 //
 // An expert whose layers carry wrappers (LoRA's factors, a quantized view: nn/wrapper.h) makes the
 // layer run its experts one by one through their layers, so that the wrappers apply; the grouped
@@ -67,12 +70,13 @@ class SwiGluExpert : public nn::Module {
 class SparseMoe : public nn::Module {
  public:
   // `aux` (the model's, not owned; null: losses and metrics are not recorded) receives the
-  // router's losses and metrics.
-  SparseMoe(const MoeConfig& cfg, nn::AuxOutputs* aux);
+  // router's losses and metrics; `layer` (the decoder layer's index) names its per-layer sums.
+  SparseMoe(const MoeConfig& cfg, nn::AuxOutputs* aux, int64_t layer = 0);
   // (..., C) -> (..., C).
   Tensor forward(const Tensor& x) const;
 
   const MoeConfig& config() const { return cfg_; }
+  int64_t layer() const { return layer_; }
   // The routing of the last forward (tests, monitoring).
   const Routing& last_routing() const { return last_; }
   // Expert parallelism (moe/expert_dispatch.h), set from outside; null: every expert here.
@@ -89,6 +93,7 @@ class SparseMoe : public nn::Module {
 
   const MoeConfig cfg_;
   nn::AuxOutputs* aux_;
+  const int64_t layer_;
   std::shared_ptr<nn::Linear> gate_;  // the router: (E, C)
   std::vector<std::shared_ptr<SwiGluExpert>> experts_;
   std::shared_ptr<SwiGluExpert> shared_expert_;      // null without one

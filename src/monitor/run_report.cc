@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "monitor/report_expert_load.h"
+
 namespace trident::monitor {
 namespace {
 
@@ -88,7 +90,7 @@ std::string check_metrics_line(const nlohmann::json& r) {
     for (const auto& [k, v] : m.items())
       if (!v.is_number() && !v.is_null()) return wrong_type("memory_bytes." + k, v, "a number or null");
   }
-  return "";
+  return check_moe_layers(r);
 }
 
 // The same for a line of alerts.jsonl (its marker and its row of the table).
@@ -439,6 +441,35 @@ std::string rollback_table(const std::vector<Rollback>& rollbacks, const std::ve
   return os.str();
 }
 
+// The expert-load panel (monitor/report_expert_load.h), when metrics.jsonl has "moe_layers":
+// a heatmap per mixture-of-experts layer, then a line per layer of the busiest expert's share,
+// the dropped choices and, under expert parallelism, the exchanges' time.
+std::string expert_load_panel(const std::map<int64_t, nlohmann::json>& steps, const std::vector<Marker>& markers,
+                              double x_max) {
+  const std::vector<ExpertLoad> loads = expert_loads(steps);
+  if (loads.empty()) return "";
+  static const std::array<const char*, 10> kColours = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  std::ostringstream os;
+  os << "<h2 id=\"expert-load\">Expert load</h2>\n<p>Per mixture-of-experts layer, the routing choices each expert "
+        "got in each step (before any were dropped), over every rank.</p>\n";
+  for (const ExpertLoad& l : loads) os << expert_load_heatmap(l, x_max);
+  std::vector<Series> share, dropped, exchange;
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const std::string name = "layer " + std::to_string(loads[i].layer);
+    const char* colour = kColours[i % kColours.size()];
+    Points pct;
+    for (const auto& [x, v] : loads[i].max_share) pct.emplace_back(x, 100.0 * v);
+    share.push_back({name, colour, std::move(pct)});
+    dropped.push_back({name, colour, loads[i].dropped});
+    if (!loads[i].all_to_all_ms.empty()) exchange.push_back({name, colour, loads[i].all_to_all_ms});
+  }
+  os << chart("Busiest expert's share of the choices (%)", share, markers, x_max);
+  os << chart("Dropped choices per step", dropped, markers, x_max);
+  if (!exchange.empty()) os << chart("Expert-parallel all_to_all time per step (ms, mean over ranks)", exchange, markers, x_max);
+  return os.str();
+}
+
 }  // namespace
 
 Status write_run_report(const std::string& run_dir, const std::string& out_html) {
@@ -560,6 +591,7 @@ Status write_run_report(const std::string& run_dir, const std::string& out_html)
     lines.push_back(memory("rss", "RSS", "#17becf"));
     html << chart("Memory by category (MB, after each step)", lines, markers, x_max);
   }
+  html << expert_load_panel(steps, markers, x_max);
   html << "<h2>Alerts</h2>\n";
   if (alerts.value().empty()) {
     html << "<p>none</p>\n";

@@ -1,8 +1,9 @@
 // `trident report RUN_DIR`: one self-contained HTML file (inline SVG and CSS, no scripts, no
 // network) with a run's curves from metrics.jsonl (loss and val loss, learning rate, gradient
 // norm, tokens/s, MFU, the step time split into data / forward+backward / communication wait
-// / optimizer, communication bytes per step) and its alerts (alerts.jsonl) and rollbacks
-// marked on the same step axis, with a table of the alerts.
+// / optimizer, communication bytes per step), a mixture of experts' load per layer
+// (monitor/report_expert_load.h) and its alerts (alerts.jsonl) and rollbacks marked on the
+// same step axis, with a table of the alerts.
 //
 // Works on a finished or a running run: a last line cut mid-write is skipped. After a
 // rollback (Note [Rollback and skip]) the last line of each step is the one plotted.

@@ -174,7 +174,10 @@ std::optional<AlertEvent> StepCondition::collapse(const StepSample& s) {
   window_.emplace_back(s.step, load);
   if (static_cast<int64_t>(window_.size()) < rule_.window) return std::nullopt;
   std::ostringstream os;
-  os << "the busiest expert took " << load << " of the routing choices (moe_max_load) for " << window_.size()
+  os << "the busiest expert";
+  if (s.max_expert_load_layer >= 0) os << " of layer " << s.max_expert_load_layer;
+  os << " took " << load << " of the routing choices"
+     << (s.max_expert_load_layer >= 0 ? " (moe_layers)" : " (moe_max_load)") << " for " << window_.size()
      << " steps in a row, above fraction " << rule_.fraction << " (steps " << window_.front().first << "-" << s.step
      << ")";
   AlertEvent e = event(s, "moe_max_load", load, os.str());

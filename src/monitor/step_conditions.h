@@ -14,7 +14,9 @@
 //                    its device allocator holds more than that fraction of the device's
 //                    limit (observe_ranks; quiet for `window` steps after firing)
 //   expert_collapse  a mixture of experts' busiest expert took more than `fraction` of the
-//                    routing choices (the step's moe_max_load, mean over layers and ranks) for
+//                    routing choices: of its layer's over the step and every rank, in the
+//                    layer where that share is largest (metrics.jsonl's moe_layers; without
+//                    them the step's moe_max_load, mean over layers and ranks) for
 //                    `window` steps in a row (quiet for `window` steps after firing); a step
 //                    without the value (a dense model) resets the count
 //
@@ -44,7 +46,8 @@ struct StepSample {
   double grad_norm = 0.0;
   double tokens_per_s = 0.0;
   bool skipped = false;  // the fp16 loss scaler skipped this step (inf/NaN gradients by design)
-  double max_expert_load = std::numeric_limits<double>::quiet_NaN();  // moe_max_load; NaN: none
+  double max_expert_load = std::numeric_limits<double>::quiet_NaN();  // NaN: none
+  int64_t max_expert_load_layer = -1;  // the layer of max_expert_load; -1: moe_max_load's mean
 };
 
 // Note [Spike counting]

@@ -41,7 +41,9 @@ namespace trident::nn {
 // values (grad mode is off, so add_loss attaches no node); the rerun attaches the node (the
 // reentrant backward of the rerun's graph is the only one through the region, so the loss's
 // gradient arrives once) but records no value (rerunning_recompute_region()). Each value and
-// each gradient is so counted once, as in the region without checkpointing.
+// each gradient is so counted once, as in the region without checkpointing. A cost is the
+// exception (add_layer_cost: an expert-parallel exchange's bytes and seconds): the rerun
+// exchanges the rows again, so what it spends is recorded again.
 
 double AuxValue::mean() const {
   return count == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / static_cast<double>(count);
@@ -64,6 +66,15 @@ void AuxOutputs::add_metric(const std::string& name, double value) {
   AuxValue& v = values_[name];
   v.sum += value;
   ++v.count;
+}
+
+void AuxOutputs::add_layer_sums(int64_t layer, const std::string& name, std::span<const double> values) {
+  if (recording()) add_layer_cost(layer, name, values);
+}
+
+void AuxOutputs::add_layer_cost(int64_t layer, const std::string& name, std::span<const double> values) {
+  std::lock_guard<std::mutex> lock(mu_);
+  nn::add_layer_sums(layer_sums_, {layer, name}, values);
 }
 
 void AuxOutputs::record(const std::string& name, const Tensor& loss) {
@@ -98,6 +109,11 @@ AuxValues AuxOutputs::take() {
     v.count += sum.second;
   }
   return out;
+}
+
+AuxLayerSums AuxOutputs::take_layer_sums() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(layer_sums_, {});
 }
 
 }  // namespace trident::nn

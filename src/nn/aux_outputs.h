@@ -1,6 +1,7 @@
 // AuxOutputs: the channel from a model's forward to the training objective and the metrics,
 // for what is not the LM loss: a mixture-of-experts router's load-balancing loss and z-loss
-// (added to the objective), its expert load and dropped tokens (reported only). A model owns
+// (added to the objective), its expert load and dropped tokens (reported only), and per layer
+// sums such as tokens per expert (nn/aux_layer_sums.h). A model owns
 // one (models::CausalLM::aux_outputs()) and hands it to the modules that add to it; the
 // trainer sets the loss seed before a step's micro-batches and takes the values after.
 //
@@ -22,6 +23,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "nn/aux_layer_sums.h"
 
 namespace trident::nn {
 
@@ -49,6 +51,13 @@ class AuxOutputs {
   Tensor add_loss(const std::string& name, const Tensor& x, const Tensor& loss, double coefficient);
   // Records `value` under `name` (a metric: expert load, dropped tokens).
   void add_metric(const std::string& name, double value);
+  // Adds `values` element by element to layer `layer`'s sums under `name` (tokens per expert):
+  // what a checkpointed region's rerun repeats is not added again, as for add_metric. Throws
+  // when the name's earlier values had another length.
+  void add_layer_sums(int64_t layer, const std::string& name, std::span<const double> values);
+  // The same for a cost the rerun pays again (an exchange's bytes and seconds): added in a
+  // rerun too. See Note [Auxiliary values in a checkpointed region].
+  void add_layer_cost(int64_t layer, const std::string& name, std::span<const double> values);
 
   // What the main loss's backward is seeded with in the coming micro-batches: 1 / micro-batches
   // of the step, times fp16's loss scale (MicroBatchRunner::train's loss_seed). 1 until set.
@@ -58,6 +67,8 @@ class AuxOutputs {
   // Per name, the sum and count of the values recorded since the last take(), and forgets them.
   // Values recorded on a device are summed there (in fp32) and read once here.
   AuxValues take();
+  // The per-layer sums since the last take_layer_sums(), and forgets them.
+  AuxLayerSums take_layer_sums();
 
  private:
   // A checkpointed region's rerun records nothing: Note [Auxiliary values in a checkpointed region].
@@ -67,6 +78,7 @@ class AuxOutputs {
   mutable std::mutex mu_;
   double seed_ = 1.0;
   AuxValues values_;
+  AuxLayerSums layer_sums_;
   // Per name, the sum of the values recorded on a device (fp32, on that device) and their count.
   std::map<std::string, std::pair<Tensor, int64_t>> device_sums_;
 };

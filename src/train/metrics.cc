@@ -66,6 +66,8 @@ void MetricsWriter::write_step(const StepMetrics& m) {
     }
     std::fprintf(file_, "}, ");
   }
+  if (!m.moe_layers.empty())  // [{"layer": L, "tokens": [...], "dropped": n, ...}, ...]
+    std::fprintf(file_, "\"moe_layers\": %s, ", moe_layers_to_json(m.moe_layers).c_str());
   put_number(file_, "step_s", m.step_s);
   put_number(file_, "data_s", m.data_s);
   put_number(file_, "forward_backward_s", m.forward_backward_s);

@@ -13,6 +13,7 @@
 #include "core/allocator.h"
 #include "core/status.h"
 #include "nn/aux_outputs.h"
+#include "train/moe_metrics.h"
 
 namespace trident::train {
 
@@ -58,6 +59,10 @@ struct StepMetrics {
   // every value recorded during the step, over its micro-batches and every rank (Note
   // [Auxiliary values over ranks] in trainer.cc). Empty when the model recorded none.
   std::map<std::string, double> aux;
+  // Mixture-of-experts layers (train/moe_metrics.h), by layer: tokens per expert and dropped
+  // choices over the step and every rank (Note [Tokens per expert]), the exchanges' cost under
+  // expert parallelism. Empty for a dense model.
+  std::vector<MoeLayerMetrics> moe_layers;
 };
 
 // A rank's auxiliary values (AuxOutputs::take()) as text for the other ranks: a JSON object

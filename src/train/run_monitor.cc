@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -220,11 +221,23 @@ void RunMonitor::on_step(const StepMetrics& m) {
                            {{"name", name}});
     g->set(mean);
   }
+  publish_moe(m.moe_layers);
   publish_memory(m.memory ? *m.memory : memory());
   publish_comm();
   publish_system(/*force=*/false);
   monitor::StepSample sample{m.step, m.loss, m.grad_norm, m.tokens_per_s, m.skipped};
   if (const auto load = m.aux.find("moe_max_load"); load != m.aux.end()) sample.max_expert_load = load->second;
+  // Per layer where known: a collapse in one layer is not averaged away by the others.
+  for (size_t i = 0; i < m.moe_layers.size(); ++i) {
+    const MoeLayerMetrics& l = m.moe_layers[i];
+    const int64_t total = std::accumulate(l.tokens.begin(), l.tokens.end(), int64_t{0});
+    if (total <= 0) continue;
+    const double share = static_cast<double>(*std::max_element(l.tokens.begin(), l.tokens.end())) / static_cast<double>(total);
+    if (sample.max_expert_load_layer < 0 || share > sample.max_expert_load) {
+      sample.max_expert_load = share;
+      sample.max_expert_load_layer = l.layer;
+    }
+  }
   for (auto& [i, rule] : step_rules_)
     if (std::optional<monitor::AlertEvent> e = rule.observe(sample)) fire(cfg_.alerts[i], *e);
   recent_step_s_ = recent_step_s_ == 0.0 ? m.step_s : 0.9 * recent_step_s_ + 0.1 * m.step_s;
@@ -246,6 +259,14 @@ void RunMonitor::on_step(const StepMetrics& m) {
     if (m.mfu) scalars.emplace_back("train/mfu", *m.mfu);
     if (m.loss_scale) scalars.emplace_back("train/loss_scale", *m.loss_scale);
     for (const auto& [name, mean] : m.aux) scalars.emplace_back("aux/" + name, mean);
+    for (const MoeLayerMetrics& l : m.moe_layers) {
+      const std::string at = "moe/layer_" + std::to_string(l.layer) + "/";
+      for (size_t e = 0; e < l.tokens.size(); ++e)
+        scalars.emplace_back(at + "expert_" + std::to_string(e) + "_tokens", static_cast<double>(l.tokens[e]));
+      scalars.emplace_back(at + "dropped", static_cast<double>(l.dropped));
+      if (l.all_to_all_bytes) scalars.emplace_back(at + "all_to_all_bytes", static_cast<double>(*l.all_to_all_bytes));
+      if (l.all_to_all_seconds) scalars.emplace_back(at + "all_to_all_s", *l.all_to_all_seconds);
+    }
     tensorboard_->write_scalars(m.step, wall_time_now(), scalars);
   }
 }
@@ -552,6 +573,45 @@ void RunMonitor::publish_memory(const StepMetrics::Memory& m) {
     registry_.gauge("trident_memory_limit_bytes", "the device's memory, or its cap, that memory_high compares with",
                     {{"device", device_.str()}})
         .set(static_cast<double>(m.limit));
+}
+
+void RunMonitor::publish_moe(const std::vector<MoeLayerMetrics>& layers) {
+  StepSeries& s = series_;
+  for (const MoeLayerMetrics& l : layers) {
+    const std::string layer = std::to_string(l.layer);
+    for (size_t e = 0; e < l.tokens.size(); ++e) {
+      monitor::Gauge*& g = s.moe_expert_tokens[{l.layer, static_cast<int64_t>(e)}];
+      if (g == nullptr)
+        g = &registry_.gauge("trident_moe_expert_tokens",
+                             "routing choices per expert of a mixture-of-experts layer over the last step (all ranks)",
+                             {{"layer", layer}, {"expert", std::to_string(e)}});
+      g->set(static_cast<double>(l.tokens[e]));
+    }
+    auto [it, added] = s.moe_layer.try_emplace(l.layer);
+    std::array<monitor::Gauge*, 3>& g = it->second;
+    if (added)
+      g = {&registry_.gauge("trident_moe_dropped_tokens",
+                            "routing choices a mixture-of-experts layer's capacity dropped in the last step (all ranks)",
+                            {{"layer", layer}}),
+           nullptr, nullptr};
+    g[0]->set(static_cast<double>(l.dropped));
+    if (l.all_to_all_bytes) {
+      if (g[1] == nullptr)
+        g[1] = &registry_.gauge("trident_moe_all_to_all_bytes",
+                                "bytes a mixture-of-experts layer's expert-parallel exchanges sent between ranks in "
+                                "the last step (all ranks)",
+                                {{"layer", layer}});
+      g[1]->set(static_cast<double>(*l.all_to_all_bytes));
+    }
+    if (l.all_to_all_seconds) {
+      if (g[2] == nullptr)
+        g[2] = &registry_.gauge("trident_moe_all_to_all_seconds",
+                                "seconds a rank spent in a mixture-of-experts layer's expert-parallel exchanges in "
+                                "the last step (mean over ranks)",
+                                {{"layer", layer}});
+      g[2]->set(*l.all_to_all_seconds);
+    }
+  }
 }
 
 void RunMonitor::publish_comm() {

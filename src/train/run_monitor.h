@@ -89,6 +89,7 @@ class RunMonitor {
   RunMonitor(const TrainConfig& cfg, int rank, const parallel::DeviceMesh* mesh, Device device);
   void publish_memory(const StepMetrics::Memory& m);
   void publish_comm();
+  void publish_moe(const std::vector<MoeLayerMetrics>& layers);
   void publish_system(bool force);
   void update_status();
 
@@ -107,6 +108,10 @@ class RunMonitor {
     std::array<std::array<monitor::Counter*, 2>, 4> comm_link_bytes{};
     // Auxiliary values (StepMetrics::aux) by name: registered when the name first comes.
     std::map<std::string, monitor::Gauge*> aux;
+    // Mixture-of-experts layers (StepMetrics::moe_layers): tokens per (layer, expert); dropped
+    // choices, exchange bytes and seconds per layer. Registered when a layer first comes.
+    std::map<std::pair<int64_t, int64_t>, monitor::Gauge*> moe_expert_tokens;
+    std::map<int64_t, std::array<monitor::Gauge*, 3>> moe_layer;
   };
   void register_step_series();
 

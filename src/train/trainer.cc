@@ -234,12 +234,22 @@ double Trainer::mean_over_ranks(double v, bool* any) const {
 // Most runs record nothing: whether any rank has values rides on the loss's all-reduce (a
 // second element), so those runs make no collective of their own and send no text. The text
 // goes after the step's byte counters are read: comm_bytes stays what the step's training
-// moved, and metrics lines without aux values are unchanged.
+// moved, and metrics lines without aux values are unchanged. The per-layer sums
+// (tokens per expert) travel the same way, as a second text.
 std::map<std::string, double> Trainer::aux_means(const nn::AuxValues& mine, bool any_rank) {
   if (world_size() == 1) return merge_aux_values({aux_values_to_json(mine)});
   if (!any_rank) return {};
   profiler::ProfileScope scope("train.aux_values", profiler::Phase::kCommunication);
   return merge_aux_values(comm::all_gather_strings(*comm_, aux_values_to_json(mine)));
+}
+
+std::vector<MoeLayerMetrics> Trainer::moe_layers_over_ranks(const nn::AuxLayerSums& mine, bool any_rank) {
+  // Tensor-parallel peers route the same tokens: one of them counts (Note [Tokens per expert]).
+  const std::string text = layer_sums_to_json(mesh_ && mesh_->tp_rank() != 0 ? nn::AuxLayerSums{} : mine);
+  if (world_size() == 1) return merge_moe_layers({text});
+  if (!any_rank) return {};
+  profiler::ProfileScope scope("train.aux_values", profiler::Phase::kCommunication);
+  return merge_moe_layers(comm::all_gather_strings(*comm_, text));
 }
 
 StepMetrics Trainer::train_step() {
@@ -275,6 +285,7 @@ StepMetrics Trainer::train_step() {
     // Aux losses start their backward from the same seed (Note [Auxiliary losses and the loss
     // seed] in nn/aux_outputs.cc); values from forwards outside a step (evaluation) are dropped.
     (void)model_->aux_outputs().take();
+    (void)model_->aux_outputs().take_layer_sums();
     model_->aux_outputs().set_loss_seed(seed);
     const auto t = Clock::now();
     loss_sum = runner_->train(micro, seed, *update_);
@@ -286,7 +297,8 @@ StepMetrics Trainer::train_step() {
   // The step's auxiliary values are all recorded (its forwards are done); whether any rank has
   // some travels with the loss (Note [Auxiliary values over ranks]).
   const nn::AuxValues aux = model_->aux_outputs().take();
-  bool any_aux = !aux.empty();
+  const nn::AuxLayerSums layer_sums = model_->aux_outputs().take_layer_sums();
+  bool any_aux = !aux.empty() || !layer_sums.empty();
   loss_sum = mean_over_ranks(loss_sum, &any_aux);
   StepMetrics m;
   m.comm_wait_s = since(comm_start);
@@ -316,6 +328,7 @@ StepMetrics Trainer::train_step() {
     m.comm_sent_bytes = (sent.first - sent_before.first) + (sent.second - sent_before.second);
   }
   m.aux = aux_means(aux, any_aux);  // after the step's counters: Note [Auxiliary values over ranks]
+  m.moe_layers = moe_layers_over_ranks(layer_sums, any_aux);
   return m;
 }
 

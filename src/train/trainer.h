@@ -140,6 +140,9 @@ class Trainer {
   // Per name, the mean of the ranks' auxiliary values `mine` over every rank's, when
   // `any_rank` has some (collective; Note [Auxiliary values over ranks]).
   std::map<std::string, double> aux_means(const nn::AuxValues& mine, bool any_rank);
+  // The mixture-of-experts layers' metrics of the step from every rank's per-layer sums
+  // (Note [Tokens per expert] in train/moe_metrics.h); collective like aux_means.
+  std::vector<MoeLayerMetrics> moe_layers_over_ranks(const nn::AuxLayerSums& mine, bool any_rank);
   [[nodiscard]] Status init();
   StepMetrics train_step();
   // What every rank does at a step boundary (collective: every rank gets the same answer):

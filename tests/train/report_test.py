@@ -17,6 +17,11 @@ Issue #47 item 5: a summary table above the charts (final and best losses, media
 wall time, layout, model, batch), a row for the rollback (25 -> 20, its 5 discarded steps, the
 NaN loss, the rule), the discarded steps as their own dashed series, y ticks that are 1-2-5
 numbers with few digits (no negative times), a "step" x axis and charts as wide as the page.
+Issue #51 item 7: the same run's lines given "moe_layers" (train/moe_metrics.h) get the
+expert-load panel: a heatmap per layer with a column per step of the trajectory whose cells hold
+the tokens per expert, the last step's counts in words, the busiest expert's share and the dropped
+choices as lines, the all_to_all time where a layer has one; a malformed "moe_layers" is refused
+naming the key.
 
     report_test.py TRIDENT
 """
@@ -39,6 +44,48 @@ def memory_ok(m, params):
         now.get("gradient") == 0 and peak.get("gradient") == 4 * params and peak.get("activation", 0) > 0 and \
         now.get("peak", 0) >= 4 * params + peak["activation"] and now.get("reserved", 0) > 0 and \
         now.get("rss", 0) > now["reserved"]
+
+
+def moe_layers(step):
+    """Synthetic "moe_layers" for a step: layer 1 even, layer 3 collapsing onto expert 2, with an
+    exchange's cost."""
+    busy = min(200, 60 + 5 * step)
+    return [{"layer": 1, "tokens": [64, 64, 64, 64], "dropped": 0},
+            {"layer": 3, "tokens": [(256 - busy) // 3, (256 - busy) // 3, busy, 256 - busy - 2 * ((256 - busy) // 3)],
+             "dropped": step, "all_to_all_bytes": 4096, "all_to_all_s": 0.002}]
+
+
+def check_expert_load(failures, trident, d, run):
+    moe = os.path.join(d, "moe")
+    shutil.copytree(run, moe, ignore=shutil.ignore_patterns("step_*", "rolled_back"))
+    with open(os.path.join(moe, "metrics.jsonl")) as f:
+        lines = [json.loads(line) for line in f]
+    with open(os.path.join(moe, "metrics.jsonl"), "w") as f:
+        for m in lines:
+            if "loss" in m:
+                m["moe_layers"] = moe_layers(m["step"])
+            f.write(json.dumps(m) + "\n")
+    r = subprocess.run([trident, "report", moe], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        failures.append(f"report with moe_layers: exit {r.returncode}\n{r.stderr}")
+        return
+    html = open(os.path.join(moe, "report.html")).read()
+    figures = re.findall(r'<figure class="expert-load" data-layer="(\d+)" data-experts="(\d+)" data-columns="(\d+)">',
+                         html)
+    if figures != [("1", "4", "30"), ("3", "4", "30")]:  # the trajectory's 30 steps, rolled-back ones once
+        failures.append(f"expert-load heatmaps {figures}, want layers 1 and 3, 4 experts, 30 columns")
+    last = re.findall(r'<g class="column" data-step="30">(.*?)</g>', html)
+    tokens = [[int(t) for t in re.findall(r'data-tokens="(\d+)"', g)] for g in last]
+    if tokens != [moe_layers(30)[0]["tokens"], moe_layers(30)[1]["tokens"]]:
+        failures.append(f"step 30's cells hold {tokens}, want {[l['tokens'] for l in moe_layers(30)]}")
+    if "step 30: tokens per expert [18, 18, 200, 20]; the busiest expert took 78.1% (even: 25.0%); dropped 30" \
+            not in html:
+        failures.append("no words for layer 3's last step: " + str(re.findall(r'<p class="expert-load-last">.*?</p>', html)))
+    points = re.findall(r'<figcaption>([^<]*)</figcaption>', html)
+    for caption in ("Busiest expert's share of the choices (%)", "Dropped choices per step",
+                    "Expert-parallel all_to_all time per step (ms, mean over ranks)"):
+        if caption not in points:
+            failures.append(f"no chart '{caption}' in the expert-load panel: {points}")
 
 
 def main():
@@ -115,6 +162,7 @@ def main():
             failures.append(f"unreadable y ticks {bad_labels[:8]} (of {len(labels)}), or negative times")
         if html.count(">step</text>") < 5 or 'viewBox="0 0 1000' not in html or "svg{width:100%" not in html:
             failures.append("charts without a step axis label, or not as wide as the page")
+        check_expert_load(failures, trident, d, run)
         # A run still writing: its last line cut mid-write.
         live = os.path.join(d, "live")
         shutil.copytree(run, live, ignore=shutil.ignore_patterns("step_*", "rolled_back"))
@@ -150,6 +198,8 @@ def main():
                 ([good, "[1, 2]"], None, "metrics.jsonl:2: not a JSON object"),
                 ([good], ['{"step": 1, "rule": "r", "message": 3}'], 'alerts.jsonl:1: key "message" must be a string'),
                 ([good], ['{"step": [1]}'], 'alerts.jsonl:1: key "step" must be an integer, not array [1]'),
+                (['{"step": 1, "moe_layers": [{"layer": 1, "tokens": [1, "2"]}]}'], None,
+                 'metrics.jsonl:1: key "moe_layers[layer 1].tokens[]" must be an integer, not string'),
                 ([good], None, None)):
             with open(os.path.join(bad, "metrics.jsonl"), "w") as f:
                 f.write("".join(line + "\n" for line in metrics))

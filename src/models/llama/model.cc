@@ -84,7 +84,7 @@ Block::Block(const LlamaConfig& cfg, int64_t layer, nn::AuxOutputs* aux)
   } else {
     const moe::MoeConfig m = moe_config(cfg);
     moe_ = register_module(m.naming == moe::MoeNaming::kMixtral ? "block_sparse_moe" : "mlp",
-                           std::make_shared<moe::SparseMoe>(m, aux));
+                           std::make_shared<moe::SparseMoe>(m, aux, layer));
   }
 }
 
