@@ -156,8 +156,8 @@ Tensor SparseMoe::forward(const Tensor& part) const {
     const Tensor lse = trident::narrow(logits32, 1, 0, 1) - trident::narrow(trident::log_softmax(logits32, -1), 1, 0, 1);
     const Tensor z = trident::mean(lse * lse);
     const double layers = static_cast<double>(cfg_.moe_layers);
-    y = aux_->add_loss("moe_aux_loss", y, balance, cfg_.aux_loss_coef / layers);
-    y = aux_->add_loss("moe_z_loss", y, z, cfg_.z_loss_coef / layers);
+    y = aux_->add_loss("moe_aux_loss", y, balance, cfg_.aux_loss_coef / layers, layer_);
+    y = aux_->add_loss("moe_z_loss", y, z, cfg_.z_loss_coef / layers, layer_);
     aux_->add_metric("moe_dropped", static_cast<double>(r.dropped));
     const int64_t busiest = *std::max_element(r.routed.begin(), r.routed.end());
     aux_->add_metric("moe_max_load", static_cast<double>(busiest) / static_cast<double>(std::max<int64_t>(N * k, 1)));

@@ -22,9 +22,10 @@
 // through the model's AuxOutputs (nn/aux_outputs.h) as "moe_aux_loss" and "moe_z_loss",
 // recorded without their coefficients; "moe_dropped" (choices dropped by the capacity, per
 // layer) and "moe_max_load" (the busiest expert's share of the choices) are metrics. Per
-// layer, the choices per expert before dropping ("moe_tokens", E values) and the dropped ones
-// ("moe_dropped", one) are added to the layer's sums (AuxOutputs::add_layer_sums), which the
-// trainer writes per layer (Note [Tokens per expert] in train/moe_metrics.h).
+// layer, the two losses, the choices per expert before dropping ("moe_tokens", E values) and
+// the dropped ones ("moe_dropped", one) are added to the layer's sums
+// (AuxOutputs::add_layer_sums), which the trainer writes per layer (Note [Tokens per expert]
+// in train/moe_metrics.h).
 //
 // An expert whose layers carry wrappers (LoRA's factors, a quantized view: nn/wrapper.h) makes the
 // layer run its experts one by one through their layers, so that the wrappers apply; the grouped

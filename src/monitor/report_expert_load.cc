@@ -56,7 +56,7 @@ std::string check_moe_layers(const nlohmann::json& line) {
     for (const nlohmann::json& t : l["tokens"])
       if (!t.is_number_integer()) return why(at + "tokens[]", t, "an integer");
     if (l.contains("dropped") && !l["dropped"].is_number_integer()) return why(at + "dropped", l["dropped"], "an integer");
-    for (const char* k : {"all_to_all_bytes", "all_to_all_s"})
+    for (const char* k : {"aux_loss", "z_loss", "all_to_all_bytes", "all_to_all_s"})
       if (l.contains(k) && !l[k].is_number() && !l[k].is_null()) return why(at + k, l[k], "a number or null");
   }
   return "";
@@ -76,6 +76,7 @@ std::vector<ExpertLoad> expert_loads(const std::map<int64_t, nlohmann::json>& st
         load.max_share.emplace_back(x, static_cast<double>(*std::max_element(tokens.begin(), tokens.end())) /
                                            static_cast<double>(total));
       load.dropped.emplace_back(x, static_cast<double>(l.value("dropped", int64_t{0})));
+      if (l.contains("aux_loss") && l["aux_loss"].is_number()) load.aux_loss.emplace_back(x, l["aux_loss"].get<double>());
       if (l.contains("all_to_all_s") && l["all_to_all_s"].is_number())
         load.all_to_all_ms.emplace_back(x, 1e3 * l["all_to_all_s"].get<double>());
       load.tokens.emplace_back(step, std::move(tokens));

@@ -443,7 +443,7 @@ std::string rollback_table(const std::vector<Rollback>& rollbacks, const std::ve
 
 // The expert-load panel (monitor/report_expert_load.h), when metrics.jsonl has "moe_layers":
 // a heatmap per mixture-of-experts layer, then a line per layer of the busiest expert's share,
-// the dropped choices and, under expert parallelism, the exchanges' time.
+// the dropped choices, the load-balancing loss and, under expert parallelism, the exchanges' time.
 std::string expert_load_panel(const std::map<int64_t, nlohmann::json>& steps, const std::vector<Marker>& markers,
                               double x_max) {
   const std::vector<ExpertLoad> loads = expert_loads(steps);
@@ -454,7 +454,7 @@ std::string expert_load_panel(const std::map<int64_t, nlohmann::json>& steps, co
   os << "<h2 id=\"expert-load\">Expert load</h2>\n<p>Per mixture-of-experts layer, the routing choices each expert "
         "got in each step (before any were dropped), over every rank.</p>\n";
   for (const ExpertLoad& l : loads) os << expert_load_heatmap(l, x_max);
-  std::vector<Series> share, dropped, exchange;
+  std::vector<Series> share, dropped, balance, exchange;
   for (size_t i = 0; i < loads.size(); ++i) {
     const std::string name = "layer " + std::to_string(loads[i].layer);
     const char* colour = kColours[i % kColours.size()];
@@ -462,10 +462,17 @@ std::string expert_load_panel(const std::map<int64_t, nlohmann::json>& steps, co
     for (const auto& [x, v] : loads[i].max_share) pct.emplace_back(x, 100.0 * v);
     share.push_back({name, colour, std::move(pct)});
     dropped.push_back({name, colour, loads[i].dropped});
+    if (!loads[i].aux_loss.empty()) balance.push_back({name, colour, loads[i].aux_loss});
     if (!loads[i].all_to_all_ms.empty()) exchange.push_back({name, colour, loads[i].all_to_all_ms});
   }
   os << chart("Busiest expert's share of the choices (%)", share, markers, x_max);
-  os << chart("Dropped choices per step", dropped, markers, x_max);
+  // A dropless run (no capacity) drops nothing: a sentence instead of a flat line.
+  const bool any_dropped = std::any_of(loads.begin(), loads.end(), [](const ExpertLoad& l) {
+    return std::any_of(l.dropped.begin(), l.dropped.end(), [](const auto& p) { return p.second > 0; });
+  });
+  if (any_dropped) os << chart("Dropped choices per step", dropped, markers, x_max);
+  else os << "<p class=\"no-drops\">No routing choice was dropped (no capacity, or none reached).</p>\n";
+  if (!balance.empty()) os << chart("Load-balancing loss per layer (even load: k)", balance, markers, x_max);
   if (!exchange.empty()) os << chart("Expert-parallel all_to_all time per step (ms, mean over ranks)", exchange, markers, x_max);
   return os.str();
 }

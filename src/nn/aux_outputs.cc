@@ -51,12 +51,13 @@ double AuxValue::mean() const {
 
 bool AuxOutputs::recording() { return !autograd::rerunning_recompute_region(); }
 
-Tensor AuxOutputs::add_loss(const std::string& name, const Tensor& x, const Tensor& loss, double coefficient) {
+Tensor AuxOutputs::add_loss(const std::string& name, const Tensor& x, const Tensor& loss, double coefficient,
+                            int64_t layer) {
   TRI_CHECK(loss.numel() == 1, "AuxOutputs::add_loss('", name, "'): the loss must have one element, got shape ",
             loss.shape());
   TRI_CHECK(std::isfinite(coefficient), "AuxOutputs::add_loss('", name, "'): the coefficient must be finite, got ",
             coefficient);
-  if (recording()) record(name, loss);
+  if (recording()) record(name, loss, layer);
   return attach_aux_loss(x, loss, coefficient * loss_seed());
 }
 
@@ -77,17 +78,24 @@ void AuxOutputs::add_layer_cost(int64_t layer, const std::string& name, std::spa
   nn::add_layer_sums(layer_sums_, {layer, name}, values);
 }
 
-void AuxOutputs::record(const std::string& name, const Tensor& loss) {
+void AuxOutputs::record(const std::string& name, const Tensor& loss, int64_t layer) {
   if (loss.device().is_cpu()) {
-    add_metric(name, loss.item());
+    const double value = loss.item();
+    add_metric(name, value);
+    const double sum_count[] = {value, 1.0};
+    if (layer >= 0) add_layer_cost(layer, name, sum_count);
     return;
   }
   // On a device, no synchronisation per value: a running fp32 sum there, read by take().
   const Tensor part = ops::sum(core::cast(detach(loss), DType::kF32), {});
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, added] = device_sums_.try_emplace(name, part, 0);
-  if (!added) it->second.first = ops::add(it->second.first, part);
-  ++it->second.second;
+  auto add = [&](auto& sums, const auto& key) {
+    auto [it, added] = sums.try_emplace(key, part, 0);
+    if (!added) it->second.first = ops::add(it->second.first, part);
+    ++it->second.second;
+  };
+  add(device_sums_, name);
+  if (layer >= 0) add(device_layer_sums_, AuxLayerKey{layer, name});
 }
 
 void AuxOutputs::set_loss_seed(double seed) {
@@ -113,7 +121,12 @@ AuxValues AuxOutputs::take() {
 
 AuxLayerSums AuxOutputs::take_layer_sums() {
   std::lock_guard<std::mutex> lock(mu_);
-  return std::exchange(layer_sums_, {});
+  AuxLayerSums out = std::exchange(layer_sums_, {});
+  for (auto& [key, sum] : std::exchange(device_layer_sums_, {})) {
+    const double sum_count[] = {sum.first.item(), static_cast<double>(sum.second)};
+    nn::add_layer_sums(out, key, sum_count);
+  }
+  return out;
 }
 
 }  // namespace trident::nn

@@ -46,9 +46,11 @@ class AuxOutputs {
   // starts `loss`'s backward from coefficient x loss_seed(). Records loss's value (without the
   // coefficient) under `name`. Attach the loss to an activation the model's output depends
   // on, computed in the same checkpointed region as the loss (autograd/functions/aux_loss.h).
-  // Outside grad mode it only records. Throws for a loss of more than one element or a
-  // non-finite coefficient.
-  Tensor add_loss(const std::string& name, const Tensor& x, const Tensor& loss, double coefficient);
+  // Outside grad mode it only records. With `layer` >= 0 the value is also added to that
+  // layer's sums under `name` as [value, 1] (so [sum, count] over the step). Throws for a loss
+  // of more than one element or a non-finite coefficient.
+  Tensor add_loss(const std::string& name, const Tensor& x, const Tensor& loss, double coefficient,
+                  int64_t layer = -1);
   // Records `value` under `name` (a metric: expert load, dropped tokens).
   void add_metric(const std::string& name, double value);
   // Adds `values` element by element to layer `layer`'s sums under `name` (tokens per expert):
@@ -73,7 +75,7 @@ class AuxOutputs {
  private:
   // A checkpointed region's rerun records nothing: Note [Auxiliary values in a checkpointed region].
   static bool recording();
-  void record(const std::string& name, const Tensor& loss);
+  void record(const std::string& name, const Tensor& loss, int64_t layer);
 
   mutable std::mutex mu_;
   double seed_ = 1.0;
@@ -81,6 +83,8 @@ class AuxOutputs {
   AuxLayerSums layer_sums_;
   // Per name, the sum of the values recorded on a device (fp32, on that device) and their count.
   std::map<std::string, std::pair<Tensor, int64_t>> device_sums_;
+  // ... and per layer for a loss given one.
+  std::map<AuxLayerKey, std::pair<Tensor, int64_t>> device_layer_sums_;
 };
 
 }  // namespace trident::nn

@@ -46,6 +46,9 @@ std::vector<MoeLayerMetrics> merge_moe_layers(const std::vector<std::string>& pe
       for (double v : values) layer(key.layer).tokens.push_back(count(v));
     } else if (key.name == "moe_dropped" && values.size() == 1) {
       layer(key.layer).dropped = count(values[0]);
+    } else if ((key.name == "moe_aux_loss" || key.name == "moe_z_loss") && values.size() == 2) {
+      // [sum, count] over micro-batches and ranks (AuxOutputs::add_loss with a layer).
+      (key.name == "moe_aux_loss" ? layer(key.layer).aux_loss : layer(key.layer).z_loss) = values[0] / values[1];
     } else if (key.name == "moe_all_to_all_bytes" && values.size() == 1) {
       layer(key.layer).all_to_all_bytes = count(values[0]);
     } else if (key.name == "moe_all_to_all_seconds" && values.size() == 1) {
@@ -57,6 +60,17 @@ std::vector<MoeLayerMetrics> merge_moe_layers(const std::vector<std::string>& pe
   return out;
 }
 
+namespace {
+
+// The shortest text that reads back as the same double; JSON has no NaN: null.
+std::string number(double v) {
+  char buf[32] = "null";
+  if (std::isfinite(v)) *std::to_chars(buf, buf + sizeof buf - 1, v).ptr = '\0';
+  return buf;
+}
+
+}  // namespace
+
 std::string moe_layers_to_json(const std::vector<MoeLayerMetrics>& layers) {
   // By hand, in the rest of metrics.jsonl's style (", " and ": "; "layer" first).
   std::string out = "[";
@@ -64,13 +78,10 @@ std::string moe_layers_to_json(const std::vector<MoeLayerMetrics>& layers) {
     out += (out.size() > 1 ? ", " : "") + std::string("{\"layer\": ") + std::to_string(m.layer) + ", \"tokens\": [";
     for (size_t e = 0; e < m.tokens.size(); ++e) out += (e ? ", " : "") + std::to_string(m.tokens[e]);
     out += "], \"dropped\": " + std::to_string(m.dropped);
+    if (m.aux_loss) out += ", \"aux_loss\": " + number(*m.aux_loss);
+    if (m.z_loss) out += ", \"z_loss\": " + number(*m.z_loss);
     if (m.all_to_all_bytes) out += ", \"all_to_all_bytes\": " + std::to_string(*m.all_to_all_bytes);
-    if (m.all_to_all_seconds) {
-      // The shortest text that reads back as the same double; JSON has no NaN: null.
-      char buf[32] = "null";
-      if (std::isfinite(*m.all_to_all_seconds)) *std::to_chars(buf, buf + sizeof buf - 1, *m.all_to_all_seconds).ptr = '\0';
-      out += std::string(", \"all_to_all_s\": ") + buf;
-    }
+    if (m.all_to_all_seconds) out += ", \"all_to_all_s\": " + number(*m.all_to_all_seconds);
     out += "}";
   }
   return out + "]";

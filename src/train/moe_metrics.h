@@ -16,6 +16,9 @@
 // region's rerun routes again but is not counted again (AuxOutputs::add_layer_sums). Tensor
 // parallelism would repeat the same routing on each peer, so only tp rank 0's sums are sent
 // (mixture-of-experts models refuse parallel.tp today).
+// `aux_loss` and `z_loss` are the layer's load-balancing and z losses (without their
+// coefficients), the mean over the step's micro-batches and the ranks, as "aux"'s means are
+// over the layers too.
 // `all_to_all_bytes` (expert parallelism) is the bytes of rows the layer's exchanges sent from
 // one rank to another, forward and backward, summed over the ranks; `all_to_all_s` the seconds
 // a rank spent in them, the mean over the ranks (Note [Exchange cost per layer] in
@@ -35,6 +38,7 @@ struct MoeLayerMetrics {
   int64_t layer = 0;            // the decoder layer's index ("layers.N.")
   std::vector<int64_t> tokens;  // per expert: the step's routing choices before dropping
   int64_t dropped = 0;          // choices the capacity dropped
+  std::optional<double> aux_loss, z_loss;     // the layer's router losses (mean); none: not recorded
   std::optional<int64_t> all_to_all_bytes;   // expert parallelism only
   std::optional<double> all_to_all_seconds;  // ditto
 };
@@ -48,8 +52,9 @@ std::string layer_sums_to_json(const nn::AuxLayerSums& sums);
 // Throws trident::Error on text it cannot read or sums of different lengths.
 std::vector<MoeLayerMetrics> merge_moe_layers(const std::vector<std::string>& per_rank);
 
-// metrics.jsonl's "moe_layers" value: [{"layer": L, "tokens": [...], "dropped": n,
-// "all_to_all_bytes": b, "all_to_all_s": s}, ...] (the last two under expert parallelism).
+// metrics.jsonl's "moe_layers" value: [{"layer": L, "tokens": [...], "dropped": n, "aux_loss": a,
+// "z_loss": z, "all_to_all_bytes": b, "all_to_all_s": s}, ...] (the losses where recorded, the
+// last two under expert parallelism).
 std::string moe_layers_to_json(const std::vector<MoeLayerMetrics>& layers);
 
 }  // namespace trident::train

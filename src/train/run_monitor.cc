@@ -264,6 +264,8 @@ void RunMonitor::on_step(const StepMetrics& m) {
       for (size_t e = 0; e < l.tokens.size(); ++e)
         scalars.emplace_back(at + "expert_" + std::to_string(e) + "_tokens", static_cast<double>(l.tokens[e]));
       scalars.emplace_back(at + "dropped", static_cast<double>(l.dropped));
+      if (l.aux_loss) scalars.emplace_back(at + "aux_loss", *l.aux_loss);
+      if (l.z_loss) scalars.emplace_back(at + "z_loss", *l.z_loss);
       if (l.all_to_all_bytes) scalars.emplace_back(at + "all_to_all_bytes", static_cast<double>(*l.all_to_all_bytes));
       if (l.all_to_all_seconds) scalars.emplace_back(at + "all_to_all_s", *l.all_to_all_seconds);
     }
@@ -587,30 +589,29 @@ void RunMonitor::publish_moe(const std::vector<MoeLayerMetrics>& layers) {
                              {{"layer", layer}, {"expert", std::to_string(e)}});
       g->set(static_cast<double>(l.tokens[e]));
     }
-    auto [it, added] = s.moe_layer.try_emplace(l.layer);
-    std::array<monitor::Gauge*, 3>& g = it->second;
-    if (added)
-      g = {&registry_.gauge("trident_moe_dropped_tokens",
-                            "routing choices a mixture-of-experts layer's capacity dropped in the last step (all ranks)",
-                            {{"layer", layer}}),
-           nullptr, nullptr};
-    g[0]->set(static_cast<double>(l.dropped));
-    if (l.all_to_all_bytes) {
-      if (g[1] == nullptr)
-        g[1] = &registry_.gauge("trident_moe_all_to_all_bytes",
-                                "bytes a mixture-of-experts layer's expert-parallel exchanges sent between ranks in "
-                                "the last step (all ranks)",
-                                {{"layer", layer}});
-      g[1]->set(static_cast<double>(*l.all_to_all_bytes));
-    }
-    if (l.all_to_all_seconds) {
-      if (g[2] == nullptr)
-        g[2] = &registry_.gauge("trident_moe_all_to_all_seconds",
-                                "seconds a rank spent in a mixture-of-experts layer's expert-parallel exchanges in "
-                                "the last step (mean over ranks)",
-                                {{"layer", layer}});
-      g[2]->set(*l.all_to_all_seconds);
-    }
+    // The layer's other gauges, each registered at its first value.
+    std::array<monitor::Gauge*, 5>& g = s.moe_layer[l.layer];
+    auto set = [&](size_t i, const char* name, const char* help, double v) {
+      if (g[i] == nullptr) g[i] = &registry_.gauge(name, help, {{"layer", layer}});
+      g[i]->set(v);
+    };
+    set(0, "trident_moe_dropped_tokens",
+        "routing choices a mixture-of-experts layer's capacity dropped in the last step (all ranks)",
+        static_cast<double>(l.dropped));
+    if (l.aux_loss)
+      set(1, "trident_moe_aux_loss", "a mixture-of-experts layer's load-balancing loss, mean over the last step",
+          *l.aux_loss);
+    if (l.z_loss)
+      set(2, "trident_moe_z_loss", "a mixture-of-experts layer's router z-loss, mean over the last step", *l.z_loss);
+    if (l.all_to_all_bytes)
+      set(3, "trident_moe_all_to_all_bytes",
+          "bytes a mixture-of-experts layer's expert-parallel exchanges sent between ranks in the last step (all ranks)",
+          static_cast<double>(*l.all_to_all_bytes));
+    if (l.all_to_all_seconds)
+      set(4, "trident_moe_all_to_all_seconds",
+          "seconds a rank spent in a mixture-of-experts layer's expert-parallel exchanges in the last step (mean over "
+          "ranks)",
+          *l.all_to_all_seconds);
   }
 }
 

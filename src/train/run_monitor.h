@@ -108,10 +108,11 @@ class RunMonitor {
     std::array<std::array<monitor::Counter*, 2>, 4> comm_link_bytes{};
     // Auxiliary values (StepMetrics::aux) by name: registered when the name first comes.
     std::map<std::string, monitor::Gauge*> aux;
-    // Mixture-of-experts layers (StepMetrics::moe_layers): tokens per (layer, expert); dropped
-    // choices, exchange bytes and seconds per layer. Registered when a layer first comes.
+    // Mixture-of-experts layers (StepMetrics::moe_layers): tokens per (layer, expert); per
+    // layer dropped choices, aux and z losses, exchange bytes and seconds. Registered when a
+    // value first comes.
     std::map<std::pair<int64_t, int64_t>, monitor::Gauge*> moe_expert_tokens;
-    std::map<int64_t, std::array<monitor::Gauge*, 3>> moe_layer;
+    std::map<int64_t, std::array<monitor::Gauge*, 5>> moe_layer;
   };
   void register_step_series();
 

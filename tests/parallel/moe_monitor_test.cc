@@ -1,18 +1,21 @@
 // Monitoring of mixture-of-experts training (issue #51 item 7, train/moe_metrics.h): a tiny
 // Mixtral-shaped LLaMA (2 sparse layers, 4 experts, top-2) trained a few steps, on 1 rank and,
-// under mpirun -np 2, with data parallelism and with its experts split over the ranks
-// (parallel.ep = 2), with and without activation checkpointing:
+// under mpirun -np 2, with data parallelism, with its experts split over the ranks
+// (parallel.ep = 2) and as a two-stage pipeline, with and without activation checkpointing:
 //   - metrics.jsonl's "moe_layers" has both layers every step, and each layer's tokens per
 //     expert add up to the step's tokens x k (Note [Tokens per expert]: every micro-batch and
-//     rank once, a checkpointed rerun not again), with nothing dropped;
+//     rank once, a checkpointed rerun not again), with nothing dropped; the layers' aux and z
+//     losses average to "aux"'s;
 //   - with a capacity, the dropped choices are what the layers recorded as "moe_dropped" (the
 //     aux mean x layers x micro-batches x ranks) and at least what the capacity forces out of
 //     the summed counts;
 //   - under expert parallelism each layer's all_to_all bytes are whole rows of C floats, more
 //     than none and at most every choice's row four times (six with the rerun), with a time;
+//     full checkpointing's rerun adds the forward's two exchanges again (1.5x at step 1);
 //   - the Prometheus gauges per (layer, expert) and per layer hold the last step's numbers (and
 //     pass `promtool check metrics` where promtool is installed), and `trident report` draws
-//     a heatmap per layer and the panel's charts;
+//     a heatmap per layer and the panel's charts (no dropped-choices chart when dropless);
+//   - on the emulated device the same counts, and the losses' per-layer sums kept there agree;
 //   - the ranks' texts merge as the Note says (sums, seconds averaged, malformed text refused).
 #include <gtest/gtest.h>
 
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,8 +60,8 @@ class MoeMonitorTest : public testing::MpiTrainingTest {
     std::vector<StepMetrics> steps;
     std::string prometheus;  // this rank's registry after the run
   };
-  Trained run(const TrainConfig& cfg) const {
-    auto t = Trainer::create(cfg, world);
+  Trained run(const TrainConfig& cfg, std::optional<Device> device = std::nullopt) const {
+    auto t = Trainer::create(cfg, world, device);
     EXPECT_TRUE(t.is_ok()) << t.status().to_string();
     Trained r;
     if (!t.is_ok()) return r;
@@ -98,20 +102,33 @@ class MoeMonitorTest : public testing::MpiTrainingTest {
 
 TEST_F(MoeMonitorTest, TokensPerExpertAddUpToTheStepsChoices) {
   const int n = world->size();
-  // ep 1: one process, or data parallelism over the ranks.
-  const std::vector<int64_t> eps = n == 1 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, n};
-  for (int64_t ep : eps) {
+  // (ep, pp): one process or data parallelism over the ranks; experts split over them; a
+  // pipeline, each stage with one of the two layers.
+  std::vector<std::pair<int64_t, int64_t>> layouts = {{1, 1}};
+  if (n == 2) layouts.insert(layouts.end(), {{2, 1}, {1, 2}});
+  for (const auto& [ep, pp] : layouts) {
+    std::vector<int64_t> first_step_bytes;  // per layer, without checkpointing
     for (const char* checkpointing : {"none", "full"}) {
-      const std::string what = "ep " + std::to_string(ep) + ", checkpointing " + checkpointing + ", " +
-                               std::to_string(n) + " ranks";
+      const std::string what = "ep " + std::to_string(ep) + ", pp " + std::to_string(pp) + ", checkpointing " +
+                               checkpointing + ", " + std::to_string(n) + " ranks";
       SCOPED_TRACE(what);
-      TrainConfig cfg = config("counts_ep" + std::to_string(ep) + "_" + checkpointing);
+      TrainConfig cfg = config("counts_ep" + std::to_string(ep) + "_pp" + std::to_string(pp) + "_" + checkpointing);
       cfg.parallel.ep = ep;
+      cfg.parallel.pp = pp;
       cfg.model.activation_checkpointing = checkpointing;
       const Trained t = run(cfg);
       const std::vector<nlohmann::json> lines = step_lines(cfg.train.out_dir);
       ASSERT_EQ(lines.size(), 3u);
       ASSERT_EQ(t.steps.size(), 3u);
+      // Each layer records its losses as often as the others: their mean over the layers is
+      // "aux"'s mean over layers, micro-batches and ranks.
+      for (const StepMetrics& m : t.steps)
+        for (const char* loss : {"moe_aux_loss", "moe_z_loss"}) {
+          double mean = 0;
+          for (const MoeLayerMetrics& l : m.moe_layers)
+            mean += *(std::string(loss) == "moe_aux_loss" ? l.aux_loss : l.z_loss) / kLayers;
+          EXPECT_NEAR(mean, m.aux.at(loss), 1e-12 * m.aux.at(loss)) << loss << ", step " << m.step;
+        }
       const int64_t C = cfg.model.n_embd, choices = cfg.tokens_per_step() * kTopK;
       for (size_t s = 0; s < lines.size(); ++s) {
         ASSERT_TRUE(lines[s].contains("moe_layers")) << lines[s].dump();
@@ -127,6 +144,7 @@ TEST_F(MoeMonitorTest, TokensPerExpertAddUpToTheStepsChoices) {
           EXPECT_EQ(layer["dropped"].get<int64_t>(), 0) << "dropless";
           // What on_step saw is what the file says.
           EXPECT_EQ(t.steps[s].moe_layers[static_cast<size_t>(l)].tokens, tokens);
+          ASSERT_TRUE(layer.contains("aux_loss") && layer.contains("z_loss")) << layer.dump();
           if (ep == 1) {
             EXPECT_FALSE(layer.contains("all_to_all_bytes")) << layer.dump();
             continue;
@@ -138,6 +156,12 @@ TEST_F(MoeMonitorTest, TokensPerExpertAddUpToTheStepsChoices) {
           EXPECT_EQ(bytes % row, 0) << "whole rows of fp32";
           EXPECT_LE(bytes, exchanges * choices * row);
           EXPECT_GT(layer["all_to_all_s"].get<double>(), 0.0);
+          // Step 1 routes the same rows either way (same weights, same batches): the rerun's
+          // forward exchanges add half again (Note [Exchange cost per layer]).
+          if (s > 0) continue;
+          if (exchanges == 4) first_step_bytes.push_back(bytes);
+          else if (first_step_bytes.size() == static_cast<size_t>(kLayers))
+            EXPECT_EQ(2 * bytes, 3 * first_step_bytes[static_cast<size_t>(l)]) << "layer " << l;
         }
       }
     }
@@ -186,6 +210,8 @@ TEST_F(MoeMonitorTest, GaugesAndTheReportPanel) {
                 static_cast<double>(l.tokens[e]))
           << t.prometheus;
     EXPECT_EQ(gauge(t.prometheus, "trident_moe_dropped_tokens", {layer}), 0.0);
+    EXPECT_NEAR(gauge(t.prometheus, "trident_moe_aux_loss", {layer}), *l.aux_loss, 1e-12 * *l.aux_loss);
+    EXPECT_NEAR(gauge(t.prometheus, "trident_moe_z_loss", {layer}), *l.z_loss, 1e-12 * *l.z_loss);
     if (n > 1) {
       EXPECT_EQ(gauge(t.prometheus, "trident_moe_all_to_all_bytes", {layer}),
                 static_cast<double>(*l.all_to_all_bytes));
@@ -211,8 +237,29 @@ TEST_F(MoeMonitorTest, GaugesAndTheReportPanel) {
               std::string::npos)
         << "no heatmap of layer " << l;
   EXPECT_NE(html.str().find("<figcaption>Busiest expert's share"), std::string::npos);
-  EXPECT_NE(html.str().find("<figcaption>Dropped choices per step"), std::string::npos);
+  EXPECT_EQ(html.str().find("<figcaption>Dropped choices per step"), std::string::npos) << "dropless";
+  EXPECT_NE(html.str().find("<p class=\"no-drops\">"), std::string::npos);
+  EXPECT_NE(html.str().find("<figcaption>Load-balancing loss per layer"), std::string::npos);
   EXPECT_EQ(html.str().find("<figcaption>Expert-parallel all_to_all time") != std::string::npos, n > 1);
+}
+
+TEST_F(MoeMonitorTest, OnTheEmulatedDeviceTheHostsNumbers) {
+  // The losses' per-layer sums are kept on the device (AuxOutputs' device sums) and read once.
+  TrainConfig cfg = config("device");
+  cfg.parallel.ep = world->size();
+  const Trained host = run(cfg);
+  cfg.train.out_dir += "_on_device";
+  const Trained device = run(cfg, testing::emulated_device());
+  ASSERT_EQ(device.steps.size(), host.steps.size());
+  for (size_t s = 0; s < host.steps.size(); ++s) {
+    ASSERT_EQ(device.steps[s].moe_layers.size(), static_cast<size_t>(kLayers));
+    for (size_t l = 0; l < host.steps[s].moe_layers.size(); ++l) {
+      const MoeLayerMetrics &h = host.steps[s].moe_layers[l], &d = device.steps[s].moe_layers[l];
+      EXPECT_EQ(d.tokens, h.tokens) << "step " << s + 1 << ", layer " << l;
+      EXPECT_NEAR(*d.aux_loss, *h.aux_loss, 1e-6 * *h.aux_loss) << "fp32 sums on the device";
+      EXPECT_NEAR(*d.z_loss, *h.z_loss, 1e-6 * *h.z_loss);
+    }
+  }
 }
 
 TEST_F(MoeMonitorTest, RanksSumsMerge) {

@@ -19,8 +19,9 @@ NaN loss, the rule), the discarded steps as their own dashed series, y ticks tha
 numbers with few digits (no negative times), a "step" x axis and charts as wide as the page.
 Issue #51 item 7: the same run's lines given "moe_layers" (train/moe_metrics.h) get the
 expert-load panel: a heatmap per layer with a column per step of the trajectory whose cells hold
-the tokens per expert, the last step's counts in words, the busiest expert's share and the dropped
-choices as lines, the all_to_all time where a layer has one; a malformed "moe_layers" is refused
+the tokens per expert, the last step's counts in words, the busiest expert's share, the dropped
+choices (some layer drops) and the load-balancing loss as lines, the all_to_all time where a layer
+has one; a malformed "moe_layers" is refused
 naming the key.
 
     report_test.py TRIDENT
@@ -50,7 +51,7 @@ def moe_layers(step):
     """Synthetic "moe_layers" for a step: layer 1 even, layer 3 collapsing onto expert 2, with an
     exchange's cost."""
     busy = min(200, 60 + 5 * step)
-    return [{"layer": 1, "tokens": [64, 64, 64, 64], "dropped": 0},
+    return [{"layer": 1, "tokens": [64, 64, 64, 64], "dropped": 0, "aux_loss": 2.0},
             {"layer": 3, "tokens": [(256 - busy) // 3, (256 - busy) // 3, busy, 256 - busy - 2 * ((256 - busy) // 3)],
              "dropped": step, "all_to_all_bytes": 4096, "all_to_all_s": 0.002}]
 
@@ -83,6 +84,7 @@ def check_expert_load(failures, trident, d, run):
         failures.append("no words for layer 3's last step: " + str(re.findall(r'<p class="expert-load-last">.*?</p>', html)))
     points = re.findall(r'<figcaption>([^<]*)</figcaption>', html)
     for caption in ("Busiest expert's share of the choices (%)", "Dropped choices per step",
+                    "Load-balancing loss per layer (even load: k)",
                     "Expert-parallel all_to_all time per step (ms, mean over ranks)"):
         if caption not in points:
             failures.append(f"no chart '{caption}' in the expert-load panel: {points}")
