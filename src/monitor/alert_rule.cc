@@ -21,7 +21,8 @@ const OptionTable<AlertRule>& AlertRule::table() {
                "time without communication waits above `factor` x the median across ranks; memory_high: a rank's host has "
                "used more than `memory_fraction` of its memory, or its device allocator holds more than that fraction "
                "of the device's limit; expert_collapse: a mixture of experts' busiest expert took more than `fraction` of "
-               "the routing choices (moe_max_load) for `window` steps in a row",
+               "its layer's routing choices (the busiest layer's; moe_max_load where no layer counts come) for "
+               "`window` steps in a row",
                std::vector<std::string>{"plateau", "not_finite", "loss_spike", "grad_norm_spike", "throughput_drop",
                                         "hang", "straggler", "memory_high", "expert_collapse"})
           .add("metric", &AlertRule::metric, "the metric the plateau condition watches",

@@ -12,6 +12,7 @@
 //   - under expert parallelism each layer's all_to_all bytes are whole rows of C floats, more
 //     than none and at most every choice's row four times (six with the rerun), with a time;
 //     full checkpointing's rerun adds the forward's two exchanges again (1.5x at step 1);
+//   - expert_collapse judges the busiest layer's share of the counts and names the layer;
 //   - the Prometheus gauges per (layer, expert) and per layer hold the last step's numbers (and
 //     pass `promtool check metrics` where promtool is installed), and `trident report` draws
 //     a heatmap per layer and the panel's charts (no dropped-choices chart when dropless);
@@ -19,6 +20,7 @@
 //   - the ranks' texts merge as the Note says (sums, seconds averaged, malformed text refused).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -201,8 +203,32 @@ TEST_F(MoeMonitorTest, GaugesAndTheReportPanel) {
   const int n = world->size();
   TrainConfig cfg = config("gauges");
   cfg.parallel.ep = n;
+  // Fires at step 1 (some expert always has a share above 0) on the busiest layer's value.
+  monitor::AlertRule collapse;
+  collapse.name = "collapse";
+  collapse.condition = "expert_collapse";
+  collapse.fraction = 0.0;
+  collapse.window = 1;
+  collapse.actions = "log";
+  cfg.alerts = {collapse};
   const Trained t = run(cfg);
   ASSERT_EQ(t.steps.size(), 3u);
+  {
+    double busiest = 0;
+    int64_t at = -1;
+    for (const MoeLayerMetrics& l : t.steps[0].moe_layers) {
+      const double share = static_cast<double>(*std::max_element(l.tokens.begin(), l.tokens.end())) /
+                           static_cast<double>(std::accumulate(l.tokens.begin(), l.tokens.end(), int64_t{0}));
+      if (share > busiest) busiest = share, at = l.layer;
+    }
+    std::ifstream in(cfg.train.out_dir + "/alerts.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line)) << "no expert_collapse event";
+    const nlohmann::json e = nlohmann::json::parse(line);
+    EXPECT_EQ(e.value("step", int64_t{0}), 1) << line;
+    EXPECT_EQ(e.value("value", 0.0), busiest) << line;
+    EXPECT_NE(line.find("busiest expert of layer " + std::to_string(at)), std::string::npos) << line;
+  }
   for (const MoeLayerMetrics& l : t.steps.back().moe_layers) {
     const std::string layer = "layer=\"" + std::to_string(l.layer) + "\"";
     for (size_t e = 0; e < l.tokens.size(); ++e)
