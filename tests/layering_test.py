@@ -16,6 +16,7 @@ import sys
 LAYERS = [
     "core",
     "config",  # generic typed option tables and TOML: a utility beside core
+    "offload",  # the NVMe tier's files (io_uring, checksums): storage for ZeRO-Infinity, on core alone
     "kernels/reference",
     "kernels/cpu",
     "kernels/device",  # the kernel table non-host backends register for the op front ends
@@ -30,7 +31,6 @@ LAYERS = [
     "comm",
     "amp",
     "optim",
-    "offload",  # the NVMe tier's files (io_uring, checksums): what ZeRO-Infinity keeps on disk
     "parallel",  # strategies wrap models and optimizers (ZeRO shards the optimizer)
     "data",
     "checkpoint",

@@ -61,13 +61,15 @@ std::unique_ptr<NvmeFile> NvmeFile::create(const std::filesystem::path& path, in
             " bytes (a multiple of ", kNvmeAlignment, " is needed)");
   TRI_CHECK(options.queue_depth >= 1 && options.queue_depth <= 4096, what, ": a queue depth of ",
             options.queue_depth, " requests (1-4096 allowed)");
-  TRI_CHECK(options.request_bytes >= kNvmeAlignment && options.request_bytes % kNvmeAlignment == 0, what,
-            ": requests of ", options.request_bytes, " bytes (a positive multiple of ", kNvmeAlignment, " needed)");
+  TRI_CHECK(options.request_bytes >= kNvmeAlignment && options.request_bytes <= (int64_t{1} << 30) &&
+                options.request_bytes % kNvmeAlignment == 0,
+            what, ": requests of ", options.request_bytes, " bytes (a multiple of ", kNvmeAlignment,
+            " up to 1 GiB needed)");
   const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
   std::error_code ec;
   TRI_CHECK(std::filesystem::is_directory(dir, ec), what, " = '", dir.string(),
             "' is not a directory: the NVMe tier's files go there (create it, on the fast disk)");
-  const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+  const int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
   bool direct = options.direct;
   int fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0), 0600);
   if (fd < 0 && direct && errno == EINVAL) {
@@ -78,11 +80,11 @@ std::unique_ptr<NvmeFile> NvmeFile::create(const std::filesystem::path& path, in
                    "the page cache\n", what.c_str(), dir.c_str());
   }
   TRI_CHECK(fd >= 0, what, ": cannot create the NVMe tier's file '", path.string(), "': ", errno_text(errno));
+  ::unlink(path.c_str());  // scratch: nothing outlives the process (see the header)
   if (bytes > 0) {
     const int err = ::posix_fallocate(fd, 0, bytes);
     if (err != 0) {
       ::close(fd);
-      ::unlink(path.c_str());
       const int64_t avail = free_bytes(dir);
       TRI_CHECK(false, what, ": cannot allocate ", bytes, " bytes for the NVMe tier's file '", path.string(), "' (",
                 errno_text(err), "); the file system has ", avail, " bytes free",
@@ -112,13 +114,13 @@ NvmeFile::~NvmeFile() {
   }
   if (ring_) io_uring_queue_exit(&ring_->ring);
   ::close(fd_);
-  ::unlink(path_.c_str());
 }
 
 NvmeFile::Ticket NvmeFile::write(int64_t offset, const void* src, int64_t bytes) {
+  const uint32_t crc = core::crc32c(src, static_cast<size_t>(bytes));
   const Ticket t = start(false, offset, static_cast<char*>(const_cast<void*>(src)), bytes);
-  written_[offset] = {bytes, core::crc32c(src, static_cast<size_t>(bytes))};
-  if (ring_) submit();
+  requests_.at(t).crc = crc;
+  if (ring_) poll();
   return t;
 }
 
@@ -127,7 +129,7 @@ NvmeFile::Ticket NvmeFile::read(int64_t offset, void* dst, int64_t bytes) {
   TRI_CHECK(it != written_.end() && it->second.first == bytes, "the NVMe tier's file '", path_.string(),
             "': reading ", bytes, " bytes at offset ", offset, ", an extent that was never written");
   const Ticket t = start(true, offset, static_cast<char*>(dst), bytes);
-  if (ring_) submit();
+  if (ring_) poll();
   return t;
 }
 
@@ -138,7 +140,7 @@ NvmeFile::Ticket NvmeFile::start(bool is_read, int64_t offset, char* buffer, int
             " bytes at offset ", offset, " of ", size_, " (aligned to ", kNvmeAlignment, " bytes needed)");
   const Ticket t = next_ticket_++;
   Request& r = requests_[t];
-  r = Request{is_read, offset, bytes, buffer, 0, {}};
+  r = Request{is_read, offset, bytes, buffer, 0, {}, 0};
   if (!ring_) {  // synchronously (Note [Falling back])
     for (int64_t done = 0; done < bytes;) {
       const ssize_t n = is_read ? ::pread(fd_, buffer + done, static_cast<size_t>(bytes - done), offset + done)
@@ -177,17 +179,37 @@ void NvmeFile::submit() {
   }
   queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(taken));
   if (taken > 0) {
+    // A busy ring keeps what it did not take in its submission queue: the next submit (here, or
+    // before reap_one waits) hands it over.
     const int err = io_uring_submit(&ring_->ring);
-    TRI_CHECK(err >= 0, "the NVMe tier's file '", path_.string(), "': submitting requests failed: ", errno_text(-err));
+    TRI_CHECK(err >= 0 || err == -EAGAIN || err == -EBUSY || err == -EINTR, "the NVMe tier's file '", path_.string(),
+              "': submitting requests failed: ", errno_text(-err));
   }
 }
 
-void NvmeFile::reap_one() {
+void NvmeFile::poll() {
+  if (!ring_) return;
+  submit();
+  while (reap_one(false)) submit();
+}
+
+bool NvmeFile::done(Ticket ticket) const {
+  const auto it = requests_.find(ticket);
+  return it == requests_.end() || it->second.parts_left == 0;
+}
+
+bool NvmeFile::reap_one(bool block) {
   io_uring_cqe* cqe = nullptr;
   int err;
-  do {
-    err = io_uring_wait_cqe(&ring_->ring, &cqe);
-  } while (err == -EINTR);
+  if (!block) {
+    err = io_uring_peek_cqe(&ring_->ring, &cqe);
+    if (err == -EAGAIN) return false;
+  } else {
+    do {
+      err = io_uring_submit_and_wait(&ring_->ring, 1);  // what a busy ring left in the queue too
+      if (err >= 0) err = io_uring_wait_cqe(&ring_->ring, &cqe);
+    } while (err == -EINTR || err == -EAGAIN || err == -EBUSY);
+  }
   TRI_CHECK(err == 0, "the NVMe tier's file '", path_.string(), "': waiting for a request failed: ", errno_text(-err));
   const uint64_t id = io_uring_cqe_get_data64(cqe);
   const int64_t result = cqe->res;
@@ -197,6 +219,7 @@ void NvmeFile::reap_one() {
   const Part part = it->second;
   in_flight_.erase(it);
   complete_part(part, result);
+  return true;
 }
 
 void NvmeFile::complete_part(const Part& part, int64_t result) {
@@ -227,6 +250,10 @@ void NvmeFile::wait(Ticket ticket) {
 }
 
 void NvmeFile::finish(Ticket, Request& r) {
+  if (!r.is_read) {  // the extent's checksum is the last write's that succeeded; none after a failure
+    if (r.error.empty()) written_[r.offset] = {r.bytes, r.crc};
+    else written_.erase(r.offset);
+  }
   TRI_CHECK(r.error.empty(), "the NVMe tier's file '", path_.string(), "': ", r.is_read ? "reading " : "writing ",
             r.bytes, " bytes at offset ", r.offset, " failed: ", r.error);
   if (!r.is_read) return;

@@ -4,6 +4,14 @@
 // cache neither holds a second copy of what the tier exists to keep out of memory nor hides the
 // disk's speed.
 //
+// The file is removed from its directory as soon as it is open: the tier lives only through
+// this process's descriptor, so a crash, an OOM kill or MPI_Abort leaves no preallocated file
+// behind on the disk (the name, with the host, process and a counter, is for messages).
+//
+// Requests progress while the owner calls into this object (write, read, poll, wait): up to
+// queue_depth requests are with the kernel at once and complete on their own; the rest wait
+// in a queue for the next call.
+//
 // Every extent written is checksummed (CRC-32C of the bytes handed to write()); reading it back
 // checks the bytes against that checksum, so a bit flipped on the disk, a torn write or a
 // foreign writer ends the run with the file and offset instead of training on garbage. An
@@ -43,7 +51,7 @@ inline constexpr int64_t nvme_aligned(int64_t n) { return (n + kNvmeAlignment - 
 
 struct NvmeFileOptions {
   int queue_depth = 8;              // requests in flight (aio_thread_count x queue_depth in DeepSpeed)
-  int64_t request_bytes = 1 << 20;  // a larger extent goes out as several requests of this size
+  int64_t request_bytes = 1 << 20;  // a larger extent goes out as several requests of this size (<= 1 GiB)
   bool direct = true;               // O_DIRECT (Note [Falling back])
   bool io_uring = true;             // asynchronous requests (Note [Falling back])
 };
@@ -68,11 +76,12 @@ class NvmeFile {
  public:
   using Ticket = int64_t;
 
-  // Creates (replacing any file there) and preallocates `bytes` bytes at `path`; throws naming
-  // `what` (the config key the path came from), the path and the cause.
+  // Creates (a new file: an existing one is an error) and preallocates `bytes` bytes at `path`,
+  // then removes the name; throws naming `what` (the config key the path came from), the path
+  // and the cause.
   static std::unique_ptr<NvmeFile> create(const std::filesystem::path& path, int64_t bytes,
                                           const NvmeFileOptions& options, const std::string& what);
-  // Waits for the requests in flight, closes and removes the file.
+  // Waits for the requests in flight and closes the file.
   ~NvmeFile();
   NvmeFile(const NvmeFile&) = delete;
   NvmeFile& operator=(const NvmeFile&) = delete;
@@ -86,8 +95,13 @@ class NvmeFile {
   // the bytes do not match the checksum of what was written there.
   void wait(Ticket ticket);
   void wait_all();
+  // Submits queued requests and takes the completions there are, without waiting.
+  void poll();
+  // Whether a request has completed (wait() still reports its outcome).
+  bool done(Ticket ticket) const;
 
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return path_; }  // as created; removed since
+  int fd() const { return fd_; }  // the open file (tests reach it through /proc/self/fd)
   int64_t size() const { return size_; }
   bool direct() const { return direct_; }
   bool asynchronous() const { return ring_ != nullptr; }
@@ -103,6 +117,7 @@ class NvmeFile {
     char* buffer;
     int64_t parts_left = 0;  // requests of request_bytes not yet completed
     std::string error;       // the first failed part's
+    uint32_t crc = 0;        // a write's: recorded for its extent once it has succeeded
   };
   struct Part {
     Ticket ticket;
@@ -114,8 +129,9 @@ class NvmeFile {
   Ticket start(bool is_read, int64_t offset, char* buffer, int64_t bytes);
   // Submits queued parts while the ring has room.
   void submit();
-  // Waits for one completion and accounts for it.
-  void reap_one();
+  // Waits for one completion (or, when `block` is false, takes one if there is one) and
+  // accounts for it; returns whether it took one.
+  bool reap_one(bool block = true);
   void complete_part(const Part& part, int64_t result);
   void finish(Ticket ticket, Request& r);
 

@@ -42,7 +42,7 @@ class ExpertParallelTest : public testing::MpiTrainingTest {
   // The single process over the same micro-batches as the layout's data-parallel ranks (dp x
   // ep: the world over tp x pp).
   Run single(TrainConfig cfg) {
-    const int n = static_cast<int>(world->size() / (cfg.parallel.tp * cfg.parallel.pp)); std::fprintf(stderr, "LAYOUT ep%ld tp%ld pp%ld data ranks %d\n", (long)cfg.parallel.ep, (long)cfg.parallel.tp, (long)cfg.parallel.pp, n);
+    const int n = static_cast<int>(world->size() / (cfg.parallel.tp * cfg.parallel.pp));
     cfg.parallel = {};
     cfg.data.batch_size /= n;
     cfg.data.grad_accum_steps *= n;

@@ -161,9 +161,11 @@ TEST_F(MoeMonitorTest, TokensPerExpertAddUpToTheStepsChoices) {
           // Step 1 routes the same rows either way (same weights, same batches): the rerun's
           // forward exchanges add half again (Note [Exchange cost per layer]).
           if (s > 0) continue;
-          if (exchanges == 4) first_step_bytes.push_back(bytes);
-          else if (first_step_bytes.size() == static_cast<size_t>(kLayers))
+          if (exchanges == 4) {
+            first_step_bytes.push_back(bytes);
+          } else if (first_step_bytes.size() == static_cast<size_t>(kLayers)) {
             EXPECT_EQ(2 * bytes, 3 * first_step_bytes[static_cast<size_t>(l)]) << "layer " << l;
+          }
         }
       }
     }

@@ -74,6 +74,11 @@ moe::MoeConfig moe_config(const LlamaConfig& cfg) {
   return m;
 }
 
+// The sparse layer's module name: Mixtral's, or Qwen2-MoE's (which is the dense MLP's too).
+static const char* sparse_module_name(const LlamaConfig& cfg) {
+  return moe_config(cfg).naming == moe::MoeNaming::kMixtral ? "block_sparse_moe" : "mlp";
+}
+
 Block::Block(const LlamaConfig& cfg, int64_t layer, nn::AuxOutputs* aux)
     : input_layernorm_(register_module("input_layernorm", std::make_shared<nn::RMSNorm>(cfg.n_embd, cfg.rms_norm_eps))),
       self_attn_(register_module("self_attn", std::make_shared<Attention>(cfg))),
@@ -82,9 +87,7 @@ Block::Block(const LlamaConfig& cfg, int64_t layer, nn::AuxOutputs* aux)
   if (!cfg.sparse_layer(layer)) {
     mlp_ = register_module("mlp", std::make_shared<MLP>(cfg));
   } else {
-    const moe::MoeConfig m = moe_config(cfg);
-    moe_ = register_module(m.naming == moe::MoeNaming::kMixtral ? "block_sparse_moe" : "mlp",
-                           std::make_shared<moe::SparseMoe>(m, aux, layer));
+    moe_ = register_module(sparse_module_name(cfg), std::make_shared<moe::SparseMoe>(moe_config(cfg), aux, layer));
   }
 }
 
@@ -222,8 +225,7 @@ nn::ParallelPlan Llama::parallel_plan(int64_t tp) const {
   }
   for (int64_t i = 0; i < cfg_.n_layer; ++i)
     if (cfg_.sparse_layer(i))
-      plan.push_back({"layers." + std::to_string(i) + (cfg_.qkv_bias ? ".mlp" : ".block_sparse_moe"),
-                      style::kSequenceParallel});
+      plan.push_back({"layers." + std::to_string(i) + "." + sparse_module_name(cfg_), style::kSequenceParallel});
   if (lm_head_) plan.push_back({"lm_head", style::kVocabParallel});
   return plan;
 }

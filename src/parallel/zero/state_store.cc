@@ -68,7 +68,10 @@ class NvmeState final : public StateStore {
     buffers_.reserve(static_cast<size_t>(options.buffer_count));  // Buffer pointers stay valid
     largest_part_ = largest;
     static std::atomic<int> files{0};
-    const std::string name = "trident-" + std::to_string(::getpid()) + "-" + std::to_string(files++) + ".optimizer";
+    char host[256] = "host";
+    ::gethostname(host, sizeof host - 1);
+    const std::string name = "trident-" + std::string(host) + "-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(files++) + ".optimizer";
     offload::NvmeFileOptions o;
     o.queue_depth = options.queue_depth;
     file_ = offload::NvmeFile::create(options.dir / name, offset, o, "parallel.nvme_path");
@@ -82,9 +85,10 @@ class NvmeState final : public StateStore {
   bool resident() const override { return false; }
 
   void prefetch(const Bucket& b) override {
+    file_->poll();
     const size_t k = layout_.index_of(b);
     if (find(k) != nullptr) return;
-    Buffer* free = take_free();
+    Buffer* free = take_free(false);
     if (free != nullptr) start_read(*free, k);
   }
 
@@ -92,13 +96,18 @@ class NvmeState final : public StateStore {
     const size_t k = layout_.index_of(b);
     Buffer* buf = find(k);
     if (buf == nullptr) {
-      buf = take_free();
+      buf = take_free(true);
       TRI_CHECK(buf != nullptr, "the NVMe tier: all ", buffer_count_,
                 " staging buffers are held (parallel.nvme_buffer_count): release one before acquiring another");
       start_read(*buf, k);
     }
-    if (buf->read) file_->wait(*std::exchange(buf->read, std::nullopt));
-    if (buf->write) file_->wait(*std::exchange(buf->write, std::nullopt));  // the same bytes, again
+    try {
+      if (buf->read) file_->wait(*std::exchange(buf->read, std::nullopt));
+      if (buf->write) file_->wait(*std::exchange(buf->write, std::nullopt));  // the same bytes, again
+    } catch (...) {
+      buf->bucket = -1;  // its bytes are not the bucket's
+      throw;
+    }
     buf->held = true;
     const int64_t n = layout_.shard_len(b), part = part_bytes(b) / 4;
     BucketState s;
@@ -117,6 +126,7 @@ class NvmeState final : public StateStore {
     const size_t k = layout_.index_of(b);
     buf->write = file_->write(region_[k], buf->data.data_ptr<float>(), arrays_ * part_bytes(b));
     written_[k] = true;
+    file_->poll();
   }
 
   void flush() override {
@@ -146,8 +156,9 @@ class NvmeState final : public StateStore {
   }
 
   // A buffer to load another bucket into: a new one while fewer than buffer_count exist, else
-  // the one not held that was filled longest ago (its write waited for); null when all are held.
-  Buffer* take_free() {
+  // the one not held that was filled longest ago (its write waited for, when `block`; else only
+  // one whose write is done); null when there is none.
+  Buffer* take_free(bool block) {
     if (static_cast<int>(buffers_.size()) < buffer_count_) {
       buffers_.push_back({aligned_buffer(arrays_ * largest_part_ / 4), -1, false, std::nullopt, std::nullopt});
       order_.push_back(buffers_.size() - 1);
@@ -155,7 +166,7 @@ class NvmeState final : public StateStore {
     }
     for (size_t i = 0; i < order_.size(); ++i) {
       Buffer& buf = buffers_[order_[i]];
-      if (buf.held || buf.read) continue;
+      if (buf.held || buf.read || (!block && buf.write && !file_->done(*buf.write))) continue;
       if (buf.write) file_->wait(*std::exchange(buf.write, std::nullopt));
       std::rotate(order_.begin() + static_cast<std::ptrdiff_t>(i), order_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
                   order_.end());  // now the most recently filled

@@ -13,10 +13,16 @@
 // A buffer holds one bucket at a time: free, reading, held (acquired), or writing. prefetch(b)
 // starts reading b into a free buffer (one whose write, if any, is waited for first), or does
 // nothing when none is free; acquire(b) waits for b's read (or starts and waits for it) and
-// hands out views of the buffer; release(b, modified) starts writing them back. The last
-// writes of a step stay in flight through the next step's forward and backward: the next
-// acquire of a buffer waits for them. A bucket never written reads as zeros (m and v start so;
-// the masters are written once from the parameters before the first step).
+// hands out views of the buffer; release(b, modified) starts writing them back. A prefetch
+// takes only a buffer whose write is done, so reads ahead never wait for writes behind; an
+// acquire that finds no buffer free waits for the oldest write. The last writes of a step are
+// handed to the kernel (nvme_queue_depth requests at a time, offload/nvme_file.h) and the rest
+// go out at the next step's first call; the buffers they come from are waited for before reuse.
+// A bucket never written reads as zeros (m and v start so; the masters are written once from
+// the parameters before the first step).
+//
+// A checkpoint of a tier run copies each bucket's state out (ZeroOptimizer::pieces): while it
+// is written, the shard is in host memory once. Streaming the pieces bucket by bucket is left.
 #pragma once
 
 #include <cstdint>
