@@ -72,7 +72,7 @@ TEST(MoePlan, AMixtureOfExpertsIsPlannedOverEveryEpThatDividesItsExperts) {
 
 TEST(MoePlan, APinnedEpHoldsInEveryRankedLayoutAndRoundTrips) {
   const RunSpec run = moe_run(models::testing::tiny_mixtral(), 8);
-  auto pins = parse_layout_pins("ep2 zero1");
+  auto pins = parse_layout_pins("dp2 ep2 zero1");
   ASSERT_TRUE(pins.is_ok()) << pins.status().to_string();
   const Plan plan = plan_of(run, 4, pins.value());
   ASSERT_FALSE(plan.ranked.empty()) << no_layout_reason(plan);
@@ -86,6 +86,14 @@ TEST(MoePlan, APinnedEpHoldsInEveryRankedLayoutAndRoundTrips) {
     EXPECT_EQ(back.value().ep.value_or(1), 2);
   }
   EXPECT_NE(plan.ranked.front().layout.str().find("dp2 ep2 tp1 pp1 zero1"), std::string::npos);
+  // Expert parallelism with tensor and pipeline parallelism are layouts the trainer runs too.
+  for (const char* other : {"ep2 tp2", "ep2 pp2"}) {
+    const Plan with = plan_of(run, 4, parse_layout_pins(other).value());
+    ASSERT_FALSE(with.ranked.empty()) << other << ": " << no_layout_reason(with);
+    EXPECT_NE(with.ranked.front().layout.str().find(std::string("dp1 ") + (other[4] == 't' ? "ep2 tp2 pp1" : "ep2 tp1 pp2")),
+              std::string::npos)
+        << with.ranked.front().layout.str();
+  }
   // An ep that does not divide the experts, and ep on a dense model: the trainer's message.
   const RunSpec twelve = moe_run(models::testing::tiny_mixtral(), 12);
   auto three = parse_layout_pins("ep3");
