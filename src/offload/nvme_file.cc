@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -141,6 +142,7 @@ NvmeFile::Ticket NvmeFile::start(bool is_read, int64_t offset, char* buffer, int
   const Ticket t = next_ticket_++;
   Request& r = requests_[t];
   r = Request{is_read, offset, bytes, buffer, 0, {}, 0};
+  (is_read ? bytes_read_ : bytes_written_) += bytes;
   if (!ring_) {  // synchronously (Note [Falling back])
     for (int64_t done = 0; done < bytes;) {
       const ssize_t n = is_read ? ::pread(fd_, buffer + done, static_cast<size_t>(bytes - done), offset + done)
@@ -152,7 +154,6 @@ NvmeFile::Ticket NvmeFile::start(bool is_read, int64_t offset, char* buffer, int
         break;
       }
       done += n;
-      (is_read ? bytes_read_ : bytes_written_) += n;
     }
     return t;
   }
@@ -225,14 +226,12 @@ bool NvmeFile::reap_one(bool block) {
 void NvmeFile::complete_part(const Part& part, int64_t result) {
   Request& r = requests_.at(part.ticket);
   if (result > 0 && result < part.bytes) {  // a short transfer: the rest goes out again
-    (r.is_read ? bytes_read_ : bytes_written_) += result;
     queued_.insert(queued_.begin(), {part.ticket, part.offset + result, part.bytes - result, part.buffer + result});
     return;
   }
   if (result <= 0 && r.error.empty())
     r.error = (result < 0 ? errno_text(static_cast<int>(-result)) : std::string("unexpected end of file")) +
               " at offset " + std::to_string(part.offset);
-  if (result > 0) (r.is_read ? bytes_read_ : bytes_written_) += result;
   --r.parts_left;
 }
 
@@ -240,9 +239,13 @@ void NvmeFile::wait(Ticket ticket) {
   const auto it = requests_.find(ticket);
   TRI_CHECK(it != requests_.end(), "the NVMe tier's file '", path_.string(), "': waiting for request ", ticket,
             ", which is not in flight");
-  while (it->second.parts_left > 0) {
-    submit();
-    reap_one();
+  if (it->second.parts_left > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    while (it->second.parts_left > 0) {
+      submit();
+      reap_one();
+    }
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   Request r = std::move(it->second);
   requests_.erase(it);

@@ -105,9 +105,12 @@ class NvmeFile {
   int64_t size() const { return size_; }
   bool direct() const { return direct_; }
   bool asynchronous() const { return ring_ != nullptr; }
-  // Bytes read and written so far (completed requests).
+  // Bytes of the reads and writes started so far (what this process asked of the disk, whether
+  // or not it has completed yet).
   int64_t bytes_read() const { return bytes_read_; }
   int64_t bytes_written() const { return bytes_written_; }
+  // Seconds the owner spent blocked waiting for requests (not hidden behind its own work).
+  double wait_seconds() const { return wait_seconds_; }
 
  private:
   struct Ring;  // liburing's io_uring, kept out of this header
@@ -148,6 +151,7 @@ class NvmeFile {
   Ticket next_ticket_ = 0;
   std::map<int64_t, std::pair<int64_t, uint32_t>> written_;  // offset -> (bytes, CRC-32C)
   int64_t bytes_read_ = 0, bytes_written_ = 0;
+  double wait_seconds_ = 0.0;
 };
 
 }  // namespace trident::offload

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,13 @@ class UpdateStrategy {
   // What this rank holds of every weight and optimizer-state tensor, for checkpoints: views
   // of the live tensors (write them before the next step). Not collective.
   virtual std::vector<HeldPiece> held_pieces() = 0;
+  // ZeRO-Infinity's optimizer tier (zero/state_store.h): this rank's bytes read and written and
+  // seconds waited so far, over its optimizers; nullopt without the tier.
+  struct TierTraffic {
+    int64_t read_bytes = 0, written_bytes = 0;
+    double wait_s = 0.0;
+  };
+  virtual std::optional<TierTraffic> tier_traffic() const { return std::nullopt; }
   // State that differs between the data-parallel ranks (compressed gradients' error feedback),
   // saved by every rank; the same names and shapes on every rank. load_state() reads it back
   // through source.of_rank.

@@ -124,4 +124,16 @@ Tensor ZeroUpdate::run_from(size_t g, size_t part, const nn::PartForward& forwar
   return groups_[g]->run(part, [&](const Tensor& y) { return run_from(g + 1, part, forward, y); }, x);
 }
 
+std::optional<UpdateStrategy::TierTraffic> ZeroUpdate::tier_traffic() const {
+  std::optional<TierTraffic> out;
+  for (const auto& z : groups_) {
+    if (z->state().resident()) continue;
+    if (!out) out = TierTraffic{};
+    out->read_bytes += z->state().bytes_read();
+    out->written_bytes += z->state().bytes_written();
+    out->wait_s += z->state().wait_seconds();
+  }
+  return out;
+}
+
 }  // namespace trident::parallel

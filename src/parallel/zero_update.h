@@ -36,6 +36,7 @@ class ZeroUpdate final : public UpdateStrategy, public nn::PartHooks {
   void load_state(const CheckpointSource& source, bool with_state, int64_t step) override;
   std::vector<HeldPiece> held_pieces() override;
   std::vector<nn::NamedTensor> rank_state() const override;
+  std::optional<TierTraffic> tier_traffic() const override;
 
   // ZeRO-3, as the model's part hooks: the part's forward through every group's gathering.
   Tensor run(size_t part, const nn::PartForward& forward, const Tensor& x) override;

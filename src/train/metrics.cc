@@ -51,6 +51,11 @@ void MetricsWriter::write_step(const StepMetrics& m) {
   if (m.comm_bytes.has_value()) std::fprintf(file_, "\"comm_bytes\": %lld, ", static_cast<long long>(*m.comm_bytes));
   if (m.comm_sent_bytes.has_value())
     std::fprintf(file_, "\"comm_sent_bytes\": %lld, ", static_cast<long long>(*m.comm_sent_bytes));
+  if (m.nvme.has_value()) {
+    std::fprintf(file_, "\"nvme\": {\"read_bytes\": %lld, \"written_bytes\": %lld, ",
+                 static_cast<long long>(m.nvme->read_bytes), static_cast<long long>(m.nvme->written_bytes));
+    std::fprintf(file_, "\"wait_s\": %.17g}, ", m.nvme->wait_s);
+  }
   if (m.loss_scale.has_value()) {
     put_number(file_, "loss_scale", *m.loss_scale);
     std::fprintf(file_, "\"skipped\": %s, \"skipped_steps\": %lld, ", m.skipped ? "true" : "false",

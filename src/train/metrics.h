@@ -35,6 +35,13 @@ struct StepMetrics {
   // ... and the bytes it sent to other ranks for them (Note [Link classes]): a ring all-reduce
   // of P floats sends 2 (p - 1) / p * 4P, a compressed exchange what its algorithm sends.
   std::optional<int64_t> comm_sent_bytes;
+  // parallel.offload_optimizer_device = "nvme": this rank's bytes read from and written to the
+  // optimizer's tier during the step, and the seconds it waited for them.
+  struct NvmeTraffic {
+    int64_t read_bytes = 0, written_bytes = 0;
+    double wait_s = 0.0;
+  };
+  std::optional<NvmeTraffic> nvme;
   // train.mfu: model FLOPs per second (PaLM's count) over the measured GEMM ceiling of the
   // run's dtype (train/mfu.h), a fraction.
   std::optional<double> mfu;

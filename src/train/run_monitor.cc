@@ -209,6 +209,18 @@ void RunMonitor::on_step(const StepMetrics& m) {
     s.loss_scale->set(*m.loss_scale);
     s.skipped_steps->set_total(static_cast<double>(m.skipped_steps));
   }
+  if (m.nvme) {
+    if (s.nvme_read == nullptr) {
+      const char* help = "bytes this rank moved between the optimizer's NVMe tier and memory in the last step";
+      s.nvme_read = &registry_.gauge("trident_nvme_bytes", help, {{"direction", "read"}});
+      s.nvme_written = &registry_.gauge("trident_nvme_bytes", help, {{"direction", "write"}});
+      s.nvme_wait = &registry_.gauge("trident_nvme_wait_seconds",
+                                     "seconds of the last step this rank waited for the optimizer's NVMe tier");
+    }
+    s.nvme_read->set(static_cast<double>(m.nvme->read_bytes));
+    s.nvme_written->set(static_cast<double>(m.nvme->written_bytes));
+    s.nvme_wait->set(m.nvme->wait_s);
+  }
   s.data_s->set(m.data_s);
   s.forward_backward_s->set(m.forward_backward_s);
   s.comm_wait_s->set(m.comm_wait_s);

@@ -102,6 +102,8 @@ class RunMonitor {
     monitor::Histogram* step_seconds;
     std::array<monitor::Gauge*, kNumMemoryCategories> memory_bytes;
     monitor::Gauge *memory_peak, *memory_reserved;
+    // ZeRO-Infinity's optimizer tier: registered at its first step.
+    monitor::Gauge *nvme_read = nullptr, *nvme_written = nullptr, *nvme_wait = nullptr;
     // Per mesh axis (world, dp, tp, pp) and op: registered when the op is first used.
     std::array<std::array<monitor::Counter*, comm::kNumCommOps>, 4> comm_calls{}, comm_bytes{};
     // Per mesh axis: bytes sent inside the host and to other hosts (Note [Link classes]).

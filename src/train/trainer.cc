@@ -256,6 +256,7 @@ StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
   const int64_t comm_bytes_before = mesh_ ? mesh_->total_bytes() : 0;
   const std::pair<int64_t, int64_t> sent_before = mesh_ ? mesh_->link_bytes() : std::pair<int64_t, int64_t>{0, 0};
+  const std::optional<parallel::UpdateStrategy::TierTraffic> tier_before = update_->tier_traffic();
   const double lr = schedule_->lr_at(step_);
   const int64_t accum = cfg_.data.grad_accum_steps;
   double loss_sum = 0.0;
@@ -327,6 +328,10 @@ StepMetrics Trainer::train_step() {
     const std::pair<int64_t, int64_t> sent = mesh_->link_bytes();
     m.comm_sent_bytes = (sent.first - sent_before.first) + (sent.second - sent_before.second);
   }
+  if (const auto tier = update_->tier_traffic(); tier && tier_before)
+    m.nvme = StepMetrics::NvmeTraffic{tier->read_bytes - tier_before->read_bytes,
+                                      tier->written_bytes - tier_before->written_bytes,
+                                      tier->wait_s - tier_before->wait_s};
   m.aux = aux_means(aux, any_aux);  // after the step's counters: Note [Auxiliary values over ranks]
   m.moe_layers = moe_layers_over_ranks(layer_sums, any_aux);
   return m;

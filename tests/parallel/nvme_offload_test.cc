@@ -9,16 +9,21 @@
 //   - the tier's files are scratch: out of nvme_path's listing once open, closed at the end;
 //   - a byte changed in the tier's file mid-run ends the run with the file and offset, and the
 //     last checkpoint resumes (in a plain run) to the uninterrupted losses;
+//   - metrics.jsonl and Prometheus carry each step's tier traffic;
 //   - the keys are checked: nvme without offload or without ZeRO, and a path that is not a
 //     directory, are errors naming the keys.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "monitor/prometheus_text.h"
 #include "support/error_of.h"
 #include "support/mpi_training_test.h"
 
@@ -53,6 +58,28 @@ class NvmeOffloadTest : public testing::MpiTrainingTest {
     }
     return {};
   }
+  // metrics.jsonl's "nvme" of every step: the whole tier written once a step, the same bytes
+  // every step, and read at most as much: exactly as much when `reread` (stages 1-2's buckets of
+  // about 1000 elements outnumber the staging buffers, so every region comes back from the
+  // disk; ZeRO-3's few part buckets may still be in a buffer from the step before).
+  static void expect_tier_traffic(const std::string& out_dir, size_t steps, bool reread) {
+    std::ifstream in(out_dir + "/metrics.jsonl");
+    std::string line;
+    std::vector<int64_t> written;
+    while (std::getline(in, line)) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (!j.contains("loss")) continue;
+      ASSERT_TRUE(j.contains("nvme")) << line;
+      const int64_t r = j["nvme"]["read_bytes"].get<int64_t>(), w = j["nvme"]["written_bytes"].get<int64_t>();
+      if (reread) EXPECT_EQ(r, w) << line;
+      else EXPECT_LE(r, w) << line;
+      EXPECT_GE(j["nvme"]["wait_s"].get<double>(), 0.0) << line;
+      written.push_back(w);
+    }
+    ASSERT_EQ(written.size(), steps);
+    EXPECT_GT(written.front(), 0);
+    for (int64_t w : written) EXPECT_EQ(w, written.front());
+  }
   void on_nvme(TrainConfig& cfg) const {
     cfg.parallel.offload_optimizer = true;
     cfg.parallel.offload_optimizer_device = "nvme";
@@ -80,6 +107,7 @@ TEST_F(NvmeOffloadTest, TheTierGivesTheInMemoryLossesBitForBit) {
         EXPECT_EQ(tier.losses, plain.losses);
         EXPECT_TRUE(fs::is_empty(tier_dir())) << "the tier's files are scratch, out of the directory once open";
         EXPECT_TRUE(open_tier_file().empty()) << "the tier's file is still open after the run";
+        if (world->rank() == 0) expect_tier_traffic(cfg.train.out_dir, plain.losses.size(), stage < 3);
       }
 }
 
@@ -151,6 +179,26 @@ TEST_F(NvmeOffloadTest, AByteChangedInTheTierEndsTheRunNamingTheFileAndTheCheckp
   cfg.train.resume = true;
   const Run rest = train(cfg, world);
   EXPECT_EQ(rest.losses, std::vector<double>(whole.losses.begin() + 4, whole.losses.end()));
+}
+
+TEST_F(NvmeOffloadTest, PrometheusShowsTheLastStepsTraffic) {
+  TrainConfig cfg = config("llama", "prometheus");
+  cfg.parallel.zero_stage = 2;
+  cfg.train.steps = 3;
+  on_nvme(cfg);
+  auto t = train::Trainer::create(cfg, world);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  t.value()->show_progress = false;
+  std::optional<StepMetrics::NvmeTraffic> last;
+  t.value()->on_step = [&](const StepMetrics& m) { last = m.nvme; };
+  ASSERT_TRUE(t.value()->run().is_ok());
+  ASSERT_TRUE(last.has_value());
+  const std::string text = monitor::prometheus_text(t.value()->monitor()->registry());
+  for (const auto& [direction, bytes] : {std::pair{"read", last->read_bytes}, std::pair{"write", last->written_bytes}})
+    EXPECT_NE(text.find("trident_nvme_bytes{direction=\"" + std::string(direction) + "\"} " + std::to_string(bytes)),
+              std::string::npos)
+        << text;
+  EXPECT_NE(text.find("trident_nvme_wait_seconds "), std::string::npos) << text;
 }
 
 TEST_F(NvmeOffloadTest, TheKeysAreChecked) {

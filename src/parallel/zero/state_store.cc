@@ -137,6 +137,7 @@ class NvmeState final : public StateStore {
   }
   int64_t bytes_read() const override { return file_->bytes_read(); }
   int64_t bytes_written() const override { return file_->bytes_written(); }
+  double wait_seconds() const override { return file_->wait_seconds(); }
 
  private:
   struct Buffer {

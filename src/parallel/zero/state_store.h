@@ -63,9 +63,11 @@ class StateStore {
   virtual void release(const Bucket& b, bool modified) {}
   // Waits for every transfer in flight.
   virtual void flush() {}
-  // Bytes read from and written to the tier so far (0 in memory).
+  // Bytes read from and written to the tier so far, and the seconds the optimizer waited for
+  // them (0 in memory).
   virtual int64_t bytes_read() const { return 0; }
   virtual int64_t bytes_written() const { return 0; }
+  virtual double wait_seconds() const { return 0.0; }
 };
 
 // A buffer of this rank's concatenated shards' size, f32 zeros, on `state_device`: the
