@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""ZeRO-Infinity's optimizer tier under a memory limit (issue #52): plain vs NVMe, with fio.
+
+A LLaMA (GPT-2's vocabulary, Tiny Shakespeare tokens from `trident prepare`) trains with ZeRO-1 on
+one rank (`mpirun -np 1`), twice, each inside a cgroup (v1 memory controller) whose limit the
+plain run's state exceeds:
+  plain  fp32 parameters, gradients, masters and AdamW moments in memory (16 B/param, plus the
+         flat gradient buffer's and activations');
+  nvme   parallel.offload_optimizer_device = "nvme": the masters and moments (12 B/param) in a
+         scratch file under --nvme-path, read and written bucket by bucket each step.
+Before them, fio (Debian's package) measures the file system under --nvme-path: sequential 1 MiB
+reads and writes, io_uring, O_DIRECT, depth 8, as the tier issues them.
+
+Printed (JSON): each run's exit status, whether the cgroup's OOM killer fired, its peak memory
+(the cgroup's max_usage_in_bytes) and, for the nvme run, per step (the first, which also reads
+what the start wrote, left out; medians): step_s, the seconds it waited for the disk (wait_s),
+compute_s = step_s - wait_s, the bytes read and written, disk_s = read / fio's read rate +
+written / fio's write rate (the disk's time for the step's traffic at fio's rates), and
+  step_over_bound  = step_s / max(compute_s, disk_s)          (issue #52: <= 1.5)
+  io_efficiency    = the tier's achieved bandwidth over the step, (read + written) / step_s,
+                     against fio's for that mix, (read + written) / disk_s: disk_s / step_s
+                     (issue: >= 0.7). A step's last writes complete during the next step's
+                     forward, so the optimizer phase alone is not the window the bytes move in.
+Run as root (the cgroup and fio's O_DIRECT file). Timing is never a pass/fail test here.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CGROUP = "/sys/fs/cgroup/memory"
+
+
+def fio(path, rw, size_mib):
+    f = os.path.join(path, "fio_probe.bin")
+    out = subprocess.run(["fio", "--name=probe", f"--filename={f}", f"--size={size_mib}M", "--bs=1M", f"--rw={rw}",
+                          "--direct=1", "--ioengine=io_uring", "--iodepth=8", "--numjobs=1", "--output-format=json"],
+                         capture_output=True, text=True, check=True).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    side = "read" if rw == "read" else "write"
+    return job[side]["bw_bytes"]
+
+
+def run_limited(name, cmd, limit_bytes, env):
+    """Runs cmd in a fresh memory cgroup limited to limit_bytes; returns what happened."""
+    group = os.path.join(CGROUP, f"trident_nvme_bench_{os.getpid()}_{name}")
+    os.makedirs(group, exist_ok=True)
+    with open(os.path.join(group, "memory.limit_in_bytes"), "w") as f:
+        f.write(str(limit_bytes))
+    swap = os.path.join(group, "memory.memsw.limit_in_bytes")
+    if os.path.exists(swap):
+        with open(swap, "w") as f:
+            f.write(str(limit_bytes))
+
+    def enter():
+        with open(os.path.join(group, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    t0 = time.time()
+    p = subprocess.run(cmd, preexec_fn=enter, capture_output=True, text=True, env=env)
+    wall = time.time() - t0
+    with open(os.path.join(group, "memory.max_usage_in_bytes")) as f:
+        peak = int(f.read())
+    with open(os.path.join(group, "memory.oom_control")) as f:
+        oom = dict(line.split() for line in f.read().splitlines())
+    tail = p.stderr.strip().splitlines()[-4:]
+    try:
+        os.rmdir(group)
+    except OSError:
+        pass
+    return {"exit": p.returncode, "oom_kills": int(oom.get("oom_kill", 0)), "peak_bytes": peak, "wall_s": round(wall, 1),
+            "tail": tail}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trident", default="build/apps/trident")
+    ap.add_argument("--data", default="build/data/shakespeare", help="trident prepare's output (train.bin, val.bin)")
+    ap.add_argument("--nvme-path", required=True, help="directory on the disk under test")
+    ap.add_argument("--limit-gib", type=float, required=True, help="the cgroup's memory limit for both runs")
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--embd", type=int, default=1280)
+    ap.add_argument("--intermediate", type=int, default=3456)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--fio-mib", type=int, default=4096)
+    ap.add_argument("--bucket-mb", type=float, default=32)
+    ap.add_argument("--buffers", type=int, default=3, help="parallel.nvme_buffer_count")
+    a = ap.parse_args()
+    if not os.path.isdir(CGROUP):
+        sys.exit(f"nvme_offload_bench: no cgroup v1 memory controller at {CGROUP}")
+    os.makedirs(a.nvme_path, exist_ok=True)
+    fio_write = fio(a.nvme_path, "write", a.fio_mib)
+    fio_read = fio(a.nvme_path, "read", a.fio_mib)
+    os.remove(os.path.join(a.nvme_path, "fio_probe.bin"))
+
+    C, L, I = a.embd, a.layers, a.intermediate
+    params = 2 * 50257 * C + L * (4 * C * C + 3 * C * I + 2 * C) + C  # untied head
+    work = tempfile.mkdtemp(prefix="nvme_bench_")
+    base = [a.trident, "train", "--model.arch=llama", f"--model.n_layer={L}", f"--model.n_embd={C}",
+            f"--model.n_head={C // 64}", f"--model.n_kv_heads={C // 64}", f"--model.intermediate_size={I}",
+            f"--model.block_size={a.seq}", "--model.vocab_size=50257",
+            f"--data.train_file={a.data}/train.bin", f"--data.val_file={a.data}/val.bin", "--data.batch_size=1",
+            f"--data.seq_len={a.seq}", f"--train.steps={a.steps}", "--train.eval_interval=0",
+            "--train.checkpoint_interval=0", "--train.threads=2", "--parallel.zero_stage=1",
+            f"--parallel.bucket_mb={a.bucket_mb}"]
+    mpirun = ["mpirun", "-np", "1", "--bind-to", "none"]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_WAIT_POLICY="PASSIVE")
+    limit = int(a.limit_gib * 2**30)
+    plain = run_limited("plain", mpirun + base + [f"--train.out_dir={work}/plain"], limit, env)
+    tier = run_limited("nvme", mpirun + base + [f"--train.out_dir={work}/nvme", "--parallel.offload_optimizer=true",
+                                                 "--parallel.offload_optimizer_device=nvme",
+                                                 f"--parallel.nvme_path={a.nvme_path}",
+                                                 f"--parallel.nvme_buffer_count={a.buffers}"], limit, env)
+    steps = []
+    metrics = os.path.join(work, "nvme", "metrics.jsonl")
+    if os.path.exists(metrics):
+        for line in open(metrics):
+            j = json.loads(line)
+            if "nvme" in j:
+                steps.append(j)
+            if "memory_bytes" in j and "rss" in j["memory_bytes"]:
+                tier["rss_bytes_max"] = max(tier.get("rss_bytes_max", 0), j["memory_bytes"]["rss"])
+    result = {
+        "model": {"layers": L, "embd": C, "intermediate": I, "params": params, "seq": a.seq,
+                  "state_bytes_16_per_param": 16 * params},
+        "limit_bytes": limit,
+        "settings": {"zero_stage": 1, "bucket_mb": a.bucket_mb, "nvme_buffer_count": a.buffers, "ranks": 1,
+                     "threads": 2, "dtype": "fp32"},
+        "fio": {"read_bytes_per_s": fio_read, "write_bytes_per_s": fio_write,
+                "settings": "1 MiB sequential, io_uring, O_DIRECT, iodepth 8"},
+        "plain": plain,
+        "nvme": tier,
+    }
+    if len(steps) > 1:
+        s = steps[1:]
+        med = lambda f: statistics.median(f(x) for x in s)
+        step_s = med(lambda x: x["step_s"])
+        wait_s = med(lambda x: x["nvme"]["wait_s"])
+        read = med(lambda x: x["nvme"]["read_bytes"])
+        written = med(lambda x: x["nvme"]["written_bytes"])
+        opt_s = med(lambda x: x["optimizer_s"])
+        disk_s = read / fio_read + written / fio_write
+        compute_s = step_s - wait_s
+        result["nvme_steps"] = {
+            "step_s": step_s, "wait_s": wait_s, "compute_s": compute_s, "optimizer_s": opt_s, "read_bytes": read,
+            "written_bytes": written, "disk_s": disk_s, "step_over_bound": step_s / max(compute_s, disk_s),
+            "io_efficiency": disk_s / step_s,
+        }
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
