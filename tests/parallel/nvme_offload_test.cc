@@ -4,6 +4,7 @@
 //   - tiny GPT-2 and llama, ZeRO 1, 2 and 3 (fp32, and bf16 whose masters are apart), small
 //     buckets so that the tier holds many regions and the staging buffers are reused within a
 //     step: 20 steps' losses equal the in-memory run's bit for bit;
+//   - with expert parallelism (two ZeRO groups, a file each), the same bit for bit;
 //   - a checkpoint of a tier run resumes in a plain run, and a plain run's in a tier run, to the
 //     uninterrupted run's losses bit for bit;
 //   - the tier's files are scratch: out of nvme_path's listing once open, closed at the end;
@@ -109,6 +110,23 @@ TEST_F(NvmeOffloadTest, TheTierGivesTheInMemoryLossesBitForBit) {
         EXPECT_TRUE(open_tier_file().empty()) << "the tier's file is still open after the run";
         if (world->rank() == 0) expect_tier_traffic(cfg.train.out_dir, plain.losses.size(), stage < 3);
       }
+}
+
+TEST_F(NvmeOffloadTest, ExpertParallelGroupsEachKeepTheirStateOnTheTier) {
+  if (world->size() != 2) GTEST_SKIP() << "ep 2 on 2 ranks";
+  // A mixture of experts under ep 2: the dense parameters' ZeRO group (2 ranks) and the experts'
+  // (1 rank each) are two optimizers, each with its own file on the tier.
+  TrainConfig cfg = config("llama", "ep2");
+  cfg.model.family_values = {{"n_kv_heads", int64_t{1}},         {"intermediate_size", int64_t{48}},
+                             {"num_local_experts", int64_t{4}},  {"num_experts_per_tok", int64_t{2}},
+                             {"moe_intermediate_size", int64_t{32}}, {"router_aux_loss_coef", 0.05}};
+  cfg.parallel.ep = 2;
+  cfg.parallel.zero_stage = 1;
+  const Run plain = train(cfg, world);
+  on_nvme(cfg);
+  const Run tier = train(cfg, world);
+  ASSERT_EQ(plain.losses.size(), 20u);
+  EXPECT_EQ(tier.losses, plain.losses);
 }
 
 TEST_F(NvmeOffloadTest, CheckpointsMoveBetweenTheTierAndMemory) {
