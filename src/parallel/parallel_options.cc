@@ -47,6 +47,10 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                "offload_optimizer_device = nvme: buckets of optimizer state in host memory at once (the one "
                "stepped, those read ahead, those being written)",
                Range::between(2, 64))
+          .add("nvme_buffer_mb", &ParallelOptions::nvme_buffer_mb,
+               "offload_optimizer_device = nvme: the unit the tier moves, MiB of each of the masters, m and v (a "
+               "staging buffer holds one unit: 3 x this; units cut across parameters and buckets)",
+               Range::positive())
           .add("nvme_queue_depth", &ParallelOptions::nvme_queue_depth,
                "offload_optimizer_device = nvme: disk requests in flight per rank (io_uring)", Range::between(1, 1024))
           .add("hierarchical", &ParallelOptions::hierarchical,

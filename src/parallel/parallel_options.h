@@ -25,6 +25,7 @@ struct ParallelOptions {
   std::string offload_optimizer_device = "cpu";
   std::string nvme_path;
   int64_t nvme_buffer_count = 4;
+  double nvme_buffer_mb = 32;  // each staging buffer's masters, m and v: MiB each
   int64_t nvme_queue_depth = 8;
   std::string hierarchical = "auto";  // collectives over several hosts (comm/communicator.h)
   double intra_host_gbps = 0;         // link bandwidths for hierarchical = auto; 0: measured

@@ -99,11 +99,13 @@ void ZeroOptimizer::take_values(const Bucket& b, const Tensor& into) {
     profiler::ProfileScope scope("zero.broadcast", profiler::Phase::kCommunication);
     comm_.broadcast(values, 0);
   }
-  if (has_masters()) {
-    const zero::BucketState s = state_->acquire(b);
-    core::copy_(*s.masters, flat_slice(values, comm_.rank() * n, n));
-    state_->release(b, true);
-  }
+  if (has_masters())  // this rank's part of the values, into the units its shard overlaps
+    for (const zero::UnitSpan& span : zero::spans_of(state_->units(), layout_.shard_offset(b), n)) {
+      const zero::UnitState s = state_->acquire(span.unit);
+      core::copy_(flat_slice(*s.masters, span.in_unit, span.length),
+                  flat_slice(values, comm_.rank() * n + span.in_range, span.length));
+      state_->release(span.unit, true);
+    }
   if (mixed()) core::copy_(into, values);  // rounded to the compute dtype
 }
 
@@ -198,39 +200,61 @@ std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces() {
   const size_t per_kind = out.size() / 3;
   size_t i = 0;
   for (const Bucket& b : layout_.buckets()) {
-    const zero::BucketState state = state_->acquire(b);
-    const Tensor kinds[] = {state.masters ? *state.masters : params_->shard(b), *state.m, *state.v};
     for (const Segment& s : b.mine) {
+      const int64_t at = layout_.shard_offset(b) + (s.flat - layout_.shard_begin(b));  // in the concatenated shards
+      const std::vector<zero::UnitSpan> spans = zero::spans_of(state_->units(), at, s.length);
       for (size_t k = 0; k < 3; ++k) {
-        const Tensor v = flat_slice(kinds[k], s.flat - layout_.shard_begin(b), s.length);
-        out[k * per_kind + i].values = state_->resident() ? v : core::clone(v);  // the tier's buffer is reused
+        std::optional<Tensor> values;
+        if (k == 0 && !has_masters()) {  // the parameters are the masters
+          out[i].values = flat_slice(params_->shard(b), s.flat - layout_.shard_begin(b), s.length);
+          continue;
+        }
+        for (const zero::UnitSpan& span : spans) {
+          const zero::UnitState state = state_->acquire(span.unit);
+          const Tensor& from = k == 0 ? *state.masters : k == 1 ? *state.m : *state.v;
+          const Tensor part = flat_slice(from, span.in_unit, span.length);
+          if (state_->resident() && spans.size() == 1) {
+            values = part;  // a view of the live state
+          } else {  // copied out: the tier's buffer is reused, a segment may span units
+            if (!values) values = zeros_in(MemoryCategory::kOptimizerState, s.length, DType::kF32, Device::cpu());
+            core::copy_(flat_slice(*values, span.in_range, span.length), part);
+          }
+          state_->release(span.unit, false);
+        }
+        out[k * per_kind + i].values = values;
       }
       ++i;
     }
-    state_->release(b, false);
   }
   TRI_ASSERT(3 * i == out.size(), "ZeRO: pieces and segments disagree");
   return out;
 }
 
 void ZeroOptimizer::load(const RangeReader& read, bool with_state, int64_t step) {
+  // Values of a segment's range from the checkpoint, into the units it spans.
+  const auto into_units = [this](const Tensor& values, int64_t at, int kind) {
+    for (const zero::UnitSpan& span : zero::spans_of(state_->units(), at, values.numel())) {
+      const zero::UnitState state = state_->acquire(span.unit);
+      const Tensor& to = kind == 0 ? *state.masters : kind == 1 ? *state.m : *state.v;
+      core::copy_(flat_slice(to, span.in_unit, span.length), flat_slice(values, span.in_range, span.length));
+      state_->release(span.unit, true);
+    }
+  };
   for (const Bucket& b : layout_.buckets()) {
     params_->load_bucket(b, read);
-    const zero::BucketState state = state_->acquire(b);
     for (const Segment& s : b.mine) {
-      const int64_t at = s.flat - layout_.shard_begin(b);
+      const int64_t at = layout_.shard_offset(b) + (s.flat - layout_.shard_begin(b));
       const std::string& name = layout_.name(s.param);
       std::optional<Tensor> masters;
-      if (state.masters) {
-        masters = flat_slice(*state.masters, at, s.length);
-        core::copy_(*masters, read(name, s.in_param, s.in_param + s.length));
+      if (has_masters()) {
+        masters = core::contiguous(read(name, s.in_param, s.in_param + s.length));
+        into_units(*masters, at, 0);
       }
       params_->load_segment(b, s, masters, read);
       if (!with_state) continue;
-      core::copy_(flat_slice(*state.m, at, s.length), read(name + ".exp_avg", s.in_param, s.in_param + s.length));
-      core::copy_(flat_slice(*state.v, at, s.length), read(name + ".exp_avg_sq", s.in_param, s.in_param + s.length));
+      into_units(core::contiguous(read(name + ".exp_avg", s.in_param, s.in_param + s.length)), at, 1);
+      into_units(core::contiguous(read(name + ".exp_avg_sq", s.in_param, s.in_param + s.length)), at, 2);
     }
-    state_->release(b, true);
   }
   step_ = step;
 }

@@ -26,7 +26,7 @@ TEST(TrainConfigKeys, AreFrozen) {
       "parallel.tp", "parallel.sequence_parallel", "parallel.pp", "parallel.ep", "parallel.virtual_stages",
       "parallel.pipeline_schedule", "parallel.pipeline_layers", "parallel.zero_stage", "parallel.bucket_mb",
       "parallel.offload_optimizer", "parallel.offload_optimizer_device", "parallel.nvme_path",
-      "parallel.nvme_buffer_count", "parallel.nvme_queue_depth",
+      "parallel.nvme_buffer_count", "parallel.nvme_buffer_mb", "parallel.nvme_queue_depth",
       "parallel.hierarchical", "parallel.intra_host_gbps", "parallel.inter_host_gbps",
       "parallel.grad_compression", "parallel.powersgd_rank", "parallel.powersgd_start_step",
       "parallel.onebit_warmup_steps", "parallel.onebit_block", "parallel.onebit_bound_update", "parallel.auto", "parallel.auto_cluster",

@@ -44,25 +44,33 @@ void ShardedAdamW::wait_copies() {
   copies_in_flight_ = false;
 }
 
-void ShardedAdamW::update(double lr, int64_t step, const std::vector<const Bucket*>& buckets,
-                          const std::vector<BucketState>& states, const Shards& shards) const {
-  // AdamW on these buckets' segments of this rank's shard, with and without weight decay:
-  // two multi-tensor updates.
+void ShardedAdamW::update(double lr, int64_t step, const std::vector<size_t>& units,
+                          const std::vector<UnitState>& states, const Shards& shards) const {
+  // AdamW on these units' parts of this rank's shard, with and without weight decay: two
+  // multi-tensor updates.
+  const std::vector<StateUnit>& all = state_.units();
   for (const bool decay : {true, false}) {
     std::vector<Tensor> w, g, m, v;
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      const Bucket& b = *buckets[i];
-      const BucketState& s = states[i];
-      const Tensor masters = s.masters ? *s.masters : shards.params(b);
-      const Tensor grad = host_grads_ ? layout_.shard_of(*host_grads_, b) : shards.grads(b);
-      const int64_t s0 = layout_.shard_begin(b);
-      for (const Segment& seg : b.mine) {
-        if ((layout_.param(seg.param).dim() >= 2) != decay) continue;
-        const int64_t at = seg.flat - s0;  // offset inside the shard
-        w.push_back(flat_slice(masters, at, seg.length));
-        g.push_back(flat_slice(grad, at, seg.length));
-        m.push_back(flat_slice(*s.m, at, seg.length));
-        v.push_back(flat_slice(*s.v, at, seg.length));
+    for (size_t i = 0; i < units.size(); ++i) {
+      const StateUnit& unit = all[units[i]];
+      const UnitState& s = states[i];
+      for (const Bucket& b : layout_.buckets()) {
+        const int64_t b0 = layout_.shard_offset(b), s0 = layout_.shard_begin(b);
+        if (b0 >= unit.begin + unit.length || b0 + layout_.shard_len(b) <= unit.begin) continue;
+        const Tensor grad = host_grads_ ? layout_.shard_of(*host_grads_, b) : shards.grads(b);
+        const Tensor params = shards.params(b);  // the masters when the state has none apart
+        for (const Segment& seg : b.mine) {
+          if ((layout_.param(seg.param).dim() >= 2) != decay) continue;
+          const int64_t at = b0 + (seg.flat - s0);  // in the concatenated shards
+          const int64_t lo = std::max(at, unit.begin), hi = std::min(at + seg.length, unit.begin + unit.length);
+          if (hi <= lo) continue;
+          // The masters, m and v by the unit's offsets; the gradient (and parameters that are
+          // their own masters) by the bucket's.
+          w.push_back(s.masters ? flat_slice(*s.masters, lo - unit.begin, hi - lo) : flat_slice(params, lo - b0, hi - lo));
+          g.push_back(flat_slice(grad, lo - b0, hi - lo));
+          m.push_back(flat_slice(*s.m, lo - unit.begin, hi - lo));
+          v.push_back(flat_slice(*s.v, lo - unit.begin, hi - lo));
+        }
       }
     }
     ops::adamw_update_multi_(w, g, m, v,
@@ -71,46 +79,58 @@ void ShardedAdamW::update(double lr, int64_t step, const std::vector<const Bucke
   }
 }
 
+void ShardedAdamW::masters_to_params(size_t u, const UnitState& state, const Shards& shards) {
+  const StateUnit& unit = state_.units()[u];
+  for (const Bucket& b : layout_.buckets()) {
+    const int64_t b0 = layout_.shard_offset(b);
+    const int64_t lo = std::max(b0, unit.begin), hi = std::min(b0 + layout_.shard_len(b), unit.begin + unit.length);
+    if (hi <= lo) continue;
+    const Tensor masters = flat_slice(*state.masters, lo - unit.begin, hi - lo);
+    const Tensor params = flat_slice(shards.params(b), lo - b0, hi - lo);
+    if (!host_grads_) {
+      core::copy_(params, masters);  // rounded to the compute dtype
+      continue;
+    }
+    copies_in_flight_ = true;
+    if (host_params_) {
+      const Tensor rounded = flat_slice(*host_params_, lo, hi - lo);
+      core::copy_(rounded, masters);
+      core::copy_async_(params, rounded);
+    } else {
+      core::copy_async_(params, masters);
+    }
+  }
+}
+
 void ShardedAdamW::step(double lr, int64_t step, const Shards& shards) {
   wait_copies();  // ZeRO-Offload: the averaged gradient shards, on the host
-  const std::vector<Bucket>& buckets = layout_.buckets();
+  const size_t units = state_.units().size();
   if (host_grads_ || !state_.resident()) {
-    // Bucket by bucket. ZeRO-Offload: each bucket's updated parameters travel back to the
-    // device (rounded on the host first under mixed precision) while the host steps the next.
-    // The NVMe tier: the next buckets' state is read while this one steps, and this one's is
-    // written back as soon as it is stepped (state_store.h).
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      const Bucket& b = buckets[i];
-      const BucketState s = state_.acquire(b);
-      for (size_t j = i + 1; j < buckets.size(); ++j) state_.prefetch(buckets[j]);  // as far as buffers allow
-      update(lr, step, {&b}, {s}, shards);
-      if (host_grads_) {
-        copies_in_flight_ = true;
-        if (host_params_) {
-          const Tensor rounded = layout_.shard_of(*host_params_, b);
-          core::copy_(rounded, *s.masters);
-          core::copy_async_(shards.params(b), rounded);
-        } else {
-          core::copy_async_(shards.params(b), *s.masters);
-        }
-      } else if (masters_apart_) {
-        core::copy_(shards.params(b), *s.masters);
-      }
-      state_.release(b, true);
+    // Unit by unit. ZeRO-Offload: each unit's updated parameters travel back to the device
+    // (rounded on the host first under mixed precision) while the host steps the next. The
+    // NVMe tier: the next units' state is read while this one steps, and this one's is written
+    // back as soon as it is stepped (state_store.h).
+    for (size_t u = 0; u < units; ++u) {
+      const UnitState s = state_.acquire(u);
+      for (size_t next = u + 1; next < units; ++next) state_.prefetch(next);  // as far as buffers allow
+      update(lr, step, {u}, {s}, shards);
+      if (masters_apart_) masters_to_params(u, s, shards);
+      state_.release(u, true);
     }
     wait_copies();
     return;
   }
-  std::vector<const Bucket*> all;
-  std::vector<BucketState> states;
-  for (const Bucket& b : buckets) {
-    all.push_back(&b);
-    states.push_back(state_.acquire(b));
+  std::vector<size_t> all;
+  std::vector<UnitState> states;
+  for (size_t u = 0; u < units; ++u) {
+    all.push_back(u);
+    states.push_back(state_.acquire(u));
   }
   update(lr, step, all, states, shards);
-  if (masters_apart_)  // the updated masters (rounded) into this rank's shard of the parameters
-    for (size_t i = 0; i < buckets.size(); ++i) core::copy_(shards.params(buckets[i]), *states[i].masters);
-  for (const Bucket& b : buckets) state_.release(b, true);
+  // The updated masters (rounded) into this rank's shard of the parameters.
+  if (masters_apart_)
+    for (size_t u = 0; u < units; ++u) masters_to_params(u, states[u], shards);
+  for (size_t u = 0; u < units; ++u) state_.release(u, true);
 }
 
 }  // namespace trident::parallel::zero

@@ -11,8 +11,8 @@
 // pinned bytes) while the host steps the next.
 //
 // Where m, v and the masters are kept (memory, or ZeRO-Infinity's NVMe tier) is the state
-// store's (state_store.h): a store that is not resident is stepped bucket by bucket, the next
-// buckets read ahead while one steps.
+// store's (state_store.h): a store that is not resident is stepped unit by unit, the next units
+// read ahead while one steps.
 //
 // Not here: the layout (layout.h), the gradients' reduction (gradients.h), the parameters'
 // gathers (parameters.h), the norm and clipping (zero.cc).
@@ -61,9 +61,13 @@ class ShardedAdamW {
 
 
  private:
-  // AdamW on these buckets' segments (their states in `states`, alike ordered).
-  void update(double lr, int64_t step, const std::vector<const Bucket*>& buckets,
-              const std::vector<BucketState>& states, const Shards& shards) const;
+  // AdamW on these units' parts of the buckets' segments (their states in `states`, alike
+  // ordered).
+  void update(double lr, int64_t step, const std::vector<size_t>& units, const std::vector<UnitState>& states,
+              const Shards& shards) const;
+  // Unit u's stepped masters (`state`) into the parameters' shards of the buckets it overlaps:
+  // rounded on the host and copied asynchronously to the device under ZeRO-Offload.
+  void masters_to_params(size_t u, const UnitState& state, const Shards& shards);
 
   const ZeroLayout& layout_;
   const optim::AdamWOptions options_;

@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <utility>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -22,11 +25,25 @@ Tensor shard_state_buffer(const ZeroLayout& layout, Device state_device, MemoryC
   return t;
 }
 
+std::vector<UnitSpan> spans_of(const std::vector<StateUnit>& units, int64_t begin, int64_t length) {
+  std::vector<UnitSpan> out;
+  const int64_t end = begin + length;
+  // The units are sorted and contiguous: the first whose end passes begin, then on.
+  auto it = std::upper_bound(units.begin(), units.end(), begin,
+                             [](int64_t x, const StateUnit& u) { return x < u.begin + u.length; });
+  for (; it != units.end() && it->begin < end; ++it) {
+    const int64_t lo = std::max(begin, it->begin), hi = std::min(end, it->begin + it->length);
+    if (hi > lo) out.push_back({static_cast<size_t>(it - units.begin()), lo - it->begin, lo - begin, hi - lo});
+  }
+  return out;
+}
+
 namespace {
 
 class MemoryState final : public StateStore {
  public:
   MemoryState(const ZeroLayout& layout, Device device, bool masters) : layout_(layout), device_(device) {
+    for (const Bucket& b : layout.buckets()) units_.push_back({layout.shard_offset(b), layout.shard_len(b)});
     if (masters) masters_ = shard_state_buffer(layout, device, MemoryCategory::kOptimizerState);
   }
   void allocate_moments() override {
@@ -34,12 +51,13 @@ class MemoryState final : public StateStore {
     v_ = shard_state_buffer(layout_, device_, MemoryCategory::kOptimizerState);
   }
   bool resident() const override { return true; }
-  BucketState acquire(const Bucket& b) override {
-    BucketState s;
-    if (masters_) s.masters = layout_.shard_of(*masters_, b);
+  UnitState acquire(size_t u) override {
+    const StateUnit& unit = units_[u];
+    UnitState s;
+    if (masters_) s.masters = flat_slice(*masters_, unit.begin, unit.length);
     if (m_) {  // before allocate_moments (the masters' first values): none yet
-      s.m = layout_.shard_of(*m_, b);
-      s.v = layout_.shard_of(*v_, b);
+      s.m = flat_slice(*m_, unit.begin, unit.length);
+      s.v = flat_slice(*v_, unit.begin, unit.length);
     }
     return s;
   }
@@ -58,13 +76,14 @@ class NvmeState final : public StateStore {
     TRI_CHECK(layout.device().is_cpu(), "parallel.offload_optimizer_device = \"nvme\" steps the optimizer on the host; "
                                         "the parameters are on ", layout.device());
     TRI_CHECK(options.buffer_count >= 1, "parallel.nvme_buffer_count = ", options.buffer_count, " (at least 1)");
+    units_ = cut_units(layout, std::max<int64_t>(options.unit_elements, 64));
     int64_t offset = 0, largest = 0;
-    for (const Bucket& b : layout.buckets()) {
+    for (const StateUnit& u : units_) {
       region_.push_back(offset);
-      offset += arrays_ * part_bytes(b);
-      largest = std::max(largest, part_bytes(b));
+      offset += arrays_ * part_bytes(u);
+      largest = std::max(largest, part_bytes(u));
     }
-    written_.assign(layout.buckets().size(), false);
+    written_.assign(units_.size(), false);
     buffers_.reserve(static_cast<size_t>(options.buffer_count));  // Buffer pointers stay valid
     largest_part_ = largest;
     static std::atomic<int> files{0};
@@ -84,16 +103,14 @@ class NvmeState final : public StateStore {
   }
   bool resident() const override { return false; }
 
-  void prefetch(const Bucket& b) override {
+  void prefetch(size_t k) override {
     file_->poll();
-    const size_t k = layout_.index_of(b);
     if (find(k) != nullptr) return;
     Buffer* free = take_free(false);
     if (free != nullptr) start_read(*free, k);
   }
 
-  BucketState acquire(const Bucket& b) override {
-    const size_t k = layout_.index_of(b);
+  UnitState acquire(size_t k) override {
     Buffer* buf = find(k);
     if (buf == nullptr) {
       buf = take_free(true);
@@ -109,8 +126,8 @@ class NvmeState final : public StateStore {
       throw;
     }
     buf->held = true;
-    const int64_t n = layout_.shard_len(b), part = part_bytes(b) / 4;
-    BucketState s;
+    const int64_t n = units_[k].length, part = part_bytes(units_[k]) / 4;
+    UnitState s;
     int at = 0;
     if (arrays_ == 3) s.masters = flat_slice(buf->data, part * at++, n);
     s.m = flat_slice(buf->data, part * at++, n);
@@ -118,13 +135,12 @@ class NvmeState final : public StateStore {
     return s;
   }
 
-  void release(const Bucket& b, bool modified) override {
-    Buffer* buf = find(layout_.index_of(b));
-    TRI_CHECK(buf != nullptr && buf->held, "the NVMe tier: releasing a bucket that is not acquired");
+  void release(size_t k, bool modified) override {
+    Buffer* buf = find(k);
+    TRI_CHECK(buf != nullptr && buf->held, "the NVMe tier: releasing a unit that is not acquired");
     buf->held = false;
     if (!modified) return;
-    const size_t k = layout_.index_of(b);
-    buf->write = file_->write(region_[k], buf->data.data_ptr<float>(), arrays_ * part_bytes(b));
+    buf->write = file_->write(region_[k], buf->data.data_ptr<float>(), arrays_ * part_bytes(units_[k]));
     written_[k] = true;
     file_->poll();
   }
@@ -142,13 +158,44 @@ class NvmeState final : public StateStore {
  private:
   struct Buffer {
     Tensor data;                       // arrays_ parts of the largest bucket, 4096-byte aligned
-    int64_t bucket = -1;               // whose state it holds
+    int64_t bucket = -1;               // the unit whose state it holds
     bool held = false;                 // acquired, not yet released
     std::optional<int64_t> read, write;  // tickets in flight
   };
 
-  // One array's bytes in bucket b's region, aligned for O_DIRECT.
-  int64_t part_bytes(const Bucket& b) const { return offload::nvme_aligned(layout_.shard_len(b) * 4); }
+  // Note [Units that keep the update's bits]
+  // The CPU AdamW steps 16-element blocks from a tensor's start with vector code and the last
+  // few elements with scalar code, which may differ by an ulp. A unit boundary inside a
+  // parameter's segment therefore falls a multiple of 16 elements from the segment's start: both
+  // parts then put the same elements through the same code as the whole segment would, and the
+  // tier's updates equal the in-memory ones bit for bit. Units are at most `limit` elements.
+  static std::vector<StateUnit> cut_units(const ZeroLayout& layout, int64_t limit) {
+    std::vector<std::pair<int64_t, int64_t>> segments;  // [begin, end) in the concatenated shards
+    for (const Bucket& b : layout.buckets())
+      for (const Segment& seg : b.mine) {
+        const int64_t at = layout.shard_offset(b) + (seg.flat - layout.shard_begin(b));
+        segments.emplace_back(at, at + seg.length);
+      }
+    std::sort(segments.begin(), segments.end());
+    std::vector<StateUnit> units;
+    const int64_t total = layout.shard_total();
+    for (int64_t begin = 0; begin < total;) {
+      int64_t end = std::min(total, begin + limit);
+      if (end < total) {
+        const auto it = std::upper_bound(segments.begin(), segments.end(), std::pair<int64_t, int64_t>{end, INT64_MAX});
+        if (it != segments.begin() && std::prev(it)->first < end && end < std::prev(it)->second) {
+          const int64_t s0 = std::prev(it)->first;
+          end = s0 + (end - s0) / 16 * 16;  // > begin: limit >= 64
+        }
+      }
+      units.push_back({begin, end - begin});
+      begin = end;
+    }
+    return units;
+  }
+
+  // One array's bytes in a unit's region, aligned for O_DIRECT.
+  static int64_t part_bytes(const StateUnit& u) { return offload::nvme_aligned(u.length * 4); }
 
   Buffer* find(size_t k) {
     for (Buffer& buf : buffers_)
@@ -179,12 +226,11 @@ class NvmeState final : public StateStore {
 
   void start_read(Buffer& buf, size_t k) {
     buf.bucket = static_cast<int64_t>(k);
-    const Bucket& b = layout_.buckets()[k];
     if (!written_[k]) {  // never written: zeros
-      fill_(flat_slice(buf.data, 0, arrays_ * part_bytes(b) / 4), 0.0);
+      fill_(flat_slice(buf.data, 0, arrays_ * part_bytes(units_[k]) / 4), 0.0);
       return;
     }
-    buf.read = file_->read(region_[k], buf.data.data_ptr<float>(), arrays_ * part_bytes(b));
+    buf.read = file_->read(region_[k], buf.data.data_ptr<float>(), arrays_ * part_bytes(units_[k]));
   }
 
   // `elements` f32 zeros whose first element is aligned for O_DIRECT, in the optimizer's
@@ -201,7 +247,7 @@ class NvmeState final : public StateStore {
   const ZeroLayout& layout_;
   const int64_t arrays_;  // masters, m, v; or m, v
   const int buffer_count_;
-  std::vector<int64_t> region_;  // bucket -> offset in the file
+  std::vector<int64_t> region_;  // unit -> offset in the file
   std::vector<bool> written_;
   int64_t largest_part_ = 0;
   std::vector<Buffer> buffers_;
