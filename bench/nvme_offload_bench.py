@@ -7,7 +7,7 @@ plain run's state exceeds:
   plain  fp32 parameters, gradients, masters and AdamW moments in memory (16 B/param, plus the
          flat gradient buffer's and activations');
   nvme   parallel.offload_optimizer_device = "nvme": the masters and moments (12 B/param) in a
-         scratch file under --nvme-path, read and written bucket by bucket each step.
+         scratch file under --nvme-path, read and written unit by unit each step.
 Before them, fio (Debian's package) measures the file system under --nvme-path: sequential 1 MiB
 reads and writes, io_uring, O_DIRECT, depth 8, as the tier issues them.
 

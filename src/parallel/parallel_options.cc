@@ -37,7 +37,7 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                "(with train.device = cuda: a model whose optimizer state does not fit on the GPU)")
           .add("offload_optimizer_device", &ParallelOptions::offload_optimizer_device,
                "where offload_optimizer keeps the optimizer state: cpu (host memory, ZeRO-Offload) or nvme (files "
-               "under nvme_path, read and written bucket by bucket around each step: ZeRO-Infinity; needs "
+               "under nvme_path, read and written unit by unit around each step: ZeRO-Infinity; needs "
                "zero_stage 1-3)",
                {"cpu", "nvme"})
           .add("nvme_path", &ParallelOptions::nvme_path,
