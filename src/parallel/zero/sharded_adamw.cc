@@ -1,5 +1,7 @@
 #include "parallel/zero/sharded_adamw.h"
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/copy.h"
@@ -44,6 +46,21 @@ void ShardedAdamW::wait_copies() {
   copies_in_flight_ = false;
 }
 
+namespace {
+
+// The buckets whose shards overlap `unit`: [first, last) of layout.buckets(), which lie in
+// order along the concatenated shards (a bisection, not a scan: this runs per unit and step).
+std::pair<size_t, size_t> buckets_of(const ZeroLayout& layout, const StateUnit& unit) {
+  const std::vector<Bucket>& all = layout.buckets();
+  const auto ends_after = [&](const Bucket& b) { return layout.shard_offset(b) + layout.shard_len(b); };
+  const auto first = std::partition_point(all.begin(), all.end(), [&](const Bucket& b) { return ends_after(b) <= unit.begin; });
+  const auto last = std::partition_point(first, all.end(),
+                                         [&](const Bucket& b) { return layout.shard_offset(b) < unit.begin + unit.length; });
+  return {static_cast<size_t>(first - all.begin()), static_cast<size_t>(last - all.begin())};
+}
+
+}  // namespace
+
 void ShardedAdamW::update(double lr, int64_t step, const std::vector<size_t>& units,
                           const std::vector<UnitState>& states, const Shards& shards) const {
   // AdamW on these units' parts of this rank's shard, with and without weight decay: two
@@ -54,9 +71,10 @@ void ShardedAdamW::update(double lr, int64_t step, const std::vector<size_t>& un
     for (size_t i = 0; i < units.size(); ++i) {
       const StateUnit& unit = all[units[i]];
       const UnitState& s = states[i];
-      for (const Bucket& b : layout_.buckets()) {
+      const auto [first, last] = buckets_of(layout_, unit);
+      for (size_t k = first; k < last; ++k) {
+        const Bucket& b = layout_.buckets()[k];
         const int64_t b0 = layout_.shard_offset(b), s0 = layout_.shard_begin(b);
-        if (b0 >= unit.begin + unit.length || b0 + layout_.shard_len(b) <= unit.begin) continue;
         const Tensor grad = host_grads_ ? layout_.shard_of(*host_grads_, b) : shards.grads(b);
         const Tensor params = shards.params(b);  // the masters when the state has none apart
         for (const Segment& seg : b.mine) {
@@ -81,7 +99,9 @@ void ShardedAdamW::update(double lr, int64_t step, const std::vector<size_t>& un
 
 void ShardedAdamW::masters_to_params(size_t u, const UnitState& state, const Shards& shards) {
   const StateUnit& unit = state_.units()[u];
-  for (const Bucket& b : layout_.buckets()) {
+  const auto [first, last] = buckets_of(layout_, unit);
+  for (size_t k = first; k < last; ++k) {
+    const Bucket& b = layout_.buckets()[k];
     const int64_t b0 = layout_.shard_offset(b);
     const int64_t lo = std::max(b0, unit.begin), hi = std::min(b0 + layout_.shard_len(b), unit.begin + unit.length);
     if (hi <= lo) continue;
