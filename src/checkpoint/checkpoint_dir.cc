@@ -201,21 +201,28 @@ Status CheckpointWriter::write_file(const std::string& name, std::string_view co
 Status CheckpointWriter::write_safetensors(const std::string& name,
                                            std::span<const NamedTensor> tensors,
                                            const StringMap& metadata) {
+  std::vector<TensorSpec> specs;
+  for (const NamedTensor& nt : tensors) specs.push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape()});
+  return write_safetensors_streamed(
+      name, specs, [&](size_t i) -> StatusOr<Tensor> { return tensors[i].tensor; }, metadata);
+}
+
+Status CheckpointWriter::write_safetensors_streamed(const std::string& name, std::span<const TensorSpec> specs,
+                                                    const std::function<StatusOr<Tensor>(size_t)>& load,
+                                                    const StringMap& metadata) {
   check_new_file_name(name);
-  for (const NamedTensor& nt : tensors) {
-    TRI_CHECK(!manifest_.tensors.contains(nt.name), "CheckpointWriter: tensor '", nt.name,
+  for (const TensorSpec& spec : specs) {
+    TRI_CHECK(!manifest_.tensors.contains(spec.name), "CheckpointWriter: tensor '", spec.name,
               "' of file '", name, "' is already in checkpoint '", manifest_.name,
               "'; logical tensor names must be unique across files");
   }
   CKPT_ASSIGN_OR_RETURN(AtomicFileWriter out,
                         AtomicFileWriter::create(env_, join_path(staging_dir_, name)));
-  CKPT_RETURN_IF_ERROR(checkpoint::write_safetensors(out, tensors, metadata));
+  CKPT_RETURN_IF_ERROR(checkpoint::write_safetensors_streamed(out, specs, load, metadata));
   CKPT_RETURN_IF_ERROR(out.commit());
   manifest_.files.push_back({name, out.size(), out.crc32c()});
-  for (const NamedTensor& nt : tensors) {
-    add_tensor_shard(nt.name, nt.tensor.dtype(), nt.tensor.shape(),
-                     TensorShard::whole(name, nt.name, nt.tensor.shape()));
-  }
+  for (const TensorSpec& spec : specs)
+    add_tensor_shard(spec.name, spec.dtype, spec.shape, TensorShard::whole(name, spec.name, spec.shape));
   return Status::ok();
 }
 

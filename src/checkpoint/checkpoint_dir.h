@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -86,6 +87,11 @@ class CheckpointWriter {
   // unsharded tensor (one whole shard). Throws on a logical name already indexed.
   Status write_safetensors(const std::string& name, std::span<const NamedTensor> tensors,
                            const StringMap& metadata = {});
+  // The same for tensors whose values are asked of `load` only as each is written (one in
+  // memory at a time: write_safetensors_streamed).
+  Status write_safetensors_streamed(const std::string& name, std::span<const TensorSpec> specs,
+                                    const std::function<StatusOr<Tensor>(size_t)>& load,
+                                    const StringMap& metadata = {});
   // Lists a file someone else wrote into staging_dir() (another rank); commit checks that it
   // is there with this size.
   void add_file(ManifestFile file);

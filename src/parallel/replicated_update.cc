@@ -119,7 +119,7 @@ std::vector<HeldPiece> ReplicatedUpdate::held_pieces() {
   // Every tensor whole, the same on every rank of its group.
   std::vector<HeldPiece> out;
   auto add = [&](const std::string& tensor, const std::string& param, const Tensor& t) {
-    out.push_back({tensor, param, 0, t.numel(), false, t});
+    out.push_back({tensor, param, 0, t.numel(), false, t, {}});
   };
   for (const auto& [name, t] : weights()) add(name, name, t);
   for (const auto& [name, t] : optimizer_->state()) add(name, parameter_of_state(name), t);

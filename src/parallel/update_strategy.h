@@ -50,7 +50,10 @@ struct HeldPiece {
   // Partitioned among the ranks of the reduction group (ZeRO: each holds other elements);
   // false: the whole local tensor, the same on every rank of the group.
   bool partitioned = false;
-  Tensor values;  // end - begin elements (partitioned), or the whole local tensor
+  std::optional<Tensor> values;  // end - begin elements (partitioned), or the whole local tensor
+  // Set instead of `values` for a partitioned piece read only when it is written (ZeRO's state
+  // on NVMe: a checkpoint streams it): returns its end - begin f32 elements.
+  std::function<Tensor()> load;
 };
 
 struct StepOutcome {

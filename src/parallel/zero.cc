@@ -184,49 +184,47 @@ void ZeroOptimizer::skip_step() {
   grads_->end_step();
 }
 
-std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces_of(int rank) const {
-  std::vector<Piece> out;
-  for (const char* suffix : {"", ".exp_avg", ".exp_avg_sq"})
-    for (const Bucket& b : layout_.buckets())
-      for (const Segment& s : layout_.segments_of(b, rank))
-        out.push_back({layout_.name(s.param) + suffix, layout_.param(s.param).shape(), s.in_param,
-                       s.in_param + s.length, {}});
-  return out;
-}
-
+// Note [Streaming the tier into a checkpoint]
+// With the state on NVMe, a checkpoint cannot copy it out first: the state is what does not fit
+// in memory. So each piece of it comes with a loader instead of values, and the checkpoint
+// writer calls it as it writes that tensor (train/trainer_checkpoint.cc): host memory holds one
+// piece and the tier's staging buffers. A segment's parameter, m and v come in a row, and the
+// segments in the units' order, so the staging buffers (which keep the units read last) serve
+// m and v without reading the unit again; when weights and state go to separate files (one
+// process) the tier is read twice, once per file.
 std::vector<ZeroOptimizer::Piece> ZeroOptimizer::pieces() {
-  std::vector<Piece> out = pieces_of(comm_.rank());
-  // The parameters (their f32 values), then AdamW's m and v: pieces_of's order.
-  const size_t per_kind = out.size() / 3;
-  size_t i = 0;
+  std::vector<Piece> out;
   for (const Bucket& b : layout_.buckets()) {
     for (const Segment& s : b.mine) {
       const int64_t at = layout_.shard_offset(b) + (s.flat - layout_.shard_begin(b));  // in the concatenated shards
       const std::vector<zero::UnitSpan> spans = zero::spans_of(state_->units(), at, s.length);
-      for (size_t k = 0; k < 3; ++k) {
-        std::optional<Tensor> values;
+      for (int k = 0; k < 3; ++k) {
+        static constexpr const char* kSuffix[] = {"", ".exp_avg", ".exp_avg_sq"};
+        Piece piece{layout_.name(s.param) + kSuffix[k], layout_.param(s.param).shape(), s.in_param,
+                    s.in_param + s.length, {}, {}};
         if (k == 0 && !has_masters()) {  // the parameters are the masters
-          out[i].values = flat_slice(params_->shard(b), s.flat - layout_.shard_begin(b), s.length);
-          continue;
+          piece.values = flat_slice(params_->shard(b), s.flat - layout_.shard_begin(b), s.length);
+        } else if (state_->resident()) {  // a view of the live state: one unit per bucket
+          TRI_ASSERT(spans.size() == 1, "ZeRO: a resident segment spans ", spans.size(), " units");
+          const zero::UnitState state = state_->acquire(spans[0].unit);
+          piece.values = flat_slice(k == 0 ? *state.masters : k == 1 ? *state.m : *state.v, spans[0].in_unit, s.length);
+          state_->release(spans[0].unit, false);
+        } else {  // read from the tier when written; a segment may span units
+          piece.load = [this, spans, length = s.length, k] {
+            Tensor values = zeros_in(MemoryCategory::kOptimizerState, length, DType::kF32, Device::cpu());
+            for (const zero::UnitSpan& span : spans) {
+              const zero::UnitState state = state_->acquire(span.unit);
+              const Tensor& from = k == 0 ? *state.masters : k == 1 ? *state.m : *state.v;
+              core::copy_(flat_slice(values, span.in_range, span.length), flat_slice(from, span.in_unit, span.length));
+              state_->release(span.unit, false);
+            }
+            return values;
+          };
         }
-        for (const zero::UnitSpan& span : spans) {
-          const zero::UnitState state = state_->acquire(span.unit);
-          const Tensor& from = k == 0 ? *state.masters : k == 1 ? *state.m : *state.v;
-          const Tensor part = flat_slice(from, span.in_unit, span.length);
-          if (state_->resident() && spans.size() == 1) {
-            values = part;  // a view of the live state
-          } else {  // copied out: the tier's buffer is reused, a segment may span units
-            if (!values) values = zeros_in(MemoryCategory::kOptimizerState, s.length, DType::kF32, Device::cpu());
-            core::copy_(flat_slice(*values, span.in_range, span.length), part);
-          }
-          state_->release(span.unit, false);
-        }
-        out[k * per_kind + i].values = values;
+        out.push_back(std::move(piece));
       }
-      ++i;
     }
   }
-  TRI_ASSERT(3 * i == out.size(), "ZeRO: pieces and segments disagree");
   return out;
 }
 

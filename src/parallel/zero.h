@@ -129,14 +129,17 @@ class ZeroOptimizer : public nn::PartHooks {
     std::string name;  // logical tensor
     Shape shape;       // its full shape
     int64_t begin = 0, end = 0;
-    std::optional<Tensor> values;  // (end - begin) f32 elements; absent from pieces_of()
+    std::optional<Tensor> values;  // (end - begin) f32 elements
+    // Set instead of `values` when the state is on NVMe: reads the piece's values from the
+    // tier when called (before the next step), so a checkpoint streams the state.
+    std::function<Tensor()> load;
   };
   // This rank's pieces with their values (views of the shards: write them before stepping;
-  // copies when the state is on NVMe; the parameters' are the fp32 masters under mixed
-  // precision).
+  // the parameters' are the fp32 masters under mixed precision), or, with the state on NVMe,
+  // their loaders. Each segment's parameter, m and v follow each other, so a checkpoint that
+  // writes them in this order reads each of the tier's units once (Note [Streaming the tier
+  // into a checkpoint] in zero.cc).
   std::vector<Piece> pieces();
-  // Where rank `rank`'s pieces are, without values (for the rank that writes the manifest).
-  std::vector<Piece> pieces_of(int rank) const;
   // Reads elements [begin, end) of a logical tensor's flattening from a checkpoint.
   using RangeReader = zero::RangeReader;
   // Takes this rank's partition of every parameter (the whole parameter in stages 1-2) and,

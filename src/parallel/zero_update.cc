@@ -103,7 +103,7 @@ std::vector<HeldPiece> ZeroUpdate::held_pieces() {
   std::vector<HeldPiece> out;
   for (auto& z : groups_)
     for (ZeroOptimizer::Piece& p : z->pieces())
-      out.push_back({p.name, parameter_of_state(p.name), p.begin, p.end, true, *p.values});
+      out.push_back({p.name, parameter_of_state(p.name), p.begin, p.end, true, p.values, p.load});
   return out;
 }
 

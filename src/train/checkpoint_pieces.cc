@@ -57,14 +57,33 @@ class ShardList {
   explicit ShardList(const parallel::PlacementTable& table, int tp_rank) : table_(table), tp_rank_(tp_rank) {}
 
   // Elements [begin, end) of the flattening of this rank's local tensor of parameter `row`
-  // (`values`: those elements; whole: the local tensor itself, any shape).
+  // (`values`: those elements; whole: the local tensor itself, any shape), or, when `load` is
+  // set, f32 elements read only when the shard is written.
   void add(const std::string& tensor, const parallel::ParamPlacement& row, int64_t begin, int64_t end, bool whole,
-           const Tensor& values) {
-    const Tensor flat = views::view(core::contiguous(values), {values.numel()});
+           const std::optional<Tensor>& values, const std::function<Tensor()>& load) {
+    TRI_ASSERT(values.has_value() != static_cast<bool>(load), "checkpoint: piece '", tensor,
+               "' needs either values or a loader");
+    const int64_t n = values ? values->numel() : end - begin;
+    const DType dtype = values ? values->dtype() : DType::kF32;
+    std::optional<Tensor> flat;
+    if (values) flat = views::view(core::contiguous(*values), {n});
+    // Each shard is a view of the piece's flattening: taken now, or when a lazy piece is read.
+    const auto emit = [&](checkpoint::TensorShard shard, std::function<Tensor(const Tensor&)> view) {
+      if (flat) {
+        out_.push_back({tensor, dtype, row.shape, std::move(shard), core::contiguous(view(*flat)), {}});
+        return;
+      }
+      out_.push_back({tensor, dtype, row.shape, std::move(shard), std::nullopt, [load, view, n] {
+                        return core::contiguous(view(views::view(core::contiguous(load()), {n})));
+                      }});
+    };
     if (!row.tp_split()) {  // the local tensor is the logical one
-      if (whole) push(tensor, row, checkpoint::TensorShard::box("", key(tensor), std::vector<int64_t>(row.shape.size(), 0),
-                                                               row.shape), views::view(flat, row.shape.span()));
-      else push(tensor, row, checkpoint::TensorShard::flat("", key(tensor), begin, end), flat);
+      if (whole) {
+        emit(checkpoint::TensorShard::box("", key(tensor), std::vector<int64_t>(row.shape.size(), 0), row.shape),
+             [shape = row.shape](const Tensor& f) { return views::view(f, shape.span()); });
+      } else {
+        emit(checkpoint::TensorShard::flat("", key(tensor), begin, end), [](const Tensor& f) { return f; });
+      }
       return;
     }
     const Shape local = row.local_shape(static_cast<int>(table_.mesh().tp), tp_rank_);
@@ -74,8 +93,7 @@ class ShardList {
     const int64_t length = ldims[d] / split.blocks;  // each block's extent along d on this rank
     const std::vector<parallel::Box> blocks = table_.tp_boxes(row.name, tp_rank_);
     for (const parallel::Box& lb : flat_range_boxes(local, begin, end)) {
-      const Tensor part = views::view(views::narrow(flat, 0, ravel(lb.offsets, ldims) - begin, lb.shape.product()),
-                                      lb.shape.span());
+      const int64_t start = ravel(lb.offsets, ldims) - begin;
       // Cut along the split dim where the blocks meet; each piece's offset in the logical
       // tensor is its block's there.
       const int64_t lo = lb.offsets[d], hi = lo + lb.shape[static_cast<int64_t>(d)];
@@ -85,8 +103,11 @@ class ShardList {
         std::vector<int64_t> offsets = lb.offsets, shape = lb.shape.vec();
         offsets[d] = blocks[static_cast<size_t>(k)].offsets[d] + (s - k * length);
         shape[d] = e - s;
-        push(tensor, row, checkpoint::TensorShard::box("", key(tensor), offsets, Shape(shape)),
-             views::narrow(part, static_cast<int64_t>(d), s - lo, e - s));
+        emit(checkpoint::TensorShard::box("", key(tensor), offsets, Shape(shape)),
+             [start, box = lb.shape, d, from = s - lo, len = e - s](const Tensor& f) {
+               const Tensor part = views::view(views::narrow(f, 0, start, box.product()), box.span());
+               return views::narrow(part, static_cast<int64_t>(d), from, len);
+             });
       }
     }
   }
@@ -94,17 +115,13 @@ class ShardList {
   void push_whole(const std::string& tensor, const Tensor& values) {
     out_.push_back({tensor, values.dtype(), values.shape(),
                     checkpoint::TensorShard::box("", key(tensor), std::vector<int64_t>(values.dim(), 0), values.shape()),
-                    core::contiguous(values)});
+                    core::contiguous(values), {}});
   }
 
   std::vector<WrittenShard> take() { return std::move(out_); }
 
  private:
   std::string key(const std::string& tensor) { return tensor + "#" + std::to_string(count_[tensor]++); }
-  void push(const std::string& tensor, const parallel::ParamPlacement& row, checkpoint::TensorShard shard,
-            const Tensor& values) {
-    out_.push_back({tensor, values.dtype(), row.shape, std::move(shard), core::contiguous(values)});
-  }
 
   const parallel::PlacementTable& table_;
   const int tp_rank_;
@@ -139,14 +156,15 @@ std::vector<WrittenShard> rank_shards(const parallel::PlacementTable& table, con
   };
   for (const parallel::HeldPiece& p : held) {
     const parallel::ParamPlacement& row = table.at(p.param);
-    if (writes(row, p.partitioned, row.reduce_over)) list.add(p.tensor, row, p.begin, p.end, !p.partitioned, p.values);
+    if (writes(row, p.partitioned, row.reduce_over))
+      list.add(p.tensor, row, p.begin, p.end, !p.partitioned, p.values, p.load);
   }
   for (const auto& [name, t] : frozen) {
     const parallel::ParamPlacement& row = table.at(name);
     // A frozen expert (expert parallelism) is held alike only by its own ep rank's replicas.
     const parallel::AxisSet replicas =
         row.on_ep_rank() ? parallel::kDataParallelAxes.without(parallel::MeshAxis::kEP) : parallel::kDataParallelAxes;
-    if (writes(row, false, replicas)) list.add(name, row, 0, t.numel(), true, t);
+    if (writes(row, false, replicas)) list.add(name, row, 0, t.numel(), true, t, {});
   }
   for (const auto& [name, t] : rank_state) list.push_whole(rank_state_name(at.world_rank, name), t);
   return list.take();

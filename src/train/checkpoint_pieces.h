@@ -61,6 +61,11 @@ struct WrittenShard {
   Shape shape;
   checkpoint::TensorShard shard;
   std::optional<Tensor> values;  // contiguous, the stored shape; absent from shards_from_json
+  // Set instead of `values` for a piece read only when it is written (HeldPiece::load): returns
+  // the stored shape's values, contiguous.
+  std::function<Tensor()> load;
+  // The values, read now if they are loaded lazily.
+  Tensor get() const { return values ? *values : load(); }
 };
 
 // Where this rank is: its pipeline stage, its tensor-parallel rank, its world rank, and its

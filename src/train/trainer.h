@@ -54,6 +54,8 @@
 
 namespace trident::train {
 
+struct WrittenShard;  // train/checkpoint_pieces.h
+
 class Trainer {
  public:
   // Throws unless cfg's layout (parallel.*, data.batch_size) fits `ranks` ranks, naming the
@@ -179,11 +181,12 @@ class Trainer {
   // Checkpoints written by several ranks: rank 0 opens checkpoint `name` (the others get
   // nullopt), and every rank learns whether it could (collective).
   StatusOr<std::optional<checkpoint::CheckpointWriter>> begin_shared_checkpoint(const std::string& name);
-  // Writes `tensors` as `file` into its staging directory when `write`; then every rank
-  // learns each rank's file size and CRC-32C (the name only of its own), or the first failure.
-  StatusOr<std::vector<checkpoint::ManifestFile>> write_shard_files(const std::string& name, const std::string& file,
-                                                                    const std::vector<checkpoint::NamedTensor>& tensors,
-                                                                    bool write);
+  // Writes `shards` (under their keys, each read from `values` only when written) as `file`
+  // into its staging directory when `write`; then every rank learns each rank's file size and
+  // CRC-32C (the name only of its own), or the first failure.
+  StatusOr<std::vector<checkpoint::ManifestFile>> write_shard_files(
+      const std::string& name, const std::string& file, const std::vector<WrittenShard>& shards,
+      const std::function<StatusOr<Tensor>(size_t)>& values, bool write);
   // rank 0's commit status, agreed by every rank (collective).
   [[nodiscard]] Status agree_on(const Status& rank0_status, const std::string& name) const;
   TrainConfig cfg_;

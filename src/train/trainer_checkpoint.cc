@@ -109,14 +109,44 @@ Status load_hf_weights(models::CausalLM& model, const std::string& path) {
 
 namespace {
 
-// The first tensor among `shards` with a NaN or an infinity, or "".
-std::string first_non_finite(const std::vector<WrittenShard>& shards) {
-  for (const WrittenShard& w : shards) {
-    if (!w.values || !is_floating(w.values->dtype())) continue;
-    for (float v : to_vector<float>(*w.values))
-      if (!std::isfinite(v)) return w.tensor;
+// Whether every value of `t` is finite (true for integer tensors).
+bool all_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return true;
+  const Tensor c = core::to_device(core::contiguous(t), Device::cpu());
+  if (c.dtype() == DType::kF32) {
+    const float* p = c.data_ptr<float>();
+    return std::all_of(p, p + c.numel(), [](float v) { return std::isfinite(v); });
   }
-  return "";
+  const std::vector<float> v = to_vector<float>(c);
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+// Hands out each shard's values as the writer asks for them (lazy ones read only then), and
+// notes the first tensor that holds a NaN or an infinity.
+class CheckedShards {
+ public:
+  explicit CheckedShards(const std::vector<WrittenShard>& shards) : shards_(shards) {}
+  StatusOr<Tensor> operator()(size_t i) {
+    Tensor t = shards_[i].get();
+    if (bad_.empty() && !all_finite(t)) bad_ = shards_[i].tensor;
+    return t;
+  }
+  const std::string& bad() const { return bad_; }
+
+ private:
+  const std::vector<WrittenShard>& shards_;
+  std::string bad_;
+};
+
+// Writes shards[which] as file `file` of the checkpoint, each under its logical name and read
+// only when written.
+Status write_streamed(checkpoint::CheckpointWriter& writer, const std::string& file,
+                      const std::vector<WrittenShard>& shards, const std::vector<size_t>& which, CheckedShards& values,
+                      const checkpoint::StringMap& metadata) {
+  std::vector<checkpoint::TensorSpec> specs;
+  for (size_t i : which) specs.push_back({shards[i].tensor, shards[i].dtype, shards[i].shape});
+  return writer.write_safetensors_streamed(
+      file, specs, [&](size_t k) { return values(which[k]); }, metadata);
 }
 
 }  // namespace
@@ -125,11 +155,14 @@ std::string first_non_finite(const std::vector<WrittenShard>& shards) {
 // A step whose loss was NaN leaves NaN weights (and moments) behind it. With a rule that rolls
 // back (not_finite -> rollback_and_skip) the run goes on to the next boundary, and a periodic
 // checkpoint due at that step would be written from those weights and become the newest: the
-// rollback, a resume and `sample` would all start from it. So every rank checks what it would
-// write (weights, frozen weights and optimizer state, every dtype widened to f32) before any
-// file is opened, the ranks agree, and if any value anywhere is not finite nothing is written
-// and save_checkpoint() says false; the newest checkpoint stays the last good one. The check
-// reads each tensor once, which the write would do anyway.
+// rollback, a resume and `sample` would all start from it. So every rank checks what it writes
+// (weights, frozen weights and optimizer state, every dtype widened to f32) as it writes it,
+// into the checkpoint's staging directory, and the ranks agree before anything is committed:
+// if any value anywhere is not finite, the staging directory is removed, nothing is
+// committed and save_checkpoint() says false; the newest checkpoint stays the last good one.
+// Checking while writing reads each tensor once, which matters when the optimizer's state is
+// on NVMe and is read from the disk only as it is written (Note [Streaming the tier into a
+// checkpoint] in parallel/zero.cc).
 StatusOr<bool> Trainer::save_checkpoint() {
   // Note [Checkpoints from placements] in train/checkpoint_pieces.h.
   const std::string name = checkpoint::step_checkpoint_name(step_);
@@ -140,10 +173,12 @@ StatusOr<bool> Trainer::save_checkpoint() {
   for (const parallel::ParamPlacement* row : table.on_stage(at.stage))
     if (!row->trainable) frozen.emplace_back(row->name, frozen_values(row->name));
   const std::vector<WrittenShard> shards = rank_shards(table, at, update_->held_pieces(), frozen, update_->rank_state());
+  CheckedShards values(shards);
   skipped_checkpoint_note_.clear();
-  const std::string bad = first_non_finite(shards);
-  if (!all_ranks(bad.empty())) {
-    std::string where = bad.empty() ? "" : "'" + bad + "' on rank " + std::to_string(comm_ ? comm_->rank() : 0);
+  // Whether every rank wrote only finite values (collective): if not, the note says where.
+  const auto all_finite_everywhere = [&]() {
+    if (all_ranks(values.bad().empty())) return true;
+    std::string where = values.bad().empty() ? "" : "'" + values.bad() + "' on rank " + std::to_string(comm_ ? comm_->rank() : 0);
     if (comm_) {  // name the first rank that found one, wherever it is
       for (const std::string& w : comm::gather_strings(*comm_, where))
         if (where.empty() && !w.empty()) where = w;
@@ -152,7 +187,7 @@ StatusOr<bool> Trainer::save_checkpoint() {
                                " holds a NaN or an infinity (a checkpoint is never written from non-finite weights "
                                "or optimizer state; the newest checkpoint stays the last good one)";
     return false;
-  }
+  };
   // Each pipeline stage draws its dropout masks from its own generator: every stage's offset
   // goes into the trainer state (summed over the world: only the first rank of each stage
   // adds its own), so a resumed pipeline draws the same masks.
@@ -172,21 +207,22 @@ StatusOr<bool> Trainer::save_checkpoint() {
             table.contains(parameter_of(w.tensor));
   if (all_ranks(is_rank0() ? whole : shards.empty())) {
     Status saved = Status::ok();
+    std::optional<checkpoint::CheckpointWriter> writer;
     if (is_rank0()) {
       saved = [&]() -> Status {
-        auto writer =
-            checkpoint::CheckpointWriter::begin(checkpoint::default_env(), cfg_.train.out_dir, name);
-        if (!writer.is_ok()) return writer.status();
-        checkpoint::CheckpointWriter& w = writer.value();
-        std::vector<checkpoint::NamedTensor> weights, state;
-        for (const WrittenShard& ws : shards) (table.contains(ws.tensor) ? weights : state).push_back({ws.tensor, *ws.values});
+        auto begun = checkpoint::CheckpointWriter::begin(checkpoint::default_env(), cfg_.train.out_dir, name);
+        if (!begun.is_ok()) return begun.status();
+        writer.emplace(std::move(begun.value()));
+        std::vector<size_t> weights, state;
+        for (size_t i = 0; i < shards.size(); ++i) (table.contains(shards[i].tensor) ? weights : state).push_back(i);
         // "format": "pt" is what transformers' safetensors loader expects.
-        Status s = w.write_safetensors("model.safetensors", weights, {{"format", "pt"}});
+        Status s = write_streamed(*writer, "model.safetensors", shards, weights, values, {{"format", "pt"}});
         if (!s.is_ok()) return s;
-        if (!(s = w.write_safetensors("optimizer.safetensors", state)).is_ok()) return s;
-        return commit_checkpoint(w, update_->step_count(), stage_offsets);
+        return write_streamed(*writer, "optimizer.safetensors", shards, state, values, {});
       }();
     }
+    if (!all_finite_everywhere()) return false;  // the writer's staging directory goes with it
+    if (is_rank0() && saved.is_ok()) saved = commit_checkpoint(*writer, update_->step_count(), stage_offsets);
     if (Status agreed = agree_on(saved, name); !agreed.is_ok()) return agreed;
     return true;
   }
@@ -198,10 +234,10 @@ StatusOr<bool> Trainer::save_checkpoint() {
     std::snprintf(file, sizeof file, "shard.rank%05d.safetensors", r);
     return std::string(file);
   };
-  std::vector<checkpoint::NamedTensor> tensors;
-  for (const WrittenShard& ws : shards) tensors.push_back({ws.shard.key, *ws.values});
-  auto files = write_shard_files(name, file_of(comm_->rank()), tensors, /*write=*/!shards.empty());
+  auto files = write_shard_files(name, file_of(comm_->rank()), shards, [&values](size_t i) { return values(i); },
+                                /*write=*/!shards.empty());
   if (!files.is_ok()) return files.status();
+  if (!all_finite_everywhere()) return false;
   const std::vector<std::string> lists = comm::gather_strings(*comm_, shards_to_json(shards));
   Status s = Status::ok();
   if (is_rank0()) {
@@ -244,7 +280,8 @@ StatusOr<std::optional<checkpoint::CheckpointWriter>> Trainer::begin_shared_chec
 }
 
 StatusOr<std::vector<checkpoint::ManifestFile>> Trainer::write_shard_files(
-    const std::string& name, const std::string& file, const std::vector<checkpoint::NamedTensor>& tensors, bool write) {
+    const std::string& name, const std::string& file, const std::vector<WrittenShard>& shards,
+    const std::function<StatusOr<Tensor>(size_t)>& values, bool write) {
   checkpoint::Env* env = checkpoint::default_env();
   uint64_t size = 0;
   uint32_t crc = 0;
@@ -254,7 +291,9 @@ StatusOr<std::vector<checkpoint::ManifestFile>> Trainer::write_shard_files(
       auto out = checkpoint::AtomicFileWriter::create(
           env, checkpoint::join_path(checkpoint::staging_dir_for(cfg_.train.out_dir, name), file));
       if (!out.is_ok()) return out.status();
-      Status w = checkpoint::write_safetensors(out.value(), tensors);
+      std::vector<checkpoint::TensorSpec> specs;
+      for (const WrittenShard& ws : shards) specs.push_back({ws.shard.key, ws.dtype, ws.shard.stored_shape()});
+      Status w = checkpoint::write_safetensors_streamed(out.value(), specs, values);
       if (!w.is_ok()) return w;
       size = out.value().size();
       crc = out.value().crc32c();

@@ -23,8 +23,8 @@
 // they come from are waited for before reuse. A unit never written reads as zeros (m and v
 // start so; the masters are written once from the parameters before the first step).
 //
-// A checkpoint of a tier run copies the state out (ZeroOptimizer::pieces): while it is written,
-// the shard is in host memory once. Streaming the pieces unit by unit is left.
+// A checkpoint of a tier run reads the state back piece by piece as it is written
+// (Note [Streaming the tier into a checkpoint] in zero.cc): host memory holds one piece.
 #pragma once
 
 #include <cstdint>
@@ -100,7 +100,8 @@ Tensor shard_state_buffer(const ZeroLayout& layout, Device state_device, MemoryC
 // In memory, on `device`, a unit per bucket: masters only when `masters` (allocated now), m and
 // v at allocate_moments().
 std::unique_ptr<StateStore> memory_state(const ZeroLayout& layout, Device device, bool masters);
-// On NVMe; the layout's parameters must be on the host (the CPU steps the state).
+// On NVMe, staged through host memory, where the CPU steps it, whatever device the parameters
+// are on (a device's gradient shard comes to the host first: ZeRO-Offload's path).
 std::unique_ptr<StateStore> nvme_state(const ZeroLayout& layout, bool masters, const NvmeStateOptions& options);
 
 }  // namespace trident::parallel::zero
