@@ -218,8 +218,6 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
         }
       std::optional<zero::NvmeStateOptions> nvme;
       if (options.offload_optimizer && options.offload_optimizer_device == "nvme") {
-        TRI_CHECK(device.is_cpu(), "parallel.offload_optimizer_device = \"nvme\" runs with train.device = cpu for "
-                                   "now (the tier behind host memory on a GPU is not built yet); got ", device);
         nvme = zero::NvmeStateOptions{
             options.nvme_path, static_cast<int>(options.nvme_buffer_count), static_cast<int>(options.nvme_queue_depth),
             std::max<int64_t>(1, static_cast<int64_t>(options.nvme_buffer_mb * (1 << 20) / 4))};

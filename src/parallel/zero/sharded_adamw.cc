@@ -135,6 +135,10 @@ void ShardedAdamW::step(double lr, int64_t step, const Shards& shards) {
       for (size_t next = u + 1; next < units; ++next) state_.prefetch(next);  // as far as buffers allow
       update(lr, step, {u}, {s}, shards);
       if (masters_apart_) masters_to_params(u, s, shards);
+      // On the tier a released unit's buffer is written back and then refilled: an fp32
+      // device model's copies read the masters from it, so they finish first (mixed precision
+      // copies its own rounded values).
+      if (host_grads_ && !host_params_ && !state_.resident()) wait_copies();
       state_.release(u, true);
     }
     wait_copies();

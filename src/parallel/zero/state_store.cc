@@ -73,8 +73,6 @@ class NvmeState final : public StateStore {
  public:
   NvmeState(const ZeroLayout& layout, bool masters, const NvmeStateOptions& options)
       : layout_(layout), arrays_(masters ? 3 : 2), buffer_count_(options.buffer_count) {
-    TRI_CHECK(layout.device().is_cpu(), "parallel.offload_optimizer_device = \"nvme\" steps the optimizer on the host; "
-                                        "the parameters are on ", layout.device());
     TRI_CHECK(options.buffer_count >= 1, "parallel.nvme_buffer_count = ", options.buffer_count, " (at least 1)");
     units_ = cut_units(layout, std::max<int64_t>(options.unit_elements, 64));
     int64_t offset = 0, largest = 0;
