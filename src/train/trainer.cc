@@ -111,6 +111,12 @@ Status Trainer::init() {
   runner_ = par_.runner();
   update_ = par_.update.get();
   if (Status s = quantize_base(); !s.is_ok()) return s;
+  // The strategies copied the model's own parameters into their buffers (ZeRO's flat or
+  // sharded parameters, mixed precision's compute copies, a quantized base) and freed them.
+  // Give those blocks back to the system now: cached, they would sit beside the gradients and
+  // state the first step allocates, in other sizes, and a run sized to its memory (the NVMe
+  // tier's) would hold its parameters twice.
+  host_allocator().empty_cache();
   scaler_ = std::make_unique<optim::DynamicLossScaler>(cfg_.precision);
   schedule_ = std::make_unique<optim::LRSchedule>(cfg_.lr_schedule, cfg_.optim.lr, cfg_.train.steps);
 
