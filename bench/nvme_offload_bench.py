@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,15 @@ def fio(path, rw, size_mib):
     job = json.loads(out[out.index("{"):])["jobs"][0]
     side = "read" if rw == "read" else "write"
     return job[side]["bw_bytes"]
+
+
+def machine_memory():
+    with open("/proc/meminfo") as f:
+        return int(re.search(r"MemTotal:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def dir_bytes(path):
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
 
 
 def run_limited(name, cmd, limit_bytes, env):
@@ -91,6 +101,10 @@ def main():
     ap.add_argument("--fio-mib", type=int, default=4096)
     ap.add_argument("--bucket-mb", type=float, default=32)
     ap.add_argument("--buffers", type=int, default=3, help="parallel.nvme_buffer_count")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
+                    help="precision.dtype: bf16 keeps 2 B/param of parameters in memory, fp32 masters on the tier")
+    ap.add_argument("--zero-stage", type=int, default=1)
+    ap.add_argument("--keep", action="store_true", help="keep the runs' directories (checkpoints are as large as the tier)")
     a = ap.parse_args()
     if not os.path.isdir(CGROUP):
         sys.exit(f"nvme_offload_bench: no cgroup v1 memory controller at {CGROUP}")
@@ -107,8 +121,8 @@ def main():
             f"--model.block_size={a.seq}", "--model.vocab_size=50257",
             f"--data.train_file={a.data}/train.bin", f"--data.val_file={a.data}/val.bin", "--data.batch_size=1",
             f"--data.seq_len={a.seq}", f"--train.steps={a.steps}", "--train.eval_interval=0",
-            "--train.checkpoint_interval=0", "--train.threads=2", "--parallel.zero_stage=1",
-            f"--parallel.bucket_mb={a.bucket_mb}"]
+            "--train.checkpoint_interval=0", "--train.threads=2", f"--parallel.zero_stage={a.zero_stage}",
+            f"--parallel.bucket_mb={a.bucket_mb}", f"--precision.dtype={a.dtype}"]
     mpirun = ["mpirun", "-np", "1", "--bind-to", "none"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_WAIT_POLICY="PASSIVE")
     limit = int(a.limit_gib * 2**30)
@@ -128,10 +142,11 @@ def main():
                 tier["rss_bytes_max"] = max(tier.get("rss_bytes_max", 0), j["memory_bytes"]["rss"])
     result = {
         "model": {"layers": L, "embd": C, "intermediate": I, "params": params, "seq": a.seq,
-                  "state_bytes_16_per_param": 16 * params},
+                  "state_bytes_16_per_param": 16 * params, "machine_memory_bytes": machine_memory(),
+                  "state_over_machine_memory": 16 * params / machine_memory()},
         "limit_bytes": limit,
-        "settings": {"zero_stage": 1, "bucket_mb": a.bucket_mb, "nvme_buffer_count": a.buffers, "ranks": 1,
-                     "threads": 2, "dtype": "fp32"},
+        "settings": {"zero_stage": a.zero_stage, "bucket_mb": a.bucket_mb, "nvme_buffer_count": a.buffers, "ranks": 1,
+                     "threads": 2, "dtype": a.dtype},
         "fio": {"read_bytes_per_s": fio_read, "write_bytes_per_s": fio_write,
                 "settings": "1 MiB sequential, io_uring, O_DIRECT, iodepth 8"},
         "plain": plain,
@@ -152,6 +167,13 @@ def main():
             "written_bytes": written, "disk_s": disk_s, "step_over_bound": step_s / max(compute_s, disk_s),
             "io_efficiency": disk_s / step_s,
         }
+    # The final checkpoint (written streaming from the tier) is whole when its DONE is there.
+    done = sorted(d for d in os.listdir(os.path.join(work, "nvme")) if d.startswith("step_")) \
+        if os.path.isdir(os.path.join(work, "nvme")) else []
+    tier["checkpoint"] = {"dir": done[-1], "done": os.path.exists(os.path.join(work, "nvme", done[-1], "DONE")),
+                          "bytes": dir_bytes(os.path.join(work, "nvme", done[-1]))} if done else None
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result, indent=1))
 
 
