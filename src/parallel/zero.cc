@@ -65,6 +65,10 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
   const auto take = [this](const Bucket& b, const Tensor& into) { take_values(b, into); };
   if (stage == 3) params_ = std::make_unique<zero::ShardedParameters>(layout_, comm_, compute_, take);
   else params_ = std::make_unique<zero::ReplicatedParameters>(layout_, comm_, compute_, stage, take);
+  // The model's own parameters are copies now, freed into the allocator's cache: give them back
+  // before the gradients are allocated beside them, in other sizes (Note [ZeRO's allocation
+  // order]: the peaks counted are the same; the memory the process holds is not).
+  if (Allocator* allocator = device_allocator(layout_.device().type)) allocator->empty_cache();
   zero::GradientShards::Hooks hooks{
       [this](size_t u) { params_->gradients_done(u); },
       [this](size_t u) {
