@@ -1,12 +1,9 @@
 #include "parallel/zero/state_store.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <utility>
-#include <atomic>
 #include <string>
 #include <vector>
 
@@ -14,6 +11,7 @@
 #include "core/copy.h"
 #include "core/factory.h"
 #include "offload/nvme_file.h"
+#include "parallel/zero/nvme_staging.h"
 
 namespace trident::parallel::zero {
 
@@ -84,14 +82,7 @@ class NvmeState final : public StateStore {
     written_.assign(units_.size(), false);
     buffers_.reserve(static_cast<size_t>(options.buffer_count));  // Buffer pointers stay valid
     largest_part_ = largest;
-    static std::atomic<int> files{0};
-    char host[256] = "host";
-    ::gethostname(host, sizeof host - 1);
-    const std::string name = "trident-" + std::string(host) + "-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(files++) + ".optimizer";
-    offload::NvmeFileOptions o;
-    o.queue_depth = options.queue_depth;
-    file_ = offload::NvmeFile::create(options.dir / name, offset, o, "parallel.nvme_path");
+    file_ = create_tier_file(options.dir, "optimizer", offset, options.queue_depth);
   }
   ~NvmeState() override {
     try {
@@ -234,12 +225,9 @@ class NvmeState final : public StateStore {
   // `elements` f32 zeros whose first element is aligned for O_DIRECT, in the optimizer's
   // memory category.
   static Tensor aligned_buffer(int64_t elements) {
-    constexpr int64_t kSlack = offload::kNvmeAlignment / 4;
-    const Tensor raw = zeros_in(MemoryCategory::kOptimizerState, elements + kSlack, DType::kF32, Device::cpu());
-    const auto addr = reinterpret_cast<uintptr_t>(raw.data_ptr<float>());
-    const int64_t pad = static_cast<int64_t>((offload::kNvmeAlignment - addr % offload::kNvmeAlignment) %
-                                             offload::kNvmeAlignment) / 4;
-    return flat_slice(raw, pad, elements);
+    Tensor t = aligned_staging(MemoryCategory::kOptimizerState, elements * 4, DType::kF32);
+    fill_(t, 0.0);
+    return t;
   }
 
   const ZeroLayout& layout_;
