@@ -51,7 +51,8 @@ zero::ZeroLayout checked_layout(const std::vector<nn::NamedTensor>& params, cons
 ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                              int64_t bucket_bytes, const optim::AdamWOptions& options,
                              const std::vector<std::vector<size_t>>& parts, DType compute, bool offload,
-                             std::unique_ptr<GradReducer> reducer, const std::optional<zero::NvmeStateOptions>& nvme)
+                             std::unique_ptr<GradReducer> reducer, const std::optional<zero::NvmeStateOptions>& nvme,
+                             const std::optional<zero::NvmeParamOptions>& nvme_params)
     : comm_(comm),
       compute_(compute),
       offload_(offload),
@@ -60,10 +61,14 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
   // The policies are chosen here, and only here. See Note [ZeRO's allocation order].
   if (reducer) zero::FlatGradients::prepare(*reducer, layout_);
   TRI_CHECK(!nvme || offload_, "ZeRO: the NVMe tier holds offloaded optimizer state (offload must be on)");
+  // The parameter tier's values are written only from the masters, apart under offload.
+  TRI_CHECK(!nvme_params || (stage == 3 && offload_ && layout_.device().is_cpu()),
+            "ZeRO: the parameter tier holds ZeRO-3's shard of a host model with offloaded masters (stage ", stage,
+            ", offload ", offload_ ? "on" : "off", ", parameters on ", layout_.device(), ")");
   state_ = nvme ? zero::nvme_state(layout_, has_masters(), *nvme)
                 : zero::memory_state(layout_, offload_ ? Device::cpu() : layout_.device(), has_masters());
   const auto take = [this](const Bucket& b, const Tensor& into) { take_values(b, into); };
-  if (stage == 3) params_ = std::make_unique<zero::ShardedParameters>(layout_, comm_, compute_, take);
+  if (stage == 3) params_ = std::make_unique<zero::ShardedParameters>(layout_, comm_, compute_, take, nvme_params);
   else params_ = std::make_unique<zero::ReplicatedParameters>(layout_, comm_, compute_, stage, take);
   // The model's own parameters are copies now, freed into the allocator's cache: give them back
   // before the gradients are allocated beside them, in other sizes (Note [ZeRO's allocation
@@ -175,7 +180,8 @@ void ZeroOptimizer::step(double lr) {
   ++step_;
   adamw_->step(lr, step_,
                {[this](const Bucket& b) { return params_->shard(b); },
-                [this](const Bucket& b) { return grads_->shard(layout_.index_of(b)); }});
+                [this](const Bucket& b) { return grads_->shard(layout_.index_of(b)); },
+                [this](const Bucket& b) { params_->shard_written(b); }});
   // Stages 1-2: everyone's updated shards, in place into the flat parameters. (Stage 3
   // gathers them when the next forward needs them.)
   profiler::ProfileScope gather_scope("zero.all_gather", profiler::Phase::kCommunication);
@@ -257,6 +263,7 @@ void ZeroOptimizer::load(const RangeReader& read, bool with_state, int64_t step)
       into_units(core::contiguous(read(name + ".exp_avg", s.in_param, s.in_param + s.length)), at, 1);
       into_units(core::contiguous(read(name + ".exp_avg_sq", s.in_param, s.in_param + s.length)), at, 2);
     }
+    params_->shard_written(b);  // every segment's values are in
   }
   step_ = step;
 }

@@ -53,6 +53,7 @@
 #include "optim/adamw.h"
 #include "parallel/grad_reducer.h"
 #include "parallel/zero/layout.h"
+#include "parallel/zero/parameter_store.h"
 #include "parallel/zero/state_store.h"
 
 namespace trident::parallel::zero {
@@ -79,12 +80,15 @@ class ZeroOptimizer : public nn::PartHooks {
   // reduce-scatter, and this rank keeps its shard of the mean (Note [Compressed gradients'
   // compositions] in parallelize.cc). `nvme` (ZeRO-Infinity's optimizer tier, with `offload`
   // of a host model): the masters, m and v live in a file under nvme->dir instead
-  // (zero/state_store.h).
+  // (zero/state_store.h). `nvme_params` (ZeRO-Infinity's parameter tier, stage 3 with `offload`
+  // of a host model): this rank's parameter shard lives in a file under nvme_params->dir
+  // (zero/parameter_store.h).
   ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                 int64_t bucket_bytes, const optim::AdamWOptions& options,
                 const std::vector<std::vector<size_t>>& parts = {}, DType compute = DType::kF32,
                 bool offload = false, std::unique_ptr<GradReducer> reducer = nullptr,
-                const std::optional<zero::NvmeStateOptions>& nvme = std::nullopt);
+                const std::optional<zero::NvmeStateOptions>& nvme = std::nullopt,
+                const std::optional<zero::NvmeParamOptions>& nvme_params = std::nullopt);
   ~ZeroOptimizer();
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
@@ -115,6 +119,8 @@ class ZeroOptimizer : public nn::PartHooks {
   int64_t step_count() const { return step_; }
   // The optimizer state's store (zero/state_store.h): its NVMe traffic, for tests and metrics.
   const zero::StateStore& state() const { return *state_; }
+  // How the parameters are held (zero/parameters.h): the NVMe tier's file, for its traffic.
+  const zero::ParameterHolder& parameters() const { return *params_; }
   GradReducer* reducer() const;
 
   // Stage 3, as the model's part hooks: gathers part `part`'s parameters around its forward.

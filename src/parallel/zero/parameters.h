@@ -18,6 +18,10 @@
 #include "nn/part_hooks.h"
 #include "parallel/zero/layout.h"
 
+namespace trident::offload {
+class NvmeFile;
+}
+
 namespace trident::parallel::zero {
 
 class ParameterHolder : public nn::PartHooks {
@@ -27,8 +31,12 @@ class ParameterHolder : public nn::PartHooks {
   // constructor calls for each bucket, once its buffer for the bucket exists.
   using TakeValues = std::function<void(const Bucket& b, const Tensor& into)>;
 
-  // This rank's parameters of bucket b (a view: the stepped values are rounded into it).
-  virtual Tensor shard(const Bucket& b) const = 0;
+  // This rank's parameters of bucket b, to write new values into (the stepped masters,
+  // rounded; a checkpoint's). Every element of b's segments is written, then shard_written(b):
+  // on ZeRO-3's NVMe tier the shard is a staging buffer (zeros at first, the same one until
+  // shard_written) that shard_written writes back; elsewhere a view of the values.
+  virtual Tensor shard(const Bucket& b) = 0;
+  virtual void shard_written(const Bucket& b) {}
   // Bucket u's gradients are all in: no op of this backward reads its parameters any more.
   virtual void gradients_done(size_t u) = 0;
   // This rank's shard of every bucket holds the step's updated values.
@@ -41,6 +49,8 @@ class ParameterHolder : public nn::PartHooks {
   // values come from `read`.
   virtual void load_segment(const Bucket& b, const Segment& s, const std::optional<Tensor>& masters,
                             const RangeReader& read) = 0;
+  // The NVMe tier's file holding the shard, for its traffic; null when the shard is in memory.
+  virtual const offload::NvmeFile* tier_file() const { return nullptr; }
 };
 
 }  // namespace trident::parallel::zero

@@ -16,7 +16,7 @@ ReplicatedParameters::ReplicatedParameters(const ZeroLayout& layout, comm::Commu
   for (const Bucket& b : layout_.buckets()) take_values(b, flat_slice(flat_, b.begin, b.length));
 }
 
-Tensor ReplicatedParameters::shard(const Bucket& b) const {
+Tensor ReplicatedParameters::shard(const Bucket& b) {
   return flat_slice(flat_, layout_.shard_begin(b), layout_.shard_len(b));
 }
 

@@ -18,7 +18,7 @@ class ReplicatedParameters final : public ParameterHolder {
   ReplicatedParameters(const ZeroLayout& layout, comm::Communicator& comm, DType compute, int stage,
                        const TakeValues& take_values);
 
-  Tensor shard(const Bucket& b) const override;
+  Tensor shard(const Bucket& b) override;
   void gradients_done(size_t) override {}
   // Everyone's updated shards, in place into the flat parameters.
   void stepped() override;

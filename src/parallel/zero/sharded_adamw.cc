@@ -76,15 +76,16 @@ void ShardedAdamW::update(double lr, int64_t step, const std::vector<size_t>& un
         const Bucket& b = layout_.buckets()[k];
         const int64_t b0 = layout_.shard_offset(b), s0 = layout_.shard_begin(b);
         const Tensor grad = host_grads_ ? layout_.shard_of(*host_grads_, b) : shards.grads(b);
-        const Tensor params = shards.params(b);  // the masters when the state has none apart
         for (const Segment& seg : b.mine) {
           if ((layout_.param(seg.param).dim() >= 2) != decay) continue;
           const int64_t at = b0 + (seg.flat - s0);  // in the concatenated shards
           const int64_t lo = std::max(at, unit.begin), hi = std::min(at + seg.length, unit.begin + unit.length);
           if (hi <= lo) continue;
           // The masters, m and v by the unit's offsets; the gradient (and parameters that are
-          // their own masters) by the bucket's.
-          w.push_back(s.masters ? flat_slice(*s.masters, lo - unit.begin, hi - lo) : flat_slice(params, lo - b0, hi - lo));
+          // their own masters) by the bucket's. The parameters are asked for only then: on
+          // ZeRO-3's NVMe tier shards.params hands out a buffer to write.
+          w.push_back(s.masters ? flat_slice(*s.masters, lo - unit.begin, hi - lo)
+                                : flat_slice(shards.params(b), lo - b0, hi - lo));
           g.push_back(flat_slice(grad, lo - b0, hi - lo));
           m.push_back(flat_slice(*s.m, lo - unit.begin, hi - lo));
           v.push_back(flat_slice(*s.v, lo - unit.begin, hi - lo));
@@ -109,6 +110,7 @@ void ShardedAdamW::masters_to_params(size_t u, const UnitState& state, const Sha
     const Tensor params = flat_slice(shards.params(b), lo - b0, hi - lo);
     if (!host_grads_) {
       core::copy_(params, masters);  // rounded to the compute dtype
+      if (shards.params_written && hi == b0 + layout_.shard_len(b)) shards.params_written(b);
       continue;
     }
     copies_in_flight_ = true;

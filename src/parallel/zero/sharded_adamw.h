@@ -36,6 +36,8 @@ class ShardedAdamW {
     std::function<Tensor(const Bucket&)> params;   // the parameters' shard, compute dtype; the
                                                    // f32 values AdamW steps when `state` has no masters
     std::function<Tensor(const Bucket&)> grads;    // the averaged gradient shard on the device
+    // Called once every element of b's parameter shard holds its stepped value (when set).
+    std::function<void(const Bucket&)> params_written;
   };
   // Has `state` allocate m and v (MemoryCategory::kOptimizerState), and allocates an offloaded
   // device model's host buffers: the gradient shard (kGradient) and, under mixed precision, the
@@ -66,7 +68,9 @@ class ShardedAdamW {
   void update(double lr, int64_t step, const std::vector<size_t>& units, const std::vector<UnitState>& states,
               const Shards& shards) const;
   // Unit u's stepped masters (`state`) into the parameters' shards of the buckets it overlaps:
-  // rounded on the host and copied asynchronously to the device under ZeRO-Offload.
+  // rounded on the host and copied asynchronously to the device under ZeRO-Offload. A bucket
+  // whose shard ends in unit u is complete (units run in order along the shards): then
+  // shards.params_written.
   void masters_to_params(size_t u, const UnitState& state, const Shards& shards);
 
   const ZeroLayout& layout_;

@@ -10,11 +10,11 @@
 namespace trident::parallel::zero {
 
 ShardedParameters::ShardedParameters(const ZeroLayout& layout, comm::Communicator& comm, DType compute,
-                                     const TakeValues& take_values)
+                                     const TakeValues& take_values, const std::optional<NvmeParamOptions>& nvme)
     : layout_(layout),
       comm_(comm),
       compute_(compute),
-      shard_(zeros_in(MemoryCategory::kParameter, layout.shard_total(), compute, layout.device())),
+      store_(nvme ? nvme_parameters(layout, compute, *nvme) : memory_parameters(layout, compute)),
       parts_(layout.buckets().size()),
       alive_(std::make_shared<bool>(true)) {
   // Each part's parameters become views of the part's own full buffer, filled from rank 0's
@@ -25,9 +25,12 @@ ShardedParameters::ShardedParameters(const ZeroLayout& layout, comm::Communicato
     part.gathered = zeros_in(MemoryCategory::kGatheredParameter, b.length, compute_, layout_.device());
     take_values(b, *part.gathered);
     part.state = Part::State::kGathered;
-    core::copy_(shard(b), flat_slice(*part.gathered, layout_.rank() * layout_.shard_len(b), layout_.shard_len(b)));
+    const int64_t n = layout_.shard_len(b);
+    core::copy_(store_->to_write(u), flat_slice(*part.gathered, layout_.rank() * n, n));
+    store_->written(u);
     release(u);
   }
+  store_->read_ahead();
 }
 
 ShardedParameters::~ShardedParameters() {
@@ -35,7 +38,11 @@ ShardedParameters::~ShardedParameters() {
   for (Part& part : parts_) part.gather.reset();  // Work's destructor waits: before the buffers go
 }
 
-Tensor ShardedParameters::shard(const Bucket& b) const { return layout_.shard_of(shard_, b); }
+Tensor ShardedParameters::shard(const Bucket& b) { return store_->to_write(layout_.index_of(b)); }
+
+void ShardedParameters::shard_written(const Bucket& b) { store_->written(layout_.index_of(b)); }
+
+void ShardedParameters::stepped() { store_->read_ahead(); }
 
 void ShardedParameters::start_gather(size_t u) {
   Part& part = parts_[u];
@@ -45,11 +52,13 @@ void ShardedParameters::start_gather(size_t u) {
     part.state = Part::State::kGathered;
     return;
   }
+  const Tensor shard = store_->acquire(u);  // on NVMe: read, or found read ahead
+  part.staged = true;
   profiler::ProfileScope scope("zero.all_gather", profiler::Phase::kCommunication);
   part.gathered->impl().storage()->reset_data(device_allocator(layout_.device().type)
                                                   ->allocate(static_cast<size_t>(b.length) * element_size(compute_),
                                                              MemoryCategory::kGatheredParameter));
-  part.gather = comm_.all_gather_async(shard(b), *part.gathered);
+  part.gather = comm_.all_gather_async(shard, *part.gathered);
   part.state = Part::State::kGathering;
 }
 
@@ -62,6 +71,10 @@ void ShardedParameters::gather_now(size_t u) {
     part.gather.reset();
     part.state = Part::State::kGathered;
   }
+  if (part.staged) {  // the gathered copy is whole: the shard's staging goes
+    part.staged = false;
+    store_->release(u);
+  }
 }
 
 void ShardedParameters::release(size_t u) {
@@ -73,7 +86,10 @@ void ShardedParameters::release(size_t u) {
 
 Tensor ShardedParameters::run(size_t part, const nn::PartForward& forward, const Tensor& x) {
   TRI_CHECK(part < parts_.size(), "ZeRO-3: the model ran part ", part, " but listed ", parts_.size(), " parts");
-  if (depth_ == 0) completed_.clear();  // a new forward pass
+  if (depth_ == 0) {  // a new forward pass
+    completed_.clear();
+    store_->begin_forward(autograd::GradMode::is_enabled());
+  }
   struct Depth {
     int& d;
     explicit Depth(int& depth) : d(depth) { ++d; }
@@ -97,7 +113,7 @@ Tensor ShardedParameters::run(size_t part, const nn::PartForward& forward, const
 
 void ShardedParameters::load_segment(const Bucket& b, const Segment& s, const std::optional<Tensor>& masters,
                                      const RangeReader& read) {
-  const Tensor dst = flat_slice(shard(b), s.flat - layout_.shard_begin(b), s.length);
+  const Tensor dst = flat_slice(shard(b), s.flat - layout_.shard_begin(b), s.length);  // written back at shard_written
   if (masters) {
     core::copy_(dst, *masters);
   } else {

@@ -11,6 +11,10 @@
 // the prefetched one. Per micro-batch each rank hands 2P elements to all-gathers (forward and
 // backward); after a step nothing is gathered: the next forward gathers the updated shards.
 //
+// Where the shard lives is the parameter store's (parameter_store.h): in memory, or on NVMe
+// (parallel.offload_param), read ahead of each gather and written back as each bucket is
+// stepped.
+//
 // Not here: replicated parameters (replicated_parameters.h), the gradients' reduction
 // (staged_gradients.h).
 #pragma once
@@ -20,24 +24,29 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "parallel/zero/parameter_store.h"
 #include "parallel/zero/parameters.h"
 
 namespace trident::parallel::zero {
 
 class ShardedParameters final : public ParameterHolder {
  public:
-  // Allocates the parameter shard (MemoryCategory::kParameter) and, one part at a time, the
-  // part's full buffer (kGatheredParameter) to take its values, keep this rank's shard and
-  // free it.
-  ShardedParameters(const ZeroLayout& layout, comm::Communicator& comm, DType compute, const TakeValues& take_values);
+  // Allocates the parameter shard (MemoryCategory::kParameter; on NVMe when `nvme`) and, one
+  // part at a time, the part's full buffer (kGatheredParameter) to take its values, keep this
+  // rank's shard and free it.
+  ShardedParameters(const ZeroLayout& layout, comm::Communicator& comm, DType compute, const TakeValues& take_values,
+                    const std::optional<NvmeParamOptions>& nvme = std::nullopt);
   ~ShardedParameters() override;
   ShardedParameters(const ShardedParameters&) = delete;
   ShardedParameters& operator=(const ShardedParameters&) = delete;
 
-  Tensor shard(const Bucket& b) const override;
+  // The store's buffer to write bucket b's shard into, and its way back (parameter_store.h).
+  Tensor shard(const Bucket& b) override;
+  void shard_written(const Bucket& b) override;
   // Frees the part's gathered copy.
   void gradients_done(size_t u) override { release(u); }
-  void stepped() override {}
+  // The tier starts reading the next forward's first parts.
+  void stepped() override;
   // Gathers part `part`'s parameters around its forward, and marks the output to gather
   // them again for its backward.
   Tensor run(size_t part, const nn::PartForward& forward, const Tensor& x) override;
@@ -45,6 +54,7 @@ class ShardedParameters final : public ParameterHolder {
   // The shard's values, rounded from the masters when they exist.
   void load_segment(const Bucket& b, const Segment& s, const std::optional<Tensor>& masters,
                     const RangeReader& read) override;
+  const offload::NvmeFile* tier_file() const override { return store_->file(); }
 
  private:
   struct Part {
@@ -53,6 +63,7 @@ class ShardedParameters final : public ParameterHolder {
     std::optional<Tensor> gathered;
     std::unique_ptr<comm::Work> gather;
     enum class State { kReleased, kGathering, kGathered } state = State::kReleased;
+    bool staged = false;  // the store's shard is acquired for the gather
   };
   // Starts gathering part u's parameters (if released); gathers and waits; frees them.
   void start_gather(size_t u);
@@ -62,7 +73,7 @@ class ShardedParameters final : public ParameterHolder {
   const ZeroLayout& layout_;
   comm::Communicator& comm_;
   const DType compute_;
-  Tensor shard_;  // concatenated shards, bucket b's at begin/N
+  std::unique_ptr<ParameterStore> store_;  // this rank's shard
   std::vector<Part> parts_;
   // Parts whose forward finished in this forward pass, in order (the backward meets them in
   // reverse), and how deep in nested parts the forward is.
