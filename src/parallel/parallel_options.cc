@@ -2,6 +2,15 @@
 
 namespace trident::parallel {
 
+// Note [The parameter tier's read-ahead depth]
+// Why is parallel.nvme_prefetch_depth 2 by default? A part's shard read ahead d parts overlaps
+// those d parts' compute (Note [The parameter tier's pipeline] in zero/parameter_store.h). One
+// block's forward is the shortest compute there is, and the root part (embeddings, head) is
+// several blocks' bytes (GPT-2 124M: 5.5) and is read at the forward's end for the backward's
+// first gather: with 2 its read overlaps two blocks' forwards, and a slow request has a part's
+// time to catch up. Each step of depth costs one part's shard of host memory (1/N of a block,
+// the root's when it is among them), small beside the shard the tier keeps on disk.
+
 const OptionTable<ParallelOptions>& ParallelOptions::table() {
   static const auto t =
       OptionTable<ParallelOptions>("parallel", "Distributed training across the ranks of mpirun")
@@ -40,9 +49,14 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                "under nvme_path, read and written unit by unit around each step: ZeRO-Infinity; needs "
                "zero_stage 1-3)",
                {"cpu", "nvme"})
+          .add("offload_param", &ParallelOptions::offload_param,
+               "where ZeRO-3 keeps this rank's parameter shard: none (host memory) or nvme (a file under nvme_path, "
+               "each part's shard read ahead of its all-gathers and written back as it is stepped: ZeRO-Infinity; "
+               "needs zero_stage 3, offload_optimizer and train.device = cpu)",
+               {"none", "nvme"})
           .add("nvme_path", &ParallelOptions::nvme_path,
-               "offload_optimizer_device = nvme: the directory (on a fast local disk) for each rank's scratch "
-               "file of optimizer state; removed at the end of the run")
+               "offload_optimizer_device = nvme or offload_param = nvme: the directory (on a fast local disk) for "
+               "each rank's scratch files (optimizer state, parameters); removed at the end of the run")
           .add("nvme_buffer_count", &ParallelOptions::nvme_buffer_count,
                "offload_optimizer_device = nvme: buckets of optimizer state in host memory at once (the one "
                "stepped, those read ahead, those being written)",
@@ -52,7 +66,13 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                "staging buffer holds one unit: 3 x this; units cut across parameters and buckets)",
                Range::positive())
           .add("nvme_queue_depth", &ParallelOptions::nvme_queue_depth,
-               "offload_optimizer_device = nvme: disk requests in flight per rank (io_uring)", Range::between(1, 1024))
+               "offload_optimizer_device or offload_param = nvme: disk requests in flight per rank and file "
+               "(io_uring)",
+               Range::between(1, 1024))
+          .add("nvme_prefetch_depth", &ParallelOptions::nvme_prefetch_depth,
+               "offload_param = nvme: parts whose parameter shards are read ahead beyond the one being gathered "
+               "(host memory holds this + 1 parts' shards; 0: each is read when its gather starts)",
+               Range::between(0, 64))
           .add("hierarchical", &ParallelOptions::hierarchical,
                "collectives over several hosts: reduce inside each host first, so that fewer bytes cross hosts "
                "(on), one ring through every rank (off), or on where the hosts' link is the bottleneck (auto)",

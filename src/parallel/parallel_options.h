@@ -23,10 +23,15 @@ struct ParallelOptions {
   // ZeRO-Infinity: with offload_optimizer, "nvme" keeps that state in files under nvme_path
   // instead (parallel/zero/state_store.h), nvme_buffer_count buckets of it in host memory.
   std::string offload_optimizer_device = "cpu";
+  // ZeRO-Infinity: with zero_stage 3, "nvme" keeps this rank's parameter shard in a file under
+  // nvme_path (parallel/zero/parameter_store.h), read ahead nvme_prefetch_depth parts.
+  std::string offload_param = "none";
   std::string nvme_path;
   int64_t nvme_buffer_count = 4;
   double nvme_buffer_mb = 32;  // each staging buffer's masters, m and v: MiB each
   int64_t nvme_queue_depth = 8;
+  // See Note [The parameter tier's read-ahead depth] in parallel_options.cc.
+  int64_t nvme_prefetch_depth = 2;
   std::string hierarchical = "auto";  // collectives over several hosts (comm/communicator.h)
   double intra_host_gbps = 0;         // link bandwidths for hierarchical = auto; 0: measured
   double inter_host_gbps = 0;

@@ -72,6 +72,16 @@ void check_layout(const ParallelOptions& options, int world_size) {
     TRI_CHECK(!options.nvme_path.empty(), "parallel.offload_optimizer_device = \"nvme\" needs parallel.nvme_path: "
                                           "a directory on a fast local disk for the optimizer state's files");
   }
+  if (options.offload_param == "nvme") {
+    TRI_CHECK(options.zero_stage == 3, "parallel.offload_param = \"nvme\" keeps ZeRO-3's parameter shard on disk: it "
+                                       "needs parallel.zero_stage = 3 (got zero_stage = ", options.zero_stage, ")");
+    TRI_CHECK(options.offload_optimizer,
+              "parallel.offload_param = \"nvme\" needs parallel.offload_optimizer = true (offload_optimizer_device "
+              "cpu or nvme): the tier's parameters are written from the fp32 masters the offloaded optimizer keeps "
+              "apart, never read back to be stepped");
+    TRI_CHECK(!options.nvme_path.empty(), "parallel.offload_param = \"nvme\" needs parallel.nvme_path: a directory "
+                                          "on a fast local disk for the parameters' files");
+  }
   // Note [Compressed gradients' compositions]: a compressor replaces the averaging of whole
   // replicated gradients: data parallelism's buckets, and ZeRO-1's (averaged whole, then this
   // rank's shard taken). ZeRO-2/3 reduce-scatter every micro-batch into gradient shards, and
@@ -222,9 +232,16 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
             options.nvme_path, static_cast<int>(options.nvme_buffer_count), static_cast<int>(options.nvme_queue_depth),
             std::max<int64_t>(1, static_cast<int64_t>(options.nvme_buffer_mb * (1 << 20) / 4))};
       }
+      std::optional<zero::NvmeParamOptions> nvme_params;
+      if (options.offload_param == "nvme") {
+        TRI_CHECK(device.is_cpu(), "parallel.offload_param = \"nvme\" runs with train.device = cpu for now (the "
+                                   "parameter tier behind a GPU is a change of its own, not built yet); got ", device);
+        nvme_params = zero::NvmeParamOptions{options.nvme_path, static_cast<int>(options.nvme_prefetch_depth),
+                                             static_cast<int>(options.nvme_queue_depth)};
+      }
       zeros.push_back(std::make_unique<ZeroOptimizer>(g.params, *g.comm, static_cast<int>(options.zero_stage),
                                                       bucket_bytes, adamw, parts, compute, options.offload_optimizer,
-                                                      reducer_for(options, *g.comm), nvme));
+                                                      reducer_for(options, *g.comm), nvme, nvme_params));
       std::vector<bool> split;
       for (const auto& [name, p] : g.params) split.push_back(table.at(name).tp_split());
       zeros.back()->set_split(std::move(split));

@@ -7,6 +7,8 @@
 #include "core/factory.h"
 #include "core/profiler.h"
 #include "core/views.h"
+#include "offload/nvme_file.h"
+#include "parallel/zero/parameters.h"
 
 namespace trident::parallel {
 
@@ -124,14 +126,20 @@ Tensor ZeroUpdate::run_from(size_t g, size_t part, const nn::PartForward& forwar
   return groups_[g]->run(part, [&](const Tensor& y) { return run_from(g + 1, part, forward, y); }, x);
 }
 
+// Both tiers' traffic together (the optimizer state's and ZeRO-3's parameters'): what this
+// rank asked of its disk.
 std::optional<UpdateStrategy::TierTraffic> ZeroUpdate::tier_traffic() const {
   std::optional<TierTraffic> out;
-  for (const auto& z : groups_) {
-    if (z->state().resident()) continue;
+  const auto add = [&out](int64_t read, int64_t written, double wait_s) {
     if (!out) out = TierTraffic{};
-    out->read_bytes += z->state().bytes_read();
-    out->written_bytes += z->state().bytes_written();
-    out->wait_s += z->state().wait_seconds();
+    out->read_bytes += read;
+    out->written_bytes += written;
+    out->wait_s += wait_s;
+  };
+  for (const auto& z : groups_) {
+    if (!z->state().resident()) add(z->state().bytes_read(), z->state().bytes_written(), z->state().wait_seconds());
+    if (const offload::NvmeFile* f = z->parameters().tier_file())
+      add(f->bytes_read(), f->bytes_written(), f->wait_seconds());
   }
   return out;
 }

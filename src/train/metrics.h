@@ -35,8 +35,9 @@ struct StepMetrics {
   // ... and the bytes it sent to other ranks for them (Note [Link classes]): a ring all-reduce
   // of P floats sends 2 (p - 1) / p * 4P, a compressed exchange what its algorithm sends.
   std::optional<int64_t> comm_sent_bytes;
-  // parallel.offload_optimizer_device = "nvme": this rank's bytes read from and written to the
-  // optimizer's tier during the step, and the seconds it waited for them.
+  // parallel.offload_optimizer_device or offload_param = "nvme": this rank's bytes read from and
+  // written to its NVMe tiers (the optimizer state's and ZeRO-3's parameters', together) during
+  // the step, and the seconds it waited for them.
   struct NvmeTraffic {
     int64_t read_bytes = 0, written_bytes = 0;
     double wait_s = 0.0;

@@ -211,11 +211,13 @@ void RunMonitor::on_step(const StepMetrics& m) {
   }
   if (m.nvme) {
     if (s.nvme_read == nullptr) {
-      const char* help = "bytes this rank moved between the optimizer's NVMe tier and memory in the last step";
+      const char* help =
+          "bytes this rank moved between its NVMe tiers (optimizer state, ZeRO-3's parameters) and memory in the "
+          "last step";
       s.nvme_read = &registry_.gauge("trident_nvme_bytes", help, {{"direction", "read"}});
       s.nvme_written = &registry_.gauge("trident_nvme_bytes", help, {{"direction", "write"}});
       s.nvme_wait = &registry_.gauge("trident_nvme_wait_seconds",
-                                     "seconds of the last step this rank waited for the optimizer's NVMe tier");
+                                     "seconds of the last step this rank waited for its NVMe tiers");
     }
     s.nvme_read->set(static_cast<double>(m.nvme->read_bytes));
     s.nvme_written->set(static_cast<double>(m.nvme->written_bytes));
