@@ -33,38 +33,19 @@
 #include "core/allocator.h"
 #include "monitor/prometheus_text.h"
 #include "support/error_of.h"
-#include "support/mpi_training_test.h"
+#include "support/nvme_tier_test.h"
 
 namespace trident::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-class NvmeOffloadTest : public testing::MpiTrainingTest {
+class NvmeOffloadTest : public testing::NvmeTierTest {
  protected:
   TrainConfig config(const std::string& arch, const std::string& out) const {
-    TrainConfig cfg = testing::tiny_run_config(dir);
-    cfg.model.arch = arch;
-    if (arch == "llama") cfg.model.family_values = {{"n_kv_heads", int64_t{1}}, {"intermediate_size", int64_t{48}}};
-    cfg.train.eval_interval = 0;
-    cfg.train.out_dir = (dir / out).string();
+    TrainConfig cfg = tier_run_config(arch, out);
     cfg.parallel.bucket_mb = 0.004;  // about 1000 elements a bucket: dozens of regions
     return cfg;
-  }
-  // The tier's directory, one per rank's process (as a node-local disk would be).
-  fs::path tier_dir() const {
-    const fs::path p = dir / ("nvme_rank" + std::to_string(world->rank()));
-    fs::create_directories(p);
-    return p;
-  }
-  // /proc/self/fd/N of this process's open (and already unlinked) tier file under tier_dir().
-  fs::path open_tier_file() const {
-    for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
-      std::error_code ec;
-      const std::string target = fs::read_symlink(e.path(), ec).string();
-      if (!ec && target.rfind(tier_dir().string(), 0) == 0) return e.path();
-    }
-    return {};
   }
   // metrics.jsonl's "nvme" of every step: the whole tier written once a step, the same bytes
   // every step, and read as much (the units of 700 elements outnumber the staging buffers, so
@@ -177,27 +158,13 @@ TEST_F(NvmeOffloadTest, ExpertParallelGroupsEachKeepTheirStateOnTheTier) {
 }
 
 TEST_F(NvmeOffloadTest, CheckpointsMoveBetweenTheTierAndMemory) {
-  TrainConfig cfg = config("llama", "whole");
+  TrainConfig cfg = config("llama", "checkpoints");
   cfg.parallel.zero_stage = 2;
-  cfg.train.steps = 12;
-  const Run whole = train(cfg, world);
-  ASSERT_EQ(whole.losses.size(), 12u);
-  const std::vector<double> tail(whole.losses.begin() + 6, whole.losses.end());
-  for (const bool first_on_nvme : {true, false}) {
-    TrainConfig run = config("llama", first_on_nvme ? "nvme_then_plain" : "plain_then_nvme");
-    run.parallel.zero_stage = 2;
-    run.train.steps = 12;
-    run.train.checkpoint_interval = 6;
-    TrainConfig first = run, second = run;
-    (first_on_nvme ? first : second).parallel.offload_optimizer = true;
-    (first_on_nvme ? first : second).parallel.offload_optimizer_device = "nvme";
-    (first_on_nvme ? first : second).parallel.nvme_path = tier_dir().string();
-    ASSERT_EQ(train(first, world, 6).losses.size(), 6u);
-    second.train.resume = true;
-    const Run rest = train(second, world);
-    EXPECT_EQ(rest.losses, tail) << (first_on_nvme ? "saved on the tier, resumed in memory"
-                                                   : "saved in memory, resumed on the tier");
-  }
+  expect_checkpoints_move_between_tier_and_memory(cfg, [this](TrainConfig& c) {
+    c.parallel.offload_optimizer = true;
+    c.parallel.offload_optimizer_device = "nvme";
+    c.parallel.nvme_path = tier_dir().string();
+  });
 }
 
 // A checkpoint of a tier run reads the state from the disk as it writes each piece (Note
@@ -257,18 +224,9 @@ TEST_F(NvmeOffloadTest, AByteChangedInTheTierEndsTheRunNamingTheFileAndTheCheckp
       // step reads it from the disk.
       const fs::path file = open_tier_file();
       ASSERT_FALSE(file.empty()) << "no open file of the tier under " << tier_dir();
-      std::FILE* f = std::fopen(file.c_str(), "r+b");
-      ASSERT_NE(f, nullptr);
-      std::fseek(f, 100, SEEK_SET);
-      const int c = std::fgetc(f);
-      std::fseek(f, 100, SEEK_SET);
-      std::fputc(c ^ 0xff, f);
-      std::fclose(f);
+      flip_byte(file, 100);
     };
-    message = testing::error_of([&] {
-      const Status s = t.value()->run();
-      if (!s.is_ok()) throw std::runtime_error(s.to_string());
-    });
+    message = run_error(*t.value());
   }
   EXPECT_EQ(steps, 5) << "the run went on after the tier's bytes changed";
   EXPECT_NE(message.find("the NVMe tier's file '" + tier_dir().string()), std::string::npos) << message;
