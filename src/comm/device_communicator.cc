@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/copy.h"
-#include "core/device_ops.h"
 #include "core/factory.h"
 #include "core/views.h"
 
@@ -22,12 +21,7 @@ Tensor flat(const Tensor& t) { return views::view(t, {t.numel()}); }
 // The result's bytes into the caller's tensor as the engine itself would write them: raw, so
 // the tensor's version does not change (MPI and NCCL write without bumping it, and ZeRO-3
 // re-gathers parameters that autograd saved; PyTorch FSDP preserves the counter the same way).
-void write_result(const Tensor& dst, const Tensor& src) {
-  const Device device = dst.device().is_cpu() ? src.device() : dst.device();
-  const DeviceOps* ops = device_ops(device.type);
-  TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr, "communication: device ", device, " is not available in this build");
-  ops->copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
-}
+void write_result(const Tensor& dst, const Tensor& src) { core::copy_bytes_(dst, src); }
 
 // The engine's operation, then the stand-ins' results copied to the caller's tensors.
 class StagedWork final : public Work {

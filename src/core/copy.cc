@@ -117,24 +117,36 @@ void device_copy(const Tensor& dst, const Tensor& src) {
   dst.bump_version();
 }
 
+// The backend of a byte copy between the host and a device, of tensors of one shape and dtype,
+// both contiguous (checked; the messages name `op`).
+const DeviceOps& host_device_ops(const Tensor& dst, const Tensor& src, const char* op) {
+  TRI_CHECK(dst.device().is_cpu() != src.device().is_cpu(), op, ": one tensor must be on the host and one on a ",
+            "device, got ", src.device(), " -> ", dst.device());
+  TRI_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous(),
+            op, ": tensors of one shape and dtype, both contiguous, got ", src.str(), " -> ", dst.str());
+  const Device device = dst.device().is_cpu() ? src.device() : dst.device();
+  const DeviceOps* ops = device_ops(device.type);
+  TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr, op, ": device ", device, " is not available in this build");
+  return *ops;
+}
+
 }  // namespace
 
 void copy_async_(const Tensor& dst, const Tensor& src) {
-  TRI_CHECK(dst.device().is_cpu() != src.device().is_cpu(), "copy_async_: one tensor must be on the host and one on a ",
-            "device, got ", src.device(), " -> ", dst.device());
-  TRI_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous(),
-            "copy_async_: tensors of one shape and dtype, both contiguous, got ", src.str(), " -> ", dst.str());
-  const Device device = dst.device().is_cpu() ? src.device() : dst.device();
-  const DeviceOps* ops = device_ops(device.type);
-  TRI_CHECK_NOT_IMPLEMENTED(ops != nullptr, "copy_async_: device ", device, " is not available in this build");
+  const DeviceOps& ops = host_device_ops(dst, src, "copy_async_");
   if (dst.numel() > 0) {
-    if (ops->copy_async != nullptr) {
-      ops->copy_async(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
+    if (ops.copy_async != nullptr) {
+      ops.copy_async(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
     } else {
-      ops->copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
+      ops.copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
     }
   }
   dst.bump_version();
+}
+
+void copy_bytes_(const Tensor& dst, const Tensor& src) {
+  const DeviceOps& ops = host_device_ops(dst, src, "copy_bytes_");
+  if (dst.numel() > 0) ops.copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
 }
 
 void wait_async_copies(Device device) {

@@ -26,5 +26,10 @@ Tensor pin_memory(const Tensor& t);
 // once wait_async_copies(device) returns; both tensors must stay alive and untouched until then.
 void copy_async_(const Tensor& dst, const Tensor& src);
 void wait_async_copies(Device device);
+// Copies src's bytes into dst, one on a device and the other on the host, both contiguous, of
+// one shape and dtype, and returns when done, leaving dst's version as it was: as a
+// communicator writes its results (ZeRO-3 refills, for the backward, a gathered buffer whose
+// parameter views autograd saved in the forward; PyTorch FSDP keeps the counter the same way).
+void copy_bytes_(const Tensor& dst, const Tensor& src);
 
 }  // namespace trident::core
