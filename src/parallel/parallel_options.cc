@@ -50,9 +50,9 @@ const OptionTable<ParallelOptions>& ParallelOptions::table() {
                "zero_stage 1-3)",
                {"cpu", "nvme"})
           .add("offload_param", &ParallelOptions::offload_param,
-               "where ZeRO-3 keeps this rank's parameter shard: none (host memory) or nvme (a file under nvme_path, "
-               "each part's shard read ahead of its all-gathers and written back as it is stepped: ZeRO-Infinity; "
-               "needs zero_stage 3, offload_optimizer and train.device = cpu)",
+               "where ZeRO-3 keeps this rank's parameter shard: none (memory, on train.device) or nvme (a file "
+               "under nvme_path, each part's shard read ahead of its all-gathers into host memory and written back "
+               "as it is stepped: ZeRO-Infinity; needs zero_stage 3 and offload_optimizer)",
                {"none", "nvme"})
           .add("nvme_path", &ParallelOptions::nvme_path,
                "offload_optimizer_device = nvme or offload_param = nvme: the directory (on a fast local disk) for "

@@ -234,8 +234,6 @@ StatusOr<Parallelized> parallelize(models::CausalLM& model, std::shared_ptr<comm
       }
       std::optional<zero::NvmeParamOptions> nvme_params;
       if (options.offload_param == "nvme") {
-        TRI_CHECK(device.is_cpu(), "parallel.offload_param = \"nvme\" runs with train.device = cpu for now (the "
-                                   "parameter tier behind a GPU is a change of its own, not built yet); got ", device);
         nvme_params = zero::NvmeParamOptions{options.nvme_path, static_cast<int>(options.nvme_prefetch_depth),
                                              static_cast<int>(options.nvme_queue_depth)};
       }

@@ -62,9 +62,9 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
   if (reducer) zero::FlatGradients::prepare(*reducer, layout_);
   TRI_CHECK(!nvme || offload_, "ZeRO: the NVMe tier holds offloaded optimizer state (offload must be on)");
   // The parameter tier's values are written only from the masters, apart under offload.
-  TRI_CHECK(!nvme_params || (stage == 3 && offload_ && layout_.device().is_cpu()),
-            "ZeRO: the parameter tier holds ZeRO-3's shard of a host model with offloaded masters (stage ", stage,
-            ", offload ", offload_ ? "on" : "off", ", parameters on ", layout_.device(), ")");
+  TRI_CHECK(!nvme_params || (stage == 3 && offload_),
+            "ZeRO: the parameter tier holds ZeRO-3's shard with offloaded masters (stage ", stage, ", offload ",
+            offload_ ? "on" : "off", ")");
   state_ = nvme ? zero::nvme_state(layout_, has_masters(), *nvme)
                 : zero::memory_state(layout_, offload_ ? Device::cpu() : layout_.device(), has_masters());
   const auto take = [this](const Bucket& b, const Tensor& into) { take_values(b, into); };
@@ -81,7 +81,7 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::C
       }};
   if (stage == 1) grads_ = std::make_unique<zero::FlatGradients>(layout_, comm_, std::move(hooks), std::move(reducer));
   else grads_ = std::make_unique<zero::StagedGradients>(layout_, comm_, std::move(hooks));
-  adamw_ = std::make_unique<zero::ShardedAdamW>(layout_, options, compute_, offload_, *state_);
+  adamw_ = std::make_unique<zero::ShardedAdamW>(layout_, options, compute_, offload_, *state_, nvme_params.has_value());
   std::weak_ptr<bool> alive = alive_;
   for (size_t k = 0; k < layout_.num_params(); ++k)
     autograd::register_grad_ready_hook(layout_.param(k), [this, k, alive](const Tensor&) {

@@ -78,11 +78,12 @@ class ZeroOptimizer : public nn::PartHooks {
   // updated shard goes back to the parameters' device while the host steps the next.
   // `reducer` (stage 1, parallel.grad_compression): averages each whole bucket instead of the
   // reduce-scatter, and this rank keeps its shard of the mean (Note [Compressed gradients'
-  // compositions] in parallelize.cc). `nvme` (ZeRO-Infinity's optimizer tier, with `offload`
-  // of a host model): the masters, m and v live in a file under nvme->dir instead
-  // (zero/state_store.h). `nvme_params` (ZeRO-Infinity's parameter tier, stage 3 with `offload`
-  // of a host model): this rank's parameter shard lives in a file under nvme_params->dir
-  // (zero/parameter_store.h).
+  // compositions] in parallelize.cc). `nvme` (ZeRO-Infinity's optimizer tier, with `offload`):
+  // the masters, m and v live in a file under nvme->dir instead (zero/state_store.h).
+  // `nvme_params` (ZeRO-Infinity's parameter tier, stage 3 with `offload`): this rank's
+  // parameter shard lives in a file under nvme_params->dir (zero/parameter_store.h); with the
+  // model on a device too, behind host staging buffers (Note [The parameter tier behind a
+  // device] in zero/sharded_parameters.h).
   ZeroOptimizer(const std::vector<nn::NamedTensor>& params, comm::Communicator& comm, int stage,
                 int64_t bucket_bytes, const optim::AdamWOptions& options,
                 const std::vector<std::vector<size_t>>& parts = {}, DType compute = DType::kF32,

@@ -31,8 +31,6 @@ class NvmeParameters final : public ParameterStore {
  public:
   NvmeParameters(const ZeroLayout& layout, DType compute, const NvmeParamOptions& options)
       : layout_(layout), compute_(compute), depth_(options.prefetch_depth) {
-    TRI_CHECK(layout.device().is_cpu(),
-              "parallel.offload_param = \"nvme\" keeps the parameters on the host; they are on ", layout.device());
     TRI_CHECK(options.prefetch_depth >= 0, "parallel.nvme_prefetch_depth = ", options.prefetch_depth, " (at least 0)");
     int64_t offset = 0;
     for (const Bucket& b : layout.buckets()) {

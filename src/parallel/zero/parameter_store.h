@@ -1,13 +1,16 @@
 // Where ZeRO-3 keeps this rank's parameter shard (compute dtype, a bucket per part of the
 // model; zero/sharded_parameters.h gathers them):
-//   in memory  one flat buffer of the concatenated shards (MemoryCategory::kParameter); every
-//              call returns a view of it
+//   in memory  one flat buffer of the concatenated shards (MemoryCategory::kParameter) on the
+//              parameters' device; every call returns a view of it
 //   on NVMe    ZeRO-Infinity's parameter tier (parallel.offload_param = "nvme", DeepSpeed's
 //              offload_param): a scratch file per rank under parallel.nvme_path with one
 //              aligned region per bucket, and staging buffers in host memory (kParameter, the
-//              only parameter shard memory there is) that hold a part's shard while it is
-//              all-gathered, read ahead, or written back (Note [The parameter tier's
-//              pipeline])
+//              only parameter shard memory there is, with the model on the host or on a
+//              device) that hold a part's shard while it is all-gathered (or, behind a
+//              device, copied to the device to be: Note [The parameter tier behind a device]
+//              in sharded_parameters.h), read ahead, or written back (Note [The parameter
+//              tier's pipeline]). Behind a device: tested on the emulated device, not
+//              measured on a GPU.
 // A shard is read to be all-gathered (acquire/release) and written whole with new values: the
 // initial ones, a checkpoint's, or a step's rounded masters (to_write/written). The tier's
 // values are never produced by anything but those writes: the fp32 masters live apart (the
@@ -55,11 +58,12 @@ class ParameterStore {
  public:
   virtual ~ParameterStore() = default;
   // Bucket u's shard to all-gather from, valid until release(u); the tier reads it (or finds it
-  // read ahead) and throws naming the file and offset when the bytes are not what it wrote.
+  // read ahead) into host memory, wherever the parameters are, and throws naming the file and
+  // offset when the bytes are not what it wrote.
   virtual Tensor acquire(size_t u) = 0;
   virtual void release(size_t u) {}
-  // Bucket u's shard to write new values into, every element (the tier's starts as zeros); the
-  // same buffer until written(u), which puts it back.
+  // Bucket u's shard to write new values into, every element (the tier's starts as zeros, in
+  // host memory); the same buffer until written(u), which puts it back.
   virtual Tensor to_write(size_t u) = 0;
   virtual void written(size_t u) {}
   // A forward pass begins (`training`: its backward follows and its order becomes the plan).
@@ -72,7 +76,7 @@ class ParameterStore {
 
 // In memory: the concatenated shards, zeros of `compute` (allocated now, kParameter).
 std::unique_ptr<ParameterStore> memory_parameters(const ZeroLayout& layout, DType compute);
-// On NVMe; the layout's parameters must be on the host.
+// On NVMe, its buffers in host memory whatever the layout's device.
 std::unique_ptr<ParameterStore> nvme_parameters(const ZeroLayout& layout, DType compute,
                                                 const NvmeParamOptions& options);
 

@@ -11,13 +11,17 @@
 namespace trident::parallel::zero {
 
 ShardedAdamW::ShardedAdamW(const ZeroLayout& layout, const optim::AdamWOptions& options, DType compute, bool offload,
-                           StateStore& state)
-    : layout_(layout), options_(options), masters_apart_(compute != DType::kF32 || offload), state_(state) {
+                           StateStore& state, bool params_on_host)
+    : layout_(layout),
+      options_(options),
+      masters_apart_(compute != DType::kF32 || offload),
+      params_on_host_(params_on_host),
+      state_(state) {
   state_.allocate_moments();
   if (offload && !layout.device().is_cpu()) {
     host_grads_ = shard_state_buffer(layout, Device::cpu(), MemoryCategory::kGradient);
     MemoryCategoryGuard guard(MemoryCategory::kOptimizerState);
-    if (compute != DType::kF32) host_params_ = empty_pinned({layout.shard_total()}, compute);
+    if (compute != DType::kF32 && !params_on_host) host_params_ = empty_pinned({layout.shard_total()}, compute);
   }
 }
 
@@ -108,7 +112,7 @@ void ShardedAdamW::masters_to_params(size_t u, const UnitState& state, const Sha
     if (hi <= lo) continue;
     const Tensor masters = flat_slice(*state.masters, lo - unit.begin, hi - lo);
     const Tensor params = flat_slice(shards.params(b), lo - b0, hi - lo);
-    if (!host_grads_) {
+    if (!host_grads_ || params_on_host_) {
       core::copy_(params, masters);  // rounded to the compute dtype
       if (shards.params_written && hi == b0 + layout_.shard_len(b)) shards.params_written(b);
       continue;

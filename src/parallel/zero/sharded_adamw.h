@@ -8,7 +8,9 @@
 // shard leaves for the host as soon as its reduce-scatter is folded in (to_host, overlapping
 // the rest of the backward); the host steps bucket by bucket, and each bucket's updated shard
 // goes back to the parameters' device (rounded on the host first under mixed precision: 2P/N
-// pinned bytes) while the host steps the next.
+// pinned bytes) while the host steps the next. Unless the parameters' shard is itself in host
+// memory (ZeRO-3's NVMe tier behind a device, sharded_parameters.h): then the host rounds the
+// masters straight into it, as for a host model, and nothing goes back to the device.
 //
 // Where m, v and the masters are kept (memory, or ZeRO-Infinity's NVMe tier) is the state
 // store's (state_store.h): a store that is not resident is stepped unit by unit, the next units
@@ -40,10 +42,11 @@ class ShardedAdamW {
     std::function<void(const Bucket&)> params_written;
   };
   // Has `state` allocate m and v (MemoryCategory::kOptimizerState), and allocates an offloaded
-  // device model's host buffers: the gradient shard (kGradient) and, under mixed precision, the
+  // device model's host buffers: the gradient shard (kGradient) and, under mixed precision and
+  // unless `params_on_host` (Shards::params hands out host memory: ZeRO-3's NVMe tier), the
   // rounded parameters.
   ShardedAdamW(const ZeroLayout& layout, const optim::AdamWOptions& options, DType compute, bool offload,
-               StateStore& state);
+               StateStore& state, bool params_on_host = false);
   ~ShardedAdamW();
   ShardedAdamW(const ShardedAdamW&) = delete;
   ShardedAdamW& operator=(const ShardedAdamW&) = delete;
@@ -68,14 +71,16 @@ class ShardedAdamW {
   void update(double lr, int64_t step, const std::vector<size_t>& units, const std::vector<UnitState>& states,
               const Shards& shards) const;
   // Unit u's stepped masters (`state`) into the parameters' shards of the buckets it overlaps:
-  // rounded on the host and copied asynchronously to the device under ZeRO-Offload. A bucket
-  // whose shard ends in unit u is complete (units run in order along the shards): then
+  // rounded on the host and copied asynchronously to the device under ZeRO-Offload of a device
+  // model (unless params_on_host_). Where the shard is written in place, a bucket whose shard
+  // ends in unit u is complete (units run in order along the shards): then
   // shards.params_written.
   void masters_to_params(size_t u, const UnitState& state, const Shards& shards);
 
   const ZeroLayout& layout_;
   const optim::AdamWOptions options_;
   const bool masters_apart_;  // mixed precision or offload: the masters are not the parameters
+  const bool params_on_host_;  // the parameters' shard is handed out in host memory, model anywhere
   StateStore& state_;
   std::optional<Tensor> host_grads_;   // offload: the gradient shard, copied to the host to step
   std::optional<Tensor> host_params_;  // offload, mixed: the stepped masters rounded, on their way back

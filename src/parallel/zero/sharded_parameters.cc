@@ -58,7 +58,16 @@ void ShardedParameters::start_gather(size_t u) {
   part.gathered->impl().storage()->reset_data(device_allocator(layout_.device().type)
                                                   ->allocate(static_cast<size_t>(b.length) * element_size(compute_),
                                                              MemoryCategory::kGatheredParameter));
-  part.gather = comm_.all_gather_async(shard, *part.gathered);
+  if (shard.device() == layout_.device()) {
+    part.gather = comm_.all_gather_async(shard, *part.gathered);
+  } else {  // Note [The parameter tier behind a device]
+    const int64_t n = layout_.shard_len(b);
+    const Tensor mine = flat_slice(*part.gathered, layout_.rank() * n, n);
+    core::copy_bytes_(mine, shard);  // synchronous, and the saved parameter views' version kept
+    part.staged = false;
+    store_->release(u);
+    part.gather = comm_.all_gather_async(mine, *part.gathered);  // in place
+  }
   part.state = Part::State::kGathering;
 }
 

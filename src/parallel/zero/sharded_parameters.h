@@ -13,7 +13,23 @@
 //
 // Where the shard lives is the parameter store's (parameter_store.h): in memory, or on NVMe
 // (parallel.offload_param), read ahead of each gather and written back as each bucket is
-// stepped.
+// stepped, with the model on the host or on a device.
+//
+// Note [The parameter tier behind a device]
+// With the model on a device the tier's staging buffers stay in host memory (io_uring reads
+// into them and writes from them with O_DIRECT), and the device holds no shard at all (its
+// MemoryCategory::kParameter: nothing). To gather a part, its staged shard is copied straight
+// into this rank's block of the part's gathered buffer (kGatheredParameter, allocated for the
+// gather anyway) and the all-gather runs in place there (the communicators' in-place form). The
+// copy is core::copy_bytes_: synchronous, so the staging buffer goes back to the tier (for its
+// read-ahead) as soon as it returns, and on a GPU it is ordered before the all-gather on the
+// device's stream; and, as a communicator's write, it leaves the buffer's version alone (the
+// backward's gather refills the buffer whose views autograd saved in the forward). The other
+// way, the host's AdamW (ZeRO-Offload; the tier needs it) rounds the stepped masters into the
+// tier's buffer for the part, which is written to the disk: no device copy of the shard exists
+// between a step and the next gather, which reads the region back. Tested on the emulated
+// device (tests/parallel/nvme_param_test.cc); not measured on a GPU, where pinned staging
+// buffers and a copy that overlaps the previous part's compute are the obvious next steps.
 //
 // Not here: replicated parameters (replicated_parameters.h), the gradients' reduction
 // (staged_gradients.h).
@@ -31,9 +47,9 @@ namespace trident::parallel::zero {
 
 class ShardedParameters final : public ParameterHolder {
  public:
-  // Allocates the parameter shard (MemoryCategory::kParameter; on NVMe when `nvme`) and, one
-  // part at a time, the part's full buffer (kGatheredParameter) to take its values, keep this
-  // rank's shard and free it.
+  // Allocates the parameter shard (MemoryCategory::kParameter, on the layout's device; on NVMe
+  // behind host staging buffers when `nvme`) and, one part at a time, the part's full buffer
+  // (kGatheredParameter) to take its values, keep this rank's shard and free it.
   ShardedParameters(const ZeroLayout& layout, comm::Communicator& comm, DType compute, const TakeValues& take_values,
                     const std::optional<NvmeParamOptions>& nvme = std::nullopt);
   ~ShardedParameters() override;
@@ -63,7 +79,8 @@ class ShardedParameters final : public ParameterHolder {
     std::optional<Tensor> gathered;
     std::unique_ptr<comm::Work> gather;
     enum class State { kReleased, kGathering, kGathered } state = State::kReleased;
-    bool staged = false;  // the store's shard is acquired for the gather
+    bool staged = false;  // the store's shard is acquired for the gather (until it is done,
+                          // unless copied to the device first)
   };
   // Starts gathering part u's parameters (if released); gathers and waits; frees them.
   void start_gather(size_t u);
