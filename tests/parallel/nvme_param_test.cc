@@ -13,6 +13,10 @@
 //     forward and its backward gathers (but the last block's, still staged across the seam),
 //     every region written once;
 //   - a byte changed in the parameters' file mid-run ends the run naming the file and offset;
+//   - on the emulated device, the tier behind host memory (with the optimizer's state on its
+//     tier too, or in memory) gives the device's in-memory ZeRO-3 + offload losses bit for bit,
+//     the device holds no parameter shard and no optimizer state, and a checkpoint resumes to
+//     the same losses;
 //   - the keys are checked, with messages naming them.
 #include <gtest/gtest.h>
 
@@ -20,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -77,6 +82,50 @@ class NvmeParamTest : public testing::NvmeTierTest {
   std::vector<int64_t> regions(const TrainConfig& cfg) const {
     std::vector<int64_t> out = shard_bytes(cfg);
     for (int64_t& r : out) r = offload::nvme_aligned(r);
+    return out;
+  }
+  // The most the tier's `buffers` staging buffers may hold: each the largest part's region and
+  // the alignment's slack.
+  int64_t staging_bound(const TrainConfig& cfg, int64_t buffers) const {
+    const std::vector<int64_t> region = regions(cfg);
+    return buffers * (*std::max_element(region.begin(), region.end()) + offload::kNvmeAlignment);
+  }
+  // A category's bytes beyond those an allocator held before the run: at the run's end (the
+  // trainer still alive) and at the peak over its steps (the peaks are reset once the trainer
+  // is made: the model's values before ZeRO takes them are not the steps').
+  struct Held {
+    int64_t end = 0, peak = 0;
+  };
+  struct MeasuredRun {
+    Run run;
+    Held host_params;                  // kParameter of the host allocator
+    Held device_params, device_state;  // kParameter and kOptimizerState of the device's
+  };
+  MeasuredRun measured_run(const TrainConfig& cfg, std::optional<Device> device = std::nullopt) const {
+    Allocator* on_device = device ? device_allocator(device->type) : nullptr;
+    const MemoryStats host_before = host_allocator().stats();
+    const MemoryStats device_before = on_device ? on_device->stats() : MemoryStats{};
+    MeasuredRun out;
+    auto t = Trainer::create(cfg, world, device);
+    EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+    if (!t.is_ok()) return out;
+    t.value()->show_progress = false;
+    t.value()->on_step = [&](const StepMetrics& m) { out.run.losses.push_back(m.loss); };
+    host_allocator().reset_peak_stats();
+    if (on_device) on_device->reset_peak_stats();
+    const Status s = t.value()->run();
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    const auto held = [](const MemoryStats& before, const MemoryStats& after, MemoryCategory c) {
+      return Held{after.category(c).current - before.category(c).current,
+                  after.category(c).peak - before.category(c).current};
+    };
+    const MemoryStats host_after = host_allocator().stats();
+    out.host_params = held(host_before, host_after, MemoryCategory::kParameter);
+    if (on_device) {
+      const MemoryStats device_after = on_device->stats();
+      out.device_params = held(device_before, device_after, MemoryCategory::kParameter);
+      out.device_state = held(device_before, device_after, MemoryCategory::kOptimizerState);
+    }
     return out;
   }
 };
@@ -138,24 +187,12 @@ TEST_F(NvmeParamTest, TheShardIsNotResident) {
     cfg.model.n_layer = 16;
     cfg.train.steps = 3;
     cfg.parallel.nvme_prefetch_depth = 1;
-    const std::vector<int64_t> region = regions(cfg), part_shards = shard_bytes(cfg);
+    const std::vector<int64_t> part_shards = shard_bytes(cfg);
     const int64_t shard = std::accumulate(part_shards.begin(), part_shards.end(), int64_t{0});
-    // kParameter held beyond what was held before, at the end of the run and at its peak over
-    // the steps (the model's f32 values before ZeRO takes them are not the steps').
-    const auto measure = [&](const TrainConfig& c) {
-      const int64_t before = host_allocator().stats().category(MemoryCategory::kParameter).current;
-      auto t = Trainer::create(c, world);
-      EXPECT_TRUE(t.is_ok()) << t.status().to_string();
-      t.value()->show_progress = false;
-      host_allocator().reset_peak_stats();
-      EXPECT_TRUE(t.value()->run().is_ok());
-      const MemoryStats::Counter after = host_allocator().stats().category(MemoryCategory::kParameter);
-      return std::pair<int64_t, int64_t>{after.current - before, after.peak - before};
-    };
-    const auto [plain_held, plain_peak] = measure(cfg);
+    const auto [plain_held, plain_peak] = measured_run(cfg).host_params;
     params_on_nvme(cfg);
-    const auto [tier_held, tier_peak] = measure(cfg);
-    const int64_t staging = 2 * (*std::max_element(region.begin(), region.end()) + offload::kNvmeAlignment);
+    const auto [tier_held, tier_peak] = measured_run(cfg).host_params;
+    const int64_t staging = staging_bound(cfg, 2);
     if (world->rank() == 0)
       std::printf("%s, %d ranks: shard %lld B; kParameter held %lld B in memory, peak %lld B on the tier "
                   "(staging bound %lld B)\n",
@@ -231,6 +268,53 @@ TEST_F(NvmeParamTest, AByteChangedInTheParametersFileEndsTheRunNamingTheFileAndO
       << message;
   EXPECT_NE(message.find("at offset 0 are not what was written there"), std::string::npos) << message;
   EXPECT_TRUE(fs::is_empty(tier_dir()));
+}
+
+// On a device (the tests' emulated accelerator, whose kernels are the host's), the tier sits
+// behind host memory (Note [The parameter tier behind a device]): each part's staged shard is
+// copied into its block of the gathered buffer on the device and gathered in place, and the
+// host's AdamW rounds the stepped masters into the tier's staging buffers, written to the disk.
+// Against the device's ZeRO-3 with the optimizer's state in host memory (ZeRO-Offload), 8 steps'
+// losses are equal bit for bit with the parameters on their tier (the optimizer's state in
+// memory, fp32; on its own tier, bf16), the device allocates no parameter shard (kParameter:
+// nothing, where the control holds the shard) and no optimizer state, the host's parameters'
+// memory is the staging buffers, and the run's checkpoint at step 4 resumes to the same losses.
+TEST_F(NvmeParamTest, OnADeviceTheTierSitsBehindHostMemory) {
+  const Device device = testing::emulated_device();
+  for (const std::string arch : {"gpt2", "llama"})
+    for (const std::string dtype : {"fp32", "bf16"}) {
+      SCOPED_TRACE(arch + " " + dtype + ", " + std::to_string(world->size()) + " ranks");
+      TrainConfig cfg = config(arch, "device_" + arch + dtype);
+      cfg.precision.dtype = dtype;
+      cfg.train.steps = 8;
+      const std::vector<int64_t> part_shards = shard_bytes(cfg);
+      const int64_t shard = std::accumulate(part_shards.begin(), part_shards.end(), int64_t{0});
+      const MeasuredRun memory = measured_run(cfg, device);
+      ASSERT_EQ(memory.run.losses.size(), 8u);
+      EXPECT_GE(memory.device_params.end, shard) << "the control holds the shard on the device";
+      params_on_nvme(cfg);
+      if (dtype == "bf16") optimizer_on_nvme(cfg);
+      cfg.train.checkpoint_interval = 4;
+      const MeasuredRun tier = measured_run(cfg, device);
+      EXPECT_EQ(tier.run.losses, memory.run.losses);
+      EXPECT_EQ(tier.device_params.peak, 0) << "parameter shard memory on the device";
+      EXPECT_EQ(tier.device_state.peak, 0) << "optimizer state on the device";
+      EXPECT_GT(tier.host_params.peak, 0) << "the staging buffers are counted as parameters";
+      EXPECT_LE(tier.host_params.peak, staging_bound(cfg, cfg.parallel.nvme_prefetch_depth + 1));
+      if (world->rank() == 0)
+        std::printf("%s %s, %d ranks: shard %lld B; kParameter on the device %lld B in memory, peak %lld B on the "
+                    "tier; on the host peak %lld B on the tier\n",
+                    arch.c_str(), dtype.c_str(), world->size(), static_cast<long long>(shard),
+                    static_cast<long long>(memory.device_params.end), static_cast<long long>(tier.device_params.peak),
+                    static_cast<long long>(tier.host_params.peak));
+      cfg.train.resume = true;  // from step 4, on the tiers again
+      if (world->rank() == 0) fs::remove_all(fs::path(cfg.train.out_dir) / "step_000008");
+      world->barrier();
+      EXPECT_EQ(train(cfg, world, -1, device).losses,
+                std::vector<double>(memory.run.losses.begin() + 4, memory.run.losses.end()))
+          << "resumed from step 4";
+      EXPECT_TRUE(fs::is_empty(tier_dir())) << "the tiers' files are scratch, out of the directory once open";
+    }
 }
 
 TEST_F(NvmeParamTest, TheKeysAreChecked) {
