@@ -9,9 +9,9 @@
 #include "kernels/cpu/gemm_engine.h"
 #include "kernels/cpu/matmul.h"
 #include "models/causal_lm.h"
-#include "parallel/buckets.h"
 #include "planner/block_activations.h"
 #include "planner/placements.h"
+#include "planner/zero_buckets.h"
 #include "models/registry.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
@@ -357,47 +357,13 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const int64_t P = sum(s.numels);
     const int64_t p_max = s.numels.empty() ? 0 : *std::max_element(s.numels.begin(), s.numels.end());
     const int64_t tied_copy = (l.pp > 1 && tied && s.last) ? head_rows * C : 0;
-    // ZeRO's flat buffers, one per reduction group (parallel/parallelize.cc: one ZeroOptimizer
-    // each): the dense parameters over dp x ep, the experts expert parallelism places over dp
-    // (Note [Placements]); without expert parallelism one group over dp. Each group's buckets
-    // (ZeRO-3: the model's parts, the root first) are padded to a multiple of its ranks; each
-    // bucket's parameters (indices into s.numels) and its group.
-    std::vector<std::pair<std::vector<size_t>, int64_t>> reductions(1, {{}, l.data_parallel()});
-    for (size_t k = 0; k < s.numels.size(); ++k) {
-      if (s.expert[k] && reductions.size() == 1) reductions.push_back({{}, l.dp});
-      reductions[s.expert[k] ? 1 : 0].first.push_back(k);
-    }
-    std::vector<std::vector<size_t>> groups;
-    std::vector<size_t> owner;
-    for (size_t g = 0; g < reductions.size(); ++g) {
-      const std::vector<size_t>& members = reductions[g].first;
-      std::vector<std::vector<size_t>> buckets;
-      if (l.zero_stage == 3) {
-        buckets.assign(static_cast<size_t>(run.model.n_layer) + 1, {});
-        for (size_t k : members) buckets[s.where[k] >= 0 ? static_cast<size_t>(s.where[k]) + 1 : 0].push_back(k);
-      } else {
-        std::vector<int64_t> numels;
-        for (size_t k : members) numels.push_back(s.numels[k]);
-        for (const std::vector<size_t>& b : parallel::group_in_buckets(numels, std::max<int64_t>(1, run.bucket_bytes / 4))) {
-          buckets.emplace_back();
-          for (size_t j : b) buckets.back().push_back(members[j]);
-        }
-      }
-      for (auto& b : buckets) {
-        groups.push_back(std::move(b));
-        owner.push_back(g);
-      }
-    }
-    std::vector<int64_t> bucket_sizes;
-    int64_t flat = 0, shard = 0;  // every group's flat buffer, and this rank's shards of them
-    for (size_t j = 0; j < groups.size(); ++j) {
-      int64_t n = 0;
-      for (size_t k : groups[j]) n += s.numels[k];
-      const int64_t ranks = reductions[owner[j]].second;
-      bucket_sizes.push_back(ceil_div(n, ranks) * ranks);
-      flat += bucket_sizes.back();
-      shard += bucket_sizes.back() / ranks;
-    }
+    // ZeRO's flat buffers, one per reduction group, each bucket padded to its group's ranks
+    // (planner/zero_buckets.h).
+    const ZeroBuckets z = zero_buckets(s.numels, s.where, s.expert, l, run.model.n_layer, run.bucket_bytes);
+    const std::vector<std::vector<size_t>>& groups = z.members;
+    const std::vector<size_t>& owner = z.owner;
+    const std::vector<int64_t>& bucket_sizes = z.padded;
+    const int64_t flat = z.flat, shard = z.shard;  // every group's flat buffer, and this rank's shards of them
 
     // Parameters: the trained ones as the layout places them, the frozen ones whole on every
     // data-parallel rank (in the compute dtype or NF4).
@@ -527,7 +493,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // group's optimizer gathers its own (the parts' hooks are chained).
     if (l.zero_stage == 3) {
       int64_t gathered = 0;
-      for (size_t g = 0; g < reductions.size(); ++g) {
+      for (size_t g = 0; g < z.groups(); ++g) {
         std::vector<int64_t> sizes;
         for (size_t j = 0; j < groups.size(); ++j)
           if (owner[j] == g) sizes.push_back(bucket_sizes[j]);
