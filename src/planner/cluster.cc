@@ -16,7 +16,13 @@ const OptionTable<ClusterShape>& ClusterShape::table() {
                             .add("host_memory_gib", &ClusterShape::host_memory_gib,
                                  "each node's host memory (GiB), where ZeRO-Offload keeps the optimizer's state "
                                  "beside GPUs (0: not checked)",
-                                 Range::non_negative());
+                                 Range::non_negative())
+                            .add("disk_read_gbs", &ClusterShape::disk_read_gbs,
+                                 "each node's disk under parallel.nvme_path (the NVMe tier): sequential reads, GB/s, "
+                                 "all its ranks at once (calibrate with parallel.nvme_path measures it; 0: unknown)",
+                                 Range::non_negative())
+                            .add("disk_write_gbs", &ClusterShape::disk_write_gbs,
+                                 "the same disk's sequential writes, GB/s (0: unknown)", Range::non_negative());
   return t;
 }
 

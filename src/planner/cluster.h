@@ -5,7 +5,11 @@
 // or a value out of range is an error naming the file, the key and what is allowed
 // (config/config_tree.h).
 //
-//   [cluster]     name, nodes, devices_per_node, host_memory_gib (each node's, for ZeRO-Offload's state)
+//   [cluster]     name, nodes, devices_per_node, host_memory_gib (each node's, for ZeRO-Offload's state),
+//                 disk_read_gbs / disk_write_gbs (each node's disk under parallel.nvme_path, for the
+//                 NVMe tier: sequential rates of all its ranks at once, as calibrate measures them
+//                 through the tier's own file; 0, the default and the shipped files': unknown, and
+//                 a plan with the tier is then an error naming them, planner/nvme_tier.h)
 //   [device]      kind ("cpu" ranks of a host, or "gpu"); memory_gib; peak_tflops_fp32 / _bf16 / _fp16; gemm_efficiency (the
 //                 fraction of peak the model's large GEMMs reach); memory_bandwidth_gbs (the
 //                 memory-bound ops' rate); attention_efficiency (the attention kernel's
@@ -33,6 +37,8 @@ struct ClusterShape {
   int64_t nodes = 1;
   int64_t devices_per_node = 1;
   double host_memory_gib = 0.0;  // each node's host memory (0: not checked); ZeRO-Offload's state lives there
+  double disk_read_gbs = 0.0;    // each node's disk for the NVMe tier, all its ranks together (0: unknown)
+  double disk_write_gbs = 0.0;
   static const OptionTable<ClusterShape>& table();
 };
 

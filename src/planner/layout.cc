@@ -18,6 +18,7 @@ std::vector<std::string> Layout::overrides() const {
       "--parallel.pipeline_schedule=" + pipeline_schedule(),
       "--parallel.zero_stage=" + std::to_string(zero_stage),
       std::string("--parallel.offload_optimizer=") + (offload ? "true" : "false"),
+      std::string("--parallel.offload_optimizer_device=") + (nvme ? "nvme" : "cpu"),
       std::string("--parallel.sequence_parallel=") + (sequence_parallel ? "true" : "false"),
       "--model.activation_checkpointing=" + checkpointing,
       "--data.batch_size=" + std::to_string(micro_batch * data_parallel()),
@@ -36,6 +37,7 @@ parallel::ParallelOptions Layout::parallel_options(const parallel::ParallelOptio
   o.pipeline_layers = "";
   o.zero_stage = zero_stage;
   o.offload_optimizer = offload;
+  o.offload_optimizer_device = nvme ? "nvme" : "cpu";
   o.sequence_parallel = sequence_parallel;
   return o;
 }
@@ -53,7 +55,7 @@ std::string Layout::str() const {
   if (ep > 1) s << " ep" << ep;  // Note [The planner's ep axis]
   s << " tp" << tp << (sequence_parallel ? "+sp" : "") << " pp" << pp;
   if (virtual_stages > 1) s << "x" << virtual_stages;
-  s << " zero" << zero_stage << (offload ? "+offload" : "") << " ckpt=" << checkpointing << " b" << micro_batch
+  s << " zero" << zero_stage << (nvme ? "+nvme" : offload ? "+offload" : "") << " ckpt=" << checkpointing << " b" << micro_batch
     << " m" << accum;
   return s.str();
 }
@@ -67,6 +69,7 @@ Layout layout_of(const train::TrainConfig& cfg, int64_t ranks) {
   l.virtual_stages = cfg.parallel.virtual_stages;
   l.zero_stage = cfg.parallel.zero_stage;
   l.offload = cfg.parallel.offload_optimizer;
+  l.nvme = l.offload && cfg.parallel.offload_optimizer_device == "nvme";
   l.sequence_parallel = cfg.parallel.sequence_parallel;
   l.checkpointing = cfg.model.activation_checkpointing;
   l.micro_batch = std::max<int64_t>(1, cfg.data.batch_size / l.data_parallel());
@@ -76,7 +79,9 @@ Layout layout_of(const train::TrainConfig& cfg, int64_t ranks) {
 
 bool trainer_accepts(const models::ModelConfig& model, int64_t seq_len, const Layout& l, std::string* why) {
   try {
-    parallel::check_layout(model, l.parallel_options(), static_cast<int>(l.ranks()), seq_len);
+    parallel::ParallelOptions base;
+    base.nvme_path = "(the run's)";  // the layout's check, not the run's directory
+    parallel::check_layout(model, l.parallel_options(base), static_cast<int>(l.ranks()), seq_len);
     return true;
   } catch (const Error& e) {
     if (why != nullptr) *why = e.what();

@@ -27,6 +27,9 @@ struct Layout {
   int64_t micro_batch = 1;  // sequences per micro-batch on one data-parallel rank (b)
   int64_t accum = 1;        // micro-batches per step (m): data.grad_accum_steps, the pipeline's micro-batches
   bool offload = false;     // ZeRO-Offload: masters and AdamW state in host memory
+  // With offload: that state on the NVMe tier instead (parallel.offload_optimizer_device =
+  // "nvme", ZeRO-Infinity's optimizer tier: planner/nvme_tier.h), staged through host memory.
+  bool nvme = false;
   bool sequence_parallel = false;
 
   int64_t ranks() const { return dp * ep * tp * pp; }
@@ -42,7 +45,8 @@ struct Layout {
   void apply(train::TrainConfig& cfg) const;
   // Its [parallel] section on top of `base` (the run's other parallel.* keys).
   parallel::ParallelOptions parallel_options(const parallel::ParallelOptions& base = {}) const;
-  // "dp2 tp1 pp1 zero1 ckpt=none b4 m1"; "dp1 ep2 tp1 pp1 ..." under expert parallelism.
+  // "dp2 tp1 pp1 zero1 ckpt=none b4 m1"; "dp1 ep2 tp1 pp1 ..." under expert parallelism;
+  // "zero1+offload" with offload, "zero1+nvme" with the tier.
   std::string str() const;
   bool operator==(const Layout&) const = default;
 };

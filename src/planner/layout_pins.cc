@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "planner/fine_tuning.h"
+#include "planner/nvme_tier.h"
 
 namespace trident::planner {
 namespace {
@@ -30,7 +31,7 @@ bool LayoutPins::admits(const Layout& l) const {
          admits_one(virtual_stages, l.virtual_stages) && admits_one(zero_stage, l.zero_stage) &&
          admits_one(micro_batch, l.micro_batch) && admits_one(accum, l.accum) &&
          admits_one(checkpointing, l.checkpointing) && admits_one(sequence_parallel, l.sequence_parallel) &&
-         admits_one(offload, l.offload);
+         admits_one(offload, l.offload) && admits_one(nvme, l.nvme);
 }
 
 std::string LayoutPins::str() const {
@@ -49,7 +50,9 @@ std::string LayoutPins::str() const {
   if (pp) word("pp", *pp);
   if (virtual_stages) word("virtual_stages=", *virtual_stages);
   if (zero_stage) word("zero", *zero_stage);
-  if (offload) word("offload=", on(*offload));
+  // Offload on: "offload=cpu" or "offload=nvme" where the device is pinned too.
+  if (offload) word("offload=", *offload && nvme ? (*nvme ? "nvme" : "cpu") : on(*offload));
+  else if (nvme) word("offload_device=", *nvme ? "nvme" : "cpu");
   if (checkpointing) word("ckpt=", *checkpointing);
   if (micro_batch) word("b", *micro_batch);
   if (accum) word("m", *accum);
@@ -74,13 +77,15 @@ LayoutPins LayoutPins::over(const LayoutPins& base) const {
   take(p.checkpointing, checkpointing);
   take(p.sequence_parallel, sequence_parallel);
   take(p.offload, offload);
+  take(p.nvme, nvme);
   return p;
 }
 
 StatusOr<LayoutPins> parse_layout_pins(const std::string& text) {
   LayoutPins p;
   const std::string allowed =
-      "allowed words: dpN, epN, tpN or tpN+sp, ppN or ppNxV, zeroN or zeroN+offload, ckpt=none|selective|full, bN, mN";
+      "allowed words: dpN, epN, tpN or tpN+sp, ppN or ppNxV, zeroN, zeroN+offload or zeroN+nvme, "
+      "ckpt=none|selective|full, bN, mN";
   auto bad = [&](const std::string& word, const std::string& why) {
     return Status::invalid("--layout '" + text + "': '" + word + "' " + why + " (" + allowed + ")");
   };
@@ -126,15 +131,21 @@ StatusOr<LayoutPins> parse_layout_pins(const std::string& text) {
       }
       if (s.is_ok()) s = number(digits, p.pp);
     } else if (w.starts_with("zero")) {
-      auto [digits, off] = split("+offload", w.substr(4));
-      if (digits == "0") {  // zero0: a stage, not a degree
+      auto [rest, nvme] = split("+nvme", w.substr(4));
+      auto [digits, off] = split("+offload", rest);
+      if (nvme && off) {
+        s = bad(word, "names two places for the optimizer state");
+      } else if (digits == "0") {  // zero0: a stage, not a degree
         if (p.zero_stage) s = bad(word, "repeats an axis given before");
         else p.zero_stage = 0;
       } else {
         s = number(digits, p.zero_stage);
       }
       if (s.is_ok() && *p.zero_stage > 3) s = bad(word, "names no ZeRO stage (0 to 3)");
-      if (s.is_ok()) p.offload = off;
+      if (s.is_ok()) {
+        p.offload = off || nvme;
+        p.nvme = nvme;
+      }
     } else if (w.starts_with("b")) {
       s = number(w.substr(1), p.micro_batch);
     } else if (w.starts_with("m")) {
@@ -159,6 +170,7 @@ LayoutPins pins_from_overrides(const train::TrainConfig& cfg, const std::vector<
     else if (key == "--parallel.zero_stage") p.zero_stage = cfg.parallel.zero_stage;
     else if (key == "--parallel.sequence_parallel") p.sequence_parallel = cfg.parallel.sequence_parallel;
     else if (key == "--parallel.offload_optimizer") p.offload = cfg.parallel.offload_optimizer;
+    else if (key == "--parallel.offload_optimizer_device") p.nvme = cfg.parallel.offload_optimizer_device == "nvme";
     else if (key == "--model.activation_checkpointing") p.checkpointing = cfg.model.activation_checkpointing;
   }
   return p;
@@ -195,13 +207,15 @@ std::string why_no_pinned_layout(const RunSpec& run, int64_t ranks, const Layout
   l.zero_stage = pins.zero_stage.value_or(0);
   l.checkpointing = pins.checkpointing.value_or("none");
   l.sequence_parallel = pins.sequence_parallel.value_or(false);
-  l.offload = pins.offload.value_or(false);
+  l.nvme = pins.nvme.value_or(false);
+  l.offload = pins.offload.value_or(l.nvme);
   if (l.virtual_stages > 1 && l.accum % l.pp != 0)
     return head + "the interleaved schedule needs micro-batches per step (m " + std::to_string(l.accum) +
            ") divisible by pp " + std::to_string(l.pp);
   std::string why;
   if (!trainer_accepts(run.model, run.seq_len, l, &why)) return head + "the trainer refuses " + l.str() + ": " + why;
   if (!fine_tuning_accepts(run, l, &why)) return head + l.str() + " cannot fine-tune this run: " + why;
+  if (!tier_accepts(run, l, &why)) return head + "the trainer refuses " + l.str() + ": " + why;
   return head + "none of its completions is one the trainer runs";
 }
 

@@ -25,6 +25,7 @@ struct LayoutPins {
   std::optional<int64_t> dp, ep, tp, pp, virtual_stages, zero_stage, micro_batch, accum;
   std::optional<std::string> checkpointing;
   std::optional<bool> sequence_parallel, offload;
+  std::optional<bool> nvme;  // offload's state on the NVMe tier (true pins offload too)
 
   bool empty() const;
   // Whether `l` has every pinned value.
@@ -40,7 +41,8 @@ struct LayoutPins {
 
 // Pins from a layout as Layout::str() writes it, any of its words in any order: "dp8",
 // "ep2" (expert parallelism: Note [The planner's ep axis]), "tp4" or "tp4+sp" (sequence parallel), "pp2" or "pp2x3" (3 virtual stages: the
-// interleaved schedule), "zero1" or "zero1+offload", "ckpt=none|selective|full", "b2" (the
+// interleaved schedule), "zero1", "zero1+offload" or "zero1+nvme" (the NVMe tier),
+// "ckpt=none|selective|full", "b2" (the
 // micro-batch), "m8" (micro-batches per step). An unknown or repeated word is an error naming
 // it and what is allowed.
 StatusOr<LayoutPins> parse_layout_pins(const std::string& text);
@@ -48,8 +50,9 @@ StatusOr<LayoutPins> parse_layout_pins(const std::string& text);
 // Pins from a config's layout keys that the command line set: each of `overrides`
 // ("--section.key=value", as trident plan takes them) naming parallel.tp, parallel.ep, parallel.pp,
 // parallel.virtual_stages, parallel.zero_stage, parallel.sequence_parallel,
-// parallel.offload_optimizer or model.activation_checkpointing pins that axis to the value
-// `cfg` holds (the overrides applied and checked).
+// parallel.offload_optimizer, parallel.offload_optimizer_device (nvme: the tier, which pins
+// offload on too) or model.activation_checkpointing pins that axis to the value `cfg` holds
+// (the overrides applied and checked).
 LayoutPins pins_from_overrides(const train::TrainConfig& cfg, const std::vector<std::string>& overrides);
 
 // Why no layout of `run` on `ranks` ranks has the pinned values: the first rule the pins break

@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "models/causal_lm.h"
 #include "planner/block_activations.h"
+#include "planner/nvme_tier.h"
 #include "planner/placements.h"
 #include "planner/zero_buckets.h"
 #include "models/registry.h"
@@ -476,17 +477,21 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
                 std::max(staged_peak(s, groups, owner, bucket_sizes, E, zero_leaves(s, l), unit), copy_fold));
     }
 
-    // Optimizer state: AdamW's moments, and fp32 masters beside a bf16/fp16 model.
+    // Optimizer state: AdamW's moments, and fp32 masters beside a bf16/fp16 model; on the NVMe
+    // tier, the staging buffers they pass through instead (Note [The tier's memory and bytes]
+    // in planner/nvme_tier.h).
     const int64_t state_elems = l.zero_stage == 0 ? P : shard;
     const double masters = run.mixed() || l.offload ? 4.0 : 0.0;
+    const double state = l.nvme ? static_cast<double>(stage_tier(z, s.numels, run.nvme).staging_bytes)
+                                : (8.0 + masters) * static_cast<double>(state_elems);
     if (offloaded) {
       // Note [ZeRO-Offload's memory]: and, under mixed precision, the masters rounded to the
       // compute dtype on their way to the device; ZeRO's shard also has the host's gradient shard.
       const double shard = static_cast<double>(state_elems);
-      raise_host(MemoryCategory::kOptimizerState, (8.0 + masters + (run.mixed() ? static_cast<double>(E) : 0.0)) * shard);
+      raise_host(MemoryCategory::kOptimizerState, state + (run.mixed() ? static_cast<double>(E) : 0.0) * shard);
       if (l.zero_stage > 0) raise_host(MemoryCategory::kGradient, 4.0 * shard);  // ZeRO's gradient shard
     } else {
-      raise(MemoryCategory::kOptimizerState, (8.0 + masters) * static_cast<double>(state_elems));
+      raise(MemoryCategory::kOptimizerState, state);
     }
 
     // ZeRO-3's gathered parts: the root through the whole forward, and two blocks; each

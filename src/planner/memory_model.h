@@ -18,7 +18,9 @@
 //                  buckets]: two adjacent ones, ZeRO-3's root part, the gradient being folded).
 //                  ZeRO-Offload: Note [ZeRO-Offload's memory] (memory_model.cc).
 //  optimizer_state AdamW's two moments, 8 P (ZeRO: 8 P / dp), + fp32 masters 4 P under mixed precision;
-//                  on the host under ZeRO-Offload (Note [ZeRO-Offload's memory]).
+//                  on the host under ZeRO-Offload (Note [ZeRO-Offload's memory]); on the NVMe
+//                  tier only its staging buffers (Note [The tier's memory and bytes] in
+//                  planner/nvme_tier.h).
 //  gathered        ZeRO-3: the root part (embeddings, final norm, head: gathered through the whole
 //                  forward) and two blocks (the one running and the one prefetched).
 //  activation      what the in-flight micro-batches keep (the family's SavedActivation lists per

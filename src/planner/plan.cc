@@ -19,6 +19,17 @@ std::string bytes_str(int64_t b) {
   return buf;
 }
 
+// The NVMe tier's traffic and the disk time the step adds ("" without the tier): the step
+// column is compute + comm + bubble + this.
+std::string disk_str(const TimeEstimate& t) {
+  if (t.disk.read_bytes + t.disk.written_bytes == 0) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  (disk %s read + %s written a step: %.3fs, %.3fs of it exposed)",
+                bytes_str(t.disk.read_bytes).c_str(), bytes_str(t.disk.written_bytes).c_str(), t.disk_s,
+                t.exposed_disk_s);
+  return buf;
+}
+
 constexpr MemoryCategory kShown[] = {MemoryCategory::kParameter, MemoryCategory::kGradient,
                                      MemoryCategory::kOptimizerState, MemoryCategory::kActivation,
                                      MemoryCategory::kGatheredParameter};
@@ -145,9 +156,9 @@ std::string plan_table(const Plan& plan, int64_t top) {
     }
     // ZeRO-Offload on a device: the state the host keeps instead (Note [ZeRO-Offload's memory]).
     const std::string host = c.memory.host_total() > 0 ? "  (host " + bytes_str(c.memory.host_total()) + ")" : "";
-    std::snprintf(line, sizeof line, " %9s | %8.3fs %8.3fs %8.3fs %8.3fs | %11.0f%s%s%s\n",
+    std::snprintf(line, sizeof line, " %9s | %8.3fs %8.3fs %8.3fs %8.3fs | %11.0f%s%s%s%s\n",
                   bytes_str(c.memory.total()).c_str(), c.time.compute_s, c.time.exposed_comm_s, c.time.bubble_s,
-                  c.time.step_s(), c.tokens_per_s, host.c_str(),
+                  c.time.step_s(), c.tokens_per_s, host.c_str(), disk_str(c.time).c_str(),
                   c.fits ? "" : c.host_fits ? "  (does not fit)" : "  (does not fit the host's memory)",
                   c.tp_crosses_nodes ? "  (tp across nodes)" : "");
     s << line;
@@ -168,7 +179,7 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
   j["layout"] = {{"dp", l.dp}, {"ep", l.ep}, {"tp", l.tp}, {"pp", l.pp}, {"virtual_stages", l.virtual_stages},
                  {"zero_stage", l.zero_stage}, {"activation_checkpointing", l.checkpointing},
                  {"micro_batch", l.micro_batch}, {"grad_accum_steps", l.accum}, {"offload", l.offload},
-                 {"sequence_parallel", l.sequence_parallel}};
+                 {"offload_device", l.nvme ? "nvme" : "cpu"}, {"sequence_parallel", l.sequence_parallel}};
   j["name"] = l.str();
   for (MemoryCategory cat : kShown) j["memory_bytes"][memory_category_name(cat)] = c.memory.category(cat);
   j["memory_bytes"]["total"] = c.memory.total();
@@ -180,7 +191,10 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
   j["tp_crosses_nodes"] = c.tp_crosses_nodes;
   if (c.memory.host_total() > 0) j["host_fits"] = c.host_fits;
   j["time_s"] = {{"compute", c.time.compute_s}, {"exposed_comm", c.time.exposed_comm_s}, {"bubble", c.time.bubble_s},
-                 {"step", c.time.step_s()}, {"recompute", c.time.recompute_s}, {"comm_total", c.time.comm_total_s}};
+                 {"exposed_disk", c.time.exposed_disk_s}, {"step", c.time.step_s()}, {"recompute", c.time.recompute_s},
+                 {"comm_total", c.time.comm_total_s}, {"disk", c.time.disk_s}};
+  // The NVMe tier's bytes per rank and step (Note [The tier's memory and bytes]).
+  if (l.nvme) j["disk_bytes"] = {{"read", c.time.disk.read_bytes}, {"written", c.time.disk.written_bytes}};
   j["tokens_per_s"] = c.tokens_per_s;
   j["overrides"] = l.overrides();
   return j;

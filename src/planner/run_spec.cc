@@ -1,5 +1,7 @@
 #include "planner/run_spec.h"
 
+#include <algorithm>
+
 #include "core/parallel.h"
 #include "models/registry.h"
 #include "planner/fine_tuning.h"
@@ -14,6 +16,10 @@ RunSpec run_spec(const train::TrainConfig& cfg) {
   r.global_batch = cfg.data.batch_size * cfg.data.grad_accum_steps;
   r.compute = cfg.precision.compute_dtype();
   r.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1024 * 1024);
+  // As parallelize() hands them to the tier (parallel/parallelize.cc).
+  r.nvme.buffer_count = cfg.parallel.nvme_buffer_count;
+  r.nvme.unit_elements = std::max<int64_t>(1, static_cast<int64_t>(cfg.parallel.nvme_buffer_mb * (1 << 20) / 4));
+  r.nvme.queue_depth = cfg.parallel.nvme_queue_depth;
   r.on_device = cfg.train.device == "cuda";
   using kernels::cpu::GemmType;
   if (!r.on_device) {

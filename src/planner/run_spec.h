@@ -27,6 +27,14 @@ std::shared_ptr<StageCache> new_stage_cache();
 // frozen in NF4 (QLoRA's base: quantization/nf4.h), nothing beside it.
 enum class Holding : uint8_t { kTrained, kFrozen, kNf4 };
 
+// The NVMe tier's settings (parallel.nvme_buffer_count, nvme_buffer_mb, nvme_queue_depth), for
+// the layouts that keep the optimizer state there (planner/nvme_tier.h).
+struct NvmeTierSpec {
+  int64_t buffer_count = 4;                  // staging buffers of one unit each
+  int64_t unit_elements = int64_t{1} << 23;  // of each of masters, m and v (32 MiB)
+  int64_t queue_depth = 8;                   // requests with the kernel at once
+};
+
 struct RunSpec {
   models::ModelConfig model;
   models::ModelShapes shapes;  // the family's, and a LoRA run's adapters (planner/fine_tuning.h)
@@ -37,6 +45,7 @@ struct RunSpec {
   int64_t global_batch = 0;  // sequences per optimizer step, all ranks together
   DType compute = DType::kF32;
   int64_t bucket_bytes = 0;  // parallel.bucket_mb
+  NvmeTierSpec nvme;
   bool on_device = false;    // GPUs (train.device = "cuda", or a cluster file's): the fused head's chunks differ
   // bf16 GEMMs on this CPU widen their operands to f32 copies (no native bf16 dot products, or
   // kernels.bf16_gemm = "widen": Note [GEMM engines] in kernels/cpu/gemm_engine.h).

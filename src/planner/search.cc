@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "planner/fine_tuning.h"
+#include "planner/nvme_tier.h"
 
 namespace trident::planner {
 namespace {
@@ -22,16 +23,25 @@ std::vector<int64_t> divisors(int64_t n) {
   return d;
 }
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, std::string, int64_t, bool, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, std::string, int64_t, bool, bool, bool>;
 Key key_of(const Layout& l) {
   return {l.dp, l.ep, l.tp, l.pp, l.virtual_stages, l.zero_stage, l.checkpointing, l.micro_batch, l.offload,
-          l.sequence_parallel};
+          l.nvme, l.sequence_parallel};
+}
+
+// Where offload keeps the optimizer state: nowhere apart, host memory, the NVMe tier.
+enum class Offload { kNone, kHost, kNvme };
+void set_offload(Layout& l, Offload o) {
+  l.offload = o != Offload::kNone;
+  l.nvme = o == Offload::kNvme;
 }
 
 }  // namespace
 
 bool prunes(const RunSpec& run, const SearchSpace& space, const Layout& l) {
-  if (l.zero_stage > 0 && l.data_parallel() == 1) return true;  // ZeRO over one rank: data parallelism's memory and more
+  // ZeRO over one rank: data parallelism's memory and more; but the NVMe tier, which needs
+  // ZeRO, takes the state out of memory there too.
+  if (l.zero_stage > 0 && l.data_parallel() == 1 && !l.nvme) return true;
   // Offload without ZeRO (one rank) moves state between buffers of one memory on a CPU.
   if (l.offload && l.zero_stage == 0 && !run.on_device) return true;
   (void)space;
@@ -45,13 +55,13 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
   // The trainer's verdict per (tp, pp, virtual stages, ZeRO, sequence parallel, offload). A
   // pinned ZeRO stage or offload is evaluated even where prunes() would leave it out (Note
   // [Pinned layouts]).
-  const bool pinned_state = pin.zero_stage.has_value() || pin.offload.has_value();
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>, bool> accepted;
+  const bool pinned_state = pin.zero_stage.has_value() || pin.offload.has_value() || pin.nvme.has_value();
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>, bool> accepted;
   auto runs = [&](const Layout& l) {
     auto [it, fresh] = accepted.try_emplace(
-        {l.ep, l.tp, l.pp, l.virtual_stages, l.zero_stage, l.sequence_parallel, l.offload});
+        {l.ep, l.tp, l.pp, l.virtual_stages, l.zero_stage, l.sequence_parallel, l.offload, l.nvme});
     if (fresh)
-      it->second = trainer_accepts(run.model, run.seq_len, l) && fine_tuning_accepts(run, l) &&
+      it->second = trainer_accepts(run.model, run.seq_len, l) && fine_tuning_accepts(run, l) && tier_accepts(run, l) &&
                    (pinned_state || !prunes(run, space, l));
     return it->second;
   };
@@ -59,7 +69,9 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
   std::vector<std::string> checkpointing = space.checkpointing;
   if (pin.checkpointing) checkpointing = {*pin.checkpointing};
   const bool sequence_parallel = space.sequence_parallel || pin.sequence_parallel.value_or(false);
-  const bool offload = space.offload || pin.offload.value_or(false);
+  std::vector<Offload> offloads = {Offload::kNone};
+  if (space.offload || pin.offload.value_or(false)) offloads.push_back(Offload::kHost);
+  if (space.nvme || pin.nvme.value_or(false)) offloads.push_back(Offload::kNvme);
   const bool pinned_batching = pin.micro_batch.has_value() || pin.accum.has_value();
   for (int64_t tp : divisors(space.ranks)) {
     if (pin.tp ? tp != *pin.tp : space.max_tp > 0 && tp > space.max_tp) continue;
@@ -88,7 +100,7 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
             for (int64_t zero = 0; zero <= 3; ++zero)
               for (const std::string& ckpt : checkpointing)
                 for (int sp = 0; sp <= (tp > 1 && sequence_parallel ? 1 : 0); ++sp)
-                  for (int off = 0; off <= (offload ? 1 : 0); ++off) {
+                  for (const Offload off : offloads) {
                     Layout l;
                     l.dp = dp;
                     l.ep = ep;
@@ -99,7 +111,7 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
                     l.checkpointing = ckpt;
                     l.micro_batch = b;
                     l.accum = m;
-                    l.offload = off == 1;
+                    set_offload(l, off);
                     l.sequence_parallel = sp == 1;
                     if (pin.admits(l) && runs(l)) out.push_back(l);
                   }
@@ -197,7 +209,7 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
         case 4: l.virtual_stages = virt[pick(virt.size())]; break;
         case 5:
           if (pick(2) == 0) l.sequence_parallel = !l.sequence_parallel;
-          else l.offload = !l.offload;
+          else set_offload(l, static_cast<Offload>(pick(3)));
           break;
       }
       if (l.micro_batch <= 0 || G % (l.data_parallel() * l.micro_batch) != 0) continue;
@@ -240,7 +252,7 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
     for (int64_t b : micro) around.push_back(at), around.back().micro_batch = b;
     for (int64_t v : virt) around.push_back(at), around.back().virtual_stages = v;
     around.push_back(at), around.back().sequence_parallel = !at.sequence_parallel;
-    around.push_back(at), around.back().offload = !at.offload;
+    for (const Offload o : {Offload::kNone, Offload::kHost, Offload::kNvme}) around.push_back(at), set_offload(around.back(), o);
     for (const auto& [tp, pp, ep] : shapes)
       for (int64_t b : micro)
         for (int64_t v : virt)

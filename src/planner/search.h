@@ -6,11 +6,11 @@
 // ZeRO 0-3, each layout the trainer runs (its own check, parallel::check_layout: the family's
 // tensor-parallel rule, at least a block per pipeline chunk, ZeRO 2-3 without a pipeline,
 // offload under ZeRO, the compositions expert parallelism has) and `prunes` keeps (ZeRO
-// needs dp x ep > 1),
+// needs dp x ep > 1 but on the NVMe tier),
 // activation checkpointing, micro-batch b dividing the global batch's share of a data-parallel
 // rank (m = G / (dp b); a pipeline needs m >= pp: with fewer micro-batches than stages some
 // stage is always idle, so the planner does not list it), sequence parallelism with tp > 1,
-// and offload where asked. Small spaces are enumerated and every layout evaluated; large ones
+// and offload and the NVMe tier where asked (or pinned). Small spaces are enumerated and every layout evaluated; large ones
 // (thousands of devices, every knob) are searched by simulated annealing over the same space:
 // a move changes one knob (or moves to another dp x ep x tp x pp with the nearest micro-batch), a
 // worse layout is accepted with probability exp(-relative loss / temperature) as the
@@ -36,6 +36,7 @@ struct SearchSpace {
   int64_t ranks = 1;
   std::vector<std::string> checkpointing = {"none", "selective", "full"};
   bool offload = false;            // also try ZeRO-Offload
+  bool nvme = false;               // also try the NVMe tier (ZeRO's offloaded state on disk: Layout::nvme)
   bool sequence_parallel = true;   // also try it with tp > 1
   bool interleaved = true;         // also try virtual stages > 1
   int64_t max_tp = 0;              // 0: no limit (a cluster: the devices of a node)
@@ -47,8 +48,9 @@ struct SearchSpace {
 // and the space's pins admit, in a fixed order.
 std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& space);
 // Layouts the trainer runs but the search leaves out because they cannot help: ZeRO over one
-// data-parallel rank (data parallelism's memory, with more buffers), and one CPU rank's offload
-// without ZeRO (it moves state between buffers of one memory).
+// data-parallel rank (data parallelism's memory, with more buffers) unless on the NVMe tier
+// (which needs ZeRO), and one CPU rank's offload without ZeRO (it moves state between buffers
+// of one memory).
 bool prunes(const RunSpec& run, const SearchSpace& space, const Layout& l);
 
 // A layout's score: tokens/s, or nullopt when it does not fit.

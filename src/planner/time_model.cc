@@ -193,7 +193,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double P = P_dense + P_experts;
   const double dp = static_cast<double>(l.data_parallel());
   const double stepped = l.zero_stage > 0 ? P_dense / dp + P_experts / static_cast<double>(l.dp) : P;
-  double optimizer = 36.0 * stepped / mem_rate;
+  const double adamw = 36.0 * stepped / mem_rate;
+  double optimizer = adamw;
   // ZeRO-Offload: AdamW on the host (kOffloadHostGBs), the gradients down (one rank's every
   // micro-batch in the compute dtype; ZeRO's fp32 shard once) and the compute-dtype parameters
   // up over PCIe (kOffloadLinkGBs), not overlapped here.
@@ -207,6 +208,11 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   if (run.mixed() && !(l.offload && !cluster_is_host(cluster))) optimizer += m * (static_cast<double>(E) + 8.0) * P / mem_rate;
   out.compute_s = m * stage_s + optimizer;
   out.recompute_s = m * stage_re;
+  // The NVMe tier: its disk's time, little of it behind AdamW (Note [The tier's step time]).
+  const DiskTime disk = disk_time(run, l, cluster, adamw);
+  out.disk = disk.traffic;
+  out.disk_s = disk.disk_s;
+  out.exposed_disk_s = disk.exposed_s;
   // The pipeline as its schedule runs (Note [Simulated pipeline]): the bubble without the
   // messages, and what the messages add to it exposed.
   const LinkSpec& pp_link = cluster.link_for(l.ranks(), l.ranks());

@@ -43,12 +43,16 @@
 //             interleaved's (p - 1) / (v m + p - 1)); the exposed messages what a send and a
 //             receive of (tokens, C) per micro-batch and chunk boundary, each way, and a tied
 //             head's weight and gradient, add to it.
+//  NVMe tier  the optimizer state's reads and writes at the cluster's disk rates, the node's
+//             ranks sharing the disk, all but what AdamW's units hide (Note [The tier's step
+//             time] in planner/nvme_tier.cc).
 #pragma once
 
 #include <string>
 
 #include "planner/cluster.h"
 #include "planner/layout.h"
+#include "planner/nvme_tier.h"
 #include "planner/run_spec.h"
 
 namespace trident::planner {
@@ -57,7 +61,10 @@ struct TimeEstimate {
   double compute_s = 0.0;         // the slowest stage's forward, backward, recompute and optimizer
   double exposed_comm_s = 0.0;    // collectives not hidden behind compute
   double bubble_s = 0.0;          // pipeline idle time
-  double step_s() const { return compute_s + exposed_comm_s + bubble_s; }
+  double exposed_disk_s = 0.0;    // the NVMe tier's disk time not hidden behind the optimizer
+  double step_s() const { return compute_s + exposed_comm_s + bubble_s + exposed_disk_s; }
+  DiskTraffic disk;               // the NVMe tier's bytes per rank and step (the slowest stage's)
+  double disk_s = 0.0;            // the disk's time for them, hidden or not
   double recompute_s = 0.0;       // of compute_s: what checkpointing adds
   double comm_total_s = 0.0;      // every collective, hidden or not
   double model_flops = 0.0;       // the step's model FLOPs on all ranks (6 N T + attention, no recompute)

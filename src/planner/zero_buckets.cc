@@ -46,4 +46,30 @@ ZeroBuckets zero_buckets(const std::vector<int64_t>& numels, const std::vector<i
   return z;
 }
 
+std::vector<std::pair<int64_t, int64_t>> shard_segments(const ZeroBuckets& z, const std::vector<int64_t>& numels,
+                                                        size_t group, int64_t rank) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t at = 0;  // the bucket's shard in the concatenated shards
+  for (size_t j = 0; j < z.members.size(); ++j) {
+    if (z.owner[j] != group) continue;
+    const int64_t len = z.padded[j] / z.ranks[group], s0 = rank * len, s1 = s0 + len;
+    int64_t p0 = 0;  // the parameter in the bucket's flat buffer
+    for (size_t k : z.members[j]) {
+      const int64_t p1 = p0 + numels[k];
+      const int64_t lo = std::max(s0, p0), hi = std::min(s1, p1);
+      if (lo < hi) out.emplace_back(at + lo - s0, at + hi - s0);
+      p0 = p1;
+    }
+    at += len;
+  }
+  return out;
+}
+
+int64_t group_shard(const ZeroBuckets& z, size_t group) {
+  int64_t n = 0;
+  for (size_t j = 0; j < z.members.size(); ++j)
+    if (z.owner[j] == group) n += z.padded[j] / z.ranks[group];
+  return n;
+}
+
 }  // namespace trident::planner

@@ -2,11 +2,12 @@
 // (parallel/zero/layout.h), from the planner's shapes (planner/placements.h) instead of a model:
 // the reduction groups (one ZeroOptimizer each, parallel/parallelize.cc), each group's buckets
 // padded to a multiple of its ranks, and one rank's shards of them. The memory model's flat
-// buffers and staged gradients (planner/memory_model.cc) are read from it. Nothing here is
-// communicated or allocated.
+// buffers and staged gradients (planner/memory_model.cc) and the NVMe tier's units
+// (planner/nvme_tier.h) are read from it. Nothing here is communicated or allocated.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "planner/layout.h"
@@ -33,5 +34,13 @@ struct ZeroBuckets {
 // `layers`, empty ones included, as the trainer's parts are).
 ZeroBuckets zero_buckets(const std::vector<int64_t>& numels, const std::vector<int64_t>& where,
                          const std::vector<bool>& expert, const Layout& l, int64_t layers, int64_t bucket_bytes);
+
+// Rank `rank`'s segments of group `group` (the parts of its parameters inside the rank's shard
+// of each bucket) as [begin, end) in the rank's concatenated shards of that group, in order;
+// what ZeroLayout::segments_of gives the trainer.
+std::vector<std::pair<int64_t, int64_t>> shard_segments(const ZeroBuckets& z, const std::vector<int64_t>& numels,
+                                                        size_t group, int64_t rank);
+// The elements of one rank's concatenated shards of group `group` (padding included).
+int64_t group_shard(const ZeroBuckets& z, size_t group);
 
 }  // namespace trident::planner

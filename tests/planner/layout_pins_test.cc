@@ -1,5 +1,5 @@
 // Pinned layouts (planner/layout_pins.h, Note [Pinned layouts]): --layout's words round-trip
-// every layout the table prints; each pinned axis holds in every layout the plan ranks; every
+// every layout the table prints (ZeRO-Offload's and the NVMe tier's included); each pinned axis holds in every layout the plan ranks; every
 // layout the trainer accepts for a GPT-2 and a llama on 1 to 8 ranks, those the search prunes
 // included, is the one layout of its pinned plan; a layout no rank count or trainer allows is
 // named with the rule it breaks; a tensor-parallel group across nodes is priced and flagged
@@ -37,16 +37,20 @@ Plan pinned_plan(const RunSpec& run, int64_t ranks, const LayoutPins& pins) {
   SearchSpace space;
   space.ranks = ranks;
   space.pins = pins;
-  return make_plan(run, local_cluster(ranks), space, ranks > 1);
+  Cluster c = local_cluster(ranks);
+  c.shape.disk_read_gbs = c.shape.disk_write_gbs = 1.0;  // for the NVMe tier's layouts
+  return make_plan(run, c, space, ranks > 1);
 }
 
 TEST(LayoutPins, EveryAcceptedLayoutIsItsPinnedPlansOnlyLayout) {
   for (const RunSpec& run : {gpt_run(4, 64, 4, 32, 8), llama_run(8)})
     for (int64_t ranks = 1; ranks <= 8; ++ranks) {
-      // Every layout the trainer accepts: the search's space with offload and without its pruning.
+      // Every layout the trainer accepts: the search's space with offload (in host memory and on
+      // the NVMe tier) and without its pruning.
       SearchSpace all;
       all.ranks = ranks;
       all.offload = true;
+      all.nvme = true;
       all.pins.offload = false;  // a pinned axis lifts prunes(): pin it both ways
       std::vector<Layout> layouts = enumerate_layouts(run, all);
       all.pins.offload = true;
@@ -150,7 +154,7 @@ TEST(LayoutPins, BadWordsAreNamed) {
   EXPECT_EQ(error("b2"), "(parsed)");
   // Words as the table writes them, in any order.
   const LayoutPins p = pins_of("m8 zero1+offload ckpt=full pp2x3 tp4+sp dp2 b1");
-  EXPECT_EQ(p.str(), "dp2 tp4 sequence_parallel=on pp2 virtual_stages=3 zero1 offload=on ckpt=full b1 m8");
+  EXPECT_EQ(p.str(), "dp2 tp4 sequence_parallel=on pp2 virtual_stages=3 zero1 offload=cpu ckpt=full b1 m8");
   EXPECT_EQ(p.ranks(), 16);
 }
 
