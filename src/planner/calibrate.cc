@@ -1,10 +1,16 @@
 #include "planner/calibrate.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "core/copy.h"
@@ -21,6 +27,7 @@
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/vocab_parallel.h"
+#include "offload/nvme_file.h"
 
 namespace trident::planner {
 namespace {
@@ -75,6 +82,63 @@ double gemm_gflops(const std::vector<kernels::cpu::GemmShape>& shapes, double se
 }
 
 }  // namespace
+
+// Note [Calibrating the disk]
+// Why through the tier's own file and not fio's figures? The tier's rate is what its requests
+// get: offload::NvmeFile with O_DIRECT and io_uring, the run's queue depth, 1 MiB requests and a
+// CRC-32C of every extent on the calling thread, on extents of one unit's region (3 x
+// nvme_buffer_mb) through nvme_buffer_count buffers, each written whole and read back whole, as
+// a step does. So calibrate writes about `bytes` that way, then reads them back, twice, and
+// keeps each direction's faster pass. Every rank does so at once (each its own file, as the
+// tier's), and the node's rate is all the ranks' bytes over the slowest rank's time: the
+// cluster file's disk rates are the node's, shared by its ranks (Note [The tier's step time]).
+// The file is removed from the directory once open (NvmeFile), so nothing is left behind.
+DiskRates calibrate_disk(const parallel::ParallelOptions& p, const std::shared_ptr<comm::Communicator>& comm,
+                         int64_t bytes) {
+  const int64_t unit = std::max<int64_t>(64, static_cast<int64_t>(p.nvme_buffer_mb * (1 << 20) / 4));
+  const int64_t extent = std::min(3 * offload::nvme_aligned(4 * unit), offload::nvme_aligned(bytes));
+  const int64_t extents = std::max<int64_t>(1, bytes / extent);
+  offload::NvmeFileOptions o;
+  o.queue_depth = static_cast<int>(p.nvme_queue_depth);
+  char host[256] = "host";
+  ::gethostname(host, sizeof host - 1);
+  const auto file = offload::NvmeFile::create(
+      std::filesystem::path(p.nvme_path) / ("trident-calibrate-" + std::string(host) + "-" + std::to_string(::getpid()) + ".disk"),
+      extents * extent, o, "parallel.nvme_path");
+  std::vector<offload::AlignedBuffer> buffers;
+  for (int64_t i = 0; i < std::min<int64_t>(extents, p.nvme_buffer_count); ++i) {
+    buffers.emplace_back(extent);
+    auto* b = static_cast<uint8_t*>(buffers.back().data());
+    for (int64_t k = 0; k < extent; ++k) b[k] = static_cast<uint8_t>((k * 131 + i * 7) >> 3);  // not all zeros
+  }
+  // Seconds for every extent, each through the next buffer once its last request is done.
+  auto pass = [&](bool read) {
+    std::vector<std::optional<offload::NvmeFile::Ticket>> last(buffers.size());
+    if (comm) comm->barrier();
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < extents; ++i) {
+      auto& slot = last[static_cast<size_t>(i) % buffers.size()];
+      if (slot) file->wait(*slot);
+      void* data = buffers[static_cast<size_t>(i) % buffers.size()].data();
+      slot = read ? file->read(i * extent, data, extent) : file->write(i * extent, data, extent);
+    }
+    file->wait_all();
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (comm && comm->size() > 1) {
+      Tensor worst = full({1}, s, DType::kF64);
+      comm->all_reduce(worst, comm::ReduceOp::kMax);
+      s = worst.item();
+    }
+    return s;
+  };
+  double write_s = 1e300, read_s = 1e300;
+  for (int i = 0; i < 2; ++i) {
+    write_s = std::min(write_s, pass(false));
+    read_s = std::min(read_s, pass(true));
+  }
+  const double node_bytes = static_cast<double>(extents * extent) * static_cast<double>(comm ? comm->size() : 1);
+  return {node_bytes / read_s / 1e9, node_bytes / write_s / 1e9};
+}
 
 Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::Communicator>& comm,
                   const CalibrationOptions& options) {
@@ -213,6 +277,12 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     c.inter.latency_us = c.intra.latency_us;
   }
   c.device.comm_overlap = 0.0;  // MPI on CPU ranks progresses only inside its calls
+  // The NVMe tier's disk, where the run names one (Note [Calibrating the disk]).
+  if (!cfg.parallel.nvme_path.empty()) {
+    const DiskRates disk = calibrate_disk(cfg.parallel, comm, options.disk_bytes);
+    c.shape.disk_read_gbs = disk.read_gbs;
+    c.shape.disk_write_gbs = disk.write_gbs;
+  }
   return c;
 }
 

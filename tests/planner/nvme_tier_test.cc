@@ -1,10 +1,14 @@
 // The planner's NVMe tier (planner/nvme_tier.h): units cut as the trainer cuts them, staging
 // buffers and disk bytes per step (Note [The tier's memory and bytes]); the step's exposed disk
 // time (Note [The tier's step time]); the tier in the search, the pins, the table and the JSON;
-// a plan with the tier needs the disk's rates, and a GPU run cannot have it.
-// tests/planner_mpi/memory_accuracy_test checks the memory and bytes against real runs.
+// a plan with the tier needs the disk's rates, and a GPU run cannot have it; calibrate measures
+// the disk through the tier's own file. tests/planner_mpi/memory_accuracy_test checks the
+// memory and bytes against real runs.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "planner/calibrate.h"
 #include "planner/layout_pins.h"
 #include "planner/nvme_tier.h"
 #include "planner/plan.h"
@@ -177,6 +181,18 @@ TEST(NvmeTier, APlanWithTheTierNeedsTheDisksRatesAndCPURanks) {
   const Plan gpu = make_plan(t.run, t.cluster, space, true);
   EXPECT_TRUE(gpu.ranked.empty());
   EXPECT_NE(no_layout_reason(gpu).find("train.device = cpu"), std::string::npos) << no_layout_reason(gpu);
+}
+
+TEST(NvmeTier, CalibrateMeasuresTheDiskThroughTheTiersFileAndLeavesNothing) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "nvme_tier_calibrate";
+  std::filesystem::create_directories(dir);
+  parallel::ParallelOptions p;
+  p.nvme_path = dir.string();
+  p.nvme_buffer_mb = 1;
+  const DiskRates rates = calibrate_disk(p, nullptr, int64_t{16} << 20);
+  EXPECT_GT(rates.read_gbs, 0.0);
+  EXPECT_GT(rates.write_gbs, 0.0);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
 }  // namespace
