@@ -209,6 +209,7 @@ struct PlanArgs {
   bool json = false;
   int64_t top = 10;
   bool offload = false;      // also ZeRO-Offload layouts
+  bool nvme = false;         // also the NVMe tier's (as a config naming it: offload_optimizer_device = "nvme")
   std::string layout;        // pinned axes, "dp8 tp4 pp2 ..." (planner/layout_pins.h)
   double tokens = 0;         // with price: time and cost to train on this many tokens
   double price_per_device_hour = 0;

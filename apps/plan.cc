@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "comm/mpi_communicator.h"
 #include "planner/calibrate.h"
+#include "planner/nvme_tier.h"
 #include "planner/plan.h"
 
 namespace trident::cli {
@@ -51,14 +52,24 @@ StatusOr<train::TrainConfig> read_config(const std::string& file, const std::vec
   return cfg;
 }
 
-planner::SearchSpace space_for(int64_t ranks, const planner::Cluster& cluster, bool offload,
+planner::SearchSpace space_for(int64_t ranks, const planner::Cluster& cluster, bool offload, bool nvme = false,
                                const planner::LayoutPins& pins = {}) {
   planner::SearchSpace space;
   space.ranks = ranks;
   space.offload = offload;
+  space.nvme = nvme;
   space.max_tp = cluster.shape.devices_per_node;  // tensor parallelism within a node (Megatron's rule)
   space.pins = pins;
   return space;
+}
+
+// Whether the run names the NVMe tier (a disk under parallel.nvme_path for its optimizer state):
+// its layouts are then planned too.
+bool names_tier(const train::TrainConfig& cfg) { return cfg.parallel.offload_optimizer_device == "nvme"; }
+
+// Where a plan's cluster came from (`file` given by `flag`), for messages.
+std::string cluster_source(const std::string& file, const std::string& flag = "--cluster") {
+  return file.empty() ? "this machine's uncalibrated cluster (no " + flag + ")" : flag + " " + file;
 }
 
 }  // namespace
@@ -77,6 +88,9 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
   c->add_flag("--json", a.json, "print JSON instead of a table");
   c->add_option("--top", a.top, "layouts to print")->check(CLI::Range(int64_t{1}, int64_t{100000}));
   c->add_flag("--offload", a.offload, "also consider ZeRO-Offload (optimizer state in host memory)");
+  c->add_flag("--nvme", a.nvme,
+              "also consider the NVMe tier (ZeRO's optimizer state on a disk, parallel.offload_optimizer_device = "
+              "nvme, which does the same; it needs the cluster's disk_read_gbs and disk_write_gbs)");
   c->add_option("--layout", a.layout,
                 "pin these axes, as the table writes a layout (\"dp8 tp4+sp pp2x2 zero1 ckpt=full b2 m8\", any of "
                 "its words): the search ranges over the rest; --parallel.* and --model.activation_checkpointing "
@@ -108,8 +122,11 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   if (!cluster.is_ok()) return cluster.status();
   planner::RunSpec run = planner::run_spec(cfg);
   if (cluster.value().gpu()) run.place_on_device();
-  const planner::Plan plan = planner::make_plan(run, cluster.value(), space_for(ranks, cluster.value(), a.offload, pins),
-                                                ranks > 1);
+  const bool tier = a.nvme || names_tier(cfg) || pins.nvme.value_or(false);
+  if (tier)
+    if (Status s = planner::check_disk_rates(cluster.value(), cluster_source(a.cluster_file)); !s.is_ok()) return s;
+  const planner::Plan plan = planner::make_plan(
+      run, cluster.value(), space_for(ranks, cluster.value(), a.offload, tier, pins), ranks > 1);
   const bool cost = a.tokens > 0 && a.price_per_device_hour > 0;
   if (a.json) {
     nlohmann::ordered_json j = planner::plan_json(plan, a.top);
@@ -143,12 +160,15 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
 
 CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   CLI::App* c = app.add_subcommand(
-      "calibrate", "Measure this machine's GEMM, attention, memory and MPI rates for the planner (a cluster file)");
+      "calibrate",
+      "Measure this machine's GEMM, attention, memory and MPI rates for the planner (a cluster file), and with "
+      "--parallel.nvme_path=DIR the NVMe tier's disk there");
   c->add_option("--config", a.config_file, "TOML training config (the model's shapes, train.threads)")
       ->check(CLI::ExistingFile);
   c->add_option("--out", a.out, "the cluster file to write");
   c->allow_extras();
-  c->footer("Run under mpirun -np N (trident launch -n N) to measure the collectives between N ranks.");
+  c->footer("Run under mpirun -np N (trident launch -n N) to measure the collectives between N ranks (and the disk "
+            "as N ranks share it).");
   return c;
 }
 
@@ -189,9 +209,28 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
     offloaded = !none_fits(with);
     plan = std::move(with);  // when none fits either, its reason names the host's memory too
   }
-  if (none_fits(plan))
-    return Status::invalid(std::string("parallel.auto") + (run.on_device && !plan.ranked.empty() ? " (ZeRO-Offload's layouts too)" : "") + ": " +
-                           planner::no_layout_reason(plan) + " (trident plan lists them)");
+  // The NVMe tier likewise, where the config names it (a disk for the state) and the ranks are
+  // the host's: slower than memory, so chosen only when nothing fits without it.
+  // (It needs ZeRO, and so a communicator: one process started alone has none.)
+  bool tiered = false;
+  const bool zero_runs = ranks > 1 || comm::MpiRuntime::launched_by_mpirun();
+  const bool tier = !run.on_device && names_tier(cfg) && zero_runs;
+  if (none_fits(plan) && !plan.ranked.empty() && tier) {
+    const std::string source = cluster_source(cfg.parallel.auto_cluster, "parallel.auto_cluster");
+    if (Status s = planner::check_disk_rates(cluster.value(), source); !s.is_ok())
+      return Status::invalid("parallel.auto: no layout fits without the NVMe tier (parallel.offload_optimizer_device "
+                             "= \"nvme\"), and " + s.message());
+    planner::Plan with = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), false, true), zero_runs);
+    tiered = !none_fits(with);
+    plan = std::move(with);
+  }
+  if (none_fits(plan)) {
+    const char* also = run.on_device && !plan.ranked.empty() ? " (ZeRO-Offload's layouts too)"
+                       : tier                                ? " (the NVMe tier's layouts too)"
+                                                             : "";
+    return Status::invalid(std::string("parallel.auto") + also + ": " + planner::no_layout_reason(plan) +
+                           " (trident plan lists them)");
+  }
   const planner::Candidate& best = plan.ranked.front();
   best.layout.apply(cfg);
   if (print) {
@@ -199,13 +238,22 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
       std::fprintf(stderr, "parallel.auto: no layout fits the devices' memory without ZeRO-Offload; choosing among those "
                            "with it (the optimizer state on the host: %.1f GiB per rank)\n",
                    static_cast<double>(best.memory.host_total()) / (1024.0 * 1024.0 * 1024.0));
+    if (tiered)
+      std::fprintf(stderr, "parallel.auto: no layout fits the memory without the NVMe tier; choosing among those with it "
+                           "(the optimizer state on disk: %.1f MiB of it in memory, %.1f + %.1f MiB read and written "
+                           "a step)\n",
+                   static_cast<double>(best.memory.category(MemoryCategory::kOptimizerState)) / (1024.0 * 1024.0),
+                   static_cast<double>(best.time.disk.read_bytes) / (1024.0 * 1024.0),
+                   static_cast<double>(best.time.disk.written_bytes) / (1024.0 * 1024.0));
     std::fprintf(stderr, "parallel.auto: %s on %d rank(s), the fastest of the %lld layouts that fit, of %lld evaluated (%s):\n",
                  best.layout.str().c_str(), ranks, static_cast<long long>(plan.fitting()),
                  static_cast<long long>(plan.search.evaluated), cluster.value().shape.name.c_str());
-    std::fprintf(stderr, "  predicted %.0f tokens/s: step %.3f s = compute %.3f + exposed communication %.3f + bubble %.3f; "
+    char disk[64] = "";
+    if (best.layout.nvme) std::snprintf(disk, sizeof disk, " + exposed disk %.3f", best.time.exposed_disk_s);
+    std::fprintf(stderr, "  predicted %.0f tokens/s: step %.3f s = compute %.3f + exposed communication %.3f + bubble %.3f%s; "
                  "%.1f MiB per rank\n",
                  best.tokens_per_s, best.time.step_s(), best.time.compute_s, best.time.exposed_comm_s, best.time.bubble_s,
-                 static_cast<double>(best.memory.total()) / (1024.0 * 1024.0));
+                 disk, static_cast<double>(best.memory.total()) / (1024.0 * 1024.0));
     for (size_t i = 1; i < std::min<size_t>(plan.ranked.size(), 3); ++i)
       std::fprintf(stderr, "  next: %s, %.0f tokens/s\n", plan.ranked[i].layout.str().c_str(), plan.ranked[i].tokens_per_s);
     std::string o;

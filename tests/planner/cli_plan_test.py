@@ -12,7 +12,11 @@
     evaluates the one layout it names, even one the search alone leaves out; a bad word is
     an error naming it;
   - `train --parallel.auto=true` under mpirun -np 2 prints why it chose its layout, runs the
-    plan's best layout (its printed config says so) and trains.
+    plan's best layout (its printed config says so) and trains;
+  - the NVMe tier: calibrate with --parallel.nvme_path measures the disk into the cluster file
+    and leaves nothing there; a plan with the tier and no disk rates is an error naming them;
+    --nvme lists the tier's layouts with their disk bytes; parallel.auto on 2 ranks whose memory
+    holds no layout without the tier chooses one with it and trains on it.
 
     cli_plan_test.py TRIDENT MPIEXEC SOURCE_DIR
 """
@@ -31,6 +35,66 @@ TINY = ["--model.n_layer=2", "--model.n_embd=64", "--model.n_head=4", "--model.b
 
 def run(cmd, env):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def nvme_tier(trident, mpiexec, env, scratch, failures):
+    tier_dir = os.path.join(scratch, "tier")
+    os.makedirs(tier_dir)
+    calib = os.path.join(scratch, "calib.toml")
+    r = run([trident, "calibrate", "--out", calib, f"--parallel.nvme_path={tier_dir}"] + TINY, env)
+    if r.returncode != 0:
+        failures.append(f"calibrate --parallel.nvme_path failed: {r.stderr[-1000:]}")
+    else:
+        rates = {k: float(v.split("#")[0]) for k, v in (line.split(" = ", 1) for line in open(calib).read().splitlines()
+                                                        if line.startswith("disk_"))}
+        if not (rates.get("disk_read_gbs", 0) > 0 and rates.get("disk_write_gbs", 0) > 0):
+            failures.append(f"calibrate --parallel.nvme_path wrote no disk rates: {rates}")
+        if os.listdir(tier_dir):
+            failures.append(f"calibrate left files under parallel.nvme_path: {os.listdir(tier_dir)}")
+    # Units of 2621 elements: many more than the 4 staging buffers of TINY's state.
+    tier = TINY + ["--parallel.nvme_buffer_mb=0.01"]
+    r = run([trident, "plan", "--ranks", "2", "--parallel.offload_optimizer_device=nvme"] + tier, env)
+    if r.returncode == 0 or "disk_read_gbs" not in r.stderr or "trident calibrate" not in r.stderr:
+        failures.append(f"a plan with the tier and no disk rates should name them: {r.stderr[-600:]}")
+    cpu = os.path.join(scratch, "cpu_disk.toml")
+
+    def write_cluster(memory_gib):
+        with open(cpu, "w") as f:
+            f.write('[cluster]\nname = "2 CPU ranks and a disk"\ndevices_per_node = 2\ndisk_read_gbs = 1.0\n'
+                    f'disk_write_gbs = 2.0\n[device]\nmemory_gib = {memory_gib}\n')
+    write_cluster(16.0)
+    r = run([trident, "plan", "--cluster", cpu, "--nvme", "--json", "--top", "10000"] + tier, env)
+    if r.returncode != 0:
+        failures.append(f"plan --nvme failed: {r.stderr[-600:]}")
+        return
+    ranked = json.loads(r.stdout)["ranked"]
+    tiered = [c for c in ranked if c["layout"]["offload_device"] == "nvme"]
+    if not tiered or any("+nvme" not in c["name"] or not c["layout"]["offload"] or c["disk_bytes"]["written"] <= 0
+                         or c["disk_bytes"]["read"] != c["disk_bytes"]["written"] for c in tiered):
+        failures.append(f"plan --nvme should list the tier's layouts with their disk bytes: {[c['name'] for c in ranked]}")
+        return
+    # A memory between the smallest layout on the tier and the smallest without it.
+    with_tier = min(c["memory_bytes"]["total"] for c in tiered)
+    without = min(c["memory_bytes"]["total"] for c in ranked if c["layout"]["offload_device"] != "nvme")
+    if not with_tier < without:
+        failures.append(f"the tier should take memory off the smallest layout: {with_tier} vs {without}")
+        return
+    write_cluster((with_tier + without) / 2 / 2**30)
+    with tempfile.TemporaryDirectory(prefix="trident_cli_plan_nvme_") as d:
+        tokens = array.array("H", [random.Random(2).randrange(256) for _ in range(4096)])
+        train_bin = os.path.join(d, "train.bin")
+        with open(train_bin, "wb") as f:
+            tokens.tofile(f)
+        r = run([mpiexec, "-np", "2", "--oversubscribe", trident, "train", "--parallel.auto=true",
+                 f"--parallel.auto_cluster={cpu}", "--parallel.offload_optimizer_device=nvme",
+                 f"--parallel.nvme_path={tier_dir}", f"--data.train_file={train_bin}", "--data.val_file=",
+                 f"--train.out_dir={d}/run", "--train.steps=2", "--train.checkpoint_interval=0"] + tier, env)
+        if r.returncode != 0 or "without the NVMe tier" not in r.stderr or \
+                'offload_optimizer_device = "nvme"' not in r.stdout:
+            failures.append(f"parallel.auto with too little memory should choose the tier: {r.stdout[-400:]} "
+                            f"{r.stderr[-1500:]}")
+        elif '"nvme": {"read_bytes"' not in open(os.path.join(d, "run", "metrics.jsonl")).read():
+            failures.append("the tier's run wrote no nvme traffic into metrics.jsonl")
 
 
 def main():
@@ -53,8 +117,8 @@ def main():
             if mem["total"] != sum(v for k, v in mem.items() if k != "total"):
                 failures.append(f"{c['name']}: total is not the sum of the categories")
             t = c["time_s"]
-            if abs(t["step"] - (t["compute"] + t["exposed_comm"] + t["bubble"])) > 1e-9 * t["step"]:
-                failures.append(f"{c['name']}: step time is not compute + exposed comm + bubble")
+            if abs(t["step"] - (t["compute"] + t["exposed_comm"] + t["bubble"] + t["exposed_disk"])) > 1e-9 * t["step"]:
+                failures.append(f"{c['name']}: step time is not compute + exposed comm + bubble + exposed disk")
             if not any(o.startswith("--parallel.tp=") for o in c["overrides"]):
                 failures.append(f"{c['name']}: no overrides")
 
@@ -165,6 +229,7 @@ def main():
                 failures.append("the run's config should have the plan's activation checkpointing")
             if not os.path.exists(os.path.join(d, "run", "metrics.jsonl")):
                 failures.append("train --parallel.auto wrote no metrics")
+    nvme_tier(trident, mpiexec, env, scratch, failures)
     # calibrate --out over its own --config replaced the training config with a cluster file.
     with tempfile.TemporaryDirectory() as d:
         cfg = os.path.join(d, "run.toml")
