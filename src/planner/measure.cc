@@ -82,8 +82,10 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
   // Each measured step's wall, CPU and communication-wait time on this rank, [wall..., cpu..., comm...].
   std::vector<double> times(static_cast<size_t>(3 * steps), 0.0);
   double cpu_before = 0.0;
+  std::array<int64_t, 2> disk{};  // the tier's bytes of the last measured step
   trainer.on_step = [&](const train::StepMetrics& m) {
     if (m.step == warmup) reset_peaks();
+    if (m.nvme && m.step == warmup + steps) disk = {m.nvme->read_bytes, m.nvme->written_bytes};
     if (m.step > warmup && m.step <= warmup + steps) {
       const size_t i = static_cast<size_t>(m.step - warmup - 1);
       times[i] = m.step_s;
@@ -100,6 +102,8 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
   const int ranks = comm ? comm->size() : 1;
   Tensor peaks = zeros({ranks, kNumMemoryCategories}, DType::kF64);
   Tensor host_peaks = zeros({kNumMemoryCategories}, DType::kF64);
+  Tensor disk_bytes = zeros({ranks, 2}, DType::kF64);  // exact below 2^53 bytes
+  for (int i = 0; i < 2; ++i) disk_bytes.data_ptr<double>()[rank * 2 + i] = static_cast<double>(disk[static_cast<size_t>(i)]);
   for (int c = 0; c < kNumMemoryCategories; ++c) {
     peaks.data_ptr<double>()[rank * kNumMemoryCategories + c] =
         static_cast<double>(stats.by_category[static_cast<size_t>(c)].peak);
@@ -109,7 +113,11 @@ StatusOr<Measurement> measure_layout(train::TrainConfig cfg, std::shared_ptr<com
   if (ranks > 1) {
     comm->all_reduce(peaks, comm::ReduceOp::kSum);
     comm->all_reduce(host_peaks, comm::ReduceOp::kMax);
+    comm->all_reduce(disk_bytes, comm::ReduceOp::kSum);
   }
+  for (int q = 0; q < ranks; ++q)
+    out.rank_disk_bytes.push_back({static_cast<int64_t>(disk_bytes.data_ptr<double>()[q * 2]),
+                                   static_cast<int64_t>(disk_bytes.data_ptr<double>()[q * 2 + 1])});
   for (int c = 0; c < kNumMemoryCategories; ++c)
     out.host_peak_bytes[static_cast<size_t>(c)] = static_cast<int64_t>(host_peaks.data_ptr<double>()[c]);
   out.rank_peak_bytes.assign(static_cast<size_t>(ranks), {});

@@ -31,6 +31,9 @@ struct Measurement {
   double step_s = 0.0;      // the fastest measured step's wall time on its slowest rank (Note [Measured step time])
   double step_cpu_s = 0.0;  // that step's process CPU time, the largest over the ranks
   double comm_wait_s = 0.0; // that step's time waiting for communication (train::StepMetrics), the largest over the ranks
+  // The NVMe tier's bytes [read, written] in the last measured step, by world rank: what each
+  // rank's train::StepMetrics::nvme counts (metrics.jsonl's "nvme" is rank 0's); zeros without the tier.
+  std::vector<std::array<int64_t, 2>> rank_disk_bytes;
 };
 
 // Runs `cfg` over `comm` (null: one process without a communicator) on a random token file

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,6 +17,8 @@
 #include "kernels/device/device_kernels.h"
 #include "planner/measure.h"
 #include "planner/named_configs.h"
+#include "planner/nvme_tier.h"
+#include "planner/placements.h"
 #include "planner/plan.h"
 #include "support/emulated_device.h"
 
@@ -62,23 +65,37 @@ constexpr MemoryCategory kEveryCategory[] = {MemoryCategory::kParameter, MemoryC
 constexpr MemoryCategory kModelState[] = {MemoryCategory::kParameter, MemoryCategory::kGradient,
                                           MemoryCategory::kOptimizerState};
 
-// Measures the layouts of `cfg` named in `names` and compares `categories` (every one printed);
-// on `device` (the emulated one) the device's, and the host's where ZeRO-Offload keeps its state.
-void check(const train::TrainConfig& cfg, const std::vector<std::string>& names,
-           std::optional<Device> device = std::nullopt, std::span<const MemoryCategory> categories = kEveryCategory) {
+// The NVMe tier's bytes per step of each rank (Note [The tier's memory and bytes]): the
+// planner's (its first data-parallel rank's) equals rank 0's to the byte, and every rank's own
+// cuts (a data-parallel group of ZeRO's, nothing else split) its measured bytes, which
+// metrics.jsonl's "nvme" prints (rank 0's).
+void check_disk_bytes(const RunSpec& run, const Layout& layout, const Measurement& measured) {
+  const std::vector<std::array<int64_t, 2>>& bytes = measured.rank_disk_bytes;
+  ASSERT_EQ(bytes.size(), static_cast<size_t>(layout.ranks()));
+  const DiskTraffic planned = disk_traffic(run, layout);
+  if (comm::MpiRuntime::world()->rank() == 0)
+    std::printf("%-44s disk bytes a step: predicted read %lld written %lld, measured on rank 0 %lld %lld\n",
+                layout.str().c_str(), static_cast<long long>(planned.read_bytes),
+                static_cast<long long>(planned.written_bytes), static_cast<long long>(bytes[0][0]),
+                static_cast<long long>(bytes[0][1]));
+  EXPECT_EQ(planned.read_bytes, bytes[0][0]);
+  EXPECT_EQ(planned.written_bytes, bytes[0][1]);
+  ASSERT_EQ(layout.ranks(), layout.dp) << "per-rank cuts are checked for data-parallel layouts";
+  const StageParameters& stage = stages_of(run, layout).front();
+  const ZeroBuckets z = zero_buckets(stage.numels, stage.blocks, stage.expert, layout, run.model.n_layer, run.bucket_bytes);
+  for (int64_t q = 0; q < layout.dp; ++q) {
+    const TierState t = optimizer_tier(shard_segments(z, stage.numels, 0, q), group_shard(z, 0), run.nvme);
+    EXPECT_EQ(t.traffic.read_bytes, bytes[static_cast<size_t>(q)][0]) << "rank " << q;
+    EXPECT_EQ(t.traffic.written_bytes, bytes[static_cast<size_t>(q)][1]) << "rank " << q;
+  }
+}
+
+// Measures `layouts` of `cfg` and compares `categories` (every one printed); on `device` (the
+// emulated one) the device's, and the host's where ZeRO-Offload keeps its state.
+void check_layouts(const train::TrainConfig& cfg, const RunSpec& run, const std::vector<Layout>& layouts,
+                   std::optional<Device> device, std::span<const MemoryCategory> categories) {
   std::shared_ptr<comm::Communicator> world(comm::MpiRuntime::world());
-  RunSpec run = run_spec(cfg);
-  // The emulated device's kernels are the host's, but a widened bf16 GEMM's f32 scratch is the
-  // host's memory (Note [Widened head GEMMs]), so the device sees what a GPU's would.
-  if (device) run.place_on_device();
-  SearchSpace space;
-  space.ranks = world->size();
-  space.offload = device.has_value();
-  const std::vector<Layout> listed = enumerate_layouts(run, space);
-  int checked = 0;
-  for (const Layout& layout : listed) {
-    if (std::find(names.begin(), names.end(), layout.str()) == names.end()) continue;
-    ++checked;
+  for (const Layout& layout : layouts) {
     SCOPED_TRACE(layout.str());
     train::TrainConfig c = cfg;
     layout.apply(c);
@@ -91,8 +108,9 @@ void check(const train::TrainConfig& cfg, const std::vector<std::string>& names,
     ASSERT_TRUE(measured.is_ok()) << measured.status().to_string();
     const MemoryEstimate predicted = predict_memory(run, layout, true);
     // Note [ZeRO-Offload's memory]: the host's gradients and optimizer state. (The host's
-    // other categories hold what a device run keeps there anyway, which is not modelled.)
-    if (layout.offload)
+    // other categories hold what a device run keeps there anyway, which is not modelled.) On CPU
+    // ranks the host is the ranks' memory, checked below.
+    if (layout.offload && device)
       for (const MemoryCategory cat : {MemoryCategory::kGradient, MemoryCategory::kOptimizerState}) {
         const double p = static_cast<double>(predicted.host_peak_bytes[static_cast<size_t>(cat)]);
         const double m = static_cast<double>(measured.value().host_peak_bytes[static_cast<size_t>(cat)]);
@@ -134,8 +152,30 @@ void check(const train::TrainConfig& cfg, const std::vector<std::string>& names,
         EXPECT_LE(std::abs(pq - mq), 0.05 * mq + 4096.0) << memory_category_name(cat) << " on rank " << q << " (stage " << stage << ")";
       }
     }
+    if (layout.nvme) check_disk_bytes(run, layout, measured.value());
   }
-  EXPECT_EQ(checked, static_cast<int>(names.size())) << "a layout of the subset is no longer listed";
+}
+
+RunSpec run_of(const train::TrainConfig& cfg, std::optional<Device> device) {
+  RunSpec run = run_spec(cfg);
+  // The emulated device's kernels are the host's, but a widened bf16 GEMM's f32 scratch is the
+  // host's memory (Note [Widened head GEMMs]), so the device sees what a GPU's would.
+  if (device) run.place_on_device();
+  return run;
+}
+
+// Measures the layouts of `cfg` named in `names`, which the search must list.
+void check(const train::TrainConfig& cfg, const std::vector<std::string>& names,
+           std::optional<Device> device = std::nullopt, std::span<const MemoryCategory> categories = kEveryCategory) {
+  const RunSpec run = run_of(cfg, device);
+  SearchSpace space;
+  space.ranks = comm::MpiRuntime::world()->size();
+  space.offload = device.has_value();
+  std::vector<Layout> layouts;
+  for (const Layout& layout : enumerate_layouts(run, space))
+    if (std::find(names.begin(), names.end(), layout.str()) != names.end()) layouts.push_back(layout);
+  EXPECT_EQ(layouts.size(), names.size()) << "a layout of the subset is no longer listed";
+  check_layouts(cfg, run, layouts, device, categories);
 }
 
 TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) { check(tiny(), subset(comm::MpiRuntime::world()->size())); }
@@ -303,6 +343,47 @@ TEST(MemoryModel, ZeroOffloadOnADeviceKeepsTheStateOnTheHost) {
         {one ? "dp1 tp1 pp1 zero0+offload ckpt=none b8 m1" : "dp2 tp1 pp1 zero1+offload ckpt=none b4 m1"}, device);
   check(tiny({"precision.dtype=fp32"}),
         {one ? "dp1 tp1 pp1 zero0+offload ckpt=full b2 m4" : "dp2 tp1 pp1 zero2+offload ckpt=full b2 m2"}, device);
+}
+
+// ZeRO-Infinity's optimizer tier on CPU ranks (Note [The tier's memory and bytes]): the
+// optimizer state is its staging buffers, min(units, nvme_buffer_count) of the largest unit's
+// region, the other categories what they are in memory; each step's disk bytes to the byte.
+// Units of 2, 1 and 0.5 MiB per array outnumber the 4 buffers, so every region is read back
+// each step; at 32 MiB (the default) a rank's state is one unit that stays in its buffer, and
+// nothing is read. ZeRO over one rank is pinned (the search leaves it out).
+TEST(MemoryModel, TheNvmeTierKeepsItsStagingBuffersAndMovesItsUnits) {
+  const int ranks = comm::MpiRuntime::world()->size();
+  if (ranks == 4) GTEST_SKIP() << "the tier's layouts are checked on 1 and 2 ranks";
+  const std::string dir = ::testing::TempDir() + "/memory_accuracy_nvme_np" + std::to_string(ranks);
+  std::filesystem::create_directories(dir);
+  auto tier = [&](const std::string& dtype, const std::string& unit_mb) {
+    return tiny({"precision.dtype=" + dtype, "parallel.offload_optimizer_device=nvme", "parallel.nvme_path=" + dir,
+                 "parallel.nvme_buffer_mb=" + unit_mb});
+  };
+  auto check_pinned = [&](const train::TrainConfig& cfg, const std::string& name) {
+    const RunSpec run = run_of(cfg, std::nullopt);
+    SearchSpace space;
+    space.ranks = ranks;
+    space.nvme = true;
+    auto pins = parse_layout_pins(name);
+    ASSERT_TRUE(pins.is_ok()) << pins.status().to_string();
+    space.pins = pins.value();
+    const std::vector<Layout> layouts = enumerate_layouts(run, space);
+    ASSERT_EQ(layouts.size(), 1u) << name;
+    ASSERT_TRUE(layouts[0].nvme) << name;
+    check_layouts(cfg, run, layouts, std::nullopt, kEveryCategory);
+  };
+  if (ranks == 1) {
+    check_pinned(tier("fp32", "2"), "dp1 tp1 pp1 zero1+nvme ckpt=none b8 m1");
+    check_pinned(tier("bf16", "32"), "dp1 tp1 pp1 zero2+nvme ckpt=full b4 m2");
+    check_pinned(tier("fp32", "1"), "dp1 tp1 pp1 zero3+nvme ckpt=selective b8 m1");
+    check_pinned(tier("bf16", "0.5"), "dp1 tp1 pp1 zero3+nvme ckpt=none b4 m2");
+    return;
+  }
+  check_pinned(tier("bf16", "1"), "dp2 tp1 pp1 zero1+nvme ckpt=selective b2 m2");
+  check_pinned(tier("fp32", "2"), "dp2 tp1 pp1 zero2+nvme ckpt=none b4 m1");
+  check_pinned(tier("bf16", "0.5"), "dp2 tp1 pp1 zero3+nvme ckpt=full b2 m2");
+  check_pinned(tier("fp32", "32"), "dp2 tp1 pp1 zero1+nvme ckpt=full b4 m1");
 }
 
 }  // namespace
