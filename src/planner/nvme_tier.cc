@@ -1,9 +1,9 @@
 #include "planner/nvme_tier.h"
 
 #include <algorithm>
-#include <climits>
 
 #include "offload/nvme_file.h"
+#include "parallel/zero/state_store.h"
 #include "planner/placements.h"
 
 namespace trident::planner {
@@ -11,33 +11,15 @@ namespace {
 
 constexpr int64_t kArrays = 3;  // masters, m and v (Note [The tier's memory and bytes])
 
-// The units' lengths, as NvmeState cuts them (state_store.cc's cut_units): at most `limit`
-// elements, a cut inside a segment moved back to a 16-element step from its start.
-std::vector<int64_t> cut_units(const std::vector<std::pair<int64_t, int64_t>>& segments, int64_t total, int64_t limit) {
-  std::vector<int64_t> lengths;
-  for (int64_t begin = 0; begin < total;) {
-    int64_t end = std::min(total, begin + limit);
-    if (end < total) {
-      const auto it = std::upper_bound(segments.begin(), segments.end(), std::pair<int64_t, int64_t>{end, INT64_MAX});
-      if (it != segments.begin() && std::prev(it)->first < end && end < std::prev(it)->second) {
-        const int64_t s0 = std::prev(it)->first;
-        end = s0 + (end - s0) / 16 * 16;
-      }
-    }
-    lengths.push_back(end - begin);
-    begin = end;
-  }
-  return lengths;
-}
-
 }  // namespace
 
 TierState optimizer_tier(const std::vector<std::pair<int64_t, int64_t>>& segments, int64_t shard,
                          const NvmeTierSpec& spec) {
   TierState t;
   int64_t largest = 0;  // one array's bytes in the largest unit's region
-  for (int64_t n : cut_units(segments, shard, std::max<int64_t>(spec.unit_elements, 64))) {
-    const int64_t part = offload::nvme_aligned(4 * n);
+  const int64_t limit = std::max<int64_t>(spec.unit_elements, 64);
+  for (const parallel::zero::StateUnit& u : parallel::zero::cut_units(segments, shard, limit)) {  // as NvmeState's
+    const int64_t part = offload::nvme_aligned(4 * u.length);
     t.file_bytes += kArrays * part;
     largest = std::max(largest, part);
     ++t.units;

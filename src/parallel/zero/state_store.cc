@@ -36,6 +36,29 @@ std::vector<UnitSpan> spans_of(const std::vector<StateUnit>& units, int64_t begi
   return out;
 }
 
+// Note [Units that keep the update's bits]
+// The CPU AdamW steps 16-element blocks from a tensor's start with vector code and the last
+// few elements with scalar code, which may differ by an ulp. A unit boundary inside a
+// parameter's segment therefore falls a multiple of 16 elements from the segment's start: both
+// parts then put the same elements through the same code as the whole segment would, and the
+// tier's updates equal the in-memory ones bit for bit. Units are at most `limit` elements.
+std::vector<StateUnit> cut_units(const std::vector<std::pair<int64_t, int64_t>>& segments, int64_t total, int64_t limit) {
+  std::vector<StateUnit> units;
+  for (int64_t begin = 0; begin < total;) {
+    int64_t end = std::min(total, begin + limit);
+    if (end < total) {
+      const auto it = std::upper_bound(segments.begin(), segments.end(), std::pair<int64_t, int64_t>{end, INT64_MAX});
+      if (it != segments.begin() && std::prev(it)->first < end && end < std::prev(it)->second) {
+        const int64_t s0 = std::prev(it)->first;
+        end = s0 + (end - s0) / 16 * 16;  // > begin: limit >= 64
+      }
+    }
+    units.push_back({begin, end - begin});
+    begin = end;
+  }
+  return units;
+}
+
 namespace {
 
 class MemoryState final : public StateStore {
@@ -152,35 +175,17 @@ class NvmeState final : public StateStore {
     std::optional<int64_t> read, write;  // tickets in flight
   };
 
-  // Note [Units that keep the update's bits]
-  // The CPU AdamW steps 16-element blocks from a tensor's start with vector code and the last
-  // few elements with scalar code, which may differ by an ulp. A unit boundary inside a
-  // parameter's segment therefore falls a multiple of 16 elements from the segment's start: both
-  // parts then put the same elements through the same code as the whole segment would, and the
-  // tier's updates equal the in-memory ones bit for bit. Units are at most `limit` elements.
+  // The rank's parameter segments, [begin, end) in its concatenated shards, cut into units
+  // (Note [Units that keep the update's bits]).
   static std::vector<StateUnit> cut_units(const ZeroLayout& layout, int64_t limit) {
-    std::vector<std::pair<int64_t, int64_t>> segments;  // [begin, end) in the concatenated shards
+    std::vector<std::pair<int64_t, int64_t>> segments;
     for (const Bucket& b : layout.buckets())
       for (const Segment& seg : b.mine) {
         const int64_t at = layout.shard_offset(b) + (seg.flat - layout.shard_begin(b));
         segments.emplace_back(at, at + seg.length);
       }
     std::sort(segments.begin(), segments.end());
-    std::vector<StateUnit> units;
-    const int64_t total = layout.shard_total();
-    for (int64_t begin = 0; begin < total;) {
-      int64_t end = std::min(total, begin + limit);
-      if (end < total) {
-        const auto it = std::upper_bound(segments.begin(), segments.end(), std::pair<int64_t, int64_t>{end, INT64_MAX});
-        if (it != segments.begin() && std::prev(it)->first < end && end < std::prev(it)->second) {
-          const int64_t s0 = std::prev(it)->first;
-          end = s0 + (end - s0) / 16 * 16;  // > begin: limit >= 64
-        }
-      }
-      units.push_back({begin, end - begin});
-      begin = end;
-    }
-    return units;
+    return zero::cut_units(segments, layout.shard_total(), limit);
   }
 
   // One array's bytes in a unit's region, aligned for O_DIRECT.

@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -57,6 +58,12 @@ struct UnitSpan {
   int64_t in_unit, in_range, length;  // offsets in the unit and in the range; elements
 };
 std::vector<UnitSpan> spans_of(const std::vector<StateUnit>& units, int64_t begin, int64_t length);
+
+// The tier's units of a rank's state of `total` elements whose parameter segments are
+// `segments` ([begin, end) in its concatenated shards, sorted): at most `limit` (>= 64)
+// elements each, a cut inside a segment at a 16-element step from its start (Note [Units that
+// keep the update's bits] in state_store.cc). The planner cuts its prediction with it too.
+std::vector<StateUnit> cut_units(const std::vector<std::pair<int64_t, int64_t>>& segments, int64_t total, int64_t limit);
 
 struct NvmeStateOptions {
   std::filesystem::path dir;            // parallel.nvme_path
