@@ -209,25 +209,27 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
     offloaded = !none_fits(with);
     plan = std::move(with);  // when none fits either, its reason names the host's memory too
   }
-  // The NVMe tier likewise, where the config names it (a disk for the state) and the ranks are
-  // the host's: slower than memory, so chosen only when nothing fits without it.
-  // (It needs ZeRO, and so a communicator: one process started alone has none.)
+  // The NVMe tier likewise, where the config names it (a disk for the state): slower than
+  // memory, so chosen only when nothing fits without it (beside GPUs, nor with ZeRO-Offload:
+  // the host's memory is short too). It needs ZeRO, and so a communicator: one process started
+  // alone has none.
   bool tiered = false;
   const bool zero_runs = ranks > 1 || comm::MpiRuntime::launched_by_mpirun();
-  const bool tier = !run.on_device && names_tier(cfg) && zero_runs;
+  const bool tier = names_tier(cfg) && zero_runs;
   if (none_fits(plan) && !plan.ranked.empty() && tier) {
     const std::string source = cluster_source(cfg.parallel.auto_cluster, "parallel.auto_cluster");
     if (Status s = planner::check_disk_rates(cluster.value(), source); !s.is_ok())
       return Status::invalid("parallel.auto: no layout fits without the NVMe tier (parallel.offload_optimizer_device "
                              "= \"nvme\"), and " + s.message());
-    planner::Plan with = planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), false, true), zero_runs);
+    planner::Plan with =
+        planner::make_plan(run, cluster.value(), space_for(n, cluster.value(), run.on_device, true), zero_runs);
     tiered = !none_fits(with);
     plan = std::move(with);
   }
   if (none_fits(plan)) {
-    const char* also = run.on_device && !plan.ranked.empty() ? " (ZeRO-Offload's layouts too)"
-                       : tier                                ? " (the NVMe tier's layouts too)"
-                                                             : "";
+    const char* also = tier && !plan.ranked.empty()            ? " (the NVMe tier's layouts too)"
+                       : run.on_device && !plan.ranked.empty() ? " (ZeRO-Offload's layouts too)"
+                                                               : "";
     return Status::invalid(std::string("parallel.auto") + also + ": " + planner::no_layout_reason(plan) +
                            " (trident plan lists them)");
   }
@@ -242,7 +244,9 @@ Status apply_auto_layout(train::TrainConfig& cfg, int ranks, bool print) {
       std::fprintf(stderr, "parallel.auto: no layout fits the memory without the NVMe tier; choosing among those with it "
                            "(the optimizer state on disk: %.1f MiB of it in memory, %.1f + %.1f MiB read and written "
                            "a step)\n",
-                   static_cast<double>(best.memory.category(MemoryCategory::kOptimizerState)) / (1024.0 * 1024.0),
+                   static_cast<double>(best.memory.category(MemoryCategory::kOptimizerState) +
+                                       best.memory.host_peak_bytes[static_cast<size_t>(MemoryCategory::kOptimizerState)]) /
+                       (1024.0 * 1024.0),
                    static_cast<double>(best.time.disk.read_bytes) / (1024.0 * 1024.0),
                    static_cast<double>(best.time.disk.written_bytes) / (1024.0 * 1024.0));
     std::fprintf(stderr, "parallel.auto: %s on %d rank(s), the fastest of the %lld layouts that fit, of %lld evaluated (%s):\n",

@@ -4,7 +4,6 @@
 #include <sstream>
 
 #include "planner/fine_tuning.h"
-#include "planner/nvme_tier.h"
 
 namespace trident::planner {
 namespace {
@@ -215,7 +214,6 @@ std::string why_no_pinned_layout(const RunSpec& run, int64_t ranks, const Layout
   std::string why;
   if (!trainer_accepts(run.model, run.seq_len, l, &why)) return head + "the trainer refuses " + l.str() + ": " + why;
   if (!fine_tuning_accepts(run, l, &why)) return head + l.str() + " cannot fine-tune this run: " + why;
-  if (!tier_accepts(run, l, &why)) return head + "the trainer refuses " + l.str() + ": " + why;
   return head + "none of its completions is one the trainer runs";
 }
 

@@ -73,8 +73,9 @@ DiskTraffic disk_traffic(const RunSpec& run, const Layout& l) {
 // and step their tiers at once; the calibrated rates are the node's, all its ranks together),
 // and what hides is at most queue_depth requests per unit (and one more set behind the
 // forward), each unit's no longer than its AdamW: exposed = disk_s - min(adamw_s, (units + 1)
-// x queue_depth x 1 MiB at the rank's share of the disk's rate). Pipeline stages are taken at
-// the slowest stage's traffic on every rank of the node (an upper bound).
+// x queue_depth x 1 MiB at the rank's share of the disk's rate). Beside a device, AdamW is the
+// host's (ZeRO-Offload's rate). Pipeline stages are taken at the slowest stage's traffic on
+// every rank of the node (an upper bound).
 DiskTime disk_time(const RunSpec& run, const Layout& l, const Cluster& cluster, double adamw_s) {
   DiskTime out;
   if (!l.nvme) return out;
@@ -95,14 +96,6 @@ DiskTime disk_time(const RunSpec& run, const Layout& l, const Cluster& cluster, 
     }
   }
   return out;
-}
-
-bool tier_accepts(const RunSpec& run, const Layout& l, std::string* why) {
-  if (!l.nvme || !run.on_device) return true;
-  if (why != nullptr)
-    *why = "parallel.offload_optimizer_device = \"nvme\" runs with train.device = cpu for now (the tier behind a "
-           "GPU's host memory is not built yet)";
-  return false;
 }
 
 Status check_disk_rates(const Cluster& cluster, const std::string& source) {

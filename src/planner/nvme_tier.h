@@ -10,13 +10,17 @@
 // the update's bits] in state_store.cc), each a region of [masters | m | v] whose arrays are
 // 4096-byte aligned: 3 arrays, since under offload the masters are apart from the parameters
 // even in fp32. Host memory holds min(units, nvme_buffer_count) staging buffers, each the
-// largest unit's region and 4096 bytes to align it (MemoryCategory::kOptimizerState; on CPU
-// ranks the rank's memory, in place of 12 bytes per element of its shard). A step writes every
-// region once and reads every region once, unless every unit stays in a buffer from the step
-// before (no more units than buffers): then it reads nothing. Counted for the stage's first
-// data-parallel rank: another rank's segments start elsewhere, so its cuts (and with them a
-// unit's 4096-byte padding) may differ by a few elements. A checkpoint copies the state out of
-// the tier (the shard once, in host memory): that is the save's peak, not the step's.
+// largest unit's region and 4096 bytes to align it (MemoryCategory::kOptimizerState), in place
+// of 12 bytes per element of the shard: on CPU ranks that is the rank's memory, and the other
+// categories are what they are in memory; beside a device it is the host's, with what
+// ZeRO-Offload keeps there besides (the gradient shard, and under mixed precision the masters
+// rounded on their way to the device: Note [ZeRO-Offload's memory]), and the device holds no
+// optimizer state. A step writes every region once and reads every region once, unless every
+// unit stays in a buffer from the step before (no more units than buffers): then it reads
+// nothing. Counted for the stage's first data-parallel rank: another rank's segments start
+// elsewhere, so its cuts (and with them a unit's 4096-byte padding) may differ by a few
+// elements. A checkpoint reads the state back one piece at a time (Note [Streaming the tier
+// into a checkpoint] in parallel/zero.cc): the save's memory, not the step's.
 #pragma once
 
 #include <cstdint>
@@ -72,10 +76,6 @@ struct DiskTime {
 // The tier's disk time of `l` on `cluster` (whose disk rates must be known: check_disk_rates),
 // `adamw_s` the optimizer's own time per step on the slowest stage.
 DiskTime disk_time(const RunSpec& run, const Layout& l, const Cluster& cluster, double adamw_s);
-
-// Whether the trainer runs `l`'s tier for `run`: on CPU ranks (the tier behind a GPU's host
-// memory is not built yet). When not, `why` (if given) gets the reason.
-bool tier_accepts(const RunSpec& run, const Layout& l, std::string* why = nullptr);
 
 // OK when `cluster` (read from `source`: a file, or this machine) has the disk's rates a plan
 // with the tier needs; else an error naming the missing keys and how to measure them.

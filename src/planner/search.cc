@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include "planner/fine_tuning.h"
-#include "planner/nvme_tier.h"
 
 namespace trident::planner {
 namespace {
@@ -61,7 +60,7 @@ std::vector<Layout> enumerate_layouts(const RunSpec& run, const SearchSpace& spa
     auto [it, fresh] = accepted.try_emplace(
         {l.ep, l.tp, l.pp, l.virtual_stages, l.zero_stage, l.sequence_parallel, l.offload, l.nvme});
     if (fresh)
-      it->second = trainer_accepts(run.model, run.seq_len, l) && fine_tuning_accepts(run, l) && tier_accepts(run, l) &&
+      it->second = trainer_accepts(run.model, run.seq_len, l) && fine_tuning_accepts(run, l) &&
                    (pinned_state || !prunes(run, space, l));
     return it->second;
   };

@@ -193,14 +193,15 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double P = P_dense + P_experts;
   const double dp = static_cast<double>(l.data_parallel());
   const double stepped = l.zero_stage > 0 ? P_dense / dp + P_experts / static_cast<double>(l.dp) : P;
-  const double adamw = 36.0 * stepped / mem_rate;
+  double adamw = 36.0 * stepped / mem_rate;
   double optimizer = adamw;
   // ZeRO-Offload: AdamW on the host (kOffloadHostGBs), the gradients down (one rank's every
   // micro-batch in the compute dtype; ZeRO's fp32 shard once) and the compute-dtype parameters
   // up over PCIe (kOffloadLinkGBs), not overlapped here.
   if (l.offload && !cluster_is_host(cluster)) {
     const double down = l.zero_stage == 0 ? static_cast<double>(E) * m : 4.0;
-    optimizer = 36.0 * stepped / (kOffloadHostGBs * 1e9) + (down + static_cast<double>(E)) * stepped / (kOffloadLinkGBs * 1e9);
+    adamw = 36.0 * stepped / (kOffloadHostGBs * 1e9);
+    optimizer = adamw + (down + static_cast<double>(E)) * stepped / (kOffloadLinkGBs * 1e9);
   }
   // Mixed precision folds every micro-batch's gradients of the compute dtype into the f32 ones
   // (read E, read and write 4): 7.2 ms per micro-batch of GPT-2 small's 45M parameters in bf16

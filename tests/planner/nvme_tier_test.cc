@@ -1,7 +1,8 @@
 // The planner's NVMe tier (planner/nvme_tier.h): units cut as the trainer cuts them, staging
 // buffers and disk bytes per step (Note [The tier's memory and bytes]); the step's exposed disk
 // time (Note [The tier's step time]); the tier in the search, the pins, the table and the JSON;
-// a plan with the tier needs the disk's rates, and a GPU run cannot have it; calibrate measures
+// a plan with the tier needs the disk's rates; beside a GPU the staging buffers are the host's
+// and the device holds no optimizer state; calibrate measures
 // the disk through the tier's own file. tests/planner_mpi/memory_accuracy_test checks the
 // memory and bytes against real runs.
 #include <gtest/gtest.h>
@@ -163,8 +164,8 @@ TEST(NvmeTier, TheSearchConsidersTheTierWhereAskedAndPinsIt) {
   EXPECT_NE(bad.status().message().find("two places"), std::string::npos);
 }
 
-TEST(NvmeTier, APlanWithTheTierNeedsTheDisksRatesAndCPURanks) {
-  TierPlan t;
+TEST(NvmeTier, APlanWithTheTierNeedsTheDisksRates) {
+  const TierPlan t;
   Cluster unknown = local_cluster(2);
   const Status s = check_disk_rates(unknown, "calib.toml");
   ASSERT_FALSE(s.is_ok());
@@ -173,14 +174,30 @@ TEST(NvmeTier, APlanWithTheTierNeedsTheDisksRatesAndCPURanks) {
   EXPECT_TRUE(check_disk_rates(t.cluster, "calib.toml").is_ok());
   const Layout l = t.plan("dp2 zero1+nvme ckpt=none b4 m1").ranked.at(0).layout;
   EXPECT_THROW(predict_time(t.run, l, unknown), Error);
-  // On GPUs the trainer refuses the tier; a pinned plan says why.
+}
+
+// Beside a GPU the tier stages through the host, which keeps ZeRO-Offload's gradient shard and
+// rounded masters too; the device has no optimizer state, as under ZeRO-Offload.
+TEST(NvmeTier, BesideAGpuTheStagingBuffersAreTheHosts) {
+  TierPlan t;
+  t.run = gpt_run(4, 256, 4, 256, 8, DType::kBF16);
+  t.run.nvme.unit_elements = 1 << 18;
   t.run.place_on_device();
-  SearchSpace space;
-  space.ranks = 2;
-  space.pins = parse_layout_pins("dp2 zero1+nvme ckpt=none b4 m1").value();
-  const Plan gpu = make_plan(t.run, t.cluster, space, true);
-  EXPECT_TRUE(gpu.ranked.empty());
-  EXPECT_NE(no_layout_reason(gpu).find("train.device = cpu"), std::string::npos) << no_layout_reason(gpu);
+  t.cluster.device.kind = "gpu";
+  const Candidate tier = t.plan("dp2 zero1+nvme ckpt=none b4 m1").ranked.at(0);
+  const Candidate offload = t.plan("dp2 zero1+offload ckpt=none b4 m1").ranked.at(0);
+  EXPECT_EQ(tier.memory.category(MemoryCategory::kOptimizerState), 0);
+  const auto host = [](const Candidate& c, MemoryCategory m) { return c.memory.host_peak_bytes[static_cast<size_t>(m)]; };
+  const int64_t shard = predict_tier(t.run, tier.layout).front().file_bytes / 12;  // about: padding aside
+  const int64_t staging = 4 * (3 * (int64_t{1} << 20) + 4096);
+  // The rounded bf16 masters (2 bytes per element) beside the staging buffers.
+  EXPECT_NEAR(static_cast<double>(host(tier, MemoryCategory::kOptimizerState)), static_cast<double>(staging + 2 * shard),
+              0.01 * static_cast<double>(2 * shard));
+  EXPECT_LT(host(tier, MemoryCategory::kOptimizerState), host(offload, MemoryCategory::kOptimizerState));
+  EXPECT_EQ(host(tier, MemoryCategory::kGradient), host(offload, MemoryCategory::kGradient));
+  for (MemoryCategory c : {MemoryCategory::kParameter, MemoryCategory::kGradient, MemoryCategory::kActivation})
+    EXPECT_EQ(tier.memory.category(c), offload.memory.category(c)) << memory_category_name(c);
+  EXPECT_GT(tier.time.exposed_disk_s, 0.0);
 }
 
 TEST(NvmeTier, CalibrateMeasuresTheDiskThroughTheTiersFileAndLeavesNothing) {

@@ -178,6 +178,32 @@ void check(const train::TrainConfig& cfg, const std::vector<std::string>& names,
   check_layouts(cfg, run, layouts, device, categories);
 }
 
+// The config of tiny with its optimizer state on the NVMe tier in units of `unit_mb` MiB per
+// array, under a directory per job size.
+train::TrainConfig tiny_on_nvme(const std::string& dtype, const std::string& unit_mb) {
+  const std::string dir =
+      ::testing::TempDir() + "/memory_accuracy_nvme_np" + std::to_string(comm::MpiRuntime::world()->size());
+  std::filesystem::create_directories(dir);
+  return tiny({"precision.dtype=" + dtype, "parallel.offload_optimizer_device=nvme", "parallel.nvme_path=" + dir,
+               "parallel.nvme_buffer_mb=" + unit_mb});
+}
+
+// Measures the one layout `name` pins, on the tier (ZeRO over one rank included: pinned, the
+// search lists it only with the tier).
+void check_on_nvme(const train::TrainConfig& cfg, const std::string& name, std::optional<Device> device = std::nullopt) {
+  const RunSpec run = run_of(cfg, device);
+  SearchSpace space;
+  space.ranks = comm::MpiRuntime::world()->size();
+  space.nvme = true;
+  auto pins = parse_layout_pins(name);
+  ASSERT_TRUE(pins.is_ok()) << pins.status().to_string();
+  space.pins = pins.value();
+  const std::vector<Layout> layouts = enumerate_layouts(run, space);
+  ASSERT_EQ(layouts.size(), 1u) << name;
+  ASSERT_TRUE(layouts[0].nvme) << name;
+  check_layouts(cfg, run, layouts, device, kEveryCategory);
+}
+
 TEST(MemoryModel, WithinFivePercentOfTheAllocatorPerCategory) { check(tiny(), subset(comm::MpiRuntime::world()->size())); }
 
 // bf16 (f32 masters, bf16 parameters, gradients cast and accumulated out of place) and LLaMA
@@ -321,7 +347,7 @@ TEST(MemoryModel, LoraAndQloraModelState) {
              {"dp2 tp1 pp2 zero1 ckpt=none b2 m2"});
 }
 
-// ZeRO-Offload on a device (the emulated one): the device keeps the compute-dtype parameters,
+// ZeRO-Offload on a device (the emulated one), and the NVMe tier beside it: the device keeps the compute-dtype parameters,
 // its gradients in flight to the host a bucket at a time (one rank) or ZeRO's buffers, and no
 // optimizer state; the host the masters, the moments and their gradients (Note [ZeRO-Offload's
 // memory]). Buckets of 2 MiB against tiny GPT-2's 13M parameters: many batches of copies.
@@ -343,6 +369,12 @@ TEST(MemoryModel, ZeroOffloadOnADeviceKeepsTheStateOnTheHost) {
         {one ? "dp1 tp1 pp1 zero0+offload ckpt=none b8 m1" : "dp2 tp1 pp1 zero1+offload ckpt=none b4 m1"}, device);
   check(tiny({"precision.dtype=fp32"}),
         {one ? "dp1 tp1 pp1 zero0+offload ckpt=full b2 m4" : "dp2 tp1 pp1 zero2+offload ckpt=full b2 m2"}, device);
+  // The NVMe tier beside the device: the host's staging buffers in place of the state, its
+  // gradient shard and rounded masters as under ZeRO-Offload (Note [The tier's memory and bytes]).
+  check_on_nvme(tiny_on_nvme("bf16", "1"), one ? "dp1 tp1 pp1 zero1+nvme ckpt=none b8 m1" : "dp2 tp1 pp1 zero3+nvme ckpt=none b4 m1",
+                device);
+  check_on_nvme(tiny_on_nvme("fp32", "2"), one ? "dp1 tp1 pp1 zero2+nvme ckpt=full b2 m4" : "dp2 tp1 pp1 zero1+nvme ckpt=full b2 m2",
+                device);
 }
 
 // ZeRO-Infinity's optimizer tier on CPU ranks (Note [The tier's memory and bytes]): the
@@ -350,40 +382,21 @@ TEST(MemoryModel, ZeroOffloadOnADeviceKeepsTheStateOnTheHost) {
 // region, the other categories what they are in memory; each step's disk bytes to the byte.
 // Units of 2, 1 and 0.5 MiB per array outnumber the 4 buffers, so every region is read back
 // each step; at 32 MiB (the default) a rank's state is one unit that stays in its buffer, and
-// nothing is read. ZeRO over one rank is pinned (the search leaves it out).
+// nothing is read.
 TEST(MemoryModel, TheNvmeTierKeepsItsStagingBuffersAndMovesItsUnits) {
   const int ranks = comm::MpiRuntime::world()->size();
   if (ranks == 4) GTEST_SKIP() << "the tier's layouts are checked on 1 and 2 ranks";
-  const std::string dir = ::testing::TempDir() + "/memory_accuracy_nvme_np" + std::to_string(ranks);
-  std::filesystem::create_directories(dir);
-  auto tier = [&](const std::string& dtype, const std::string& unit_mb) {
-    return tiny({"precision.dtype=" + dtype, "parallel.offload_optimizer_device=nvme", "parallel.nvme_path=" + dir,
-                 "parallel.nvme_buffer_mb=" + unit_mb});
-  };
-  auto check_pinned = [&](const train::TrainConfig& cfg, const std::string& name) {
-    const RunSpec run = run_of(cfg, std::nullopt);
-    SearchSpace space;
-    space.ranks = ranks;
-    space.nvme = true;
-    auto pins = parse_layout_pins(name);
-    ASSERT_TRUE(pins.is_ok()) << pins.status().to_string();
-    space.pins = pins.value();
-    const std::vector<Layout> layouts = enumerate_layouts(run, space);
-    ASSERT_EQ(layouts.size(), 1u) << name;
-    ASSERT_TRUE(layouts[0].nvme) << name;
-    check_layouts(cfg, run, layouts, std::nullopt, kEveryCategory);
-  };
   if (ranks == 1) {
-    check_pinned(tier("fp32", "2"), "dp1 tp1 pp1 zero1+nvme ckpt=none b8 m1");
-    check_pinned(tier("bf16", "32"), "dp1 tp1 pp1 zero2+nvme ckpt=full b4 m2");
-    check_pinned(tier("fp32", "1"), "dp1 tp1 pp1 zero3+nvme ckpt=selective b8 m1");
-    check_pinned(tier("bf16", "0.5"), "dp1 tp1 pp1 zero3+nvme ckpt=none b4 m2");
+    check_on_nvme(tiny_on_nvme("fp32", "2"), "dp1 tp1 pp1 zero1+nvme ckpt=none b8 m1");
+    check_on_nvme(tiny_on_nvme("bf16", "32"), "dp1 tp1 pp1 zero2+nvme ckpt=full b4 m2");
+    check_on_nvme(tiny_on_nvme("fp32", "1"), "dp1 tp1 pp1 zero3+nvme ckpt=selective b8 m1");
+    check_on_nvme(tiny_on_nvme("bf16", "0.5"), "dp1 tp1 pp1 zero3+nvme ckpt=none b4 m2");
     return;
   }
-  check_pinned(tier("bf16", "1"), "dp2 tp1 pp1 zero1+nvme ckpt=selective b2 m2");
-  check_pinned(tier("fp32", "2"), "dp2 tp1 pp1 zero2+nvme ckpt=none b4 m1");
-  check_pinned(tier("bf16", "0.5"), "dp2 tp1 pp1 zero3+nvme ckpt=full b2 m2");
-  check_pinned(tier("fp32", "32"), "dp2 tp1 pp1 zero1+nvme ckpt=full b4 m1");
+  check_on_nvme(tiny_on_nvme("bf16", "1"), "dp2 tp1 pp1 zero1+nvme ckpt=selective b2 m2");
+  check_on_nvme(tiny_on_nvme("fp32", "2"), "dp2 tp1 pp1 zero2+nvme ckpt=none b4 m1");
+  check_on_nvme(tiny_on_nvme("bf16", "0.5"), "dp2 tp1 pp1 zero3+nvme ckpt=full b2 m2");
+  check_on_nvme(tiny_on_nvme("fp32", "32"), "dp2 tp1 pp1 zero1+nvme ckpt=full b4 m1");
 }
 
 }  // namespace
