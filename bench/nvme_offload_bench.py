@@ -4,8 +4,8 @@
 A LLaMA (GPT-2's vocabulary, Tiny Shakespeare tokens from `trident prepare`) trains with ZeRO-1 on
 one rank (`mpirun -np 1`), twice, each inside a cgroup (v1 memory controller) whose limit the
 plain run's state exceeds:
-  plain  fp32 parameters, gradients, masters and AdamW moments in memory (16 B/param, plus the
-         flat gradient buffer's and activations');
+  plain  parameters (fp32, or bf16 with --dtype bf16), fp32 gradients, masters and AdamW moments
+         in memory (16 B/param in fp32; bf16 adds 2 for the compute copy), plus activations;
   nvme   parallel.offload_optimizer_device = "nvme": the masters and moments (12 B/param) in a
          scratch file under --nvme-path, read and written unit by unit each step.
 Before them, fio (Debian's package) measures the file system under --nvme-path: sequential 1 MiB
