@@ -101,6 +101,7 @@ def main():
     ap.add_argument("--fio-mib", type=int, default=4096)
     ap.add_argument("--bucket-mb", type=float, default=32)
     ap.add_argument("--buffers", type=int, default=3, help="parallel.nvme_buffer_count")
+    ap.add_argument("--queue-depth", type=int, default=8, help="parallel.nvme_queue_depth (requests in flight)")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
                     help="precision.dtype: bf16 keeps 2 B/param of parameters in memory, fp32 masters on the tier")
     ap.add_argument("--zero-stage", type=int, default=1)
@@ -130,7 +131,8 @@ def main():
     tier = run_limited("nvme", mpirun + base + [f"--train.out_dir={work}/nvme", "--parallel.offload_optimizer=true",
                                                  "--parallel.offload_optimizer_device=nvme",
                                                  f"--parallel.nvme_path={a.nvme_path}",
-                                                 f"--parallel.nvme_buffer_count={a.buffers}"], limit, env)
+                                                 f"--parallel.nvme_buffer_count={a.buffers}",
+                                                 f"--parallel.nvme_queue_depth={a.queue_depth}"], limit, env)
     steps = []
     metrics = os.path.join(work, "nvme", "metrics.jsonl")
     if os.path.exists(metrics):
@@ -145,7 +147,8 @@ def main():
                   "state_bytes_16_per_param": 16 * params, "machine_memory_bytes": machine_memory(),
                   "state_over_machine_memory": 16 * params / machine_memory()},
         "limit_bytes": limit,
-        "settings": {"zero_stage": a.zero_stage, "bucket_mb": a.bucket_mb, "nvme_buffer_count": a.buffers, "ranks": 1,
+        "settings": {"zero_stage": a.zero_stage, "bucket_mb": a.bucket_mb, "nvme_buffer_count": a.buffers,
+                     "nvme_queue_depth": a.queue_depth, "ranks": 1,
                      "threads": 2, "dtype": a.dtype},
         "fio": {"read_bytes_per_s": fio_read, "write_bytes_per_s": fio_write,
                 "settings": "1 MiB sequential, io_uring, O_DIRECT, iodepth 8"},
