@@ -50,7 +50,7 @@ inline constexpr int64_t kNvmeAlignment = 4096;
 inline constexpr int64_t nvme_aligned(int64_t n) { return (n + kNvmeAlignment - 1) / kNvmeAlignment * kNvmeAlignment; }
 
 struct NvmeFileOptions {
-  int queue_depth = 8;              // requests in flight (aio_thread_count x queue_depth in DeepSpeed)
+  int queue_depth = 128;            // requests in flight (aio_thread_count x queue_depth in DeepSpeed)
   int64_t request_bytes = 1 << 20;  // a larger extent goes out as several requests of this size (<= 1 GiB)
   bool direct = true;               // O_DIRECT (Note [Falling back])
   bool io_uring = true;             // asynchronous requests (Note [Falling back])

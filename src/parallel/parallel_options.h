@@ -29,7 +29,9 @@ struct ParallelOptions {
   std::string nvme_path;
   int64_t nvme_buffer_count = 4;
   double nvme_buffer_mb = 32;  // each staging buffer's masters, m and v: MiB each
-  int64_t nvme_queue_depth = 8;
+  // At least a unit's requests (2 x 3 x nvme_buffer_mb of 1 MiB, read and written): requests
+  // refill only when the optimizer calls in, so a shallower queue idles the disk through AdamW.
+  int64_t nvme_queue_depth = 128;
   // See Note [The parameter tier's read-ahead depth] in parallel_options.cc.
   int64_t nvme_prefetch_depth = 2;
   std::string hierarchical = "auto";  // collectives over several hosts (comm/communicator.h)

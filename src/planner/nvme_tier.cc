@@ -66,16 +66,21 @@ DiskTraffic disk_traffic(const RunSpec& run, const Layout& l) {
 // unit it waits for the unit's read, starts reading the next ones (as many as buffers are
 // free), runs AdamW on it and starts writing it back. Requests progress beyond what the kernel
 // holds only inside those calls (offload/nvme_file.h): while AdamW steps a unit, the kernel
-// has at most nvme_queue_depth requests of 1 MiB to work on (8 MiB against a 96 MiB region at
-// the defaults), and through the forward and backward only what the last call left it. So the
-// disk's time is mostly added to the step, not overlapped: disk_s is the rank's reads at the
-// read rate plus its writes at the write rate, times the ranks of a node (they share its disk,
-// and step their tiers at once; the calibrated rates are the node's, all its ranks together),
-// and what hides is at most queue_depth requests per unit (and one more set behind the
-// forward), each unit's no longer than its AdamW: exposed = disk_s - min(adamw_s, (units + 1)
-// x queue_depth x 1 MiB at the rank's share of the disk's rate). Beside a device, AdamW is the
-// host's (ZeRO-Offload's rate). Pipeline stages are taken at the slowest stage's traffic on
-// every rank of the node (an upper bound).
+// has at most nvme_queue_depth requests of 1 MiB to work on, and through the forward and
+// backward only what the last call left it. With a queue of at least a unit's requests (the
+// default 128 against 2 x 96 MiB of a unit's read and write), the disk works through every
+// AdamW; with a shallower one (8 was the default until the 2.5B run of
+// bench/results/2026-12-01-nvme-beyond-memory-zen5: wait 28.3 s + AdamW 11.5 s = the 39.8 s
+// optimizer phase, 28.5 s with 128) it idles through most of it. The forward and backward
+// hide almost nothing either way: a rank's state is larger than the buffers that could hold
+// it ahead (that is why it is on the disk). So disk_s is the rank's reads at the read rate
+// plus its writes at the write rate, times the ranks of a node (they share its disk, and step
+// their tiers at once; the calibrated rates are the node's, all its ranks together), and what
+// hides is at most min(queue_depth x 1 MiB, a unit's traffic) per unit (and one more set
+// behind the forward), each unit's no longer than its AdamW: exposed = disk_s - min(adamw_s,
+// (units + 1) x that at the rank's share of the disk's rate, disk_s). Beside a device, AdamW is
+// the host's (ZeRO-Offload's rate). Pipeline stages are taken at the slowest stage's traffic
+// on every rank of the node (an upper bound).
 DiskTime disk_time(const RunSpec& run, const Layout& l, const Cluster& cluster, double adamw_s) {
   DiskTime out;
   if (!l.nvme) return out;
@@ -88,7 +93,8 @@ DiskTime disk_time(const RunSpec& run, const Layout& l, const Cluster& cluster, 
     const double disk = sharing * (r / read + w / write);
     if (disk <= 0.0) continue;
     const double rate = (r + w) / disk;  // this rank's share
-    const double hidden = std::min({adamw_s, static_cast<double>(t.units + 1) * in_kernel / rate, disk});
+    const double per_unit = std::min(in_kernel, (r + w) / static_cast<double>(std::max<int64_t>(t.units, 1)));
+    const double hidden = std::min({adamw_s, static_cast<double>(t.units + 1) * per_unit / rate, disk});
     if (disk - hidden > out.exposed_s || (disk - hidden == out.exposed_s && disk > out.disk_s)) {
       out.traffic = t.traffic;
       out.disk_s = disk;

@@ -32,7 +32,7 @@ enum class Holding : uint8_t { kTrained, kFrozen, kNf4 };
 struct NvmeTierSpec {
   int64_t buffer_count = 4;                  // staging buffers of one unit each
   int64_t unit_elements = int64_t{1} << 23;  // of each of masters, m and v (32 MiB)
-  int64_t queue_depth = 8;                   // requests with the kernel at once
+  int64_t queue_depth = 128;                 // requests with the kernel at once
 };
 
 struct RunSpec {

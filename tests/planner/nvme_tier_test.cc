@@ -105,6 +105,7 @@ TEST(NvmeTier, WhatAdamWHidesIsAtMostTheKernelsRequestsPerUnit) {
   // 8 requests.
   t.run.nvme.unit_elements = 1 << 21;
   t.run.nvme.buffer_count = 2;
+  t.run.nvme.queue_depth = 8;
   const Layout l = t.plan("dp2 zero1+nvme ckpt=none b4 m1").ranked.at(0).layout;
   const TierState s = predict_tier(t.run, l).front();
   const DiskTime none = disk_time(t.run, l, t.cluster, 0.0);
@@ -114,6 +115,15 @@ TEST(NvmeTier, WhatAdamWHidesIsAtMostTheKernelsRequestsPerUnit) {
   const DiskTime long_adamw = disk_time(t.run, l, t.cluster, 1e3);
   EXPECT_GT(s.units, 2);
   EXPECT_NEAR(long_adamw.exposed_s, none.disk_s - static_cast<double>(s.units + 1) * per_unit, 1e-12);
+  // The default queue (128 requests) holds all of a unit's traffic (48 MiB): what hides is a
+  // unit's traffic per unit, not the queue's, and with AdamW long enough all of it.
+  t.run.nvme.queue_depth = 128;
+  EXPECT_EQ(disk_time(t.run, l, t.cluster, 1e3).exposed_s, 0.0);
+  const double per_unit_traffic = static_cast<double>(s.traffic.read_bytes + s.traffic.written_bytes) / s.units;
+  EXPECT_LT(per_unit_traffic, 128.0 * (1 << 20));
+  const double adamw = 0.5 * none.disk_s;
+  EXPECT_NEAR(disk_time(t.run, l, t.cluster, adamw).exposed_s, none.disk_s - adamw, 1e-12);
+  t.run.nvme.queue_depth = 8;
   // Small units: all of a unit's traffic fits in the kernel's requests, all of it hides.
   t.run.nvme.unit_elements = 1 << 18;
   EXPECT_EQ(disk_time(t.run, l, t.cluster, 1e3).exposed_s, 0.0);

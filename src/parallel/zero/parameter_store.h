@@ -51,7 +51,7 @@ namespace trident::parallel::zero {
 struct NvmeParamOptions {
   std::filesystem::path dir;  // parallel.nvme_path
   int prefetch_depth = 2;     // parallel.nvme_prefetch_depth
-  int queue_depth = 8;        // parallel.nvme_queue_depth
+  int queue_depth = 128;      // parallel.nvme_queue_depth
 };
 
 class ParameterStore {

@@ -68,7 +68,7 @@ std::vector<StateUnit> cut_units(const std::vector<std::pair<int64_t, int64_t>>&
 struct NvmeStateOptions {
   std::filesystem::path dir;            // parallel.nvme_path
   int buffer_count = 2;                 // staging buffers: the unit stepped and those read ahead
-  int queue_depth = 8;                  // requests in flight
+  int queue_depth = 128;                // requests in flight
   int64_t unit_elements = int64_t{1} << 23;  // 32 MiB of each of masters, m and v
 };
 
