@@ -95,6 +95,11 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
                 "pin these axes, as the table writes a layout (\"dp8 tp4+sp pp2x2 zero1 ckpt=full b2 m8\", any of "
                 "its words): the search ranges over the rest; --parallel.* and --model.activation_checkpointing "
                 "overrides pin their axes too");
+  c->add_option("--comm-overlap", a.comm_overlap,
+                "the fraction of the last backward that data-parallel traffic hides behind, for the framework "
+                "you compare with (0: Megatron-LM before overlap_grad_reduce; near 1: DDP, FSDP, trident on GPUs); "
+                "default: the cluster file's device.comm_overlap")
+      ->check(CLI::Range(0.0, 1.0));
   c->add_option("--tokens", a.tokens, "with --price-per-device-hour: time and cost to train this many tokens")
       ->check(kPositive);
   c->add_option("--price-per-device-hour", a.price_per_device_hour, "price of one device for an hour")
@@ -120,8 +125,14 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   auto cluster = plan_cluster(a.cluster_file, ranks, a.nodes,
                               a.ranks == 0 && ranks > 0 ? "--layout's dp x tp x pp" : "--ranks");
   if (!cluster.is_ok()) return cluster.status();
+  if (a.comm_overlap >= 0.0) cluster.value().device.comm_overlap = a.comm_overlap;
   planner::RunSpec run = planner::run_spec(cfg);
   if (cluster.value().gpu()) run.place_on_device();
+  if (cfg.parallel.grad_compression == "powersgd" || cfg.parallel.grad_compression == "onebit_adam")
+    std::fprintf(stderr,
+                 "plan: parallel.grad_compression = %s is priced uncompressed (its warm-up's fp32 all-reduce): "
+                 "an upper bound on its data-parallel time\n",
+                 cfg.parallel.grad_compression.c_str());
   const bool tier = a.nvme || names_tier(cfg) || pins.nvme.value_or(false);
   if (tier)
     if (Status s = planner::check_disk_rates(cluster.value(), cluster_source(a.cluster_file)); !s.is_ok()) return s;

@@ -180,25 +180,48 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   const DType dtype = cfg.precision.compute_dtype();
   const double gemm = dtype == DType::kBF16 ? bf16 * 1e9 : f32 * 1e9;
 
-  // Attention forward + backward at the model's heads: 2 T C forward FLOPs per token (causal), 3.5x with backward.
+  // Note [Attention by head size]
+  // Attention's FLOPs per token are 2 T C forward (causal), 3.5x with the backward, whatever
+  // the heads; its rate is not: each head's QK^T and PV are products d wide (flash attention's
+  // tiles, a CPU kernel's dot products), so the same width measures slower in more, smaller
+  // heads (issue #53: the same shape with 64, 96 or 128 heads up to 1.5x apart). As with the
+  // GEMMs' rows, 1/rate = a + b/d: timed at the model's head size d and at half of it (twice
+  // the heads, the same width), peak = 1/a (attention_efficiency = peak / the GEMM rate) and
+  // attention_half_head_size = b/a. A fit that is not a fall-off (b <= 0: the smaller heads
+  // as fast) keeps the model's own rate and no fall-off.
   {
-    const int64_t NH = cfg.model.n_head, HS = cfg.model.n_embd / cfg.model.n_head;
-    Generator gen(7);
-    Tensor q = randn({B, NH, T, HS}, gen, dtype), kk = randn({B, NH, T, HS}, gen, dtype),
-           v = randn({B, NH, T, HS}, gen, dtype);
-    q.set_requires_grad(true);
-    kk.set_requires_grad(true);
-    v.set_requires_grad(true);
-    const double s = fastest_seconds(
-        [&] {
-          autograd::backward(sum(attention(q, kk, v, true)));
-          q.zero_grad();
-          kk.zero_grad();
-          v.zero_grad();
-        },
-        options.seconds_per_measure);
-    const double flops = 3.5 * 2.0 * static_cast<double>(B * T * T * NH * HS);
-    c.device.attention_efficiency = std::clamp(flops / s / gemm, 0.01, 2.0);
+    const int64_t C = cfg.model.n_embd;
+    auto attention_rate = [&](int64_t HS) {
+      const int64_t NH = C / HS;
+      Generator gen(7);
+      Tensor q = randn({B, NH, T, HS}, gen, dtype), kk = randn({B, NH, T, HS}, gen, dtype),
+             v = randn({B, NH, T, HS}, gen, dtype);
+      q.set_requires_grad(true);
+      kk.set_requires_grad(true);
+      v.set_requires_grad(true);
+      const double s = fastest_seconds(
+          [&] {
+            autograd::backward(sum(attention(q, kk, v, true)));
+            q.zero_grad();
+            kk.zero_grad();
+            v.zero_grad();
+          },
+          options.seconds_per_measure);
+      return 3.5 * 2.0 * static_cast<double>(B * T * T * NH * HS) / s;
+    };
+    const int64_t HS = cfg.model.n_embd / cfg.model.n_head;
+    const double own = attention_rate(HS);
+    c.device.attention_efficiency = std::clamp(own / gemm, 0.01, 2.0);
+    c.device.attention_half_head_size = 0.0;
+    if (HS % 2 == 0 && HS >= 8) {
+      const double half = attention_rate(HS / 2);
+      const double d1 = static_cast<double>(HS), d2 = d1 / 2.0;
+      const double b = (1.0 / half - 1.0 / own) / (1.0 / d2 - 1.0 / d1), a = 1.0 / own - b / d1;
+      if (a > 0.0 && b > 0.0) {
+        c.device.attention_efficiency = std::clamp(1.0 / a / gemm, 0.01, 2.0);
+        c.device.attention_half_head_size = b / a;
+      }
+    }
   }
   // Memory-bound ops: an in-place add over a buffer far larger than the caches (reads 2, writes 1).
   {

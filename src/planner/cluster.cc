@@ -48,6 +48,10 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
           .add("gemm_half_rows", &DeviceSpec::gemm_half_rows,
                "rows (tokens per micro-batch) at which the GEMM rate is half its peak (0: no fall-off)",
                Range::non_negative())
+          .add("attention_half_head_size", &DeviceSpec::attention_half_head_size,
+               "the head size at which the attention kernel's rate is half attention_efficiency's (flash "
+               "attention's efficiency falls with small heads; 0: no fall-off)",
+               Range::non_negative())
           .add("vocab_loss_ns_per_logit", &DeviceSpec::vocab_loss_ns_per_logit,
                "a vocabulary-parallel loss's local passes (maxima, sums, gradient) per logit, ns (calibrate: "
                "measured; 0: four passes over the f32 logits at memory_bandwidth_gbs)",
@@ -93,6 +97,12 @@ double Cluster::gemm_flops(DType dtype, double rows) const {
                       : dtype == DType::kF16 ? device.peak_tflops_fp16
                                              : device.peak_tflops_fp32;
   return peak * 1e12 * device.gemm_efficiency * rows / (rows + device.gemm_half_rows);
+}
+
+double Cluster::attention_flops(DType dtype, double head_size) const {
+  const double rate = gemm_flops(dtype, 1e18) * device.attention_efficiency;
+  const double h = device.attention_half_head_size;
+  return h > 0.0 ? rate * head_size / (head_size + h) : rate;
 }
 
 bool Cluster::crosses_nodes(int64_t span, int64_t ranks) const {

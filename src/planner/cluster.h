@@ -18,7 +18,10 @@
 //                 that data-parallel communication hides behind: GPUs with NCCL on its own
 //                 stream near 1, CPU ranks 0, their MPI progressing only inside calls);
 //                 gemm_half_rows (the GEMMs' rate falls with a micro-batch's rows n as
-//                 peak x n / (n + gemm_half_rows); calibrate fits it from two micro-batch sizes)
+//                 peak x n / (n + gemm_half_rows); calibrate fits it from two micro-batch sizes);
+//                 attention_half_head_size (attention's rate falls with the head size d as
+//                 attention_efficiency x d / (d + this): flash attention's tiles are d wide;
+//                 calibrate fits it from two head sizes)
 //   [intra_node]  bandwidth_gbs (per device, one direction: NVLink, or shared memory for CPU
 //                 ranks), latency_us
 //   [inter_node]  bandwidth_gbs (per device: its share of the node's NICs), latency_us
@@ -54,6 +57,7 @@ struct DeviceSpec {
   double attention_efficiency = 0.5;
   double comm_overlap = 0.0;
   double gemm_half_rows = 0.0;
+  double attention_half_head_size = 0.0;  // 0: attention's rate does not depend on the head size
   double vocab_loss_ns_per_logit = 0.0;  // 0: the vocabulary-parallel loss's passes at memory_bandwidth_gbs
   double fused_loss_ns_per_logit = 0.0;  // 0: the fused loss's passes at memory_bandwidth_gbs
   static const OptionTable<DeviceSpec>& table();
@@ -85,6 +89,9 @@ struct Cluster {
   // The GEMM rate the time model uses for `dtype` (FLOP/s) at `rows` rows (tokens of a
   // micro-batch): peak x gemm_efficiency x rows / (rows + gemm_half_rows).
   double gemm_flops(DType dtype, double rows) const;
+  // The attention kernel's rate (FLOP/s) at head size `head_size`: the GEMM peak x
+  // attention_efficiency x d / (d + attention_half_head_size).
+  double attention_flops(DType dtype, double head_size) const;
   // Whether groups of `span` consecutive ranks (tp's; dp x tp's: a data-parallel group's reach),
   // aligned at multiples of span, among `ranks`, cross a node boundary: wider than a node, or
   // not dividing it on more than one node (tp 6 on 8-device nodes: ranks 6-11 straddle two).

@@ -34,6 +34,31 @@ constexpr MemoryCategory kShown[] = {MemoryCategory::kParameter, MemoryCategory:
                                      MemoryCategory::kOptimizerState, MemoryCategory::kActivation,
                                      MemoryCategory::kGatheredParameter};
 
+// Note [What a prediction assumes]
+// Where the frameworks differ, the planner takes the trainer's conventions and says so: fp32
+// gradient buffers (the trainer's, as Megatron's main grads; frameworks that keep 16-bit
+// gradients need less), the gradients reduced at run.grad_comm_bytes per element, the
+// cluster file's comm_overlap of the last backward hiding data-parallel traffic (Megatron
+// before overlap_grad_reduce: 0; DDP, FSDP and NCCL on its own stream: near 1), collectives
+// priced as Note [Collectives across nodes] says.
+nlohmann::ordered_json assumptions_json(const Plan& plan) {
+  nlohmann::ordered_json j;
+  j["gradient_buffers"] = "fp32";
+  j["gradient_communication"] = plan.run.grad_comm_bytes == 2.0 ? "bf16" : "fp32";
+  j["data_parallel_overlap"] = plan.cluster.device.comm_overlap;
+  j["collectives"] = "ring inside a node, hierarchical across nodes";
+  return j;
+}
+
+std::string assumptions_line(const Plan& plan) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "assumes: fp32 gradient buffers, gradients reduced in %s, data-parallel traffic %.0f%% hidden "
+                "behind the last backward (comm_overlap), collectives hierarchical across nodes\n",
+                plan.run.grad_comm_bytes == 2.0 ? "bf16" : "fp32", 100.0 * plan.cluster.device.comm_overlap);
+  return line;
+}
+
 }  // namespace
 
 Candidate evaluate(const RunSpec& run, const Layout& layout, const Cluster& cluster, bool communicator) {
@@ -140,6 +165,7 @@ std::string plan_table(const Plan& plan, int64_t top) {
                 static_cast<long long>(plan.fitting()));
   s << line;
   if (!plan.pins.empty()) s << "pinned: " << plan.pins.str() << " (the search ranges over the other axes)\n";
+  s << assumptions_line(plan);
   s << "\n";
   std::snprintf(line, sizeof line, "%-4s %-44s %8s %8s %8s %8s %8s %9s | %9s %9s %9s %9s | %11s\n", "#", "layout",
                 "param", "grad", "optim", "activ", "gather", "total", "compute", "comm", "bubble", "step", "tokens/s");
@@ -215,6 +241,11 @@ nlohmann::ordered_json plan_json(const Plan& plan, int64_t top) {
   j["evaluated"] = plan.search.evaluated;
   j["search"] = plan.search.exhaustive ? "exhaustive" : "annealing";
   j["seconds"] = plan.seconds;
+  j["assumes"] = assumptions_json(plan);
+  // Every layout the search evaluated, best first (`ranked` holds the first --top of them).
+  nlohmann::ordered_json names = nlohmann::ordered_json::array();
+  for (const Candidate& c : plan.ranked) names.push_back(c.layout.str());
+  j["evaluated_layouts"] = names;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (int64_t i = 0; i < std::min<int64_t>(top, static_cast<int64_t>(plan.ranked.size())); ++i)
     list.push_back(candidate_json(plan.ranked[static_cast<size_t>(i)]));

@@ -45,6 +45,11 @@ struct RunSpec {
   int64_t global_batch = 0;  // sequences per optimizer step, all ranks together
   DType compute = DType::kF32;
   int64_t bucket_bytes = 0;  // parallel.bucket_mb
+  // Bytes per gradient element data parallelism moves: 4, the trainer's fp32 buffers (as
+  // Megatron's bf16 runs and FSDP's reduce_dtype = float32 do); 2 under grad_compression =
+  // "bf16" (as Megatron's fp16 runs and DeepSpeed's default communication_data_type do).
+  // PowerSGD and 1-bit Adam are priced uncompressed (their warm-up's traffic).
+  double grad_comm_bytes = 4.0;
   NvmeTierSpec nvme;
   bool on_device = false;    // GPUs (train.device = "cuda", or a cluster file's): the fused head's chunks differ
   // bf16 GEMMs on this CPU widen their operands to f32 copies (no native bf16 dot products, or

@@ -44,18 +44,6 @@ double exposed_data_parallel_seconds(double comm_s, double grad_bytes, int64_t b
   return std::max(comm_s / buckets, comm_s - hidden);
 }
 
-double all_reduce_seconds(double bytes, int64_t n, const LinkSpec& link) {
-  if (n <= 1) return 0.0;
-  const double k = static_cast<double>(n - 1);
-  return 2.0 * k / static_cast<double>(n) * bytes / (link.bandwidth_gbs * 1e9) + 2.0 * k * link.latency_us * 1e-6;
-}
-
-double reduce_scatter_seconds(double bytes, int64_t n, const LinkSpec& link) {
-  if (n <= 1) return 0.0;
-  const double k = static_cast<double>(n - 1);
-  return k / static_cast<double>(n) * bytes / (link.bandwidth_gbs * 1e9) + k * link.latency_us * 1e-6;
-}
-
 TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cluster) {
   const models::ModelShapes& s = run.shapes;
   const int64_t E = static_cast<int64_t>(element_size(run.compute));
@@ -63,7 +51,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double tokens = static_cast<double>(l.micro_batch) * T;  // per micro-batch and data-parallel rank
   const double tp = static_cast<double>(l.tp);
   const double gemm = cluster.gemm_flops(run.compute, tokens);
-  const double attn_rate = cluster.gemm_flops(run.compute, 1e18) * cluster.device.attention_efficiency;  // of the peak
+  // Of the peak, at the model's head size (Note [Attention by head size]).
+  const double attn_rate = cluster.attention_flops(run.compute, static_cast<double>(s.head_size));
   const double mem_rate = cluster.device.memory_bandwidth_gbs * 1e9;
 
   // One block, one token: forward matmul FLOPs, attention forward FLOPs, memory-bound bytes.
@@ -246,20 +235,24 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   }
 
   // Communication.
-  const LinkSpec& tp_link = cluster.link_for(l.tp, l.ranks());
-  const LinkSpec& dp_link = cluster.link_for(l.tp * l.ep * l.dp, l.ranks());
+  // Each group priced by the links it crosses (Note [Collectives across nodes]).
+  const int64_t ranks = l.ranks();
+  const MeshGroup tp_group{l.tp, 1};
   double dp_s = 0.0;
-  // One reduction group: `params` elements over `n` ranks.
-  auto reduce = [&](double params, int64_t n) {
-    if (n <= 1 || params <= 0.0) return 0.0;
-    const double grad_bytes = 4.0 * params;
-    if (l.zero_stage < 3) return all_reduce_seconds(grad_bytes, n, dp_link);  // ZeRO 1-2: reduce-scatter + all-gather, the same
+  // One reduction group: `params` elements over `group`, the gradients at run.grad_comm_bytes
+  // each (4, or 2 under grad_compression = "bf16").
+  auto reduce = [&](double params, const MeshGroup& group) {
+    if (group.size <= 1 || params <= 0.0) return 0.0;
+    const double grad_bytes = run.grad_comm_bytes * params;
+    if (l.zero_stage < 3)  // ZeRO 1-2: reduce-scatter + all-gather, the same
+      return collective_seconds(Collective::kAllReduce, grad_bytes, group, ranks, cluster);
     // ZeRO-3: the gradients' reduce-scatter, and every part gathered in each micro-batch's
     // forward and backward (nothing gathered after the step).
-    return reduce_scatter_seconds(grad_bytes, n, dp_link) +
-           2.0 * m * reduce_scatter_seconds(static_cast<double>(E) * params, n, dp_link);
+    return collective_seconds(Collective::kReduceScatter, grad_bytes, group, ranks, cluster) +
+           2.0 * m * collective_seconds(Collective::kReduceScatter, static_cast<double>(E) * params, group, ranks, cluster);
   };
-  dp_s = reduce(P_dense, l.data_parallel()) + reduce(P_experts, l.dp);
+  // Dense parameters over dp x ep ranks tp apart, experts over dp ranks tp x ep apart.
+  dp_s = reduce(P_dense, MeshGroup{l.data_parallel(), l.tp}) + reduce(P_experts, MeshGroup{l.dp, l.tp * l.ep});
   // Note [The time of a mixture of experts]: the rows' exchanges.
   double ep_s = 0.0;
   if (l.ep > 1 && stage_sparse > 0.0) {
@@ -277,18 +270,19 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     // Checkpointing's rerun repeats a block's two forward collectives (they are not matrix
     // products, so "selective" keeps nothing of them).
     const double per_block = l.checkpointing == "none" ? 4.0 : 6.0;
-    const double block_ar = all_reduce_seconds(tokens * C * static_cast<double>(E), l.tp, tp_link);
+    const double block_ar = collective_seconds(Collective::kAllReduce, tokens * C * static_cast<double>(E), tp_group, ranks, cluster);
     tp_s = m * blocks * per_block * block_ar + m * 2.0 * block_ar;  // and the embedding's and the head's input's
     // The vocabulary-parallel loss (parallel/tp_collectives.cc): all-reduces of the rows' maxima
     // (tokens) and of their sums and target logits (2 tokens), f32.
-    tp_s += m * (all_reduce_seconds(4.0 * tokens, l.tp, tp_link) + all_reduce_seconds(8.0 * tokens, l.tp, tp_link));
+    tp_s += m * (collective_seconds(Collective::kAllReduce, 4.0 * tokens, tp_group, ranks, cluster) +
+                 collective_seconds(Collective::kAllReduce, 8.0 * tokens, tp_group, ranks, cluster));
   }
   double pp_s = 0.0;
   if (l.pp > 1) {
     pp_s = 2.0 * m * static_cast<double>(l.virtual_stages) *
            (pp_message_bytes / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6);
   }
-  const double dp_exposed = exposed_data_parallel_seconds(dp_s, 4.0 * P, run.bucket_bytes, stage_s * 2.0 / 3.0,
+  const double dp_exposed = exposed_data_parallel_seconds(dp_s, run.grad_comm_bytes * P, run.bucket_bytes, stage_s * 2.0 / 3.0,
                                                          cluster.device.comm_overlap);
   out.comm_total_s = dp_s + tp_s + pp_s + ep_s;
   out.exposed_comm_s = dp_exposed + tp_s + pp_exposed + ep_s;

@@ -8,7 +8,9 @@
 //             the GEMM rate of the compute dtype at the micro-batch's rows (gemm_half_rows);
 //             the head's (C, V) on the last stage.
 //  attention  causal: 2 T C FLOPs per token forward (QK^T and PV, half of them masked), 2.5x
-//             that backward, at attention_efficiency x the GEMM rate.
+//             that backward, at attention_efficiency x the GEMM rate x d / (d +
+//             attention_half_head_size) for head size d (Note [Attention by head size] in
+//             calibrate.cc).
 //  memory     the bytes the norms, activations, residuals and softmax move: 3x (written
 //             forward, read and written backward) the block's saved activations, at
 //             memory_bandwidth_gbs.
@@ -24,8 +26,10 @@
 // Per step: m micro-batches, the optimizer (AdamW reads and writes 36 bytes per parameter it
 // steps, masters and moments included; ZeRO steps 1/dp of them: the dense ones over dp x ep,
 // the experts over dp, each group reduced over its own ranks), and
-//  data parallel  a ring all-reduce of the fp32 gradients (2 (n-1)/n bytes / bw + 2 (n-1)
-//                 latency); ZeRO 1-2 a reduce-scatter plus an all-gather of the parameters (the
+//  data parallel  an all-reduce of the gradients (fp32 as the trainer keeps them, bf16 under
+//                 grad_compression = "bf16"): a ring inside a node (2 (n-1)/n bytes / bw + 2 (n-1)
+//                 latency), hierarchical across nodes (Note [Collectives across nodes] in
+//                 collectives.h); ZeRO 1-2 a reduce-scatter plus an all-gather of the parameters (the
 //                 same volume); ZeRO-3 a reduce-scatter of the gradients and an all-gather of
 //                 every part in each micro-batch's forward and backward.
 //                 Bucket by bucket, the last micro-batch's backward hides it at the overlap
@@ -51,6 +55,7 @@
 #include <string>
 
 #include "planner/cluster.h"
+#include "planner/collectives.h"
 #include "planner/layout.h"
 #include "planner/nvme_tier.h"
 #include "planner/run_spec.h"
@@ -70,10 +75,6 @@ struct TimeEstimate {
   double model_flops = 0.0;       // the step's model FLOPs on all ranks (6 N T + attention, no recompute)
   double hardware_flops = 0.0;    // with recomputation
 };
-
-// Time of a ring collective over `n` ranks moving `bytes` (the buffer's size) on `link`.
-double all_reduce_seconds(double bytes, int64_t n, const LinkSpec& link);
-double reduce_scatter_seconds(double bytes, int64_t n, const LinkSpec& link);  // also all-gather
 
 TimeEstimate predict_time(const RunSpec& run, const Layout& layout, const Cluster& cluster);
 

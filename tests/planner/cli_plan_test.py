@@ -142,6 +142,49 @@ def main():
     if r.returncode == 0 or "'ppx' needs a whole number" not in r.stderr:
         failures.append(f"plan --layout 'dp2 tp2 ppx' was not refused naming the word: {r.stderr}")
 
+    # The JSON names every layout the search evaluated, whatever --top details, and what the
+    # prediction assumes where frameworks differ; --comm-overlap and bf16 gradients change the
+    # data-parallel time as they say (issue #53).
+    base = [trident, "plan", "--cluster", a100, "--nodes", "2", "--json"] + TINY + ["--data.batch_size=16"]
+    r = run(base + ["--top", "1"], env)
+    if r.returncode != 0:
+        failures.append(f"plan --nodes 2 --json failed: {r.stderr}")
+    else:
+        plan = json.loads(r.stdout)
+        if len(plan["evaluated_layouts"]) != plan["evaluated"] or len(plan["ranked"]) != 1:
+            failures.append(f"plan --json: {len(plan['evaluated_layouts'])} evaluated_layouts for "
+                            f"{plan['evaluated']} evaluated")
+        elif plan["evaluated_layouts"][0] != plan["ranked"][0]["name"]:
+            failures.append("plan --json: evaluated_layouts does not start with the best")
+        if plan["assumes"] != {"gradient_buffers": "fp32", "gradient_communication": "fp32",
+                               "data_parallel_overlap": 0.0,
+                               "collectives": "ring inside a node, hierarchical across nodes"}:
+            failures.append(f"plan --json: assumes {plan['assumes']}")
+    # 50M parameters: bandwidth, not latency, and several buckets to overlap.
+    mid = [trident, "plan", "--cluster", a100, "--nodes", "2", "--json", "--model.n_layer=4", "--model.n_embd=1024",
+           "--model.n_head=16", "--model.block_size=256", "--model.vocab_size=4096", "--data.seq_len=256",
+           "--data.batch_size=16", "--data.tokenizer=byte", "--layout", "dp16 tp1 pp1 zero0 ckpt=none b1 m1",
+           "--top", "1"]
+    times = {}
+    for name, extra in {"plain": [], "overlap": ["--comm-overlap", "1"],
+                        "bf16": ["--parallel.grad_compression=bf16"]}.items():
+        r = run(mid + extra, env)
+        if r.returncode != 0:
+            failures.append(f"plan {name}: {r.stderr}")
+            continue
+        c = json.loads(r.stdout)
+        times[name] = c["ranked"][0]["time_s"]
+        if name == "bf16" and c["assumes"]["gradient_communication"] != "bf16":
+            failures.append(f"plan with bf16 gradients assumes {c['assumes']}")
+    if len(times) == 3:
+        if abs(times["bf16"]["comm_total"] - 0.5 * times["plain"]["comm_total"]) > 0.05 * times["plain"]["comm_total"]:
+            failures.append(f"bf16 gradients: comm {times['bf16']['comm_total']} against fp32's {times['plain']['comm_total']}")
+        if not times["overlap"]["exposed_comm"] < times["plain"]["exposed_comm"]:
+            failures.append(f"--comm-overlap 1 hid nothing: {times['overlap']} against {times['plain']}")
+    r = run([trident, "plan", "--ranks", "2", "--parallel.grad_compression=powersgd", "--top", "1"] + TINY, env)
+    if r.returncode != 0 or "priced uncompressed" not in r.stderr:
+        failures.append(f"plan with powersgd did not say it prices it uncompressed: {r.stderr}")
+
     # --nodes plans that many of a cluster file's nodes; --ranks past the file's devices says so.
     h100 = os.path.join(source, "configs/clusters/dgx-h100-80gb.toml")
     r = run([trident, "plan", "--cluster", h100, "--nodes", "2", "--json", "--top", "1"] + TINY +

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "planner/cluster.h"
-#include "planner/time_model.h"
 
 namespace trident::planner {
 namespace {
@@ -51,16 +50,6 @@ TEST(Cluster, WrittenFilesReadBack) {
   EXPECT_DOUBLE_EQ(back.value().device.peak_tflops_fp32, 0.123);
   EXPECT_DOUBLE_EQ(back.value().intra.latency_us, 17.5);
   EXPECT_EQ(back.value().shape.devices_per_node, 2);
-}
-
-TEST(Cluster, AlphaBetaCollectives) {
-  LinkSpec link;
-  link.bandwidth_gbs = 10.0;
-  link.latency_us = 5.0;
-  EXPECT_EQ(all_reduce_seconds(1e9, 1, link), 0.0);
-  // Ring all-reduce: 2 (n-1)/n of the bytes over the link, 2 (n-1) latencies.
-  EXPECT_NEAR(all_reduce_seconds(1e9, 4, link), 2.0 * 3.0 / 4.0 * 0.1 + 6 * 5e-6, 1e-12);
-  EXPECT_NEAR(reduce_scatter_seconds(1e9, 4, link), 3.0 / 4.0 * 0.1 + 3 * 5e-6, 1e-12);
 }
 
 }  // namespace

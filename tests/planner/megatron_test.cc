@@ -3,9 +3,16 @@
 // (configs/clusters/dgx-a100-80gb.toml). For each row, the paper's tensor x pipeline x data
 // sizes with full recomputation (the planner choosing the micro-batch and virtual stages the
 // table does not give) must fit in 80 GB and predict a per-GPU throughput within 20% of the
-// paper's; and the planner's own best layout over the whole space must be at least as fast.
+// paper's, and the median error within 10% (issue #53 aims at 15% per source); and the
+// planner's own best layout over the whole space must be at least as fast. The cluster file
+// prices attention as that Megatron ran it (unfused: its scores through memory, a cost per
+// head), and data parallelism's all-reduce across nodes hierarchically, every card of a node
+// carrying a share (Note [Collectives across nodes]): priced at one card per GPU before, the
+// 1.7B row's dp 32 took 0.53 s where NCCL moves it in under 0.1 s, which hid the attention's
+// cost (1.7B +6.4% then, +23% with the right all-reduce and flash-like attention, +7.1% now).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -55,6 +62,7 @@ RunSpec spec_of(const Row& r) {
   run.seq_len = 2048;
   run.global_batch = r.batch;
   run.compute = DType::kF16;
+  run.grad_comm_bytes = 2.0;  // Megatron's fp16 runs all-reduce fp16 gradients
   run.bucket_bytes = 25 << 20;
   run.on_device = true;
   return run;
@@ -72,6 +80,7 @@ TEST(Megatron, TableOneWithinTwentyPercentAndThePlannersBestIsAtLeastAsFast) {
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   const std::vector<Row> rows = read_rows();
   ASSERT_EQ(rows.size(), 10u);
+  std::vector<double> errors;
   for (const Row& r : rows) {
     SCOPED_TRACE(std::to_string(r.params_b) + "B on " + std::to_string(r.gpus) + " GPUs");
     const RunSpec run = spec_of(r);
@@ -94,6 +103,7 @@ TEST(Megatron, TableOneWithinTwentyPercentAndThePlannersBestIsAtLeastAsFast) {
                 static_cast<long long>(r.gpus / (r.tensor * r.pipeline)), r.tflops, predicted,
                 100.0 * (predicted / r.tflops - 1.0), paper->layout.str().c_str());
     EXPECT_NEAR(predicted, r.tflops, 0.2 * r.tflops);
+    errors.push_back(std::abs(predicted / r.tflops - 1.0));
     const Plan plan = make_plan(run, cluster.value(), space, true);
     ASSERT_FALSE(plan.ranked.empty());
     ASSERT_TRUE(plan.ranked.front().fits);
@@ -104,6 +114,10 @@ TEST(Megatron, TableOneWithinTwentyPercentAndThePlannersBestIsAtLeastAsFast) {
                 static_cast<long long>(plan.layouts), plan.seconds);
     EXPECT_GE(plan.ranked.front().tokens_per_s, paper->tokens_per_s * (1.0 - 1e-9));
   }
+  std::sort(errors.begin(), errors.end());
+  const double median = 0.5 * (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]);
+  std::printf("median |error| %.1f%%\n", 100.0 * median);
+  EXPECT_LT(median, 0.10);
 }
 
 }  // namespace

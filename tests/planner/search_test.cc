@@ -13,13 +13,7 @@ namespace {
 
 using testing::gpt_run;
 
-Cluster a100(int64_t nodes) {
-  auto c = load_cluster(TRIDENT_SOURCE_DIR "/configs/clusters/dgx-a100-80gb.toml");
-  EXPECT_TRUE(c.is_ok()) << c.status().to_string();
-  Cluster out = c.value();
-  out.shape.nodes = nodes;
-  return out;
-}
+Cluster a100(int64_t nodes) { return testing::shipped_cluster("dgx-a100-80gb.toml", nodes); }
 
 TEST(Search, EnumerationFollowsTheLayoutRules) {
   const RunSpec run = gpt_run(6, 512, 8, 512, 8);

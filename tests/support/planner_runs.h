@@ -1,8 +1,14 @@
 // A GPT-2 run as the planner sees it (planner/run_spec.h), without a config: L layers, width C,
-// NH heads, sequences of T tokens, G of them per step, in `dtype`, 25 MiB buckets.
+// NH heads, sequences of T tokens, G of them per step, in `dtype`, 25 MiB buckets; and the
+// shipped cluster files (configs/clusters/) at a number of nodes.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <string>
+
 #include "models/registry.h"
+#include "planner/cluster.h"
 #include "planner/run_spec.h"
 
 namespace trident::testing {
@@ -20,5 +26,16 @@ inline planner::RunSpec gpt_run(int64_t L, int64_t C, int64_t NH, int64_t T, int
   run.bucket_bytes = 25 << 20;
   return run;
 }
+
+#ifdef TRIDENT_SOURCE_DIR
+// configs/clusters/`file` with `nodes` of its nodes.
+inline planner::Cluster shipped_cluster(const std::string& file, int64_t nodes) {
+  auto c = planner::load_cluster(std::string(TRIDENT_SOURCE_DIR "/configs/clusters/") + file);
+  EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+  planner::Cluster out = c.is_ok() ? c.value() : planner::Cluster{};
+  out.shape.nodes = nodes;
+  return out;
+}
+#endif
 
 }  // namespace trident::testing
