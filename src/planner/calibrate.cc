@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -79,6 +80,35 @@ double gemm_gflops(const std::vector<kernels::cpu::GemmShape>& shapes, double se
     time += s * static_cast<double>(g.count);
   }
   return flops / time / 1e9;
+}
+
+// The same GEMMs with every model dimension halved: the rows (forward's and dx's M, dW's K)
+// and the vocabulary kept (Note [GEMMs by shape]).
+std::vector<kernels::cpu::GemmShape> halved_width(std::vector<kernels::cpu::GemmShape> shapes, int64_t vocab) {
+  auto half = [&](int64_t& d) {
+    if (d != vocab) d = std::max<int64_t>(1, d / 2);
+  };
+  for (kernels::cpu::GemmShape& g : shapes) {
+    if (g.name.ends_with(" dW")) {
+      half(g.M);
+      half(g.N);
+    } else {
+      half(g.N);
+      half(g.K);
+    }
+  }
+  return shapes;
+}
+
+// The FLOP-weighted mean of 1/K over the forward and dx GEMMs (0 for dW's, whose K is the rows).
+double mean_inverse_k(const std::vector<kernels::cpu::GemmShape>& shapes) {
+  double weighted = 0.0, flops = 0.0;
+  for (const kernels::cpu::GemmShape& g : shapes) {
+    const double f = g.flops() * static_cast<double>(g.count);
+    flops += f;
+    if (!g.name.ends_with(" dW")) weighted += f / static_cast<double>(g.K);
+  }
+  return flops > 0.0 ? weighted / flops : 0.0;
 }
 
 }  // namespace
@@ -171,7 +201,31 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
       (is_bf16 ? bf16 : f32) = 1.0 / a;
     }
   }
+  // Note [GEMMs by shape]: the model's GEMMs at its width and at half of it, timed one after the
+  // other. 1/r = (1 + h S) / peak with S = mean_inverse_k: two widths give h = gemm_half_k, and
+  // the peaks grow by (1 + h S) at the model's width, so that the model at its own width keeps
+  // its measured rate. A fit that is not a fall-off (the half width as fast) keeps none.
+  double half_k = 0.0;
+  {
+    const bool is_bf16 = cfg.uses_bf16_gemms();
+    cfg.kernels.resolved(is_bf16).apply(is_bf16);
+    const auto full = family.gemm_shapes(cfg.model, B, T);
+    const auto half = halved_width(full, cfg.model.vocab_size);
+    auto measure = [&](const std::vector<kernels::cpu::GemmShape>& shapes) {
+      return is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0)
+                     : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0);
+    };
+    const double r1 = measure(full), r2 = measure(half);
+    const double s1 = mean_inverse_k(full), s2 = mean_inverse_k(half), q = r1 / r2;
+    const double h = (q - 1.0) / (s2 - q * s1);
+    if (q > 1.0 && s2 > q * s1 && std::isfinite(h) && h > 0.0) {
+      half_k = h;
+      f32 *= 1.0 + h * s1;
+      bf16 *= 1.0 + h * s1;
+    }
+  }
   cfg.kernels.resolved(cfg.uses_bf16_gemms()).apply(cfg.uses_bf16_gemms());
+  c.device.gemm_half_k = half_k;
   c.device.gemm_half_rows = half_rows;
   c.device.peak_tflops_fp32 = f32 / 1e3;
   c.device.peak_tflops_bf16 = bf16 / 1e3;

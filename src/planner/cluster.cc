@@ -52,6 +52,10 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
                "the head size at which the attention kernel's rate is half attention_efficiency's (flash "
                "attention's efficiency falls with small heads; 0: no fall-off)",
                Range::non_negative())
+          .add("gemm_half_k", &DeviceSpec::gemm_half_k,
+               "the reduction length K at which a GEMM's rate is half its peak (the forward's K is a product's "
+               "inputs, the dx's its outputs, tensor parallelism dividing one; 0: no fall-off)",
+               Range::non_negative())
           .add("vocab_loss_ns_per_logit", &DeviceSpec::vocab_loss_ns_per_logit,
                "a vocabulary-parallel loss's local passes (maxima, sums, gradient) per logit, ns (calibrate: "
                "measured; 0: four passes over the f32 logits at memory_bandwidth_gbs)",

@@ -21,7 +21,9 @@
 //                 peak x n / (n + gemm_half_rows); calibrate fits it from two micro-batch sizes);
 //                 attention_half_head_size (attention's rate falls with the head size d as
 //                 attention_efficiency x d / (d + this): flash attention's tiles are d wide;
-//                 calibrate fits it from two head sizes)
+//                 calibrate fits it from two head sizes); gemm_half_k (a GEMM's rate falls with
+//                 its reduction length K as K / (K + this): Note [GEMMs by shape] in
+//                 planner/gemm_time.h; calibrate fits it from the model's width and half of it)
 //   [intra_node]  bandwidth_gbs (per device, one direction: NVLink, or shared memory for CPU
 //                 ranks), latency_us
 //   [inter_node]  bandwidth_gbs (per device: its share of the node's NICs), latency_us
@@ -58,6 +60,7 @@ struct DeviceSpec {
   double comm_overlap = 0.0;
   double gemm_half_rows = 0.0;
   double attention_half_head_size = 0.0;  // 0: attention's rate does not depend on the head size
+  double gemm_half_k = 0.0;               // 0: a GEMM's rate does not depend on its reduction length
   double vocab_loss_ns_per_logit = 0.0;  // 0: the vocabulary-parallel loss's passes at memory_bandwidth_gbs
   double fused_loss_ns_per_logit = 0.0;  // 0: the fused loss's passes at memory_bandwidth_gbs
   static const OptionTable<DeviceSpec>& table();

@@ -6,6 +6,7 @@
 
 #include "models/causal_lm.h"
 #include "parallel/pipeline.h"
+#include "planner/gemm_time.h"
 #include "planner/pipeline_sim.h"
 #include "planner/placements.h"
 
@@ -56,19 +57,20 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double mem_rate = cluster.device.memory_bandwidth_gbs * 1e9;
 
   // One block, one token: forward matmul FLOPs, attention forward FLOPs, memory-bound bytes.
-  const double block_mm = static_cast<double>(models::matmul_flops_per_token(s.block_matmuls)) / tp;
   const double attn_q = static_cast<double>(s.attention_heads * s.head_size);  // query width
   const double block_attn = 2.0 * T * attn_q / tp;
   const double block_mem = 3.0 * saved_bytes_per_token(s.block, E, l.tp) / (l.sequence_parallel ? 1.0 : 1.0);
-  const double head_mm = 2.0 * static_cast<double>(s.head_matmul.first * s.head_matmul.second) / tp;
 
+  // The products' GEMMs by their shapes on this tp rank (Note [GEMMs by shape]).
+  const ProductSeconds block_products = product_seconds(s.block_matmuls, s, l.tp, true, cluster, run.compute, tokens);
   // Per block and micro-batch: the forward, the backward (with the rerun) and the rerun alone.
-  const double block_fwd = tokens * (block_mm / gemm + block_attn / attn_rate + block_mem / 3.0 / mem_rate);
+  const double block_fwd = tokens * (block_products.forward + block_attn / attn_rate + block_mem / 3.0 / mem_rate);
   double block_re = 0.0;
   if (l.checkpointing == "full") block_re = block_fwd;
   else if (l.checkpointing == "selective") block_re = tokens * (block_attn / attn_rate + block_mem / 3.0 / mem_rate);
   const double block_bwd =
-      tokens * (3.0 * block_mm / gemm + 3.5 * block_attn / attn_rate + block_mem / mem_rate) - block_fwd + block_re;
+      tokens * (block_products.forward + block_products.backward + 3.5 * block_attn / attn_rate + block_mem / mem_rate) -
+      block_fwd + block_re;
   // Note [The time of a mixture of experts]
   // A sparse block's products: what every token runs through (attention, the router, a shared
   // expert) and k routed rows per token through one expert's SwiGLU (the active parameters;
@@ -78,17 +80,18 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // over the ep group: two exchanges forward and two backward per block and micro-batch
   // (another two in a checkpointed rerun), N k C elements each, (ep - 1) / ep of them off
   // the rank; counted exposed.
-  const double sparse_dense_mm = static_cast<double>(models::matmul_flops_per_token(s.sparse_block_matmuls)) / tp;
   const double expert_mm = static_cast<double>(s.experts_per_token * models::matmul_flops_per_token(s.expert_matmuls));
   const double sparse_mem = 3.0 * saved_bytes_per_token(s.sparse_block, E, l.tp);
-  const double sparse_fwd =
-      tokens * ((sparse_dense_mm + expert_mm) / gemm + block_attn / attn_rate + sparse_mem / 3.0 / mem_rate);
+  const ProductSeconds sparse_products =
+      product_seconds(s.sparse_block_matmuls, s, l.tp, true, cluster, run.compute, tokens);
+  const double sparse_fwd = tokens * (sparse_products.forward + expert_mm / gemm + block_attn / attn_rate +
+                                      sparse_mem / 3.0 / mem_rate);
   double sparse_re = 0.0;
   if (l.checkpointing == "full") sparse_re = sparse_fwd;
   else if (l.checkpointing == "selective")
     sparse_re = tokens * (expert_mm / gemm + block_attn / attn_rate + sparse_mem / 3.0 / mem_rate);
-  const double sparse_bwd = tokens * (3.0 * (sparse_dense_mm + expert_mm) / gemm + 3.5 * block_attn / attn_rate +
-                                      sparse_mem / mem_rate) -
+  const double sparse_bwd = tokens * (sparse_products.forward + sparse_products.backward + 3.0 * expert_mm / gemm +
+                                      3.5 * block_attn / attn_rate + sparse_mem / mem_rate) -
                             sparse_fwd + sparse_re;
   // Blocks [begin, end)'s forward and backward, and their rerun, per micro-batch.
   auto block_seconds = [&](int64_t begin, int64_t end) {
@@ -107,7 +110,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   };
   // The head's product forward and its two backward, and the vocabulary-parallel loss's
   // passes (half forward, half backward) on the last chunk.
-  double head_fwd = tokens * head_mm / gemm, head_bwd = 2.0 * head_fwd;
+  const ProductSeconds head_products = product_seconds({s.head_matmul}, s, l.tp, true, cluster, run.compute, tokens);
+  double head_fwd = tokens * head_products.forward, head_bwd = tokens * head_products.backward;
   // The slowest stage per micro-batch: its blocks, and the head on the last.
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(run.model.n_layer, static_cast<int>(l.pp),
                                                                      static_cast<int>(l.virtual_stages));

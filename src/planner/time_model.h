@@ -5,8 +5,9 @@
 // Note [The time model]
 // Per micro-batch on the slowest pipeline stage:
 //  matmuls    3 x 2 x in x out FLOPs per token (forward, and the backward's two products), at
-//             the GEMM rate of the compute dtype at the micro-batch's rows (gemm_half_rows);
-//             the head's (C, V) on the last stage.
+//             the GEMM rate of the compute dtype at the micro-batch's rows (gemm_half_rows) and
+//             the forward's and dx's reduction lengths on the rank (gemm_half_k: Note [GEMMs by
+//             shape] in gemm_time.h); the head's (C, V) on the last stage.
 //  attention  causal: 2 T C FLOPs per token forward (QK^T and PV, half of them masked), 2.5x
 //             that backward, at attention_efficiency x the GEMM rate x d / (d +
 //             attention_half_head_size) for head size d (Note [Attention by head size] in
