@@ -49,7 +49,7 @@ def predicted(args, common, cluster, layout, env):
 
 
 def measured(args, common, extra, out_dir, env):
-    run(["mpirun", "-np", "1", args.trident, "train", "--parallel.zero_stage=1", f"--train.out_dir={out_dir}",
+    run(["mpirun", "-np", "1", "--bind-to", "none", args.trident, "train", "--parallel.zero_stage=1", f"--train.out_dir={out_dir}",
          f"--train.steps={args.steps}", "--train.checkpoint_interval=0", "--train.eval_interval=0"] + common + extra, env)
     steps = []
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
@@ -90,7 +90,7 @@ def main():
     for unit in args.units.split(","):
         common = base + [f"--parallel.nvme_buffer_mb={unit}"]
         cluster = os.path.join(work, f"calib_{unit}.toml")
-        run(["mpirun", "-np", "1", args.trident, "calibrate", "--out", cluster] + common, env)
+        run(["mpirun", "-np", "1", "--bind-to", "none", args.trident, "calibrate", "--out", cluster] + common, env)
         rates = {k: float(v.split("#")[0]) for k, v in (line.split(" = ", 1) for line in open(cluster).read().splitlines()
                                                         if line.startswith("disk_"))}
         pred, pred_plain = predicted(args, common, cluster, TIER, env), predicted(args, common, cluster, PLAIN, env)

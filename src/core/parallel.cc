@@ -1,5 +1,7 @@
 #include "core/parallel.h"
 
+#include <sched.h>
+
 #include <atomic>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -16,6 +18,13 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+int cpus_available() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
 
 namespace {
 std::atomic<int> g_denormal_mode{0};      // 0: IEEE arithmetic, 1: flush denormals to zero

@@ -19,6 +19,9 @@ namespace trident {
 
 void set_num_threads(int n);
 int num_threads();
+// The CPUs this process may run on (its affinity mask; mpirun binds each rank to one core by
+// default); 0 where that cannot be read.
+int cpus_available();
 
 // Note [Denormals]
 // Why flush denormals? Subnormal floats (below 1.2e-38) take a slow microcode path on x86:
