@@ -21,6 +21,7 @@ import array
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -108,6 +109,7 @@ def main():
         print(json.dumps({unit: results["units"][unit]}, indent=1), flush=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)
+    shutil.rmtree(work, ignore_errors=True)  # the runs' final checkpoints: several GB each
 
 
 if __name__ == "__main__":
