@@ -111,6 +111,18 @@ double mean_inverse_k(const std::vector<kernels::cpu::GemmShape>& shapes) {
   return flops > 0.0 ? weighted / flops : 0.0;
 }
 
+// A rate that falls off in x as 1/r = a + b x (x: 1/rows, 1/head size, mean 1/K), through
+// two measurements: the rate at x = 0 (1/a) and the x at which it is half that, as 1/x (b/a).
+// None unless both are positive: a second measurement as fast is no fall-off.
+struct FallOff {
+  double peak = 0.0, half = 0.0;
+};
+std::optional<FallOff> fit_fall_off(double x1, double r1, double x2, double r2) {
+  const double b = (1.0 / r1 - 1.0 / r2) / (x1 - x2), a = 1.0 / r1 - b * x1;
+  if (!(a > 0.0 && b > 0.0) || !std::isfinite(a) || !std::isfinite(b)) return std::nullopt;
+  return FallOff{1.0 / a, b / a};
+}
+
 }  // namespace
 
 // Note [Calibrating the disk]
@@ -182,23 +194,21 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   // micro-batch sizes (one sequence, and the batch's share of a rank): 1/rate = (1 + h/n)/peak.
   const int64_t B = std::max<int64_t>(1, cfg.data.batch_size / ranks), T = cfg.data.seq_len;
   const models::ModelFamily& family = models::model_family(cfg.model.arch);
-  auto rate = [&](bool is_bf16, int64_t rows_b) {
+  auto gflops = [&](bool is_bf16, const std::vector<kernels::cpu::GemmShape>& shapes) {
     cfg.kernels.resolved(is_bf16).apply(is_bf16);
-    const auto shapes = family.gemm_shapes(cfg.model, rows_b, T);
     return is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0)
                    : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0);
   };
+  auto rate = [&](bool is_bf16, int64_t rows_b) { return gflops(is_bf16, family.gemm_shapes(cfg.model, rows_b, T)); };
   double f32 = rate(false, B), bf16 = rate(true, B);
   double half_rows = 0.0;
   if (B > 1) {
     const bool is_bf16 = cfg.uses_bf16_gemms();
     const double small = rate(is_bf16, 1), large = is_bf16 ? bf16 : f32;
-    const double n1 = static_cast<double>(T), n2 = static_cast<double>(B * T);
-    // 1/r = a + b/n through (n1, small) and (n2, large): peak = 1/a, half_rows = b/a.
-    const double b = (1.0 / small - 1.0 / large) / (1.0 / n1 - 1.0 / n2), a = 1.0 / large - b / n2;
-    if (a > 0 && b > 0) {
-      half_rows = b / a;
-      (is_bf16 ? bf16 : f32) = 1.0 / a;
+    // 1/r = (1 + half_rows / n) / peak through one sequence's rows and the batch's.
+    if (const auto fit = fit_fall_off(1.0 / static_cast<double>(T), small, 1.0 / static_cast<double>(B * T), large)) {
+      half_rows = fit->half;
+      (is_bf16 ? bf16 : f32) = fit->peak;
     }
   }
   // Note [GEMMs by shape]: the model's GEMMs at its width and at half of it, timed one after the
@@ -208,20 +218,13 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   double half_k = 0.0;
   {
     const bool is_bf16 = cfg.uses_bf16_gemms();
-    cfg.kernels.resolved(is_bf16).apply(is_bf16);
     const auto full = family.gemm_shapes(cfg.model, B, T);
     const auto half = halved_width(full, cfg.model.vocab_size);
-    auto measure = [&](const std::vector<kernels::cpu::GemmShape>& shapes) {
-      return is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0)
-                     : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0);
-    };
-    const double r1 = measure(full), r2 = measure(half);
-    const double s1 = mean_inverse_k(full), s2 = mean_inverse_k(half), q = r1 / r2;
-    const double h = (q - 1.0) / (s2 - q * s1);
-    if (q > 1.0 && s2 > q * s1 && std::isfinite(h) && h > 0.0) {
-      half_k = h;
-      f32 *= 1.0 + h * s1;
-      bf16 *= 1.0 + h * s1;
+    const double r1 = gflops(is_bf16, full);
+    if (const auto fit = fit_fall_off(mean_inverse_k(full), r1, mean_inverse_k(half), gflops(is_bf16, half))) {
+      half_k = fit->half;
+      f32 *= fit->peak / r1;
+      bf16 *= fit->peak / r1;
     }
   }
   cfg.kernels.resolved(cfg.uses_bf16_gemms()).apply(cfg.uses_bf16_gemms());
@@ -268,12 +271,10 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     c.device.attention_efficiency = std::clamp(own / gemm, 0.01, 2.0);
     c.device.attention_half_head_size = 0.0;
     if (HS % 2 == 0 && HS >= 8) {
-      const double half = attention_rate(HS / 2);
-      const double d1 = static_cast<double>(HS), d2 = d1 / 2.0;
-      const double b = (1.0 / half - 1.0 / own) / (1.0 / d2 - 1.0 / d1), a = 1.0 / own - b / d1;
-      if (a > 0.0 && b > 0.0) {
-        c.device.attention_efficiency = std::clamp(1.0 / a / gemm, 0.01, 2.0);
-        c.device.attention_half_head_size = b / a;
+      const double d = static_cast<double>(HS);
+      if (const auto fit = fit_fall_off(1.0 / d, own, 2.0 / d, attention_rate(HS / 2))) {
+        c.device.attention_efficiency = std::clamp(fit->peak / gemm, 0.01, 2.0);
+        c.device.attention_half_head_size = fit->half;
       }
     }
   }

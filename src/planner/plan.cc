@@ -46,16 +46,18 @@ nlohmann::ordered_json assumptions_json(const Plan& plan) {
   j["gradient_buffers"] = "fp32";
   j["gradient_communication"] = plan.run.grad_comm_bytes == 2.0 ? "bf16" : "fp32";
   j["data_parallel_overlap"] = plan.cluster.device.comm_overlap;
-  j["collectives"] = "ring inside a node, hierarchical across nodes";
+  j["collectives"] = "ring inside a node, hierarchical across nodes";  // Note [Collectives across nodes]
   return j;
 }
 
 std::string assumptions_line(const Plan& plan) {
+  const nlohmann::ordered_json j = assumptions_json(plan);
   char line[256];
   std::snprintf(line, sizeof line,
-                "assumes: fp32 gradient buffers, gradients reduced in %s, data-parallel traffic %.0f%% hidden "
-                "behind the last backward (comm_overlap), collectives hierarchical across nodes\n",
-                plan.run.grad_comm_bytes == 2.0 ? "bf16" : "fp32", 100.0 * plan.cluster.device.comm_overlap);
+                "assumes: %s gradient buffers, gradients reduced in %s, data-parallel traffic %.0f%% hidden "
+                "behind the last backward (comm_overlap), collectives %s\n",
+                j["gradient_buffers"].get<std::string>().c_str(), j["gradient_communication"].get<std::string>().c_str(),
+                100.0 * j["data_parallel_overlap"].get<double>(), j["collectives"].get<std::string>().c_str());
   return line;
 }
 
