@@ -214,6 +214,7 @@ struct PlanArgs {
   double tokens = 0;         // with price: time and cost to train on this many tokens
   double price_per_device_hour = 0;
   double comm_overlap = -1;  // < 0: the cluster file's device.comm_overlap
+  std::string convention = "trident";  // whose conventions (planner/convention.h)
 };
 CLI::App* add_plan(CLI::App& app, PlanArgs& args);
 Status run_plan(const PlanArgs& args, const std::vector<std::string>& overrides);

@@ -96,10 +96,13 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
                 "its words): the search ranges over the rest; --parallel.* and --model.activation_checkpointing "
                 "overrides pin their axes too");
   c->add_option("--comm-overlap", a.comm_overlap,
-                "the fraction of the last backward that data-parallel traffic hides behind, for the framework "
-                "you compare with (0: Megatron-LM before overlap_grad_reduce; near 1: DDP, FSDP, trident on GPUs); "
-                "default: the cluster file's device.comm_overlap")
+                "the fraction of the compute that an overlapped data-parallel or ZeRO collective hides behind "
+                "(NCCL on its own stream: near 1); default: the cluster file's device.comm_overlap")
       ->check(CLI::Range(0.0, 1.0));
+  c->add_option("--convention", a.convention,
+                "plan the run as this framework runs it where frameworks differ (gradient dtypes, which "
+                "collectives overlap, when gradients are reduced, pipeline messages): trident (the trainer), "
+                "megatron, fsdp or deepspeed");
   c->add_option("--tokens", a.tokens, "with --price-per-device-hour: time and cost to train this many tokens")
       ->check(kPositive);
   c->add_option("--price-per-device-hour", a.price_per_device_hour, "price of one device for an hour")
@@ -128,7 +131,10 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   if (a.comm_overlap >= 0.0) cluster.value().device.comm_overlap = a.comm_overlap;
   planner::RunSpec run = planner::run_spec(cfg);
   if (cluster.value().gpu()) run.place_on_device();
-  if (cfg.parallel.grad_compression == "powersgd" || cfg.parallel.grad_compression == "onebit_adam")
+  auto convention = planner::convention_named(a.convention, run.compute, cfg.parallel.grad_compression);
+  if (!convention.is_ok()) return convention.status();
+  run.convention = std::move(convention).value();
+  if (a.convention == "trident" && (cfg.parallel.grad_compression == "powersgd" || cfg.parallel.grad_compression == "onebit_adam"))
     std::fprintf(stderr,
                  "plan: parallel.grad_compression = %s is priced uncompressed (its warm-up's fp32 all-reduce): "
                  "an upper bound on its data-parallel time\n",

@@ -43,7 +43,12 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
           .add("attention_efficiency", &DeviceSpec::attention_efficiency,
                "the attention kernel's FLOP rate as a fraction of the GEMM rate", Range::between(0.01, 2.0))
           .add("comm_overlap", &DeviceSpec::comm_overlap,
-               "fraction of the backward that data-parallel communication hides behind (0: none)",
+               "fraction of the compute a data-parallel or ZeRO collective issued beside it hides behind, where "
+               "the framework overlaps it (NCCL on its own stream: near 1; 0: none)",
+               Range::between(0.0, 1.0))
+          .add("allocator_headroom", &DeviceSpec::allocator_headroom,
+               "what the allocator holds beyond the tensors' peak, as a fraction of it (a caching allocator's "
+               "fragmentation, the runtime's buffers): a layout fits when its peak x (1 + this) is within memory_gib",
                Range::between(0.0, 1.0))
           .add("gemm_half_rows", &DeviceSpec::gemm_half_rows,
                "rows (tokens per micro-batch) at which the GEMM rate is half its peak (0: no fall-off)",
@@ -89,6 +94,10 @@ const OptionTable<InterNodeLink>& InterNodeLink::table() {
 }
 
 int64_t Cluster::memory_bytes() const { return static_cast<int64_t>(device.memory_gib * 1024.0 * 1024.0 * 1024.0); }
+
+bool Cluster::device_fits(int64_t peak) const {
+  return static_cast<double>(peak) * (1.0 + device.allocator_headroom) <= static_cast<double>(memory_bytes());
+}
 
 bool Cluster::host_fits(int64_t per_rank, int64_t ranks) const {
   if (shape.host_memory_gib <= 0.0 || per_rank == 0) return true;

@@ -14,9 +14,13 @@
 //   [device]      kind ("cpu" ranks of a host, or "gpu"); memory_gib; peak_tflops_fp32 / _bf16 / _fp16; gemm_efficiency (the
 //                 fraction of peak the model's large GEMMs reach); memory_bandwidth_gbs (the
 //                 memory-bound ops' rate); attention_efficiency (the attention kernel's
-//                 fraction of the GEMM rate); comm_overlap (the fraction of the backward
-//                 that data-parallel communication hides behind: GPUs with NCCL on its own
-//                 stream near 1, CPU ranks 0, their MPI progressing only inside calls);
+//                 fraction of the GEMM rate); comm_overlap (the fraction of the compute that
+//                 a data-parallel or ZeRO collective issued beside it hides behind, where the
+//                 framework overlaps it: GPUs with NCCL on its own stream near 1, CPU ranks 0,
+//                 their MPI progressing only inside calls; Note [Overlapped data-parallel
+//                 traffic] in planner/data_parallel_time.h); allocator_headroom (what the
+//                 allocator holds beyond the tensors' peak, as a fraction of it: a layout fits
+//                 when peak x (1 + this) is within memory_gib);
 //                 gemm_half_rows (the GEMMs' rate falls with a micro-batch's rows n as
 //                 peak x n / (n + gemm_half_rows); calibrate fits it from two micro-batch sizes);
 //                 attention_half_head_size (attention's rate falls with the head size d as
@@ -58,6 +62,7 @@ struct DeviceSpec {
   double memory_bandwidth_gbs = 50.0;
   double attention_efficiency = 0.5;
   double comm_overlap = 0.0;
+  double allocator_headroom = 0.0;  // a layout's peak x (1 + this) must fit memory_gib
   double gemm_half_rows = 0.0;
   double attention_half_head_size = 0.0;  // 0: attention's rate does not depend on the head size
   double gemm_half_k = 0.0;               // 0: a GEMM's rate does not depend on its reduction length
@@ -85,6 +90,8 @@ struct Cluster {
 
   int64_t devices() const { return shape.nodes * shape.devices_per_node; }
   int64_t memory_bytes() const;
+  // Whether a rank whose tensors peak at `peak` bytes fits the device, with allocator_headroom.
+  bool device_fits(int64_t peak) const;
   // Whether the host memory `per_rank` bytes of each of a node's ranks (of `ranks` in all) fit
   // (Note [ZeRO-Offload's memory]); always, without host_memory_gib.
   bool host_fits(int64_t per_rank, int64_t ranks) const;

@@ -1,6 +1,7 @@
 #include "planner/memory_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -648,6 +649,16 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
       }
     }
     raise(MemoryCategory::kActivation, std::max(act, blocks_backward));
+  }
+  // Another framework's gradient buffers: the trainer's structure at its bytes per element
+  // (Note [Framework conventions] in planner/convention.h).
+  if (run.convention.grad_buffer_bytes != 4.0) {
+    const double scale = run.convention.grad_buffer_bytes / 4.0;
+    const auto g = static_cast<size_t>(MemoryCategory::kGradient);
+    const auto scaled = [&](int64_t b) { return static_cast<int64_t>(std::llround(scale * static_cast<double>(b))); };
+    out.peak_bytes[g] = scaled(out.peak_bytes[g]);
+    out.host_peak_bytes[g] = scaled(out.host_peak_bytes[g]);
+    for (auto& stage : out.stage_peak_bytes) stage[g] = scaled(stage[g]);
   }
   return out;
 }

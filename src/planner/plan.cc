@@ -35,29 +35,49 @@ constexpr MemoryCategory kShown[] = {MemoryCategory::kParameter, MemoryCategory:
                                      MemoryCategory::kGatheredParameter};
 
 // Note [What a prediction assumes]
-// Where the frameworks differ, the planner takes the trainer's conventions and says so: fp32
-// gradient buffers (the trainer's, as Megatron's main grads; frameworks that keep 16-bit
-// gradients need less), the gradients reduced at run.grad_comm_bytes per element, the
-// cluster file's comm_overlap of the last backward hiding data-parallel traffic (Megatron
-// before overlap_grad_reduce: 0; DDP, FSDP and NCCL on its own stream: near 1), collectives
-// priced as Note [Collectives across nodes] says.
+// Where the frameworks differ, the planner takes the run's convention (the trainer's unless
+// `plan --convention` names another: Note [Framework conventions] in planner/convention.h) and
+// says so: its gradient buffers' and reductions' dtypes, which data-parallel collectives it
+// overlaps and at what fraction (the cluster file's comm_overlap), the allocator's headroom,
+// and the collectives' algorithm (Note [Collectives across nodes]).
 nlohmann::ordered_json assumptions_json(const Plan& plan) {
+  const Convention& conv = plan.run.convention;
+  const auto bytes_name = [](double b) { return std::string(b == 2.0 ? "16-bit" : "fp32"); };
   nlohmann::ordered_json j;
-  j["gradient_buffers"] = "fp32";
-  j["gradient_communication"] = plan.run.grad_comm_bytes == 2.0 ? "bf16" : "fp32";
-  j["data_parallel_overlap"] = plan.cluster.device.comm_overlap;
+  j["convention"] = conv.name;
+  j["gradient_buffers"] = bytes_name(conv.grad_buffer_bytes);
+  j["gradient_communication"] = bytes_name(conv.grad_comm_bytes);
+  // The ZeRO stages where `flags` holds, as "0,1,2" ("none": in none).
+  const auto stages = [](const bool (&flags)[4]) {
+    std::string r;
+    for (int z = 0; z < 4; ++z) {
+      if (!flags[z]) continue;
+      if (!r.empty()) r.push_back(',');
+      r.push_back(static_cast<char>('0' + z));
+    }
+    return r.empty() ? std::string("none") : r;
+  };
+  j["overlapped_reduction_zero_stages"] = stages(conv.overlaps_reduction);
+  j["overlapped_zero3_gathers"] = conv.overlaps_gathers;
+  j["comm_overlap"] = plan.cluster.device.comm_overlap;
+  j["reduces_every_micro_batch_zero_stages"] = stages(conv.reduces_every_micro_batch);
+  j["pipeline_scatter_gather"] = conv.pipeline_scatter_gather;
+  j["allocator_headroom"] = plan.cluster.device.allocator_headroom;
   j["collectives"] = "ring inside a node, hierarchical across nodes";  // Note [Collectives across nodes]
   return j;
 }
 
 std::string assumptions_line(const Plan& plan) {
   const nlohmann::ordered_json j = assumptions_json(plan);
-  char line[256];
+  char line[512];
   std::snprintf(line, sizeof line,
-                "assumes: %s gradient buffers, gradients reduced in %s, data-parallel traffic %.0f%% hidden "
-                "behind the last backward (comm_overlap), collectives %s\n",
-                j["gradient_buffers"].get<std::string>().c_str(), j["gradient_communication"].get<std::string>().c_str(),
-                100.0 * j["data_parallel_overlap"].get<double>(), j["collectives"].get<std::string>().c_str());
+                "assumes: %s's conventions: %s gradient buffers, gradients reduced in %s, overlapped at comm_overlap "
+                "%.2f in ZeRO stage(s) %s%s; allocator headroom %.0f%%; collectives %s\n",
+                j["convention"].get<std::string>().c_str(), j["gradient_buffers"].get<std::string>().c_str(),
+                j["gradient_communication"].get<std::string>().c_str(), j["comm_overlap"].get<double>(),
+                j["overlapped_reduction_zero_stages"].get<std::string>().c_str(),
+                j["overlapped_zero3_gathers"].get<bool>() ? " and ZeRO-3's gathers" : "",
+                100.0 * j["allocator_headroom"].get<double>(), j["collectives"].get<std::string>().c_str());
   return line;
 }
 
@@ -71,7 +91,7 @@ Candidate evaluate(const RunSpec& run, const Layout& layout, const Cluster& clus
   c.tokens_per_s = static_cast<double>(run.tokens_per_step()) / c.time.step_s();
   c.host_fits = cluster.host_fits(c.memory.host_total(), layout.ranks());
   c.tp_crosses_nodes = layout.tp > 1 && cluster.crosses_nodes(layout.tp, layout.ranks());
-  c.fits = c.memory.total() <= cluster.memory_bytes() && c.host_fits;
+  c.fits = cluster.device_fits(c.memory.total()) && c.host_fits;
   return c;
 }
 
@@ -123,7 +143,7 @@ std::string no_layout_reason(const Plan& plan) {
   // that needs the least of it, per node as Cluster::host_fits counts it.
   const Candidate* device_only = nullptr;
   for (const Candidate& c : plan.ranked)
-    if (!c.host_fits && c.memory.total() <= plan.cluster.memory_bytes() &&
+    if (!c.host_fits && plan.cluster.device_fits(c.memory.total()) &&
         (device_only == nullptr || c.memory.host_total() < device_only->memory.host_total()))
       device_only = &c;
   if (device_only != nullptr) {

@@ -16,7 +16,7 @@ RunSpec run_spec(const train::TrainConfig& cfg) {
   r.global_batch = cfg.data.batch_size * cfg.data.grad_accum_steps;
   r.compute = cfg.precision.compute_dtype();
   r.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1024 * 1024);
-  if (cfg.parallel.grad_compression == "bf16") r.grad_comm_bytes = 2.0;
+  r.convention = convention_named("trident", r.compute, cfg.parallel.grad_compression).value();
   // As parallelize() hands them to the tier (parallel/parallelize.cc).
   r.nvme.buffer_count = cfg.parallel.nvme_buffer_count;
   r.nvme.unit_elements = std::max<int64_t>(1, static_cast<int64_t>(cfg.parallel.nvme_buffer_mb * (1 << 20) / 4));

@@ -13,6 +13,7 @@
 #include "kernels/cpu/gemm_engine.h"
 #include "models/model_config.h"
 #include "models/model_shapes.h"
+#include "planner/convention.h"
 #include "train/train_config.h"
 
 namespace trident::planner {
@@ -45,11 +46,10 @@ struct RunSpec {
   int64_t global_batch = 0;  // sequences per optimizer step, all ranks together
   DType compute = DType::kF32;
   int64_t bucket_bytes = 0;  // parallel.bucket_mb
-  // Bytes per gradient element data parallelism moves: 4, the trainer's fp32 buffers (as
-  // Megatron's bf16 runs and FSDP's reduce_dtype = float32 do); 2 under grad_compression =
-  // "bf16" (as Megatron's fp16 runs and DeepSpeed's default communication_data_type do).
-  // PowerSGD and 1-bit Adam are priced uncompressed (their warm-up's traffic).
-  double grad_comm_bytes = 4.0;
+  // Where frameworks differ, whose way the run is planned (Note [Framework conventions]): the
+  // trainer's by default, its gradients reduced in fp32 or, under grad_compression = "bf16",
+  // in bf16.
+  Convention convention;
   NvmeTierSpec nvme;
   bool on_device = false;    // GPUs (train.device = "cuda", or a cluster file's): the fused head's chunks differ
   // bf16 GEMMs on this CPU widen their operands to f32 copies (no native bf16 dot products, or

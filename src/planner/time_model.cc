@@ -6,6 +6,7 @@
 
 #include "models/causal_lm.h"
 #include "parallel/pipeline.h"
+#include "planner/data_parallel_time.h"
 #include "planner/gemm_time.h"
 #include "planner/pipeline_sim.h"
 #include "planner/placements.h"
@@ -28,22 +29,6 @@ double saved_bytes_per_token(const std::vector<models::SavedActivation>& list, i
 }
 
 }  // namespace
-
-// Note [Overlapped data-parallel traffic]
-// DataParallel (parallel/data_parallel.h) starts a gradient bucket's collective as soon as the
-// backward completes the bucket, and only in the step's last micro-batch (the earlier ones
-// accumulate), as PyTorch DDP under no_sync does. So at most that one backward hides the
-// traffic, not the step's m backwards: the buckets become ready in turn through it, each waits
-// for the link, and the last one's collective starts when the backward ends, always exposed.
-// comm_overlap is the fraction of the backward during which the link progresses (NCCL on its
-// own stream: near 1; CPU ranks, whose MPI progresses only inside calls: 0, all exposed).
-double exposed_data_parallel_seconds(double comm_s, double grad_bytes, int64_t bucket_bytes, double last_backward_s,
-                                     double overlap) {
-  if (comm_s <= 0.0) return 0.0;
-  const double buckets = bucket_bytes > 0 ? std::max(1.0, std::ceil(grad_bytes / static_cast<double>(bucket_bytes))) : 1.0;
-  const double hidden = overlap * last_backward_s * (buckets - 1.0) / buckets;
-  return std::max(comm_s / buckets, comm_s - hidden);
-}
 
 TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cluster) {
   const models::ModelShapes& s = run.shapes;
@@ -116,11 +101,11 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(run.model.n_layer, static_cast<int>(l.pp),
                                                                      static_cast<int>(l.virtual_stages));
   const std::vector<StageParameters>& stages = stages_of(run, l);
-  double stage_s = 0.0, stage_re = 0.0;
+  double stage_s = 0.0, stage_re = 0.0, stage_fwd = 0.0, stage_blocks = 0.0;  // the slowest's
   int64_t stage_params_max = 0, stage_experts_max = 0;  // dense and ep-placed expert elements
   double stage_sparse = 0.0;  // the sparse blocks of the slowest stage
   for (int r = 0; r < l.pp; ++r) {
-    double t = 0.0, re = 0.0, sparse = 0.0;
+    double t = 0.0, re = 0.0, sparse = 0.0, blocks = 0.0;
     for (int c = 0; c < pl.num_chunks(); ++c)
       if (pl.rank_of_chunk(c) == r) {
         const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
@@ -128,7 +113,9 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
         t += ct;
         re += cre;
         sparse += sparse_in(b, e);
+        blocks += static_cast<double>(e - b);
       }
+    double fwd = (blocks - sparse) * block_fwd + sparse * sparse_fwd;
     if (r == l.pp - 1) {
       // Note [The vocabulary-parallel loss's time]
       // A vocabulary-parallel loss (parallel/tp_collectives.cc) materializes its (tokens, V / tp)
@@ -164,11 +151,14 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
         head_bwd += static_cast<double>(s.head_matmul.first * s.head_matmul.second) * dw_bytes / mem_rate;
       }
       t += head_fwd + head_bwd;
+      fwd += head_fwd;
     }
     if (t > stage_s) {
       stage_s = t;
       stage_re = re;
       stage_sparse = sparse;
+      stage_fwd = fwd;
+      stage_blocks = blocks;
     }
     int64_t params = 0, experts = 0;  // the stage's, as the trainer places them
     const StageParameters& held = stages[static_cast<size_t>(r)];
@@ -212,6 +202,13 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const LinkSpec& pp_link = cluster.link_for(l.ranks(), l.ranks());
   // One activation (or its gradient) between stages: split along the sequence under SP.
   const double pp_message_bytes = tokens * C * static_cast<double>(E) / (l.sequence_parallel ? tp : 1.0);
+  double pp_message_s = pp_message_bytes / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6;
+  // Megatron's scatter/gather across nodes (Note [Framework conventions]): each tensor-parallel
+  // rank sends its 1/tp of the activation on its own card, and the receivers all-gather it.
+  if (run.convention.pipeline_scatter_gather && l.tp > 1 && !l.sequence_parallel &&
+      cluster.crosses_nodes(l.ranks(), l.ranks()))
+    pp_message_s = pp_message_bytes / tp / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6 +
+                   reduce_scatter_seconds(pp_message_bytes, l.tp, cluster.intra);
   double pp_exposed = 0.0;
   if (l.pp > 1) {
     PipelineCosts costs;
@@ -226,7 +223,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     const std::string schedule = l.pipeline_schedule();
     const double ideal = simulate_pipeline(pl, schedule, static_cast<int>(l.accum), costs);
     const double link = pp_link.bandwidth_gbs * 1e9, alpha = pp_link.latency_us * 1e-6;
-    costs.message_s = pp_message_bytes / link + alpha;
+    costs.message_s = pp_message_s;
     if (s.tied_head_weight) {
       const double rows = static_cast<double>((run.model.vocab_size + l.tp - 1) / l.tp);
       costs.tied = true;
@@ -242,21 +239,28 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // Each group priced by the links it crosses (Note [Collectives across nodes]).
   const int64_t ranks = l.ranks();
   const MeshGroup tp_group{l.tp, 1};
-  double dp_s = 0.0;
-  // One reduction group: `params` elements over `group`, the gradients at run.grad_comm_bytes
-  // each (4, or 2 under grad_compression = "bf16").
-  auto reduce = [&](double params, const MeshGroup& group) {
-    if (group.size <= 1 || params <= 0.0) return 0.0;
-    const double grad_bytes = run.grad_comm_bytes * params;
-    if (l.zero_stage < 3)  // ZeRO 1-2: reduce-scatter + all-gather, the same
-      return collective_seconds(Collective::kAllReduce, grad_bytes, group, ranks, cluster);
-    // ZeRO-3: the gradients' reduce-scatter, and every part gathered in each micro-batch's
-    // forward and backward (nothing gathered after the step).
-    return collective_seconds(Collective::kReduceScatter, grad_bytes, group, ranks, cluster) +
-           2.0 * m * collective_seconds(Collective::kReduceScatter, static_cast<double>(E) * params, group, ranks, cluster);
+  // Data parallelism's collectives per group (Note [Overlapped data-parallel traffic] in
+  // data_parallel_time.h): the gradients at the convention's bytes per element (4, or 2 under
+  // grad_compression = "bf16"), the parameters gathered in the compute dtype.
+  const Convention& conv = run.convention;
+  DataParallelCollectives dpc;
+  auto add_group = [&](double params, const MeshGroup& group) {
+    if (group.size <= 1 || params <= 0.0) return;
+    const Collective reduction = l.zero_stage == 0 ? Collective::kAllReduce : Collective::kReduceScatter;
+    dpc.reduce_s += collective_seconds(reduction, conv.grad_comm_bytes * params, group, ranks, cluster);
+    if (l.zero_stage > 0)
+      dpc.gather_s += collective_seconds(Collective::kReduceScatter, static_cast<double>(E) * params, group, ranks, cluster);
   };
   // Dense parameters over dp x ep ranks tp apart, experts over dp ranks tp x ep apart.
-  dp_s = reduce(P_dense, MeshGroup{l.data_parallel(), l.tp}) + reduce(P_experts, MeshGroup{l.dp, l.tp * l.ep});
+  add_group(P_dense, MeshGroup{l.data_parallel(), l.tp});
+  add_group(P_experts, MeshGroup{l.dp, l.tp * l.ep});
+  MicroBatchPhases phases;
+  phases.forward_s = stage_fwd;
+  phases.backward_s = stage_s - stage_fwd;
+  phases.micro_batches = m;
+  phases.grad_buckets = run.bucket_bytes > 0 ? std::max(1.0, std::ceil(conv.grad_comm_bytes * P / static_cast<double>(run.bucket_bytes))) : 1.0;
+  phases.parts = stage_blocks + 1.0;
+  const DataParallelTime dp_time = data_parallel_time(static_cast<int>(l.zero_stage), dpc, phases, conv, cluster.device.comm_overlap);
   // Note [The time of a mixture of experts]: the rows' exchanges.
   double ep_s = 0.0;
   if (l.ep > 1 && stage_sparse > 0.0) {
@@ -284,12 +288,10 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   double pp_s = 0.0;
   if (l.pp > 1) {
     pp_s = 2.0 * m * static_cast<double>(l.virtual_stages) *
-           (pp_message_bytes / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6);
+           pp_message_s;
   }
-  const double dp_exposed = exposed_data_parallel_seconds(dp_s, run.grad_comm_bytes * P, run.bucket_bytes, stage_s * 2.0 / 3.0,
-                                                         cluster.device.comm_overlap);
-  out.comm_total_s = dp_s + tp_s + pp_s + ep_s;
-  out.exposed_comm_s = dp_exposed + tp_s + pp_exposed + ep_s;
+  out.comm_total_s = dp_time.total_s + tp_s + pp_s + ep_s;
+  out.exposed_comm_s = dp_time.exposed_s + tp_s + pp_exposed + ep_s;
   const double L = static_cast<double>(run.model.n_layer), Ls = static_cast<double>(s.sparse_blocks);
   const double tokens_step = static_cast<double>(run.tokens_per_step());
   const double dense_flops = static_cast<double>(models::matmul_flops_per_token(s.block_matmuls));

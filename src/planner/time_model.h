@@ -27,15 +27,15 @@
 // Per step: m micro-batches, the optimizer (AdamW reads and writes 36 bytes per parameter it
 // steps, masters and moments included; ZeRO steps 1/dp of them: the dense ones over dp x ep,
 // the experts over dp, each group reduced over its own ranks), and
-//  data parallel  an all-reduce of the gradients (fp32 as the trainer keeps them, bf16 under
-//                 grad_compression = "bf16"): a ring inside a node (2 (n-1)/n bytes / bw + 2 (n-1)
-//                 latency), hierarchical across nodes (Note [Collectives across nodes] in
-//                 collectives.h); ZeRO 1-2 a reduce-scatter plus an all-gather of the parameters (the
-//                 same volume); ZeRO-3 a reduce-scatter of the gradients and an all-gather of
-//                 every part in each micro-batch's forward and backward.
-//                 Bucket by bucket, the last micro-batch's backward hides it at the overlap
-//                 fraction comm_overlap, all but the last bucket's (0 on CPU ranks, whose MPI
-//                 progresses only inside calls; Note [Overlapped data-parallel traffic]).
+//  data parallel  the gradients reduced at the convention's bytes per element (fp32 as the
+//                 trainer keeps them, bf16 under grad_compression = "bf16"; Note [Framework
+//                 conventions] in convention.h): a ring inside a node (2 (n-1)/n bytes / bw + 2
+//                 (n-1) latency), hierarchical across nodes (Note [Collectives across nodes] in
+//                 collectives.h). ZeRO 0-1 reduce in the last micro-batch, 2-3 in every one;
+//                 ZeRO 1-2 all-gather the stepped parameters after the step, ZeRO-3 every part
+//                 in each micro-batch's forward and backward. Each hides behind the compute it
+//                 is issued beside, bucket by bucket, at comm_overlap where the convention
+//                 overlaps it (Note [Overlapped data-parallel traffic] in data_parallel_time.h).
 //  tensor parallel  4 all-reduces of a micro-batch's (tokens, C) per block (two forward, two
 //                 backward; sequence parallelism's reduce-scatter + all-gather cost the same),
 //                 6 under checkpointing (the rerun repeats the forward's), the embedding's and
@@ -46,8 +46,9 @@
 //             chunk's forward and backward: the bubble is its step less m x the slowest
 //             stage's micro-batch (with equal stages 1F1B's (p - 1) / (m + p - 1) of the step,
 //             interleaved's (p - 1) / (v m + p - 1)); the exposed messages what a send and a
-//             receive of (tokens, C) per micro-batch and chunk boundary, each way, and a tied
-//             head's weight and gradient, add to it.
+//             receive of (tokens, C) per micro-batch and chunk boundary, each way (1/tp of it
+//             per rank across nodes under Megatron's scatter/gather), and a tied head's weight
+//             and gradient, add to it.
 //  NVMe tier  the optimizer state's reads and writes at the cluster's disk rates, the node's
 //             ranks sharing the disk, all but what AdamW's units hide (Note [The tier's step
 //             time] in planner/nvme_tier.cc).

@@ -156,8 +156,10 @@ def main():
                             f"{plan['evaluated']} evaluated")
         elif plan["evaluated_layouts"][0] != plan["ranked"][0]["name"]:
             failures.append("plan --json: evaluated_layouts does not start with the best")
-        if plan["assumes"] != {"gradient_buffers": "fp32", "gradient_communication": "fp32",
-                               "data_parallel_overlap": 0.0,
+        if plan["assumes"] != {"convention": "trident", "gradient_buffers": "fp32", "gradient_communication": "fp32",
+                               "overlapped_reduction_zero_stages": "0,1,2,3", "overlapped_zero3_gathers": True,
+                               "comm_overlap": 0.9, "reduces_every_micro_batch_zero_stages": "2,3",
+                               "pipeline_scatter_gather": False, "allocator_headroom": 0.05,
                                "collectives": "ring inside a node, hierarchical across nodes"}:
             failures.append(f"plan --json: assumes {plan['assumes']}")
     # 50M parameters: bandwidth, not latency, and several buckets to overlap.
@@ -166,21 +168,37 @@ def main():
            "--data.batch_size=16", "--data.tokenizer=byte", "--layout", "dp16 tp1 pp1 zero0 ckpt=none b1 m1",
            "--top", "1"]
     times = {}
-    for name, extra in {"plain": [], "overlap": ["--comm-overlap", "1"],
-                        "bf16": ["--parallel.grad_compression=bf16"]}.items():
+    for name, extra in {"plain": ["--comm-overlap", "0"], "overlap": ["--comm-overlap", "1"],
+                        "bf16": ["--comm-overlap", "0", "--parallel.grad_compression=bf16"],
+                        "megatron": ["--convention", "megatron"]}.items():
         r = run(mid + extra, env)
         if r.returncode != 0:
             failures.append(f"plan {name}: {r.stderr}")
             continue
         c = json.loads(r.stdout)
         times[name] = c["ranked"][0]["time_s"]
-        if name == "bf16" and c["assumes"]["gradient_communication"] != "bf16":
+        if name == "bf16" and c["assumes"]["gradient_communication"] != "16-bit":
             failures.append(f"plan with bf16 gradients assumes {c['assumes']}")
-    if len(times) == 3:
+        if name == "megatron" and times[name]["exposed_comm"] != times[name]["comm_total"]:
+            failures.append(f"plan --convention megatron (no overlap_grad_reduce) hid traffic: {times[name]}")
+    if len(times) == 4:
         if abs(times["bf16"]["comm_total"] - 0.5 * times["plain"]["comm_total"]) > 0.05 * times["plain"]["comm_total"]:
             failures.append(f"bf16 gradients: comm {times['bf16']['comm_total']} against fp32's {times['plain']['comm_total']}")
         if not times["overlap"]["exposed_comm"] < times["plain"]["exposed_comm"]:
             failures.append(f"--comm-overlap 1 hid nothing: {times['overlap']} against {times['plain']}")
+    # A framework's gradient buffers: DeepSpeed's bf16 ones are half the trainer's fp32 ones.
+    grads = {}
+    for conv in ["trident", "deepspeed"]:
+        r = run(mid + ["--precision.dtype=bf16", "--convention", conv], env)
+        if r.returncode != 0:
+            failures.append(f"plan --convention {conv}: {r.stderr}")
+            continue
+        grads[conv] = json.loads(r.stdout)["ranked"][0]["memory_bytes"]["gradient"]
+    if len(grads) == 2 and abs(grads["deepspeed"] - grads["trident"] / 2) > 1:
+        failures.append(f"--convention deepspeed's bf16 gradients: {grads}")
+    r = run(mid + ["--convention", "jax"], env)
+    if r.returncode == 0 or "'jax'" not in r.stderr or "megatron, fsdp, deepspeed" not in r.stderr:
+        failures.append(f"plan --convention jax was not refused naming the allowed ones: {r.stderr}")
     r = run([trident, "plan", "--ranks", "2", "--parallel.grad_compression=powersgd", "--top", "1"] + TINY, env)
     if r.returncode != 0 or "priced uncompressed" not in r.stderr:
         failures.append(f"plan with powersgd did not say it prices it uncompressed: {r.stderr}")

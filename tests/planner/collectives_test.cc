@@ -86,7 +86,7 @@ TEST(Collectives, DataParallelAcrossNodesAndBf16Gradients) {
   const double expected = collective_seconds(Collective::kAllReduce, 4.0 * P, {16, 1}, 16, k);
   EXPECT_NEAR(fp32.comm_total_s, expected, 1e-9 * expected);
   EXPECT_LT(fp32.comm_total_s, 0.5 * all_reduce_seconds(4.0 * P, 16, k.inter));
-  run.grad_comm_bytes = 2.0;
+  run.convention.grad_comm_bytes = 2.0;
   const TimeEstimate bf16 = predict_time(run, l, k);
   EXPECT_NEAR(bf16.comm_total_s, collective_seconds(Collective::kAllReduce, 2.0 * P, {16, 1}, 16, k), 1e-9 * expected);
 }

@@ -62,7 +62,7 @@ RunSpec spec_of(const Row& r) {
   run.seq_len = 2048;
   run.global_batch = r.batch;
   run.compute = DType::kF16;
-  run.grad_comm_bytes = 2.0;  // Megatron's fp16 runs all-reduce fp16 gradients
+  run.convention = convention_named("megatron", DType::kF16, "none").value();  // fp16 gradients, no overlap
   run.bucket_bytes = 25 << 20;
   run.on_device = true;
   return run;

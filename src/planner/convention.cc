@@ -1,0 +1,37 @@
+#include "planner/convention.h"
+
+namespace trident::planner {
+
+StatusOr<Convention> convention_named(const std::string& name, DType compute, const std::string& grad_compression) {
+  const double element = static_cast<double>(element_size(compute));
+  Convention c;
+  c.name = name;
+  if (name == "trident") {
+    // The trainer's fp32 buffers; bf16 on the wire under grad_compression = "bf16" (PowerSGD
+    // and 1-bit Adam priced uncompressed: their warm-up's traffic).
+    if (grad_compression == "bf16") c.grad_comm_bytes = 2.0;
+    return c;
+  }
+  if (name == "megatron") {
+    c.grad_buffer_bytes = compute == DType::kF16 ? 2.0 : 4.0;
+    c.grad_comm_bytes = c.grad_buffer_bytes;
+    for (bool& o : c.overlaps_reduction) o = false;
+    c.overlaps_gathers = false;
+    for (bool& r : c.reduces_every_micro_batch) r = false;
+    c.pipeline_scatter_gather = true;
+    return c;
+  }
+  if (name == "fsdp") return c;  // fp32 gradients, fp32 reduction, everything overlapped
+  if (name == "deepspeed") {
+    c.grad_buffer_bytes = element;
+    c.grad_comm_bytes = element;
+    c.overlaps_reduction[0] = c.overlaps_reduction[1] = c.overlaps_reduction[2] = false;
+    return c;
+  }
+  std::string allowed;
+  for (const char* n : kConventionNames) allowed += std::string(allowed.empty() ? "" : ", ") + n;
+  return Status::invalid("plan: --convention '" + name + "' is not a framework convention the planner knows (" +
+                         allowed + ")");
+}
+
+}  // namespace trident::planner

@@ -1,0 +1,57 @@
+// What a framework does where frameworks differ, for planning a run as that framework would
+// run it: the dtype of its gradient buffers and of the gradients it reduces, which of its
+// data-parallel collectives it overlaps with compute, when it reduces under gradient
+// accumulation, and how it sends pipeline messages. `trident plan --convention NAME`.
+//
+// Note [Framework conventions]
+// The planner's own arithmetic is the trainer's ("trident"). The others are the frameworks'
+// defaults for a mixed-precision run, as their documentation and code state them:
+//  megatron   Megatron-LM / Megatron-Core: gradients accumulated and all-reduced in fp32 under
+//             bf16 (accumulate_allreduce_grads_in_fp32 is forced on), in the compute dtype
+//             under fp16; overlap_grad_reduce off (as SC'21's runs), so data-parallel traffic
+//             is exposed; the distributed optimizer reduces once, in the last micro-batch;
+//             scatter_gather_tensors_in_pipeline on: across nodes a stage sends 1/tp of its
+//             activation from each tensor-parallel rank and the receivers all-gather it over
+//             NVLink (with sequence parallelism the message is split already).
+//  fsdp       PyTorch FSDP as torchtitan runs it (MixedPrecisionPolicy: bf16 parameters,
+//             reduce_dtype float32): fp32 gradients of the fp32 shards, reduced in fp32, every
+//             collective on its own stream and overlapped (forward prefetch, backward
+//             prefetch, reduce-scatter behind the next part's backward), reduce-scatter in
+//             every micro-batch under accumulation (FSDP2's default).
+//  deepspeed  DeepSpeed ZeRO: gradients in the compute dtype, reduced in it
+//             (communication_data_type defaults to the model's dtype); overlap_comm off for
+//             stages 0-2 and on for stage 3 (its config's default); stage 2-3 reduce every
+//             micro-batch, stage 0-1 at the accumulation boundary.
+// What overlapping achieves is the cluster file's comm_overlap (the fraction of compute during
+// which a collective on its own stream progresses); a convention that does not overlap a
+// collective leaves it whole on the critical path whatever the cluster says. The gradient
+// buffers' dtype scales the trainer's gradient memory (its fp32 buffers, shards and buckets)
+// to grad_buffer_bytes per element: the frameworks' buffers have the same structure, not the
+// same dtype.
+#pragma once
+
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace trident::planner {
+
+struct Convention {
+  std::string name = "trident";
+  double grad_buffer_bytes = 4.0;  // per gradient element held (the memory model's kGradient)
+  double grad_comm_bytes = 4.0;    // per gradient element data parallelism moves
+  bool overlaps_reduction[4] = {true, true, true, true};  // by ZeRO stage: gradients reduced inside the backward
+  bool overlaps_gathers = true;     // ZeRO-3's all-gathers prefetched behind compute
+  bool reduces_every_micro_batch[4] = {false, false, true, true};  // by ZeRO stage, under accumulation
+  bool pipeline_scatter_gather = false;  // Megatron's pipeline messages split over tp across nodes
+};
+
+// The conventions `plan --convention` names.
+inline constexpr const char* kConventionNames[] = {"trident", "megatron", "fsdp", "deepspeed"};
+
+// `name`'s convention for a run in `compute` whose config asks `grad_compression` ("none", "bf16", ...;
+// only trident's convention reads it). An unknown name is an error naming the allowed ones.
+StatusOr<Convention> convention_named(const std::string& name, DType compute, const std::string& grad_compression);
+
+}  // namespace trident::planner
