@@ -11,6 +11,7 @@ Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/pla
          [--runs small:1,small:2,tiny:4,124M:1] [--steps 3] [--only SUBSTRING] [--stride K] [--no-calibrate]
          [--set section.key=value ...]
        bench/plan_accuracy.py --build build --out TABLE.json --repredict small:1=calib1.toml,small:2=calib2.toml
+         [--set ... --tag ...]
          (the measured rows of TABLE.json predicted again by this build's planner: a markdown table)
        bench/plan_accuracy.py --build build --out TABLE.json --repredict-memory small:2 [--set ... --tag ...]
          (the rows' predicted memory again, in place)
@@ -33,6 +34,10 @@ CONFIG_FLAGS = {
     "tiny": "--model.n_layer=4 --model.n_embd=256 --model.n_head=4 --model.block_size=256 --data.seq_len=256 --data.batch_size=8",
     "small": "--model.n_layer=6 --model.n_embd=512 --model.n_head=8 --model.block_size=512 --data.seq_len=512 --data.batch_size=4",
     "124M": "--model.n_layer=12 --model.n_embd=768 --model.n_head=12 --model.block_size=1024 --data.seq_len=1024 --data.batch_size=4",
+    # As src/planner/named_configs.cc's tiny-moe: a tiny Mixtral, 4 experts, top-2.
+    "tiny-moe": "--model.n_layer=4 --model.n_embd=256 --model.n_head=4 --model.block_size=256 --data.seq_len=256 --data.batch_size=8"
+                " --model.arch=llama --model.n_kv_heads=2 --model.num_local_experts=4 --model.num_experts_per_tok=2"
+                " --model.moe_intermediate_size=512",
 }
 
 
@@ -52,10 +57,11 @@ def repredict(args):
         config, ranks = key.split(":")
         plan = json.loads(subprocess.run(
             [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--cluster", file, "--ranks", ranks, "--json",
-             "--top", "100000"] + CONFIG_FLAGS[config].split() + ["--train.threads=1"],
+             "--top", "100000"] + CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set],
             check=True, env=env, capture_output=True, text=True).stdout)
         by_name = {c["name"]: c for c in plan["ranked"]}
-        measured = [r for r in rows if r["config"] == config and r["ranks"] == int(ranks) and r["layout"] in by_name]
+        label = f"{config}/{args.tag}" if args.tag else config
+        measured = [r for r in rows if r["config"] == label and r["ranks"] == int(ranks) and r["layout"] in by_name]
         best_pred = min(measured, key=lambda r: by_name[r["layout"]]["time_s"]["step"], default=None)
         best_meas = min(measured, key=lambda r: r["step_s"]["measured"], default=None)
         for r in measured:

@@ -18,6 +18,7 @@
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "core/views.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/gemm_engine.h"
 #include "core/half.h"
@@ -29,6 +30,7 @@
 #include "ops/loss.h"
 #include "ops/vocab_parallel.h"
 #include "offload/nvme_file.h"
+#include "planner/collectives.h"
 
 namespace trident::planner {
 namespace {
@@ -350,9 +352,35 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     const double per_byte = std::max((tl - ts) / (4.0 * static_cast<double>(large - small)), 1e-13);
     c.intra.bandwidth_gbs = 2.0 * k / n / per_byte / 1e9;
     c.intra.latency_us = std::max(0.0, (ts - 2.0 * k / n * 4.0 * static_cast<double>(small) * per_byte) / (2.0 * k)) * 1e6;
+    // Note [Collectives as measured]: ZeRO's reduce-scatter and all-gather, in place and
+    // asynchronous as the trainer posts them, over the ring model's time at the fitted rates.
+    auto fastest_of = [&](const std::function<void()>& run) {
+      double best = 1e300;
+      for (int i = 0; i < 5; ++i) {
+        comm->barrier();
+        const auto t0 = Clock::now();
+        run();
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      Tensor worst = full({1}, best, DType::kF64);
+      comm->all_reduce(worst, comm::ReduceOp::kMax);
+      return worst.item();
+    };
+    const Tensor buffer = full({large}, 1.0, DType::kF32);
+    const int64_t part = large / ranks;
+    const Tensor whole = views::narrow(buffer, 0, 0, part * ranks);  // ranks x part elements
+    const Tensor mine = views::narrow(buffer, 0, static_cast<int64_t>(comm->rank()) * part, part);
+    const double rs = fastest_of(
+        [&] { comm->reduce_scatter_async(whole, views::narrow(buffer, 0, 0, part), comm::ReduceOp::kSum)->wait(); });
+    const double ag = fastest_of([&] { comm->all_gather_async(mine, whole)->wait(); });
+    const double ring_half = reduce_scatter_seconds(4.0 * static_cast<double>(part * ranks), ranks, c.intra);
+    c.intra.reduce_scatter_factor = std::clamp(rs / ring_half, 0.01, 100.0);
+    c.intra.all_gather_factor = std::clamp(ag / ring_half, 0.01, 100.0);
     c.inter = {};
     c.inter.bandwidth_gbs = c.intra.bandwidth_gbs;
     c.inter.latency_us = c.intra.latency_us;
+    c.inter.reduce_scatter_factor = c.intra.reduce_scatter_factor;
+    c.inter.all_gather_factor = c.intra.all_gather_factor;
   }
   c.device.comm_overlap = 0.0;  // MPI on CPU ranks progresses only inside its calls
   // The NVMe tier's disk, where the run names one (Note [Calibrating the disk]).

@@ -78,7 +78,14 @@ template <class T>
 OptionTable<T> link_table(const char* section, const char* doc) {
   return OptionTable<T>(section, doc)
       .add("bandwidth_gbs", &T::bandwidth_gbs, "per device and direction, GB/s", Range::positive())
-      .add("latency_us", &T::latency_us, "one message's latency, microseconds", Range::non_negative());
+      .add("latency_us", &T::latency_us, "one message's latency, microseconds", Range::non_negative())
+      .add("reduce_scatter_factor", &T::reduce_scatter_factor,
+           "a reduce-scatter's time over the ring model's at this link's rate, half an all-reduce's (1: NCCL's "
+           "rings; calibrate measures it: MPI's can be slower, Note [Collectives as measured])",
+           Range::between(0.01, 100.0))
+      .add("all_gather_factor", &T::all_gather_factor,
+           "an all-gather's time over the ring model's at this link's rate (1: NCCL's rings; calibrate measures it)",
+           Range::between(0.01, 100.0));
 }
 
 }  // namespace

@@ -29,7 +29,8 @@
 //                 its reduction length K as K / (K + this): Note [GEMMs by shape] in
 //                 planner/gemm_time.h; calibrate fits it from the model's width and half of it)
 //   [intra_node]  bandwidth_gbs (per device, one direction: NVLink, or shared memory for CPU
-//                 ranks), latency_us
+//                 ranks), latency_us, reduce_scatter_factor and all_gather_factor (each one's
+//                 time over the ring model's: 1 for NCCL, measured by calibrate)
 //   [inter_node]  bandwidth_gbs (per device: its share of the node's NICs), latency_us
 #pragma once
 
@@ -74,6 +75,10 @@ struct DeviceSpec {
 struct LinkSpec {
   double bandwidth_gbs = 10.0;
   double latency_us = 5.0;
+  // Each collective's time over the ring model's (an all-reduce is what bandwidth_gbs and
+  // latency_us are fitted to): Note [Collectives as measured] in planner/collectives.h.
+  double reduce_scatter_factor = 1.0;
+  double all_gather_factor = 1.0;
 };
 struct IntraNodeLink : LinkSpec {
   static const OptionTable<IntraNodeLink>& table();

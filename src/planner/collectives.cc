@@ -28,15 +28,20 @@ GroupPlacement place_group(const MeshGroup& g, int64_t ranks, const Cluster& clu
 double collective_seconds(Collective c, double bytes, const MeshGroup& g, int64_t ranks, const Cluster& cluster) {
   if (g.size <= 1 || bytes <= 0.0) return 0.0;
   const GroupPlacement p = place_group(g, ranks, cluster);
-  double s = 0.0;
-  if (p.uneven) {
-    s = reduce_scatter_seconds(bytes, g.size, cluster.inter);
-  } else {
-    // Note [Collectives across nodes]: inside each node, then across with a k-th each.
-    s = reduce_scatter_seconds(bytes, p.per_node, cluster.intra) +
-        reduce_scatter_seconds(bytes / static_cast<double>(p.per_node), p.nodes, cluster.inter);
-  }
-  return c == Collective::kAllReduce ? 2.0 * s : s;
+  // The ring model's half of an all-reduce, as this collective runs on `link` (Note
+  // [Collectives as measured]).
+  auto on = [&](double b, int64_t n, const LinkSpec& link) {
+    const double half = reduce_scatter_seconds(b, n, link);
+    switch (c) {
+      case Collective::kAllReduce: return 2.0 * half;
+      case Collective::kReduceScatter: return link.reduce_scatter_factor * half;
+      case Collective::kAllGather: return link.all_gather_factor * half;
+    }
+    return 2.0 * half;
+  };
+  if (p.uneven) return on(bytes, g.size, cluster.inter);
+  // Note [Collectives across nodes]: inside each node, then across with a k-th each.
+  return on(bytes, p.per_node, cluster.intra) + on(bytes / static_cast<double>(p.per_node), p.nodes, cluster.inter);
 }
 
 }  // namespace trident::planner

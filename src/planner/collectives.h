@@ -27,7 +27,15 @@
 
 namespace trident::planner {
 
-enum class Collective { kAllReduce, kReduceScatter };  // a reduce-scatter's time is also an all-gather's
+// Note [Collectives as measured]
+// The ring model prices a reduce-scatter and an all-gather at half an all-reduce each, as
+// NCCL's rings run them. MPI need not: OpenMPI 4 between two ranks of this 2-core machine took
+// 171 ms for a 131 MB MPI_Reduce_scatter_block against 96 ms for the same MPI_Allreduce, and
+// 20 ms for the all-gather (ZeRO-2's per-micro-batch reduce-scatter was priced at a quarter of
+// what it cost: tiny-moe ZeRO-2 b1 m4, -24%). So a link carries each one's factor over the
+// ring model's time (reduce_scatter_factor, all_gather_factor: 1 in the GPU files), which
+// calibrate measures on CPU ranks through the trainer's own calls.
+enum class Collective { kAllReduce, kReduceScatter, kAllGather };
 
 // Every group of `size` ranks `stride` apart among `ranks` (the layout's), each moving a
 // buffer of `bytes`.

@@ -5,7 +5,8 @@
 // out a frozen head's dw and a frozen embedding's gradients (Note [A frozen head and embedding]),
 // but still counts the inputs a frozen weight's product no longer keeps (Note [A frozen
 // weight's input] in autograd/derivatives/linalg.cc: over without activation checkpointing);
-// the time model still counts the frozen weights' gradient FLOPs.
+// the time model leaves out a frozen weight's dW GEMM and a frozen head's dw passes (Note
+// [Frozen weights' time] in time_model.cc).
 //
 // Note [The planner's fine-tuning]
 //  * Adapters: adapters::select_lora_layers (apply_lora's matching) over the modules that the
@@ -45,5 +46,25 @@ bool fine_tuning_accepts(const RunSpec& run, const Layout& l, std::string* why =
 
 // The parameters `run` trains, over the whole model.
 int64_t trained_parameters(const RunSpec& run);
+
+// Whether the weight of a block's product in -> out trains (a frozen one's product computes no
+// dW): true when any block weight of that shape trains, or none has it (a LoRA factor's
+// product). Weights are (out, in), or (in, out) in a family with linear_weights_in_out.
+bool product_weight_trains(const RunSpec& run, int64_t in, int64_t out);
+// Whether the head's weight (the tied embedding's, or the untied head's) trains.
+bool head_weight_trains(const RunSpec& run);
+// Whether a mixture's experts train.
+bool experts_train(const RunSpec& run);
+
+// LoRA's adapters as the time model counts them, per block (the model's total over its
+// blocks): their factors' products, A's (in, r) and B's (r, out), and the bytes per token their
+// scaling and adding move around the layer's product (Note [Frozen weights' time]).
+struct AdapterWork {
+  std::vector<std::pair<int64_t, int64_t>> products;  // every adapter's two, the whole model's
+  double blocks = 1.0;                                // to divide the products' time by
+  double forward_bytes_per_token = 0.0;               // per block
+  double backward_bytes_per_token = 0.0;              // per block
+};
+AdapterWork adapter_work(const RunSpec& run, int64_t element_bytes);
 
 }  // namespace trident::planner

@@ -31,10 +31,11 @@ struct ProductSeconds {
 };
 
 // `products` (in, out) on one of `tp` ranks (tp_split: whether tensor parallelism divides them;
-// a mixture's experts are not), at `rows` rows per GEMM.
+// a mixture's experts are not), at `rows` rows per GEMM. `trains`, if given, says per product
+// whether its weight trains: a frozen weight's product has no dW GEMM.
 ProductSeconds product_seconds(const std::vector<std::pair<int64_t, int64_t>>& products,
                                const models::ModelShapes& shapes, int64_t tp, bool tp_split, const Cluster& cluster,
-                               DType dtype, double rows);
+                               DType dtype, double rows, const std::vector<bool>* trains = nullptr);
 
 // Whether the product in -> out is row-parallel (split along its inputs) in `shapes`.
 bool row_parallel(const models::ModelShapes& shapes, int64_t in, int64_t out);

@@ -11,6 +11,7 @@
 #include "kernels/cpu/matmul.h"
 #include "models/causal_lm.h"
 #include "planner/block_activations.h"
+#include "planner/fine_tuning.h"
 #include "planner/nvme_tier.h"
 #include "planner/placements.h"
 #include "planner/zero_buckets.h"
@@ -327,15 +328,10 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
   // The fused head makes no dw for a frozen weight, and a frozen embedding no dense gradient
   // (LoRA's base: the tied copy on a pipeline's last stage has none to send back either). LoRA
   // on a tiny LLaMA had its activations (V, C) f32 over in every checkpointed layout.
-  bool head_trains = false;
+  const bool head_trains = head_weight_trains(run);
   std::vector<bool> table_trains;  // per parameter of the embedding, in shapes.parameters order
-  for (size_t i = 0; i < shapes.parameters.size(); ++i) {
-    const ParameterShape& p = shapes.parameters[i];
-    const bool trains = run.holding_of(i) == Holding::kTrained;
-    if (tied ? p.name == *shapes.tied_head_weight : p.block == CausalLM::kHead && p.shape.size() == 2 && p.shape[0] == V)
-      head_trains = trains;
-    table_trains.push_back(p.block == CausalLM::kEmbedding && trains);
-  }
+  for (size_t i = 0; i < shapes.parameters.size(); ++i)
+    table_trains.push_back(shapes.parameters[i].block == CausalLM::kEmbedding && run.holding_of(i) == Holding::kTrained);
   const bool tied_trains = tied && head_trains;
   const bool embedding_trains = std::find(table_trains.begin(), table_trains.end(), true) != table_trains.end();
   const int64_t head_rows = ceil_div(V, l.tp);  // the head's (and a tied embedding's) rows here

@@ -7,6 +7,7 @@
 #include "models/causal_lm.h"
 #include "parallel/pipeline.h"
 #include "planner/data_parallel_time.h"
+#include "planner/fine_tuning.h"
 #include "planner/gemm_time.h"
 #include "planner/pipeline_sim.h"
 #include "planner/placements.h"
@@ -46,15 +47,39 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double block_attn = 2.0 * T * attn_q / tp;
   const double block_mem = 3.0 * saved_bytes_per_token(s.block, E, l.tp) / (l.sequence_parallel ? 1.0 : 1.0);
 
+  // Note [Frozen weights' time]
+  // A frozen weight (LoRA's base, train.freeze) gets no gradient: its product's backward runs
+  // the dx GEMM alone (the layers before still need their input's gradient), a frozen head
+  // makes no dw and none of the fused loss's per-micro-batch passes over it, and frozen
+  // experts' grouped products no dW. Counting them had a LoRA run of GPT-2 "small" on one Zen 4
+  // core 42% over its measured step. LoRA's own factors are r wide: their GEMMs are left out.
+  auto trains_of = [&](const std::vector<std::pair<int64_t, int64_t>>& products) {
+    std::vector<bool> t;
+    for (const auto& [in, out] : products) t.push_back(product_weight_trains(run, in, out));
+    return t;
+  };
+  const std::vector<bool> block_trains = trains_of(s.block_matmuls), sparse_trains = trains_of(s.sparse_block_matmuls);
+  const std::vector<bool> head_trains{head_weight_trains(run)};
+  const double expert_passes = s.sparse_blocks > 0 && !experts_train(run) ? 2.0 : 3.0;  // forward, dx and dW
   // The products' GEMMs by their shapes on this tp rank (Note [GEMMs by shape]).
-  const ProductSeconds block_products = product_seconds(s.block_matmuls, s, l.tp, true, cluster, run.compute, tokens);
+  const ProductSeconds block_products =
+      product_seconds(s.block_matmuls, s, l.tp, true, cluster, run.compute, tokens, &block_trains);
   // Per block and micro-batch: the forward, the backward (with the rerun) and the rerun alone.
-  const double block_fwd = tokens * (block_products.forward + block_attn / attn_rate + block_mem / 3.0 / mem_rate);
+  // LoRA's factors, on every rank whole (their split under tp is left out), and their passes.
+  const AdapterWork adapters = adapter_work(run, E);
+  const ProductSeconds adapter_products =
+      product_seconds(adapters.products, s, l.tp, false, cluster, run.compute, tokens);
+  const double adapter_fwd = adapter_products.forward / adapters.blocks + adapters.forward_bytes_per_token / mem_rate;
+  const double adapter_bwd = adapter_products.backward / adapters.blocks + adapters.backward_bytes_per_token / mem_rate;
+  const double block_fwd =
+      tokens * (block_products.forward + block_attn / attn_rate + block_mem / 3.0 / mem_rate + adapter_fwd);
   double block_re = 0.0;
   if (l.checkpointing == "full") block_re = block_fwd;
-  else if (l.checkpointing == "selective") block_re = tokens * (block_attn / attn_rate + block_mem / 3.0 / mem_rate);
+  else if (l.checkpointing == "selective")  // the memory-bound ops again, the adapters' scaling and adding among them
+    block_re = tokens * (block_attn / attn_rate + block_mem / 3.0 / mem_rate + adapters.forward_bytes_per_token / mem_rate);
   const double block_bwd =
-      tokens * (block_products.forward + block_products.backward + 3.5 * block_attn / attn_rate + block_mem / mem_rate) -
+      tokens * (block_products.forward + block_products.backward + 3.5 * block_attn / attn_rate + block_mem / mem_rate +
+                adapter_fwd + adapter_bwd) -
       block_fwd + block_re;
   // Note [The time of a mixture of experts]
   // A sparse block's products: what every token runs through (attention, the router, a shared
@@ -68,15 +93,16 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double expert_mm = static_cast<double>(s.experts_per_token * models::matmul_flops_per_token(s.expert_matmuls));
   const double sparse_mem = 3.0 * saved_bytes_per_token(s.sparse_block, E, l.tp);
   const ProductSeconds sparse_products =
-      product_seconds(s.sparse_block_matmuls, s, l.tp, true, cluster, run.compute, tokens);
+      product_seconds(s.sparse_block_matmuls, s, l.tp, true, cluster, run.compute, tokens, &sparse_trains);
   const double sparse_fwd = tokens * (sparse_products.forward + expert_mm / gemm + block_attn / attn_rate +
-                                      sparse_mem / 3.0 / mem_rate);
+                                      sparse_mem / 3.0 / mem_rate + adapter_fwd);
   double sparse_re = 0.0;
   if (l.checkpointing == "full") sparse_re = sparse_fwd;
   else if (l.checkpointing == "selective")
-    sparse_re = tokens * (expert_mm / gemm + block_attn / attn_rate + sparse_mem / 3.0 / mem_rate);
-  const double sparse_bwd = tokens * (sparse_products.forward + sparse_products.backward + 3.0 * expert_mm / gemm +
-                                      3.5 * block_attn / attn_rate + sparse_mem / mem_rate) -
+    sparse_re = tokens * (expert_mm / gemm + block_attn / attn_rate + sparse_mem / 3.0 / mem_rate +
+                          adapters.forward_bytes_per_token / mem_rate);
+  const double sparse_bwd = tokens * (sparse_products.forward + sparse_products.backward + expert_passes * expert_mm / gemm +
+                                      3.5 * block_attn / attn_rate + sparse_mem / mem_rate + adapter_fwd + adapter_bwd) -
                             sparse_fwd + sparse_re;
   // Blocks [begin, end)'s forward and backward, and their rerun, per micro-batch.
   auto block_seconds = [&](int64_t begin, int64_t end) {
@@ -95,7 +121,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   };
   // The head's product forward and its two backward, and the vocabulary-parallel loss's
   // passes (half forward, half backward) on the last chunk.
-  const ProductSeconds head_products = product_seconds({s.head_matmul}, s, l.tp, true, cluster, run.compute, tokens);
+  const ProductSeconds head_products =
+      product_seconds({s.head_matmul}, s, l.tp, true, cluster, run.compute, tokens, &head_trains);
   double head_fwd = tokens * head_products.forward, head_bwd = tokens * head_products.backward;
   // The slowest stage per micro-batch: its blocks, and the head on the last.
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(run.model.n_layer, static_cast<int>(l.pp),
@@ -148,7 +175,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
         // Its dw, f32 (V, C), per micro-batch: zeroed (4 bytes), then scaled (read and write 4)
         // and, under mixed precision, cast to the compute dtype in the backward (read 4, write E).
         const double dw_bytes = run.mixed() ? 16.0 + static_cast<double>(E) : 12.0;
-        head_bwd += static_cast<double>(s.head_matmul.first * s.head_matmul.second) * dw_bytes / mem_rate;
+        if (head_trains.front())
+          head_bwd += static_cast<double>(s.head_matmul.first * s.head_matmul.second) * dw_bytes / mem_rate;
       }
       t += head_fwd + head_bwd;
       fwd += head_fwd;
@@ -189,7 +217,14 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // Mixed precision folds every micro-batch's gradients of the compute dtype into the f32 ones
   // (read E, read and write 4): 7.2 ms per micro-batch of GPT-2 small's 45M parameters in bf16
   // on a Zen 5 core, four times at m = 4 (train.profile_step). Offload folds on the host.
-  if (run.mixed() && !(l.offload && !cluster_is_host(cluster))) optimizer += m * (static_cast<double>(E) + 8.0) * P / mem_rate;
+  const bool host_folds = l.offload && !cluster_is_host(cluster);
+  if (run.mixed() && !host_folds) optimizer += m * (static_cast<double>(E) + 8.0) * P / mem_rate;
+  // Without it, fp32 gradients accumulate in place: each micro-batch after the first adds its
+  // gradient into the sum (read both, write one: 12 bytes an element), ZeRO 2-3 only this rank's
+  // reduced part into its shard. On tiny-moe b1 m8 (one Zen 4 core) AccumulateGrad took 118 ms
+  // of a 2.9 s step, uncounted before.
+  else if (!run.mixed() && !host_folds && m > 1)
+    optimizer += (m - 1.0) * 12.0 * (l.zero_stage >= 2 ? stepped : P) / mem_rate;
   out.compute_s = m * stage_s + optimizer;
   out.recompute_s = m * stage_re;
   // The NVMe tier: its disk's time, little of it behind AdamW (Note [The tier's step time]).
@@ -208,7 +243,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   if (run.convention.pipeline_scatter_gather && l.tp > 1 && !l.sequence_parallel &&
       cluster.crosses_nodes(l.ranks(), l.ranks()))
     pp_message_s = pp_message_bytes / tp / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6 +
-                   reduce_scatter_seconds(pp_message_bytes, l.tp, cluster.intra);
+                   cluster.intra.all_gather_factor * reduce_scatter_seconds(pp_message_bytes, l.tp, cluster.intra);
   double pp_exposed = 0.0;
   if (l.pp > 1) {
     PipelineCosts costs;
@@ -249,7 +284,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     const Collective reduction = l.zero_stage == 0 ? Collective::kAllReduce : Collective::kReduceScatter;
     dpc.reduce_s += collective_seconds(reduction, conv.grad_comm_bytes * params, group, ranks, cluster);
     if (l.zero_stage > 0)
-      dpc.gather_s += collective_seconds(Collective::kReduceScatter, static_cast<double>(E) * params, group, ranks, cluster);
+      dpc.gather_s += collective_seconds(Collective::kAllGather, static_cast<double>(E) * params, group, ranks, cluster);
   };
   // Dense parameters over dp x ep ranks tp apart, experts over dp ranks tp x ep apart.
   add_group(P_dense, MeshGroup{l.data_parallel(), l.tp});

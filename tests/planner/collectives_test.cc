@@ -91,5 +91,24 @@ TEST(Collectives, DataParallelAcrossNodesAndBf16Gradients) {
   EXPECT_NEAR(bf16.comm_total_s, collective_seconds(Collective::kAllReduce, 2.0 * P, {16, 1}, 16, k), 1e-9 * expected);
 }
 
+// Note [Collectives as measured]: a link's factors scale its reduce-scatters and all-gathers,
+// not its all-reduces (what its rate was fitted to), inside a node and across.
+TEST(Collectives, EachCollectiveRunsAtItsMeasuredFactor) {
+  Cluster c;
+  c.shape.nodes = 2;
+  c.shape.devices_per_node = 4;
+  const MeshGroup g{8, 1};
+  const double B = 1e9;
+  const double ar = collective_seconds(Collective::kAllReduce, B, g, 8, c);
+  const double rs = collective_seconds(Collective::kReduceScatter, B, g, 8, c);
+  EXPECT_NEAR(rs, ar / 2.0, 1e-12);
+  EXPECT_NEAR(collective_seconds(Collective::kAllGather, B, g, 8, c), rs, 1e-12);
+  c.intra.reduce_scatter_factor = c.inter.reduce_scatter_factor = 2.5;
+  c.intra.all_gather_factor = c.inter.all_gather_factor = 0.4;
+  EXPECT_NEAR(collective_seconds(Collective::kAllReduce, B, g, 8, c), ar, 1e-12);
+  EXPECT_NEAR(collective_seconds(Collective::kReduceScatter, B, g, 8, c), 2.5 * rs, 1e-12);
+  EXPECT_NEAR(collective_seconds(Collective::kAllGather, B, g, 8, c), 0.4 * rs, 1e-12);
+}
+
 }  // namespace
 }  // namespace trident::planner

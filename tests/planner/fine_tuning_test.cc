@@ -21,6 +21,8 @@
 #include "nn/freeze.h"
 #include "planner/fine_tuning.h"
 #include "planner/memory_model.h"
+#include "planner/run_spec.h"
+#include "planner/time_model.h"
 #include "quantization/nf4.h"
 #include "quantization/quantized_base.h"
 #include "support/error_of.h"
@@ -242,6 +244,46 @@ TEST(FineTuning, ModelStateCountsOnlyTheAdaptersState) {
       const MemoryEstimate all = predict_memory(run_spec(whole), Layout{}, false);
       EXPECT_LT(m.category(MemoryCategory::kGradient), all.category(MemoryCategory::kGradient) / 10);
     }
+}
+
+// Note [Frozen weights' time]: a frozen base's products run no dW GEMM and a frozen head makes
+// no dw, so LoRA's backward is the base's dx GEMMs (and the adapters'); nothing else moves.
+TEST(FineTuning, AFrozenBasesProductsRunNoWeightGradient) {
+  Case c{"gpt2", models::testing::tiny_gpt2(), "c_attn,c_proj,c_fc", ""};
+  const train::TrainConfig cfg = config_of(c, false);
+  RunSpec full = run_spec(config_of({"gpt2", c.model, "", ""}, false));
+  RunSpec lora = run_spec(cfg);
+  for (const auto& [in, out] : lora.shapes.block_matmuls) EXPECT_FALSE(product_weight_trains(lora, in, out));
+  for (const auto& [in, out] : full.shapes.block_matmuls) EXPECT_TRUE(product_weight_trains(full, in, out));
+  EXPECT_FALSE(head_weight_trains(lora));
+  EXPECT_TRUE(head_weight_trains(full));
+  const AdapterWork adapters = adapter_work(lora, 4);
+  EXPECT_EQ(adapters.products.size(), 2u * 4u * static_cast<size_t>(c.model.n_layer));  // A and B of 4 layers a block
+  EXPECT_GT(adapters.forward_bytes_per_token, 0.0);
+  Cluster cluster;
+  cluster.device.gemm_half_rows = 0.0;
+  Layout l;
+  l.micro_batch = 2;
+  const TimeEstimate a = predict_time(full, l, cluster), b = predict_time(lora, l, cluster);
+  EXPECT_LT(b.compute_s, a.compute_s);
+  // The block GEMMs' dW, a third of their FLOPs, goes; the adapters' r-wide products come.
+  const double blocks = static_cast<double>(c.model.n_layer), tokens = 2.0 * static_cast<double>(cfg.data.seq_len);
+  const double dw = blocks * tokens * static_cast<double>(models::matmul_flops_per_token(full.shapes.block_matmuls)) /
+                    cluster.gemm_flops(full.compute, tokens);
+  EXPECT_GT(a.compute_s - b.compute_s, 0.5 * dw);
+}
+
+// Note [Adapters' activations]: under "selective" both factors keep their outputs.
+TEST(FineTuning, SelectiveKeepsTheAdaptersOutputs) {
+  const Case c{"gpt2", models::testing::tiny_gpt2(), "c_attn", ""};
+  const RunSpec lora = run_spec(config_of(c, false));
+  const RunSpec full = run_spec(config_of({"gpt2", c.model, "", ""}, false));
+  ASSERT_EQ(lora.shapes.block.size(), full.shapes.block.size() + 2);
+  const models::SavedActivation& y = lora.shapes.block.back();
+  EXPECT_EQ(y.per_token, 3 * c.model.n_embd);  // c_attn's outputs
+  EXPECT_FALSE(y.kept_none);
+  EXPECT_TRUE(y.kept_selective);
+  EXPECT_EQ(lora.shapes.block[lora.shapes.block.size() - 2].per_token, 4);  // A's, r = 4
 }
 
 }  // namespace

@@ -58,7 +58,8 @@ TEST(TimeModel, AVocabularyParallelHeadPaysItsOwnPassesNotTheFusedLoss) {
 
 // Per micro-batch beyond the fused loss's logits (the same in all): under mixed precision the
 // fold of every gradient into the f32 ones (2 + 8 bytes per parameter in bf16), and the
-// head's f32 dw zeroed, scaled and cast (16 + 2 bytes per weight); in fp32 only the dw's 12.
+// head's f32 dw zeroed, scaled and cast (16 + 2 bytes per weight); in fp32 the dw's 12 and
+// the gradients added into their sum (12 bytes per parameter: AccumulateGrad).
 TEST(TimeModel, EachMicroBatchFoldsTheGradientsAndPassesOverTheHeadsDw) {
   Cluster c;
   c.device.memory_bandwidth_gbs = 50.0;
@@ -67,7 +68,7 @@ TEST(TimeModel, EachMicroBatchFoldsTheGradientsAndPassesOverTheHeadsDw) {
     const RunSpec run = gpt_small(dtype);
     const double P = static_cast<double>(run.shapes.num_parameters());
     const double VC = static_cast<double>(run.shapes.head_matmul.first * run.shapes.head_matmul.second);
-    const double per_micro_batch = dtype == DType::kBF16 ? (10.0 * P + 18.0 * VC) / 50e9 : 12.0 * VC / 50e9;
+    const double per_micro_batch = dtype == DType::kBF16 ? (10.0 * P + 18.0 * VC) / 50e9 : 12.0 * (P + VC) / 50e9;
     const double three_more = predict_time(run, one_rank(1, 4), c).step_s() - predict_time(run, one_rank(4, 1), c).step_s();
     EXPECT_NEAR(three_more, 3.0 * per_micro_batch, 1e-9) << dtype_name(dtype);
   }
