@@ -90,5 +90,23 @@ TEST(RopeOps, TheInverseUndoesTheRotation) {
   for (size_t i = 0; i < orig.size(); ++i) EXPECT_NEAR(back[i], orig[i], 1e-5) << i;
 }
 
+// Note [RoPE's table per thread]: a call served by the table an earlier call left (longer, or
+// the other direction's) gives the bits of one that builds its own; other frequencies or
+// first positions in between are not mistaken for it.
+TEST(RopeOps, AReusedTableGivesTheSameBits) {
+  Generator gen(11);
+  const Tensor x = randn({1, 6, 2, 8}, gen), longer = randn({1, 50, 2, 8}, gen);
+  for (const bool inverse : {false, true}) {
+    (void)ops::rope(x, 123.0, 7, !inverse);  // a table of other frequencies
+    const std::vector<float> first = to_vector<float>(ops::rope(x, 10000.0, 3, inverse));
+    (void)ops::rope(longer, 10000.0, 3, !inverse);  // a longer table from the same position, the other way
+    EXPECT_EQ(to_vector<float>(ops::rope(x, 10000.0, 3, inverse)), first);
+    (void)ops::rope(longer, 10000.0, 4, inverse);  // from another position
+    EXPECT_EQ(to_vector<float>(ops::rope(x, 10000.0, 3, inverse)), first);
+    (void)ops::rope(longer, 500000.0, 3, inverse);  // another base
+    EXPECT_EQ(to_vector<float>(ops::rope(x, 10000.0, 3, inverse)), first);
+  }
+}
+
 }  // namespace
 }  // namespace trident
