@@ -332,28 +332,7 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   }
   // The all-reduce's alpha-beta over the ranks: small and large messages.
   if (comm && ranks > 1) {
-    auto time_all_reduce = [&](int64_t elems) {
-      Tensor t = full({elems}, 1.0, DType::kF32);
-      double best = 1e300;
-      for (int i = 0; i < 5; ++i) {
-        comm->barrier();
-        const auto t0 = Clock::now();
-        comm->all_reduce(t);
-        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-      }
-      Tensor worst = full({1}, best, DType::kF64);
-      comm->all_reduce(worst, comm::ReduceOp::kMax);
-      return worst.item();
-    };
-    const int64_t small = 256, large = int64_t{1} << 22;
-    const double ts = time_all_reduce(small), tl = time_all_reduce(large);
-    const double k = static_cast<double>(ranks - 1), n = static_cast<double>(ranks);
-    // t = 2 k alpha + 2 k / n x bytes / bw
-    const double per_byte = std::max((tl - ts) / (4.0 * static_cast<double>(large - small)), 1e-13);
-    c.intra.bandwidth_gbs = 2.0 * k / n / per_byte / 1e9;
-    c.intra.latency_us = std::max(0.0, (ts - 2.0 * k / n * 4.0 * static_cast<double>(small) * per_byte) / (2.0 * k)) * 1e6;
-    // Note [Collectives as measured]: ZeRO's reduce-scatter and all-gather, in place and
-    // asynchronous as the trainer posts them, over the ring model's time at the fitted rates.
+    // A collective's fastest of 5 runs, on its slowest rank.
     auto fastest_of = [&](const std::function<void()>& run) {
       double best = 1e300;
       for (int i = 0; i < 5; ++i) {
@@ -366,6 +345,19 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
       comm->all_reduce(worst, comm::ReduceOp::kMax);
       return worst.item();
     };
+    auto time_all_reduce = [&](int64_t elems) {
+      Tensor t = full({elems}, 1.0, DType::kF32);
+      return fastest_of([&] { comm->all_reduce(t); });
+    };
+    const int64_t small = 256, large = int64_t{1} << 22;
+    const double ts = time_all_reduce(small), tl = time_all_reduce(large);
+    const double k = static_cast<double>(ranks - 1), n = static_cast<double>(ranks);
+    // t = 2 k alpha + 2 k / n x bytes / bw
+    const double per_byte = std::max((tl - ts) / (4.0 * static_cast<double>(large - small)), 1e-13);
+    c.intra.bandwidth_gbs = 2.0 * k / n / per_byte / 1e9;
+    c.intra.latency_us = std::max(0.0, (ts - 2.0 * k / n * 4.0 * static_cast<double>(small) * per_byte) / (2.0 * k)) * 1e6;
+    // Note [Collectives as measured]: ZeRO's reduce-scatter and all-gather, in place and
+    // asynchronous as the trainer posts them, over the ring model's time at the fitted rates.
     const Tensor buffer = full({large}, 1.0, DType::kF32);
     const int64_t part = large / ranks;
     const Tensor whole = views::narrow(buffer, 0, 0, part * ranks);  // ranks x part elements
@@ -376,11 +368,7 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     const double ring_half = reduce_scatter_seconds(4.0 * static_cast<double>(part * ranks), ranks, c.intra);
     c.intra.reduce_scatter_factor = std::clamp(rs / ring_half, 0.01, 100.0);
     c.intra.all_gather_factor = std::clamp(ag / ring_half, 0.01, 100.0);
-    c.inter = {};
-    c.inter.bandwidth_gbs = c.intra.bandwidth_gbs;
-    c.inter.latency_us = c.intra.latency_us;
-    c.inter.reduce_scatter_factor = c.intra.reduce_scatter_factor;
-    c.inter.all_gather_factor = c.intra.all_gather_factor;
+    static_cast<LinkSpec&>(c.inter) = static_cast<const LinkSpec&>(c.intra);  // one host: the same link
   }
   c.device.comm_overlap = 0.0;  // MPI on CPU ranks progresses only inside its calls
   // The NVMe tier's disk, where the run names one (Note [Calibrating the disk]).

@@ -45,14 +45,15 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // One block, one token: forward matmul FLOPs, attention forward FLOPs, memory-bound bytes.
   const double attn_q = static_cast<double>(s.attention_heads * s.head_size);  // query width
   const double block_attn = 2.0 * T * attn_q / tp;
-  const double block_mem = 3.0 * saved_bytes_per_token(s.block, E, l.tp) / (l.sequence_parallel ? 1.0 : 1.0);
+  const double block_mem = 3.0 * saved_bytes_per_token(s.block, E, l.tp);
 
   // Note [Frozen weights' time]
   // A frozen weight (LoRA's base, train.freeze) gets no gradient: its product's backward runs
   // the dx GEMM alone (the layers before still need their input's gradient), a frozen head
   // makes no dw and none of the fused loss's per-micro-batch passes over it, and frozen
   // experts' grouped products no dW. Counting them had a LoRA run of GPT-2 "small" on one Zen 4
-  // core 42% over its measured step. LoRA's own factors are r wide: their GEMMs are left out.
+  // core 42% over its measured step. LoRA's own factors are counted instead (adapter_work in
+  // fine_tuning.h): their two r-wide products and their scaling and adding.
   auto trains_of = [&](const std::vector<std::pair<int64_t, int64_t>>& products) {
     std::vector<bool> t;
     for (const auto& [in, out] : products) t.push_back(product_weight_trains(run, in, out));
@@ -243,7 +244,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   if (run.convention.pipeline_scatter_gather && l.tp > 1 && !l.sequence_parallel &&
       cluster.crosses_nodes(l.ranks(), l.ranks()))
     pp_message_s = pp_message_bytes / tp / (pp_link.bandwidth_gbs * 1e9) + pp_link.latency_us * 1e-6 +
-                   cluster.intra.all_gather_factor * reduce_scatter_seconds(pp_message_bytes, l.tp, cluster.intra);
+                   collective_seconds(Collective::kAllGather, pp_message_bytes, MeshGroup{l.tp, 1}, l.ranks(), cluster);
   double pp_exposed = 0.0;
   if (l.pp > 1) {
     PipelineCosts costs;
@@ -293,9 +294,11 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   phases.forward_s = stage_fwd;
   phases.backward_s = stage_s - stage_fwd;
   phases.micro_batches = m;
-  phases.grad_buckets = run.bucket_bytes > 0 ? std::max(1.0, std::ceil(conv.grad_comm_bytes * P / static_cast<double>(run.bucket_bytes))) : 1.0;
+  phases.grad_buckets =
+      run.bucket_bytes > 0 ? std::max(1.0, std::ceil(conv.grad_comm_bytes * P / static_cast<double>(run.bucket_bytes))) : 1.0;
   phases.parts = stage_blocks + 1.0;
-  const DataParallelTime dp_time = data_parallel_time(static_cast<int>(l.zero_stage), dpc, phases, conv, cluster.device.comm_overlap);
+  const DataParallelTime dp_time =
+      data_parallel_time(static_cast<int>(l.zero_stage), dpc, phases, conv, cluster.device.comm_overlap);
   // Note [The time of a mixture of experts]: the rows' exchanges.
   double ep_s = 0.0;
   if (l.ep > 1 && stage_sparse > 0.0) {
@@ -322,8 +325,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   }
   double pp_s = 0.0;
   if (l.pp > 1) {
-    pp_s = 2.0 * m * static_cast<double>(l.virtual_stages) *
-           pp_message_s;
+    pp_s = 2.0 * m * static_cast<double>(l.virtual_stages) * pp_message_s;
   }
   out.comm_total_s = dp_time.total_s + tp_s + pp_s + ep_s;
   out.exposed_comm_s = dp_time.exposed_s + tp_s + pp_exposed + ep_s;
