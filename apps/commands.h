@@ -215,6 +215,7 @@ struct PlanArgs {
   double price_per_device_hour = 0;
   double comm_overlap = -1;  // < 0: the cluster file's device.comm_overlap
   std::string convention = "trident";  // whose conventions (planner/convention.h)
+  std::string attention = "flash";     // the attention kernel: flash or unfused (Note [Unfused attention])
 };
 CLI::App* add_plan(CLI::App& app, PlanArgs& args);
 Status run_plan(const PlanArgs& args, const std::vector<std::string>& overrides);

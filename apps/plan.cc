@@ -103,6 +103,10 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
                 "plan the run as this framework runs it where frameworks differ (gradient dtypes, which "
                 "collectives overlap, when gradients are reduced, pipeline messages): trident (the trainer), "
                 "megatron, fsdp or deepspeed");
+  c->add_option("--attention", a.attention,
+                "the framework's attention kernel: flash (fused, no scores kept: trident's, FlashAttention, "
+                "cuDNN's) or unfused (its T x T scores through memory, as SC'21's Megatron)")
+      ->check(CLI::IsMember({"flash", "unfused"}));
   c->add_option("--tokens", a.tokens, "with --price-per-device-hour: time and cost to train this many tokens")
       ->check(kPositive);
   c->add_option("--price-per-device-hour", a.price_per_device_hour, "price of one device for an hour")
@@ -134,6 +138,7 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   auto convention = planner::convention_named(a.convention, run.compute, cfg.parallel.grad_compression);
   if (!convention.is_ok()) return convention.status();
   run.convention = std::move(convention).value();
+  run.convention.unfused_attention = a.attention == "unfused";
   if (a.convention == "trident" && (cfg.parallel.grad_compression == "powersgd" || cfg.parallel.grad_compression == "onebit_adam"))
     std::fprintf(stderr,
                  "plan: parallel.grad_compression = %s is priced uncompressed (its warm-up's fp32 all-reduce): "

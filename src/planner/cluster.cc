@@ -57,6 +57,10 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
                "the head size at which the attention kernel's rate is half attention_efficiency's (flash "
                "attention's efficiency falls with small heads; 0: no fall-off)",
                Range::non_negative())
+          .add("unfused_attention_efficiency", &DeviceSpec::unfused_attention_efficiency,
+               "an unfused attention's score GEMMs (plan --attention unfused) as a fraction of the GEMM rate, "
+               "its scores' passes through memory apart (0: attention_efficiency)",
+               Range::between(0.0, 2.0))
           .add("gemm_half_k", &DeviceSpec::gemm_half_k,
                "the reduction length K at which a GEMM's rate is half its peak (the forward's K is a product's "
                "inputs, the dx's its outputs, tensor parallelism dividing one; 0: no fall-off)",
@@ -119,7 +123,32 @@ double Cluster::gemm_flops(DType dtype, double rows) const {
   return peak * 1e12 * device.gemm_efficiency * rows / (rows + device.gemm_half_rows);
 }
 
-double Cluster::attention_flops(DType dtype, double head_size) const {
+// Note [Unfused attention]
+// An unfused attention (SC'21's Megatron; eager code without a flash kernel) writes its
+// (T x T) scores per head to memory and passes over them: the scores GEMM writes them, the
+// scale-mask-softmax reads and writes them, dropout reads and writes them and its mask, the
+// values GEMM reads them; the backward about twice that. About kUnfusedScorePasses elements
+// of the compute dtype per score, forward and backward (18 bytes in fp16). The time model
+// spends 7 T d / rate per head and token on attention forward and backward (2 T d forward,
+// 5 T d backward, Note [Attention by head size]), T scores each, so those bytes add
+// h = passes x E x rate / (7 x memory bandwidth) to the head size in d / (d + h): a cost per
+// score whatever the head size. Its GEMMs run at unfused_attention_efficiency of the GEMM
+// rate. On SC'21's A100s h is 113 at 0.48 (tests/planner/megatron_test). A fused kernel
+// (FlashAttention, cuDNN's, trident's own) keeps no scores: attention_efficiency and
+// attention_half_head_size are its figures.
+namespace {
+constexpr double kUnfusedScorePasses = 9.0;
+}  // namespace
+
+double Cluster::attention_flops(DType dtype, double head_size, bool unfused) const {
+  if (unfused) {
+    const double eff =
+        device.unfused_attention_efficiency > 0.0 ? device.unfused_attention_efficiency : device.attention_efficiency;
+    const double rate = gemm_flops(dtype, 1e18) * eff;
+    const double h = kUnfusedScorePasses * static_cast<double>(element_size(dtype)) * rate /
+                     (7.0 * device.memory_bandwidth_gbs * 1e9);
+    return rate * head_size / (head_size + h);
+  }
   const double rate = gemm_flops(dtype, 1e18) * device.attention_efficiency;
   const double h = device.attention_half_head_size;
   return h > 0.0 ? rate * head_size / (head_size + h) : rate;

@@ -25,7 +25,9 @@
 //                 peak x n / (n + gemm_half_rows); calibrate fits it from two micro-batch sizes);
 //                 attention_half_head_size (attention's rate falls with the head size d as
 //                 attention_efficiency x d / (d + this): flash attention's tiles are d wide;
-//                 calibrate fits it from two head sizes); gemm_half_k (a GEMM's rate falls with
+//                 calibrate fits it from two head sizes); unfused_attention_efficiency (an
+//                 unfused attention's score GEMMs' fraction of the GEMM rate, for runs planned
+//                 with `plan --attention unfused`: Note [Unfused attention]); gemm_half_k (a GEMM's rate falls with
 //                 its reduction length K as K / (K + this): Note [GEMMs by shape] in
 //                 planner/gemm_time.h; calibrate fits it from the model's width and half of it)
 //   [intra_node]  bandwidth_gbs (per device, one direction: NVLink, or shared memory for CPU
@@ -67,6 +69,7 @@ struct DeviceSpec {
   double gemm_half_rows = 0.0;
   double attention_half_head_size = 0.0;  // 0: attention's rate does not depend on the head size
   double gemm_half_k = 0.0;               // 0: a GEMM's rate does not depend on its reduction length
+  double unfused_attention_efficiency = 0.0;  // 0: attention_efficiency's
   double vocab_loss_ns_per_logit = 0.0;  // 0: the vocabulary-parallel loss's passes at memory_bandwidth_gbs
   double fused_loss_ns_per_logit = 0.0;  // 0: the fused loss's passes at memory_bandwidth_gbs
   static const OptionTable<DeviceSpec>& table();
@@ -104,9 +107,10 @@ struct Cluster {
   // The GEMM rate the time model uses for `dtype` (FLOP/s) at `rows` rows (tokens of a
   // micro-batch): peak x gemm_efficiency x rows / (rows + gemm_half_rows).
   double gemm_flops(DType dtype, double rows) const;
-  // The attention kernel's rate (FLOP/s) at head size `head_size`: the GEMM peak x
-  // attention_efficiency x d / (d + attention_half_head_size).
-  double attention_flops(DType dtype, double head_size) const;
+  // The attention kernel's rate (FLOP/s) at head size `head_size`: a fused (flash) kernel's,
+  // the GEMM rate x attention_efficiency x d / (d + attention_half_head_size); an unfused
+  // one's, its scores through memory (Note [Unfused attention]).
+  double attention_flops(DType dtype, double head_size, bool unfused = false) const;
   // Whether groups of `span` consecutive ranks (tp's; dp x tp's: a data-parallel group's reach),
   // aligned at multiples of span, among `ranks`, cross a node boundary: wider than a node, or
   // not dividing it on more than one node (tp 6 on 8-device nodes: ranks 6-11 straddle two).

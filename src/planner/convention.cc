@@ -21,7 +21,10 @@ StatusOr<Convention> convention_named(const std::string& name, DType compute, co
     c.pipeline_scatter_gather = true;
     return c;
   }
-  if (name == "fsdp") return c;  // fp32 gradients, fp32 reduction, everything overlapped
+  if (name == "fsdp") {  // fp32 gradients, fp32 reduction, everything overlapped
+    c.keeps_compute_shard = false;
+    return c;
+  }
   if (name == "deepspeed") {
     c.grad_buffer_bytes = element;
     c.grad_comm_bytes = element;

@@ -17,11 +17,16 @@
 //             reduce_dtype float32): fp32 gradients of the fp32 shards, reduced in fp32, every
 //             collective on its own stream and overlapped (forward prefetch, backward
 //             prefetch, reduce-scatter behind the next part's backward), reduce-scatter in
-//             every micro-batch under accumulation (FSDP2's default).
+//             every micro-batch under accumulation (FSDP2's default). Its fp32 shard is the
+//             parameter: the compute dtype's copy exists only gathered (no compute-dtype
+//             shard beside the masters, as the trainer's and DeepSpeed's ZeRO-3 keep).
 //  deepspeed  DeepSpeed ZeRO: gradients in the compute dtype, reduced in it
 //             (communication_data_type defaults to the model's dtype); overlap_comm off for
 //             stages 0-2 and on for stage 3 (its config's default); stage 2-3 reduce every
 //             micro-batch, stage 0-1 at the accumulation boundary.
+// The attention kernel is the framework's too: every convention's default is a fused (flash)
+// kernel, as trident's own and today's frameworks run; `plan --attention unfused` prices one
+// whose scores go through memory (Note [Unfused attention] in planner/cluster.cc).
 // What overlapping achieves is the cluster file's comm_overlap (the fraction of compute during
 // which a collective on its own stream progresses); a convention that does not overlap a
 // collective leaves it whole on the critical path whatever the cluster says. The gradient
@@ -45,6 +50,10 @@ struct Convention {
   bool overlaps_gathers = true;     // ZeRO-3's all-gathers prefetched behind compute
   bool reduces_every_micro_batch[4] = {false, false, true, true};  // by ZeRO stage, under accumulation
   bool pipeline_scatter_gather = false;  // Megatron's pipeline messages split over tp across nodes
+  bool unfused_attention = false;        // scores through memory (plan --attention unfused)
+  // Under ZeRO-3 and mixed precision, a compute-dtype copy of the rank's shard beside its fp32
+  // masters (the trainer's, DeepSpeed's); FSDP casts its fp32 shard as it gathers.
+  bool keeps_compute_shard = true;
 };
 
 // The conventions `plan --convention` names.

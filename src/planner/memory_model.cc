@@ -364,10 +364,12 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     const int64_t flat = z.flat, shard = z.shard;  // every group's flat buffer, and this rank's shards of them
 
     // Parameters: the trained ones as the layout places them, the frozen ones whole on every
-    // data-parallel rank (in the compute dtype or NF4).
+    // data-parallel rank (in the compute dtype or NF4). FSDP's ZeRO-3 keeps no compute-dtype
+    // shard beside its fp32 ones, which the optimizer category counts (Note [Framework conventions]).
     const double frozen = static_cast<double>(s.frozen_bytes);
     if (l.zero_stage == 0) raise(MemoryCategory::kParameter, static_cast<double>(E * (P + tied_copy)) + frozen);
     else if (l.zero_stage < 3) raise(MemoryCategory::kParameter, static_cast<double>(E * (flat + tied_copy)) + frozen);
+    else if (run.mixed() && !run.convention.keeps_compute_shard) raise(MemoryCategory::kParameter, frozen);
     else raise(MemoryCategory::kParameter, static_cast<double>(E * shard) + frozen);
 
     // Gradients (the last stage's tied copy accumulates its fp32 gradient for rank 0).

@@ -64,6 +64,8 @@ nlohmann::ordered_json assumptions_json(const Plan& plan) {
   j["pipeline_scatter_gather"] = conv.pipeline_scatter_gather;
   j["allocator_headroom"] = plan.cluster.device.allocator_headroom;
   j["collectives"] = "ring inside a node, hierarchical across nodes";  // Note [Collectives across nodes]
+  j["attention"] = conv.unfused_attention ? "unfused" : "flash";      // Note [Unfused attention]
+  j["zero3_compute_shard"] = conv.keeps_compute_shard;
   return j;
 }
 
@@ -72,12 +74,12 @@ std::string assumptions_line(const Plan& plan) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "assumes: %s's conventions: %s gradient buffers, gradients reduced in %s, overlapped at comm_overlap "
-                "%.2f in ZeRO stage(s) %s%s; allocator headroom %.0f%%; collectives %s\n",
+                "%.2f in ZeRO stage(s) %s%s; %s attention; allocator headroom %.0f%%; collectives %s\n",
                 j["convention"].get<std::string>().c_str(), j["gradient_buffers"].get<std::string>().c_str(),
                 j["gradient_communication"].get<std::string>().c_str(), j["comm_overlap"].get<double>(),
                 j["overlapped_reduction_zero_stages"].get<std::string>().c_str(),
                 j["overlapped_zero3_gathers"].get<bool>() ? " and ZeRO-3's gathers" : "",
-                100.0 * j["allocator_headroom"].get<double>(), j["collectives"].get<std::string>().c_str());
+                j["attention"].get<std::string>().c_str(), 100.0 * j["allocator_headroom"].get<double>(), j["collectives"].get<std::string>().c_str());
   return line;
 }
 

@@ -39,7 +39,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double tp = static_cast<double>(l.tp);
   const double gemm = cluster.gemm_flops(run.compute, tokens);
   // Of the peak, at the model's head size (Note [Attention by head size]).
-  const double attn_rate = cluster.attention_flops(run.compute, static_cast<double>(s.head_size));
+  const double attn_rate =
+      cluster.attention_flops(run.compute, static_cast<double>(s.head_size), run.convention.unfused_attention);
   const double mem_rate = cluster.device.memory_bandwidth_gbs * 1e9;
 
   // One block, one token: forward matmul FLOPs, attention forward FLOPs, memory-bound bytes.

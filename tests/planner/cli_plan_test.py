@@ -160,7 +160,8 @@ def main():
                                "overlapped_reduction_zero_stages": "0,1,2,3", "overlapped_zero3_gathers": True,
                                "comm_overlap": 0.9, "reduces_every_micro_batch_zero_stages": "2,3",
                                "pipeline_scatter_gather": False, "allocator_headroom": 0.05,
-                               "collectives": "ring inside a node, hierarchical across nodes"}:
+                               "collectives": "ring inside a node, hierarchical across nodes", "attention": "flash",
+                               "zero3_compute_shard": True}:
             failures.append(f"plan --json: assumes {plan['assumes']}")
     # 50M parameters: bandwidth, not latency, and several buckets to overlap.
     mid = [trident, "plan", "--cluster", a100, "--nodes", "2", "--json", "--model.n_layer=4", "--model.n_embd=1024",
@@ -199,6 +200,26 @@ def main():
     r = run(mid + ["--convention", "jax"], env)
     if r.returncode == 0 or "'jax'" not in r.stderr or "megatron, fsdp, deepspeed" not in r.stderr:
         failures.append(f"plan --convention jax was not refused naming the allowed ones: {r.stderr}")
+    # An unfused attention's scores go through memory: the same layout is slower, and says so.
+    long_seq = mid[:]
+    for i, arg in enumerate(long_seq):
+        if arg.startswith(("--model.block_size=", "--data.seq_len=")):
+            long_seq[i] = arg.split("=")[0] + "=4096"
+    computes = {}
+    for kernel in ["flash", "unfused"]:
+        r = run(long_seq + ["--precision.dtype=bf16", "--attention", kernel], env)
+        if r.returncode != 0:
+            failures.append(f"plan --attention {kernel}: {r.stderr}")
+            continue
+        c = json.loads(r.stdout)
+        computes[kernel] = c["ranked"][0]["time_s"]["compute"]
+        if c["assumes"]["attention"] != kernel:
+            failures.append(f"plan --attention {kernel} assumes {c['assumes']}")
+    if len(computes) == 2 and not computes["unfused"] > 1.05 * computes["flash"]:
+        failures.append(f"--attention unfused at T=4096 not slower than flash: {computes}")
+    r = run(mid + ["--attention", "naive"], env)
+    if r.returncode == 0 or "naive" not in r.stderr:
+        failures.append(f"plan --attention naive was not refused naming the value: {r.stderr}")
     r = run([trident, "plan", "--ranks", "2", "--parallel.grad_compression=powersgd", "--top", "1"] + TINY, env)
     if r.returncode != 0 or "priced uncompressed" not in r.stderr:
         failures.append(f"plan with powersgd did not say it prices it uncompressed: {r.stderr}")

@@ -13,7 +13,7 @@ std::string error_of(const std::string& text) {
 }
 
 TEST(Cluster, ExampleFilesLoad) {
-  for (const char* f : {"dgx-a100-80gb.toml", "dgx-h100-80gb.toml"}) {
+  for (const char* f : {"dgx-a100-80gb.toml", "dgx-a100-40gb.toml", "dgx-h100-80gb.toml"}) {
     auto c = load_cluster(std::string(TRIDENT_SOURCE_DIR "/configs/clusters/") + f);
     ASSERT_TRUE(c.is_ok()) << f << ": " << c.status().to_string();
     EXPECT_EQ(c.value().shape.devices_per_node, 8);
@@ -39,6 +39,33 @@ TEST(Cluster, BadFilesNameTheKeyAndWhatIsAllowed) {
   EXPECT_NE(error_of("[gpu]\nmemory_gib = 80\n").find("gpu"), std::string::npos);
   EXPECT_NE(error_of("[device\n").find("bad.toml"), std::string::npos);
   EXPECT_EQ(error_of("[cluster]\nnodes = 2\n"), "");
+}
+
+// Note [Unfused attention]: an unfused kernel's scores cost the same per score whatever the head
+// size, 9 elements of the compute dtype per score at the memory's rate over the 7 T d FLOPs per
+// head and token, at unfused_attention_efficiency (attention_efficiency's when 0); a fused one
+// keeps its own figures.
+TEST(Cluster, UnfusedAttentionPaysItsScoresThroughMemory) {
+  auto a100 = load_cluster(TRIDENT_SOURCE_DIR "/configs/clusters/dgx-a100-80gb.toml");
+  ASSERT_TRUE(a100.is_ok()) << a100.status().to_string();
+  const Cluster& c = a100.value();
+  const double gemm = c.gemm_flops(DType::kF16, 1e18);
+  EXPECT_DOUBLE_EQ(c.attention_flops(DType::kF16, 128.0), gemm * 0.625 * 128.0 / 160.0);
+  const double bw = c.device.memory_bandwidth_gbs * 1e9;
+  for (double d : {64.0, 96.0, 128.0}) {
+    // Seconds per head and token at T = 1: 7 d FLOPs at the score GEMMs' rate, then 18 bytes.
+    const double seconds = 7.0 * d / c.attention_flops(DType::kF16, d, true);
+    EXPECT_NEAR(seconds, 7.0 * d / (0.48 * gemm) + 18.0 / bw, 1e-12 * seconds) << d;
+  }
+  // In fp32 the scores are twice the bytes.
+  const double f32 = 7.0 * 128.0 / c.attention_flops(DType::kF32, 128.0, true);
+  EXPECT_NEAR(f32, 7.0 * 128.0 / (0.48 * c.gemm_flops(DType::kF32, 1e18)) + 36.0 / bw, 1e-12 * f32);
+  Cluster plain = c;
+  plain.device.unfused_attention_efficiency = 0.0;
+  const double s = 7.0 * 128.0 / plain.attention_flops(DType::kF16, 128.0, true);
+  EXPECT_NEAR(s, 7.0 * 128.0 / (0.625 * gemm) + 18.0 / bw, 1e-12 * s);
+  EXPECT_NE(error_of("[device]\nunfused_attention_efficiency = -1\n").find("unfused_attention_efficiency"),
+            std::string::npos);
 }
 
 TEST(Cluster, WrittenFilesReadBack) {

@@ -108,6 +108,32 @@ TEST(Convention, SixteenBitGradientBuffersHalveTheGradientMemory) {
   }
 }
 
+// FSDP's fp32 shard is its parameter: under ZeRO-3 and mixed precision no compute-dtype shard
+// sits beside the masters the optimizer category counts; nothing else moves, and in fp32 (one
+// copy either way) or below ZeRO-3 nothing at all.
+TEST(Convention, FsdpKeepsNoComputeDtypeShard) {
+  for (DType dtype : {DType::kBF16, DType::kF32})
+    for (int64_t zero : {2, 3}) {
+      RunSpec run = testing::gpt_run(4, 256, 4, 256, 8, dtype);
+      Layout l;
+      l.dp = 2;
+      l.zero_stage = zero;
+      l.micro_batch = 2;
+      l.accum = 2;
+      const MemoryEstimate own = predict_memory(run, l, true);
+      run.convention = named("fsdp");
+      const MemoryEstimate fsdp = predict_memory(run, l, true);
+      const auto p = static_cast<size_t>(MemoryCategory::kParameter);
+      const bool dropped = dtype == DType::kBF16 && zero == 3;
+      EXPECT_GT(own.peak_bytes[p], 0);
+      EXPECT_EQ(fsdp.peak_bytes[p], dropped ? 0 : own.peak_bytes[p]) << zero;
+      for (size_t k = 0; k < kNumMemoryCategories; ++k) {
+        if (k == p) continue;
+        EXPECT_EQ(fsdp.peak_bytes[k], own.peak_bytes[k]) << k;
+      }
+    }
+}
+
 // allocator_headroom: a layout fits only with room for the allocator beside its tensors.
 TEST(Convention, AllocatorHeadroomIsKeptFreeOfTensors) {
   Cluster c;
