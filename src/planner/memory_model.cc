@@ -165,6 +165,44 @@ int64_t in_flight(const Layout& l, int64_t r) {
   return std::min(l.accum * l.virtual_stages, 2 * (l.pp - r - 1) + (l.virtual_stages - 1) * l.pp + 1);
 }
 
+// Note [Interleaved chunks in flight]
+// Under the interleaved schedule a rank's chunks need not hold as many blocks each (GPT-2
+// small's 6 layers over pp2x2: chunks of 2, 2, 1 and 1), so what its in-flight chunks keep is
+// the schedule's count chunk by chunk, not in_flight's count at the largest chunk's bytes: that
+// put the first stage's activations 7% over with 4 micro-batches and 30% over with 2 (per-rank
+// allocator peaks, dense and LoRA alike). Bytes per token of each of stage r's chunks, in
+// local order; the most alive at once on the schedule the Pipeline runs.
+// Also what is alive when chunk 0's first backward starts (that micro-batch's included: Note
+// [The embedding's backward in a pipeline]) and, at most, when the rank's last chunk has run a
+// forward: on the last stage the head runs then, and the peak of the blocks alone can come at
+// another chunk's forward (pp2x2 with 4 micro-batches: 6 blocks' worth alive after a first
+// chunk's forward, 5 when the head runs; counting the head on top of 6 put that stage 5.6% over).
+struct ChunksInFlight {
+  double peak = 0.0;
+  double at_first_backward = 0.0;
+  double at_last_forward = 0.0;
+};
+ChunksInFlight chunks_in_flight(const Layout& l, int64_t layers, int64_t r, const std::vector<double>& chunk_bytes) {
+  const parallel::PipelineLayout pl = parallel::PipelineLayout::make(layers, static_cast<int>(l.pp),
+                                                                     static_cast<int>(l.virtual_stages));
+  ChunksInFlight out;
+  double live = 0.0;
+  bool seen = false;
+  for (const parallel::PipelineOp& op :
+       parallel::pipeline_schedule(l.pipeline_schedule(), pl, static_cast<int>(r), static_cast<int>(l.accum))) {
+    if (!op.forward && op.local_chunk == 0 && !seen) {
+      out.at_first_backward = live;
+      seen = true;
+    }
+    const double bytes = chunk_bytes[static_cast<size_t>(op.local_chunk)];
+    live += op.forward ? bytes : -bytes;
+    out.peak = std::max(out.peak, live);
+    if (op.forward && op.local_chunk + 1 == static_cast<int>(chunk_bytes.size()))
+      out.at_last_forward = std::max(out.at_last_forward, live);
+  }
+  return out;
+}
+
 // Micro-batch chunks the first stage has in flight when it starts its first backward of
 // chunk 0 (that one included), on the schedule the Pipeline runs (parallel::pipeline_schedule):
 // all of in_flight's under 1F1B, fewer under the interleaved schedule when the micro-batches
@@ -514,14 +552,25 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // What one unit in flight (the stage's blocks, or under interleaving its largest chunk's)
     // keeps per token: dense and sparse blocks alike (planner/block_activations.h).
     double per_unit = 0.0, stage_bytes = 0.0;
+    std::vector<double> chunk_bytes;
     for (const auto& [b, e] : s.chunks) {
-      const double chunk = blocks_bytes_per_token(shapes, b, e, mode, l, E);
-      per_unit = std::max(per_unit, chunk);
-      stage_bytes += chunk;
+      chunk_bytes.push_back(blocks_bytes_per_token(shapes, b, e, mode, l, E));
+      per_unit = std::max(per_unit, chunk_bytes.back());
+      stage_bytes += chunk_bytes.back();
     }
     if (l.virtual_stages == 1) per_unit = stage_bytes;
     const int64_t units = in_flight(l, r);
-    double act = static_cast<double>(units) * static_cast<double>(tokens) * per_unit;
+    // The blocks' saved tensors at the peak and at chunk 0's first backward (Note [Interleaved
+    // chunks in flight]); without interleaving, in_flight's units of the whole stage.
+    ChunksInFlight blocks_live{static_cast<double>(units) * per_unit, 0.0, static_cast<double>(units) * per_unit};
+    double chunk0 = per_unit;  // what chunk 0 of one micro-batch keeps per token
+    if (l.virtual_stages > 1) {
+      blocks_live = chunks_in_flight(l, run.model.n_layer, r, chunk_bytes);
+      chunk0 = chunk_bytes.front();
+    } else if (s.first && l.pp > 1) {
+      blocks_live.at_first_backward = static_cast<double>(in_flight_at_first_backward(l, run.model.n_layer)) * per_unit;
+    }
+    double act = static_cast<double>(tokens) * blocks_live.peak;
     act += 16.0 * static_cast<double>(l.micro_batch * T * l.accum);  // every micro-batch's ids and targets (int64)
     // Note [The vocabulary-parallel embedding's saved tensors]
     // Under tensor parallelism the embedding looks up local ids (int64) and masks the rows of
@@ -562,7 +611,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
     // micro-batch is in flight. Without a pipeline, the head's stage counts these
     // (Note [The fused head's peak]).
     if (s.first && l.pp > 1) {
-      const double unit_blocks = static_cast<double>(tokens) * per_unit;
+      const double unit_blocks = static_cast<double>(tokens) * chunk0;
       double tables = 0.0;
       for (size_t i = 0; i < shapes.parameters.size(); ++i) {
         const ParameterShape& p = shapes.parameters[i];
@@ -570,21 +619,25 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
           tables += static_cast<double>(E) * static_cast<double>(p.shape[0] == V ? head_rows * p.shape[1]
                                                                                 : std::min(T, p.shape[0]) * p.shape[1]);
       }
-      const double at_first = act - static_cast<double>(units - in_flight_at_first_backward(l, run.model.n_layer)) *
-                                        (unit_blocks + unit);
+      const double at_first = act - static_cast<double>(tokens) * (blocks_live.peak - blocks_live.at_first_backward) -
+                              static_cast<double>(units - in_flight_at_first_backward(l, run.model.n_layer)) * unit;
       blocks_backward = std::max(blocks_backward, at_first - unit_blocks + unit + tables);
       if (tied_trains) {
         // Under ZeRO in fp32 the tied weight's own gradient was folded into ZeRO's buffers and
         // cleared, so the received one becomes it and stays through that backward, beside the
         // tables' (measured: dp2 pp2 zero1, 43 MB above the count without it); under mixed
         // precision it goes into the f32 gradients at once.
-        const double last_only = act - static_cast<double>(units - 1) * (unit_blocks + unit);
+        const double last_only =
+            act - (static_cast<double>(tokens) * blocks_live.peak - unit_blocks) - static_cast<double>(units - 1) * unit;
         const bool kept = l.zero_stage >= 1 && !run.mixed();
         blocks_backward = std::max(blocks_backward, last_only + vc);
         if (kept) blocks_backward = std::max(blocks_backward, last_only - unit_blocks + unit + vc + tables);
       }
     }
     if (s.last) {
+      // The head runs after the last chunk's forward (Note [Interleaved chunks in flight]).
+      const double blocks_peak = act;
+      act -= static_cast<double>(tokens) * (blocks_live.peak - blocks_live.at_last_forward);
       // Note [The fused head's peak]
       double head = saved_bytes_per_token(shapes.head, "none", l, E);
       // The end of the backward: a tied head's dw, its scaled copy and the embedding's dense
@@ -645,6 +698,7 @@ MemoryEstimate predict_memory(const RunSpec& run, const Layout& l, bool communic
             act + static_cast<double>(tokens) * head + dw + vc + (run.mixed() ? vc_e : 0.0);
         act = std::max({forward, backward_start, backward_end});
       }
+      act = std::max(act, blocks_peak);
     }
     raise(MemoryCategory::kActivation, std::max(act, blocks_backward));
   }
