@@ -5,6 +5,7 @@
 // (comm/device_communicator.h), which must give the host's results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <functional>
 #include <initializer_list>
@@ -308,6 +309,36 @@ TEST_F(CommTest, AsyncOperationsOverlapAndCompleteInAnyWaitOrder) {
   EXPECT_TRUE(wa->test());
   EXPECT_EQ(values(a)[0], size() * 1.0);
   EXPECT_EQ(values(b)[49], size() * 51.0);
+}
+
+// Note [Chunked all-reduce on one host]: all-reduces past 2 MiB run as 1 MiB chunks one after
+// another. Several in flight, a small one and other collectives started among them, waited in
+// any order, and each rank polling at its own moments: every result is MPI's, in every dtype
+// whose chunks split elements evenly (bf16 and f16 travel as 16-bit words).
+TEST_F(CommTest, LargeAllReducesInChunksKeepEveryCollectiveInOrder) {
+  const int n = size();
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF64}) {
+    const int64_t big = 1100001, bigger = 1300007;  // past 2 MiB in every dtype; not chunk multiples
+    Tensor a = full({big}, rank() + 1.0, d), b = full({bigger}, 2.0 * rank(), d), small = iota(7, rank(), d);
+    auto wa = world->all_reduce_async(a, ReduceOp::kSum);
+    if (rank() == 0) wa->test();  // rank 0 advances the queue early, the others do not
+    auto wb = world->all_reduce_async(b, ReduceOp::kMax);
+    auto ws = world->all_reduce_async(small, ReduceOp::kSum);  // waits for the chunks ahead of it
+    Tensor block = iota(3, 10.0 * rank(), d), gathered = zeros({3 * n}, d);
+    world->all_gather(block, gathered);
+    wb->wait();
+    ws->wait();
+    wa->wait();
+    const std::vector<double> va = values(a), vb = values(b);
+    const auto [amin, amax] = std::minmax_element(va.begin(), va.end());
+    const auto [bmin, bmax] = std::minmax_element(vb.begin(), vb.end());
+    EXPECT_EQ(*amin, n * (n + 1) / 2.0) << d;
+    EXPECT_EQ(*amax, n * (n + 1) / 2.0) << d;
+    EXPECT_EQ(*bmin, 2.0 * (n - 1)) << d;
+    EXPECT_EQ(*bmax, 2.0 * (n - 1)) << d;
+    EXPECT_EQ(values(small)[6], n * (n - 1) / 2.0 + 6.0 * n) << d;
+    EXPECT_EQ(values(gathered)[3 * static_cast<size_t>(n - 1)], 10.0 * (n - 1)) << d;
+  }
 }
 
 TEST_F(CommTest, SplitMakesIndependentGroups) {
