@@ -1,7 +1,9 @@
 #include "comm/mpi_chunked_all_reduce.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
+#include <vector>
 
 #include "comm/mpi_support.h"
 #include "core/check.h"
@@ -21,9 +23,33 @@ struct ChunkedAllReduces::Job {
   bool done = false;
 };
 
+namespace {
+// Every queue some communicator holds, by handle (the main thread's: MPI_THREAD_FUNNELED).
+std::vector<std::pair<MPI_Comm, std::weak_ptr<ChunkedAllReduces>>>& queues() {
+  static std::vector<std::pair<MPI_Comm, std::weak_ptr<ChunkedAllReduces>>> all;
+  return all;
+}
+}  // namespace
+
+std::shared_ptr<ChunkedAllReduces> ChunkedAllReduces::for_comm(MPI_Comm comm) {
+  auto& all = queues();
+  std::erase_if(all, [](const auto& q) { return q.second.expired(); });
+  for (const auto& [handle, queue] : all)
+    if (handle == comm) return queue.lock();
+  auto made = std::make_shared<ChunkedAllReduces>(comm);
+  all.emplace_back(comm, made);
+  return made;
+}
+
+void ChunkedAllReduces::advance_all() {
+  for (const auto& entry : std::vector(queues()))  // advancing may end a Work and drop a queue
+    if (const std::shared_ptr<ChunkedAllReduces> q = entry.second.lock(); q && !q->jobs_.empty()) q->advance();
+}
+
 class ChunkedAllReduces::ChunkWork final : public Work {
  public:
-  ChunkWork(ChunkedAllReduces& owner, std::shared_ptr<Job> job) : owner_(owner), job_(std::move(job)) {}
+  ChunkWork(std::shared_ptr<ChunkedAllReduces> owner, std::shared_ptr<Job> job)
+      : owner_(std::move(owner)), job_(std::move(job)) {}
   ~ChunkWork() override {
     try {
       wait();
@@ -34,22 +60,23 @@ class ChunkedAllReduces::ChunkWork final : public Work {
     // A fresh spin budget per chunk (poll_until_done sleeps between polls after 1000): a chunk
     // takes several tests to complete, and sleeping through 132 of them had 132 MB take 349 ms.
     while (!job_->done)
-      mpi_support::poll_until_done([this] { return owner_.advance() != Progress::kPending || job_->done; }, job_->what,
+      mpi_support::poll_until_done([this] { return job_->done || owner_->advance() != Progress::kPending; }, job_->what,
                                    [] { return std::string(); });
   }
   bool test() override {
-    owner_.advance();
+    if (job_->done) return true;
+    advance_all();
     return job_->done;
   }
 
  private:
-  ChunkedAllReduces& owner_;
+  std::shared_ptr<ChunkedAllReduces> owner_;  // outlives the communicator while a Work needs it
   std::shared_ptr<Job> job_;
 };
 
 ChunkedAllReduces::~ChunkedAllReduces() {
   try {
-    flush();
+    if (std::uncaught_exceptions() == 0) flush();  // unwinding from a failure: say it, do not wait
   } catch (...) {
   }
 }
@@ -58,8 +85,14 @@ std::unique_ptr<Work> ChunkedAllReduces::start(char* data, int64_t count, MPI_Da
                                                MPI_Op op, std::string what, std::function<void()> on_complete) {
   auto job = std::make_shared<Job>(Job{data, count, type, element_bytes, op, std::move(what), std::move(on_complete)});
   jobs_.push_back(job);
-  advance();  // the first chunk starts now when nothing is ahead of it
-  return std::make_unique<ChunkWork>(*this, std::move(job));
+  try {
+    advance();  // the first chunk starts now when nothing is ahead of it
+  } catch (...) {
+    // Nothing of it started (a chunk ahead failed, or its own post): no Work will wait for it.
+    if (job->posted == 0) std::erase(jobs_, job);
+    throw;
+  }
+  return std::make_unique<ChunkWork>(shared_from_this(), std::move(job));
 }
 
 void ChunkedAllReduces::flush() {

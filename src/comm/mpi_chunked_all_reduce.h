@@ -16,9 +16,13 @@
 //
 // MPI requires a communicator's collectives to start in the same order on every rank, and a
 // chunk starts when some poll finds the one before it done, which is at a different moment on
-// each rank. So the queue is per communicator and strictly in order, and every other collective
-// started on the communicator first completes what is queued (flush). The ranks then start
-// chunks, and whatever follows them, in the same order.
+// each rank. So the queue is per MPI communicator (shared by every object on the same handle)
+// and strictly in order, and every other collective started on the communicator first
+// completes what is queued (flush). The ranks then start chunks, and whatever follows them, in
+// the same order. And since MPI lets a rank wait on something else (a receive, another
+// communicator's collective) while its partner waits on the all-reduce, every wait and test of
+// the MPI backend advances every queue (advance_all): a queue is never stuck behind a rank
+// that polls something else.
 #pragma once
 
 #include <mpi.h>
@@ -33,9 +37,14 @@
 
 namespace trident::comm {
 
-class ChunkedAllReduces {
+class ChunkedAllReduces : public std::enable_shared_from_this<ChunkedAllReduces> {
  public:
   static constexpr int64_t kChunkBytes = int64_t{1} << 21;
+
+  // The queue of the communicator `comm` (one per handle while any user holds it).
+  static std::shared_ptr<ChunkedAllReduces> for_comm(MPI_Comm comm);
+  // Advances every live queue: from every wait and test of the MPI backend.
+  static void advance_all();
 
   explicit ChunkedAllReduces(MPI_Comm comm) : comm_(comm) {}
   ~ChunkedAllReduces();

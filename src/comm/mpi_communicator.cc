@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <cstdlib>
 #include <memory>
@@ -180,6 +181,7 @@ void poll_until_done(const std::function<bool()>& test, const std::string& what,
   note_op("waiting for", what);
   const auto start = std::chrono::steady_clock::now();
   for (int spins = 0;; ++spins) {
+    ChunkedAllReduces::advance_all();  // Note [Chunked all-reduce on one host]: whatever this waits for
     if (test()) break;
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -230,6 +232,7 @@ class MpiWork final : public Work {
   }
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
+    ChunkedAllReduces::advance_all();
     const bool done = poll();
     if (done) flight_recorder().completed(comm_, seq_);
     return done;
@@ -316,7 +319,7 @@ const WorldHosts& world_hosts() {
 class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm` unless it is MPI_COMM_WORLD.
-  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm), chunked_(comm) {
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm), chunked_(ChunkedAllReduces::for_comm(comm)) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -324,7 +327,10 @@ class MpiCommunicator final : public Communicator {
     learn_hosts();
   }
   ~MpiCommunicator() override {
-    chunked_.flush();
+    try {
+      if (std::uncaught_exceptions() == 0) chunked_->flush();  // unwinding from a failure: say it, do not wait
+    } catch (...) {
+    }
     if (ring_comm_ != MPI_COMM_NULL) MPI_Comm_free(&ring_comm_);
     if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
   }
@@ -385,11 +391,11 @@ class MpiCommunicator final : public Communicator {
       const MPI_Op mop = mpi_op(t, op, "all_reduce");
       note_op("in", what);
       const int64_t seq = flight_recorder().started(id_, size_, "all_reduce", bytes_of(t));
-      return chunked_.start(static_cast<char*>(t.raw_data()), t.numel(), mpi_type(t.dtype()),
+      return chunked_->start(static_cast<char*>(t.raw_data()), t.numel(), mpi_type(t.dtype()),
                             static_cast<int64_t>(element_size(t.dtype())), mop, what,
                             [id = id_, seq] { flight_recorder().completed(id, seq); });
     }
-    chunked_.flush();
+    chunked_->flush();
     MPI_Request r;
     const int rc = MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), n, mpi_type(t.dtype()), mpi_op(t, op, "all_reduce"),
                                   comm_, &r);
@@ -415,7 +421,7 @@ class MpiCommunicator final : public Communicator {
                           work, bytes_of(input));
     }
     count_native(bytes_of(input) * (size_ - 1) / size_);
-    chunked_.flush();
+    chunked_->flush();
     MPI_Request r;
     // In place when output is the start of input (the result lands there, MPI_IN_PLACE).
     const void* send = output.raw_data() == input.raw_data() ? MPI_IN_PLACE : input.raw_data();
@@ -444,7 +450,7 @@ class MpiCommunicator final : public Communicator {
                           work, bytes_of(output));
     }
     count_native(bytes_of(output) * (size_ - 1) / size_);
-    chunked_.flush();
+    chunked_->flush();
     MPI_Request r;
     // In place when input is this rank's block of output (MPI_IN_PLACE).
     const size_t block_bytes = static_cast<size_t>(n) * element_size(input.dtype());
@@ -467,7 +473,7 @@ class MpiCommunicator final : public Communicator {
                           static_cast<char*>(t.raw_data()), t.dtype(), ReduceOp::kSum, nullptr, {}, bytes_of(t));
     }
     if ((rank_ - root + size_) % size_ != size_ - 1) count_native(bytes_of(t));
-    chunked_.flush();
+    chunked_->flush();
     MPI_Request r;
     const int rc = MPI_Ibcast(t.raw_data(), n, mpi_type(t.dtype()), root, comm_, &r);
     return started(rc, r, "broadcast", bytes_of(t));
@@ -502,7 +508,7 @@ class MpiCommunicator final : public Communicator {
     const int n = count_of(input, "all_to_all") / size_;
     for (int r = 0; r < size_; ++r)
       if (r != rank_) count_sent(r, bytes_of(input) / size_);
-    chunked_.flush();
+    chunked_->flush();
     MPI_Request r;
     const int rc = MPI_Ialltoall(input.raw_data(), n, mpi_type(input.dtype()), output.raw_data(), n,
                                  mpi_type(output.dtype()), comm_, &r);
@@ -524,7 +530,7 @@ class MpiCommunicator final : public Communicator {
       if (r != rank_) count_sent(r, send_counts[static_cast<size_t>(r)] * es);
     const auto& [send, recv] = *counts;
     const MPI_Datatype type = mpi_type(input.dtype());
-    chunked_.flush();
+    chunked_->flush();
     MPI_Request r;
     const int rc = MPI_Ialltoallv(input.raw_data(), send.counts.data(), send.displs.data(), type, output.raw_data(),
                                   recv.counts.data(), recv.displs.data(), type, comm_, &r);
@@ -533,7 +539,7 @@ class MpiCommunicator final : public Communicator {
 
   void barrier() override {
     ++stats_.of(CommOp::kBarrier).calls;
-    chunked_.flush();
+    chunked_->flush();
     MPI_Request r;
     const int rc = MPI_Ibarrier(comm_, &r);
     started(rc, r, "barrier", 0)->wait();  // with the timeout
@@ -542,7 +548,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key) override {
     TRI_CHECK(color >= 0, where("split"), ": color must be >= 0, got ", color);
     MPI_Comm sub;
-    chunked_.flush();
+    chunked_->flush();
     const int rc = MPI_Comm_split(comm_, color, key, &sub);
     TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where("split"), " failed: ", mpi_error(rc));
     auto child = std::make_unique<MpiCommunicator>(sub);
@@ -695,7 +701,9 @@ class MpiCommunicator final : public Communicator {
   }
 
   MPI_Comm comm_;
-  ChunkedAllReduces chunked_;  // large all-reduces on one host, and what every other collective waits for
+  // Large all-reduces on one host, and what every other collective waits for; shared by every
+  // communicator object on the same handle.
+  std::shared_ptr<ChunkedAllReduces> chunked_;
   MPI_Comm ring_comm_ = MPI_COMM_NULL;  // the ring schedules' messages (Note [Hierarchical collectives])
   HostLayout layout_;
   Hierarchy mode_ = Hierarchy::kOff;

@@ -28,7 +28,7 @@ class ScheduleWork final : public Work {
                int64_t seq, std::vector<ScheduleWork*>& inflight);
   ~ScheduleWork() override;
   void wait() override;
-  bool test() override { return poll(); }
+  bool test() override;
 
  private:
   bool poll();

@@ -311,34 +311,66 @@ TEST_F(CommTest, AsyncOperationsOverlapAndCompleteInAnyWaitOrder) {
   EXPECT_EQ(values(b)[49], size() * 51.0);
 }
 
-// Note [Chunked all-reduce on one host]: all-reduces past 2 MiB run as 1 MiB chunks one after
+// Note [Chunked all-reduce on one host]: all-reduces past 4 MiB run as 2 MiB chunks one after
 // another. Several in flight, a small one and other collectives started among them, waited in
-// any order, and each rank polling at its own moments: every result is MPI's, in every dtype
-// whose chunks split elements evenly (bf16 and f16 travel as 16-bit words).
+// any order, and each rank polling at its own moments: every result is MPI's, in 32-, 16- and
+// 64-bit dtypes (sums, so that a chunk reduced twice or skipped shows).
 TEST_F(CommTest, LargeAllReducesInChunksKeepEveryCollectiveInOrder) {
   const int n = size();
-  for (DType d : {DType::kF32, DType::kBF16, DType::kF64}) {
-    const int64_t big = 1100001, bigger = 1300007;  // past 2 MiB in every dtype; not chunk multiples
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kF64}) {
+    const int64_t big = 2300001, bigger = 2600007;  // past 4 MiB in every dtype; not chunk multiples
     Tensor a = full({big}, rank() + 1.0, d), b = full({bigger}, 2.0 * rank(), d), small = iota(7, rank(), d);
+    Tensor c = full({big}, 1.0, d), e = full({big}, 3.0, d);
     auto wa = world->all_reduce_async(a, ReduceOp::kSum);
     if (rank() == 0) wa->test();  // rank 0 advances the queue early, the others do not
-    auto wb = world->all_reduce_async(b, ReduceOp::kMax);
+    auto wb = world->all_reduce_async(b, ReduceOp::kSum);
     auto ws = world->all_reduce_async(small, ReduceOp::kSum);  // waits for the chunks ahead of it
     Tensor block = iota(3, 10.0 * rank(), d), gathered = zeros({3 * n}, d);
     world->all_gather(block, gathered);
+    auto wc = world->all_reduce_async(c, ReduceOp::kSum);
+    world->barrier();  // chunks queued before a barrier, a broadcast and a reduce-scatter
+    auto we = world->all_reduce_async(e, ReduceOp::kSum);
+    Tensor root = full({5}, rank() == 0 ? 7.0 : 0.0, d);
+    world->broadcast(root, 0);
+    Tensor whole = full({2 * n}, 1.0, d), part = zeros({2}, d);
+    world->reduce_scatter(whole, part);
     wb->wait();
     ws->wait();
     wa->wait();
-    const std::vector<double> va = values(a), vb = values(b);
-    const auto [amin, amax] = std::minmax_element(va.begin(), va.end());
-    const auto [bmin, bmax] = std::minmax_element(vb.begin(), vb.end());
-    EXPECT_EQ(*amin, n * (n + 1) / 2.0) << d;
-    EXPECT_EQ(*amax, n * (n + 1) / 2.0) << d;
-    EXPECT_EQ(*bmin, 2.0 * (n - 1)) << d;
-    EXPECT_EQ(*bmax, 2.0 * (n - 1)) << d;
+    wc->wait();
+    we->wait();
+    auto all_equal = [&](const Tensor& t, double want) {
+      const std::vector<double> v = values(t);
+      const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+      EXPECT_EQ(*lo, want) << d;
+      EXPECT_EQ(*hi, want) << d;
+    };
+    all_equal(a, n * (n + 1) / 2.0);
+    all_equal(b, n * (n - 1.0));
+    all_equal(c, n);
+    all_equal(e, 3.0 * n);
+    all_equal(root, 7.0);
+    all_equal(part, n);
     EXPECT_EQ(values(small)[6], n * (n - 1) / 2.0 + 6.0 * n) << d;
     EXPECT_EQ(values(gathered)[3 * static_cast<size_t>(n - 1)], 10.0 * (n - 1)) << d;
   }
+}
+
+// A rank may wait on something else (here a receive) while its partner waits on a chunked
+// all-reduce: every wait advances the queue, so neither stalls.
+TEST_F(CommTest, AChunkedAllReduceProgressesWhileARankWaitsOnAReceive) {
+  if (size() < 2) GTEST_SKIP() << "a receive from another rank";
+  Tensor a = full({3000000}, 1.0), token = full({1}, 5.0);
+  auto w = world->all_reduce_async(a, ReduceOp::kSum);
+  if (rank() == 0) {
+    world->recv(token, 1, 7);
+    w->wait();
+  } else {
+    w->wait();
+    if (rank() == 1) world->send(token, 0, 7);
+  }
+  EXPECT_EQ(values(a)[2999999], size());
+  EXPECT_EQ(values(token)[0], 5.0);
 }
 
 TEST_F(CommTest, SplitMakesIndependentGroups) {
