@@ -386,11 +386,8 @@ class MpiCommunicator final : public Communicator {
     }
     count_native(2 * bytes_of(t) * (size_ - 1) / size_);
     if (bytes_of(t) > 2 * ChunkedAllReduces::kChunkBytes) {  // Note [Chunked all-reduce on one host]
-      const std::string what = "all_reduce (communicator of " + std::to_string(size_) + " ranks)";
-      TRI_CHECK_KIND(ErrorKind::kDistributed, t.numel() > 0, where("all_reduce"), ": empty");
       const MPI_Op mop = mpi_op(t, op, "all_reduce");
-      note_op("in", what);
-      const int64_t seq = flight_recorder().started(id_, size_, "all_reduce", bytes_of(t));
+      auto [what, seq] = begin_op("all_reduce", bytes_of(t));
       return chunked_->start(static_cast<char*>(t.raw_data()), t.numel(), mpi_type(t.dtype()),
                             static_cast<int64_t>(element_size(t.dtype())), mop, what,
                             [id = id_, seq] { flight_recorder().completed(id, seq); });
@@ -601,12 +598,17 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Work> started(int rc, MPI_Request r, const std::string& op, int64_t bytes,
                                 std::shared_ptr<const void> keep = nullptr) {
-    // No "rank N: " here: every line that prints `what` starts with "trident (rank N)".
-    const std::string what = op + " (communicator of " + std::to_string(size_) + " ranks)";
     TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, where(op.c_str()), " failed to start: ", mpi_error(rc));
+    auto [what, seq] = begin_op(op, bytes);
+    return std::make_unique<MpiWork>(r, std::move(what), id_, seq, std::move(keep));
+  }
+  // An operation's name in messages, noted as this rank's current one and recorded as started
+  // (its flight record's sequence number). No "rank N: " in it: every line that prints it
+  // starts with "trident (rank N)".
+  std::pair<std::string, int64_t> begin_op(const std::string& op, int64_t bytes) {
+    std::string what = op + " (communicator of " + std::to_string(size_) + " ranks)";
     note_op("in", what);
-    const int64_t seq = flight_recorder().started(id_, size_, op, bytes);
-    return std::make_unique<MpiWork>(r, what, id_, seq, std::move(keep));
+    return {std::move(what), flight_recorder().started(id_, size_, op, bytes)};
   }
   static int64_t bytes_of(const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); }
 
