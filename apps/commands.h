@@ -208,6 +208,7 @@ struct PlanArgs {
   std::string cluster_file;  // a cluster file (configs/clusters/), or `trident calibrate`'s
   bool json = false;
   int64_t top = 10;
+  bool explain = false;      // the first layout's step by part (planner::time_breakdown)
   bool offload = false;      // also ZeRO-Offload layouts
   bool nvme = false;         // also the NVMe tier's (as a config naming it: offload_optimizer_device = "nvme")
   std::string layout;        // pinned axes, "dp8 tp4 pp2 ..." (planner/layout_pins.h)

@@ -87,6 +87,9 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
       ->check(CLI::ExistingFile);
   c->add_flag("--json", a.json, "print JSON instead of a table");
   c->add_option("--top", a.top, "layouts to print")->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  c->add_flag("--explain", a.explain,
+              "after the table, the first layout's step by what runs it (the products, attention, memory-bound ops, "
+              "head, loss, optimizer, each collective), as train.profile_step groups a measured step");
   c->add_flag("--offload", a.offload, "also consider ZeRO-Offload (optimizer state in host memory)");
   c->add_flag("--nvme", a.nvme,
               "also consider the NVMe tier (ZeRO's optimizer state on a disk, parallel.offload_optimizer_device = "
@@ -162,6 +165,7 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
     return Status::ok();
   }
   std::printf("%s", planner::plan_table(plan, a.top).c_str());
+  if (a.explain && !plan.ranked.empty()) std::printf("\n%s", planner::time_breakdown(plan.ranked.front()).c_str());
   if (run.on_device && !a.offload && plan.fitting() == 0 && !plan.ranked.empty())
     std::printf("(--offload lists ZeRO-Offload's layouts too: the optimizer state on the host)\n");
   if (a.cluster_file.empty())

@@ -63,19 +63,42 @@ double fastest_seconds(const std::function<void()>& f, double seconds) {
   return best;
 }
 
+// Note [GEMMs out of the caches]
+// A training step's GEMMs find their operands out of the caches: the weights were last touched
+// a whole forward or backward ago, and the activations between products pass through norms,
+// SwiGLU, routing and the loss first. Timed again and again on the same buffers, a block's
+// products ran faster than on operands evicted between calls (one Zen 4 core, oneDNN f32:
+// 2048 x 256 x 256 at 94-98 against 83-86 GFLOP/s, tiny-moe's expert shapes at 90-102 against
+// 82-94), and train.profile_step measured a step's products at the evicted rate (tiny-moe's
+// linears and grouped expert products at 80-81 GFLOP/s). So each shape is timed on enough
+// copies of its operands to span kColdOperandBytes, each call on the next copy: more than the
+// last-level cache of the CPUs the project runs on (32 MiB per Zen CCD), whatever `getconf`
+// says (320 MiB in these VMs: the host's, not the slice this process sees). A shape larger than
+// that is one copy, which its own streaming already keeps out of the caches.
+constexpr double kColdOperandBytes = 256.0 * (1 << 20);
+
 // GFLOP/s of the process's GEMM engine for T over the model's GEMM shapes (weighted by their
-// FLOPs: a step's GEMM FLOPs over its GEMM time).
+// FLOPs: a step's GEMM FLOPs over its GEMM time), operands out of the caches
+// (Note [GEMMs out of the caches]).
 template <class T>
 double gemm_gflops(const std::vector<kernels::cpu::GemmShape>& shapes, double seconds_per_shape) {
   double flops = 0.0, time = 0.0;
   for (const kernels::cpu::GemmShape& g : shapes) {
-    std::vector<T> a(static_cast<size_t>(g.M * g.K), T(0.25f)), b(static_cast<size_t>(g.K * g.N), T(0.5f)),
-        c(static_cast<size_t>(g.M * g.N), T(0.0f));
+    const double bytes = static_cast<double>(g.M * g.K + g.K * g.N + g.M * g.N) * sizeof(T);
+    const size_t copies = static_cast<size_t>(std::clamp(std::ceil(kColdOperandBytes / bytes), 1.0, 4096.0));
+    std::vector<std::vector<T>> a(copies), b(copies), c(copies);
+    for (size_t i = 0; i < copies; ++i) {
+      a[i].assign(static_cast<size_t>(g.M * g.K), T(0.25f));
+      b[i].assign(static_cast<size_t>(g.K * g.N), T(0.5f));
+      c[i].assign(static_cast<size_t>(g.M * g.N), T(0.0f));
+    }
     const int64_t lda = g.trans_a ? g.M : g.K, ldb = g.trans_b ? g.K : g.N;
+    size_t next = 0;
     const double s = fastest_seconds(
         [&] {
-          kernels::cpu::gemm<T>(g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
-                                g.N);
+          const size_t i = next++ % copies;
+          kernels::cpu::gemm<T>(g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, a[i].data(), lda, b[i].data(), ldb, 0.0f,
+                                c[i].data(), g.N);
         },
         seconds_per_shape);
     flops += g.flops() * static_cast<double>(g.count);

@@ -217,6 +217,16 @@ bool head_weight_trains(const RunSpec& run) {
   return false;
 }
 
+bool token_embedding_trains(const RunSpec& run) {
+  const models::ModelShapes& s = run.shapes;
+  for (size_t i = 0; i < s.parameters.size(); ++i) {
+    const ParameterShape& p = s.parameters[i];
+    if (p.block == CausalLM::kEmbedding && p.shape.size() == 2 && p.shape[0] == run.model.vocab_size)
+      return run.holding_of(i) == Holding::kTrained;
+  }
+  return false;
+}
+
 bool experts_train(const RunSpec& run) {
   for (size_t i = 0; i < run.shapes.parameters.size(); ++i)
     if (run.shapes.parameters[i].expert >= 0 && run.holding_of(i) == Holding::kTrained) return true;

@@ -53,6 +53,8 @@ int64_t trained_parameters(const RunSpec& run);
 bool product_weight_trains(const RunSpec& run, int64_t in, int64_t out);
 // Whether the head's weight (the tied embedding's, or the untied head's) trains.
 bool head_weight_trains(const RunSpec& run);
+// Whether the token embedding's weight trains (its own, or the tied head's).
+bool token_embedding_trains(const RunSpec& run);
 // Whether a mixture's experts train.
 bool experts_train(const RunSpec& run);
 

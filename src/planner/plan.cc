@@ -243,11 +243,57 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
   j["time_s"] = {{"compute", c.time.compute_s}, {"exposed_comm", c.time.exposed_comm_s}, {"bubble", c.time.bubble_s},
                  {"exposed_disk", c.time.exposed_disk_s}, {"step", c.time.step_s()}, {"recompute", c.time.recompute_s},
                  {"comm_total", c.time.comm_total_s}, {"disk", c.time.disk_s}};
+  const ComputeParts& p = c.time.parts;
+  j["time_parts_s"] = {{"products", p.products}, {"experts", p.experts}, {"attention", p.attention},
+                       {"memory", p.memory}, {"adapters", p.adapters}, {"head", p.head}, {"loss", p.loss},
+                       {"recompute", p.recompute}, {"optimizer", p.optimizer}, {"accumulate", p.accumulate},
+                       {"dp_exposed", c.time.dp_exposed_s}, {"tp", c.time.tp_s}, {"ep", c.time.ep_s},
+                       {"pp_exposed", c.time.pp_exposed_s}, {"bubble", c.time.bubble_s},
+                       {"exposed_disk", c.time.exposed_disk_s}};
   // The NVMe tier's bytes per rank and step (Note [The tier's memory and bytes]).
   if (l.nvme) j["disk_bytes"] = {{"read", c.time.disk.read_bytes}, {"written", c.time.disk.written_bytes}};
   j["tokens_per_s"] = c.tokens_per_s;
   j["overrides"] = l.overrides();
   return j;
+}
+
+std::string time_breakdown(const Candidate& c) {
+  const TimeEstimate& t = c.time;
+  const ComputeParts& p = t.parts;
+  const std::pair<const char*, double> rows[] = {
+      {"block products (projections, dense MLPs, routers)", p.products},
+      {"expert products (a mixture's grouped GEMMs)", p.experts},
+      {"attention kernel", p.attention},
+      {"memory-bound ops (norms, activations, rope, embedding)", p.memory},
+      {"adapters (LoRA's factors, their scaling and adding)", p.adapters},
+      {"head products", p.head},
+      {"loss (its passes over the logits, the head's dw)", p.loss},
+      {"recompute (activation checkpointing's rerun)", p.recompute},
+      {"optimizer (AdamW; ZeRO-Offload's transfers)", p.optimizer},
+      {"gradient accumulation between micro-batches", p.accumulate},
+      {"data parallelism and ZeRO, exposed", t.dp_exposed_s},
+      {"tensor parallelism's all-reduces", t.tp_s},
+      {"expert parallelism's exchanges", t.ep_s},
+      {"pipeline messages, exposed", t.pp_exposed_s},
+      {"pipeline bubble", t.bubble_s},
+      {"NVMe tier's disk, exposed", t.exposed_disk_s},
+  };
+  std::ostringstream s;
+  char line[256];
+  std::snprintf(line, sizeof line, "step of %s by part (the slowest stage, per step):\n", c.layout.str().c_str());
+  s << line;
+  const double step = t.step_s();
+  for (const auto& [what, seconds] : rows) {
+    if (seconds <= 0.0) continue;
+    std::snprintf(line, sizeof line, "  %-56s %9.4f s %6.1f%%\n", what, seconds, step > 0.0 ? 100.0 * seconds / step : 0.0);
+    s << line;
+  }
+  std::snprintf(line, sizeof line, "  %-56s %9.4f s\n", "step", step);
+  s << line;
+  if (t.comm_total_s > t.exposed_comm_s)
+    s << "  (of " << t.comm_total_s << " s of communication, " << t.comm_total_s - t.exposed_comm_s
+      << " s hides behind compute)\n";
+  return s.str();
 }
 
 nlohmann::ordered_json plan_json(const Plan& plan, int64_t top) {

@@ -51,5 +51,8 @@ std::string no_layout_reason(const Plan& plan);
 std::string plan_table(const Plan& plan, int64_t top);
 nlohmann::ordered_json plan_json(const Plan& plan, int64_t top);
 nlohmann::ordered_json candidate_json(const Candidate& c);
+// A layout's step by what runs it (TimeEstimate's parts, then its communication, bubble and
+// disk), one line each with its share: `trident plan --explain`.
+std::string time_breakdown(const Candidate& c);
 
 }  // namespace trident::planner

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/causal_lm.h"
+#include "ops/loss.h"
 #include "parallel/pipeline.h"
 #include "planner/data_parallel_time.h"
 #include "planner/fine_tuning.h"
@@ -29,6 +30,35 @@ double saved_bytes_per_token(const std::vector<models::SavedActivation>& list, i
   return b;
 }
 
+ComputeParts scaled(const ComputeParts& p, double k) {
+  ComputeParts o;
+  o.products = k * p.products;
+  o.experts = k * p.experts;
+  o.attention = k * p.attention;
+  o.memory = k * p.memory;
+  o.adapters = k * p.adapters;
+  o.head = k * p.head;
+  o.loss = k * p.loss;
+  o.recompute = k * p.recompute;
+  o.optimizer = k * p.optimizer;
+  o.accumulate = k * p.accumulate;
+  return o;
+}
+
+ComputeParts operator+(ComputeParts a, const ComputeParts& b) {
+  a.products += b.products;
+  a.experts += b.experts;
+  a.attention += b.attention;
+  a.memory += b.memory;
+  a.adapters += b.adapters;
+  a.head += b.head;
+  a.loss += b.loss;
+  a.recompute += b.recompute;
+  a.optimizer += b.optimizer;
+  a.accumulate += b.accumulate;
+  return a;
+}
+
 }  // namespace
 
 TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cluster) {
@@ -37,7 +67,6 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double T = static_cast<double>(run.seq_len), C = static_cast<double>(run.model.n_embd);
   const double tokens = static_cast<double>(l.micro_batch) * T;  // per micro-batch and data-parallel rank
   const double tp = static_cast<double>(l.tp);
-  const double gemm = cluster.gemm_flops(run.compute, tokens);
   // Of the peak, at the model's head size (Note [Attention by head size]).
   const double attn_rate =
       cluster.attention_flops(run.compute, static_cast<double>(s.head_size), run.convention.unfused_attention);
@@ -73,39 +102,53 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
       product_seconds(adapters.products, s, l.tp, false, cluster, run.compute, tokens);
   const double adapter_fwd = adapter_products.forward / adapters.blocks + adapters.forward_bytes_per_token / mem_rate;
   const double adapter_bwd = adapter_products.backward / adapters.blocks + adapters.backward_bytes_per_token / mem_rate;
+  // Per block and micro-batch, by part (ComputeParts): the forward, the backward and the rerun.
+  const double attn_fwd = tokens * block_attn / attn_rate;
+  ComputeParts dense;
+  dense.products = tokens * (block_products.forward + block_products.backward);
+  dense.attention = 3.5 * attn_fwd;
+  dense.memory = tokens * block_mem / mem_rate;
+  dense.adapters = tokens * (adapter_fwd + adapter_bwd);
   const double block_fwd =
-      tokens * (block_products.forward + block_attn / attn_rate + block_mem / 3.0 / mem_rate + adapter_fwd);
-  double block_re = 0.0;
-  if (l.checkpointing == "full") block_re = block_fwd;
+      tokens * (block_products.forward + block_mem / 3.0 / mem_rate + adapter_fwd) + attn_fwd;
+  if (l.checkpointing == "full") dense.recompute = block_fwd;
   else if (l.checkpointing == "selective")  // the memory-bound ops again, the adapters' scaling and adding among them
-    block_re = tokens * (block_attn / attn_rate + block_mem / 3.0 / mem_rate + adapters.forward_bytes_per_token / mem_rate);
-  const double block_bwd =
-      tokens * (block_products.forward + block_products.backward + 3.5 * block_attn / attn_rate + block_mem / mem_rate +
-                adapter_fwd + adapter_bwd) -
-      block_fwd + block_re;
+    dense.recompute = attn_fwd + tokens * (block_mem / 3.0 / mem_rate + adapters.forward_bytes_per_token / mem_rate);
+  const double block_re = dense.recompute, block_bwd = dense.total() - block_fwd;
   // Note [The time of a mixture of experts]
   // A sparse block's products: what every token runs through (attention, the router, a shared
-  // expert) and k routed rows per token through one expert's SwiGLU (the active parameters;
-  // under expert parallelism the rows a rank's experts see, N k on average with balanced
-  // routing), at the GEMM rate of the micro-batch's rows. The grouped products are no
-  // kept_or_computed product, so "selective" reruns them. Their rows travel by all_to_all_v
-  // over the ep group: two exchanges forward and two backward per block and micro-batch
-  // (another two in a checkpointed rerun), N k C elements each, (ep - 1) / ep of them off
-  // the rank; counted exposed.
+  // expert) and k routed rows per token through one expert's SwiGLU (the active parameters).
+  // Each expert's products are GEMMs of the rows it is sent: with balanced routing N k / E of a
+  // micro-batch's N tokens, and under expert parallelism its ep ranks' (ep N k / E), priced by
+  // those rows and the products' reduction lengths (Note [GEMMs by shape]; tiny-moe's 4 experts
+  // see 1,024 of b8's 2,048 rows). The grouped products are no kept_or_computed product, so
+  // "selective" reruns them. Their rows travel by all_to_all_v over the ep group: two exchanges
+  // forward and two backward per block and micro-batch (another two in a checkpointed rerun),
+  // N k C elements each, (ep - 1) / ep of them off the rank; counted exposed.
   const double expert_mm = static_cast<double>(s.experts_per_token * models::matmul_flops_per_token(s.expert_matmuls));
+  const double k_routed = static_cast<double>(s.experts_per_token);
+  const double expert_rows =
+      s.experts > 0 ? std::max(1.0, tokens * k_routed * static_cast<double>(l.ep) / static_cast<double>(s.experts)) : tokens;
+  const std::vector<bool> expert_trains(s.expert_matmuls.size(), expert_passes > 2.0);
+  const ProductSeconds expert_products =
+      product_seconds(s.expert_matmuls, s, 1, false, cluster, run.compute, expert_rows, &expert_trains);
   const double sparse_mem = 3.0 * saved_bytes_per_token(s.sparse_block, E, l.tp);
   const ProductSeconds sparse_products =
       product_seconds(s.sparse_block_matmuls, s, l.tp, true, cluster, run.compute, tokens, &sparse_trains);
-  const double sparse_fwd = tokens * (sparse_products.forward + expert_mm / gemm + block_attn / attn_rate +
-                                      sparse_mem / 3.0 / mem_rate + adapter_fwd);
-  double sparse_re = 0.0;
-  if (l.checkpointing == "full") sparse_re = sparse_fwd;
+  ComputeParts sparse_parts;
+  sparse_parts.products = tokens * (sparse_products.forward + sparse_products.backward);
+  sparse_parts.experts = tokens * k_routed * (expert_products.forward + expert_products.backward);
+  sparse_parts.attention = 3.5 * attn_fwd;
+  sparse_parts.memory = tokens * sparse_mem / mem_rate;
+  sparse_parts.adapters = tokens * (adapter_fwd + adapter_bwd);
+  const double experts_fwd = tokens * k_routed * expert_products.forward;
+  const double sparse_fwd =
+      tokens * (sparse_products.forward + sparse_mem / 3.0 / mem_rate + adapter_fwd) + experts_fwd + attn_fwd;
+  if (l.checkpointing == "full") sparse_parts.recompute = sparse_fwd;
   else if (l.checkpointing == "selective")
-    sparse_re = tokens * (expert_mm / gemm + block_attn / attn_rate + sparse_mem / 3.0 / mem_rate +
-                          adapters.forward_bytes_per_token / mem_rate);
-  const double sparse_bwd = tokens * (sparse_products.forward + sparse_products.backward + expert_passes * expert_mm / gemm +
-                                      3.5 * block_attn / attn_rate + sparse_mem / mem_rate + adapter_fwd + adapter_bwd) -
-                            sparse_fwd + sparse_re;
+    sparse_parts.recompute =
+        experts_fwd + attn_fwd + tokens * (sparse_mem / 3.0 / mem_rate + adapters.forward_bytes_per_token / mem_rate);
+  const double sparse_re = sparse_parts.recompute, sparse_bwd = sparse_parts.total() - sparse_fwd;
   // Blocks [begin, end)'s forward and backward, and their rerun, per micro-batch.
   auto block_seconds = [&](int64_t begin, int64_t end) {
     double t = 0.0, re = 0.0;
@@ -123,16 +166,36 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   };
   // The head's product forward and its two backward, and the vocabulary-parallel loss's
   // passes (half forward, half backward) on the last chunk.
+  // With tp = 1 the fused loss runs the head's products in chunks of rows (Note [Head chunks] in
+  // ops/loss.cc: 1,024 of GPT-2's vocabulary on a CPU), at the rate of those rows.
+  const double head_rows =
+      l.tp == 1 ? std::min(tokens, static_cast<double>(ops::linear_cross_entropy_chunk_rows(s.head_matmul.second, run.on_device)))
+                : tokens;
   const ProductSeconds head_products =
-      product_seconds({s.head_matmul}, s, l.tp, true, cluster, run.compute, tokens, &head_trains);
+      product_seconds({s.head_matmul}, s, l.tp, true, cluster, run.compute, head_rows, &head_trains);
   double head_fwd = tokens * head_products.forward, head_bwd = tokens * head_products.backward;
-  // The slowest stage per micro-batch: its blocks, and the head on the last.
+  // Note [The embedding's dense gradient]
+  // The token embedding's backward writes a dense (V, C) f32 gradient every micro-batch (zeroed,
+  // then its rows added), V / tp rows of a vocabulary-parallel one; tied to the head on one
+  // stage, the head's dw is then added to it (read both, write one). Per micro-batch, on the
+  // first stage, whatever the tokens: tiny-moe's 50257 x 256 took 2.2 ms a micro-batch in
+  // train.profile_step (17.5 ms of a b1 m8 step), GPT-2 small's tied sum 11-19 ms.
+  double embedding_s = 0.0;
+  if (token_embedding_trains(run)) {
+    const double rows = std::ceil(static_cast<double>(run.model.vocab_size) / tp), bytes = rows * C;
+    embedding_s = 4.0 * bytes / mem_rate;
+    if (s.tied_head_weight && l.pp == 1) embedding_s += 12.0 * bytes / mem_rate;
+  }
+  // The slowest stage per micro-batch: its blocks, the embedding's gradient on the first, and
+  // the head on the last.
   const parallel::PipelineLayout pl = parallel::PipelineLayout::make(run.model.n_layer, static_cast<int>(l.pp),
                                                                      static_cast<int>(l.virtual_stages));
   const std::vector<StageParameters>& stages = stages_of(run, l);
   double stage_s = 0.0, stage_re = 0.0, stage_fwd = 0.0, stage_blocks = 0.0;  // the slowest's
   int64_t stage_params_max = 0, stage_experts_max = 0;  // dense and ep-placed expert elements
   double stage_sparse = 0.0;  // the sparse blocks of the slowest stage
+  ComputeParts stage_parts;   // the slowest's, per micro-batch
+  double loss_fwd = 0.0, loss_bwd = 0.0;  // of head_fwd and head_bwd: the loss's passes
   for (int r = 0; r < l.pp; ++r) {
     double t = 0.0, re = 0.0, sparse = 0.0, blocks = 0.0;
     for (int c = 0; c < pl.num_chunks(); ++c)
@@ -145,6 +208,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
         blocks += static_cast<double>(e - b);
       }
     double fwd = (blocks - sparse) * block_fwd + sparse * sparse_fwd;
+    if (r == 0) t += embedding_s;
     if (r == l.pp - 1) {
       // Note [The vocabulary-parallel loss's time]
       // A vocabulary-parallel loss (parallel/tp_collectives.cc) materializes its (tokens, V / tp)
@@ -159,8 +223,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
         const double logits = tokens * static_cast<double>(s.head_matmul.second) / tp;
         const double per_logit = cluster.device.vocab_loss_ns_per_logit > 0.0 ? cluster.device.vocab_loss_ns_per_logit * 1e-9
                                                                                : 4.0 * 4.0 / mem_rate;
-        head_fwd += 0.5 * logits * per_logit;
-        head_bwd += 0.5 * logits * per_logit;
+        loss_fwd = 0.5 * logits * per_logit;
+        loss_bwd = 0.5 * logits * per_logit;
       } else {
         // Note [The fused loss's time]
         // The fused loss (ops::linear_cross_entropy) makes each chunk's log-sum-exp and softmax -
@@ -173,18 +237,26 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
         const double per_logit = cluster.device.fused_loss_ns_per_logit > 0.0
                                      ? cluster.device.fused_loss_ns_per_logit * 1e-9
                                      : 3.0 * static_cast<double>(E) / mem_rate;
-        head_fwd += logits * per_logit;
+        loss_fwd = logits * per_logit;
         // Its dw, f32 (V, C), per micro-batch: zeroed (4 bytes), then scaled (read and write 4)
         // and, under mixed precision, cast to the compute dtype in the backward (read 4, write E).
         const double dw_bytes = run.mixed() ? 16.0 + static_cast<double>(E) : 12.0;
         if (head_trains.front())
-          head_bwd += static_cast<double>(s.head_matmul.first * s.head_matmul.second) * dw_bytes / mem_rate;
+          loss_bwd = static_cast<double>(s.head_matmul.first * s.head_matmul.second) * dw_bytes / mem_rate;
       }
+      head_fwd += loss_fwd;
+      head_bwd += loss_bwd;
       t += head_fwd + head_bwd;
       fwd += head_fwd;
     }
     if (t > stage_s) {
       stage_s = t;
+      stage_parts = scaled(dense, blocks - sparse) + scaled(sparse_parts, sparse);
+      if (r == 0) stage_parts.memory += embedding_s;
+      if (r == l.pp - 1) {
+        stage_parts.head = tokens * (head_products.forward + head_products.backward);
+        stage_parts.loss = loss_fwd + loss_bwd;
+      }
       stage_re = re;
       stage_sparse = sparse;
       stage_fwd = fwd;
@@ -207,7 +279,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const double dp = static_cast<double>(l.data_parallel());
   const double stepped = l.zero_stage > 0 ? P_dense / dp + P_experts / static_cast<double>(l.dp) : P;
   double adamw = 36.0 * stepped / mem_rate;
-  double optimizer = adamw;
+  double optimizer = adamw, accumulate = 0.0;
   // ZeRO-Offload: AdamW on the host (kOffloadHostGBs), the gradients down (one rank's every
   // micro-batch in the compute dtype; ZeRO's fp32 shard once) and the compute-dtype parameters
   // up over PCIe (kOffloadLinkGBs), not overlapped here.
@@ -220,15 +292,18 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // (read E, read and write 4): 7.2 ms per micro-batch of GPT-2 small's 45M parameters in bf16
   // on a Zen 5 core, four times at m = 4 (train.profile_step). Offload folds on the host.
   const bool host_folds = l.offload && !cluster_is_host(cluster);
-  if (run.mixed() && !host_folds) optimizer += m * (static_cast<double>(E) + 8.0) * P / mem_rate;
+  if (run.mixed() && !host_folds) accumulate = m * (static_cast<double>(E) + 8.0) * P / mem_rate;
   // Without it, fp32 gradients accumulate in place: each micro-batch after the first adds its
   // gradient into the sum (read both, write one: 12 bytes an element), ZeRO 2-3 only this rank's
   // reduced part into its shard. On tiny-moe b1 m8 (one Zen 4 core) AccumulateGrad took 118 ms
   // of a 2.9 s step, uncounted before.
   else if (!run.mixed() && !host_folds && m > 1)
-    optimizer += (m - 1.0) * 12.0 * (l.zero_stage >= 2 ? stepped : P) / mem_rate;
-  out.compute_s = m * stage_s + optimizer;
+    accumulate = (m - 1.0) * 12.0 * (l.zero_stage >= 2 ? stepped : P) / mem_rate;
+  out.compute_s = m * stage_s + optimizer + accumulate;
   out.recompute_s = m * stage_re;
+  out.parts = scaled(stage_parts, m);
+  out.parts.optimizer = optimizer;
+  out.parts.accumulate = accumulate;
   // The NVMe tier: its disk's time, little of it behind AdamW (Note [The tier's step time]).
   const DiskTime disk = disk_time(run, l, cluster, adamw);
   out.disk = disk.traffic;
@@ -255,7 +330,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
       const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
       const double sparse = sparse_in(b, e);
       costs.forward.push_back((blocks - sparse) * block_fwd + sparse * sparse_fwd + (last ? head_fwd : 0.0));
-      costs.backward.push_back((blocks - sparse) * block_bwd + sparse * sparse_bwd + (last ? head_bwd : 0.0));
+      costs.backward.push_back((blocks - sparse) * block_bwd + sparse * sparse_bwd + (last ? head_bwd : 0.0) +
+                               (c == 0 ? embedding_s : 0.0));
     }
     const std::string schedule = l.pipeline_schedule();
     const double ideal = simulate_pipeline(pl, schedule, static_cast<int>(l.accum), costs);
@@ -329,6 +405,10 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     pp_s = 2.0 * m * static_cast<double>(l.virtual_stages) * pp_message_s;
   }
   out.comm_total_s = dp_time.total_s + tp_s + pp_s + ep_s;
+  out.dp_exposed_s = dp_time.exposed_s;
+  out.tp_s = tp_s;
+  out.ep_s = ep_s;
+  out.pp_exposed_s = pp_exposed;
   out.exposed_comm_s = dp_time.exposed_s + tp_s + pp_exposed + ep_s;
   const double L = static_cast<double>(run.model.n_layer), Ls = static_cast<double>(s.sparse_blocks);
   const double tokens_step = static_cast<double>(run.tokens_per_step());

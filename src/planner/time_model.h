@@ -14,16 +14,18 @@
 //             calibrate.cc).
 //  memory     the bytes the norms, activations, residuals and softmax move: 3x (written
 //             forward, read and written backward) the block's saved activations, at
-//             memory_bandwidth_gbs.
+//             memory_bandwidth_gbs; on the first stage the token embedding's dense (V, C)
+//             gradient (Note [The embedding's dense gradient] in time_model.cc).
 //  recompute  "full": the blocks' forward again; "selective": the attention and the memory-bound
 //             ops again (Note [Activation checkpointing]).
-//  head       its product forward and the two backward at the GEMM rate; with tp = 1 the fused
+//  head       its product forward and the two backward at the GEMM rate (with tp = 1 at the
+//             rows of the fused loss's chunks, Note [Head chunks] in ops/loss.cc); with tp = 1 the fused
 //             loss's exps per logit (fused_loss_ns_per_logit) and its f32 dw's passes (Note [The
 //             fused loss's time]), with tp > 1 the vocabulary-parallel loss's passes.
 //  fold       under mixed precision, each micro-batch's gradients folded into the f32 ones.
 //  experts    a mixture of experts' sparse blocks: k routed rows per token through one expert's
-//             products, and under expert parallelism the rows' all_to_all_v (Note [The time of
-//             a mixture of experts] in time_model.cc).
+//             products, GEMMs of the rows routed to each expert, and under expert parallelism
+//             the rows' all_to_all_v (Note [The time of a mixture of experts] in time_model.cc).
 // Per step: m micro-batches, the optimizer (AdamW reads and writes 36 bytes per parameter it
 // steps, masters and moments included; ZeRO steps 1/dp of them: the dense ones over dp x ep,
 // the experts over dp, each group reduced over its own ranks), and
@@ -64,6 +66,25 @@
 
 namespace trident::planner {
 
+// The slowest stage's compute per step by what runs it (they add up to TimeEstimate::compute_s),
+// named as train.profile_step's rows group them: `plan --explain` prints them, and
+// bench/plan_vs_profile.py sets them beside a profiled step's.
+struct ComputeParts {
+  double products = 0.0;    // the blocks' matrix products (attention's projections, dense MLPs, routers), forward and backward
+  double experts = 0.0;     // a mixture's grouped expert products
+  double attention = 0.0;   // the attention kernel, forward and backward
+  double memory = 0.0;      // the memory-bound ops: norms, activations, residuals, rope
+  double adapters = 0.0;    // LoRA's factors and their scaling and adding
+  double head = 0.0;        // the head's products
+  double loss = 0.0;        // the loss's passes over the logits, and the head's dw passes
+  double recompute = 0.0;   // activation checkpointing's rerun
+  double optimizer = 0.0;   // AdamW (and ZeRO-Offload's traffic to the host)
+  double accumulate = 0.0;  // the micro-batches' gradients added (or folded into f32) between micro-batches
+  double total() const {
+    return products + experts + attention + memory + adapters + head + loss + recompute + optimizer + accumulate;
+  }
+};
+
 struct TimeEstimate {
   double compute_s = 0.0;         // the slowest stage's forward, backward, recompute and optimizer
   double exposed_comm_s = 0.0;    // collectives not hidden behind compute
@@ -73,6 +94,10 @@ struct TimeEstimate {
   DiskTraffic disk;               // the NVMe tier's bytes per rank and step (the slowest stage's)
   double disk_s = 0.0;            // the disk's time for them, hidden or not
   double recompute_s = 0.0;       // of compute_s: what checkpointing adds
+  ComputeParts parts;             // compute_s by what runs it
+  double dp_exposed_s = 0.0;      // of exposed_comm_s: data parallelism's and ZeRO's
+  double tp_s = 0.0, ep_s = 0.0;  // of it: tensor parallelism's all-reduces, expert parallelism's exchanges
+  double pp_exposed_s = 0.0;      // of it: the pipeline's messages
   double comm_total_s = 0.0;      // every collective, hidden or not
   double model_flops = 0.0;       // the step's model FLOPs on all ranks (6 N T + attention, no recompute)
   double hardware_flops = 0.0;    // with recomputation

@@ -102,6 +102,25 @@ TEST(ModelShapes, MatmulFlopsAreTheGemmShapes) {
     for (const auto& g : model_family(cfg.arch).gemm_shapes(cfg, 2, 4)) gemm += g.flops() * static_cast<double>(g.count);
     EXPECT_NEAR(3.0 * static_cast<double>(per_token) * 8, gemm, 1e-6 * gemm) << cfg.arch;
   }
+  // A mixture's layers list the router, each expert's products on its N k / E routed rows (8
+  // tokens, top-2 of 4: 4 rows each) and a shared expert, not a dense MLP.
+  for (const ModelConfig& cfg : {testing::tiny_mixtral(), testing::tiny_qwen2_moe()}) {
+    const ModelShapes s = model_family(cfg.arch).shapes(cfg);
+    ASSERT_EQ(s.experts, 4);
+    const int64_t sparse = s.sparse_blocks, dense = cfg.n_layer - sparse;
+    const int64_t per_token = dense * matmul_flops_per_token(s.block_matmuls) +
+                              sparse * (matmul_flops_per_token(s.sparse_block_matmuls) +
+                                        s.experts_per_token * matmul_flops_per_token(s.expert_matmuls)) +
+                              matmul_flops_per_token({s.head_matmul});
+    double gemm = 0;
+    bool expert_rows = false;
+    for (const auto& g : model_family(cfg.arch).gemm_shapes(cfg, 2, 4)) {
+      gemm += g.flops() * static_cast<double>(g.count);
+      if (g.name == "experts.gate_proj forward") expert_rows = g.M == 4 && g.count == sparse * 4;
+    }
+    EXPECT_TRUE(expert_rows) << cfg.arch;
+    EXPECT_NEAR(3.0 * static_cast<double>(per_token) * 8, gemm, 1e-6 * gemm) << cfg.arch;
+  }
   // A sparse block's active products per token: what every token runs through and k rows
   // through one expert.
   const ModelConfig moe = testing::tiny_mixtral();

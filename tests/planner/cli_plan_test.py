@@ -8,6 +8,7 @@
     a negative --tokens; ranks no layout can use (which rule), a model that fits nowhere;
   - --nodes plans that many of a cluster file's nodes, and --ranks past the file's devices
     points at it;
+  - each layout's time_parts_s add up to its step, and --explain prints them;
   - a --parallel.* or checkpointing override pins its axis in every ranked layout; --layout
     evaluates the one layout it names, even one the search alone leaves out; a bad word is
     an error naming it;
@@ -23,6 +24,7 @@
 import array
 import json
 import os
+import re
 import shutil
 import random
 import subprocess
@@ -121,6 +123,10 @@ def main():
                 failures.append(f"{c['name']}: step time is not compute + exposed comm + bubble + exposed disk")
             if not any(o.startswith("--parallel.tp=") for o in c["overrides"]):
                 failures.append(f"{c['name']}: no overrides")
+            # The step by part (plan --explain's rows) adds up to it.
+            parts = c["time_parts_s"]
+            if abs(sum(parts.values()) - t["step"]) > 1e-9 * t["step"] or min(parts.values()) < 0:
+                failures.append(f"{c['name']}: time_parts_s {parts} do not add up to the step {t['step']}")
 
     # Pinned axes (issue #53): an override pins its axis, --layout pins its words and names the
     # ranks; a bad word is an error naming it.
@@ -138,6 +144,16 @@ def main():
     r = run([trident, "plan", "--layout", pinned] + TINY, env)
     if r.returncode != 0 or f"1    {pinned} " not in r.stdout or "1 layouts, 1 evaluated" not in r.stdout:
         failures.append(f"plan --layout '{pinned}' did not print that one layout: {r.stdout} {r.stderr}")
+    # --explain: the pinned layout's step by part, each with its share, adding up to its step.
+    r = run([trident, "plan", "--layout", pinned, "--explain"] + TINY, env)
+    lines = r.stdout.split(f"step of {pinned} by part")[-1].splitlines()[1:]
+    rows = [re.match(r"^  (.+?)\s+([0-9.]+) s(\s+[0-9.]+%)?$", l) for l in lines]
+    seconds = {m.group(1): float(m.group(2)) for m in rows if m}
+    step = seconds.pop("step", None)
+    if (r.returncode != 0 or step is None or abs(sum(seconds.values()) - step) > 1e-3 or
+            not any(k.startswith("head products") for k in seconds) or
+            not any(k.startswith("optimizer") for k in seconds)):
+        failures.append(f"plan --layout '{pinned}' --explain: no breakdown adding up to the step: {r.stdout} {r.stderr}")
     r = run([trident, "plan", "--layout", "dp2 tp2 ppx"] + TINY, env)
     if r.returncode == 0 or "'ppx' needs a whole number" not in r.stderr:
         failures.append(f"plan --layout 'dp2 tp2 ppx' was not refused naming the word: {r.stderr}")

@@ -2,11 +2,15 @@
 // tensor-parallel-free last stage pays log-sum-exp and softmax - onehot per logit, at the
 // calibrated rate or, uncalibrated, three passes over the logits at the memory's rate; a
 // vocabulary-parallel head pays its own passes instead. Data-parallel traffic hides behind the
-// last micro-batch's backward bucket by bucket, at the cluster's overlap fraction.
+// last micro-batch's backward bucket by bucket, at the cluster's overlap fraction. The step's
+// parts (what `plan --explain` prints) add up to it; the head runs at its chunks' rows and a
+// mixture's experts at the rows routed to them (Note [GEMMs by shape]).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "models/registry.h"
+#include "ops/loss.h"
 #include "planner/time_model.h"
 #include "support/planner_runs.h"
 
@@ -59,7 +63,9 @@ TEST(TimeModel, AVocabularyParallelHeadPaysItsOwnPassesNotTheFusedLoss) {
 // Per micro-batch beyond the fused loss's logits (the same in all): under mixed precision the
 // fold of every gradient into the f32 ones (2 + 8 bytes per parameter in bf16), and the
 // head's f32 dw zeroed, scaled and cast (16 + 2 bytes per weight); in fp32 the dw's 12 and
-// the gradients added into their sum (12 bytes per parameter: AccumulateGrad).
+// the gradients added into their sum (12 bytes per parameter: AccumulateGrad). In both the
+// tied embedding's dense gradient written (4 bytes per weight) and the head's dw added to it
+// (12): Note [The embedding's dense gradient].
 TEST(TimeModel, EachMicroBatchFoldsTheGradientsAndPassesOverTheHeadsDw) {
   Cluster c;
   c.device.memory_bandwidth_gbs = 50.0;
@@ -68,7 +74,8 @@ TEST(TimeModel, EachMicroBatchFoldsTheGradientsAndPassesOverTheHeadsDw) {
     const RunSpec run = gpt_small(dtype);
     const double P = static_cast<double>(run.shapes.num_parameters());
     const double VC = static_cast<double>(run.shapes.head_matmul.first * run.shapes.head_matmul.second);
-    const double per_micro_batch = dtype == DType::kBF16 ? (10.0 * P + 18.0 * VC) / 50e9 : 12.0 * (P + VC) / 50e9;
+    const double per_micro_batch =
+        (dtype == DType::kBF16 ? (10.0 * P + 18.0 * VC) / 50e9 : 12.0 * (P + VC) / 50e9) + 16.0 * VC / 50e9;
     const double three_more = predict_time(run, one_rank(1, 4), c).step_s() - predict_time(run, one_rank(4, 1), c).step_s();
     EXPECT_NEAR(three_more, 3.0 * per_micro_batch, 1e-9) << dtype_name(dtype);
   }
@@ -120,6 +127,100 @@ TEST(TimeModel, DataParallelTrafficHidesBehindTheLastMicroBatchsBackwardBucketBy
   EXPECT_EQ(buckets, 19.0);
   const auto [last, fast_total] = exposed(1.0, l);
   EXPECT_NEAR(last, fast_total / buckets, 1e-9 * fast_total);
+}
+
+// tiny-moe (src/planner/named_configs.cc): a llama of 4 layers, width 256, 4 experts of 512,
+// top-2, T = 256, 8 sequences.
+RunSpec tiny_moe() {
+  RunSpec run = testing::gpt_run(4, 256, 4, 256, 8);
+  run.model.arch = "llama";
+  run.model.family_values["n_kv_heads"] = int64_t{2};
+  run.model.family_values["num_local_experts"] = int64_t{4};
+  run.model.family_values["num_experts_per_tok"] = int64_t{2};
+  run.model.family_values["moe_intermediate_size"] = int64_t{512};
+  run.shapes = models::model_family("llama").shapes(run.model);
+  return run;
+}
+
+TEST(TimeModel, TheStepsPartsAddUpToItsComputeAndItsCommunication) {
+  Cluster c = local_cluster(4);
+  c.device.gemm_half_rows = 100.0;
+  c.device.gemm_half_k = 20.0;
+  c.device.fused_loss_ns_per_logit = 1.0;
+  c.device.vocab_loss_ns_per_logit = 2.0;
+  std::vector<std::pair<RunSpec, Layout>> cases;
+  for (const char* ckpt : {"none", "selective", "full"})
+    for (const auto& [mb, accum] : std::vector<std::pair<int64_t, int64_t>>{{4, 1}, {1, 4}}) {
+      Layout l = one_rank(mb, accum);
+      l.checkpointing = ckpt;
+      cases.emplace_back(gpt_small(DType::kBF16), l);
+      cases.emplace_back(tiny_moe(), l);
+      // On 4 ranks: tp 2, and 2 x pp 2 (ZeRO-1) or 2 x ep 2 over two micro-batches of one.
+      Layout tp = l, pp = l, ep = l;
+      tp.tp = 2;
+      cases.emplace_back(gpt_small(DType::kF32), tp);
+      for (Layout* two : {&pp, &ep}) {
+        two->dp = 2;
+        two->micro_batch = 1;
+        two->accum = 2;
+      }
+      pp.pp = 2;
+      pp.zero_stage = 1;
+      cases.emplace_back(gpt_small(DType::kF32), pp);
+      ep.ep = 2;
+      cases.emplace_back(tiny_moe(), ep);
+    }
+  for (const auto& [run, l] : cases) {
+    SCOPED_TRACE(l.str() + (run.shapes.experts > 0 ? " tiny-moe" : " gpt small"));
+    const TimeEstimate t = predict_time(run, l, c);
+    EXPECT_NEAR(t.parts.total(), t.compute_s, 1e-12 * t.compute_s);
+    EXPECT_NEAR(t.parts.recompute, t.recompute_s, 1e-12 * t.compute_s);
+    EXPECT_NEAR(t.dp_exposed_s + t.tp_s + t.ep_s + t.pp_exposed_s, t.exposed_comm_s, 1e-12 * t.step_s());
+    EXPECT_GT(t.parts.head, 0.0);
+    EXPECT_GT(t.parts.products, 0.0);
+    EXPECT_GT(t.parts.optimizer, 0.0);
+    EXPECT_EQ(t.parts.experts > 0.0, run.shapes.experts > 0);
+    EXPECT_EQ(t.parts.recompute > 0.0, l.checkpointing != "none");
+    EXPECT_EQ(t.tp_s > 0.0, l.tp > 1);
+    EXPECT_EQ(t.ep_s > 0.0, l.ep > 1);
+  }
+}
+
+// With tp = 1 the fused loss runs the head's three products on chunks of rows (1,024 of GPT-2's
+// vocabulary on a CPU): their rate is the chunk's rows', not the micro-batch's.
+TEST(TimeModel, TheHeadRunsAtItsChunksRows) {
+  const RunSpec run = gpt_small(DType::kF32);  // 2,048 tokens a micro-batch at b4
+  const double R = static_cast<double>(ops::linear_cross_entropy_chunk_rows(run.model.vocab_size, false));
+  ASSERT_EQ(R, 1024.0);
+  Cluster c;
+  c.device.peak_tflops_fp32 = 1.0;
+  c.device.gemm_half_rows = 256.0;
+  const double flops = 3.0 * 2.0 * 2048.0 * static_cast<double>(run.shapes.head_matmul.first * run.shapes.head_matmul.second);
+  EXPECT_NEAR(predict_time(run, one_rank(4, 1), c).parts.head, flops / (1e12 * R / (R + 256.0)), 1e-9);
+  // One sequence of 512 rows is one chunk of its own rows.
+  EXPECT_NEAR(predict_time(run, one_rank(1, 4), c).parts.head, flops / (1e12 * 512.0 / (512.0 + 256.0)), 1e-9);
+}
+
+// Each expert's products are GEMMs of the rows routed to it: N k / E of a micro-batch's N tokens
+// with balanced routing, ep N k / E under expert parallelism (its ep ranks' rows).
+TEST(TimeModel, ExpertsRunAtTheRowsRoutedToThem) {
+  const RunSpec run = tiny_moe();
+  Cluster c = local_cluster(2);
+  c.device.peak_tflops_fp32 = 1.0;
+  c.device.gemm_half_rows = 256.0;
+  // k = 2 rows per token through gate, up (256 -> 512) and down (512 -> 256): forward, dx, dW.
+  const double per_token = 2.0 * 3.0 * 2.0 * 3.0 * 256.0 * 512.0;
+  auto experts = [&](const Layout& l, double rows) {
+    const double tokens = static_cast<double>(l.micro_batch * l.accum) * 256.0;
+    return 4.0 * tokens * per_token / (1e12 * rows / (rows + 256.0));  // 4 sparse layers
+  };
+  const Layout b8 = one_rank(8, 1);
+  EXPECT_NEAR(predict_time(run, b8, c).parts.experts, experts(b8, 2048.0 * 2.0 / 4.0), 1e-9);
+  const Layout b1 = one_rank(1, 8);
+  EXPECT_NEAR(predict_time(run, b1, c).parts.experts, experts(b1, 256.0 * 2.0 / 4.0), 1e-9);
+  Layout ep = one_rank(4, 1);
+  ep.ep = 2;
+  EXPECT_NEAR(predict_time(run, ep, c).parts.experts, experts(ep, 1024.0 * 2.0 * 2.0 / 4.0), 1e-9);
 }
 
 }  // namespace

@@ -43,22 +43,27 @@ namespace trident::kernels::cpu {
 //    Each shape runs once to warm up, then for seconds_per_shape (at least once). At 124M on
 //    2 cores (Zen 5) all 7 engines take about 4 s; one dtype, what train.mfu measures, 2 s.
 
-std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, int64_t B, int64_t T) {
+std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, int64_t B, int64_t T,
+                                               int64_t head_chunk_rows) {
   TRI_CHECK(L >= 0 && C > 0 && V > 0 && B > 0 && T > 0, "transformer_gemm_shapes: expected L >= 0 and C, V, B, T > 0, "
             "got L=", L, " C=", C, " V=", V, " B=", B, " T=", T);
   struct Linear {
     const char* name;
     int64_t in, out, count;
-    bool in_out;  // W stored (in, out), Hugging Face's Conv1D: the GEMMs read it transposed the other way
   };
-  const Linear linears[] = {{"c_attn", C, 3 * C, L, true},
-                            {"attn.c_proj", C, C, L, true},
-                            {"mlp.c_fc", C, 4 * C, L, true},
-                            {"mlp.c_proj", 4 * C, C, L, true},
-                            {"lm_head", C, V, 1, false}};
+  const Linear linears[] = {{"c_attn", C, 3 * C, L}, {"attn.c_proj", C, C, L}, {"mlp.c_fc", C, 4 * C, L},
+                            {"mlp.c_proj", 4 * C, C, L}};
   std::vector<GemmShape> shapes;
-  for (const Linear& l : linears) append_linear_gemm_shapes(shapes, l.name, l.in, l.out, l.count, B * T, l.in_out);
+  // W stored (in, out), Hugging Face's Conv1D: the GEMMs read it transposed the other way.
+  for (const Linear& l : linears) append_linear_gemm_shapes(shapes, l.name, l.in, l.out, l.count, B * T, true);
+  append_head_gemm_shapes(shapes, C, V, B * T, head_chunk_rows);
   return shapes;
+}
+
+void append_head_gemm_shapes(std::vector<GemmShape>& shapes, int64_t C, int64_t V, int64_t rows, int64_t chunk_rows) {
+  const int64_t R = chunk_rows > 0 ? std::min(chunk_rows, rows) : rows;
+  append_linear_gemm_shapes(shapes, "lm_head", C, V, rows / R, R, false);
+  if (rows % R != 0) append_linear_gemm_shapes(shapes, "lm_head (last chunk)", C, V, 1, rows % R, false);
 }
 
 void append_linear_gemm_shapes(std::vector<GemmShape>& shapes, const std::string& name, int64_t in, int64_t out,

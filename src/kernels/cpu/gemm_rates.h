@@ -39,11 +39,16 @@ struct GemmShape {
 // dW = dy^T x is (out, in): M = out, N = in. The blocks' W is stored (in, out) (Hugging Face's
 // Conv1D), so their forward reads it as stored, their dx reads it transposed (trans_b), and
 // their dW = x^T dy is (in, out): M = in, N = out (autograd/derivatives/linalg.cc). Not here:
-// attention's own products (inside its tiles) and the LM head's chunking on the host:
-// ops::linear_cross_entropy runs its three products in chunks of about 2^26 / V rows, rounded
-// down to a multiple of two GEMM blocks (2 * kGemmBlock = 512 rows), so 1024 rows for GPT-2's
-// V = 50257 (Note [Head chunks] in ops/loss.cc): smaller GEMMs than listed.
-std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, int64_t B, int64_t T);
+// attention's own products (inside its tiles). The LM head runs as ops::linear_cross_entropy
+// does on the host: its three products in chunks of head_chunk_rows rows
+// (ops::linear_cross_entropy_chunk_rows: about 2^26 / V rounded down to two GEMM blocks, 1024
+// for GPT-2's V = 50257; Note [Head chunks] in ops/loss.cc); 0: one product of B*T rows.
+std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, int64_t B, int64_t T,
+                                               int64_t head_chunk_rows = 0);
+// The LM head's three GEMMs (C -> V, W stored (V, C)) over `rows` rows in chunks of
+// `chunk_rows` (0: one chunk), as the fused loss runs them: the full chunks as one shape, a
+// ragged last one as another.
+void append_head_gemm_shapes(std::vector<GemmShape>& shapes, int64_t C, int64_t V, int64_t rows, int64_t chunk_rows);
 // The three GEMMs (forward, dx, dW) of one linear layer in -> out applied to `rows` rows,
 // `count` times a step; `in_out`: W stored (in, out) as Conv1D, else (out, in) as nn.Linear.
 void append_linear_gemm_shapes(std::vector<GemmShape>& shapes, const std::string& name, int64_t in, int64_t out,

@@ -11,7 +11,8 @@
 namespace trident::models::gpt2 {
 
 // The linears' forward and backward GEMMs of a step on B sequences of T tokens (the LM head
-// is tied to the token embedding): transformer_gemm_shapes(L, C, V, B, T).
+// is tied to the token embedding, and runs in the fused loss's host chunks):
+// transformer_gemm_shapes(L, C, V, B, T, ops::linear_cross_entropy_chunk_rows(V)).
 std::vector<kernels::cpu::GemmShape> gemm_shapes(const GPT2Config& cfg, int64_t B, int64_t T);
 
 }  // namespace trident::models::gpt2

@@ -1,11 +1,13 @@
 #include "models/llama/family.h"
 
+#include <algorithm>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "models/llama/model.h"
 #include "models/llama/shapes.h"
+#include "ops/loss.h"
 
 namespace trident::models::llama {
 namespace {
@@ -229,14 +231,39 @@ ModelFamily family() {
   f.hf_name = [](const ModelConfig&, const std::string& name) {
     return name.starts_with("lm_head.") ? name : "model." + name;
   };
+  // The step's GEMMs (calibrate's and the MFU's shapes): a mixture's layers run their router and
+  // each expert's products on the rows routed to it (N k / E with balanced routing, where a
+  // dense layer's MLP runs all N), and the head in the fused loss's host chunks.
   f.gemm_shapes = [](const ModelConfig& model, int64_t B, int64_t T) {
     const LlamaConfig c = LlamaConfig::from(model);
-    const int64_t C = c.n_embd, KV = c.n_kv_heads * c.head_size(), I = c.intermediate_size, L = c.n_layer;
+    const int64_t C = c.n_embd, Q = c.n_head * c.head_size(), KV = c.n_kv_heads * c.head_size(), I = c.intermediate_size;
+    const int64_t L = c.n_layer, sparse = c.sparse_layers(), N = B * T;
     std::vector<kernels::cpu::GemmShape> shapes;
-    for (const auto& [name, in, out, count] : std::vector<std::tuple<const char*, int64_t, int64_t, int64_t>>{
-             {"q_proj", C, C, L}, {"k_proj", C, KV, L}, {"v_proj", C, KV, L}, {"o_proj", C, C, L},
-             {"gate_proj", C, I, L}, {"up_proj", C, I, L}, {"down_proj", I, C, L}, {"lm_head", C, c.vocab_size, 1}})
-      kernels::cpu::append_linear_gemm_shapes(shapes, name, in, out, count, B * T, /*in_out=*/false);
+    auto add = [&](const char* name, int64_t in, int64_t out, int64_t count, int64_t rows) {
+      kernels::cpu::append_linear_gemm_shapes(shapes, name, in, out, count, rows, /*in_out=*/false);
+    };
+    add("q_proj", C, Q, L, N);
+    add("k_proj", C, KV, L, N);
+    add("v_proj", C, KV, L, N);
+    add("o_proj", Q, C, L, N);
+    add("gate_proj", C, I, L - sparse, N);
+    add("up_proj", C, I, L - sparse, N);
+    add("down_proj", I, C, L - sparse, N);
+    if (sparse > 0) {
+      const int64_t E = c.num_local_experts, EI = c.expert_intermediate(), SI = c.shared_expert_intermediate_size;
+      const int64_t rows = std::max<int64_t>(1, N * c.num_experts_per_tok / E);
+      add("router", C, E, sparse, N);
+      add("experts.gate_proj", C, EI, sparse * E, rows);
+      add("experts.up_proj", C, EI, sparse * E, rows);
+      add("experts.down_proj", EI, C, sparse * E, rows);
+      if (SI > 0) {
+        add("shared_expert.gate_proj", C, SI, sparse, N);
+        add("shared_expert.up_proj", C, SI, sparse, N);
+        add("shared_expert.down_proj", SI, C, sparse, N);
+        add("shared_expert_gate", C, 1, sparse, N);
+      }
+    }
+    kernels::cpu::append_head_gemm_shapes(shapes, C, c.vocab_size, N, ops::linear_cross_entropy_chunk_rows(c.vocab_size, false));
     return shapes;
   };
   f.shapes = [](const ModelConfig& cfg) { return model_shapes(LlamaConfig::from(cfg)); };
