@@ -217,6 +217,7 @@ struct PlanArgs {
   double comm_overlap = -1;  // < 0: the cluster file's device.comm_overlap
   std::string convention = "trident";  // whose conventions (planner/convention.h)
   std::string attention = "flash";     // the attention kernel: flash or unfused (Note [Unfused attention])
+  std::string expert_load;             // a run's metrics.jsonl: its experts' routing (Note [Measured expert load])
 };
 CLI::App* add_plan(CLI::App& app, PlanArgs& args);
 Status run_plan(const PlanArgs& args, const std::vector<std::string>& overrides);

@@ -110,6 +110,11 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
                 "the framework's attention kernel: flash (fused, no scores kept: trident's, FlashAttention, "
                 "cuDNN's) or unfused (its T x T scores through memory, as SC'21's Megatron)")
       ->check(CLI::IsMember({"flash", "unfused"}));
+  c->add_option("--expert-load", a.expert_load,
+                "a mixture of experts' routing as a run measured it: that run's metrics.jsonl (its per-expert counts, "
+                "\"moe_layers\"); expert parallelism's step then waits for its busiest rank's experts (default: "
+                "balanced routing)")
+      ->check(CLI::ExistingFile);
   c->add_option("--tokens", a.tokens, "with --price-per-device-hour: time and cost to train this many tokens")
       ->check(kPositive);
   c->add_option("--price-per-device-hour", a.price_per_device_hour, "price of one device for an hour")
@@ -142,6 +147,14 @@ Status run_plan(const PlanArgs& a, const std::vector<std::string>& overrides) {
   if (!convention.is_ok()) return convention.status();
   run.convention = std::move(convention).value();
   run.convention.unfused_attention = a.attention == "unfused";
+  if (!a.expert_load.empty()) {
+    if (run.shapes.experts == 0)
+      return Status::invalid("--expert-load " + a.expert_load + ": the planned model has no mixture of experts "
+                             "(model.num_local_experts)");
+    auto load = planner::read_expert_load(a.expert_load, run.shapes);
+    if (!load.is_ok()) return load.status();
+    run.expert_load = std::move(load).value();
+  }
   if (a.convention == "trident" && (cfg.parallel.grad_compression == "powersgd" || cfg.parallel.grad_compression == "onebit_adam"))
     std::fprintf(stderr,
                  "plan: parallel.grad_compression = %s is priced uncompressed (its warm-up's fp32 all-reduce): "

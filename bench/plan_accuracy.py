@@ -12,6 +12,7 @@ Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/pla
          [--set section.key=value ...]
        bench/plan_accuracy.py --build build --out TABLE.json --repredict small:1=calib1.toml,small:2=calib2.toml
          [--set ... --tag ...]
+         [--plan-arg=--flag=value ...]
          (the measured rows of TABLE.json predicted again by this build's planner: a markdown table)
        bench/plan_accuracy.py --build build --out TABLE.json --repredict-memory small:2 [--set ... --tag ...]
          (the rows' predicted memory again, in place)
@@ -57,7 +58,8 @@ def repredict(args):
         config, ranks = key.split(":")
         plan = json.loads(subprocess.run(
             [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--cluster", file, "--ranks", ranks, "--json",
-             "--top", "100000"] + CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set],
+             "--top", "100000"] + CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set] +
+            args.plan_arg,
             check=True, env=env, capture_output=True, text=True).stdout)
         by_name = {c["name"]: c for c in plan["ranked"]}
         label = f"{config}/{args.tag}" if args.tag else config
@@ -182,6 +184,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--stride", type=int, default=1, help="every K-th listed layout (a sample)")
     ap.add_argument("--repredict", default="")
+    ap.add_argument("--plan-arg", action="append", default=[],
+                    help="with --repredict: another `trident plan` flag (e.g. --plan-arg=--expert-load=RUN/metrics.jsonl)")
     ap.add_argument("--repredict-memory", default="",
                     help="config:ranks,...: the rows' predicted memory again from this build (with --set/--tag)")
     ap.add_argument("--repredict-by-rank", default="",

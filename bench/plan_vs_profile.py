@@ -20,7 +20,8 @@ run wrote), and prints one row per part: the planner's seconds (TimeEstimate's p
   memory      every other op of the forward and backward (norms, activations, rope, gathers)
 
 Usage: bench/plan_vs_profile.py --build build --cluster CALIB.toml [--ranks N] [--layout "b1 m8 ..."]
-         [--profile FILE] [--data-dir DIR] [--step N] [--json OUT] -- --section.key=value ...
+         [--plan-arg=--flag=value ...] [--profile FILE] [--data-dir DIR] [--step N] [--json OUT]
+         -- --section.key=value ...
   The overrides are the plan's (data.batch_size: the global batch), as bench/plan_accuracy.py's
   configs write them.
   Without --profile it trains (mpirun -np N past one rank) on --data-dir's train.bin and
@@ -88,6 +89,8 @@ def main():
     ap.add_argument("--cluster", required=True)
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--layout", default="", help="the layout's words, as `trident plan --layout` takes them")
+    ap.add_argument("--plan-arg", action="append", default=[],
+                    help="another `trident plan` flag (repeat; e.g. --plan-arg=--expert-load=RUN/metrics.jsonl)")
     ap.add_argument("--profile", help="a profile_stepN.json already written (else train and profile)")
     ap.add_argument("--data-dir", default="/tmp/moe/data")
     ap.add_argument("--step", type=int, default=4, help="steps to train; the last is profiled")
@@ -99,7 +102,7 @@ def main():
     overrides = [o for o in args.overrides if o != "--"] + ["--train.threads=1"]
     plan = json.loads(subprocess.run(
         [trident, "plan", "--cluster", args.cluster, "--ranks", str(args.ranks), "--json", "--top", "1"] +
-        (["--layout", args.layout] if args.layout else []) + overrides,
+        (["--layout", args.layout] if args.layout else []) + args.plan_arg + overrides,
         env=env, check=True, capture_output=True, text=True).stdout)
     if not plan["ranked"]:
         sys.exit(f"plan_vs_profile: no layout of {args.layout!r} on {args.ranks} rank(s)")
@@ -119,6 +122,7 @@ def main():
         if run.returncode != 0:
             sys.exit(f"plan_vs_profile: {' '.join(cmd)} failed:\n{run.stderr[-3000:]}")
         profile = json.loads((pathlib.Path(out_dir) / f"profile_step{args.step}.json").read_text())
+        print(f"profiled run: {out_dir} (its metrics.jsonl, profile_step{args.step}.json)")
     candidate = plan["ranked"][0]
     tp = candidate["layout"]["tp"]
     planned, measured = planned_parts(candidate), measured_parts(profile, tp)

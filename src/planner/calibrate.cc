@@ -303,8 +303,14 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
       }
     }
   }
-  // Memory-bound ops: an in-place add over a buffer far larger than the caches (reads 2, writes 1).
+  // Memory-bound ops: an in-place add over a buffer far larger than the caches (reads 2, writes 1),
+  // every rank at once: a step's memory-bound phases (the optimizer above all) run on every rank
+  // of a node together, sharing its memory, so they are measured so. Unsynchronized, one rank's
+  // adds could overlap another's GEMMs: 2 ranks of one Zen 4 host measured 30.7 GB/s each where
+  // one alone measured 27.2, and a 2-rank ep2 step's AdamW and clipping ran at 16-19 GB/s of
+  // their bytes (train.profile_step). This VM's rate moves by 20% between runs either way.
   {
+    if (comm && ranks > 1) comm->barrier();
     const int64_t n = int64_t{1} << 24;
     Tensor a = full({n}, 1.0, DType::kF32), b = full({n}, 2.0, DType::kF32);
     const double s = fastest_seconds([&] { ops::add_(a, b); }, options.seconds_per_measure);

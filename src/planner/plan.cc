@@ -66,6 +66,12 @@ nlohmann::ordered_json assumptions_json(const Plan& plan) {
   j["collectives"] = "ring inside a node, hierarchical across nodes";  // Note [Collectives across nodes]
   j["attention"] = conv.unfused_attention ? "unfused" : "flash";      // Note [Unfused attention]
   j["zero3_compute_shard"] = conv.keeps_compute_shard;
+  // A mixture's routing: balanced, or a run's counts (Note [Measured expert load]).
+  if (plan.run.shapes.experts > 0) {
+    const ExpertLoad& load = plan.run.expert_load;
+    j["expert_routing"] = load.empty() ? std::string("balanced")
+                                       : "measured (" + std::to_string(load.layers.begin()->second.size()) + " steps)";
+  }
   return j;
 }
 
@@ -80,7 +86,10 @@ std::string assumptions_line(const Plan& plan) {
                 j["overlapped_reduction_zero_stages"].get<std::string>().c_str(),
                 j["overlapped_zero3_gathers"].get<bool>() ? " and ZeRO-3's gathers" : "",
                 j["attention"].get<std::string>().c_str(), 100.0 * j["allocator_headroom"].get<double>(), j["collectives"].get<std::string>().c_str());
-  return line;
+  std::string out = line;
+  if (j.contains("expert_routing"))
+    out.insert(out.size() - 1, "; experts' routing " + j["expert_routing"].get<std::string>());
+  return out;
 }
 
 }  // namespace

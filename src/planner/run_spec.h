@@ -14,6 +14,7 @@
 #include "models/model_config.h"
 #include "models/model_shapes.h"
 #include "planner/convention.h"
+#include "planner/expert_load.h"
 #include "train/train_config.h"
 
 namespace trident::planner {
@@ -51,6 +52,8 @@ struct RunSpec {
   // in bf16.
   Convention convention;
   NvmeTierSpec nvme;
+  // A mixture's routing as a run measured it (Note [Measured expert load]); empty: balanced.
+  ExpertLoad expert_load;
   bool on_device = false;    // GPUs (train.device = "cuda", or a cluster file's): the fused head's chunks differ
   // bf16 GEMMs on this CPU widen their operands to f32 copies (no native bf16 dot products, or
   // kernels.bf16_gemm = "widen": Note [GEMM engines] in kernels/cpu/gemm_engine.h).

@@ -114,7 +114,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   if (l.checkpointing == "full") dense.recompute = block_fwd;
   else if (l.checkpointing == "selective")  // the memory-bound ops again, the adapters' scaling and adding among them
     dense.recompute = attn_fwd + tokens * (block_mem / 3.0 / mem_rate + adapters.forward_bytes_per_token / mem_rate);
-  const double block_re = dense.recompute, block_bwd = dense.total() - block_fwd;
+  const double block_bwd = dense.total() - block_fwd;
   // Note [The time of a mixture of experts]
   // A sparse block's products: what every token runs through (attention, the router, a shared
   // expert) and k routed rows per token through one expert's SwiGLU (the active parameters).
@@ -148,14 +148,28 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   else if (l.checkpointing == "selective")
     sparse_parts.recompute =
         experts_fwd + attn_fwd + tokens * (sparse_mem / 3.0 / mem_rate + adapters.forward_bytes_per_token / mem_rate);
-  const double sparse_re = sparse_parts.recompute, sparse_bwd = sparse_parts.total() - sparse_fwd;
+  const double sparse_bwd = sparse_parts.total() - sparse_fwd;
+  // Under expert parallelism each sparse layer waits for its busiest ep rank's experts
+  // (Note [Measured expert load]): their products, and their rerun, take `imbalance` x the
+  // balanced rows' time; 1 without measured counts.
+  const double experts_re = l.checkpointing == "none" ? 0.0 : experts_fwd;
+  auto extra = [&](int64_t b) { return s.is_sparse(b) ? run.expert_load.imbalance(b, l.ep) - 1.0 : 0.0; };
+  // Block b's parts, forward (with the busiest rank's experts) and backward, per micro-batch.
+  auto parts_of = [&](int64_t b) {
+    if (!s.is_sparse(b)) return dense;
+    ComputeParts p = sparse_parts;
+    p.experts *= 1.0 + extra(b);
+    p.recompute += extra(b) * experts_re;
+    return p;
+  };
+  auto fwd_of = [&](int64_t b) { return s.is_sparse(b) ? sparse_fwd + extra(b) * experts_fwd : block_fwd; };
+  auto bwd_of = [&](int64_t b) { return s.is_sparse(b) ? sparse_bwd + extra(b) * (sparse_parts.experts - experts_fwd + experts_re) : block_bwd; };
   // Blocks [begin, end)'s forward and backward, and their rerun, per micro-batch.
   auto block_seconds = [&](int64_t begin, int64_t end) {
     double t = 0.0, re = 0.0;
     for (int64_t b = begin; b < end; ++b) {
-      const bool sparse = s.is_sparse(b);
-      t += sparse ? sparse_fwd + sparse_bwd : block_fwd + block_bwd;
-      re += sparse ? sparse_re : block_re;
+      t += fwd_of(b) + bwd_of(b);
+      re += parts_of(b).recompute;
     }
     return std::make_pair(t, re);
   };
@@ -193,11 +207,13 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   const std::vector<StageParameters>& stages = stages_of(run, l);
   double stage_s = 0.0, stage_re = 0.0, stage_fwd = 0.0, stage_blocks = 0.0;  // the slowest's
   int64_t stage_params_max = 0, stage_experts_max = 0;  // dense and ep-placed expert elements
-  double stage_sparse = 0.0;  // the sparse blocks of the slowest stage
+  double stage_sparse = 0.0;     // the sparse blocks of the slowest stage
+  double stage_exchanges = 0.0;  // their all_to_all_v's, each x its busiest rank's imbalance
   ComputeParts stage_parts;   // the slowest's, per micro-batch
   double loss_fwd = 0.0, loss_bwd = 0.0;  // of head_fwd and head_bwd: the loss's passes
   for (int r = 0; r < l.pp; ++r) {
-    double t = 0.0, re = 0.0, sparse = 0.0, blocks = 0.0;
+    double t = 0.0, re = 0.0, sparse = 0.0, blocks = 0.0, fwd = 0.0, exchanges = 0.0;
+    ComputeParts parts;
     for (int c = 0; c < pl.num_chunks(); ++c)
       if (pl.rank_of_chunk(c) == r) {
         const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
@@ -206,8 +222,12 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
         re += cre;
         sparse += sparse_in(b, e);
         blocks += static_cast<double>(e - b);
+        for (int64_t k = b; k < e; ++k) {
+          fwd += fwd_of(k);
+          parts = parts + parts_of(k);
+          exchanges += s.is_sparse(k) ? 1.0 + extra(k) : 0.0;
+        }
       }
-    double fwd = (blocks - sparse) * block_fwd + sparse * sparse_fwd;
     if (r == 0) t += embedding_s;
     if (r == l.pp - 1) {
       // Note [The vocabulary-parallel loss's time]
@@ -251,7 +271,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     }
     if (t > stage_s) {
       stage_s = t;
-      stage_parts = scaled(dense, blocks - sparse) + scaled(sparse_parts, sparse);
+      stage_parts = parts;
+      stage_exchanges = exchanges;
       if (r == 0) stage_parts.memory += embedding_s;
       if (r == l.pp - 1) {
         stage_parts.head = tokens * (head_products.forward + head_products.backward);
@@ -325,13 +346,15 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   if (l.pp > 1) {
     PipelineCosts costs;
     for (int c = 0; c < pl.num_chunks(); ++c) {
-      const double blocks = static_cast<double>(pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first);
       const bool last = c == pl.num_chunks() - 1;
       const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
-      const double sparse = sparse_in(b, e);
-      costs.forward.push_back((blocks - sparse) * block_fwd + sparse * sparse_fwd + (last ? head_fwd : 0.0));
-      costs.backward.push_back((blocks - sparse) * block_bwd + sparse * sparse_bwd + (last ? head_bwd : 0.0) +
-                               (c == 0 ? embedding_s : 0.0));
+      double forward = last ? head_fwd : 0.0, backward = (last ? head_bwd : 0.0) + (c == 0 ? embedding_s : 0.0);
+      for (int64_t k = b; k < e; ++k) {
+        forward += fwd_of(k);
+        backward += bwd_of(k);
+      }
+      costs.forward.push_back(forward);
+      costs.backward.push_back(backward);
     }
     const std::string schedule = l.pipeline_schedule();
     const double ideal = simulate_pipeline(pl, schedule, static_cast<int>(l.accum), costs);
@@ -383,7 +406,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     const double k = static_cast<double>(l.ep - 1);
     const double bytes = tokens * static_cast<double>(s.experts_per_token) * C * static_cast<double>(E);
     const double one = k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) + k * ep_link.latency_us * 1e-6;
-    ep_s = m * stage_sparse * (l.checkpointing == "none" ? 4.0 : 6.0) * one;
+    // The busiest ep rank receives imbalance x the balanced rows (Note [Measured expert load]).
+    ep_s = m * stage_exchanges * (l.checkpointing == "none" ? 4.0 : 6.0) * one;
   }
   double tp_s = 0.0;
   if (l.tp > 1) {

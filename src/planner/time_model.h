@@ -25,7 +25,9 @@
 //  fold       under mixed precision, each micro-batch's gradients folded into the f32 ones.
 //  experts    a mixture of experts' sparse blocks: k routed rows per token through one expert's
 //             products, GEMMs of the rows routed to each expert, and under expert parallelism
-//             the rows' all_to_all_v (Note [The time of a mixture of experts] in time_model.cc).
+//             the rows' all_to_all_v (Note [The time of a mixture of experts] in time_model.cc),
+//             each layer's waiting for its busiest ep rank where a run's routing is given (Note
+//             [Measured expert load] in expert_load.h).
 // Per step: m micro-batches, the optimizer (AdamW reads and writes 36 bytes per parameter it
 // steps, masters and moments included; ZeRO steps 1/dp of them: the dense ones over dp x ep,
 // the experts over dp, each group reduced over its own ranks), and
