@@ -18,17 +18,7 @@
 namespace trident::planner {
 namespace {
 
-// tiny-moe: a llama of 4 layers, each a mixture of 4 experts, top-2.
-RunSpec tiny_moe() {
-  RunSpec run = testing::gpt_run(4, 256, 4, 256, 8);
-  run.model.arch = "llama";
-  run.model.family_values["n_kv_heads"] = int64_t{2};
-  run.model.family_values["num_local_experts"] = int64_t{4};
-  run.model.family_values["num_experts_per_tok"] = int64_t{2};
-  run.model.family_values["moe_intermediate_size"] = int64_t{512};
-  run.shapes = models::model_family("llama").shapes(run.model);
-  return run;
-}
+RunSpec tiny_moe() { return testing::tiny_moe_run(); }
 
 std::string write(const std::filesystem::path& dir, const std::string& text) {
   const std::filesystem::path file = dir / "metrics.jsonl";

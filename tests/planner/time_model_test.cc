@@ -129,18 +129,7 @@ TEST(TimeModel, DataParallelTrafficHidesBehindTheLastMicroBatchsBackwardBucketBy
   EXPECT_NEAR(last, fast_total / buckets, 1e-9 * fast_total);
 }
 
-// tiny-moe (src/planner/named_configs.cc): a llama of 4 layers, width 256, 4 experts of 512,
-// top-2, T = 256, 8 sequences.
-RunSpec tiny_moe() {
-  RunSpec run = testing::gpt_run(4, 256, 4, 256, 8);
-  run.model.arch = "llama";
-  run.model.family_values["n_kv_heads"] = int64_t{2};
-  run.model.family_values["num_local_experts"] = int64_t{4};
-  run.model.family_values["num_experts_per_tok"] = int64_t{2};
-  run.model.family_values["moe_intermediate_size"] = int64_t{512};
-  run.shapes = models::model_family("llama").shapes(run.model);
-  return run;
-}
+RunSpec tiny_moe() { return testing::tiny_moe_run(); }
 
 TEST(TimeModel, TheStepsPartsAddUpToItsComputeAndItsCommunication) {
   Cluster c = local_cluster(4);

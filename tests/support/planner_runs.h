@@ -27,6 +27,19 @@ inline planner::RunSpec gpt_run(int64_t L, int64_t C, int64_t NH, int64_t T, int
   return run;
 }
 
+// src/planner/named_configs.cc's tiny-moe: a llama of 4 layers, width 256, each a mixture of 4
+// experts of 512, top-2; T = 256, 8 sequences.
+inline planner::RunSpec tiny_moe_run() {
+  planner::RunSpec run = gpt_run(4, 256, 4, 256, 8);
+  run.model.arch = "llama";
+  run.model.family_values["n_kv_heads"] = int64_t{2};
+  run.model.family_values["num_local_experts"] = int64_t{4};
+  run.model.family_values["num_experts_per_tok"] = int64_t{2};
+  run.model.family_values["moe_intermediate_size"] = int64_t{512};
+  run.shapes = models::model_family("llama").shapes(run.model);
+  return run;
+}
+
 #ifdef TRIDENT_SOURCE_DIR
 // configs/clusters/`file` with `nodes` of its nodes.
 inline planner::Cluster shipped_cluster(const std::string& file, int64_t nodes) {
