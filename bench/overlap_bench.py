@@ -3,7 +3,7 @@
 
 Trains the `small` config (L=6, NH=8, C=512, T=512, B=4 global, GPT-2 vocabulary; as
 gemm_rates_bench's) data-parallel on 2 ranks for --steps steps, alternately without and with
-TRIDENT_COMM_PROGRESS_THREAD=1 (Note [The progress thread] in src/comm/mpi_communicator.cc),
+TRIDENT_COMM_PROGRESS_THREAD=1 (Note [The progress thread] in src/comm/mpi_runtime.cc),
 --reps times each, and reads rank 0's metrics: comm_wait_s (the step's exposed communication:
 the wait for the gradient all-reduces after the backward, and the loss's all-reduce) and
 step_s, the first step of each run left out. Prints the medians and writes them with the CPU

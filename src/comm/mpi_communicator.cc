@@ -2,19 +2,13 @@
 
 #include <mpi.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <climits>
-#include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
-#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <string>
@@ -79,67 +73,9 @@ struct HalfOps {
 // rank wrote one, the records say who is behind (comm/flight_diagnosis.h). The first rank to
 // finish its grace ends the job, so every rank waits the grace before MPI_Abort.
 //
-// Note [Distributed failures]
-// A rank that dies (killed, crashed) is noticed by mpirun, which names it ("process rank 2
-// ... exited on signal 9") and terminates the others with SIGTERM: our handler then prints,
-// on each survivor, the operation it was in (recorded below before every start and wait), so
-// every rank's last words say what it was doing. A rank that stays alive but stops taking
-// part (a hang) is caught by the timeout of wait(): it names the operation and the
-// communicator, then MPI_Abort ends the job. Either way no rank waits forever.
-char g_current_op[192] = "no communication yet";
-double g_timeout_s = 300.0;
-int g_world_rank = -1;
-int g_world_size = 1;
-
-void note_op(const char* verb, const std::string& what) {
-  std::snprintf(g_current_op, sizeof g_current_op, "%s %s", verb, what.c_str());
-}
-
-// Async-signal-safe (no snprintf, no allocation): a signal handler's last words.
-void last_words(const char* what) {
-  if (g_world_rank < 0) return;
-  char line[448];
-  size_t n = 0;
-  auto put = [&](const char* s) {
-    while (*s != '\0' && n + 2 < sizeof line) line[n++] = *s++;
-  };
-  char digits[16];
-  int len = 0;
-  for (int r = g_world_rank; len == 0 || r > 0; r /= 10) digits[len++] = static_cast<char>('0' + r % 10);
-  put("trident (rank ");
-  while (len > 0 && n + 2 < sizeof line) line[n++] = digits[--len];
-  put("): ");
-  put(what);
-  put(" while ");
-  put(g_current_op);
-  line[n++] = '\n';
-  [[maybe_unused]] const auto w = ::write(2, line, n);
-}
-
-extern "C" void on_terminate(int sig) {
-  last_words(sig == SIGTERM ? "stopped by signal 15 from the launcher (another rank failed?)"
-                            : "stopped by signal 2 from the launcher (another rank failed?)");
-  std::_Exit(128 + sig);
-}
-
 }  // namespace
 
 namespace mpi_support {
-
-double timeout_from_env(const char* value) {
-  char* end = nullptr;
-  const double seconds = std::strtod(value, &end);
-  TRI_CHECK(end != value && *end == '\0' && std::isfinite(seconds) && seconds > 0, "TRIDENT_COMM_TIMEOUT_S=\"",
-            value, "\" is not allowed: a number of seconds > 0 (the collectives' timeout)");
-  return seconds;
-}
-
-bool progress_thread_from_env(const char* value) {
-  if (value == nullptr || *value == '\0') return false;
-  TRI_CHECK(std::strcmp(value, "0") == 0 || std::strcmp(value, "1") == 0, "TRIDENT_COMM_PROGRESS_THREAD=\"", value,
-            "\" is not allowed: 0 or 1");
-  return value[0] == '1';
-}
 
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -175,17 +111,18 @@ MpiCounts mpi_counts(const std::vector<int64_t>& counts, const std::string& wher
 }
 
 // Calls test() until it says done; past the timeout, names `what` (and what `stalled_on`
-// says it waits for), prints the flight record and ends the job (Note [Distributed failures]).
+// says it waits for), prints the flight record and ends the job (Note [Distributed failures] in
+// comm/mpi_runtime.cc).
 void poll_until_done(const std::function<bool()>& test, const std::string& what,
                      const std::function<std::string()>& stalled_on) {
-  note_op("waiting for", what);
+  mpi_support::note_op("waiting for", what);
   const auto start = std::chrono::steady_clock::now();
   for (int spins = 0;; ++spins) {
     ChunkedAllReduces::advance_all();  // Note [Chunked all-reduce on one host]: whatever this waits for
     if (test()) break;
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > g_timeout_s) {
+    if (waited > mpi_support::timeout_seconds()) {
       // The flight record says which collective (Note [Reading a flight record]).
       const FlightRecorder& fr = flight_recorder();
       const double wait_began = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -194,11 +131,11 @@ void poll_until_done(const std::function<bool()>& test, const std::string& what,
       const std::string on = stalled_on();
       // Note [Naming the rank at a timeout]
       const std::string stalled =
-          written ? name_stalled_ranks(fr, g_world_size, std::min(10.0, g_timeout_s), wait_began - g_timeout_s) : "";
+          written ? name_stalled_ranks(fr, mpi_support::world_size(), std::min(10.0, mpi_support::timeout_seconds()), wait_began - mpi_support::timeout_seconds()) : "";
       std::fprintf(stderr,
                    "trident (rank %d): %s did not complete within %.0f s%s%s%s%s; ending the job. Its last "
                    "communication (flight record%s%s):\n%s",
-                   g_world_rank, what.c_str(), g_timeout_s,
+                   mpi_support::world_rank(), what.c_str(), mpi_support::timeout_seconds(),
                    on.empty() ? (stalled.empty() ? " (a rank stopped taking part?)" : "") : ": ", on.c_str(),
                    stalled.empty() ? "" : "; ", stalled.c_str(), written ? ", also in " : "",
                    written ? fr.dump_path().c_str() : "", fr.text(16).c_str());
@@ -206,7 +143,7 @@ void poll_until_done(const std::function<bool()>& test, const std::string& what,
       MPI_Abort(MPI_COMM_WORLD, 3);
     }
   }
-  note_op("computing, last communication:", what);
+  mpi_support::note_op("computing, last communication:", what);
 }
 
 }  // namespace mpi_support
@@ -607,7 +544,7 @@ class MpiCommunicator final : public Communicator {
   // starts with "trident (rank N)".
   std::pair<std::string, int64_t> begin_op(const std::string& op, int64_t bytes) {
     std::string what = op + " (communicator of " + std::to_string(size_) + " ranks)";
-    note_op("in", what);
+    mpi_support::note_op("in", what);
     return {std::move(what), flight_recorder().started(id_, size_, op, bytes)};
   }
   static int64_t bytes_of(const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); }
@@ -654,7 +591,7 @@ class MpiCommunicator final : public Communicator {
       if (st.send_to >= 0) count_sent(st.send_to, st.send.count * static_cast<int64_t>(element_size(dtype)));
     const std::string what = where(op) + " (" + (hierarchical_ ? "hierarchical" : "ring") + ", communicator of " +
                              std::to_string(size_) + " ranks)";
-    note_op("in", what);
+    mpi_support::note_op("in", what);
     const int64_t seq = flight_recorder().started(id_, size_, op, bytes);
     const int tag = static_cast<int>(++schedules_ % 32000);
     if (keep) {  // the buffer lives as long as the finish step needs it
@@ -717,101 +654,7 @@ class MpiCommunicator final : public Communicator {
   int id_ = flight_recorder().new_communicator();  // Note [Reading a flight record]
 };
 
-// Note [The progress thread]
-// MPI's non-blocking collectives (libnbc's schedules over shared memory or TCP) advance only
-// while some thread is inside MPI: data parallelism polls them from its gradient hooks, but a
-// long GEMM between two hooks leaves them idle, and the rest waits at the end of the backward
-// (StepMetrics::comm_wait_s, the exposed communication). With TRIDENT_COMM_PROGRESS_THREAD=1
-// the job runs MPI_THREAD_MULTIPLE and each rank starts a thread that enters MPI's progress
-// engine (MPI_Iprobe on a communicator of its own, which no message ever matches) every
-// 100 us until MPI_Finalize, so collectives progress while the backward computes. It costs a
-// little CPU and MPI's locking, hence opt-in.
-std::atomic<bool> g_progress_stop{false};
-std::thread g_progress_thread;  // joined by finalize_at_exit, before its destructor runs
-MPI_Comm g_progress_comm = MPI_COMM_NULL;
-
-void start_progress_thread() {
-  MPI_Comm_dup(MPI_COMM_WORLD, &g_progress_comm);
-  g_progress_thread = std::thread([] {
-    while (!g_progress_stop.load(std::memory_order_relaxed)) {
-      int flag = 0;
-      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_progress_comm, &flag, MPI_STATUS_IGNORE);
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  });
-}
-
-void finalize_at_exit() {
-  if (g_progress_thread.joinable()) {
-    g_progress_stop = true;
-    g_progress_thread.join();
-  }
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) {
-    if (g_progress_comm != MPI_COMM_NULL) MPI_Comm_free(&g_progress_comm);
-    MPI_Finalize();
-  }
-}
-
 }  // namespace
-
-void MpiRuntime::init(int* argc, char*** argv) {
-  if (initialized()) return;
-  int provided = 0;
-  const bool progress_thread = progress_thread_from_env(std::getenv("TRIDENT_COMM_PROGRESS_THREAD"));
-  const int rc = MPI_Init_thread(argc, argv, progress_thread ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &provided);
-  TRI_CHECK_KIND(ErrorKind::kDistributed, rc == MPI_SUCCESS, "MPI_Init_thread failed: ", mpi_error(rc));
-  TRI_CHECK_KIND(ErrorKind::kDistributed, !progress_thread || provided == MPI_THREAD_MULTIPLE,
-                 "TRIDENT_COMM_PROGRESS_THREAD=1 needs MPI_THREAD_MULTIPLE; this MPI provides thread level ", provided);
-  std::atexit(finalize_at_exit);
-  if (progress_thread) start_progress_thread();  // Note [The progress thread]
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
-  if (const char* t = std::getenv("TRIDENT_COMM_TIMEOUT_S")) set_timeout(timeout_from_env(t));
-  // Note [Distributed failures]: last words when the launcher ends this rank, unless the
-  // program handles these signals itself (`trident train` stops at a step boundary on them,
-  // and writes the same last words).
-  for (int sig : {SIGTERM, SIGINT}) {
-    struct sigaction current {};
-    if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(sig, on_terminate);
-  }
-}
-
-void MpiRuntime::write_last_words(const char* what) { last_words(what); }
-
-bool MpiRuntime::initialized() {
-  int flag = 0;
-  MPI_Initialized(&flag);
-  return flag != 0;
-}
-
-void MpiRuntime::set_timeout(double seconds) {
-  TRI_CHECK(seconds > 0, "communication timeout must be positive, got ", seconds, " s");
-  g_timeout_s = seconds;
-}
-
-double MpiRuntime::timeout() { return g_timeout_s; }
-
-bool MpiRuntime::launched_by_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
-         std::getenv("PMI_SIZE") != nullptr;
-}
-
-int MpiRuntime::launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* v = std::getenv(var)) return std::atoi(v);
-  return 0;
-}
-
-void MpiRuntime::abort(int code) {
-  if (initialized()) {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Abort(MPI_COMM_WORLD, code);
-  }
-  std::_Exit(code);
-}
 
 void MpiRuntime::pretend_ranks_per_host(int ranks) {
   TRI_CHECK(ranks >= 0, "pretend_ranks_per_host: ranks must be >= 0, got ", ranks);

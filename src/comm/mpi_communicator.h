@@ -3,7 +3,7 @@
 // MPI_Isend/Irecv.
 // Errors return (MPI_ERRORS_RETURN) and become trident::Error naming the rank, the operation
 // and MPI's message. A rank that dies or stops taking part ends the job with messages naming
-// it and the operation (Note [Distributed failures] in mpi_communicator.cc).
+// it and the operation (Note [Distributed failures] in mpi_runtime.cc).
 #pragma once
 
 #include <memory>
@@ -28,7 +28,7 @@ class MpiRuntime {
   static int launcher_rank();
   // How long wait() lets one operation take before it names it and ends the job (default
   // 300 s; the environment variable TRIDENT_COMM_TIMEOUT_S overrides it at init). Note
-  // [Distributed failures] in mpi_communicator.cc.
+  // [Distributed failures] in mpi_runtime.cc.
   static void set_timeout(double seconds);
   static double timeout();
   // For signal handlers (no allocation, no locks): writes "trident (rank R): <what> while

@@ -1,4 +1,4 @@
-// Pieces of the MPI backend shared by its files (comm/mpi_communicator.cc,
+// Pieces of the MPI backend shared by its files (comm/mpi_communicator.cc, comm/mpi_runtime.cc,
 // comm/mpi_schedule_work.cc); not for use outside src/comm.
 #pragma once
 
@@ -19,7 +19,7 @@ std::string mpi_error(int code);
 MPI_Datatype mpi_type(DType d);
 // Calls test() until it says done; past the communication timeout, names `what` (and what
 // `stalled_on` says it waits for), prints the flight record and ends the job (Note
-// [Distributed failures] in comm/mpi_communicator.cc).
+// [Distributed failures] in comm/mpi_runtime.cc).
 // TRIDENT_COMM_TIMEOUT_S's value: seconds > 0; anything else (empty, "5s", "0", "abc") throws
 // naming the variable and the value.
 double timeout_from_env(const char* value);
@@ -34,5 +34,12 @@ struct MpiCounts {
 MpiCounts mpi_counts(const std::vector<int64_t>& counts, const std::string& where, const char* side);
 void poll_until_done(const std::function<bool()>& test, const std::string& what,
                      const std::function<std::string()>& stalled_on);
+// What this rank is doing, for its last words (Note [Distributed failures]): "`verb` `what`".
+void note_op(const char* verb, const std::string& what);
+// The collectives' timeout (MpiRuntime::set_timeout, TRIDENT_COMM_TIMEOUT_S), and this rank's
+// place in MPI_COMM_WORLD (-1 and 1 before MpiRuntime::init).
+double timeout_seconds();
+int world_rank();
+int world_size();
 
 }  // namespace trident::comm::mpi_support
