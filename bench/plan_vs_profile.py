@@ -10,7 +10,8 @@ run wrote), and prints one row per part: the planner's seconds (TimeEstimate's p
   products    linear, linear_gelu_tanh, matmul         (the blocks' products, routers)
   experts     grouped_linear*                          (a mixture's expert products)
   attention   attention
-  head        linear_cross_entropy.{logits,dx,dw}_gemm, and with tp > 1 the head's linear
+  head        linear_cross_entropy.{logits,dx,dw}_gemm (with tp > 1 the head's product is a
+              `linear` row: products and head are then one row, "products")
   loss        linear_cross_entropy (its own), .softmax, vocab-parallel loss passes
   adapters    lora*                                    (LoRA's factors)
   optimizer   the optimizer phase's rows (adamw, clip_grad_norm, zero_grad)
@@ -126,12 +127,17 @@ def main():
     candidate = plan["ranked"][0]
     tp = candidate["layout"]["tp"]
     planned, measured = planned_parts(candidate), measured_parts(profile, tp)
+    if tp > 1:  # the vocabulary-parallel head's product is a `linear` row like the blocks'
+        for side in (planned, measured):
+            side["products"] += side.pop("head")
     print(f"{candidate['name']} on {args.ranks} rank(s): planned {candidate['time_s']['step']:.3f} s, "
           f"profiled step {profile['wall_ms'] / 1e3:.3f} s (rank {profile.get('rank', 0)})")
     print(f"{'part':<12} {'planned s':>10} {'measured s':>11} {'difference':>11} {'of the step':>12}")
     wall = profile["wall_ms"] / 1e3
     rows = []
     for p in PARTS:
+        if p not in planned:
+            continue
         a, b = planned[p], measured[p]
         if a == 0.0 and b == 0.0:
             continue

@@ -19,6 +19,7 @@ StatusOr<Convention> convention_named(const std::string& name, DType compute, co
     c.overlaps_gathers = false;
     for (bool& r : c.reduces_every_micro_batch) r = false;
     c.pipeline_scatter_gather = true;
+    c.copies_into_buckets = false;
     return c;
   }
   if (name == "fsdp") {  // fp32 gradients, fp32 reduction, everything overlapped

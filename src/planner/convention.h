@@ -54,6 +54,10 @@ struct Convention {
   // Under ZeRO-3 and mixed precision, a compute-dtype copy of the rank's shard beside its fp32
   // masters (the trainer's, DeepSpeed's); FSDP casts its fp32 shard as it gathers.
   bool keeps_compute_shard = true;
+  // Under ZeRO-0 each gradient is copied into its data-parallel bucket in the last micro-batch
+  // (the trainer's DataParallel, PyTorch DDP, DeepSpeed's flattened buckets); Megatron's
+  // gradients live in their contiguous buffer.
+  bool copies_into_buckets = true;
 };
 
 // The conventions `plan --convention` names.

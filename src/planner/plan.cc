@@ -279,7 +279,7 @@ std::string time_breakdown(const Candidate& c) {
       {"loss (its passes over the logits, the head's dw)", p.loss},
       {"recompute (activation checkpointing's rerun)", p.recompute},
       {"optimizer (AdamW; ZeRO-Offload's transfers)", p.optimizer},
-      {"gradient accumulation between micro-batches", p.accumulate},
+      {"gradients accumulated, folded, copied to buckets", p.accumulate},
       {"data parallelism and ZeRO, exposed", t.dp_exposed_s},
       {"tensor parallelism's all-reduces", t.tp_s},
       {"expert parallelism's exchanges", t.ep_s},

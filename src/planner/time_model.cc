@@ -320,6 +320,12 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // of a 2.9 s step, uncounted before.
   else if (!run.mixed() && !host_folds && m > 1)
     accumulate = (m - 1.0) * 12.0 * (l.zero_stage >= 2 ? stepped : P) / mem_rate;
+  // Under ZeRO-0 on several ranks the last micro-batch's backward copies each gradient into its
+  // data-parallel bucket (read and write 4 bytes; data_parallel.cc), also where that group is one
+  // rank: a dp1 tp2 step of tiny-moe on one Zen 4 host spent 12-16 ms a rank in those copies
+  // (train.profile_step's dp.all_reduce, 80 calls).
+  if (l.zero_stage == 0 && l.ranks() > 1 && run.convention.copies_into_buckets && !host_folds)
+    accumulate += 8.0 * P / mem_rate;
   out.compute_s = m * stage_s + optimizer + accumulate;
   out.recompute_s = m * stage_re;
   out.parts = scaled(stage_parts, m);

@@ -81,7 +81,7 @@ struct ComputeParts {
   double loss = 0.0;        // the loss's passes over the logits, and the head's dw passes
   double recompute = 0.0;   // activation checkpointing's rerun
   double optimizer = 0.0;   // AdamW (and ZeRO-Offload's traffic to the host)
-  double accumulate = 0.0;  // the micro-batches' gradients added (or folded into f32) between micro-batches
+  double accumulate = 0.0;  // the micro-batches' gradients added (or folded into f32), and copied into ZeRO-0's buckets
   double total() const {
     return products + experts + attention + memory + adapters + head + loss + recompute + optimizer + accumulate;
   }
