@@ -74,7 +74,8 @@ double fastest_seconds(const std::function<void()>& f, double seconds) {
 // copies of its operands to span kColdOperandBytes, each call on the next copy: more than the
 // last-level cache of the CPUs the project runs on (32 MiB per Zen CCD), whatever `getconf`
 // says (320 MiB in these VMs: the host's, not the slice this process sees). A shape larger than
-// that is one copy, which its own streaming already keeps out of the caches.
+// that is one copy, which its own streaming already keeps out of the caches; one under 8 KiB
+// (4096 copies at most) stays in them, and is too small to matter.
 constexpr double kColdOperandBytes = 256.0 * (1 << 20);
 
 // GFLOP/s of the process's GEMM engine for T over the model's GEMM shapes (weighted by their
@@ -132,6 +133,20 @@ double mean_inverse_k(const std::vector<kernels::cpu::GemmShape>& shapes) {
     const double f = g.flops() * static_cast<double>(g.count);
     flops += f;
     if (!g.name.ends_with(" dW")) weighted += f / static_cast<double>(g.K);
+  }
+  return flops > 0.0 ? weighted / flops : 0.0;
+}
+
+// The FLOP-weighted mean of 1/rows: each GEMM's rows are its M (forward, dx) or, for dW, its
+// K. The head's chunks and a mixture's experts run fewer rows than the micro-batch's (Note
+// [Head chunks], Note [The time of a mixture of experts]), and a fixed chunk's rows do not grow
+// with the batch, so the fit of gemm_half_rows takes the rows each GEMM runs.
+double mean_inverse_rows(const std::vector<kernels::cpu::GemmShape>& shapes) {
+  double weighted = 0.0, flops = 0.0;
+  for (const kernels::cpu::GemmShape& g : shapes) {
+    const double f = g.flops() * static_cast<double>(g.count);
+    flops += f;
+    weighted += f / static_cast<double>(g.name.ends_with(" dW") ? g.K : g.M);
   }
   return flops > 0.0 ? weighted / flops : 0.0;
 }
@@ -230,8 +245,9 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   if (B > 1) {
     const bool is_bf16 = cfg.uses_bf16_gemms();
     const double small = rate(is_bf16, 1), large = is_bf16 ? bf16 : f32;
-    // 1/r = (1 + half_rows / n) / peak through one sequence's rows and the batch's.
-    if (const auto fit = fit_fall_off(1.0 / static_cast<double>(T), small, 1.0 / static_cast<double>(B * T), large)) {
+    // 1/r = (1 + half_rows x) / peak, x the mean 1/rows of one sequence's GEMMs and the batch's.
+    if (const auto fit = fit_fall_off(mean_inverse_rows(family.gemm_shapes(cfg.model, 1, T)), small,
+                                      mean_inverse_rows(family.gemm_shapes(cfg.model, B, T)), large)) {
       half_rows = fit->half;
       (is_bf16 ? bf16 : f32) = fit->peak;
     }

@@ -2,12 +2,25 @@
 
 #include <algorithm>
 #include <fstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace trident::planner {
 
 double ExpertLoad::imbalance(int64_t layer, int64_t ep) const {
+  const auto it = computed_.find({layer, ep});
+  return it != computed_.end() ? it->second : compute(layer, ep);
+}
+
+void ExpertLoad::precompute(int64_t experts) {
+  computed_.clear();
+  for (const auto& entry : layers)
+    for (int64_t ep = 1; ep <= experts; ++ep)
+      if (experts % ep == 0) computed_[{entry.first, ep}] = compute(entry.first, ep);
+}
+
+double ExpertLoad::compute(int64_t layer, int64_t ep) const {
   const auto it = layers.find(layer);
   if (ep <= 1 || it == layers.end()) return 1.0;
   double sum = 0.0;
@@ -33,11 +46,16 @@ StatusOr<ExpertLoad> read_expert_load(const std::string& file, const models::Mod
   std::ifstream in(file);
   if (!in) return Status::invalid("--expert-load " + file + ": cannot be read (a run's metrics.jsonl)");
   ExpertLoad load;
-  std::string text;
-  for (int64_t line = 1; std::getline(in, text); ++line) {
+  std::vector<std::string> lines;
+  for (std::string text; std::getline(in, text);) lines.push_back(std::move(text));
+  size_t last = lines.size();  // the last line that holds anything
+  while (last > 0 && lines[last - 1].find_first_not_of(" \t\r") == std::string::npos) --last;
+  for (size_t i = 0; i < last; ++i) {
+    const std::string& text = lines[i];
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = "--expert-load " + file + ", line " + std::to_string(line);
+    const std::string where = "--expert-load " + file + ", line " + std::to_string(i + 1);
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() && i + 1 == last && text.front() == '{') continue;  // cut short by a stopped run
     if (j.is_discarded() || !j.is_object()) return Status::invalid(where + ": not a JSON object (metrics.jsonl has one a line)");
     if (!j.contains("moe_layers")) continue;
     const nlohmann::json& layers = j.at("moe_layers");
@@ -68,6 +86,7 @@ StatusOr<ExpertLoad> read_expert_load(const std::string& file, const models::Mod
   if (load.empty())
     return Status::invalid("--expert-load " + file +
                            ": no line has \"moe_layers\" (the per-expert counts a mixture of experts' run writes)");
+  load.precompute(shapes.experts);
   return load;
 }
 

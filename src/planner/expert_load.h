@@ -13,12 +13,14 @@
 // any ep follows: per step and layer, the busiest rank's choices over the mean (sum / ep),
 // averaged over the file's steps. The counts are each step's, summed over its micro-batches and
 // ranks, so a micro-batch's own imbalance (larger, as it holds fewer tokens) is not seen: a
-// lower bound.
+// lower bound. They are counted before a capacity drops rows, so the time model caps the factor
+// at moe_capacity_factor (no expert runs more than that x its even share).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -33,11 +35,19 @@ struct ExpertLoad {
   // Layer `layer`'s busiest ep rank's rows over the mean, averaged over the steps; 1 for ep = 1,
   // a dense layer or no counts.
   double imbalance(int64_t layer, int64_t ep) const;
+  // imbalance() of every layer for every ep dividing `experts`, once: the search asks it for
+  // every layout and block, and a long run's file holds thousands of steps.
+  void precompute(int64_t experts);
+
+ private:
+  double compute(int64_t layer, int64_t ep) const;
+  std::map<std::pair<int64_t, int64_t>, double> computed_;  // (layer, ep)
 };
 
-// The counts of `file` (a run's metrics.jsonl) for a model of `shapes`: an error names the file,
-// the line and what is wrong (not JSON, a layer that is not one of the model's sparse layers,
-// counts for another number of experts, no counts at all).
+// The counts of `file` (a run's metrics.jsonl) for a model of `shapes`, precomputed: an error
+// names the file, the line and what is wrong (not JSON, a layer that is not one of the model's
+// sparse layers, counts for another number of experts, no counts at all). A last line cut short
+// (a run stopped while writing it) is left out.
 StatusOr<ExpertLoad> read_expert_load(const std::string& file, const models::ModelShapes& shapes);
 
 }  // namespace trident::planner

@@ -153,7 +153,9 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // (Note [Measured expert load]): their products, and their rerun, take `imbalance` x the
   // balanced rows' time; 1 without measured counts.
   const double experts_re = l.checkpointing == "none" ? 0.0 : experts_fwd;
-  auto extra = [&](int64_t b) { return s.is_sparse(b) ? run.expert_load.imbalance(b, l.ep) - 1.0 : 0.0; };
+  // Counted before a capacity drops rows: none runs more than moe_capacity_factor x its share.
+  const double capped = s.capacity_factor > 0.0 ? std::max(1.0, s.capacity_factor) : 1e300;
+  auto extra = [&](int64_t b) { return s.is_sparse(b) ? std::min(run.expert_load.imbalance(b, l.ep), capped) - 1.0 : 0.0; };
   // Block b's parts, forward (with the busiest rank's experts) and backward, per micro-batch.
   auto parts_of = [&](int64_t b) {
     if (!s.is_sparse(b)) return dense;
@@ -411,9 +413,11 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     const LinkSpec& ep_link = cluster.link_for(l.tp * l.ep, l.ranks());
     const double k = static_cast<double>(l.ep - 1);
     const double bytes = tokens * static_cast<double>(s.experts_per_token) * C * static_cast<double>(E);
-    const double one = k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) + k * ep_link.latency_us * 1e-6;
     // The busiest ep rank receives imbalance x the balanced rows (Note [Measured expert load]).
-    ep_s = m * stage_exchanges * (l.checkpointing == "none" ? 4.0 : 6.0) * one;
+    const double per_layer = l.checkpointing == "none" ? 4.0 : 6.0;
+    ep_s = m * per_layer *
+           (stage_exchanges * k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) +
+            stage_sparse * k * ep_link.latency_us * 1e-6);
   }
   double tp_s = 0.0;
   if (l.tp > 1) {

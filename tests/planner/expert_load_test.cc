@@ -60,6 +60,7 @@ TEST(ExpertLoad, ReadsAMetricsFileAndNamesWhatIsWrongInIt) {
       {"{\"moe_layers\": [{\"layer\": 0, \"tokens\": [1, -2, 3, 4]}]}\n", "must be counts >= 0"},
       {"{\"moe_layers\": [{\"tokens\": [1, 2, 3, 4]}]}\n", "needs an integer \"layer\""},
       {"{\"step\": 1, \"loss\": 3.0}\n", "no line has \"moe_layers\""},
+      {"{\"step\": 1, \"mo\n{\"moe_layers\": [{\"layer\": 0, \"tokens\": [1, 2, 3, 4]}]}\n", "line 1: not a JSON object"},
   };
   for (const auto& [text, message] : bad) {
     const std::string file = write(dir, text);
@@ -69,6 +70,12 @@ TEST(ExpertLoad, ReadsAMetricsFileAndNamesWhatIsWrongInIt) {
     EXPECT_NE(r.status().message().find(file), std::string::npos) << r.status().message();
   }
   EXPECT_FALSE(read_expert_load((dir / "none.jsonl").string(), run.shapes).is_ok());
+  // A last line cut short (a run stopped while writing it) is left out; the rest is read.
+  const std::string cut = write(dir, "{\"moe_layers\": [{\"layer\": 0, \"tokens\": [4, 4, 0, 0]}]}\n"
+                                     "{\"step\": 2, \"moe_layers\": [{\"layer\": 0, \"tok\n\n");
+  auto partial = read_expert_load(cut, run.shapes);
+  ASSERT_TRUE(partial.is_ok()) << partial.status().to_string();
+  EXPECT_DOUBLE_EQ(partial.value().imbalance(0, 2), 2.0);
   std::filesystem::remove_all(dir);
 }
 
@@ -77,6 +84,7 @@ TEST(ExpertLoad, ReadsAMetricsFileAndNamesWhatIsWrongInIt) {
 TEST(ExpertLoad, TheStepWaitsForTheBusiestRanksExpertsUnderExpertParallelism) {
   RunSpec run = tiny_moe();
   Cluster c = local_cluster(2);
+  c.intra.latency_us = c.inter.latency_us = 0.0;  // the rows' bytes scale, not the messages' latency
   Layout ep;
   ep.ep = 2;
   ep.micro_batch = 4;
@@ -102,6 +110,12 @@ TEST(ExpertLoad, TheStepWaitsForTheBusiestRanksExpertsUnderExpertParallelism) {
   }
   EXPECT_GT(balanced.step_s(), 0.0);
   EXPECT_EQ(predict_time(run, one, c).step_s(), balanced_dp.step_s());
+  // A capacity drops what is past factor x an expert's share: the busiest rank runs no more.
+  ep.checkpointing = "none";
+  run.shapes.capacity_factor = 1.1;
+  RunSpec balanced_run = run;
+  balanced_run.expert_load = {};
+  EXPECT_NEAR(predict_time(run, ep, c).parts.experts, 1.1 * predict_time(balanced_run, ep, c).parts.experts, 1e-12);
 }
 
 }  // namespace

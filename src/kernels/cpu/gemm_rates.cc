@@ -61,6 +61,8 @@ std::vector<GemmShape> transformer_gemm_shapes(int64_t L, int64_t C, int64_t V, 
 }
 
 void append_head_gemm_shapes(std::vector<GemmShape>& shapes, int64_t C, int64_t V, int64_t rows, int64_t chunk_rows) {
+  TRI_CHECK(C > 0 && V > 0 && rows > 0 && chunk_rows >= 0, "append_head_gemm_shapes: expected C, V, rows > 0 and ",
+            "chunk_rows >= 0, got C=", C, " V=", V, " rows=", rows, " chunk_rows=", chunk_rows);
   const int64_t R = chunk_rows > 0 ? std::min(chunk_rows, rows) : rows;
   append_linear_gemm_shapes(shapes, "lm_head", C, V, rows / R, R, false);
   if (rows % R != 0) append_linear_gemm_shapes(shapes, "lm_head (last chunk)", C, V, 1, rows % R, false);
