@@ -80,9 +80,11 @@ constexpr double kColdOperandBytes = 256.0 * (1 << 20);
 
 // GFLOP/s of the process's GEMM engine for T over the model's GEMM shapes (weighted by their
 // FLOPs: a step's GEMM FLOPs over its GEMM time), operands out of the caches
-// (Note [GEMMs out of the caches]).
+// (Note [GEMMs out of the caches]), each shape after `together` (every rank's barrier: Note
+// [Ranks measured together]).
 template <class T>
-double gemm_gflops(const std::vector<kernels::cpu::GemmShape>& shapes, double seconds_per_shape) {
+double gemm_gflops(const std::vector<kernels::cpu::GemmShape>& shapes, double seconds_per_shape,
+                   const std::function<void()>& together) {
   double flops = 0.0, time = 0.0;
   for (const kernels::cpu::GemmShape& g : shapes) {
     const double bytes = static_cast<double>(g.M * g.K + g.K * g.N + g.M * g.N) * sizeof(T);
@@ -95,6 +97,7 @@ double gemm_gflops(const std::vector<kernels::cpu::GemmShape>& shapes, double se
     }
     const int64_t lda = g.trans_a ? g.M : g.K, ldb = g.trans_b ? g.K : g.N;
     size_t next = 0;
+    together();
     const double s = fastest_seconds(
         [&] {
           const size_t i = next++ % copies;
@@ -234,10 +237,24 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   // micro-batch sizes (one sequence, and the batch's share of a rank): 1/rate = (1 + h/n)/peak.
   const int64_t B = std::max<int64_t>(1, cfg.data.batch_size / ranks), T = cfg.data.seq_len;
   const models::ModelFamily& family = models::model_family(cfg.model.arch);
+  // Note [Ranks measured together]
+  // A node's ranks share its cores' caches, memory and (on SMT siblings) execution units, and in
+  // a step they compute together: the collectives keep them in lock step. Each rate is therefore
+  // measured on every rank at once, after a barrier. Unsynchronized, the ranks drift apart within
+  // seconds and one rank's GEMMs can run beside the other's memory test. Two 2-rank calibrations
+  // of tiny-moe on one Zen 4 host then gave a peak of 98.5 and 117.5 GFLOP/s per rank, at the same
+  // measured step times (the second predicted every row 10-26% fast), where one rank alone
+  // measured 102-111. With the barriers two calibrations a minute apart still gave 103.8 and
+  // 108.3, and 43.0 and 35.7 GB/s: the VM's own spread, and a rank that ends its timed calls
+  // first leaves the other's last calls to run alone, which the fastest-of keeps (a count of
+  // calls agreed by the ranks would close that).
+  const std::function<void()> together = [&] {
+    if (comm && ranks > 1) comm->barrier();
+  };
   auto gflops = [&](bool is_bf16, const std::vector<kernels::cpu::GemmShape>& shapes) {
     cfg.kernels.resolved(is_bf16).apply(is_bf16);
-    return is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0)
-                   : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0);
+    return is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0, together)
+                   : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0, together);
   };
   auto rate = [&](bool is_bf16, int64_t rows_b) { return gflops(is_bf16, family.gemm_shapes(cfg.model, rows_b, T)); };
   double f32 = rate(false, B), bf16 = rate(true, B);
@@ -297,6 +314,7 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
       q.set_requires_grad(true);
       kk.set_requires_grad(true);
       v.set_requires_grad(true);
+      together();
       const double s = fastest_seconds(
           [&] {
             autograd::backward(sum(attention(q, kk, v, true)));
@@ -320,13 +338,11 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     }
   }
   // Memory-bound ops: an in-place add over a buffer far larger than the caches (reads 2, writes 1),
-  // every rank at once: a step's memory-bound phases (the optimizer above all) run on every rank
-  // of a node together, sharing its memory, so they are measured so. Unsynchronized, one rank's
-  // adds could overlap another's GEMMs: 2 ranks of one Zen 4 host measured 30.7 GB/s each where
-  // one alone measured 27.2, and a 2-rank ep2 step's AdamW and clipping ran at 16-19 GB/s of
-  // their bytes (train.profile_step). This VM's rate moves by 20% between runs either way.
+  // every rank at once (Note [Ranks measured together]): 2 unsynchronized ranks of one Zen 4 host
+  // measured 30.7 GB/s each where one alone measured 27.2, and a 2-rank ep2 step's AdamW and
+  // clipping ran at 16-19 GB/s of their bytes (train.profile_step).
   {
-    if (comm && ranks > 1) comm->barrier();
+    together();
     const int64_t n = int64_t{1} << 24;
     Tensor a = full({n}, 1.0, DType::kF32), b = full({n}, 2.0, DType::kF32);
     const double s = fastest_seconds([&] { ops::add_(a, b); }, options.seconds_per_measure);
@@ -342,6 +358,7 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     Generator gen(11);
     const Tensor logits = randn({N, V}, gen, dtype);
     const Tensor targets = zeros({N}, DType::kI64);
+    together();
     const double s = fastest_seconds(
         [&] {
           const Tensor l = core::cast(logits, DType::kF32);
@@ -366,6 +383,7 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     ops::dispatch_floating(dtype, "calibrate", [&]<class T>() {
       std::vector<acc_t<T>> logsumexp(static_cast<size_t>(N));
       T* lg = logits.data_ptr<T>();
+      together();
       s = fastest_seconds(
           [&] {
             kernels::cpu::cross_entropy_forward<T, int64_t>(logsumexp.data(), lg, targets.data(), N, V, -1);
