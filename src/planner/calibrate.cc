@@ -129,29 +129,33 @@ std::vector<kernels::cpu::GemmShape> halved_width(std::vector<kernels::cpu::Gemm
   return shapes;
 }
 
-// The FLOP-weighted mean of 1/K over the forward and dx GEMMs (0 for dW's, whose K is the rows).
-double mean_inverse_k(const std::vector<kernels::cpu::GemmShape>& shapes) {
+// The FLOP-weighted mean of 1 / x(g) over the GEMMs (x = 0: left out of the sum, not the weight).
+double flop_weighted_mean_inverse(const std::vector<kernels::cpu::GemmShape>& shapes,
+                                  double (*x)(const kernels::cpu::GemmShape&)) {
   double weighted = 0.0, flops = 0.0;
   for (const kernels::cpu::GemmShape& g : shapes) {
     const double f = g.flops() * static_cast<double>(g.count);
     flops += f;
-    if (!g.name.ends_with(" dW")) weighted += f / static_cast<double>(g.K);
+    if (const double v = x(g); v > 0.0) weighted += f / v;
   }
   return flops > 0.0 ? weighted / flops : 0.0;
 }
 
-// The FLOP-weighted mean of 1/rows: each GEMM's rows are its M (forward, dx) or, for dW, its
-// K. The head's chunks and a mixture's experts run fewer rows than the micro-batch's (Note
-// [Head chunks], Note [The time of a mixture of experts]), and a fixed chunk's rows do not grow
-// with the batch, so the fit of gemm_half_rows takes the rows each GEMM runs.
+// The mean 1/K over the forward and dx GEMMs (dW's K is the rows: left out).
+double mean_inverse_k(const std::vector<kernels::cpu::GemmShape>& shapes) {
+  return flop_weighted_mean_inverse(shapes, [](const kernels::cpu::GemmShape& g) {
+    return g.name.ends_with(" dW") ? 0.0 : static_cast<double>(g.K);
+  });
+}
+
+// The mean 1/rows: each GEMM's rows are its M (forward, dx) or, for dW, its K. The head's
+// chunks and a mixture's experts run fewer rows than the micro-batch's (Note [Head chunks],
+// Note [The time of a mixture of experts]), and a fixed chunk's rows do not grow with the
+// batch, so the fit of gemm_half_rows takes the rows each GEMM runs.
 double mean_inverse_rows(const std::vector<kernels::cpu::GemmShape>& shapes) {
-  double weighted = 0.0, flops = 0.0;
-  for (const kernels::cpu::GemmShape& g : shapes) {
-    const double f = g.flops() * static_cast<double>(g.count);
-    flops += f;
-    weighted += f / static_cast<double>(g.name.ends_with(" dW") ? g.K : g.M);
-  }
-  return flops > 0.0 ? weighted / flops : 0.0;
+  return flop_weighted_mean_inverse(shapes, [](const kernels::cpu::GemmShape& g) {
+    return static_cast<double>(g.name.ends_with(" dW") ? g.K : g.M);
+  });
 }
 
 // A rate that falls off in x as 1/r = a + b x (x: 1/rows, 1/head size, mean 1/K), through

@@ -166,15 +166,6 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   };
   auto fwd_of = [&](int64_t b) { return s.is_sparse(b) ? sparse_fwd + extra(b) * experts_fwd : block_fwd; };
   auto bwd_of = [&](int64_t b) { return s.is_sparse(b) ? sparse_bwd + extra(b) * (sparse_parts.experts - experts_fwd + experts_re) : block_bwd; };
-  // Blocks [begin, end)'s forward and backward, and their rerun, per micro-batch.
-  auto block_seconds = [&](int64_t begin, int64_t end) {
-    double t = 0.0, re = 0.0;
-    for (int64_t b = begin; b < end; ++b) {
-      t += fwd_of(b) + bwd_of(b);
-      re += parts_of(b).recompute;
-    }
-    return std::make_pair(t, re);
-  };
   auto sparse_in = [&](int64_t begin, int64_t end) {
     int64_t n = 0;
     for (int64_t b = begin; b < end; ++b) n += s.is_sparse(b) ? 1 : 0;
@@ -214,14 +205,11 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   ComputeParts stage_parts;   // the slowest's, per micro-batch
   double loss_fwd = 0.0, loss_bwd = 0.0;  // of head_fwd and head_bwd: the loss's passes
   for (int r = 0; r < l.pp; ++r) {
-    double t = 0.0, re = 0.0, sparse = 0.0, blocks = 0.0, fwd = 0.0, exchanges = 0.0;
-    ComputeParts parts;
+    double sparse = 0.0, blocks = 0.0, fwd = 0.0, exchanges = 0.0;
+    ComputeParts parts;  // the stage's blocks, forward, backward and rerun, per micro-batch
     for (int c = 0; c < pl.num_chunks(); ++c)
       if (pl.rank_of_chunk(c) == r) {
         const auto [b, e] = pl.chunks[static_cast<size_t>(c)];
-        const auto [ct, cre] = block_seconds(b, e);
-        t += ct;
-        re += cre;
         sparse += sparse_in(b, e);
         blocks += static_cast<double>(e - b);
         for (int64_t k = b; k < e; ++k) {
@@ -230,6 +218,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
           exchanges += s.is_sparse(k) ? 1.0 + extra(k) : 0.0;
         }
       }
+    double t = parts.total();
+    const double re = parts.recompute;
     if (r == 0) t += embedding_s;
     if (r == l.pp - 1) {
       // Note [The vocabulary-parallel loss's time]
