@@ -2,7 +2,8 @@
 """The planner's predictions against the trainer's measurements (issue #24): runs
 bench/plan_accuracy_bench on every listed layout of each config on 1, 2 and 4 ranks
 (mpirun --oversubscribe past 1), with `trident calibrate`'s file for that rank count (kept beside --out as
-calib_CONFIG_RANKS.toml), and
+calib_CONFIG_RANKS.toml; another, calib_CONFIG_RANKS_after.toml, is measured after the rows, for
+--repredict's BEFORE+AFTER), and
 writes one JSON table: per layout, the predicted and measured peak bytes per allocator
 category and step time (the fastest measured step's wall and CPU time), with the errors.
 
@@ -12,6 +13,7 @@ Usage: bench/plan_accuracy.py --build build --out bench/results/DATE-planner/pla
          [--set section.key=value ...]
        bench/plan_accuracy.py --build build --out TABLE.json --repredict small:1=calib1.toml,small:2=calib2.toml
          [--set ... --tag ...]
+         (small:2=before.toml+after.toml: each row's step the mean of the two calibrations' predictions)
          [--plan-arg=--flag=value ...]
          (the measured rows of TABLE.json predicted again by this build's planner: a markdown table)
        bench/plan_accuracy.py --build build --out TABLE.json --repredict-memory small:2 [--set ... --tag ...]
@@ -54,14 +56,23 @@ def repredict(args):
     calib = dict(item.split("=") for item in args.repredict.split(","))
     print("| config | ranks | layout | worst memory error | predicted step (s) | measured step (s) | error |")
     print("|---|---|---|---|---|---|---|")
-    for key, file in calib.items():
+    for key, files in calib.items():
         config, ranks = key.split(":")
-        plan = json.loads(subprocess.run(
+        # A+B: calibrations before and after the measurements; each row's step is the mean of
+        # their predictions (the VM's speed drifts over minutes: bracketing the rows averages it).
+        plans = [json.loads(subprocess.run(
             [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--cluster", file, "--ranks", ranks, "--json",
              "--top", "100000"] + CONFIG_FLAGS[config].split() + ["--train.threads=1"] + ["--" + kv for kv in args.set] +
             args.plan_arg,
-            check=True, env=env, capture_output=True, text=True).stdout)
-        by_name = {c["name"]: c for c in plan["ranked"]}
+            check=True, env=env, capture_output=True, text=True).stdout) for file in files.split("+")]
+        by_name = {c["name"]: c for c in plans[0]["ranked"]}
+        for other in plans[1:]:
+            for c in other["ranked"]:
+                if c["name"] in by_name:
+                    by_name[c["name"]].setdefault("steps", [by_name[c["name"]]["time_s"]["step"]]).append(c["time_s"]["step"])
+        for c in by_name.values():
+            if "steps" in c:
+                c["time_s"]["step"] = sum(c["steps"]) / len(c["steps"])
         label = f"{config}/{args.tag}" if args.tag else config
         measured = [r for r in rows if r["config"] == label and r["ranks"] == int(ranks) and r["layout"] in by_name]
         best_pred = min(measured, key=lambda r: by_name[r["layout"]]["time_s"]["step"], default=None)
@@ -248,6 +259,14 @@ def main():
             # with the next run; rerunning the same command measures only what is missing.
             failed.append(f"{config} on {ranks} rank(s): the bench exited with {p.returncode}")
             print(f"plan_accuracy: {failed[-1]}; rerun the command to measure the missing layouts",
+                  file=sys.stderr, flush=True)
+        if not args.no_calibrate:
+            # Once more after the measurements: this VM's speed drifts 10-20% over minutes, so the rows
+            # are best predicted by the calibrations either side of them (--repredict KEY=BEFORE+AFTER).
+            after = out_path.parent / f"calib_{config}_{ranks}_after.toml"
+            subprocess.run(mpi(ranks) + [str(build / "apps/trident"), "calibrate", "--out", str(after)] + flags,
+                           check=True, env=env, stdout=subprocess.DEVNULL)
+            print(f"plan_accuracy: predicted with both calibrations: --repredict {config}:{ranks}={calib}+{after}",
                   file=sys.stderr, flush=True)
     return 1 if failed else 0
 

@@ -1,6 +1,5 @@
 #include "planner/calibrate.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +8,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -30,38 +31,13 @@
 #include "ops/loss.h"
 #include "ops/vocab_parallel.h"
 #include "offload/nvme_file.h"
+#include "planner/calibration_timer.h"
 #include "planner/collectives.h"
 
 namespace trident::planner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// CPU seconds of this process per thread: on a machine shared with other work a rank's CPU
-// time is what its compute costs, where its wall time also counts the others' (the planner's
-// accuracy bench compares step CPU times alike).
-double cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return (static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6) /
-         static_cast<double>(num_threads());
-}
-
-// The fastest call of `f` over about `seconds` (at least three calls, after one warm-up), in
-// CPU seconds per thread.
-double fastest_seconds(const std::function<void()>& f, double seconds) {
-  f();
-  double best = 1e300;
-  const auto start = Clock::now();
-  for (int i = 0; i < 3 || std::chrono::duration<double>(Clock::now() - start).count() < seconds; ++i) {
-    const double t0 = cpu_seconds();
-    f();
-    best = std::min(best, std::max(cpu_seconds() - t0, 1e-7));
-    if (i > 1000) break;
-  }
-  return best;
-}
 
 // Note [GEMMs out of the caches]
 // A training step's GEMMs find their operands out of the caches: the weights were last touched
@@ -75,40 +51,80 @@ double fastest_seconds(const std::function<void()>& f, double seconds) {
 // last-level cache of the CPUs the project runs on (32 MiB per Zen CCD), whatever `getconf`
 // says (320 MiB in these VMs: the host's, not the slice this process sees). A shape larger than
 // that is one copy, which its own streaming already keeps out of the caches; one under 8 KiB
-// (4096 copies at most) stays in them, and is too small to matter.
+// (4096 copies at most) stays in them, and is too small to matter. Every shape's copies lie in
+// the same two arenas (timed in turns, Note [Rates timed in turns]): inputs, filled once with
+// 0.25 in bf16 (0x3E80, whose pairs read as f32 0.2504), and outputs, never read (beta = 0),
+// so no shape's results become another's inputs and nothing grows towards inf or denormals.
 constexpr double kColdOperandBytes = 256.0 * (1 << 20);
 
-// GFLOP/s of the process's GEMM engine for T over the model's GEMM shapes (weighted by their
-// FLOPs: a step's GEMM FLOPs over its GEMM time), operands out of the caches
-// (Note [GEMMs out of the caches]), each shape after `together` (every rank's barrier: Note
-// [Ranks measured together]).
-template <class T>
-double gemm_gflops(const std::vector<kernels::cpu::GemmShape>& shapes, double seconds_per_shape,
-                   const std::function<void()>& together) {
-  double flops = 0.0, time = 0.0;
-  for (const kernels::cpu::GemmShape& g : shapes) {
-    const double bytes = static_cast<double>(g.M * g.K + g.K * g.N + g.M * g.N) * sizeof(T);
-    const size_t copies = static_cast<size_t>(std::clamp(std::ceil(kColdOperandBytes / bytes), 1.0, 4096.0));
-    std::vector<std::vector<T>> a(copies), b(copies), c(copies);
-    for (size_t i = 0; i < copies; ++i) {
-      a[i].assign(static_cast<size_t>(g.M * g.K), T(0.25f));
-      b[i].assign(static_cast<size_t>(g.K * g.N), T(0.5f));
-      c[i].assign(static_cast<size_t>(g.M * g.N), T(0.0f));
-    }
-    const int64_t lda = g.trans_a ? g.M : g.K, ldb = g.trans_b ? g.K : g.N;
-    size_t next = 0;
-    together();
-    const double s = fastest_seconds(
-        [&] {
-          const size_t i = next++ % copies;
-          kernels::cpu::gemm<T>(g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, a[i].data(), lda, b[i].data(), ldb, 0.0f,
-                                c[i].data(), g.N);
-        },
-        seconds_per_shape);
-    flops += g.flops() * static_cast<double>(g.count);
-    time += s * static_cast<double>(g.count);
+class GemmOperands {
+ public:
+  // The copies of g's operands in elements of `element` bytes; reserves their room.
+  int64_t copies(const kernels::cpu::GemmShape& g, int64_t element) {
+    const double bytes = static_cast<double>(g.M * g.K + g.K * g.N + g.M * g.N) * static_cast<double>(element);
+    const auto n = static_cast<int64_t>(std::clamp(std::ceil(kColdOperandBytes / bytes), 1.0, 4096.0));
+    in_bytes_ = std::max(in_bytes_, n * (aligned(g.M * g.K * element) + aligned(g.K * g.N * element)));
+    out_bytes_ = std::max(out_bytes_, n * aligned(g.M * g.N * element));
+    return n;
   }
-  return flops / time / 1e9;
+  // Allocates what the copies reserved, before the first call.
+  void allocate() {
+    in_.assign(static_cast<size_t>(in_bytes_ / 2 + 32), uint16_t{0x3E80});
+    out_.assign(static_cast<size_t>(out_bytes_ / 2 + 32), uint16_t{0});
+  }
+  // Copy i's operands of g: A, B and C.
+  template <class T>
+  std::tuple<const T*, const T*, T*> copy(const kernels::cpu::GemmShape& g, int64_t i) {
+    const int64_t a = aligned(g.M * g.K * sizeof(T)), b = aligned(g.K * g.N * sizeof(T));
+    const int64_t c = aligned(g.M * g.N * sizeof(T));
+    auto* in = reinterpret_cast<char*>(base(in_)) + i * (a + b);
+    auto* out = reinterpret_cast<char*>(base(out_)) + i * c;
+    return {reinterpret_cast<const T*>(in), reinterpret_cast<const T*>(in + a), reinterpret_cast<T*>(out)};
+  }
+
+ private:
+  static int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+  static uint16_t* base(std::vector<uint16_t>& v) {  // the first 64-byte boundary
+    const auto p = reinterpret_cast<uintptr_t>(v.data());
+    return reinterpret_cast<uint16_t*>((p + 63) / 64 * 64);
+  }
+  int64_t in_bytes_ = 0, out_bytes_ = 0;
+  std::vector<uint16_t> in_, out_;
+};
+
+// A set of GEMMs (the model's, at one micro-batch and width) timed shape by shape, each an item
+// of the calibration's timer; its rate is its FLOPs over its time (weighted by each shape's
+// count: a step's GEMM FLOPs over its GEMM time), operands out of the caches.
+struct GemmSet {
+  std::vector<kernels::cpu::GemmShape> shapes;
+  std::vector<size_t> items;
+  // GFLOP/s, after the timer's run.
+  double gflops(const CalibrationTimer& timer) const {
+    double flops = 0.0, time = 0.0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      flops += shapes[i].flops() * static_cast<double>(shapes[i].count);
+      time += timer.seconds(items[i]) * static_cast<double>(shapes[i].count);
+    }
+    return flops / time / 1e9;
+  }
+};
+
+template <class T>
+GemmSet add_gemm_set(std::vector<kernels::cpu::GemmShape> shapes, double seconds_per_shape, GemmOperands& operands,
+                     CalibrationTimer& timer) {
+  GemmSet set{std::move(shapes), {}};
+  for (const kernels::cpu::GemmShape& g : set.shapes) {
+    const int64_t copies = operands.copies(g, sizeof(T));
+    auto next = std::make_shared<int64_t>(0);
+    set.items.push_back(timer.add(
+        [g, copies, next, &operands] {
+          const auto [a, b, c] = operands.copy<T>(g, (*next)++ % copies);
+          kernels::cpu::gemm<T>(g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, a, g.trans_a ? g.M : g.K, b,
+                                g.trans_b ? g.K : g.N, 0.0f, c, g.N);
+        },
+        seconds_per_shape));
+  }
+  return set;
 }
 
 // The same GEMMs with every model dimension halved: the rows (forward's and dx's M, dW's K)
@@ -237,67 +253,30 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   Cluster c = local_cluster(ranks);
   c.shape.name = "this machine, calibrated (" + std::to_string(ranks) + " rank(s), " + std::to_string(num_threads()) +
                  " thread(s) each)";
+  // Every rate below is an item of one timer: called in turns, every rank at once (Note [Ranks
+  // measured together], Note [Rates timed in turns]); the items are added, run, then read.
+  CalibrationTimer timer(comm, options.rounds);
+  const double gemm_seconds = options.seconds_per_measure / 5.0, seconds = options.seconds_per_measure;
+  const DType dtype = cfg.precision.compute_dtype();
+  const bool run_bf16 = cfg.uses_bf16_gemms();
+
   // GEMMs at the model's shapes on the engine this run resolves to, per dtype, at two
-  // micro-batch sizes (one sequence, and the batch's share of a rank): 1/rate = (1 + h/n)/peak.
+  // micro-batch sizes (one sequence, and the batch's share of a rank): 1/rate = (1 + h/n)/peak;
+  // and at half the model's width (Note [GEMMs by shape]). Both dtypes' engines at once: the
+  // f32 engine is the same either way.
   const int64_t B = std::max<int64_t>(1, cfg.data.batch_size / ranks), T = cfg.data.seq_len;
   const models::ModelFamily& family = models::model_family(cfg.model.arch);
-  // Note [Ranks measured together]
-  // A node's ranks share its cores' caches, memory and (on SMT siblings) execution units, and in
-  // a step they compute together: the collectives keep them in lock step. Each rate is therefore
-  // measured on every rank at once, after a barrier. Unsynchronized, the ranks drift apart within
-  // seconds and one rank's GEMMs can run beside the other's memory test. Two 2-rank calibrations
-  // of tiny-moe on one Zen 4 host then gave a peak of 98.5 and 117.5 GFLOP/s per rank, at the same
-  // measured step times (the second predicted every row 10-26% fast), where one rank alone
-  // measured 102-111. With the barriers two calibrations a minute apart still gave 103.8 and
-  // 108.3, and 43.0 and 35.7 GB/s: the VM's own spread, and a rank that ends its timed calls
-  // first leaves the other's last calls to run alone, which the fastest-of keeps (a count of
-  // calls agreed by the ranks would close that).
-  const std::function<void()> together = [&] {
-    if (comm && ranks > 1) comm->barrier();
+  cfg.kernels.resolved(true).apply(true);
+  GemmOperands operands;
+  auto add_set = [&](bool is_bf16, std::vector<kernels::cpu::GemmShape> shapes) {
+    return is_bf16 ? add_gemm_set<trident::bf16>(std::move(shapes), gemm_seconds, operands, timer)
+                   : add_gemm_set<float>(std::move(shapes), gemm_seconds, operands, timer);
   };
-  auto gflops = [&](bool is_bf16, const std::vector<kernels::cpu::GemmShape>& shapes) {
-    cfg.kernels.resolved(is_bf16).apply(is_bf16);
-    return is_bf16 ? gemm_gflops<trident::bf16>(shapes, options.seconds_per_measure / 10.0, together)
-                   : gemm_gflops<float>(shapes, options.seconds_per_measure / 10.0, together);
-  };
-  auto rate = [&](bool is_bf16, int64_t rows_b) { return gflops(is_bf16, family.gemm_shapes(cfg.model, rows_b, T)); };
-  double f32 = rate(false, B), bf16 = rate(true, B);
-  double half_rows = 0.0;
-  if (B > 1) {
-    const bool is_bf16 = cfg.uses_bf16_gemms();
-    const double small = rate(is_bf16, 1), large = is_bf16 ? bf16 : f32;
-    // 1/r = (1 + half_rows x) / peak, x the mean 1/rows of one sequence's GEMMs and the batch's.
-    if (const auto fit = fit_fall_off(mean_inverse_rows(family.gemm_shapes(cfg.model, 1, T)), small,
-                                      mean_inverse_rows(family.gemm_shapes(cfg.model, B, T)), large)) {
-      half_rows = fit->half;
-      (is_bf16 ? bf16 : f32) = fit->peak;
-    }
-  }
-  // Note [GEMMs by shape]: the model's GEMMs at its width and at half of it, timed one after the
-  // other. 1/r = (1 + h S) / peak with S = mean_inverse_k: two widths give h = gemm_half_k, and
-  // the peaks grow by (1 + h S) at the model's width, so that the model at its own width keeps
-  // its measured rate. A fit that is not a fall-off (the half width as fast) keeps none.
-  double half_k = 0.0;
-  {
-    const bool is_bf16 = cfg.uses_bf16_gemms();
-    const auto full = family.gemm_shapes(cfg.model, B, T);
-    const auto half = halved_width(full, cfg.model.vocab_size);
-    const double r1 = gflops(is_bf16, full);
-    if (const auto fit = fit_fall_off(mean_inverse_k(full), r1, mean_inverse_k(half), gflops(is_bf16, half))) {
-      half_k = fit->half;
-      f32 *= fit->peak / r1;
-      bf16 *= fit->peak / r1;
-    }
-  }
-  cfg.kernels.resolved(cfg.uses_bf16_gemms()).apply(cfg.uses_bf16_gemms());
-  c.device.gemm_half_k = half_k;
-  c.device.gemm_half_rows = half_rows;
-  c.device.peak_tflops_fp32 = f32 / 1e3;
-  c.device.peak_tflops_bf16 = bf16 / 1e3;
-  c.device.peak_tflops_fp16 = f32 / 1e3;  // fp16 GEMMs widen to f32 on the host
-  c.device.gemm_efficiency = 1.0;
-  const DType dtype = cfg.precision.compute_dtype();
-  const double gemm = dtype == DType::kBF16 ? bf16 * 1e9 : f32 * 1e9;
+  const std::vector<kernels::cpu::GemmShape> full_width = family.gemm_shapes(cfg.model, B, T);
+  const GemmSet f32_set = add_set(false, full_width), bf16_set = add_set(true, full_width);
+  const std::optional<GemmSet> one_sequence =
+      B > 1 ? std::optional<GemmSet>(add_set(run_bf16, family.gemm_shapes(cfg.model, 1, T))) : std::nullopt;
+  const GemmSet half_width = add_set(run_bf16, halved_width(full_width, cfg.model.vocab_size));
 
   // Note [Attention by head size]
   // Attention's FLOPs per token are 2 T C forward (causal), 3.5x with the backward, whatever
@@ -308,95 +287,134 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
   // the heads, the same width), peak = 1/a (attention_efficiency = peak / the GEMM rate) and
   // attention_half_head_size = b/a. A fit that is not a fall-off (b <= 0: the smaller heads
   // as fast) keeps the model's own rate and no fall-off.
-  {
-    const int64_t C = cfg.model.n_embd;
-    auto attention_rate = [&](int64_t HS) {
-      const int64_t NH = C / HS;
-      Generator gen(7);
-      Tensor q = randn({B, NH, T, HS}, gen, dtype), kk = randn({B, NH, T, HS}, gen, dtype),
-             v = randn({B, NH, T, HS}, gen, dtype);
-      q.set_requires_grad(true);
-      kk.set_requires_grad(true);
-      v.set_requires_grad(true);
-      together();
-      const double s = fastest_seconds(
-          [&] {
-            autograd::backward(sum(attention(q, kk, v, true)));
-            q.zero_grad();
-            kk.zero_grad();
-            v.zero_grad();
-          },
-          options.seconds_per_measure);
-      return 3.5 * 2.0 * static_cast<double>(B * T * T * NH * HS) / s;
-    };
-    const int64_t HS = cfg.model.n_embd / cfg.model.n_head;
-    const double own = attention_rate(HS);
-    c.device.attention_efficiency = std::clamp(own / gemm, 0.01, 2.0);
-    c.device.attention_half_head_size = 0.0;
-    if (HS % 2 == 0 && HS >= 8) {
-      const double d = static_cast<double>(HS);
-      if (const auto fit = fit_fall_off(1.0 / d, own, 2.0 / d, attention_rate(HS / 2))) {
-        c.device.attention_efficiency = std::clamp(fit->peak / gemm, 0.01, 2.0);
-        c.device.attention_half_head_size = fit->half;
-      }
-    }
+  struct Attention {
+    int64_t head_size;
+    Tensor q, k, v;
+    size_t item = 0;
+  };
+  const int64_t HS = cfg.model.n_embd / cfg.model.n_head;
+  std::vector<Attention> attention_sizes;
+  for (const int64_t hs : {HS, HS / 2}) {
+    if (hs != HS && !(HS % 2 == 0 && HS >= 8)) continue;
+    const int64_t NH = cfg.model.n_embd / hs;
+    Generator gen(7);
+    Attention a{hs, randn({B, NH, T, hs}, gen, dtype), randn({B, NH, T, hs}, gen, dtype),
+                randn({B, NH, T, hs}, gen, dtype)};
+    for (Tensor* t : {&a.q, &a.k, &a.v}) t->set_requires_grad(true);
+    attention_sizes.push_back(std::move(a));
   }
+  for (Attention& a : attention_sizes)
+    a.item = timer.add(
+        [&a] {
+          autograd::backward(sum(attention(a.q, a.k, a.v, true)));
+          a.q.zero_grad();
+          a.k.zero_grad();
+          a.v.zero_grad();
+        },
+        seconds);
+
   // Memory-bound ops: an in-place add over a buffer far larger than the caches (reads 2, writes 1),
   // every rank at once (Note [Ranks measured together]): 2 unsynchronized ranks of one Zen 4 host
   // measured 30.7 GB/s each where one alone measured 27.2, and a 2-rank ep2 step's AdamW and
   // clipping ran at 16-19 GB/s of their bytes (train.profile_step).
-  {
-    together();
-    const int64_t n = int64_t{1} << 24;
-    Tensor a = full({n}, 1.0, DType::kF32), b = full({n}, 2.0, DType::kF32);
-    const double s = fastest_seconds([&] { ops::add_(a, b); }, options.seconds_per_measure);
-    c.device.memory_bandwidth_gbs = 3.0 * 4.0 * static_cast<double>(n) / s / 1e9;
-  }
+  const int64_t add_n = int64_t{1} << 24;
+  Tensor add_a = full({add_n}, 1.0, DType::kF32), add_b = full({add_n}, 2.0, DType::kF32);
+  const size_t memory_item = timer.add([&] { ops::add_(add_a, add_b); }, seconds);
+
   // The vocabulary-parallel loss's local passes (Note [The vocabulary-parallel loss's time]):
   // the compute dtype's (rows, V / 2) logits cast to f32, maxima, sums and gradient, and the
   // gradient cast back, per logit, as parallel/tp_collectives.cc runs them. 1024 rows, so the
   // f32 logits outgrow the caches as a micro-batch's do (256 rows of GPT-2's fit a Zen 5's L3:
   // 1.0 ns per logit measured there against 1.65 in a tp2 step).
-  {
-    const int64_t N = 1024, V = std::max<int64_t>(1, cfg.model.vocab_size / 2);
-    Generator gen(11);
-    const Tensor logits = randn({N, V}, gen, dtype);
-    const Tensor targets = zeros({N}, DType::kI64);
-    together();
-    const double s = fastest_seconds(
-        [&] {
-          const Tensor l = core::cast(logits, DType::kF32);
-          const Tensor row_max = ops::vocab_parallel_row_max(l);
-          const Tensor sums = ops::vocab_parallel_sums(l, row_max, targets, 0);
-          const Tensor g = ops::vocab_parallel_backward(l, row_max, sums, targets, 0, -1, 1.0);
-          if (logits.dtype() != DType::kF32) (void)core::cast(g, logits.dtype());
-        },
-        options.seconds_per_measure);
-    c.device.vocab_loss_ns_per_logit = s / static_cast<double>(N * V) * 1e9;
-  }
+  const int64_t vocab_rows = 1024, vocab_half = std::max<int64_t>(1, cfg.model.vocab_size / 2);
+  Generator vocab_gen(11);
+  const Tensor vocab_logits = randn({vocab_rows, vocab_half}, vocab_gen, dtype);
+  const Tensor vocab_targets = zeros({vocab_rows}, DType::kI64);
+  const size_t vocab_item = timer.add(
+      [&] {
+        const Tensor l = core::cast(vocab_logits, DType::kF32);
+        const Tensor row_max = ops::vocab_parallel_row_max(l);
+        const Tensor sums = ops::vocab_parallel_sums(l, row_max, vocab_targets, 0);
+        const Tensor g = ops::vocab_parallel_backward(l, row_max, sums, vocab_targets, 0, -1, 1.0);
+        if (vocab_logits.dtype() != DType::kF32) (void)core::cast(g, vocab_logits.dtype());
+      },
+      seconds);
+
   // The fused loss's passes outside its GEMMs (Note [The fused loss's time]): log-sum-exp and
   // softmax - onehot in place, as ops::linear_cross_entropy runs them on each chunk's logits of
   // the compute dtype, per logit: a micro-batch's host chunk (ops/loss.h), out of the caches as there.
-  {
-    const int64_t V = std::max<int64_t>(1, cfg.model.vocab_size);
-    const int64_t N = std::min(ops::linear_cross_entropy_chunk_rows(V, false), B * T);
-    Generator gen(13);
-    const Tensor logits = randn({N, V}, gen, dtype);
-    const std::vector<int64_t> targets(static_cast<size_t>(N), 0);
-    double s = 0.0;
-    ops::dispatch_floating(dtype, "calibrate", [&]<class T>() {
-      std::vector<acc_t<T>> logsumexp(static_cast<size_t>(N));
-      T* lg = logits.data_ptr<T>();
-      together();
-      s = fastest_seconds(
-          [&] {
-            kernels::cpu::cross_entropy_forward<T, int64_t>(logsumexp.data(), lg, targets.data(), N, V, -1);
-            kernels::cpu::cross_entropy_backward<T, int64_t>(lg, lg, logsumexp.data(), targets.data(), N, V, -1, 1.0);
-          },
-          options.seconds_per_measure);
-    });
-    c.device.fused_loss_ns_per_logit = s / static_cast<double>(N * V) * 1e9;
+  const int64_t V = std::max<int64_t>(1, cfg.model.vocab_size);
+  const int64_t fused_rows = std::min(ops::linear_cross_entropy_chunk_rows(V, false), B * T);
+  Generator fused_gen(13);
+  const Tensor fused_logits = randn({fused_rows, V}, fused_gen, dtype);
+  const std::vector<int64_t> fused_targets(static_cast<size_t>(fused_rows), 0);
+  size_t fused_item = 0;
+  ops::dispatch_floating(dtype, "calibrate", [&]<class E>() {
+    auto logsumexp = std::make_shared<std::vector<acc_t<E>>>(static_cast<size_t>(fused_rows));
+    fused_item = timer.add(
+        [&, logsumexp] {
+          E* lg = fused_logits.data_ptr<E>();
+          kernels::cpu::cross_entropy_forward<E, int64_t>(logsumexp->data(), lg, fused_targets.data(), fused_rows, V, -1);
+          kernels::cpu::cross_entropy_backward<E, int64_t>(lg, lg, logsumexp->data(), fused_targets.data(), fused_rows, V,
+                                                           -1, 1.0);
+        },
+        seconds);
+  });
+
+  operands.allocate();
+  timer.run();
+  cfg.kernels.resolved(run_bf16).apply(run_bf16);
+
+  double f32 = f32_set.gflops(timer), bf16 = bf16_set.gflops(timer);
+  double half_rows = 0.0;
+  if (one_sequence) {
+    // 1/r = (1 + half_rows x) / peak, x the mean 1/rows of one sequence's GEMMs and the batch's.
+    if (const auto fit = fit_fall_off(mean_inverse_rows(one_sequence->shapes), one_sequence->gflops(timer),
+                                      mean_inverse_rows(full_width), run_bf16 ? bf16 : f32)) {
+      half_rows = fit->half;
+      (run_bf16 ? bf16 : f32) = fit->peak;
+    }
   }
+  // Note [GEMMs by shape]: the model's GEMMs at its width and at half of it. 1/r = (1 + h S) /
+  // peak with S = mean_inverse_k: two widths give h = gemm_half_k, and the peaks grow by (1 + h S)
+  // at the model's width, so that the model at its own width keeps its measured rate. A fit that
+  // is not a fall-off (the half width as fast) keeps none.
+  double half_k = 0.0;
+  {
+    const double r1 = (run_bf16 ? bf16_set : f32_set).gflops(timer);
+    if (const auto fit = fit_fall_off(mean_inverse_k(full_width), r1, mean_inverse_k(half_width.shapes),
+                                      half_width.gflops(timer))) {
+      half_k = fit->half;
+      f32 *= fit->peak / r1;
+      bf16 *= fit->peak / r1;
+    }
+  }
+  c.device.gemm_half_k = half_k;
+  c.device.gemm_half_rows = half_rows;
+  c.device.peak_tflops_fp32 = f32 / 1e3;
+  c.device.peak_tflops_bf16 = bf16 / 1e3;
+  c.device.peak_tflops_fp16 = f32 / 1e3;  // fp16 GEMMs widen to f32 on the host
+  c.device.gemm_efficiency = 1.0;
+  const double gemm = dtype == DType::kBF16 ? bf16 * 1e9 : f32 * 1e9;
+
+  auto attention_rate = [&](const Attention& a) {
+    const int64_t NH = cfg.model.n_embd / a.head_size;
+    return 3.5 * 2.0 * static_cast<double>(B * T * T * NH * a.head_size) / timer.seconds(a.item);
+  };
+  const double own = attention_rate(attention_sizes[0]);
+  c.device.attention_efficiency = std::clamp(own / gemm, 0.01, 2.0);
+  c.device.attention_half_head_size = 0.0;
+  if (attention_sizes.size() > 1) {
+    const double d = static_cast<double>(HS);
+    if (const auto fit = fit_fall_off(1.0 / d, own, 2.0 / d, attention_rate(attention_sizes[1]))) {
+      c.device.attention_efficiency = std::clamp(fit->peak / gemm, 0.01, 2.0);
+      c.device.attention_half_head_size = fit->half;
+    }
+  }
+  c.device.memory_bandwidth_gbs = 3.0 * 4.0 * static_cast<double>(add_n) / timer.seconds(memory_item) / 1e9;
+  c.device.vocab_loss_ns_per_logit = timer.seconds(vocab_item) / static_cast<double>(vocab_rows * vocab_half) * 1e9;
+  c.device.fused_loss_ns_per_logit = timer.seconds(fused_item) / static_cast<double>(fused_rows * V) * 1e9;
+
   // The all-reduce's alpha-beta over the ranks: small and large messages.
   if (comm && ranks > 1) {
     // A collective's fastest of 5 runs, on its slowest rank.

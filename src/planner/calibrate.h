@@ -17,7 +17,8 @@
 namespace trident::planner {
 
 struct CalibrationOptions {
-  double seconds_per_measure = 0.2;  // each rate is the fastest of repeats over about this long
+  double seconds_per_measure = 0.2;  // each rate is the median of calls over about this long (a GEMM shape's a fifth)
+  int rounds = 5;  // the rates' calls, in turns (Note [Rates timed in turns] in calibration_timer.cc)
   int64_t disk_bytes = int64_t{512} << 20;  // written and read back per rank, with parallel.nvme_path
 };
 
