@@ -237,6 +237,7 @@ def main():
             skip_file.write_text("".join(name + "\n" for name in measured))
             cmd += ["--skip-file", str(skip_file)]
         print(" ".join(cmd), file=sys.stderr, flush=True)
+        measured_now = 0
         with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as p:
             for line in p.stdout:
                 row = json.loads(line)
@@ -245,6 +246,7 @@ def main():
                 if (row["config"], row["ranks"], row["layout"]) in done:
                     continue
                 rows.append(row)
+                measured_now += 1
                 s = row["step_s"]
                 print(f"{config:5} np{ranks} {row['layout']:44} memory worst {row['memory_worst_error']:+.3f} "
                       f"step predicted {s['predicted']:.2f}s measured {s['measured']:.2f}s "
@@ -260,14 +262,20 @@ def main():
             failed.append(f"{config} on {ranks} rank(s): the bench exited with {p.returncode}")
             print(f"plan_accuracy: {failed[-1]}; rerun the command to measure the missing layouts",
                   file=sys.stderr, flush=True)
-        if not args.no_calibrate:
+        if not args.no_calibrate and measured_now > 0:
             # Once more after the measurements: this VM's speed drifts 10-20% over minutes, so the rows
             # are best predicted by the calibrations either side of them (--repredict KEY=BEFORE+AFTER).
+            # (A resumed run's rows had their own; only rows measured now get this one.)
             after = out_path.parent / f"calib_{config}_{ranks}_after.toml"
-            subprocess.run(mpi(ranks) + [str(build / "apps/trident"), "calibrate", "--out", str(after)] + flags,
-                           check=True, env=env, stdout=subprocess.DEVNULL)
-            print(f"plan_accuracy: predicted with both calibrations: --repredict {config}:{ranks}={calib}+{after}",
-                  file=sys.stderr, flush=True)
+            done_after = subprocess.run(mpi(ranks) + [str(build / "apps/trident"), "calibrate", "--out", str(after)] +
+                                        flags, env=env, stdout=subprocess.DEVNULL)
+            if done_after.returncode != 0:
+                failed.append(f"{config} on {ranks} rank(s): calibrate after the rows exited with {done_after.returncode}")
+                print(f"plan_accuracy: {failed[-1]}", file=sys.stderr, flush=True)
+            else:
+                extra = "".join(f" --set {kv}" for kv in args.set) + (f" --tag {args.tag}" if args.tag else "")
+                print(f"plan_accuracy: predicted with both calibrations: --repredict {config}:{ranks}={calib}+{after}"
+                      f"{extra}", file=sys.stderr, flush=True)
     return 1 if failed else 0
 
 

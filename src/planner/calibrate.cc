@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -69,27 +70,31 @@ class GemmOperands {
   }
   // Allocates what the copies reserved, before the first call.
   void allocate() {
-    in_.assign(static_cast<size_t>(in_bytes_ / 2 + 32), uint16_t{0x3E80});
-    out_.assign(static_cast<size_t>(out_bytes_ / 2 + 32), uint16_t{0});
+    in_.resize(static_cast<size_t>(in_bytes_ + 64));
+    for (size_t i = 0; i < in_.size(); i += 2) {  // bf16 0.25 (0x3E80), little-endian
+      in_[i] = std::byte{0x80};
+      if (i + 1 < in_.size()) in_[i + 1] = std::byte{0x3E};
+    }
+    out_.assign(static_cast<size_t>(out_bytes_ + 64), std::byte{0});
   }
   // Copy i's operands of g: A, B and C.
   template <class T>
   std::tuple<const T*, const T*, T*> copy(const kernels::cpu::GemmShape& g, int64_t i) {
     const int64_t a = aligned(g.M * g.K * sizeof(T)), b = aligned(g.K * g.N * sizeof(T));
     const int64_t c = aligned(g.M * g.N * sizeof(T));
-    auto* in = reinterpret_cast<char*>(base(in_)) + i * (a + b);
-    auto* out = reinterpret_cast<char*>(base(out_)) + i * c;
+    std::byte* in = base(in_) + i * (a + b);
+    std::byte* out = base(out_) + i * c;
     return {reinterpret_cast<const T*>(in), reinterpret_cast<const T*>(in + a), reinterpret_cast<T*>(out)};
   }
 
  private:
   static int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-  static uint16_t* base(std::vector<uint16_t>& v) {  // the first 64-byte boundary
+  static std::byte* base(std::vector<std::byte>& v) {  // the first 64-byte boundary
     const auto p = reinterpret_cast<uintptr_t>(v.data());
-    return reinterpret_cast<uint16_t*>((p + 63) / 64 * 64);
+    return v.data() + ((p + 63) / 64 * 64 - p);
   }
   int64_t in_bytes_ = 0, out_bytes_ = 0;
-  std::vector<uint16_t> in_, out_;
+  std::vector<std::byte> in_, out_;  // byte storage: read as the GEMM's element type
 };
 
 // A set of GEMMs (the model's, at one micro-batch and width) timed shape by shape, each an item
@@ -453,6 +458,20 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
     const double ring_half = reduce_scatter_seconds(4.0 * static_cast<double>(part * ranks), ranks, c.intra);
     c.intra.reduce_scatter_factor = std::clamp(rs / ring_half, 0.01, 100.0);
     c.intra.all_gather_factor = std::clamp(ag / ring_half, 0.01, 100.0);
+    // A mixture's exchange as the trainer runs it (parallel/expert_parallel.cc's all_to_all_v),
+    // at the model's size: a rank's micro-batch of B T tokens, k routed rows each, C wide, an
+    // equal share for every rank; against the time model's (n - 1) / n of the bytes at the
+    // fitted rate plus n - 1 latencies.
+    if (const models::ModelShapes shapes = family.shapes(cfg.model); shapes.sparse_blocks > 0) {
+      const int64_t k_routed = std::max<int64_t>(1, shapes.experts_per_token);
+      const int64_t share = std::max<int64_t>(1, B * T * k_routed * cfg.model.n_embd / ranks);
+      const Tensor send = full({share * ranks}, 1.0, dtype), recv = full({share * ranks}, 0.0, dtype);
+      const std::vector<int64_t> counts(static_cast<size_t>(ranks), share);
+      const double a2a = fastest_of([&] { comm->all_to_all_v(send, counts, recv, counts); });
+      const double bytes = static_cast<double>(share * ranks) * static_cast<double>(element_size(dtype));
+      const double modeled = k / n * bytes / (c.intra.bandwidth_gbs * 1e9) + k * c.intra.latency_us * 1e-6;
+      c.intra.all_to_all_factor = std::clamp(a2a / modeled, 0.01, 100.0);
+    }
     static_cast<LinkSpec&>(c.inter) = static_cast<const LinkSpec&>(c.intra);  // one host: the same link
   }
   c.device.comm_overlap = 0.0;  // MPI on CPU ranks progresses only inside its calls

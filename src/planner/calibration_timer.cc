@@ -1,6 +1,7 @@
 #include "planner/calibration_timer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -64,9 +65,12 @@ void CalibrationTimer::run() {
     for (Item& item : items_) {
       if (round == 0) {
         item.f();  // warm-up: first touches, the engine's plans
-        const double t0 = cpu_seconds();
+        // The count spans `seconds` of the wall clock (with idle threads a call's CPU time per
+        // thread is less than its wall time, and would ask for more calls).
+        const auto t0 = std::chrono::steady_clock::now();
         item.f();
-        const double once = slowest(std::max(cpu_seconds() - t0, 1e-9));
+        const double once =
+            slowest(std::max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1e-9));
         item.calls_per_round = static_cast<int64_t>(
             std::clamp(std::ceil(item.seconds / rounds_ / once), min_calls_per_round, 1000.0));
       }

@@ -89,6 +89,10 @@ OptionTable<T> link_table(const char* section, const char* doc) {
            Range::between(0.01, 100.0))
       .add("all_gather_factor", &T::all_gather_factor,
            "an all-gather's time over the ring model's at this link's rate (1: NCCL's rings; calibrate measures it)",
+           Range::between(0.01, 100.0))
+      .add("all_to_all_factor", &T::all_to_all_factor,
+           "an all_to_all_v's time (expert parallelism's exchanges) over the model's, (n - 1) / n of the bytes at "
+           "this link's rate and n - 1 latencies (1: NCCL; calibrate measures it)",
            Range::between(0.01, 100.0));
 }
 

@@ -31,8 +31,9 @@
 //                 its reduction length K as K / (K + this): Note [GEMMs by shape] in
 //                 planner/gemm_time.h; calibrate fits it from the model's width and half of it)
 //   [intra_node]  bandwidth_gbs (per device, one direction: NVLink, or shared memory for CPU
-//                 ranks), latency_us, reduce_scatter_factor and all_gather_factor (each one's
-//                 time over the ring model's: 1 for NCCL, measured by calibrate)
+//                 ranks), latency_us, reduce_scatter_factor, all_gather_factor and
+//                 all_to_all_factor (each one's time over the ring model's: 1 for NCCL,
+//                 measured by calibrate)
 //   [inter_node]  bandwidth_gbs (per device: its share of the node's NICs), latency_us
 #pragma once
 
@@ -82,6 +83,7 @@ struct LinkSpec {
   // latency_us are fitted to): Note [Collectives as measured] in planner/collectives.h.
   double reduce_scatter_factor = 1.0;
   double all_gather_factor = 1.0;
+  double all_to_all_factor = 1.0;  // a mixture's exchanges (expert parallelism's all_to_all_v)
 };
 struct IntraNodeLink : LinkSpec {
   static const OptionTable<IntraNodeLink>& table();

@@ -34,7 +34,9 @@ namespace trident::planner {
 // 20 ms for the all-gather (ZeRO-2's per-micro-batch reduce-scatter was priced at a quarter of
 // what it cost: tiny-moe ZeRO-2 b1 m4, -24%). So a link carries each one's factor over the
 // ring model's time (reduce_scatter_factor, all_gather_factor: 1 in the GPU files), which
-// calibrate measures on CPU ranks through the trainer's own calls.
+// calibrate measures on CPU ranks through the trainer's own calls. Expert parallelism's
+// all_to_all_v is priced as (n - 1) / n of its bytes at the link's rate plus n - 1 latencies,
+// times the link's all_to_all_factor, measured alike at the model's exchange.
 enum class Collective { kAllReduce, kReduceScatter, kAllGather };
 
 // Every group of `size` ranks `stride` apart among `ranks` (the layout's), each moving a

@@ -405,7 +405,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     const double bytes = tokens * static_cast<double>(s.experts_per_token) * C * static_cast<double>(E);
     // The busiest ep rank receives imbalance x the balanced rows (Note [Measured expert load]).
     const double per_layer = l.checkpointing == "none" ? 4.0 : 6.0;
-    ep_s = m * per_layer *
+    ep_s = m * per_layer * ep_link.all_to_all_factor *
            (stage_exchanges * k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) +
             stage_sparse * k * ep_link.latency_us * 1e-6);
   }

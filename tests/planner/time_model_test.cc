@@ -212,5 +212,22 @@ TEST(TimeModel, ExpertsRunAtTheRowsRoutedToThem) {
   EXPECT_NEAR(predict_time(run, ep, c).parts.experts, experts(ep, 1024.0 * 2.0 * 2.0 / 4.0), 1e-9);
 }
 
+// The exchanges are priced at the link's all_to_all_factor over the model's time (Note
+// [Collectives as measured]): tripled with it, and nothing else moved.
+TEST(TimeModel, ExpertExchangesTakeTheLinksAllToAllFactor) {
+  const RunSpec run = tiny_moe();
+  Cluster c = local_cluster(2);
+  Layout ep = one_rank(4, 1);
+  ep.ep = 2;
+  const TimeEstimate one = predict_time(run, ep, c);
+  ASSERT_GT(one.ep_s, 0.0);
+  c.intra.all_to_all_factor = 3.0;
+  c.inter.all_to_all_factor = 3.0;
+  const TimeEstimate three = predict_time(run, ep, c);
+  EXPECT_NEAR(three.ep_s, 3.0 * one.ep_s, 1e-12);
+  EXPECT_NEAR(three.step_s() - one.step_s(), 2.0 * one.ep_s, 1e-12);
+  EXPECT_EQ(three.parts.experts, one.parts.experts);
+}
+
 }  // namespace
 }  // namespace trident::planner

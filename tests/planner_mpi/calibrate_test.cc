@@ -1,4 +1,4 @@
-// `trident calibrate` across ranks (Note [Ranks measured together] in planner/calibrate.cc):
+// `trident calibrate` across ranks (Note [Ranks measured together] in planner/calibration_timer.cc):
 // every rate is the slowest rank's median over a count of calls the ranks agree on, so every
 // rank ends with the same cluster file, to the digit; and every rate it writes is a rate.
 #include <gtest/gtest.h>
