@@ -233,13 +233,7 @@ DiskRates calibrate_disk(const parallel::ParallelOptions& p, const std::shared_p
       slot = read ? file->read(i * extent, data, extent) : file->write(i * extent, data, extent);
     }
     file->wait_all();
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (comm && comm->size() > 1) {
-      Tensor worst = full({1}, s, DType::kF64);
-      comm->all_reduce(worst, comm::ReduceOp::kMax);
-      s = worst.item();
-    }
-    return s;
+    return slowest_rank(comm.get(), std::chrono::duration<double>(Clock::now() - t0).count());
   };
   double write_s = 1e300, read_s = 1e300;
   for (int i = 0; i < 2; ++i) {
@@ -431,9 +425,7 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
         run();
         best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
       }
-      Tensor worst = full({1}, best, DType::kF64);
-      comm->all_reduce(worst, comm::ReduceOp::kMax);
-      return worst.item();
+      return slowest_rank(comm.get(), best);
     };
     auto time_all_reduce = [&](int64_t elems) {
       Tensor t = full({elems}, 1.0, DType::kF32);

@@ -52,10 +52,10 @@ size_t CalibrationTimer::add(std::function<void()> f, double seconds) {
   return items_.size() - 1;
 }
 
-double CalibrationTimer::slowest(double mine) const {
-  if (!comm_) return mine;
+double slowest_rank(comm::Communicator* comm, double mine) {
+  if (!comm || comm->size() <= 1) return mine;
   Tensor t = full({1}, mine, DType::kF64);
-  comm_->all_reduce(t, comm::ReduceOp::kMax);
+  comm->all_reduce(t, comm::ReduceOp::kMax);
   return t.item();
 }
 
@@ -69,8 +69,8 @@ void CalibrationTimer::run() {
         // thread is less than its wall time, and would ask for more calls).
         const auto t0 = std::chrono::steady_clock::now();
         item.f();
-        const double once =
-            slowest(std::max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1e-9));
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double once = slowest_rank(comm_.get(), std::max(wall, 1e-9));
         item.calls_per_round = static_cast<int64_t>(
             std::clamp(std::ceil(item.seconds / rounds_ / once), min_calls_per_round, 1000.0));
       }

@@ -13,6 +13,10 @@
 
 namespace trident::planner {
 
+// The largest of every rank's `mine` (a step waits for its slowest rank); `mine` without `comm`
+// or with one rank. Collective.
+double slowest_rank(comm::Communicator* comm, double mine);
+
 class CalibrationTimer {
  public:
   // `comm`: the ranks that measure together (none, or one rank: this process alone); each item
@@ -35,7 +39,6 @@ class CalibrationTimer {
     int64_t calls_per_round = 0;
     std::vector<double> times;
   };
-  double slowest(double mine) const;
 
   std::shared_ptr<comm::Communicator> comm_;
   int rounds_;
