@@ -102,10 +102,12 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
                 "the fraction of the compute that an overlapped data-parallel or ZeRO collective hides behind "
                 "(NCCL on its own stream: near 1); default: the cluster file's device.comm_overlap")
       ->check(CLI::Range(0.0, 1.0));
-  c->add_option("--convention", a.convention,
-                "plan the run as this framework runs it where frameworks differ (gradient dtypes, which "
-                "collectives overlap, when gradients are reduced, pipeline messages): trident (the trainer), "
-                "megatron, fsdp or deepspeed");
+  c->add_option(
+      "--convention", a.convention,
+      "plan the run as this framework runs it where frameworks differ (gradient dtypes, which "
+      "collectives overlap, when gradients are reduced, pipeline messages): trident (the trainer), "
+      "megatron, fsdp (FSDP2, torchtitan), composer (FSDP1 with BACKWARD_POST prefetch, "
+      "llm-foundry) or deepspeed");
   c->add_option("--attention", a.attention,
                 "the framework's attention kernel: flash (fused, no scores kept: trident's, FlashAttention, "
                 "cuDNN's) or unfused (its T x T scores through memory, as SC'21's Megatron)")

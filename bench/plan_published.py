@@ -3,13 +3,13 @@
 
 Each row of bench/published/*.csv is one run a framework's authors measured and published
 (bench/published/README.md names the sources and commits). The script plans that exact layout
-with `trident plan --layout ... --convention fsdp --json` on the matching cluster file and prints,
+with `trident plan --layout ... --convention composer|fsdp --json` on the matching cluster file and prints,
 per row, the predicted and measured tokens/s per GPU; per source, the median |error|; per sweep
 (one model on one kind of GPU), Spearman's rank correlation of predicted and measured
 throughput and where the planner's best row ranks among the measured ones. Rows no cluster file
 can express (a GPU without one) are listed and left out of the statistics.
 
-Usage: bench/plan_published.py --build build [--source llm-foundry] [--json OUT.json] [--set section.key=value ...]
+Usage: bench/plan_published.py --build build [--source llm-foundry] [--json OUT.json] [--convention NAME] [--set section.key=value ...]
 """
 import argparse
 import csv
@@ -30,6 +30,9 @@ CLUSTERS = {
     "h100_80gb": "configs/clusters/dgx-h100-80gb.toml",
 }
 DEVICES_PER_NODE = 8
+# The framework each source ran (bench/published/README.md): Composer's FSDP1 with its default
+# backward_prefetch = BACKWARD_POST, torchtitan's FSDP2.
+CONVENTIONS = {"llm-foundry": "composer", "torchtitan": "fsdp"}
 
 
 def rows():
@@ -53,9 +56,12 @@ def model_flags(r):
 def plan(args, r):
     gpus = int(r["gpus"])
     b, m = int(r["micro_batch"]), int(r["grad_accum"])
-    layout = f"dp{gpus} zero3 ckpt={r['checkpointing']} b{b} m{m}"
+    # FULL_SHARD is ZeRO-3; SHARD_GRAD_OP keeps the gathered parameters through the backward
+    # and reduce-scatters the gradients: ZeRO-2 (its rows run one micro-batch, so one gather).
+    zero = 2 if r.get("sharding") == "SHARD_GRAD_OP" else 3
+    layout = f"dp{gpus} zero{zero} ckpt={r['checkpointing']} b{b} m{m}"
     cmd = [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--cluster", str(ROOT / CLUSTERS[r["gpu"]]),
-           "--nodes", str(math.ceil(gpus / DEVICES_PER_NODE)), "--ranks", str(gpus), "--convention", "fsdp",
+           "--nodes", str(math.ceil(gpus / DEVICES_PER_NODE)), "--ranks", str(gpus), "--convention", args.convention or CONVENTIONS[r["source"]],
            "--layout", layout, f"--data.batch_size={gpus * b * m}", "--json"] + model_flags(r) + ["--" + s for s in args.set] + args.plan_arg
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -70,6 +76,7 @@ def main():
     ap.add_argument("--source", help="only this source (llm-foundry, torchtitan)")
     ap.add_argument("--json", help="write every row and the statistics here")
     ap.add_argument("--set", action="append", default=[], help="section.key=value passed to every plan")
+    ap.add_argument("--convention", help="plan every row with this convention instead of its source's framework's")
     ap.add_argument("--plan-arg", action="append", default=[], help="an argument passed to every plan (--plan-arg=--comm-overlap=0.5)")
     args = ap.parse_args()
 

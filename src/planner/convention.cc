@@ -22,8 +22,10 @@ StatusOr<Convention> convention_named(const std::string& name, DType compute, co
     c.copies_into_buckets = false;
     return c;
   }
-  if (name == "fsdp") {  // fp32 gradients, fp32 reduction, everything overlapped
+  if (name == "fsdp" ||
+      name == "composer") {  // fp32 gradients, fp32 reduction, everything overlapped
     c.keeps_compute_shard = false;
+    c.gathers_after_gradients = name == "composer";  // Composer's backward_prefetch = BACKWARD_POST
     return c;
   }
   if (name == "deepspeed") {

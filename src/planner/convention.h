@@ -20,6 +20,13 @@
 //             every micro-batch under accumulation (FSDP2's default). Its fp32 shard is the
 //             parameter: the compute dtype's copy exists only gathered (no compute-dtype
 //             shard beside the masters, as the trainer's and DeepSpeed's ZeRO-3 keep).
+//  composer   PyTorch FSDP (FullyShardedDataParallel, "FSDP1") as MosaicML's Composer runs it
+//             (llm-foundry's MPT tables): fsdp's dtypes and memory, with Composer's default
+//             backward_prefetch = BACKWARD_POST, which issues the backward's all-gather of the
+//             next part only after the current part's gradients are computed: that gather has no
+//             compute to hide behind and shares the links with the current part's reduce-scatter
+//             (Note [Gathers after the gradients] in planner/data_parallel_time.h). PyTorch's own
+//             default (BACKWARD_PRE, Hugging Face Accelerate's too) is fsdp's.
 //  deepspeed  DeepSpeed ZeRO: gradients in the compute dtype, reduced in it
 //             (communication_data_type defaults to the model's dtype); overlap_comm off for
 //             stages 0-2 and on for stage 3 (its config's default); stage 2-3 reduce every
@@ -48,6 +55,9 @@ struct Convention {
   double grad_comm_bytes = 4.0;    // per gradient element data parallelism moves
   bool overlaps_reduction[4] = {true, true, true, true};  // by ZeRO stage: gradients reduced inside the backward
   bool overlaps_gathers = true;     // ZeRO-3's all-gathers prefetched behind compute
+  // ZeRO-3's backward gathers the next part only after this part's gradients (FSDP1's
+  // BACKWARD_POST): exposed, beside the reduce-scatter (Note [Gathers after the gradients]).
+  bool gathers_after_gradients = false;
   bool reduces_every_micro_batch[4] = {false, false, true, true};  // by ZeRO stage, under accumulation
   bool pipeline_scatter_gather = false;  // Megatron's pipeline messages split over tp across nodes
   bool unfused_attention = false;        // scores through memory (plan --attention unfused)
@@ -61,7 +71,8 @@ struct Convention {
 };
 
 // The conventions `plan --convention` names.
-inline constexpr const char* kConventionNames[] = {"trident", "megatron", "fsdp", "deepspeed"};
+inline constexpr const char* kConventionNames[] = {"trident", "megatron", "fsdp", "composer",
+                                                   "deepspeed"};
 
 // `name`'s convention for a run in `compute` whose config asks `grad_compression` ("none", "bf16", ...;
 // only trident's convention reads it). An unknown name is an error naming the allowed ones.

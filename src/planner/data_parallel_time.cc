@@ -28,10 +28,20 @@ DataParallelTime data_parallel_time(int zero_stage, const DataParallelCollective
   // ZeRO-3: each micro-batch's gathers behind its forward and backward, the backward's beside
   // the gradients' reduce-scatter where that micro-batch reduces.
   const double forward = exposed_behind(c.gather_s, p.forward_s, p.parts, gather_overlap);
-  const double backward_gather = exposed_behind(c.gather_s, p.backward_s, p.parts, gather_overlap);
-  // Both share the backward's compute, at the smaller of their overlaps.
-  const double backward_reducing = exposed_behind(c.gather_s + c.reduce_s, p.backward_s, std::max(p.parts, p.grad_buckets),
-                                                  std::min(gather_overlap, reduce_overlap));
+  double backward_gather = 0.0, backward_reducing = 0.0;
+  if (convention.gathers_after_gradients) {  // Note [Gathers after the gradients]
+    backward_gather = c.gather_s;
+    const double shared = std::min(2.0 * c.gather_s, c.gather_s + c.reduce_s);
+    const double rest = std::max(0.0, c.reduce_s - c.gather_s);
+    backward_reducing = shared + exposed_behind(rest, p.backward_s,
+                                                std::max(p.parts, p.grad_buckets), reduce_overlap);
+  } else {
+    backward_gather = exposed_behind(c.gather_s, p.backward_s, p.parts, gather_overlap);
+    // Both share the backward's compute, at the smaller of their overlaps.
+    backward_reducing =
+        exposed_behind(c.gather_s + c.reduce_s, p.backward_s, std::max(p.parts, p.grad_buckets),
+                       std::min(gather_overlap, reduce_overlap));
+  }
   t.total_s = m * 2.0 * c.gather_s + reducing * c.reduce_s;
   t.exposed_s = m * forward + reducing * backward_reducing + (m - reducing) * backward_gather;
   return t;

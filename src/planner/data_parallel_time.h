@@ -18,6 +18,19 @@
 // f is the cluster file's comm_overlap where the convention overlaps that collective (NCCL
 // on its own stream: near 1; CPU ranks, whose MPI progresses only inside calls: 0), else 0.
 // More micro-batches add no hiding to stages 0-1: only the last backward carries their traffic.
+//
+// Note [Gathers after the gradients]
+// FSDP1 under backward_prefetch = BACKWARD_POST (Composer's default; convention "composer")
+// issues the backward's all-gather of part i-1 in part i's post-backward hook, after part i's
+// gradients, beside part i's reduce-scatter: part i-1's backward waits for that gather with no
+// compute to hide it. The two collectives share the links, so the gather ends once it has had
+// its share of them: after twice its own time while the reduce-scatter is at least as long
+// (fp32 gradients against bf16 parameters: twice the bytes), after gather + reduce-scatter
+// otherwise. What is left of the reduce-scatter then hides behind part i-1's backward.
+// Against llm-foundry's H100 tables (bench/results/2026-12-02-plan-published-h100), the rows
+// that differ only in micro-batch and checkpointing rank as measured with this exposure and
+// not with everything hidden: MPT-13B's two micro-batches without checkpointing, whose
+// traffic is half their compute, ran slower per GPU than sixteen with it.
 #pragma once
 
 #include <cstdint>

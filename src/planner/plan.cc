@@ -59,6 +59,9 @@ nlohmann::ordered_json assumptions_json(const Plan& plan) {
   };
   j["overlapped_reduction_zero_stages"] = stages(conv.overlaps_reduction);
   j["overlapped_zero3_gathers"] = conv.overlaps_gathers;
+  // Note [Gathers after the gradients]: "after" exposes the backward's gathers.
+  j["zero3_backward_prefetch"] =
+      conv.gathers_after_gradients ? "after the gradients" : "before the gradients";
   j["comm_overlap"] = plan.cluster.device.comm_overlap;
   j["reduces_every_micro_batch_zero_stages"] = stages(conv.reduces_every_micro_batch);
   j["pipeline_scatter_gather"] = conv.pipeline_scatter_gather;
@@ -75,17 +78,28 @@ nlohmann::ordered_json assumptions_json(const Plan& plan) {
   return j;
 }
 
+// Whether the backward's ZeRO-3 gathers wait for each part's gradients (Composer's FSDP1).
+bool backward_gathers_follow_gradients(const nlohmann::ordered_json& j) {
+  return j["zero3_backward_prefetch"] == "after the gradients";
+}
+
 std::string assumptions_line(const Plan& plan) {
   const nlohmann::ordered_json j = assumptions_json(plan);
   char line[512];
-  std::snprintf(line, sizeof line,
-                "assumes: %s's conventions: %s gradient buffers, gradients reduced in %s, overlapped at comm_overlap "
-                "%.2f in ZeRO stage(s) %s%s; %s attention; allocator headroom %.0f%%; collectives %s\n",
-                j["convention"].get<std::string>().c_str(), j["gradient_buffers"].get<std::string>().c_str(),
-                j["gradient_communication"].get<std::string>().c_str(), j["comm_overlap"].get<double>(),
-                j["overlapped_reduction_zero_stages"].get<std::string>().c_str(),
-                j["overlapped_zero3_gathers"].get<bool>() ? " and ZeRO-3's gathers" : "",
-                j["attention"].get<std::string>().c_str(), 100.0 * j["allocator_headroom"].get<double>(), j["collectives"].get<std::string>().c_str());
+  std::snprintf(
+      line, sizeof line,
+      "assumes: %s's conventions: %s gradient buffers, gradients reduced in %s, overlapped at "
+      "comm_overlap %.2f in ZeRO stage(s) %s%s; %s attention; allocator headroom %.0f%%; "
+      "collectives %s\n",
+      j["convention"].get<std::string>().c_str(), j["gradient_buffers"].get<std::string>().c_str(),
+      j["gradient_communication"].get<std::string>().c_str(), j["comm_overlap"].get<double>(),
+      j["overlapped_reduction_zero_stages"].get<std::string>().c_str(),
+      !j["overlapped_zero3_gathers"].get<bool>() ? ""
+      : backward_gathers_follow_gradients(j)
+          ? " and ZeRO-3's forward gathers (the backward's after the gradients, exposed)"
+          : " and ZeRO-3's gathers",
+      j["attention"].get<std::string>().c_str(), 100.0 * j["allocator_headroom"].get<double>(),
+      j["collectives"].get<std::string>().c_str());
   std::string out = line;
   if (j.contains("expert_routing"))
     out.insert(out.size() - 1, "; experts' routing " + j["expert_routing"].get<std::string>());

@@ -10,15 +10,16 @@
 // activation checkpointing, micro-batch b dividing the global batch's share of a data-parallel
 // rank (m = G / (dp b); a pipeline needs m >= pp: with fewer micro-batches than stages some
 // stage is always idle, so the planner does not list it), sequence parallelism with tp > 1,
-// and offload and the NVMe tier where asked (or pinned). Small spaces are enumerated and every layout evaluated; large ones
-// (thousands of devices, every knob) are searched by simulated annealing over the same space:
-// a move changes one knob (or moves to another dp x ep x tp x pp with the nearest micro-batch), a
-// worse layout is accepted with probability exp(-relative loss / temperature) as the
-// temperature cools, and the best layout seen is kept, with restarts from it; then a polish
-// tries every single-knob neighbour of the best (a new dp x ep x tp x pp with any micro-batch,
-// virtual stages and sequence parallelism) while one is better. Evaluations are cached.
-// tests/planner/search_test checks that it finds the exhaustive optimum on every space small
-// enough to enumerate there.
+// and offload and the NVMe tier where asked (or pinned). Small spaces are enumerated and every
+// layout evaluated; large ones (thousands of devices, every knob) are searched by simulated
+// annealing over the same space: a move changes one knob (or moves to another dp x ep x tp x pp
+// with the nearest micro-batch and, half the time, another ZeRO stage: a pipeline takes ZeRO 0-1,
+// the stages without one 2-3), a worse layout is accepted with probability exp(-relative loss /
+// temperature) as the temperature cools, and the best layout seen is kept, with restarts from it;
+// then a polish tries every single-knob neighbour of the best (a new dp x ep x tp x pp with any
+// micro-batch, virtual stages, sequence parallelism and ZeRO stage) while one is better.
+// Evaluations are cached. tests/planner/search_test checks that it finds the exhaustive optimum on
+// every space small enough to enumerate there.
 #pragma once
 
 #include <cstdint>

@@ -177,7 +177,7 @@ def main():
                                "comm_overlap": 0.9, "reduces_every_micro_batch_zero_stages": "2,3",
                                "pipeline_scatter_gather": False, "allocator_headroom": 0.05,
                                "collectives": "ring inside a node, hierarchical across nodes", "attention": "flash",
-                               "zero3_compute_shard": True}:
+                               "zero3_compute_shard": True, "zero3_backward_prefetch": "before the gradients"}:
             failures.append(f"plan --json: assumes {plan['assumes']}")
     # 50M parameters: bandwidth, not latency, and several buckets to overlap.
     mid = [trident, "plan", "--cluster", a100, "--nodes", "2", "--json", "--model.n_layer=4", "--model.n_embd=1024",
@@ -213,8 +213,26 @@ def main():
         grads[conv] = json.loads(r.stdout)["ranked"][0]["memory_bytes"]["gradient"]
     if len(grads) == 2 and abs(grads["deepspeed"] - grads["trident"] / 2) > 1:
         failures.append(f"--convention deepspeed's bf16 gradients: {grads}")
+    # Composer's FSDP1 gathers the backward's parameters after each part's gradients: the same
+    # ZeRO-3 traffic as fsdp's, more of it exposed (Note [Gathers after the gradients]).
+    zero3 = {}
+    for conv in ["fsdp", "composer"]:
+        # Sixteen sequences a rank: compute enough to hide fsdp's gathers behind.
+        args = [a for a in mid[:-4] if not a.startswith("--data.batch_size=")]
+        r = run(args + ["--data.batch_size=256", "--layout", "dp16 tp1 pp1 zero3 ckpt=none b16 m1", "--top", "1",
+                        "--precision.dtype=bf16", "--convention", conv], env)
+        if r.returncode != 0:
+            failures.append(f"plan --convention {conv} zero3: {r.stderr}")
+            continue
+        c = json.loads(r.stdout)
+        zero3[conv] = (c["ranked"][0]["time_s"], c["assumes"]["zero3_backward_prefetch"])
+    if len(zero3) == 2:
+        (f_time, f_prefetch), (c_time, c_prefetch) = zero3["fsdp"], zero3["composer"]
+        if (abs(c_time["comm_total"] - f_time["comm_total"]) > 1e-9 or not c_time["exposed_comm"] > f_time["exposed_comm"]
+                or (f_prefetch, c_prefetch) != ("before the gradients", "after the gradients")):
+            failures.append(f"--convention composer against fsdp under ZeRO-3: {zero3}")
     r = run(mid + ["--convention", "jax"], env)
-    if r.returncode == 0 or "'jax'" not in r.stderr or "megatron, fsdp, deepspeed" not in r.stderr:
+    if r.returncode == 0 or "'jax'" not in r.stderr or "megatron, fsdp, composer, deepspeed" not in r.stderr:
         failures.append(f"plan --convention jax was not refused naming the allowed ones: {r.stderr}")
     # An unfused attention's scores go through memory: the same layout is slower, and says so.
     long_seq = mid[:]

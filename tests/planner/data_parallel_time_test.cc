@@ -74,6 +74,41 @@ TEST(DataParallelTime, ConventionsOverlapWhatTheirFrameworksOverlap) {
   EXPECT_LT(data_parallel_time(2, c, p, named("fsdp"), 1.0).exposed_s, data_parallel_time(2, c, p, named("fsdp"), 1.0).total_s);
 }
 
+// Composer's FSDP1 (backward_prefetch = BACKWARD_POST) gathers each part's parameters for the
+// backward only after the part before it has its gradients: the gather hides behind nothing and
+// shares the links with that part's reduce-scatter (Note [Gathers after the gradients]). Its
+// forward, its dtypes and its memory are fsdp's.
+TEST(DataParallelTime, GathersAfterTheGradientsWaitBesideTheReduceScatter) {
+  const Convention composer = named("composer"), fsdp = named("fsdp");
+  EXPECT_TRUE(composer.gathers_after_gradients);
+  EXPECT_FALSE(fsdp.gathers_after_gradients);
+  EXPECT_EQ(composer.grad_buffer_bytes, fsdp.grad_buffer_bytes);
+  EXPECT_EQ(composer.grad_comm_bytes, fsdp.grad_comm_bytes);
+  EXPECT_EQ(composer.keeps_compute_shard, fsdp.keeps_compute_shard);
+  const MicroBatchPhases p = four_micro_batches();
+  // The reduce-scatter twice the gather (fp32 gradients, bf16 parameters): the gather takes
+  // twice its time beside it, the reduce-scatter's other half hides behind the backward.
+  const DataParallelCollectives c{2.0, 1.0};
+  const double forward = exposed_behind(1.0, 1.0, 5.0, 1.0);
+  const double backward = 2.0 * 1.0 + exposed_behind(1.0, 2.0, 8.0, 1.0);
+  EXPECT_DOUBLE_EQ(data_parallel_time(3, c, p, composer, 1.0).exposed_s, 4 * (forward + backward));
+  EXPECT_DOUBLE_EQ(data_parallel_time(3, c, p, composer, 1.0).total_s,
+                   data_parallel_time(3, c, p, fsdp, 1.0).total_s);
+  EXPECT_GT(data_parallel_time(3, c, p, composer, 1.0).exposed_s,
+            data_parallel_time(3, c, p, fsdp, 1.0).exposed_s);
+  // A reduce-scatter shorter than the gather: both whole, then the gather alone.
+  const DataParallelCollectives small_reduce{0.5, 1.0};
+  EXPECT_DOUBLE_EQ(data_parallel_time(3, small_reduce, p, composer, 1.0).exposed_s,
+                   4 * (forward + 1.5));
+  // Without overlap the two conventions agree: everything is exposed either way.
+  EXPECT_DOUBLE_EQ(data_parallel_time(3, c, p, composer, 0.0).exposed_s,
+                   data_parallel_time(3, c, p, fsdp, 0.0).exposed_s);
+  // Stages 0-2 have no backward gathers: as fsdp.
+  for (int z = 0; z < 3; ++z)
+    EXPECT_DOUBLE_EQ(data_parallel_time(z, c, p, composer, 1.0).exposed_s,
+                     data_parallel_time(z, c, p, fsdp, 1.0).exposed_s);
+}
+
 TEST(Convention, GradientDtypesAreTheFrameworksDefaults) {
   EXPECT_EQ(named("trident").grad_buffer_bytes, 4.0);
   EXPECT_EQ(convention_named("trident", DType::kBF16, "bf16").value().grad_comm_bytes, 2.0);
@@ -85,7 +120,8 @@ TEST(Convention, GradientDtypesAreTheFrameworksDefaults) {
   const auto bad = convention_named("colossal", DType::kBF16, "none");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("'colossal'"), std::string::npos);
-  EXPECT_NE(bad.status().message().find("trident, megatron, fsdp, deepspeed"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("trident, megatron, fsdp, composer, deepspeed"),
+            std::string::npos);
 }
 
 // 16-bit gradient buffers are half the trainer's fp32 ones, every stage and layout; nothing

@@ -107,6 +107,39 @@ TEST(Search, OffloadOnOneGpuFitsWhereTheHostHoldsTheState) {
   EXPECT_NE(plan_table(small_host, 3).find("does not fit the host's memory"), std::string::npos);
 }
 
+// A 70B LLaMA on 128 DGX H100 nodes (the README's example): its best layout, FSDP (ZeRO-3)
+// over dp 256 x tp 4, is two knobs from the best pipeline's (dp64 tp4 pp4 zero1), whose
+// ZeRO-1 without the pipeline does not fit. Annealing that moved the shape with the ZeRO stage
+// kept found the pipeline's, 10% slower; moving them together finds the exhaustive optimum.
+TEST(Search, AnnealingMovesTheZeroStageWithThePipeline) {
+  RunSpec run = gpt_run(80, 8192, 64, 4096, 1024, DType::kBF16);
+  run.model.arch = "llama";
+  run.model.vocab_size = 128256;
+  run.model.family_values["n_kv_heads"] = int64_t{8};
+  run.model.family_values["intermediate_size"] = int64_t{28672};
+  run.shapes = models::model_family("llama").shapes(run.model);
+  const Cluster cluster = testing::shipped_cluster("dgx-h100-80gb.toml", 128);
+  SearchSpace space;
+  space.ranks = 1024;
+  space.max_tp = cluster.shape.devices_per_node;
+  const std::vector<Layout> layouts = enumerate_layouts(run, space);
+  const Score score = [&](const Layout& l) -> std::optional<double> {
+    const Candidate c = evaluate(run, l, cluster, true);
+    return c.fits ? std::optional<double>(c.tokens_per_s) : std::nullopt;
+  };
+  const SearchResult exhaustive = search_exhaustive(layouts, score);
+  const SearchResult annealed = search_annealing(layouts, score);
+  ASSERT_TRUE(exhaustive.best.has_value());
+  ASSERT_TRUE(annealed.best.has_value());
+  std::printf("%zu layouts: exhaustive %s, annealing %s after %lld evaluations\n", layouts.size(),
+              exhaustive.best->str().c_str(), annealed.best->str().c_str(),
+              static_cast<long long>(annealed.evaluated));
+  EXPECT_EQ(exhaustive.best->pp, 1);
+  EXPECT_EQ(exhaustive.best->zero_stage, 3);
+  EXPECT_DOUBLE_EQ(annealed.best_score, exhaustive.best_score);
+  EXPECT_LT(annealed.evaluated, static_cast<int64_t>(layouts.size()));
+}
+
 TEST(Search, AThousandGpuSpaceReturnsWithinTenSeconds) {
   const RunSpec run = gpt_run(60, 10240, 80, 2048, 1792, DType::kF16);  // 76B
   SearchSpace space;
