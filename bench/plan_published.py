@@ -56,9 +56,15 @@ def model_flags(r):
 def plan(args, r):
     gpus = int(r["gpus"])
     b, m = int(r["micro_batch"]), int(r["grad_accum"])
-    # FULL_SHARD is ZeRO-3; SHARD_GRAD_OP keeps the gathered parameters through the backward
-    # and reduce-scatters the gradients: ZeRO-2 (its rows run one micro-batch, so one gather).
-    zero = 2 if r.get("sharding") == "SHARD_GRAD_OP" else 3
+    # FULL_SHARD is ZeRO-3. SHARD_GRAD_OP keeps the parameters it gathers in the forward through
+    # the backward and reduce-scatters the gradients: one gather a micro-batch, as ZeRO-2's one
+    # gather a step only where a step is one micro-batch (every such row here; the trainer's
+    # ZeRO-2 gathers after the step, exposed, where FSDP's hides behind the forward).
+    zero = 3
+    if r.get("sharding") == "SHARD_GRAD_OP":
+        if m != 1:
+            raise SystemExit(f"{r['model']} on {gpus} {r['gpu']}: SHARD_GRAD_OP with {m} micro-batches has no ZeRO-2 equivalent")
+        zero = 2
     layout = f"dp{gpus} zero{zero} ckpt={r['checkpointing']} b{b} m{m}"
     cmd = [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--cluster", str(ROOT / CLUSTERS[r["gpu"]]),
            "--nodes", str(math.ceil(gpus / DEVICES_PER_NODE)), "--ranks", str(gpus), "--convention", args.convention or CONVENTIONS[r["source"]],

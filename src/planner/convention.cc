@@ -23,7 +23,7 @@ StatusOr<Convention> convention_named(const std::string& name, DType compute, co
     return c;
   }
   if (name == "fsdp" ||
-      name == "composer") {  // fp32 gradients, fp32 reduction, everything overlapped
+      name == "composer") {  // fp32 gradients and reduction; fsdp overlaps everything
     c.keeps_compute_shard = false;
     c.gathers_after_gradients = name == "composer";  // Composer's backward_prefetch = BACKWARD_POST
     return c;

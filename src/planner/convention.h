@@ -24,9 +24,9 @@
 //             (llm-foundry's MPT tables): fsdp's dtypes and memory, with Composer's default
 //             backward_prefetch = BACKWARD_POST, which issues the backward's all-gather of the
 //             next part only after the current part's gradients are computed: that gather has no
-//             compute to hide behind and shares the links with the current part's reduce-scatter
-//             (Note [Gathers after the gradients] in planner/data_parallel_time.h). PyTorch's own
-//             default (BACKWARD_PRE, Hugging Face Accelerate's too) is fsdp's.
+//             compute to hide behind (Note [Gathers after the gradients] in
+//             planner/data_parallel_time.h). PyTorch's own default (BACKWARD_PRE, Hugging Face
+//             Accelerate's too) is fsdp's.
 //  deepspeed  DeepSpeed ZeRO: gradients in the compute dtype, reduced in it
 //             (communication_data_type defaults to the model's dtype); overlap_comm off for
 //             stages 0-2 and on for stage 3 (its config's default); stage 2-3 reduce every

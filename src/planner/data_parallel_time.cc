@@ -31,10 +31,9 @@ DataParallelTime data_parallel_time(int zero_stage, const DataParallelCollective
   double backward_gather = 0.0, backward_reducing = 0.0;
   if (convention.gathers_after_gradients) {  // Note [Gathers after the gradients]
     backward_gather = c.gather_s;
-    const double shared = std::min(2.0 * c.gather_s, c.gather_s + c.reduce_s);
-    const double rest = std::max(0.0, c.reduce_s - c.gather_s);
-    backward_reducing = shared + exposed_behind(rest, p.backward_s,
-                                                std::max(p.parts, p.grad_buckets), reduce_overlap);
+    backward_reducing =
+        c.gather_s +
+        exposed_behind(c.reduce_s, p.backward_s, std::max(p.parts, p.grad_buckets), reduce_overlap);
   } else {
     backward_gather = exposed_behind(c.gather_s, p.backward_s, p.parts, gather_overlap);
     // Both share the backward's compute, at the smaller of their overlaps.

@@ -22,15 +22,13 @@
 // Note [Gathers after the gradients]
 // FSDP1 under backward_prefetch = BACKWARD_POST (Composer's default; convention "composer")
 // issues the backward's all-gather of part i-1 in part i's post-backward hook, after part i's
-// gradients, beside part i's reduce-scatter: part i-1's backward waits for that gather with no
-// compute to hide it. The two collectives share the links, so the gather ends once it has had
-// its share of them: after twice its own time while the reduce-scatter is at least as long
-// (fp32 gradients against bf16 parameters: twice the bytes), after gather + reduce-scatter
-// otherwise. What is left of the reduce-scatter then hides behind part i-1's backward.
-// Against llm-foundry's H100 tables (bench/results/2026-12-02-plan-published-h100), the rows
-// that differ only in micro-batch and checkpointing rank as measured with this exposure and
-// not with everything hidden: MPT-13B's two micro-batches without checkpointing, whose
-// traffic is half their compute, ran slower per GPU than sixteen with it.
+// gradients and before part i's reduce-scatter: part i-1's backward waits for that gather, with
+// no compute to hide it. Both collectives go through the process group's one NCCL stream, so
+// they run in the order issued: the gather whole, then the reduce-scatter, which hides behind
+// part i-1's backward as fsdp's does (what it does not hide delays the next gather as much).
+// Against llm-foundry's H100 tables (bench/results/2026-12-02-plan-published-h100), MPT-7B
+// without checkpointing ran 9% slower per GPU on 512 GPUs than on 8, whose gathers stay inside
+// a node; with everything hidden the planner ranked the 512-GPU row first (measured 5th).
 #pragma once
 
 #include <cstdint>

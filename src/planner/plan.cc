@@ -78,13 +78,9 @@ nlohmann::ordered_json assumptions_json(const Plan& plan) {
   return j;
 }
 
-// Whether the backward's ZeRO-3 gathers wait for each part's gradients (Composer's FSDP1).
-bool backward_gathers_follow_gradients(const nlohmann::ordered_json& j) {
-  return j["zero3_backward_prefetch"] == "after the gradients";
-}
-
 std::string assumptions_line(const Plan& plan) {
   const nlohmann::ordered_json j = assumptions_json(plan);
+  const bool gathers_after_gradients = plan.run.convention.gathers_after_gradients;
   char line[512];
   std::snprintf(
       line, sizeof line,
@@ -95,7 +91,7 @@ std::string assumptions_line(const Plan& plan) {
       j["gradient_communication"].get<std::string>().c_str(), j["comm_overlap"].get<double>(),
       j["overlapped_reduction_zero_stages"].get<std::string>().c_str(),
       !j["overlapped_zero3_gathers"].get<bool>() ? ""
-      : backward_gathers_follow_gradients(j)
+      : gathers_after_gradients
           ? " and ZeRO-3's forward gathers (the backward's after the gradients, exposed)"
           : " and ZeRO-3's gathers",
       j["attention"].get<std::string>().c_str(), 100.0 * j["allocator_headroom"].get<double>(),

@@ -195,7 +195,7 @@ SearchResult search_annealing(const std::vector<Layout>& layouts, const Score& s
           l.virtual_stages = pick(2) == 0 ? 1 : virt[pick(virt.size())];
           // Half the time another ZeRO stage too: a pipeline takes ZeRO 0-1 and the stages
           // without one ZeRO 2-3, so the best of one shape is often another stage's.
-          if (pick(2) == 0) l.zero_stage = static_cast<int64_t>(pick(4));
+          if (pick(2) == 0) l.zero_stage = static_cast<int64_t>(pick(l.pp > 1 ? 2 : 4));
           if (l.pp > 1 && l.zero_stage > 1) l.zero_stage = 1;
           if (l.data_parallel() == 1) l.zero_stage = 0;
           if (l.tp == 1) l.sequence_parallel = false;
