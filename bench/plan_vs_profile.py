@@ -79,7 +79,7 @@ def measured_parts(profile, tp):
 def planned_parts(candidate):
     p = dict(candidate["time_parts_s"])
     out = {k: p.get(k, 0.0) for k in PARTS}
-    out["comm"] = p["dp_exposed"] + p["tp"] + p["ep"] + p["pp_exposed"]
+    out["comm"] = p["dp_exposed"] + p["tp"] + p["ep"] + p.get("skew", 0.0) + p["pp_exposed"]
     out["bubble"] = p["bubble"]
     return out
 

@@ -18,21 +18,23 @@
 #include "autograd/functions.h"
 #include "core/copy.h"
 #include "core/factory.h"
+#include "core/half.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/views.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/gemm_engine.h"
-#include "core/half.h"
 #include "kernels/cpu/gemm_rates.h"
 #include "kernels/cpu/matmul.h"
 #include "models/registry.h"
+#include "offload/nvme_file.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/linalg.h"
 #include "ops/loss.h"
 #include "ops/vocab_parallel.h"
-#include "offload/nvme_file.h"
 #include "planner/calibration_timer.h"
+#include "planner/collective_skew.h"
 #include "planner/collectives.h"
 
 namespace trident::planner {
@@ -463,6 +465,19 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
       const double bytes = static_cast<double>(share * ranks) * static_cast<double>(element_size(dtype));
       const double modeled = k / n * bytes / (c.intra.bandwidth_gbs * 1e9) + k * c.intra.latency_us * 1e-6;
       c.intra.all_to_all_factor = std::clamp(a2a / modeled, 0.01, 100.0);
+    }
+    // Note [The ranks' skew at a blocking collective]: the work between two collectives, a
+    // product of the model's width on up to 512 rows.
+    {
+      const int64_t rows = std::min<int64_t>(512, B * T), width = cfg.model.n_embd;
+      Generator gen(17);
+      const Tensor x = randn({rows, width}, gen, DType::kF32),
+                   w = randn({width, width}, gen, DType::kF32);
+      const CollectiveSkew skew = measure_collective_skew(comm.get(), [&](int64_t units) {
+        for (int64_t u = 0; u < units; ++u) (void)ops::matmul(x, w);
+      });
+      c.device.collective_skew_us = skew.wait_us;
+      c.device.collective_skew_fraction = std::min(skew.fraction, 1.0);
     }
     static_cast<LinkSpec&>(c.inter) = static_cast<const LinkSpec&>(c.intra);  // one host: the same link
   }

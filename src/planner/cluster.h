@@ -5,13 +5,15 @@
 // or a value out of range is an error naming the file, the key and what is allowed
 // (config/config_tree.h).
 //
-//   [cluster]     name, nodes, devices_per_node, host_memory_gib (each node's, for ZeRO-Offload's state),
-//                 disk_read_gbs / disk_write_gbs (each node's disk under parallel.nvme_path, for the
-//                 NVMe tier: sequential rates of all its ranks at once, as calibrate measures them
-//                 through the tier's own file; 0, the default and the shipped files' (their disks'
-//                 rates are not published): unknown, and a plan with the tier is then an error
-//                 naming them, planner/nvme_tier.h)
-//   [device]      kind ("cpu" ranks of a host, or "gpu"); memory_gib; peak_tflops_fp32 / _bf16 / _fp16; gemm_efficiency (the
+//   [cluster]     name, nodes, devices_per_node, host_memory_gib (each node's, for ZeRO-Offload's
+//   state),
+//                 disk_read_gbs / disk_write_gbs (each node's disk under parallel.nvme_path, for
+//                 the NVMe tier: sequential rates of all its ranks at once, as calibrate measures
+//                 them through the tier's own file; 0, the default and the shipped files' (their
+//                 disks' rates are not published): unknown, and a plan with the tier is then an
+//                 error naming them, planner/nvme_tier.h)
+//   [device]      kind ("cpu" ranks of a host, or "gpu"); memory_gib; peak_tflops_fp32 / _bf16 /
+//   _fp16; gemm_efficiency (the
 //                 fraction of peak the model's large GEMMs reach); memory_bandwidth_gbs (the
 //                 memory-bound ops' rate); attention_efficiency (the attention kernel's
 //                 fraction of the GEMM rate); comm_overlap (the fraction of the compute that
@@ -27,9 +29,12 @@
 //                 attention_efficiency x d / (d + this): flash attention's tiles are d wide;
 //                 calibrate fits it from two head sizes); unfused_attention_efficiency (an
 //                 unfused attention's score GEMMs' fraction of the GEMM rate, for runs planned
-//                 with `plan --attention unfused`: Note [Unfused attention]); gemm_half_k (a GEMM's rate falls with
-//                 its reduction length K as K / (K + this): Note [GEMMs by shape] in
-//                 planner/gemm_time.h; calibrate fits it from the model's width and half of it)
+//                 with `plan --attention unfused`: Note [Unfused attention]); gemm_half_k (a GEMM's
+//                 rate falls with its reduction length K as K / (K + this): Note [GEMMs by shape]
+//                 in planner/gemm_time.h; calibrate fits it from the model's width and half of it);
+//                 collective_skew_us and collective_skew_fraction (the wait for the slowest of 2
+//                 ranks at each blocking collective, beyond its own time: Note [The ranks' skew
+//                 at a blocking collective] in planner/collective_skew.h; calibrate measures them)
 //   [intra_node]  bandwidth_gbs (per device, one direction: NVLink, or shared memory for CPU
 //                 ranks), latency_us, reduce_scatter_factor, all_gather_factor and
 //                 all_to_all_factor (each one's time over the ring model's: 1 for NCCL,
@@ -73,6 +78,11 @@ struct DeviceSpec {
   double unfused_attention_efficiency = 0.0;  // 0: attention_efficiency's
   double vocab_loss_ns_per_logit = 0.0;  // 0: the vocabulary-parallel loss's passes at memory_bandwidth_gbs
   double fused_loss_ns_per_logit = 0.0;  // 0: the fused loss's passes at memory_bandwidth_gbs
+  // The wait for the slowest of 2 ranks at a blocking collective (Note [The ranks' skew at a
+  // blocking collective] in planner/collective_skew.h): per collective, and per second of the
+  // compute before it.
+  double collective_skew_us = 0.0;
+  double collective_skew_fraction = 0.0;
   static const OptionTable<DeviceSpec>& table();
 };
 

@@ -263,11 +263,22 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
                  {"exposed_disk", c.time.exposed_disk_s}, {"step", c.time.step_s()}, {"recompute", c.time.recompute_s},
                  {"comm_total", c.time.comm_total_s}, {"disk", c.time.disk_s}};
   const ComputeParts& p = c.time.parts;
-  j["time_parts_s"] = {{"products", p.products}, {"experts", p.experts}, {"attention", p.attention},
-                       {"memory", p.memory}, {"adapters", p.adapters}, {"head", p.head}, {"loss", p.loss},
-                       {"recompute", p.recompute}, {"optimizer", p.optimizer}, {"accumulate", p.accumulate},
-                       {"dp_exposed", c.time.dp_exposed_s}, {"tp", c.time.tp_s}, {"ep", c.time.ep_s},
-                       {"pp_exposed", c.time.pp_exposed_s}, {"bubble", c.time.bubble_s},
+  j["time_parts_s"] = {{"products", p.products},
+                       {"experts", p.experts},
+                       {"attention", p.attention},
+                       {"memory", p.memory},
+                       {"adapters", p.adapters},
+                       {"head", p.head},
+                       {"loss", p.loss},
+                       {"recompute", p.recompute},
+                       {"optimizer", p.optimizer},
+                       {"accumulate", p.accumulate},
+                       {"dp_exposed", c.time.dp_exposed_s},
+                       {"tp", c.time.tp_s},
+                       {"ep", c.time.ep_s},
+                       {"skew", c.time.skew_s},
+                       {"pp_exposed", c.time.pp_exposed_s},
+                       {"bubble", c.time.bubble_s},
                        {"exposed_disk", c.time.exposed_disk_s}};
   // The NVMe tier's bytes per rank and step (Note [The tier's memory and bytes]).
   if (l.nvme) j["disk_bytes"] = {{"read", c.time.disk.read_bytes}, {"written", c.time.disk.written_bytes}};
@@ -293,6 +304,7 @@ std::string time_breakdown(const Candidate& c) {
       {"data parallelism and ZeRO, exposed", t.dp_exposed_s},
       {"tensor parallelism's all-reduces", t.tp_s},
       {"expert parallelism's exchanges", t.ep_s},
+      {"waits for the slowest rank at those collectives", t.skew_s},
       {"pipeline messages, exposed", t.pp_exposed_s},
       {"pipeline bubble", t.bubble_s},
       {"NVMe tier's disk, exposed", t.exposed_disk_s},

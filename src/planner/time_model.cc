@@ -7,6 +7,7 @@
 #include "models/causal_lm.h"
 #include "ops/loss.h"
 #include "parallel/pipeline.h"
+#include "planner/collective_skew.h"
 #include "planner/data_parallel_time.h"
 #include "planner/fine_tuning.h"
 #include "planner/gemm_time.h"
@@ -409,7 +410,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
            (stage_exchanges * k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) +
             stage_sparse * k * ep_link.latency_us * 1e-6);
   }
-  double tp_s = 0.0;
+  double tp_s = 0.0, tp_syncs = 0.0;  // the all-reduces per micro-batch
   if (l.tp > 1) {
     double blocks = 0.0;
     for (int c = 0; c < pl.num_chunks(); ++c)
@@ -423,6 +424,17 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     // (tokens) and of their sums and target logits (2 tokens), f32.
     tp_s += m * (collective_seconds(Collective::kAllReduce, 4.0 * tokens, tp_group, ranks, cluster) +
                  collective_seconds(Collective::kAllReduce, 8.0 * tokens, tp_group, ranks, cluster));
+    tp_syncs = blocks * per_block + 4.0;
+  }
+  // Note [The ranks' skew at a blocking collective]: each blocking all-reduce and exchange
+  // waits for its group's slowest rank, the segment between two of them the stage's compute
+  // per micro-batch over their number.
+  const double ep_syncs = l.ep > 1 ? (l.checkpointing == "none" ? 4.0 : 6.0) * stage_sparse : 0.0;
+  double skew_s = 0.0;
+  if (tp_syncs + ep_syncs > 0.0) {
+    const double segment = stage_s / (tp_syncs + ep_syncs);
+    skew_s = m * (skew_wait_s(cluster.device, static_cast<double>(l.tp), tp_syncs, segment) +
+                  skew_wait_s(cluster.device, static_cast<double>(l.ep), ep_syncs, segment));
   }
   double pp_s = 0.0;
   if (l.pp > 1) {
@@ -433,7 +445,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   out.tp_s = tp_s;
   out.ep_s = ep_s;
   out.pp_exposed_s = pp_exposed;
-  out.exposed_comm_s = dp_time.exposed_s + tp_s + pp_exposed + ep_s;
+  out.skew_s = skew_s;
+  out.exposed_comm_s = dp_time.exposed_s + tp_s + pp_exposed + ep_s + skew_s;
   const double L = static_cast<double>(run.model.n_layer), Ls = static_cast<double>(s.sparse_blocks);
   const double tokens_step = static_cast<double>(run.tokens_per_step());
   const double dense_flops = static_cast<double>(models::matmul_flops_per_token(s.block_matmuls));

@@ -99,6 +99,8 @@ struct TimeEstimate {
   ComputeParts parts;             // compute_s by what runs it
   double dp_exposed_s = 0.0;      // of exposed_comm_s: data parallelism's and ZeRO's
   double tp_s = 0.0, ep_s = 0.0;  // of it: tensor parallelism's all-reduces, expert parallelism's exchanges
+  double skew_s = 0.0;  // of it: their waits for the slowest rank (Note [The ranks' skew at a
+                        // blocking collective])
   double pp_exposed_s = 0.0;      // of it: the pipeline's messages
   double comm_total_s = 0.0;      // every collective, hidden or not
   double model_flops = 0.0;       // the step's model FLOPs on all ranks (6 N T + attention, no recompute)

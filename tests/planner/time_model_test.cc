@@ -12,6 +12,8 @@
 #include "models/registry.h"
 #include "ops/loss.h"
 #include "planner/time_model.h"
+
+#include "planner/collective_skew.h"
 #include "support/planner_runs.h"
 
 namespace trident::planner {
@@ -137,6 +139,8 @@ TEST(TimeModel, TheStepsPartsAddUpToItsComputeAndItsCommunication) {
   c.device.gemm_half_k = 20.0;
   c.device.fused_loss_ns_per_logit = 1.0;
   c.device.vocab_loss_ns_per_logit = 2.0;
+  c.device.collective_skew_us = 300.0;
+  c.device.collective_skew_fraction = 0.02;
   std::vector<std::pair<RunSpec, Layout>> cases;
   for (const char* ckpt : {"none", "selective", "full"})
     for (const auto& [mb, accum] : std::vector<std::pair<int64_t, int64_t>>{{4, 1}, {1, 4}}) {
@@ -164,7 +168,8 @@ TEST(TimeModel, TheStepsPartsAddUpToItsComputeAndItsCommunication) {
     const TimeEstimate t = predict_time(run, l, c);
     EXPECT_NEAR(t.parts.total(), t.compute_s, 1e-12 * t.compute_s);
     EXPECT_NEAR(t.parts.recompute, t.recompute_s, 1e-12 * t.compute_s);
-    EXPECT_NEAR(t.dp_exposed_s + t.tp_s + t.ep_s + t.pp_exposed_s, t.exposed_comm_s, 1e-12 * t.step_s());
+    EXPECT_NEAR(t.dp_exposed_s + t.tp_s + t.ep_s + t.skew_s + t.pp_exposed_s, t.exposed_comm_s,
+                1e-12 * t.step_s());
     EXPECT_GT(t.parts.head, 0.0);
     EXPECT_GT(t.parts.products, 0.0);
     EXPECT_GT(t.parts.optimizer, 0.0);
@@ -172,6 +177,7 @@ TEST(TimeModel, TheStepsPartsAddUpToItsComputeAndItsCommunication) {
     EXPECT_EQ(t.parts.recompute > 0.0, l.checkpointing != "none");
     EXPECT_EQ(t.tp_s > 0.0, l.tp > 1);
     EXPECT_EQ(t.ep_s > 0.0, l.ep > 1);
+    EXPECT_EQ(t.skew_s > 0.0, l.tp > 1 || l.ep > 1);
   }
 }
 
@@ -227,6 +233,51 @@ TEST(TimeModel, ExpertExchangesTakeTheLinksAllToAllFactor) {
   EXPECT_NEAR(three.ep_s, 3.0 * one.ep_s, 1e-12);
   EXPECT_NEAR(three.step_s() - one.step_s(), 2.0 * one.ep_s, 1e-12);
   EXPECT_EQ(three.parts.experts, one.parts.experts);
+}
+
+// Note [The ranks' skew at a blocking collective]: each blocking all-reduce of tensor
+// parallelism and exchange of expert parallelism waits for the group's slowest rank, a group of
+// n ranks E[max of n normals] / E[max of 2] as long as 2; data parallelism's one reduction a
+// step and a pipeline's messages wait for nothing here.
+TEST(TimeModel, BlockingCollectivesWaitForTheSlowestRank) {
+  EXPECT_DOUBLE_EQ(expected_max_of_normals(1.0), 0.0);
+  EXPECT_NEAR(expected_max_of_normals(2.0), 0.5642, 1e-4);
+  EXPECT_NEAR(expected_max_of_normals(8.0), 1.4236, 1e-4);
+  EXPECT_NEAR(expected_max_of_normals(1024.0), 3.1443, 1e-4);
+  EXPECT_GT(expected_max_of_normals(6.0), expected_max_of_normals(4.0));
+  EXPECT_LT(expected_max_of_normals(6.0), expected_max_of_normals(8.0));
+  EXPECT_GT(expected_max_of_normals(4096.0), expected_max_of_normals(1024.0));
+  Cluster c = local_cluster(4);
+  c.device.collective_skew_us = 1000.0;  // 1 ms a collective, whatever the segment
+  // GPT-2's 6 blocks under tp: 4 all-reduces a block, the embedding's, the head's input's and
+  // the loss's two, per micro-batch: 28 x 4 micro-batches.
+  Layout tp = one_rank(1, 4);
+  tp.tp = 2;
+  EXPECT_NEAR(predict_time(gpt_small(DType::kF32), tp, c).skew_s, 4 * 28 * 1e-3, 1e-12);
+  tp.tp = 4;
+  EXPECT_NEAR(predict_time(gpt_small(DType::kF32), tp, c).skew_s, 4 * 28 * 1e-3 * 1.0294 / 0.5642,
+              1e-4);
+  // tiny-moe's 4 sparse blocks under ep: 4 exchanges each per micro-batch, 6 with a rerun.
+  Layout ep = one_rank(2, 2);
+  ep.ep = 2;
+  EXPECT_NEAR(predict_time(tiny_moe(), ep, c).skew_s, 2 * 16 * 1e-3, 1e-12);
+  ep.checkpointing = "full";
+  EXPECT_NEAR(predict_time(tiny_moe(), ep, c).skew_s, 2 * 24 * 1e-3, 1e-12);
+  Layout dp = one_rank(1, 4), pp = one_rank(1, 4);
+  dp.dp = 2;
+  pp.pp = 2;
+  EXPECT_EQ(predict_time(gpt_small(DType::kF32), dp, c).skew_s, 0.0);
+  EXPECT_EQ(predict_time(gpt_small(DType::kF32), pp, c).skew_s, 0.0);
+  // The part that grows with the segment: the whole stage's compute per micro-batch, once per
+  // collective's segment, so the sum is the fraction of the compute.
+  c.device.collective_skew_us = 0.0;
+  c.device.collective_skew_fraction = 0.05;
+  tp.tp = 2;
+  const TimeEstimate t = predict_time(gpt_small(DType::kF32), tp, c);
+  EXPECT_GT(t.skew_s, 0.0);
+  EXPECT_LT(t.skew_s, 0.05 * t.compute_s);
+  // Without a measured skew (the shipped GPU files), nothing.
+  EXPECT_EQ(predict_time(gpt_small(DType::kF32), tp, local_cluster(4)).skew_s, 0.0);
 }
 
 }  // namespace
