@@ -467,9 +467,12 @@ Cluster calibrate(const train::TrainConfig& config, const std::shared_ptr<comm::
       c.intra.all_to_all_factor = std::clamp(a2a / modeled, 0.01, 100.0);
     }
     // Note [The ranks' skew at a blocking collective]: the work between two collectives, a
-    // product of the model's width on up to 512 rows.
+    // product of the model's width, on rows that keep a unit of work near 67 MFLOP (512 rows at
+    // width 256) so that the short segment is several units.
     {
-      const int64_t rows = std::min<int64_t>(512, B * T), width = cfg.model.n_embd;
+      const int64_t width = cfg.model.n_embd;
+      const int64_t rows =
+          std::clamp<int64_t>(512 * 256 * 256 / std::max<int64_t>(1, width * width), 16, 512);
       Generator gen(17);
       const Tensor x = randn({rows, width}, gen, DType::kF32),
                    w = randn({width, width}, gen, DType::kF32);

@@ -16,23 +16,17 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The mean of every rank's `mine`. Collective.
-double mean_over_ranks(comm::Communicator& comm, double mine) {
-  Tensor t = full({1}, mine, DType::kF64);
-  comm.all_reduce(t, comm::ReduceOp::kSum);
-  return t.item() / static_cast<double>(comm.size());
-}
-
 }  // namespace
 
 double expected_max_of_normals(double n) {
   if (n <= 1.0) return 0.0;
-  // E[max] of 2^i deviates, i = 1..10 (order statistics of the normal distribution); between
-  // them linear in log2 n, past 1,024 Blom's sqrt(2 ln n) growth.
-  static constexpr double kByLog2[] = {0.0,    0.5642, 1.0294, 1.4236, 1.7660, 2.0697,
-                                       2.3352, 2.5683, 2.7773, 2.9682, 3.1443};
+  // E[max] of 2^i deviates, i = 0..20 (the integral of x n phi(x) Phi(x)^(n - 1), Simpson's
+  // rule); between them linear in log2 n (1% low at 3 and 6), past 2^20 growing as sqrt(ln n).
+  static constexpr double kByLog2[] = {0.0,    0.5642, 1.0294, 1.4236, 1.7660, 2.0697, 2.3437,
+                                       2.5946, 2.8269, 3.0439, 3.2482, 3.4418, 3.6261, 3.8023,
+                                       3.9714, 4.1341, 4.2911, 4.4430, 4.5903, 4.7332, 4.8723};
   const double x = std::log2(n);
-  if (x >= 10.0) return kByLog2[10] * std::sqrt(std::log(n) / std::log(1024.0));
+  if (x >= 20.0) return kByLog2[20] * std::sqrt(std::log(n) / std::log(1048576.0));
   const int i = static_cast<int>(x);
   return kByLog2[i] + (x - i) * (kByLog2[i + 1] - kByLog2[i]);
 }
@@ -65,8 +59,7 @@ CollectiveSkew measure_collective_skew(comm::Communicator* comm,
   struct Point {
     double segment_s = 0.0, wait_s = 0.0;
   };
-  auto point = [&](double seconds) {
-    const int64_t units = std::max<int64_t>(1, static_cast<int64_t>(std::lround(seconds / unit)));
+  auto point = [&](int64_t units) {
     // 2 s of work at each length in 6 turns: on one Zen 4 host the waits are tenths of a
     // millisecond, and 0.4 s at a length put them anywhere from 0.07 to 0.96 ms.
     const int turns = 6;
@@ -84,11 +77,16 @@ CollectiveSkew measure_collective_skew(comm::Communicator* comm,
       comm->barrier();
       t0 = Clock::now();
       for (int r = 0; r < rounds; ++r) segment(units);
-      alone += mean_over_ranks(*comm, since(t0) / rounds);
+      // The slowest rank's own time, as calibrate's rates are: a rank that is always slower
+      // is in those already, and the wait beyond it is the rounds' variation.
+      alone += slowest_rank(comm, since(t0) / rounds);
     }
     return Point{alone / turns, std::max(0.0, (with - alone) / turns - latency)};
   };
-  const Point a = point(short_s), b = point(long_s);
+  // Two lengths apart even where one unit outlasts the short one: the fit needs both.
+  const int64_t short_units = std::max<int64_t>(1, std::lround(short_s / unit));
+  const int64_t long_units = std::max<int64_t>(4 * short_units, std::lround(long_s / unit));
+  const Point a = point(short_units), b = point(long_units);
   // wait = w0 + w1 x segment through the two points, neither part negative.
   double w1 = b.segment_s > a.segment_s ? (b.wait_s - a.wait_s) / (b.segment_s - a.segment_s) : 0.0;
   w1 = std::max(0.0, w1);

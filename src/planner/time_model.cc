@@ -424,11 +424,14 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     // (tokens) and of their sums and target logits (2 tokens), f32.
     tp_s += m * (collective_seconds(Collective::kAllReduce, 4.0 * tokens, tp_group, ranks, cluster) +
                  collective_seconds(Collective::kAllReduce, 8.0 * tokens, tp_group, ranks, cluster));
-    tp_syncs = blocks * per_block + 4.0;
+    // The slowest stage's blocking collectives: its blocks' (under sequence parallelism each
+    // all-reduce is an all-gather and a reduce-scatter, two waits) and, counted on it whatever
+    // the stage, the embedding's, the head input's and the loss's two.
+    tp_syncs = stage_blocks * per_block * (l.sequence_parallel ? 2.0 : 1.0) + 4.0;
   }
-  // Note [The ranks' skew at a blocking collective]: each blocking all-reduce and exchange
-  // waits for its group's slowest rank, the segment between two of them the stage's compute
-  // per micro-batch over their number.
+  // Note [The ranks' skew at a blocking collective]: each blocking collective of tensor and
+  // expert parallelism waits for its group's slowest rank, the segment between two of them the
+  // slowest stage's compute per micro-batch over their number.
   const double ep_syncs = l.ep > 1 ? (l.checkpointing == "none" ? 4.0 : 6.0) * stage_sparse : 0.0;
   double skew_s = 0.0;
   if (tp_syncs + ep_syncs > 0.0) {
