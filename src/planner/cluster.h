@@ -7,13 +7,15 @@
 //
 //   [cluster]     name, nodes, devices_per_node, host_memory_gib (each node's, for
 //                 ZeRO-Offload's state), disk_read_gbs / disk_write_gbs (each node's disk
-//                 under parallel.nvme_path, for the NVMe tier: sequential rates of all its ranks at once, as calibrate measures
-//                 them through the tier's own file; 0, the default and the shipped files' (their
-//                 disks' rates are not published): unknown, and a plan with the tier is then an
-//                 error naming them, planner/nvme_tier.h)
+//                 under parallel.nvme_path, for the NVMe tier: sequential rates of all its
+//                 ranks at once, as calibrate measures them through the tier's own file; 0,
+//                 the default and the shipped files' (their disks' rates are not published):
+//                 unknown, and a plan with the tier is then an error naming them,
+//                 planner/nvme_tier.h)
 //   [device]      kind ("cpu" ranks of a host, or "gpu"); memory_gib; peak_tflops_fp32 / _bf16
 //                 / _fp16; gemm_efficiency (the fraction of peak the model's large GEMMs
-//                 reach); memory_bandwidth_gbs (the memory-bound ops' rate); attention_efficiency (the attention kernel's
+//                 reach); memory_bandwidth_gbs (the memory-bound ops' rate);
+//                 attention_efficiency (the attention kernel's
 //                 fraction of the GEMM rate); comm_overlap (the fraction of the compute that
 //                 a data-parallel or ZeRO collective issued beside it hides behind, where the
 //                 framework overlaps it: GPUs with NCCL on its own stream near 1, CPU ranks 0,
