@@ -398,6 +398,10 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   phases.parts = stage_blocks + 1.0;
   const DataParallelTime dp_time =
       data_parallel_time(static_cast<int>(l.zero_stage), dpc, phases, conv, cluster.device.comm_overlap);
+  // Per block and micro-batch, tensor parallelism's all-reduces and expert parallelism's exchanges
+  // alike: two in the forward, two in the backward, two more in a checkpointed rerun (they are
+  // not matrix products, so "selective" keeps nothing of them).
+  const double collectives_per_block = l.checkpointing == "none" ? 4.0 : 6.0;
   // Note [The time of a mixture of experts]: the rows' exchanges.
   double ep_s = 0.0;
   if (l.ep > 1 && stage_sparse > 0.0) {
@@ -405,8 +409,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     const double k = static_cast<double>(l.ep - 1);
     const double bytes = tokens * static_cast<double>(s.experts_per_token) * C * static_cast<double>(E);
     // The busiest ep rank receives imbalance x the balanced rows (Note [Measured expert load]).
-    const double per_layer = l.checkpointing == "none" ? 4.0 : 6.0;
-    ep_s = m * per_layer * ep_link.all_to_all_factor *
+    ep_s = m * collectives_per_block * ep_link.all_to_all_factor *
            (stage_exchanges * k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) +
             stage_sparse * k * ep_link.latency_us * 1e-6);
   }
@@ -415,11 +418,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     double blocks = 0.0;
     for (int c = 0; c < pl.num_chunks(); ++c)
       if (pl.rank_of_chunk(c) == 0) blocks += static_cast<double>(pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first);
-    // Checkpointing's rerun repeats a block's two forward collectives (they are not matrix
-    // products, so "selective" keeps nothing of them).
-    const double per_block = l.checkpointing == "none" ? 4.0 : 6.0;
     const double block_ar = collective_seconds(Collective::kAllReduce, tokens * C * static_cast<double>(E), tp_group, ranks, cluster);
-    tp_s = m * blocks * per_block * block_ar + m * 2.0 * block_ar;  // and the embedding's and the head's input's
+    tp_s = m * blocks * collectives_per_block * block_ar + m * 2.0 * block_ar;  // and the embedding's and the head's input's
     // The vocabulary-parallel loss (parallel/tp_collectives.cc): all-reduces of the rows' maxima
     // (tokens) and of their sums and target logits (2 tokens), f32.
     tp_s += m * (collective_seconds(Collective::kAllReduce, 4.0 * tokens, tp_group, ranks, cluster) +
@@ -427,12 +427,12 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     // The slowest stage's blocking collectives: its blocks' (under sequence parallelism each
     // all-reduce is an all-gather and a reduce-scatter, two waits) and, counted on it whatever
     // the stage, the embedding's, the head input's and the loss's two.
-    tp_syncs = stage_blocks * per_block * (l.sequence_parallel ? 2.0 : 1.0) + 4.0;
+    tp_syncs = stage_blocks * collectives_per_block * (l.sequence_parallel ? 2.0 : 1.0) + 4.0;
   }
   // Note [The ranks' skew at a blocking collective]: each blocking collective of tensor and
   // expert parallelism waits for its group's slowest rank, the segment between two of them the
   // slowest stage's compute per micro-batch over their number.
-  const double ep_syncs = l.ep > 1 ? (l.checkpointing == "none" ? 4.0 : 6.0) * stage_sparse : 0.0;
+  const double ep_syncs = l.ep > 1 ? collectives_per_block * stage_sparse : 0.0;
   double skew_s = 0.0;
   if (tp_syncs + ep_syncs > 0.0) {
     const double segment = stage_s / (tp_syncs + ep_syncs);
