@@ -409,17 +409,21 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
     const double k = static_cast<double>(l.ep - 1);
     const double bytes = tokens * static_cast<double>(s.experts_per_token) * C * static_cast<double>(E);
     // The busiest ep rank receives imbalance x the balanced rows (Note [Measured expert load]).
-    ep_s = m * collectives_per_block * ep_link.all_to_all_factor *
-           (stage_exchanges * k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) +
-            stage_sparse * k * ep_link.latency_us * 1e-6);
+    ep_s =
+        m * collectives_per_block * ep_link.all_to_all_factor *
+        (stage_exchanges * k / static_cast<double>(l.ep) * bytes / (ep_link.bandwidth_gbs * 1e9) +
+         stage_sparse * k * ep_link.latency_us * 1e-6);
   }
   double tp_s = 0.0, tp_syncs = 0.0;  // the all-reduces per micro-batch
   if (l.tp > 1) {
     double blocks = 0.0;
     for (int c = 0; c < pl.num_chunks(); ++c)
-      if (pl.rank_of_chunk(c) == 0) blocks += static_cast<double>(pl.chunks[static_cast<size_t>(c)].second - pl.chunks[static_cast<size_t>(c)].first);
+      if (pl.rank_of_chunk(c) == 0)
+        blocks += static_cast<double>(pl.chunks[static_cast<size_t>(c)].second -
+                                      pl.chunks[static_cast<size_t>(c)].first);
     const double block_ar = collective_seconds(Collective::kAllReduce, tokens * C * static_cast<double>(E), tp_group, ranks, cluster);
-    tp_s = m * blocks * collectives_per_block * block_ar + m * 2.0 * block_ar;  // and the embedding's and the head's input's
+    tp_s = m * blocks * collectives_per_block * block_ar +
+           m * 2.0 * block_ar;  // and the embedding's and the head's input's
     // The vocabulary-parallel loss (parallel/tp_collectives.cc): all-reduces of the rows' maxima
     // (tokens) and of their sums and target logits (2 tokens), f32.
     tp_s += m * (collective_seconds(Collective::kAllReduce, 4.0 * tokens, tp_group, ranks, cluster) +
