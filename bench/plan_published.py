@@ -69,6 +69,9 @@ def plan(args, r):
     cmd = [str(pathlib.Path(args.build) / "apps/trident"), "plan", "--cluster", str(ROOT / CLUSTERS[r["gpu"]]),
            "--nodes", str(math.ceil(gpus / DEVICES_PER_NODE)), "--ranks", str(gpus), "--convention", args.convention or CONVENTIONS[r["source"]],
            "--layout", layout, f"--data.batch_size={gpus * b * m}", "--json"] + model_flags(r) + ["--" + s for s in args.set] + args.plan_arg
+    # Composer's mixed_precision = PURE reduces in bf16 (FSDP's reduce_dtype), DEFAULT in fp32.
+    if r.get("mp_mode") == "PURE":
+        cmd.append("--parallel.grad_compression=bf16")
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return layout, None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"

@@ -34,6 +34,34 @@
 // The attention kernel is the framework's too: every convention's default is a fused (flash)
 // kernel, as trident's own and today's frameworks run; `plan --attention unfused` prices one
 // whose scores go through memory (Note [Unfused attention] in planner/cluster.cc).
+// Note [Gradient passes a micro-batch]
+// Each micro-batch's backward ends in memory-bound passes over all of a stage's gradients (in
+// FSDP2 over its gathered parameters too). Per parameter, E the compute dtype's bytes and R the
+// reduction's (bf16 compute, fp32 reduce: E = 2, R = 4):
+//  trident, megatron, deepspeed, and fsdp and composer under ZeRO 0-1 (no sharding): the
+//            trainer's fold into fp32 under mixed precision (read E, read and write 4), or in
+//            fp32 the gradients added into their sum after the first micro-batch (12).
+//  composer  FSDP1 sharded (use_orig_params; torch/distributed/fsdp/_runtime_utils.py,
+//            _post_backward_hook and _reduce_grad): the views' gradients concatenated into the
+//            flat parameter's (autograd's split backward: read and write E), cast to
+//            reduce_dtype where it differs (read E, write R), and divided in place by the
+//            gradient predivide factor, > 1 on 2 ranks or more (read and write R): 18 bytes.
+//            FSDP1 gathers straight into the flat parameter, whose views the forward uses.
+//  fsdp      FSDP2 (torch/distributed/_composable/fsdp/_fsdp_collectives.py): the gradients
+//            copied into the reduce-scatter's input with the cast (_chunk_cat: read E, write R)
+//            and averaged by the reduce-scatter itself (ReduceOp.AVG for float32 and bfloat16,
+//            torch 2.4 on); each gather's output copied out into the parameters
+//            (split_with_sizes_copy: read and write E), in the forward and, under ZeRO-3
+//            (reshard_after_forward), again in the backward: 6 + 8 bytes.
+// Under reduce_dtype bfloat16 (`--parallel.grad_compression=bf16`; Composer's PURE) a bf16 run
+// casts nothing: FSDP1 moves 8 bytes, FSDP2 4 + 8. Both frameworks then add the reduced shard
+// into the shard's gradient after the first micro-batch (12 bytes of a 1/dp shard).
+// FSDP1's cast and predivide and FSDP2's copy-in run on a side stream beside the next part's
+// backward; they are priced as if serial, since an elementwise kernel gets SMs only as the
+// backward's GEMM blocks free them. On an H100 (3.35 TB/s) FSDP1's 18 bytes are 70 ms a
+// micro-batch of a 13B model: 9% of a 2 x 2048-token micro-batch's compute, 1% of a
+// 16 x 2048-token one's.
+//
 // What overlapping achieves is the cluster file's comm_overlap (the fraction of compute during
 // which a collective on its own stream progresses); a convention that does not overlap a
 // collective leaves it whole on the critical path whatever the cluster says. The gradient
@@ -42,6 +70,7 @@
 // same dtype.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/dtype.h"
@@ -68,14 +97,24 @@ struct Convention {
   // (the trainer's DataParallel, PyTorch DDP, DeepSpeed's flattened buckets); Megatron's
   // gradients live in their contiguous buffer.
   bool copies_into_buckets = true;
+  // Whose passes over the gradients a sharded micro-batch ends in: 0 the trainer's fold, 1
+  // FSDP1's, 2 FSDP2's (Note [Gradient passes a micro-batch]).
+  int fsdp_version = 0;
 };
 
 // The conventions `plan --convention` names.
 inline constexpr const char* kConventionNames[] = {"trident", "megatron", "fsdp", "composer",
                                                    "deepspeed"};
 
-// `name`'s convention for a run in `compute` whose config asks `grad_compression` ("none", "bf16", ...;
-// only trident's convention reads it). An unknown name is an error naming the allowed ones.
+// `name`'s convention for a run in `compute` whose config asks `grad_compression` ("none", "bf16",
+// ...): trident's reads it, fsdp's and composer's read "bf16" as FSDP's reduce_dtype bfloat16,
+// the others ignore it. An unknown name is an error naming the allowed ones.
 StatusOr<Convention> convention_named(const std::string& name, DType compute, const std::string& grad_compression);
+
+// The bytes per parameter a micro-batch of `convention`'s FSDP passes over, in `compute` under
+// `zero_stage` with `dp` data-parallel ranks (Note [Gradient passes a micro-batch]); < 0 where
+// the run folds as the trainer does.
+double fsdp_gradient_pass_bytes(const Convention& convention, DType compute, int zero_stage,
+                                int64_t dp);
 
 }  // namespace trident::planner

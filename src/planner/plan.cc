@@ -38,8 +38,9 @@ constexpr MemoryCategory kShown[] = {MemoryCategory::kParameter, MemoryCategory:
 // Where the frameworks differ, the planner takes the run's convention (the trainer's unless
 // `plan --convention` names another: Note [Framework conventions] in planner/convention.h) and
 // says so: its gradient buffers' and reductions' dtypes, which data-parallel collectives it
-// overlaps and at what fraction (the cluster file's comm_overlap), the allocator's headroom,
-// and the collectives' algorithm (Note [Collectives across nodes]).
+// overlaps and at what fraction (the cluster file's comm_overlap), its passes over the
+// gradients a micro-batch, the allocator's headroom, and the collectives' algorithm (Note
+// [Collectives across nodes]).
 nlohmann::ordered_json assumptions_json(const Plan& plan) {
   const Convention& conv = plan.run.convention;
   const auto bytes_name = [](double b) { return std::string(b == 2.0 ? "16-bit" : "fp32"); };
@@ -69,6 +70,9 @@ nlohmann::ordered_json assumptions_json(const Plan& plan) {
   j["collectives"] = "ring inside a node, hierarchical across nodes";  // Note [Collectives across nodes]
   j["attention"] = conv.unfused_attention ? "unfused" : "flash";      // Note [Unfused attention]
   j["zero3_compute_shard"] = conv.keeps_compute_shard;
+  // Note [Gradient passes a micro-batch]: whose, under ZeRO 2-3.
+  j["sharded_gradient_passes"] =
+      conv.fsdp_version == 0 ? "trident" : "fsdp" + std::to_string(conv.fsdp_version);
   // A mixture's routing: balanced, or a run's counts (Note [Measured expert load]).
   if (plan.run.shapes.experts > 0) {
     const ExpertLoad& load = plan.run.expert_load;

@@ -306,7 +306,13 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // (read E, read and write 4): 7.2 ms per micro-batch of GPT-2 small's 45M parameters in bf16
   // on a Zen 5 core, four times at m = 4 (train.profile_step). Offload folds on the host.
   const bool host_folds = l.offload && !cluster_is_host(cluster);
-  if (run.mixed() && !host_folds) accumulate = m * (static_cast<double>(E) + 8.0) * P / mem_rate;
+  // Sharded FSDP passes over the gradients its own way (Note [Gradient passes a micro-batch]).
+  const double fsdp_bytes = fsdp_gradient_pass_bytes(
+      run.convention, run.compute, static_cast<int>(l.zero_stage), l.data_parallel());
+  if (fsdp_bytes >= 0.0 && !host_folds)
+    accumulate = (m * fsdp_bytes * P + (m - 1.0) * 12.0 * stepped) / mem_rate;
+  else if (run.mixed() && !host_folds)
+    accumulate = m * (static_cast<double>(E) + 8.0) * P / mem_rate;
   // Without it, fp32 gradients accumulate in place: each micro-batch after the first adds its
   // gradient into the sum (read both, write one: 12 bytes an element), ZeRO 2-3 only this rank's
   // reduced part into its shard. On tiny-moe b1 m8 (one Zen 4 core) AccumulateGrad took 118 ms

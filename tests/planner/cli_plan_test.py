@@ -177,7 +177,8 @@ def main():
                                "comm_overlap": 0.9, "reduces_every_micro_batch_zero_stages": "2,3",
                                "pipeline_scatter_gather": False, "allocator_headroom": 0.05,
                                "collectives": "ring inside a node, hierarchical across nodes", "attention": "flash",
-                               "zero3_compute_shard": True, "zero3_backward_prefetch": "before the gradients"}:
+                               "zero3_compute_shard": True, "zero3_backward_prefetch": "before the gradients",
+                               "sharded_gradient_passes": "trident"}:
             failures.append(f"plan --json: assumes {plan['assumes']}")
     # 50M parameters: bandwidth, not latency, and several buckets to overlap.
     mid = [trident, "plan", "--cluster", a100, "--nodes", "2", "--json", "--model.n_layer=4", "--model.n_embd=1024",
@@ -226,6 +227,9 @@ def main():
             continue
         c = json.loads(r.stdout)
         zero3[conv] = (c["ranked"][0]["time_s"], c["assumes"]["zero3_backward_prefetch"])
+        # Note [Gradient passes a micro-batch]: FSDP1's or FSDP2's.
+        if c["assumes"].get("sharded_gradient_passes") != {"fsdp": "fsdp2", "composer": "fsdp1"}[conv]:
+            failures.append(f"plan --convention {conv}: assumes {c['assumes']}")
     if len(zero3) == 2:
         (f_time, f_prefetch), (c_time, c_prefetch) = zero3["fsdp"], zero3["composer"]
         if (abs(c_time["comm_total"] - f_time["comm_total"]) > 1e-9 or not c_time["exposed_comm"] > f_time["exposed_comm"]

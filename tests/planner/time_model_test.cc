@@ -14,6 +14,7 @@
 #include "planner/time_model.h"
 
 #include "planner/collective_skew.h"
+#include "planner/convention.h"
 #include "support/planner_runs.h"
 
 namespace trident::planner {
@@ -80,6 +81,52 @@ TEST(TimeModel, EachMicroBatchFoldsTheGradientsAndPassesOverTheHeadsDw) {
         (dtype == DType::kBF16 ? (10.0 * P + 18.0 * VC) / 50e9 : 12.0 * (P + VC) / 50e9) + 16.0 * VC / 50e9;
     const double three_more = predict_time(run, one_rank(1, 4), c).step_s() - predict_time(run, one_rank(4, 1), c).step_s();
     EXPECT_NEAR(three_more, 3.0 * per_micro_batch, 1e-9) << dtype_name(dtype);
+  }
+}
+
+// Note [Gradient passes a micro-batch]: per micro-batch and parameter in bf16 under ZeRO-3 on
+// 8 ranks, the trainer folds 10 bytes, FSDP1 (composer) 18 (the flat gradient, its fp32 cast,
+// the predivide) and FSDP2 (fsdp) 6 + 8 (the copy-in, each gather's copy-out); the sharded
+// frameworks add the reduced shard into its gradient after the first micro-batch (12 bytes of
+// a 1/8 shard). Under ZeRO-2 FSDP2 gathers once; reducing in bf16 FSDP1 casts nothing; on one
+// rank it does not divide; in fp32 FSDP2 copies 4-byte elements; under ZeRO-0 both fold as the
+// trainer does.
+TEST(TimeModel, EachFrameworkPassesOverTheGradientsAsItsCodeDoes) {
+  Cluster gpus = local_cluster(8);
+  gpus.device.kind = "gpu";
+  gpus.device.memory_bandwidth_gbs = 2000.0;
+  struct Case {
+    const char* convention;
+    const char* reduce;
+    DType dtype;
+    int64_t zero_stage, dp;
+    double bytes, shard_bytes;
+  };
+  const Case cases[] = {
+      {"trident", "none", DType::kBF16, 3, 8, 10.0, 0.0},
+      {"composer", "none", DType::kBF16, 3, 8, 18.0, 12.0},
+      {"fsdp", "none", DType::kBF16, 3, 8, 14.0, 12.0},
+      {"fsdp", "none", DType::kBF16, 2, 8, 10.0, 12.0},
+      {"composer", "bf16", DType::kBF16, 3, 8, 8.0, 12.0},
+      {"composer", "none", DType::kBF16, 3, 1, 10.0, 12.0},
+      {"fsdp", "none", DType::kF32, 3, 8, 24.0, 12.0},
+      {"composer", "none", DType::kBF16, 0, 8, 10.0 + 8.0 / 4.0, 0.0},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(k.convention) + " " + k.reduce + " " + dtype_name(k.dtype) + " zero" +
+                 std::to_string(k.zero_stage) + " dp" + std::to_string(k.dp));
+    RunSpec run = testing::gpt_run(12, 768, 12, 1024, 8 * k.dp, k.dtype);
+    run.place_on_device();
+    run.convention = convention_named(k.convention, k.dtype, k.reduce).value();
+    Layout l;
+    l.dp = k.dp;
+    l.micro_batch = 2;
+    l.accum = 4;
+    l.zero_stage = k.zero_stage;
+    const double P = static_cast<double>(run.shapes.num_parameters());
+    const double shard = P / static_cast<double>(k.dp);
+    EXPECT_NEAR(predict_time(run, l, gpus).parts.accumulate,
+                (4.0 * k.bytes * P + 3.0 * k.shard_bytes * shard) / 2000e9, 1e-12);
   }
 }
 
