@@ -88,8 +88,9 @@ CLI::App* add_plan(CLI::App& app, PlanArgs& a) {
   c->add_flag("--json", a.json, "print JSON instead of a table");
   c->add_option("--top", a.top, "layouts to print")->check(CLI::Range(int64_t{1}, int64_t{100000}));
   c->add_flag("--explain", a.explain,
-              "after the table, the first layout's step by what runs it (the products, attention, memory-bound ops, "
-              "head, loss, optimizer, each collective), as train.profile_step groups a measured step");
+              "after the table, the first layout's step by what runs it (the products, attention, "
+              "memory-bound ops, head, loss, optimizer, each collective), as train.profile_step "
+              "groups a measured step; --json gives every layout's parts as time_parts_s instead");
   c->add_flag("--offload", a.offload, "also consider ZeRO-Offload (optimizer state in host memory)");
   c->add_flag("--nvme", a.nvme,
               "also consider the NVMe tier (ZeRO's optimizer state on a disk, parallel.offload_optimizer_device = "
