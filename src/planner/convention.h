@@ -38,9 +38,10 @@
 // Each micro-batch's backward ends in memory-bound passes over all of a stage's gradients (in
 // FSDP2 over its gathered parameters too). Per parameter, E the compute dtype's bytes and R the
 // reduction's (bf16 compute, fp32 reduce: E = 2, R = 4):
-//  trident, megatron, deepspeed, and fsdp and composer under ZeRO 0-1 (no sharding): the
-//            trainer's fold into fp32 under mixed precision (read E, read and write 4), or in
-//            fp32 the gradients added into their sum after the first micro-batch (12).
+//  trident, megatron, deepspeed, and fsdp and composer where the gradients are not sharded
+//            (ZeRO 0-1): the trainer's fold into fp32 under mixed precision (read E, read and
+//            write 4), or in fp32 the gradients added into their sum after the first
+//            micro-batch (12).
 //  composer  FSDP1 sharded (use_orig_params; torch/distributed/fsdp/_runtime_utils.py,
 //            _post_backward_hook and _reduce_grad): the views' gradients concatenated into the
 //            flat parameter's (autograd's split backward: read and write E), cast to

@@ -402,6 +402,8 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   phases.grad_buckets =
       run.bucket_bytes > 0 ? std::max(1.0, std::ceil(conv.grad_comm_bytes * P / static_cast<double>(run.bucket_bytes))) : 1.0;
   phases.parts = stage_blocks + 1.0;
+  // Sharded FSDP reduce-scatters each wrapped part's gradients as that part's backward ends.
+  if (fsdp_bytes >= 0.0) phases.grad_buckets = phases.parts;
   const DataParallelTime dp_time =
       data_parallel_time(static_cast<int>(l.zero_stage), dpc, phases, conv, cluster.device.comm_overlap);
   // Per block and micro-batch, tensor parallelism's all-reduces and expert parallelism's exchanges
