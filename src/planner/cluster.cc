@@ -50,14 +50,12 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
                Range::between(0.01, 2.0))
           .add("comm_overlap", &DeviceSpec::comm_overlap,
                "fraction of the compute a data-parallel or ZeRO collective issued beside it hides "
-               "behind, where "
-               "the framework overlaps it (NCCL on its own stream: near 1; 0: none)",
+               "behind, where the framework overlaps it (NCCL on its own stream: near 1; 0: none)",
                Range::between(0.0, 1.0))
           .add("allocator_headroom", &DeviceSpec::allocator_headroom,
                "what the allocator holds beyond the tensors' peak, as a fraction of it (a caching "
-               "allocator's "
-               "fragmentation, the runtime's buffers): a layout fits when its peak x (1 + this) is "
-               "within memory_gib",
+               "allocator's fragmentation, the runtime's buffers): a layout fits when its peak x "
+               "(1 + this) is within memory_gib",
                Range::between(0.0, 1.0))
           .add("gemm_half_rows", &DeviceSpec::gemm_half_rows,
                "rows (tokens per micro-batch) at which the GEMM rate is half its peak (0: no "
@@ -65,36 +63,31 @@ const OptionTable<DeviceSpec>& DeviceSpec::table() {
                Range::non_negative())
           .add("attention_half_head_size", &DeviceSpec::attention_half_head_size,
                "the head size at which the attention kernel's rate is half attention_efficiency's "
-               "(flash "
-               "attention's efficiency falls with small heads; 0: no fall-off)",
+               "(flash attention's efficiency falls with small heads; 0: no fall-off)",
                Range::non_negative())
           .add("unfused_attention_efficiency", &DeviceSpec::unfused_attention_efficiency,
                "an unfused attention's score GEMMs (plan --attention unfused) as a fraction of the "
-               "GEMM rate, "
-               "its scores' passes through memory apart (0: attention_efficiency)",
+               "GEMM rate, its scores' passes through memory apart (0: attention_efficiency)",
                Range::between(0.0, 2.0))
           .add("gemm_half_k", &DeviceSpec::gemm_half_k,
                "the reduction length K at which a GEMM's rate is half its peak (the forward's K is "
-               "a product's "
-               "inputs, the dx's its outputs, tensor parallelism dividing one; 0: no fall-off)",
+               "a product's inputs, the dx's its outputs, tensor parallelism dividing one; 0: no "
+               "fall-off)",
                Range::non_negative())
           .add("vocab_loss_ns_per_logit", &DeviceSpec::vocab_loss_ns_per_logit,
                "a vocabulary-parallel loss's local passes (maxima, sums, gradient) per logit, ns "
-               "(calibrate: "
-               "measured; 0: four passes over the f32 logits at memory_bandwidth_gbs)",
+               "(calibrate: measured; 0: four passes over the f32 logits at memory_bandwidth_gbs)",
                Range::non_negative())
           .add("fused_loss_ns_per_logit", &DeviceSpec::fused_loss_ns_per_logit,
                "the fused head's loss (tp = 1) outside its GEMMs: log-sum-exp and softmax - onehot "
-               "per logit, ns "
-               "(calibrate: measured; 0: three passes over the compute dtype's logits at "
-               "memory_bandwidth_gbs)",
+               "per logit, ns (calibrate: measured; 0: three passes over the compute dtype's "
+               "logits at memory_bandwidth_gbs)",
                Range::non_negative())
           .add("collective_skew_us", &DeviceSpec::collective_skew_us,
                "the wait for the slowest of 2 ranks at each blocking collective (tensor "
-               "parallelism's "
-               "all-reduces, expert parallelism's exchanges) beyond the collective's own time, us "
-               "(calibrate: measured; a group of n ranks waits E[max of n normals] / E[max of 2] "
-               "as long)",
+               "parallelism's all-reduces, expert parallelism's exchanges) beyond the collective's "
+               "own time, us (calibrate: measured; a group of n ranks waits E[max of n normals] / "
+               "E[max of 2] as long)",
                Range::non_negative())
           .add("collective_skew_fraction", &DeviceSpec::collective_skew_fraction,
                "the same wait's part that grows with the compute before the collective, as a "

@@ -44,9 +44,9 @@ StatusOr<Convention> convention_named(const std::string& name, DType compute, co
                          allowed + ")");
 }
 
-double fsdp_gradient_pass_bytes(const Convention& convention, DType compute, int zero_stage,
-                                int64_t dp) {
-  if (convention.fsdp_version == 0 || zero_stage < 2) return -1.0;
+std::optional<double> fsdp_gradient_pass_bytes(const Convention& convention, DType compute,
+                                               int zero_stage, int64_t dp) {
+  if (convention.fsdp_version == 0 || zero_stage < 2) return std::nullopt;
   const double E = static_cast<double>(element_size(compute)), R = convention.grad_comm_bytes;
   const DType reduced = R == 2.0 ? DType::kBF16 : DType::kF32;
   if (convention.fsdp_version == 1) {

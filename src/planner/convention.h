@@ -72,6 +72,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/dtype.h"
@@ -113,9 +114,9 @@ inline constexpr const char* kConventionNames[] = {"trident", "megatron", "fsdp"
 StatusOr<Convention> convention_named(const std::string& name, DType compute, const std::string& grad_compression);
 
 // The bytes per parameter a micro-batch of `convention`'s FSDP passes over, in `compute` under
-// `zero_stage` with `dp` data-parallel ranks (Note [Gradient passes a micro-batch]); < 0 where
+// `zero_stage` with `dp` data-parallel ranks (Note [Gradient passes a micro-batch]); none where
 // the run folds as the trainer does.
-double fsdp_gradient_pass_bytes(const Convention& convention, DType compute, int zero_stage,
-                                int64_t dp);
+std::optional<double> fsdp_gradient_pass_bytes(const Convention& convention, DType compute,
+                                               int zero_stage, int64_t dp);
 
 }  // namespace trident::planner

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "models/causal_lm.h"
@@ -307,10 +308,10 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
   // on a Zen 5 core, four times at m = 4 (train.profile_step). Offload folds on the host.
   const bool host_folds = l.offload && !cluster_is_host(cluster);
   // Sharded FSDP passes over the gradients its own way (Note [Gradient passes a micro-batch]).
-  const double fsdp_bytes = fsdp_gradient_pass_bytes(
+  const std::optional<double> fsdp_bytes = fsdp_gradient_pass_bytes(
       run.convention, run.compute, static_cast<int>(l.zero_stage), l.data_parallel());
-  if (fsdp_bytes >= 0.0 && !host_folds)
-    accumulate = (m * fsdp_bytes * P + (m - 1.0) * 12.0 * stepped) / mem_rate;
+  if (fsdp_bytes && !host_folds)
+    accumulate = (m * *fsdp_bytes * P + (m - 1.0) * 12.0 * stepped) / mem_rate;
   else if (run.mixed() && !host_folds)
     accumulate = m * (static_cast<double>(E) + 8.0) * P / mem_rate;
   // Without it, fp32 gradients accumulate in place: each micro-batch after the first adds its
@@ -403,7 +404,7 @@ TimeEstimate predict_time(const RunSpec& run, const Layout& l, const Cluster& cl
       run.bucket_bytes > 0 ? std::max(1.0, std::ceil(conv.grad_comm_bytes * P / static_cast<double>(run.bucket_bytes))) : 1.0;
   phases.parts = stage_blocks + 1.0;
   // Sharded FSDP reduce-scatters each wrapped part's gradients as that part's backward ends.
-  if (fsdp_bytes >= 0.0) phases.grad_buckets = phases.parts;
+  if (fsdp_bytes) phases.grad_buckets = phases.parts;
   const DataParallelTime dp_time =
       data_parallel_time(static_cast<int>(l.zero_stage), dpc, phases, conv, cluster.device.comm_overlap);
   // Per block and micro-batch, tensor parallelism's all-reduces and expert parallelism's exchanges
